@@ -13,3 +13,7 @@ class InputError(ValueError):
 
 class GraphFormatError(InputError):
     """An edge list or graph file that cannot be read."""
+
+
+class InputWarning(UserWarning):
+    """Input that is legitimate but surprising (self loops, duplicate edges, isolated nodes)."""
