@@ -1,0 +1,185 @@
+r"""Forward math of Caps2NE (Nguyen et al., CIKM 2020, section 2; docs/math.md).
+
+Symbols (paper -> code), for a batch of P (context, target) pairs taken from walks
+of length q, with I = q - 1 context slots per pair:
+
+====================  ===========  ==============  ==========================================
+paper                 code         shape           meaning
+====================  ===========  ==============  ==========================================
+x_{v_i}               ``x``        (I, P, d)       feature vector of the context node in slot i
+u^{(i)}               ``u``        (I, P, d)       first capsule layer, ``squash(x)``       (Eq. 1)
+W_i                   ``W``        (I, k, d)       one matrix per context slot i
+\hat u^{(i)}          ``u_hat``    (I, P, k)       ``W_i u^{(i)}``                          (Eq. 2)
+b_i, c = softmax(b)   ``b``, ``c`` (m, P, I)       routing logits / coupling coefficients   (Alg. 1)
+s_v                   ``s``        (m, P, k)       ``sum_i c_i \hat u^{(i)}``               (Eq. 2)
+e_v                   ``e``        (P, k)          second capsule, ``squash(s_v)``          (Eq. 2)
+o_v                   ``O``        (N, k)          output embeddings = the node embeddings  (Eq. 3)
+V', Q                 ``sampled``  (S,)            sampled nodes, expected counts           (Eq. 3)
+====================  ===========  ==============  ==========================================
+
+Arrays are *position-major*: slot i of every pair is contiguous, so that
+``u_hat[i] = u[i] @ W[i].T`` is one matrix product (BLAS) per slot.  Everything
+that is not a matrix product (squash, routing, the softmax rows) is a Numba kernel
+with ``prange`` over pairs.  Every function here works in float32 (training) and
+float64 (gradient checks); the matching backward functions are in ``grads.py``,
+in the same order and with the same names plus ``_backward``.
+
+Departures from the paper, all following the authors' code (daiquocnguyen/Caps2NE):
+
+* the squash divides by ``sqrt(|s|^2 + 1e-9)`` rather than ``|s|``, so it is
+  finite (and zero) at the zero vector;
+* the coupling coefficients are ``c = scale * softmax(b)`` with ``scale = q - 1``
+  by default, so that one routing iteration gives ``c_i = 1`` (``scale = 1`` is
+  the paper's plain softmax);
+* the output layer has a bias per node, as TensorFlow's ``sampled_softmax_loss``.
+"""
+
+import numpy as np
+
+from ._jit import kernel
+from numba import prange
+
+EPS = 1e-9
+"""The epsilon inside the squash's square root (authors' code)."""
+
+RULE_PAPER = 0
+"""Routing update ``b_i = u_hat_i . e`` (the paper's Algorithm 1, default)."""
+RULE_SABOUR = 1
+"""Routing update ``b_i = b_i + u_hat_i . e`` (Sabour et al., 2017)."""
+
+ROUTING_RULES = {"paper": RULE_PAPER, "sabour": RULE_SABOUR}
+
+
+@kernel(parallel=True)
+def squash(s, out):
+    """e = g(|s|^2) s,  g(r2) = r2 / ((1 + r2) sqrt(r2 + EPS))   [Eq. 1; docs/math.md#squash]
+
+    Row-wise over a 2-D array ``s`` of shape (n, k); writes ``out`` (same shape and
+    dtype).  With EPS = 1e-9 (authors' code) the squash of the zero vector is zero.
+    """
+    n, k = s.shape
+    for r in prange(n):
+        r2 = 0.0
+        for j in range(k):
+            r2 += s[r, j] * s[r, j]
+        g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+        for j in range(k):
+            out[r, j] = g * s[r, j]
+
+
+def predict(u, W):
+    """u_hat^{(i)} = W_i u^{(i)} for every slot i   [Eq. 2; docs/math.md#prediction]
+
+    ``u`` (I, P, d), ``W`` (I, k, d) -> ``u_hat`` (I, P, k): one GEMM per slot
+    (``u[i] @ W[i].T``) through NumPy's BLAS.
+    """
+    return np.matmul(u, W.transpose(0, 2, 1))
+
+
+@kernel(parallel=True)
+def route(u_hat, iters, scale, rule, c, s, e):
+    """Algorithm 1: b = 0; repeat m times: c = scale softmax(b); s = sum_i c_i u_hat_i;
+    e = squash(s); b_i = u_hat_i . e (rule 0, paper) or b_i += u_hat_i . e (rule 1).
+
+    [docs/math.md#routing]
+
+    u_hat : (I, P, k)   predictions of the first-layer capsules
+    iters : m >= 1      routing iterations
+    scale : float       c = scale * softmax(b); the authors' code uses q - 1
+    rule  : RULE_PAPER or RULE_SABOUR
+    c     : (m, P, I)   out: coupling coefficients of every iteration
+    s     : (m, P, k)   out: s_v of every iteration
+    e     : (m, P, k)   out: e_v of every iteration; ``e[m - 1]`` is the capsule output
+
+    All iterations are kept because the exact backward pass needs them.  The
+    logits are not updated after the last iteration (their value is unused).
+    """
+    n_slots, n_pairs, k = u_hat.shape
+    for p in prange(n_pairs):
+        b = np.zeros(n_slots, dtype=u_hat.dtype)
+        for r in range(iters):
+            # c = scale * softmax(b), max-shifted for stability
+            b_max = b[0]
+            for i in range(1, n_slots):
+                b_max = max(b_max, b[i])
+            total = 0.0
+            for i in range(n_slots):
+                c[r, p, i] = np.exp(b[i] - b_max)
+                total += c[r, p, i]
+            for i in range(n_slots):
+                c[r, p, i] = scale * c[r, p, i] / total
+            # s = sum_i c_i u_hat_i
+            for j in range(k):
+                acc = 0.0
+                for i in range(n_slots):
+                    acc += c[r, p, i] * u_hat[i, p, j]
+                s[r, p, j] = acc
+            # e = squash(s)
+            r2 = 0.0
+            for j in range(k):
+                r2 += s[r, p, j] * s[r, p, j]
+            g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+            for j in range(k):
+                e[r, p, j] = g * s[r, p, j]
+            if r < iters - 1:
+                for i in range(n_slots):
+                    agree = 0.0
+                    for j in range(k):
+                        agree += u_hat[i, p, j] * e[r, p, j]
+                    if rule == RULE_SABOUR:
+                        b[i] += agree
+                    else:
+                        b[i] = agree
+
+
+@kernel(parallel=True)
+def softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_sampled):
+    """Per pair p: loss_p = -z_t + log(exp(z_t) + sum_{s in V', s != t_p} exp(z_s))
+    and its gradient with respect to the logits, divided by P (mean loss).
+
+    [Eq. 3 as TensorFlow's sampled_softmax_loss; docs/math.md#sampled-softmax]
+
+    logits_true    : (P,)    z_t = e . o_t + b_t - log Q(t)
+    logits_sampled : (P, S)  z_s = e . o_s + b_s - log Q(s)
+    targets        : (P,)    target node t_p of each pair
+    sampled        : (S,)    the sampled set V' (distinct nodes)
+    loss           : (P,)    out: per-pair loss
+    d_true         : (P,)    out: dL/dz_t with L = mean_p loss_p
+    d_sampled      : (P, S)  out: dL/dz_s (zero for accidental hits)
+
+    Accidental hits (s == t_p) are removed from pair p's softmax, as TensorFlow's
+    ``remove_accidental_hits=True``.  The log-sum-exp is max-shifted.
+    """
+    n_pairs, n_sampled = logits_sampled.shape
+    inv_p = 1.0 / n_pairs
+    for p in prange(n_pairs):
+        t = targets[p]
+        z_max = logits_true[p]
+        for j in range(n_sampled):
+            if sampled[j] != t and logits_sampled[p, j] > z_max:
+                z_max = logits_sampled[p, j]
+        total = np.exp(logits_true[p] - z_max)
+        for j in range(n_sampled):
+            if sampled[j] != t:
+                total += np.exp(logits_sampled[p, j] - z_max)
+        log_z = z_max + np.log(total)
+        loss[p] = log_z - logits_true[p]
+        d_true[p] = (np.exp(logits_true[p] - log_z) - 1.0) * inv_p
+        for j in range(n_sampled):
+            if sampled[j] != t:
+                d_sampled[p, j] = np.exp(logits_sampled[p, j] - log_z) * inv_p
+            else:
+                d_sampled[p, j] = 0.0
+
+
+def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
+    """z_t = e . o_t + b_t - log Q(t),  z_s = e . o_s + b_s - log Q(s)   [Eq. 3]
+
+    Returns ``(logits_true (P,), logits_sampled (P, S))``.  The subtraction of the
+    log expected counts is TensorFlow's ``subtract_log_q=True``.
+    """
+    O_t = O[targets]
+    logits_true = np.einsum("pk,pk->p", e, O_t) + bias[targets] - log_q_true
+    logits_sampled = e @ O[sampled].T
+    logits_sampled += bias[sampled] - log_q_sampled
+    return logits_true, logits_sampled

@@ -1,0 +1,189 @@
+r"""One forward and backward pass of Caps2NE over a batch: the functional core.
+
+``loss_and_grads`` is the pure function the training loop calls every step and
+that anyone can check against an autodiff framework: given the parameters, a
+batch of (context, target) pairs and an explicit sampled set V' with its expected
+counts Q, it returns the mean loss and the gradient of every parameter, in the
+dtype of the parameters (float32 for training, float64 for gradient checks).
+
+Pipeline (docs/math.md; each step names its kernel):
+
+    x = X[ctx]                              gather           (I, P, d)
+    u = squash(x)                           capsules.squash  Eq. 1
+    u_hat = W_i u                           capsules.predict Eq. 2
+    e = Routing(u_hat)                      capsules.route   Algorithm 1
+    z = e . o + b - log Q                   capsules.output_logits
+    L = mean_p softmax cross-entropy        capsules.softmax_rows   Eq. 3
+    ... and back: grads.sampled_softmax_backward, grads.route_backward,
+    grads.predict_backward, grads.squash_backward, then scatter into d_X.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import capsules, grads
+from .capsules import ROUTING_RULES
+
+GRAD_MODES = ("exact", "stop")
+
+
+@dataclass
+class Params:
+    """Trainable parameters (and the fixed features, if any).
+
+    W    : (I, k, d)  one matrix per context slot, I = q - 1
+    O    : (N, k)     output embeddings o_v: the node embeddings written out
+    bias : (N,)       output biases of the sampled softmax
+    X    : (N, d)     input features x; trainable unless ``fixed_features``
+    """
+
+    W: np.ndarray
+    O: np.ndarray
+    bias: np.ndarray
+    X: np.ndarray
+    fixed_features: bool = False
+
+    def trainable(self):
+        """Names of the trainable arrays, in a fixed order."""
+        names = ["W", "O", "bias"]
+        if not self.fixed_features:
+            names.append("X")
+        return names
+
+    def astype(self, dtype):
+        """A copy with every array in ``dtype``."""
+        return Params(*(np.array(getattr(self, n), dtype=dtype) for n in ("W", "O", "bias", "X")),
+                      fixed_features=self.fixed_features)
+
+
+def init_params(n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.float32):
+    """Initialise as the authors' code: W ~ N(0, 0.01^2); X ~ U(-sqrt(1/d), sqrt(1/d))
+    when trainable; O Glorot-uniform U(-sqrt(6/(N+k)), +); biases 0.
+
+    ``features`` (N, d) given -> fixed input features (not trained).
+    """
+    W = rng.normal(0.0, 0.01, size=(n_slots, dim, feat_dim)).astype(dtype)
+    limit = np.sqrt(6.0 / (n_nodes + dim))
+    O = rng.uniform(-limit, limit, size=(n_nodes, dim)).astype(dtype)
+    bias = np.zeros(n_nodes, dtype=dtype)
+    if features is None:
+        a = np.sqrt(1.0 / feat_dim)
+        X = rng.uniform(-a, a, size=(n_nodes, feat_dim)).astype(dtype)
+        return Params(W, O, bias, X, fixed_features=False)
+    return Params(W, O, bias, np.ascontiguousarray(features, dtype=dtype), fixed_features=True)
+
+
+@dataclass
+class ModelConfig:
+    """Architecture options that change the math (not the optimisation).
+
+    routing_iters  m, Algorithm 1 (>= 1)
+    routing_rule   'paper' (b_i = u_hat_i . e) or 'sabour' (b_i += u_hat_i . e)
+    routing_scale  c = scale * softmax(b); None -> q - 1 (authors' code), 1.0 = paper
+    grad_mode      'exact' (true gradient) or 'stop' (c treated as constant, authors' code)
+    """
+
+    routing_iters: int = 1
+    routing_rule: str = "paper"
+    routing_scale: float | None = None
+    grad_mode: str = "exact"
+
+    def scale_for(self, n_slots):
+        return float(n_slots) if self.routing_scale is None else float(self.routing_scale)
+
+
+@dataclass
+class Grads:
+    """Dense gradients, same shapes as the parameters (``X`` is None when fixed)."""
+
+    W: np.ndarray
+    O: np.ndarray
+    bias: np.ndarray
+    X: np.ndarray | None = None
+    extras: dict = field(default_factory=dict)
+
+
+def forward(params, ctx, cfg):
+    """Forward pass up to the second capsule: returns a dict of intermediates.
+
+    ctx : (P, I) int  context nodes of each pair in walk order (slot i uses W_i)
+    """
+    ctx_t = np.ascontiguousarray(np.asarray(ctx).T)              # (I, P)
+    x = params.X[ctx_t]                                          # (I, P, d)
+    n_slots, n_pairs, d = x.shape
+    u = np.empty_like(x)
+    capsules.squash(x.reshape(-1, d), u.reshape(-1, d))
+    u_hat = np.ascontiguousarray(capsules.predict(u, params.W))  # (I, P, k)
+    k = u_hat.shape[2]
+    m = int(cfg.routing_iters)
+    dtype = u_hat.dtype
+    c = np.empty((m, n_pairs, n_slots), dtype=dtype)
+    s = np.empty((m, n_pairs, k), dtype=dtype)
+    e = np.empty((m, n_pairs, k), dtype=dtype)
+    capsules.route(u_hat, m, dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule], c, s, e)
+    return dict(ctx_t=ctx_t, x=x, u=u, u_hat=u_hat, c=c, s=s, e_all=e, e=e[m - 1])
+
+
+def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_out=None):
+    """Mean sampled-softmax loss over the batch and the gradient of every parameter.
+
+    params    : Params (float32 or float64; all arrays one dtype)
+    ctx       : (P, I) int   context nodes, walk order
+    targets   : (P,) int     target node of each pair
+    sampled   : (S,) int     the sampled set V' (distinct nodes, shared by the batch)
+    q_true    : (P,) float   expected count Q(t_p) of each target under the sampler
+    q_sampled : (S,) float   expected count Q(s) of each sampled node
+    cfg       : ModelConfig
+    grads_out : Grads to accumulate into (zeroed here), or None to allocate
+
+    Returns ``(loss, grads)``.
+    """
+    if cfg.grad_mode not in GRAD_MODES:
+        raise ValueError(f"grad_mode must be one of {GRAD_MODES}, got {cfg.grad_mode!r}")
+    dtype = params.O.dtype
+    targets = np.asarray(targets, dtype=np.int64)
+    sampled = np.asarray(sampled, dtype=np.int64)
+    fw = forward(params, ctx, cfg)
+    e = fw["e"]
+    n_pairs = e.shape[0]
+
+    # Eq. 3: logits corrected by log Q, then the per-pair softmax cross-entropy.
+    log_q_true = np.log(np.asarray(q_true, dtype=dtype))
+    log_q_sampled = np.log(np.asarray(q_sampled, dtype=dtype))
+    z_true, z_sampled = capsules.output_logits(e, params.O, params.bias, targets, sampled,
+                                               log_q_true, log_q_sampled)
+    loss = np.empty(n_pairs, dtype=dtype)
+    d_true = np.empty(n_pairs, dtype=dtype)
+    d_sampled = np.empty_like(z_sampled)
+    capsules.softmax_rows(z_true, z_sampled, targets, sampled, loss, d_true, d_sampled)
+
+    if grads_out is None:
+        grads_out = Grads(W=np.zeros_like(params.W), O=np.zeros_like(params.O),
+                          bias=np.zeros_like(params.bias),
+                          X=None if params.fixed_features else np.zeros_like(params.X))
+    else:
+        grads_out.O.fill(0)
+        grads_out.bias.fill(0)
+        if grads_out.X is not None:
+            grads_out.X.fill(0)
+
+    # Back through the output layer, the routing, W_i u and the first squash.
+    d_e = grads.sampled_softmax_backward(e, params.O, targets, sampled, d_true, d_sampled,
+                                         grads_out.O, grads_out.bias)
+    d_e = np.ascontiguousarray(d_e, dtype=dtype)
+    d_u_hat = np.empty_like(fw["u_hat"])
+    n_slots = d_u_hat.shape[0]
+    grads.route_backward(fw["u_hat"], fw["c"], fw["s"], fw["e_all"], d_e,
+                         dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule],
+                         cfg.grad_mode == "exact", d_u_hat)
+    d_W, d_u = grads.predict_backward(fw["u"], params.W, d_u_hat,
+                                      need_d_u=not params.fixed_features)
+    grads_out.W[...] = d_W
+    if not params.fixed_features:
+        d = d_u.shape[2]
+        d_x = np.empty_like(d_u)
+        grads.squash_backward(fw["x"].reshape(-1, d), np.ascontiguousarray(d_u).reshape(-1, d),
+                              d_x.reshape(-1, d))
+        grads.scatter_add_rows(grads_out.X, fw["ctx_t"].reshape(-1), d_x.reshape(-1, d))
+    return float(loss.mean(dtype=np.float64)), grads_out

@@ -1,0 +1,196 @@
+r"""Backward math of Caps2NE, derived by hand (docs/math.md).
+
+One ``<name>_backward`` per forward function of ``capsules.py``, in the same order
+and with the same symbols; ``d_<symbol>`` is dL/d<symbol>.  The loss L is the mean
+over the batch's P pairs of the sampled-softmax loss (Eq. 3).
+
+Two gradient modes for the routing (``exact`` argument of ``route_backward``):
+
+* exact (default): the true gradient of L, through every routing iteration:
+  the coupling coefficients c depend on u_hat through the logits b;
+* stop (``exact=False``): the authors' code, where the inner iterations see
+  ``tf.stop_gradient(u_hat)`` and the logits start from a constant, so c is a
+  constant and the gradient flows only through ``s = sum_i c_i u_hat_i`` of the
+  last iteration.
+"""
+
+import numpy as np
+from numba import prange
+
+from ._jit import kernel
+from .capsules import EPS, RULE_SABOUR
+
+
+@kernel(parallel=True)
+def squash_backward(s, d_e, d_s):
+    """d_s = g d_e + 2 g'(|s|^2) (s . d_e) s,  g(r2) = r2 / ((1 + r2) sqrt(r2 + EPS))
+    [e = g(|s|^2) s, Eq. 1; docs/math.md#squash]
+
+    Row-wise over (n, k) arrays.  With h = 1 / ((1 + r2) sqrt(r2 + EPS)):
+    g = r2 h and g' = h (1 / (1 + r2) - r2 / (2 (r2 + EPS))), finite at s = 0
+    (there g' = 1/sqrt(EPS) but it multiplies s = 0, so d_s = 0).
+    """
+    n, k = s.shape
+    for r in prange(n):
+        r2 = 0.0
+        s_dot = 0.0
+        for j in range(k):
+            r2 += s[r, j] * s[r, j]
+            s_dot += s[r, j] * d_e[r, j]
+        h = 1.0 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+        g = r2 * h
+        g_prime = h * (1.0 / (1.0 + r2) - 0.5 * r2 / (r2 + EPS))
+        coef = 2.0 * g_prime * s_dot
+        for j in range(k):
+            d_s[r, j] = g * d_e[r, j] + coef * s[r, j]
+
+
+def predict_backward(u, W, d_u_hat, need_d_u=True):
+    """d_W_i = sum_p d_u_hat_{p,i} u_{p,i}^T,  d_u_{p,i} = W_i^T d_u_hat_{p,i}
+    [u_hat_i = W_i u_i, Eq. 2; docs/math.md#prediction]
+
+    ``u`` (I, P, d), ``W`` (I, k, d), ``d_u_hat`` (I, P, k) ->
+    ``(d_W (I, k, d), d_u (I, P, d) or None)``: two GEMMs per slot through BLAS.
+    ``need_d_u=False`` skips d_u when the features are fixed.
+    """
+    d_W = np.matmul(d_u_hat.transpose(0, 2, 1), u)
+    d_u = np.matmul(d_u_hat, W) if need_d_u else None
+    return d_W, d_u
+
+
+@kernel(parallel=True)
+def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
+    """Backward pass of Algorithm 1, from d_e = dL/de_v (of the last iteration) to
+    d_u_hat.   [docs/math.md#routing-backward]
+
+    Going back over the iterations r = m-1, ..., 0 of one pair, with d_b the
+    gradient of the logits b^{(r+1)} that iteration r produced:
+
+    * b^{(r+1)}_i = [b^{(r)}_i +] u_hat_i . e^{(r)}  gives
+      d_e^{(r)} = sum_i d_b_i u_hat_i  and  d_u_hat_i += d_b_i e^{(r)}
+      (at r = m-1, d_e^{(r)} is the incoming d_e and d_b = 0);
+    * e^{(r)} = squash(s^{(r)}):  d_s = squash_backward(s^{(r)}, d_e^{(r)});
+    * s^{(r)} = sum_i c_i u_hat_i:  d_u_hat_i += c_i d_s,  d_c_i = u_hat_i . d_s;
+    * c = scale softmax(b^{(r)}):  d_b^{(r)}_i = c_i (d_c_i - sum_j c_j d_c_j / scale),
+      plus the d_b of b^{(r+1)} itself under the Sabour rule (b^{(r+1)} = b^{(r)} + ...).
+
+    b^{(0)} = 0 is a constant, so the recursion stops there.  With ``exact=False``
+    (the authors' code) c is a constant: only the last iteration's
+    ``d_u_hat_i = c_i d_s`` is kept.
+
+    u_hat (I, P, k); c (m, P, I); s, e (m, P, k) from ``route``; d_e (P, k);
+    d_u_hat (I, P, k) out.
+    """
+    n_slots, n_pairs, k = u_hat.shape
+    iters = c.shape[0]
+    for p in prange(n_pairs):
+        d_b = np.zeros(n_slots, dtype=u_hat.dtype)
+        d_er = np.empty(k, dtype=u_hat.dtype)
+        d_s = np.empty(k, dtype=u_hat.dtype)
+        d_c = np.empty(n_slots, dtype=u_hat.dtype)
+        for i in range(n_slots):
+            for j in range(k):
+                d_u_hat[i, p, j] = 0.0
+        for j in range(k):
+            d_er[j] = d_e[p, j]
+        last = iters - 1
+        first = 0 if exact else last
+        for r in range(last, first - 1, -1):
+            if r < last:
+                # b^{(r+1)}_i = [b^{(r)}_i +] u_hat_i . e^{(r)}
+                for j in range(k):
+                    acc = 0.0
+                    for i in range(n_slots):
+                        acc += d_b[i] * u_hat[i, p, j]
+                    d_er[j] = acc
+                for i in range(n_slots):
+                    for j in range(k):
+                        d_u_hat[i, p, j] += d_b[i] * e[r, p, j]
+            # e^{(r)} = squash(s^{(r)})
+            r2 = 0.0
+            s_dot = 0.0
+            for j in range(k):
+                r2 += s[r, p, j] * s[r, p, j]
+                s_dot += s[r, p, j] * d_er[j]
+            h = 1.0 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+            g = r2 * h
+            coef = 2.0 * h * (1.0 / (1.0 + r2) - 0.5 * r2 / (r2 + EPS)) * s_dot
+            for j in range(k):
+                d_s[j] = g * d_er[j] + coef * s[r, p, j]
+            # s^{(r)} = sum_i c_i u_hat_i
+            for i in range(n_slots):
+                acc = 0.0
+                for j in range(k):
+                    d_u_hat[i, p, j] += c[r, p, i] * d_s[j]
+                    acc += u_hat[i, p, j] * d_s[j]
+                d_c[i] = acc
+            if r > 0:
+                # c = scale softmax(b^{(r)})
+                mean_dc = 0.0
+                for i in range(n_slots):
+                    mean_dc += c[r, p, i] * d_c[i]
+                mean_dc /= scale
+                for i in range(n_slots):
+                    grad = c[r, p, i] * (d_c[i] - mean_dc)
+                    if rule == RULE_SABOUR:
+                        d_b[i] = d_b[i] + grad
+                    else:
+                        d_b[i] = grad
+
+
+@kernel(parallel=True)
+def _scatter_rows_serial(rows, values, out):
+    """out[rows[n]] += values[n], in the order n = 0, 1, ... for every column block.
+
+    Parallel over column blocks of 16 (disjoint memory), serial over n, so the sum
+    order is fixed and the result is the same on any number of threads.
+    """
+    n_rows, k = values.shape
+    n_blocks = (k + 15) // 16
+    for blk in prange(n_blocks):
+        lo = blk * 16
+        hi = min(k, lo + 16)
+        for n in range(n_rows):
+            r = rows[n]
+            for j in range(lo, hi):
+                out[r, j] += values[n, j]
+
+
+@kernel
+def _scatter_scalars(rows, values, out):
+    """out[rows[n]] += values[n], serially in order n = 0, 1, ..."""
+    for n in range(rows.shape[0]):
+        out[rows[n]] += values[n]
+
+
+def scatter_add_rows(out, rows, values):
+    """out[rows] += values with repeated rows summed, in a fixed order (thread-count
+    invariant).  ``out`` (N, k) or (N,), ``rows`` (n,), ``values`` (n, k) or (n,)."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    values = np.ascontiguousarray(values, dtype=out.dtype)
+    if out.ndim == 1:
+        _scatter_scalars(rows, values, out)
+    else:
+        _scatter_rows_serial(rows, values, out)
+
+
+def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_bias):
+    """Gradients of the sampled-softmax logits with respect to e, o and the biases.
+    [z_t = e . o_t + b_t - log Q(t), z_s = e . o_s + b_s - log Q(s); docs/math.md#sampled-softmax]
+
+    d_e_p = d_z_{p,t} o_{t_p} + sum_s d_z_{p,s} o_s
+    d_o_t += sum_{p: t_p = t} d_z_{p,t} e_p,    d_o_s += sum_p d_z_{p,s} e_p
+    d_b_t += sum_{p: t_p = t} d_z_{p,t},        d_b_s += sum_p d_z_{p,s}
+
+    Accumulates into ``d_O`` (N, k) and ``d_bias`` (N,), which the caller zeroes;
+    returns ``d_e`` (P, k).  The sampled set holds distinct nodes, so its rows are
+    added with one fancy-indexed update; targets can repeat and go through the
+    fixed-order scatter.
+    """
+    d_e = d_sampled @ O[sampled]
+    d_e += d_true[:, None] * O[targets]
+    d_O[sampled] += d_sampled.T @ e
+    d_bias[sampled] += d_sampled.sum(axis=0)
+    scatter_add_rows(d_O, targets, d_true[:, None] * e)
+    scatter_add_rows(d_bias, targets, d_true)
+    return d_e

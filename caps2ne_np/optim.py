@@ -1,0 +1,68 @@
+r"""Adam, in TensorFlow 1's form, as the authors trained (docs/math.md#adam).
+
+    t <- t + 1
+    m <- beta1 m + (1 - beta1) g
+    v <- beta2 v + (1 - beta2) g^2
+    lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t)
+    p <- p - lr_t m / (sqrt(v) + eps)
+
+TensorFlow folds the bias correction into the step size (``lr_t``) and adds eps to
+``sqrt(v)`` uncorrected; that differs slightly from the paper of Kingma and Ba,
+which divides by ``sqrt(v_hat) + eps``.  The dense variant updates every element
+of every parameter each step, as TensorFlow's dense Adam does.
+"""
+
+import numpy as np
+from numba import prange
+
+from ._jit import kernel
+
+
+@kernel(parallel=True)
+def _adam_dense(param, grad, m, v, lr_t, beta1, beta2, eps):
+    """p -= lr_t m / (sqrt(v) + eps) after the moment updates, element-wise over flat arrays."""
+    for j in prange(param.shape[0]):
+        g = grad[j]
+        m[j] = beta1 * m[j] + (1.0 - beta1) * g
+        v[j] = beta2 * v[j] + (1.0 - beta2) * g * g
+        param[j] -= lr_t * m[j] / (np.sqrt(v[j]) + eps)
+
+
+class Adam:
+    """Dense Adam over a dict of named arrays (updated in place).
+
+    >>> opt = Adam({"W": W}, lr=1e-3)
+    >>> opt.step({"W": d_W})
+    """
+
+    def __init__(self, params, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr}")
+        self.params = params
+        self.lr, self.beta1, self.beta2, self.eps = float(lr), float(beta1), float(beta2), float(eps)
+        self.m = {name: np.zeros_like(p) for name, p in params.items()}
+        self.v = {name: np.zeros_like(p) for name, p in params.items()}
+        self.t = 0
+
+    def lr_t(self):
+        """The bias-corrected step size of the current step t."""
+        return self.lr * np.sqrt(1.0 - self.beta2 ** self.t) / (1.0 - self.beta1 ** self.t)
+
+    def step(self, grads):
+        """One update of every parameter named in ``grads``."""
+        self.t += 1
+        lr_t = self.lr_t()
+        for name, g in grads.items():
+            p = self.params[name]
+            dt = p.dtype.type
+            _adam_dense(p.reshape(-1), np.ascontiguousarray(g, dtype=p.dtype).reshape(-1),
+                        self.m[name].reshape(-1), self.v[name].reshape(-1),
+                        dt(lr_t), dt(self.beta1), dt(self.beta2), dt(self.eps))
+
+    def state(self):
+        """Moments and step counter, for checkpoints."""
+        out = {"t": np.int64(self.t)}
+        for name in self.m:
+            out[f"m_{name}"] = self.m[name]
+            out[f"v_{name}"] = self.v[name]
+        return out

@@ -1,0 +1,167 @@
+"""Every gradient of the hand-derived backward pass against central finite
+differences in float64 (relative error < 1e-6), and the fast forward kernels
+against the naive references in tests/naive.py."""
+
+import numpy as np
+import pytest
+
+from caps2ne_np import capsules, grads
+from caps2ne_np.core import ModelConfig, Params, forward, loss_and_grads
+
+import naive
+
+H = 1e-6
+BAR = 1e-6
+
+
+def make_case(seed, n_nodes=7, n_pairs=3, n_slots=3, d=4, k=5, n_sampled=4, scale_w=0.6):
+    """A tiny random problem, away from |s| ~ 0 (W large enough for non-trivial squash)."""
+    rng = np.random.default_rng(seed)
+    W = rng.normal(0, scale_w, size=(n_slots, k, d))
+    O = rng.normal(0, 0.5, size=(n_nodes, k))
+    bias = rng.normal(0, 0.1, size=n_nodes)
+    X = rng.normal(0, 0.8, size=(n_nodes, d))
+    ctx = rng.integers(0, n_nodes, size=(n_pairs, n_slots))
+    targets = rng.integers(0, n_nodes, size=n_pairs)
+    others = np.setdiff1d(np.arange(n_nodes), targets[:1])
+    sampled = np.concatenate([targets[:1], rng.choice(others, size=n_sampled - 1, replace=False)])
+    rng.shuffle(sampled)                        # distinct, with one accidental hit
+    q_true = rng.uniform(0.2, 1.0, size=n_pairs)
+    q_sampled = rng.uniform(0.2, 1.0, size=n_sampled)
+    return W, O, bias, X, ctx, targets, sampled, q_true, q_sampled
+
+
+CONFIGS = [
+    (m, rule, mode, scale)
+    for m in (1, 2, 3)
+    for rule in ("paper", "sabour")
+    for mode in ("exact", "stop")
+    for scale in (None, 1.0)
+    if not (m == 1 and rule == "sabour")        # one iteration never updates b
+]
+
+
+@pytest.mark.parametrize("m,rule,mode,scale", CONFIGS)
+@pytest.mark.parametrize("fixed", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_loss_and_grads_match_central_differences(m, rule, mode, scale, fixed, seed):
+    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(seed)
+    n_slots = ctx.shape[1]
+    cfg = ModelConfig(routing_iters=m, routing_rule=rule, routing_scale=scale, grad_mode=mode)
+    params = Params(W, O, bias, X, fixed_features=fixed)
+    loss, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
+
+    sc = float(n_slots) if scale is None else scale
+    c_fixed = None
+    if mode == "stop":                         # finite differences with c frozen
+        fw = forward(params, ctx, cfg)
+        c_fixed = fw["c"][m - 1]
+
+    def f():
+        return naive.loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, sc, rule,
+                          c_fixed)
+
+    assert loss == pytest.approx(naive.loss(W, O, bias, X, ctx, targets, sampled, q_true,
+                                            q_sampled, m, sc, rule), rel=1e-12)
+    named = [("W", W, g.W), ("O", O, g.O), ("bias", bias, g.bias)]
+    if not fixed:
+        named.append(("X", X, g.X))
+    else:
+        assert g.X is None
+    for name, arr, analytic in named:
+        numeric = naive.numeric_grad(f, arr, h=H)
+        err = naive.rel_error(analytic, numeric)
+        assert err < BAR, f"{name}: relative error {err:.2e}"
+
+
+@pytest.mark.parametrize("n,k", [(1, 2), (3, 5)])
+def test_squash_matches_naive_and_backward_matches_central_differences(n, k):
+    rng = np.random.default_rng(10 * n + k)
+    s = rng.standard_normal((n, k))
+    d_e = rng.standard_normal((n, k))
+    out = np.empty_like(s)
+    capsules.squash(s, out)
+    np.testing.assert_allclose(out, naive.squash(s), rtol=1e-12, atol=1e-15)
+    d_s = np.empty_like(s)
+    grads.squash_backward(s, d_e, d_s)
+    numeric = naive.numeric_grad(lambda: float(np.sum(naive.squash(s) * d_e)), s, h=H)
+    assert naive.rel_error(d_s, numeric) < BAR
+
+
+def test_squash_float32_matches_naive_float64():
+    rng = np.random.default_rng(3)
+    s = rng.standard_normal((20, 16)).astype(np.float32)
+    out = np.empty_like(s)
+    capsules.squash(s, out)
+    np.testing.assert_allclose(out, naive.squash(s), rtol=1e-5, atol=1e-6)
+
+
+def test_squash_and_gradient_are_finite_and_zero_at_zero_vector():
+    s = np.zeros((2, 4))
+    out = np.full_like(s, np.nan)
+    capsules.squash(s, out)
+    d_s = np.full_like(s, np.nan)
+    grads.squash_backward(s, np.ones_like(s), d_s)
+    assert np.all(out == 0) and np.all(np.isfinite(d_s)) and np.all(d_s == 0)
+
+
+@pytest.mark.parametrize("m,rule", [(1, "paper"), (3, "paper"), (3, "sabour")])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
+def test_route_matches_naive(m, rule, dtype, tol):
+    rng = np.random.default_rng(m)
+    n_slots, n_pairs, k = 4, 5, 6
+    u_hat = rng.normal(0, 0.7, size=(n_slots, n_pairs, k))
+    c = np.empty((m, n_pairs, n_slots), dtype=dtype)
+    s = np.empty((m, n_pairs, k), dtype=dtype)
+    e = np.empty((m, n_pairs, k), dtype=dtype)
+    capsules.route(u_hat.astype(dtype), m, dtype(n_slots), capsules.ROUTING_RULES[rule], c, s, e)
+    for p in range(n_pairs):
+        e_ref, cs_ref = naive.route(u_hat[:, p, :], m, float(n_slots), rule)
+        np.testing.assert_allclose(e[m - 1, p], e_ref, rtol=tol, atol=tol)
+        for r in range(m):
+            np.testing.assert_allclose(c[r, p], cs_ref[r], rtol=tol, atol=tol)
+
+
+def test_one_iteration_with_default_scale_gives_unit_coefficients():
+    u_hat = np.random.default_rng(0).normal(size=(9, 2, 3))
+    c = np.empty((1, 2, 9))
+    s = np.empty((1, 2, 3))
+    e = np.empty((1, 2, 3))
+    capsules.route(u_hat, 1, 9.0, capsules.RULE_PAPER, c, s, e)
+    np.testing.assert_allclose(c, 1.0)
+    np.testing.assert_allclose(s[0], u_hat.sum(axis=0))
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_forward_and_sampled_softmax_match_naive(dtype, tol):
+    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(5, n_nodes=12,
+                                                                        n_pairs=6, n_slots=4)
+    cfg = ModelConfig(routing_iters=3)
+    params = Params(W, O, bias, X).astype(dtype)
+    fw = forward(params, ctx, cfg)
+    e_ref, _ = naive.capsule_output(W, X, ctx, 3, 4.0, "paper")
+    np.testing.assert_allclose(fw["e"], e_ref, rtol=tol, atol=tol)
+    loss, _ = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
+    ref = naive.sampled_softmax_loss(e_ref, O, bias, targets, sampled, q_true, q_sampled)
+    assert loss == pytest.approx(ref, rel=10 * tol)
+
+
+def test_float32_gradients_track_float64():
+    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(9, n_pairs=5)
+    cfg = ModelConfig(routing_iters=3)
+    _, g64 = loss_and_grads(Params(W, O, bias, X), ctx, targets, sampled, q_true, q_sampled, cfg)
+    _, g32 = loss_and_grads(Params(W, O, bias, X).astype(np.float32), ctx, targets, sampled,
+                            q_true, q_sampled, cfg)
+    for a, b in [(g32.W, g64.W), (g32.O, g64.O), (g32.bias, g64.bias), (g32.X, g64.X)]:
+        assert naive.rel_error(a, b) < 1e-5
+
+
+def test_scatter_add_rows_sums_repeats_like_numpy_add_at():
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 5, size=40)
+    vals = rng.normal(size=(40, 37))
+    out = np.zeros((5, 37))
+    grads.scatter_add_rows(out, rows, vals)
+    ref = np.zeros((5, 37))
+    np.add.at(ref, rows, vals)
+    np.testing.assert_allclose(out, ref, rtol=1e-12)
