@@ -1,0 +1,160 @@
+"""The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``,
+and the model file (all parameters, config, node ids, format version in one .npz).
+
+>>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
+>>> O = model.get_embedding()          # (N, k) float32, row i = node i
+"""
+
+import json
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from . import graph as graph_mod
+from .core import Params
+from .errors import InputError
+from .train import TrainConfig, fit
+
+MODEL_FORMAT = "caps2ne_np.model"
+MODEL_VERSION = 1
+
+
+class Caps2NE(BaseEstimator):
+    """Caps2NE node embeddings (Nguyen et al., CIKM 2020).
+
+    Hyperparameters are those of ``train.TrainConfig`` (paper symbols there);
+    ``n_jobs`` is the thread count (Numba and BLAS, restored after ``fit``) and
+    ``random_state`` the seed.  Fitted state: ``O_`` (the embeddings), ``W_``,
+    ``bias_``, ``X_`` (trained or fixed input features), ``node_ids_``,
+    ``history_`` (per-epoch loss and throughput).
+    """
+
+    def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=32, epochs=10,
+                 batch_size=64, lr=None, num_sampled=256, sampler="log_uniform", routing_iters=1,
+                 routing_rule="paper", routing_scale=None, grad_mode="exact", targets="all",
+                 batch_mode="random", n_jobs=1, random_state=0, progress=False):
+        self.dim = dim
+        self.feat_dim = feat_dim
+        self.walk_length = walk_length
+        self.walks_per_node = walks_per_node
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.num_sampled = num_sampled
+        self.sampler = sampler
+        self.routing_iters = routing_iters
+        self.routing_rule = routing_rule
+        self.routing_scale = routing_scale
+        self.grad_mode = grad_mode
+        self.targets = targets
+        self.batch_mode = batch_mode
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.progress = progress
+
+    def train_config(self):
+        """The TrainConfig these hyperparameters describe."""
+        return TrainConfig(
+            dim=self.dim, feat_dim=self.feat_dim, walk_length=self.walk_length,
+            walks_per_node=self.walks_per_node, epochs=self.epochs, batch_size=self.batch_size,
+            lr=self.lr, num_sampled=self.num_sampled, sampler=self.sampler,
+            routing_iters=self.routing_iters, routing_rule=self.routing_rule,
+            routing_scale=self.routing_scale, grad_mode=self.grad_mode,
+            targets=self.targets if isinstance(self.targets, str) else tuple(self.targets),
+            batch_mode=self.batch_mode, threads=_threads(self.n_jobs),
+            seed=0 if self.random_state is None else int(self.random_state))
+
+    def fit(self, graph, X=None, epoch_callback=None):
+        """Learn embeddings for ``graph``: a ``graph.Graph`` or a scipy.sparse (N, N)
+        adjacency (rows = source nodes; an undirected graph must be symmetric).
+        ``X`` (N, d) fixed input features, or None to train them.  Returns self."""
+        if not isinstance(graph, graph_mod.Graph):
+            graph = graph_mod.from_scipy(graph, directed=True, keep_self_loops=False)
+        features = None if X is None else _dense_features(X, graph.n_nodes)
+        result = fit(graph.indptr, graph.indices, graph.weights, self.train_config(),
+                     features=features, progress=self.progress, epoch_callback=epoch_callback)
+        p = result.params
+        self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
+        self.fixed_features_ = p.fixed_features
+        self.node_ids_ = list(graph.node_ids)
+        self.history_ = result.history
+        self.config_ = result.config.to_dict()
+        self.lr_ = result.optimizer.lr
+        return self
+
+    def get_embedding(self):
+        """The node embeddings o_v: (N, k) float32, row i = node i."""
+        _check_fitted(self)
+        return self.O_
+
+    def save(self, path, overwrite=False):
+        """Write every parameter, the config, node ids and history to one .npz (atomic)."""
+        from .io import save_npz
+
+        _check_fitted(self)
+        arrays = dict(W=self.W_, O=self.O_, bias=self.bias_,
+                      node_ids=np.asarray(self.node_ids_, dtype=str),
+                      format=np.asarray(MODEL_FORMAT), version=np.int64(MODEL_VERSION),
+                      config=np.asarray(json.dumps(dict(self.config_, lr_used=self.lr_))),
+                      history=np.asarray(json.dumps(self.history_)),
+                      fixed_features=np.bool_(self.fixed_features_))
+        if not self.fixed_features_:
+            arrays["X"] = self.X_
+        save_npz(path, overwrite=overwrite, **arrays)
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by ``save``; InputError for anything else."""
+        from .io import load_npz
+
+        arrays = load_npz(path)
+        if str(arrays.get("format", "")) != MODEL_FORMAT:
+            raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
+        if int(arrays["version"]) > MODEL_VERSION:
+            raise InputError(f"{path}: model format version {int(arrays['version'])} is newer "
+                             f"than this caps2ne_np supports ({MODEL_VERSION}); upgrade caps2ne_np")
+        config = json.loads(str(arrays["config"]))
+        lr_used = config.pop("lr_used", None)
+        keys = set(TrainConfig.__dataclass_fields__)
+        params = {k: v for k, v in config.items() if k in keys}
+        model = cls(**{("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
+                       for k, v in params.items()})
+        model.O_, model.W_, model.bias_ = arrays["O"], arrays["W"], arrays["bias"]
+        model.fixed_features_ = bool(arrays["fixed_features"])
+        model.X_ = arrays.get("X")
+        model.node_ids_ = [str(s) for s in arrays["node_ids"]]
+        model.history_ = json.loads(str(arrays["history"]))
+        model.config_ = config
+        model.lr_ = lr_used
+        return model
+
+    def params_(self):
+        """The fitted parameters as a ``core.Params``."""
+        _check_fitted(self)
+        return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
+
+
+def _threads(n_jobs):
+    import os
+
+    if n_jobs is None or n_jobs == 0:
+        return 1
+    if n_jobs < 0:
+        return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+    return int(n_jobs)
+
+
+def _dense_features(X, n_nodes):
+    import scipy.sparse as sp
+
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    if X.ndim != 2 or X.shape[0] != n_nodes:
+        raise InputError(f"features must have shape (n_nodes={n_nodes}, d), got {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise InputError("features contain NaN or infinite values")
+    return np.ascontiguousarray(X, dtype=np.float32)
+
+
+def _check_fitted(model):
+    if not hasattr(model, "O_"):
+        raise ValueError("this Caps2NE model is not fitted yet; call fit() first")

@@ -1,0 +1,241 @@
+"""The training loop (Algorithm 2): walks once per run, then epochs of batches.
+
+An epoch follows the authors' code: the T walks of every node are generated once
+per run; a batch is B walks drawn uniformly *with replacement*, each giving its
+(context, target) pairs; an epoch is ceil(#walks / B) batches.  ``batch_mode =
+'shuffle'`` instead visits every walk exactly once per epoch in a seeded order.
+
+Every random choice comes from a stream keyed by (seed, purpose, epoch, step), so
+a run is reproducible from its seed whatever the thread count (docs/training.md).
+"""
+
+import logging
+import math
+import time
+import zlib
+from dataclasses import asdict, dataclass, field
+
+import numba
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from . import walks as walks_mod
+from .core import GRAD_MODES, Grads, ModelConfig, init_params, loss_and_grads
+from .errors import InputError
+from .optim import Adam
+from .samplers import make_sampler
+
+log = logging.getLogger(__name__)
+
+SAMPLERS = ("log_uniform", "unigram", "uniform")
+BATCH_MODES = ("random", "shuffle")
+
+LR_FEATURELESS = 1e-3
+"""Default Adam lr when the input features x are trained (no fixed features).
+
+Measured on the bundled Cora graph (featureless): see docs/training.md.  The paper's
+1e-4 learns very slowly here; the authors used 5e-4 for their featureless graphs."""
+LR_FIXED_FEATURES = 1e-4
+"""Default Adam lr with fixed input features (the paper's best for citation graphs)."""
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss or a parameter became NaN or infinite."""
+
+
+@dataclass
+class TrainConfig:
+    """Every option of a training run.  Paper symbols in brackets.
+
+    dim [k]              size of e_v and o_v (the embeddings)
+    feat_dim [d]         size of the trainable input features x (featureless graphs)
+    walk_length [q]      nodes per walk; I = q - 1 context slots
+    walks_per_node [T]   walks started from every node
+    epochs               passes, each of ceil(#walks / batch_size) batches
+    batch_size [B]       walks per batch
+    lr                   Adam learning rate; None -> LR_FEATURELESS or LR_FIXED_FEATURES
+    num_sampled [|V'|]   sampled nodes per batch in the sampled softmax
+    sampler              'log_uniform' (TensorFlow's default), 'unigram' (walk counts^0.75), 'uniform'
+    routing_iters [m]    iterations of Algorithm 1
+    routing_rule         'paper' (b_i = u_hat_i . e) or 'sabour' (b_i += u_hat_i . e)
+    routing_scale        c = scale softmax(b); None -> q - 1 (authors' code)
+    grad_mode            'exact' or 'stop' (c constant, authors' code)
+    targets              'all', 'random' or a tuple of 0-based walk positions
+    batch_mode           'random' (with replacement, authors) or 'shuffle'
+    threads              Numba and BLAS threads
+    seed                 seed of every random stream
+    """
+
+    dim: int = 128
+    feat_dim: int = 128
+    walk_length: int = 10
+    walks_per_node: int = 32
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float | None = None
+    num_sampled: int = 256
+    sampler: str = "log_uniform"
+    routing_iters: int = 1
+    routing_rule: str = "paper"
+    routing_scale: float | None = None
+    grad_mode: str = "exact"
+    targets: object = "all"
+    batch_mode: str = "random"
+    threads: int = 1
+    seed: int = 0
+
+    def model_config(self):
+        return ModelConfig(self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode)
+
+    def to_dict(self):
+        d = asdict(self)
+        if not isinstance(d["targets"], str):
+            d["targets"] = [int(t) for t in d["targets"]]
+        return d
+
+
+def validate(cfg, n_nodes):
+    """Raise InputError (one line, naming the option) for an out-of-range option."""
+    def need(ok, option, what):
+        if not ok:
+            raise InputError(f"--{option.replace('_', '-')}: {what}")
+
+    for name in ("dim", "feat_dim", "walks_per_node", "epochs", "batch_size", "routing_iters",
+                 "threads"):
+        need(int(getattr(cfg, name)) >= 1, name, f"must be >= 1, got {getattr(cfg, name)}")
+    need(cfg.walk_length >= 2, "walk_length", f"must be >= 2, got {cfg.walk_length}")
+    need(cfg.num_sampled >= 1, "num_sampled", f"must be >= 1, got {cfg.num_sampled}")
+    need(cfg.num_sampled < n_nodes, "num_sampled",
+         f"must be smaller than the number of nodes ({n_nodes}), got {cfg.num_sampled}")
+    need(cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0), "lr",
+         f"must be a positive number, got {cfg.lr}")
+    need(cfg.sampler in SAMPLERS, "sampler", f"must be one of {SAMPLERS}")
+    need(cfg.routing_rule in ("paper", "sabour"), "routing_rule", "must be 'paper' or 'sabour'")
+    need(cfg.grad_mode in GRAD_MODES, "grad_mode", f"must be one of {GRAD_MODES}")
+    need(cfg.batch_mode in BATCH_MODES, "batch_mode", f"must be one of {BATCH_MODES}")
+    need(cfg.routing_scale is None or cfg.routing_scale > 0, "routing_scale", "must be > 0")
+    walks_mod.target_positions(cfg.targets, cfg.walk_length)
+
+
+def derive_seed(seed, purpose):
+    """An independent 63-bit seed for one purpose ('walks', 'init', ...) of a run seed."""
+    state = np.random.SeedSequence([int(seed), zlib.crc32(purpose.encode())]).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))
+
+
+@dataclass
+class TrainResult:
+    """Fitted parameters, optimiser, walks and the per-epoch history."""
+
+    params: object
+    config: TrainConfig
+    history: list = field(default_factory=list)
+    optimizer: object = None
+
+
+def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None):
+    """Train Caps2NE on the graph given by CSR arrays; returns a TrainResult.
+
+    indptr (N+1,) int64, indices (nnz,) int32, weights (nnz,) float32 or None.
+    features: (N, d) fixed input features, or None to train x (featureless).
+    epoch_callback(epoch, result) is called after every epoch.
+    """
+    n_nodes = int(indptr.shape[0] - 1)
+    validate(cfg, n_nodes)
+    if features is not None and features.shape[0] != n_nodes:
+        raise InputError(f"features have {features.shape[0]} rows but the graph has {n_nodes} nodes")
+    lr = cfg.lr if cfg.lr is not None else (LR_FIXED_FEATURES if features is not None
+                                             else LR_FEATURELESS)
+    old_threads = numba.get_num_threads()
+    numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        with threadpool_limits(limits=cfg.threads):
+            return _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback)
+    finally:
+        numba.set_num_threads(old_threads)
+
+
+def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback):
+    n_nodes = int(indptr.shape[0] - 1)
+    q = cfg.walk_length
+    t0 = time.perf_counter()
+    walks = walks_mod.uniform_walks(indptr, indices, weights, cfg.walks_per_node, q,
+                                    derive_seed(cfg.seed, "walks"))
+    log.info("generated %d walks of length %d in %.2fs", walks.shape[0], q, time.perf_counter() - t0)
+    positions = walks_mod.target_positions(cfg.targets, q)
+    counts = walks_mod.node_counts(walks, n_nodes) if cfg.sampler == "unigram" else None
+    sampler = make_sampler(cfg.sampler, n_nodes, counts=counts)
+
+    rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
+    feat_dim = cfg.feat_dim if features is None else features.shape[1]
+    params = init_params(n_nodes, cfg.dim, feat_dim, q - 1, rng, features=features)
+    names = params.trainable()
+    opt = Adam({name: getattr(params, name) for name in names}, lr=lr)
+    mcfg = cfg.model_config()
+    grads = Grads(W=np.zeros_like(params.W), O=np.zeros_like(params.O),
+                  bias=np.zeros_like(params.bias),
+                  X=None if params.fixed_features else np.zeros_like(params.X))
+    result = TrainResult(params=params, config=cfg, optimizer=opt)
+
+    n_walks = walks.shape[0]
+    n_batches = walks_mod.batches_per_epoch(n_walks, cfg.batch_size)
+    seed_batch = derive_seed(cfg.seed, "batch")
+    seed_pos = derive_seed(cfg.seed, "positions")
+    seed_sample = derive_seed(cfg.seed, "sampler")
+    bar = _progress(progress, cfg.epochs * n_batches)
+    step = 0
+    try:
+        for epoch in range(cfg.epochs):
+            t_epoch = time.perf_counter()
+            order = (walks_mod.epoch_permutation(n_walks, seed_batch, epoch)
+                     if cfg.batch_mode == "shuffle" else None)
+            loss_sum, n_pairs = 0.0, 0
+            for b in range(n_batches):
+                if order is None:
+                    walk_ids = walks_mod.batch_walk_ids(n_walks, cfg.batch_size, seed_batch, epoch, b)
+                else:
+                    walk_ids = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+                ctx, tgt = walks_mod.training_pairs(
+                    walks, walk_ids, positions if positions is not None else "random",
+                    seed=seed_pos, key=step)
+                sampled, tries = sampler.sample(cfg.num_sampled, seed_sample, step)
+                q_true = sampler.expected_count(tgt, tries)
+                q_sampled = sampler.expected_count(sampled, tries)
+                loss, _ = loss_and_grads(params, ctx, tgt, sampled, q_true, q_sampled, mcfg, grads)
+                if not math.isfinite(loss):
+                    raise TrainingDiverged(
+                        f"loss became {loss} at epoch {epoch + 1}, step {b + 1}; "
+                        f"lower --lr (now {lr:g})")
+                opt.step({name: getattr(grads, name) for name in names})
+                step += 1
+                loss_sum += loss * tgt.shape[0]
+                n_pairs += tgt.shape[0]
+                if bar is not None:
+                    bar.update(1)
+                    if b % 20 == 0:
+                        elapsed = max(time.perf_counter() - t_epoch, 1e-9)
+                        bar.set_postfix(epoch=epoch + 1, loss=f"{loss_sum / n_pairs:.4f}",
+                                        pairs_s=f"{n_pairs / elapsed:,.0f}")
+            seconds = time.perf_counter() - t_epoch
+            if not all(np.isfinite(getattr(params, n)).all() for n in names):
+                raise TrainingDiverged(f"a parameter became NaN or infinite in epoch {epoch + 1}; "
+                                       f"lower --lr (now {lr:g})")
+            entry = dict(epoch=epoch + 1, loss=loss_sum / n_pairs, seconds=seconds,
+                         pairs=n_pairs, pairs_per_s=n_pairs / seconds)
+            result.history.append(entry)
+            log.info("epoch %d: loss %.5f, %.1fs, %.0f pairs/s", epoch + 1, entry["loss"], seconds,
+                     entry["pairs_per_s"])
+            if epoch_callback is not None:
+                epoch_callback(epoch + 1, result)
+    finally:
+        if bar is not None:
+            bar.close()
+    return result
+
+
+def _progress(enabled, total):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="batch", dynamic_ncols=True, leave=True)

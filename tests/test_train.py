@@ -1,0 +1,123 @@
+"""Training end to end: the loss falls, planted communities separate, the run is
+reproducible and thread-count invariant, and the sampled softmax meets the full one."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+
+from caps2ne_np.core import ModelConfig, Params, forward, loss_and_grads
+from caps2ne_np.errors import InputError
+from caps2ne_np.model import Caps2NE
+from caps2ne_np.samplers import make_sampler
+from caps2ne_np.train import TrainConfig, fit
+
+import naive
+
+
+def planted_partition(blocks=4, size=50, p_in=0.2, p_out=0.005, seed=0):
+    rng = np.random.default_rng(seed)
+    n = blocks * size
+    labels = np.repeat(np.arange(blocks), size)
+    prob = np.where(labels[:, None] == labels[None, :], p_in, p_out)
+    upper = np.triu(rng.random((n, n)) < prob, 1)
+    adj = sp.csr_matrix((upper | upper.T).astype(np.float32))
+    return adj, labels
+
+
+SMALL = dict(dim=16, feat_dim=16, walks_per_node=4, epochs=3, num_sampled=16, lr=5e-3)
+
+
+@pytest.fixture(scope="module")
+def partition():
+    return planted_partition()
+
+
+def test_loss_falls_and_planted_blocks_separate(partition):
+    adj, labels = partition
+    model = Caps2NE(dim=32, feat_dim=32, walks_per_node=8, epochs=5, num_sampled=32, lr=5e-3,
+                    n_jobs=2, random_state=0).fit(adj)
+    losses = [h["loss"] for h in model.history_]
+    assert losses[-1] < 0.85 * losses[0]
+    emb = model.get_embedding()
+    assert emb.shape == (200, 32) and emb.dtype == np.float32
+    x_tr, x_te, y_tr, y_te = train_test_split(emb, labels, test_size=0.5, random_state=0,
+                                              stratify=labels)
+    acc = LogisticRegression(max_iter=2000).fit(x_tr, y_tr).score(x_te, y_te)
+    assert acc >= 0.95
+
+
+def test_same_seed_same_embeddings_and_thread_count_invariant(partition):
+    adj, _ = partition
+    runs = [Caps2NE(**SMALL, n_jobs=t, random_state=3, routing_iters=2).fit(adj).O_
+            for t in (1, 2, 1)]
+    np.testing.assert_array_equal(runs[0], runs[2])
+    np.testing.assert_array_equal(runs[0], runs[1])
+    other = Caps2NE(**SMALL, n_jobs=1, random_state=4, routing_iters=2).fit(adj).O_
+    assert not np.array_equal(runs[0], other)
+
+
+@pytest.mark.parametrize("options", [
+    dict(targets=(3, 4, 5, 6), routing_iters=3, grad_mode="stop"),
+    dict(targets="random", sampler="unigram", batch_mode="shuffle", routing_rule="sabour",
+         routing_iters=2),
+    dict(sampler="uniform", routing_scale=1.0),
+])
+def test_every_option_trains_and_lowers_the_loss(partition, options):
+    adj, _ = partition
+    model = Caps2NE(**dict(SMALL, epochs=4), **options, random_state=0).fit(adj)
+    losses = [h["loss"] for h in model.history_]
+    assert np.all(np.isfinite(model.O_)) and losses[-1] < losses[0]
+
+
+def test_fixed_features_are_not_trained(partition):
+    adj, labels = partition
+    X = np.eye(4, dtype=np.float32)[labels] + 0.1
+    model = Caps2NE(**SMALL, random_state=0).fit(adj, X=X)
+    np.testing.assert_array_equal(model.X_, X)
+    assert model.W_.shape == (9, 16, 4)
+
+
+def test_sampled_softmax_approaches_full_softmax_as_sampled_set_grows():
+    """Uniform sampler: all expected counts are equal, so the log-Q shift cancels; with
+    |V'| = N - 1 the pair's softmax misses at most one node of the full one, so the
+    sampled loss is within a few percent of the full softmax loss (and never above it),
+    and closer than with a small V'."""
+    rng = np.random.default_rng(0)
+    n, k, d, slots, pairs = 100, 5, 4, 3, 6
+    params = Params(rng.normal(0, 0.5, (slots, k, d)), rng.normal(0, 0.5, (n, k)),
+                    rng.normal(0, 0.1, n), rng.normal(0, 0.8, (n, d)))
+    ctx = rng.integers(0, n, (pairs, slots))
+    targets = rng.integers(0, n, pairs)
+    sampler = make_sampler("uniform", n)
+    cfg = ModelConfig()
+    full = naive.full_softmax_loss(forward(params, ctx, cfg)["e"], params.O, params.bias, targets)
+    gaps = {}
+    for num_sampled in (10, n - 1):
+        gap = []
+        for key in range(20):
+            sampled, tries = sampler.sample(num_sampled, 7, key)
+            loss, _ = loss_and_grads(params, ctx, targets, sampled,
+                                     sampler.expected_count(targets, tries),
+                                     sampler.expected_count(sampled, tries), cfg)
+            gap.append(full - loss)
+        gaps[num_sampled] = np.mean(np.abs(gap))
+        if num_sampled == n - 1:
+            assert min(gap) >= -1e-12
+    assert gaps[n - 1] < 0.02 * full
+    assert gaps[n - 1] < 0.2 * gaps[10]
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(num_sampled=200), "num-sampled"),
+    (dict(walk_length=1), "walk-length"),
+    (dict(targets=(0, 12)), "target"),
+    (dict(threads=0), "threads"),
+    (dict(lr=-1.0), "lr"),
+])
+def test_out_of_range_options_raise_input_error(partition, bad, match):
+    adj, _ = partition
+    cfg = TrainConfig(**dict(dict(SMALL, epochs=1), **bad))
+    with pytest.raises(InputError, match=match):
+        fit(adj.indptr.astype(np.int64), adj.indices.astype(np.int32), None, cfg)
