@@ -1,0 +1,421 @@
+"""Embedding files: word2vec text/binary, ``.npy`` (+ ``.nodes.txt``), ``.npz``; atomic writes.
+
+Formats (docs/input-formats.md):
+
+- word2vec text, as gensim ``KeyedVectors.load_word2vec_format`` reads it: a header
+  ``n k``, then one line per node in index order, ``node_id v1 ... vk``, single
+  spaces, UTF-8.  Values are float32 written with ``%.9g``: nine significant digits
+  identify every float32, so reading the file back gives the same bits.
+- word2vec binary (``binary=True``): the same header line, then per node
+  ``node_id`` + ``b" "`` + k little-endian float32 + ``b"\\n"``.
+- ``.npy``: the (n, k) float32 matrix, row i = node i; when the node ids are not
+  exactly ``'0' .. 'n-1'`` they go to ``<stem>.nodes.txt`` next to it, one per line.
+- ``.npz``: named arrays (checkpoints), never pickles.
+
+Node ids are non-empty strings without whitespace (they are tokens of a line), and
+unique.  Every write goes to a temporary file in the target's directory that is
+flushed, fsync'ed and renamed into place, so a crash never leaves a half-written
+file under the target name; an existing file is replaced only with
+``overwrite=True`` (the CLI's ``--overwrite``).  Problems with the user's files
+raise :class:`~caps2ne_np.errors.InputError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from caps2ne_np.errors import InputError
+
+__all__ = [
+    "atomic_write",
+    "write_word2vec",
+    "read_word2vec",
+    "save_npy",
+    "load_npy",
+    "save_npz",
+    "load_npz",
+    "nodes_path",
+]
+
+_CHUNK_ROWS = 4096  # rows formatted / parsed per batch
+
+
+def _exists(p: Path) -> bool:
+    return p.exists() or p.is_symlink()
+
+
+def _check_target(path, overwrite: bool) -> Path:
+    """The target as a Path, after the directory / overwrite checks."""
+    target = Path(os.fspath(path))
+    parent = target.parent
+    if not parent.is_dir():
+        raise InputError(f"{parent}: output directory does not exist; create it or choose another output path")
+    if target.is_dir():
+        raise InputError(f"{path}: is a directory; give the path of a file to write")
+    if _exists(target) and not overwrite:
+        raise InputError(f"{path}: exists; pass --overwrite to replace it")
+    return target
+
+
+def _create_temp(target: Path, binary: bool):
+    """(file, path) of a new hidden file next to ``target``, created like ``open(.., 'x')``."""
+    for _ in range(100):
+        tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            if binary:
+                return open(tmp, "xb"), tmp
+            return open(tmp, "x", encoding="utf-8", newline=""), tmp
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise InputError(
+                f"{target.parent}: cannot create a file there ({err.strerror or err}); choose a writable directory"
+            ) from None
+    raise InputError(f"{target.parent}: cannot find a free temporary name; remove stale .*.tmp files")
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename durable; not every platform or filesystem supports it."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
+    """Move the finished temp file to ``target``; without overwrite, never clobber."""
+    if overwrite:
+        os.replace(tmp, target)
+        return
+    try:
+        os.link(tmp, target)  # atomic "create only if absent"
+    except FileExistsError:
+        raise InputError(f"{target}: exists; pass --overwrite to replace it") from None
+    except OSError:  # no hard links on this filesystem: check, then rename
+        if _exists(target):
+            raise InputError(f"{target}: exists; pass --overwrite to replace it") from None
+        os.replace(tmp, target)
+        return
+    os.unlink(tmp)
+
+
+@contextmanager
+def atomic_write(path, mode: str = "w", overwrite: bool = False):
+    """Open a temp file next to ``path``; on success fsync it and rename it to ``path``.
+
+    ``mode`` is ``"w"`` (UTF-8 text, ``\\n`` newlines) or ``"wb"``.  If the body
+    raises, the temp file is removed and ``path`` is left as it was.  Raises
+    ``InputError`` if ``path`` exists and ``overwrite`` is false, if it is a
+    directory, or if its directory is missing or not writable.
+    """
+    if mode not in ("w", "wt", "wb"):
+        raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
+    target = _check_target(path, overwrite)
+    f, tmp = _create_temp(target, binary=mode == "wb")
+    try:
+        with f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        _publish(tmp, target, overwrite)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(target.parent)
+
+
+def _check_ids(node_ids, n: int, where: str) -> list[str]:
+    """node_ids as a list of n unique, non-empty, whitespace-free strings."""
+    ids = list(node_ids)
+    if len(ids) != n:
+        raise InputError(f"{where}: {len(ids)} node ids for {n} rows; give one id per row")
+    for node in ids:
+        if not isinstance(node, str) or not node or node.split() != [node]:
+            raise InputError(
+                f"{where}: node id {node!r} is not a non-empty string without whitespace; "
+                "word2vec and .nodes.txt files store ids as tokens"
+            )
+    if len(set(ids)) != n:
+        seen = set()
+        for node in ids:
+            if node in seen:
+                raise InputError(f"{where}: node id {node!r} occurs twice; ids must be unique")
+            seen.add(node)
+    return ids
+
+
+def _as_matrix(vectors) -> np.ndarray:
+    v = np.asarray(vectors)
+    if v.ndim != 2 or v.shape[1] < 1:
+        raise ValueError(f"vectors must be a 2-D (n, k) array with k >= 1, got shape {v.shape}")
+    if not (np.issubdtype(v.dtype, np.floating) or np.issubdtype(v.dtype, np.integer)):
+        raise ValueError(f"vectors must be real numbers, got dtype {v.dtype}")
+    return np.ascontiguousarray(v, dtype=np.float32)
+
+
+def write_word2vec(path, node_ids, vectors, overwrite: bool = False, binary: bool = False) -> None:
+    """Write (n, k) vectors in word2vec text (``%.9g``, exact) or binary format, atomically."""
+    v = _as_matrix(vectors)
+    n, k = v.shape
+    ids = _check_ids(node_ids, n, os.fspath(path))
+    header = f"{n} {k}\n"
+    if binary:
+        v = v.astype("<f4", copy=False)
+        row = 4 * k
+        with atomic_write(path, "wb", overwrite=overwrite) as f:
+            f.write(header.encode("ascii"))
+            for a in range(0, n, _CHUNK_ROWS):
+                b = min(a + _CHUNK_ROWS, n)
+                block = v[a:b].tobytes()
+                f.write(
+                    b"".join(
+                        ids[a + j].encode("utf-8") + b" " + block[j * row : (j + 1) * row] + b"\n" for j in range(b - a)
+                    )
+                )
+        return
+    line = "%s" + " %.9g" * k + "\n"  # float32 -> Python float is exact; %.9g round-trips float32
+    with atomic_write(path, "w", overwrite=overwrite) as f:
+        f.write(header)
+        for a in range(0, n, _CHUNK_ROWS):
+            b = min(a + _CHUNK_ROWS, n)
+            f.write("".join([line % (node, *values) for node, values in zip(ids[a:b], v[a:b].tolist())]))
+
+
+def _read_bytes(path) -> bytes:
+    p = Path(os.fspath(path))
+    if p.is_dir():
+        raise InputError(f"{path}: is a directory; give the path of a file")
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file; check the path") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot be read ({err.strerror or err}); check its permissions") from None
+
+
+def _parse_header(path, data: bytes):
+    """(n, k, offset of the first row) from the ``n k`` header line."""
+    end = data.find(b"\n")
+    raw = data[: end if end >= 0 else len(data)]
+    try:
+        fields = raw.decode("ascii").split()
+        n, k = (int(x) for x in fields)
+    except (UnicodeDecodeError, ValueError):
+        raise InputError(
+            f"{path}:1: header {raw[:60]!r} is not 'n k'; expected a word2vec file starting with 'rows dim'"
+        ) from None
+    if n < 0 or k < 1:
+        raise InputError(f"{path}:1: header says {n} rows of dimension {k}; expected rows >= 0 and dim >= 1")
+    return n, k, (end + 1 if end >= 0 else len(data))
+
+
+def _check_unique(path, ids, first: int, unit: str) -> None:
+    """InputError naming the second occurrence of a repeated id (``unit`` 'line' or 'row')."""
+    if len(set(ids)) == len(ids):
+        return
+    where = (lambda i: f"{path}:{first + i}") if unit == "line" else (lambda i: f"{path}: row {first + i}")
+    seen = {}
+    for i, node in enumerate(ids):
+        if node in seen:
+            raise InputError(
+                f"{where(i)}: duplicate id {node!r} (first at {unit} {first + seen[node]}); ids must be unique"
+            )
+        seen[node] = i
+
+
+def _read_text_rows(path, text: str, n: int, k: int):
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if len(lines) != n:
+        line = n + 2 if len(lines) > n else len(lines) + 2
+        raise InputError(f"{path}:{line}: header promises {n} rows, the file has {len(lines)}; fix the header or the rows")
+    ids: list[str] = []
+    out = np.empty((n, k), dtype=np.float32)
+    for a in range(0, n, _CHUNK_ROWS):
+        b = min(a + _CHUNK_ROWS, n)
+        tokens: list[str] = []
+        for i in range(a, b):
+            fields = lines[i].split()
+            if len(fields) != k + 1:
+                raise InputError(
+                    f"{path}:{i + 2}: row has {len(fields)} fields; expected an id and {k} values separated by spaces"
+                )
+            ids.append(fields[0])
+            tokens.extend(fields[1:])
+        try:
+            out[a:b] = np.array(tokens, dtype=np.float32).reshape(b - a, k)
+        except ValueError:
+            for j, tok in enumerate(tokens):
+                try:
+                    np.float32(tok)
+                except ValueError:
+                    raise InputError(f"{path}:{a + j // k + 2}: value {tok!r} is not a number; expected {k} floats") from None
+            raise InputError(f"{path}:{a + 2}: rows {a + 2}..{b + 1} hold a value that is not a number") from None
+    _check_unique(path, ids, 2, unit="line")
+    return ids, out
+
+
+def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
+    ids: list[str] = []
+    out = np.empty((n, k), dtype=np.float32)
+    width = 4 * k
+    pos = start
+    for r in range(n):
+        while data[pos : pos + 1] == b"\n":
+            pos += 1
+        space = data.find(b" ", pos)
+        if space < 0 or space + 1 + width > len(data):
+            raise InputError(
+                f"{path}: row {r + 1} of {n} is truncated (byte {pos}); the file ends before the header's row count"
+            )
+        try:
+            ids.append(data[pos:space].decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: row {r + 1} (byte {pos}): node id is not UTF-8; expected a word2vec binary file") from None
+        out[r] = np.frombuffer(data, dtype="<f4", count=k, offset=space + 1)
+        pos = space + 1 + width
+    if data[pos:].strip():
+        raise InputError(f"{path}: {len(data) - pos} bytes after the {n} rows the header promises; fix the header")
+    for r, node in enumerate(ids):
+        if not node or node.split() != [node]:
+            raise InputError(f"{path}: row {r + 1}: node id {node!r} is empty or contains whitespace")
+    _check_unique(path, ids, 1, unit="row")
+    return ids, out
+
+
+def read_word2vec(path, binary: bool | None = None):
+    """Read a word2vec text or binary file -> (node_ids list[str], vectors float32 (n, k)).
+
+    ``binary=None`` detects the format: a body that is not UTF-8 is binary, and a
+    UTF-8 body that does not parse as text is tried as binary before the text error
+    is raised.  Raises ``InputError`` (path:line) for a bad header, row count, row
+    length, value or a duplicate id.
+    """
+    data = _read_bytes(path)
+    n, k, start = _parse_header(path, data)
+    if binary:
+        return _read_binary_rows(path, data, start, n, k)
+    try:
+        text = data[start:].decode("utf-8")
+    except UnicodeDecodeError as err:
+        if binary is None:
+            return _read_binary_rows(path, data, start, n, k)
+        line = data.count(b"\n", 0, start + err.start) + 1
+        raise InputError(f"{path}:{line}: invalid UTF-8; expected a word2vec text file (or pass binary=True)") from None
+    try:
+        return _read_text_rows(path, text, n, k)
+    except InputError:
+        if binary is None:
+            try:
+                return _read_binary_rows(path, data, start, n, k)
+            except InputError:
+                pass
+        raise
+
+
+def nodes_path(path) -> Path:
+    """The node-id file that goes with an ``.npy``: ``emb.npy`` -> ``emb.nodes.txt``."""
+    p = Path(os.fspath(path))
+    stem = p.name[: -len(".npy")] if p.name.endswith(".npy") else p.name
+    return p.with_name(stem + ".nodes.txt")
+
+
+def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
+    """Atomically save (n, k) float32 ``vectors`` to ``path``; ids go to ``<stem>.nodes.txt``.
+
+    The nodes file is written only when ``node_ids`` is given and differs from
+    ``'0' .. 'n-1'``.  An existing nodes file would be paired with the new matrix on
+    load, so it counts as a file to overwrite (and is removed when not rewritten).
+    """
+    v = _as_matrix(vectors)
+    n = v.shape[0]
+    ids = None if node_ids is None else _check_ids(node_ids, n, os.fspath(path))
+    write_ids = ids is not None and ids != [str(i) for i in range(n)]
+    nodes = nodes_path(path)
+    _check_target(path, overwrite)
+    if _exists(nodes) and not overwrite:
+        raise InputError(f"{nodes}: exists (it would be read with {path}); pass --overwrite to replace it")
+    with atomic_write(path, "wb", overwrite=overwrite) as f:
+        np.save(f, v, allow_pickle=False)
+    if write_ids:
+        with atomic_write(nodes, "w", overwrite=overwrite) as f:
+            f.write("\n".join(ids) + "\n")
+    elif _exists(nodes):
+        os.unlink(nodes)
+
+
+def load_npy(path):
+    """(node_ids, vectors float32 (n, k)) from an ``.npy`` and its ``.nodes.txt`` if present."""
+    p = Path(os.fspath(path))
+    if not p.is_file():
+        raise InputError(f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npy file")
+    try:
+        v = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise InputError(f"{path}: not a readable .npy array ({err}); expected a file written by save_npy") from None
+    if isinstance(v, np.lib.npyio.NpzFile):
+        v.close()
+        raise InputError(f"{path}: is an .npz archive; expected an .npy matrix (see load_npz)")
+    if v.ndim != 2 or not np.issubdtype(v.dtype, np.number):
+        raise InputError(f"{path}: holds shape {v.shape} {v.dtype}; expected a numeric (n, k) matrix")
+    v = np.ascontiguousarray(v, dtype=np.float32)
+    n = v.shape[0]
+    nodes = nodes_path(p)
+    if not _exists(nodes):
+        return [str(i) for i in range(n)], v
+    raw = _read_bytes(nodes)
+    try:
+        ids = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise InputError(f"{nodes}:{line}: invalid UTF-8; expected one node id per line") from None
+    if len(ids) != n:
+        raise InputError(f"{nodes}: {len(ids)} ids for the {n} rows of {path}; expected one id per row")
+    for i, node in enumerate(ids):
+        if not node or node.split() != [node]:
+            raise InputError(f"{nodes}:{i + 1}: id {node!r} is empty or contains whitespace; expected one id per line")
+    _check_unique(nodes, ids, 1, unit="line")
+    return ids, v
+
+
+def save_npz(path, overwrite: bool = False, **arrays) -> None:
+    """Atomically ``np.savez`` the named arrays (no object arrays, so no pickles)."""
+    packed = {}
+    for name, value in arrays.items():
+        a = np.asarray(value)
+        if a.dtype.hasobject:
+            raise ValueError(f"{name} has dtype object; store numbers or strings (e.g. JSON) instead")
+        packed[name] = a
+    with atomic_write(path, "wb", overwrite=overwrite) as f:
+        np.savez(f, **packed)  # no object arrays, hence no pickles (allow_pickle= needs NumPy >= 2.1)
+
+
+def load_npz(path) -> dict:
+    """All arrays of an ``.npz`` as a dict, read fully (the file is closed); pickles refused."""
+    p = Path(os.fspath(path))
+    if not p.is_file():
+        raise InputError(f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npz file")
+    try:
+        z = np.load(p, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("it holds a single .npy array")
+        with z:
+            return {name: z[name] for name in z.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as err:
+        raise InputError(f"{path}: not a readable .npz ({err}); expected a file written by save_npz") from None
