@@ -1,0 +1,417 @@
+"""Random walks on a CSR graph and the (context, target) pairs Caps2NE trains on.
+
+Paper, Sec. 2 "Sampling input pairs": T uniform random walks of length q start at
+every node (DeepWalk); in a walk (v_0, ..., v_{q-1}) a target v = v_j has the
+context C_v = (v_0, ..., v_{j-1}, v_{j+1}, ..., v_{q-1}), the other q-1 nodes in walk
+order, and context slot i feeds capsule i (weight W_i).
+
+Symbols: ``walk_length`` q, ``walks_per_node`` T, N nodes, batch size B.
+
+Pipeline (the authors' training loop; docs/walks.md)::
+
+    walks = uniform_walks(indptr, indices, weights, T, q, seed)   # once per run, (N*T, q)
+    for epoch in range(epochs):
+        for step in range(batches_per_epoch(len(walks), B)):
+            ids = batch_walk_ids(len(walks), B, seed, epoch, step)  # with replacement
+            ctx, tgt = training_pairs(walks, ids, (3, 4, 5, 6))     # (B*4, q-1), (B*4,)
+
+Every random choice comes from a counter-based stream keyed by what it is for
+(walk id, (epoch, step), ...), so results are bitwise identical on 1 and N threads.
+"""
+
+import math
+import numbers
+
+import numpy as np
+from numba import prange
+
+from ._jit import kernel
+from .errors import InputError
+from .rng import (
+    TAG_BATCH,
+    TAG_PERMUTATION,
+    TAG_POSITION,
+    rand_below,
+    quiet_wraparound,
+    rand_uniform,
+    stream,
+    stream2,
+    stream3,
+)
+
+_MAX_KEY = 2**63
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+@kernel(parallel=True)
+def _cumulative_weights(indptr, weights, cum):
+    """cum[e] = sum_{lo <= f <= e} weights[f] for the row [lo, hi) holding edge e (float64).
+
+    indptr int64 (N+1,), weights float32/float64 (nnz,), cum float64 (nnz,), written.
+    Each row restarts at zero; the sum runs left to right, so it is reproducible.
+    """
+    for v in prange(indptr.shape[0] - 1):
+        total = 0.0
+        for e in range(indptr[v], indptr[v + 1]):
+            total += weights[e]
+            cum[e] = total
+
+
+@kernel
+def _pick_weighted(cum, lo, hi, x):
+    """The first edge e in [lo, hi) with cum[e] > x (binary search), for 0 <= x < cum[hi-1].
+
+    If rounding made x == cum[hi-1], returns the first e with cum[e] >= x, the last
+    edge of positive weight, so an edge of weight 0 is never chosen.
+    """
+    a, b = lo, hi
+    while a < b:
+        m = (a + b) // 2
+        if cum[m] > x:
+            b = m
+        else:
+            a = m + 1
+    if a < hi:
+        return a
+    a, b = lo, hi
+    while a < b:
+        m = (a + b) // 2
+        if cum[m] >= x:
+            b = m
+        else:
+            a = m + 1
+    return a
+
+
+@kernel(parallel=True)
+def _uniform_walks(indptr, indices, cum, weighted, seed, walks):
+    """v_{t+1} ~ Uniform(N(v_t)), or P(v_{t+1} = u) = w(v_t, u) / sum_u' w(v_t, u') if weighted.
+
+    indptr int64 (N+1,), indices int32 (nnz,), cum float64 (nnz,) from
+    ``_cumulative_weights`` (ignored, may be empty, when ``weighted`` is False),
+    seed int, walks int32 (N*T, q) written.  Walk w = r*N + v starts at v = w mod N
+    and draws from ``stream(seed, w)``.
+
+    Notes: a node without out-edges (or whose out-weights are all 0) repeats for the
+    rest of the walk, so every walk has q valid slots (DeepWalk/node2vec instead
+    stop the walk early).  A weighted step draws u in [0, 1) and takes the first
+    edge whose row-cumulative weight exceeds u * (row total).
+    """
+    n = indptr.shape[0] - 1
+    for w in prange(walks.shape[0]):
+        state = stream(seed, w)  # keyed by walk id, not by thread
+        v = w % n
+        walks[w, 0] = v
+        for t in range(1, walks.shape[1]):
+            lo, hi = indptr[v], indptr[v + 1]
+            if hi > lo:
+                if weighted:
+                    total = cum[hi - 1]
+                    if total > 0.0:
+                        state, u = rand_uniform(state)
+                        v = indices[_pick_weighted(cum, lo, hi, u * total)]
+                else:
+                    state, j = rand_below(state, hi - lo)  # int64 in [0, hi - lo)
+                    v = indices[lo + j]
+            walks[w, t] = v
+
+
+@kernel
+def _context_of(walks, w, j, ctx_out, p, tgt_out):
+    """tgt_out[p] = v_j; ctx_out[p] = (v_t for t != j, in walk order) for walk w."""
+    tgt_out[p] = walks[w, j]
+    i = 0
+    for t in range(walks.shape[1]):
+        if t != j:
+            ctx_out[p, i] = walks[w, t]
+            i += 1
+
+
+@kernel(parallel=True)
+def make_pairs(walks, walk_ids, positions, ctx_out, tgt_out):
+    """C_v = (v_t : t != j) in walk order, v = v_j, for each walk b and each target position j.
+
+    walks int32 (n_walks, q); walk_ids int64 (B,); positions int64 (L,), 0-based,
+    each in [0, q); ctx_out int32 (B*L, q-1) and tgt_out int32 (B*L,), written:
+    pair b*L + k comes from walk walk_ids[b] with target position positions[k].
+    """
+    n_pos = positions.shape[0]
+    for b in prange(walk_ids.shape[0]):
+        w = walk_ids[b]
+        for k in range(n_pos):
+            _context_of(walks, w, positions[k], ctx_out, b * n_pos + k, tgt_out)
+
+
+@kernel(parallel=True)
+def make_random_pairs(walks, walk_ids, seed, key, ctx_out, tgt_out):
+    """One pair per walk: j ~ Uniform{0..q-1}, C_v = (v_t : t != j), v = v_j   [paper, Sec. 2].
+
+    walks int32 (n_walks, q); walk_ids int64 (B,); ctx_out int32 (B, q-1) and tgt_out
+    int32 (B,), written.  Walk w's position is drawn from
+    ``stream3(seed, TAG_POSITION, key, w)``: keyed by the walk id, so a walk drawn
+    twice under the same key gets the same target (pass a new key, e.g. the global
+    step, to redraw).
+    """
+    q = walks.shape[1]
+    for b in prange(walk_ids.shape[0]):
+        w = walk_ids[b]
+        state = stream3(seed, TAG_POSITION, key, w)
+        state, j = rand_below(state, q)
+        _context_of(walks, w, j, ctx_out, b, tgt_out)
+
+
+@kernel
+def _batch_walk_ids(n_walks, seed, epoch, step, out):
+    """out[b] ~ Uniform{0..n_walks-1}, independently (with replacement), from one stream (seed, epoch, step)."""
+    state = stream3(seed, TAG_BATCH, epoch, step)
+    for b in range(out.shape[0]):
+        state, w = rand_below(state, n_walks)
+        out[b] = w
+
+
+@kernel
+def _epoch_permutation(seed, epoch, out):
+    """Fisher-Yates shuffle of 0..n-1 in place of out (int64, (n,)), from stream (seed, epoch).
+
+    for i = n-1 .. 1: j ~ Uniform{0..i}; swap out[i], out[j].  Serial by nature, so
+    thread-independent.
+    """
+    n = out.shape[0]
+    for i in range(n):
+        out[i] = i
+    state = stream2(seed, TAG_PERMUTATION, epoch)
+    for i in range(n - 1, 0, -1):
+        state, j = rand_below(state, i + 1)
+        tmp = out[i]
+        out[i] = out[j]
+        out[j] = tmp
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_int(name, value, low, high=None):
+    """``value`` as an int in [low, high]; ``InputError`` naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise InputError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def _check_seed(name, value):
+    return _check_int(name, value, 0, _MAX_KEY - 1)
+
+
+def _check_csr(indptr, indices, weights):
+    """Contiguous int64 indptr, int32 indices, float32 weights (or None), checked for consistency."""
+    indptr = np.asarray(indptr)
+    indices = np.asarray(indices)
+    if indptr.ndim != 1 or indptr.shape[0] < 2:
+        raise InputError(f"indptr must be 1-D with N+1 >= 2 entries, got shape {indptr.shape}")
+    if indices.ndim != 1:
+        raise InputError(f"indices must be 1-D, got shape {indices.shape}")
+    if not np.issubdtype(indptr.dtype, np.integer) or not np.issubdtype(indices.dtype, np.integer):
+        raise InputError("indptr and indices must hold integers")
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    n = indptr.shape[0] - 1
+    if n >= 2**31:
+        raise InputError(f"indptr describes {n} nodes; node indices must fit in int32")
+    if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.shape[0]:
+        raise InputError("indptr must start at 0, be non-decreasing and end at len(indices)")
+    if indices.shape[0] and (indices.min() < 0 or indices.max() >= n):
+        raise InputError(f"indices must lie in [0, {n}) for a graph with {n} nodes")
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    if weights is not None:
+        weights = np.asarray(weights)
+        if weights.shape != indices.shape:
+            raise InputError(f"weights must have the shape of indices {indices.shape}, got {weights.shape}")
+        weights = np.ascontiguousarray(weights, dtype=np.float32)
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise InputError("weights must be finite and non-negative")
+    return indptr, indices, weights
+
+
+def _check_walks(walks):
+    walks = np.asarray(walks)
+    if walks.ndim != 2 or walks.shape[0] < 1 or walks.shape[1] < 2:
+        raise InputError(f"walks must be 2-D (n_walks >= 1, walk_length >= 2), got shape {walks.shape}")
+    if not np.issubdtype(walks.dtype, np.integer):
+        raise InputError(f"walks must hold integer node indices, got dtype {walks.dtype}")
+    return np.ascontiguousarray(walks, dtype=np.int32)
+
+
+def _check_walk_ids(walk_ids, n_walks):
+    walk_ids = np.asarray(walk_ids)
+    if walk_ids.ndim != 1 or not np.issubdtype(walk_ids.dtype, np.integer):
+        raise InputError(f"walk_ids must be a 1-D integer array, got shape {walk_ids.shape}, dtype {walk_ids.dtype}")
+    if walk_ids.shape[0] and (walk_ids.min() < 0 or walk_ids.max() >= n_walks):
+        raise InputError(f"walk_ids must lie in [0, {n_walks})")
+    return np.ascontiguousarray(walk_ids, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def cumulative_weights(indptr, weights):
+    """Row-wise running sums of the edge weights, float64 (nnz,): cum[e] = sum of weights[lo..e].
+
+    Built once per graph for weighted walks; a step picks the edge by binary search.
+    """
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    weights = np.ascontiguousarray(weights)
+    if weights.dtype not in (np.float32, np.float64):
+        weights = weights.astype(np.float64)
+    cum = np.empty(weights.shape[0], dtype=np.float64)
+    _cumulative_weights(indptr, weights, cum)
+    return cum
+
+
+def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
+    """T random walks of length q from every node (paper, Sec. 2; DeepWalk).
+
+    Parameters
+    ----------
+    indptr, indices, weights : CSR arrays of the (directed) adjacency: out-neighbours
+        of v are ``indices[indptr[v]:indptr[v+1]]``.  Converted to contiguous int64,
+        int32, float32.  ``weights=None`` gives uniform steps, v_{t+1} ~ Uniform(N(v_t));
+        otherwise steps are proportional to the edge weight (non-negative, finite).
+    walks_per_node : int >= 1, T.
+    walk_length : int >= 2, q (the target plus q-1 context nodes).
+    seed : int in [0, 2**63).
+
+    Returns
+    -------
+    walks : int32 (N*T, q).  Row w = r*N + v is round r's walk from v; it draws from
+        ``stream(seed, w)``, so the result depends only on the seed, not on threads.
+
+    Notes
+    -----
+    A node without out-edges (a sink, or an isolated node; also a node whose
+    out-weights are all 0) repeats for the remaining steps, so each walk keeps
+    q-1 valid context slots; a walk from an isolated node has the node as its own
+    context.  DeepWalk/node2vec (the authors' code) stop such a walk early instead.
+    """
+    indptr, indices, weights = _check_csr(indptr, indices, weights)
+    T = _check_int("walks_per_node", walks_per_node, 1)
+    q = _check_int("walk_length", walk_length, 2)
+    seed = _check_seed("seed", seed)
+    n = indptr.shape[0] - 1
+    if weights is None:
+        cum, weighted = np.empty(0, dtype=np.float64), False
+    else:
+        cum, weighted = cumulative_weights(indptr, weights), True
+    walks = np.empty((n * T, q), dtype=np.int32)
+    with quiet_wraparound():
+        _uniform_walks(indptr, indices, cum, weighted, seed, walks)
+    return walks
+
+
+def target_positions(spec, walk_length):
+    """Parse a target-position spec into 0-based int64 positions, or ``None`` for 'random'.
+
+    'all' -> 0..q-1 (every node of the walk is a target once, q pairs per walk; the
+    paper's "rotationally select each node").  A sequence of ints -> those 0-based
+    positions, in the given order (the authors use (3, 4, 5, 6) with q = 10 for
+    Cora/Citeseer/Pubmed, 0-based in their code: the middle four).  'random' ->
+    ``None``: one uniformly drawn position per walk (paper, Sec. 2).
+    """
+    q = _check_int("walk_length", walk_length, 2)
+    if isinstance(spec, str):
+        if spec == "all":
+            return np.arange(q, dtype=np.int64)
+        if spec == "random":
+            return None
+        raise InputError(f"target_positions must be 'all', 'random' or a list of positions, got {spec!r}")
+    try:
+        values = [_check_int("target_positions", p, 0, q - 1) for p in spec]
+    except TypeError:
+        raise InputError(f"target_positions must be 'all', 'random' or a list of positions, got {spec!r}") from None
+    if not values:
+        raise InputError("target_positions must not be empty")
+    if len(set(values)) != len(values):
+        raise InputError(f"target_positions must not repeat a position, got {values}")
+    return np.asarray(values, dtype=np.int64)
+
+
+def training_pairs(walks, walk_ids, positions="all", seed=0, key=0):
+    """(C_v, v) pairs from the walks ``walk_ids``: ctx int32 (P, q-1), tgt int32 (P,).
+
+    ``positions`` is a spec for ``target_positions`` ('all', 'random', or 0-based
+    ints) or an int64 array from it.  With L positions, P = B*L and pair b*L + k is
+    walk walk_ids[b] with target position positions[k]; with 'random', P = B and the
+    position of walk w is drawn from ``stream3(seed, TAG_POSITION, key, w)``.
+    """
+    walks = _check_walks(walks)
+    walk_ids = _check_walk_ids(walk_ids, walks.shape[0])
+    q = walks.shape[1]
+    if isinstance(positions, np.ndarray) and positions.dtype != object:
+        positions = target_positions(positions.tolist(), q)
+    else:
+        positions = target_positions(positions, q)
+    B = walk_ids.shape[0]
+    if positions is None:
+        seed = _check_seed("seed", seed)
+        key = _check_seed("key", key)
+        ctx = np.empty((B, q - 1), dtype=np.int32)
+        tgt = np.empty(B, dtype=np.int32)
+        with quiet_wraparound():
+            make_random_pairs(walks, walk_ids, seed, key, ctx, tgt)
+    else:
+        P = B * positions.shape[0]
+        ctx = np.empty((P, q - 1), dtype=np.int32)
+        tgt = np.empty(P, dtype=np.int32)
+        make_pairs(walks, walk_ids, positions, ctx, tgt)
+    return ctx, tgt
+
+
+def batches_per_epoch(n_walks, batch_size):
+    """ceil(n_walks / batch_size): the authors' number of batches in an epoch."""
+    n_walks = _check_int("n_walks", n_walks, 1)
+    batch_size = _check_int("batch_size", batch_size, 1)
+    return math.ceil(n_walks / batch_size)
+
+
+def batch_walk_ids(n_walks, batch_size, seed, epoch, step):
+    """B walk ids drawn uniformly with replacement (the authors' batches): int64 (B,).
+
+    Drawn from ``stream3(seed, TAG_BATCH, epoch, step)``, so batch ``step`` of
+    ``epoch`` is the same on every run and thread count.
+    """
+    n_walks = _check_int("n_walks", n_walks, 1)
+    batch_size = _check_int("batch_size", batch_size, 1)
+    seed = _check_seed("seed", seed)
+    epoch = _check_seed("epoch", epoch)
+    step = _check_seed("step", step)
+    out = np.empty(batch_size, dtype=np.int64)
+    with quiet_wraparound():
+        _batch_walk_ids(n_walks, seed, epoch, step, out)
+    return out
+
+
+def epoch_permutation(n_walks, seed, epoch):
+    """A permutation of 0..n_walks-1, int64 (n_walks,), for an optional pass without replacement.
+
+    Fisher-Yates driven by ``stream2(seed, TAG_PERMUTATION, epoch)``; slice it into
+    consecutive batches of B (the last one shorter) to visit every walk once.
+    """
+    n_walks = _check_int("n_walks", n_walks, 1)
+    seed = _check_seed("seed", seed)
+    epoch = _check_seed("epoch", epoch)
+    out = np.empty(n_walks, dtype=np.int64)
+    with quiet_wraparound():
+        _epoch_permutation(seed, epoch, out)
+    return out
+
+
+def node_counts(walks, n_nodes):
+    """How often each node occurs in the walks: int64 (n_nodes,) (the unigram sampler's counts)."""
+    walks = _check_walks(walks)
+    n_nodes = _check_int("n_nodes", n_nodes, 1)
+    if walks.min() < 0 or walks.max() >= n_nodes:
+        raise InputError(f"walks must hold node indices in [0, {n_nodes})")
+    return np.bincount(walks.ravel(), minlength=n_nodes).astype(np.int64)
