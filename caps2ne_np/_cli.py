@@ -19,7 +19,7 @@ from . import __version__
 from .errors import InputError, InputWarning
 
 DEFAULTS = dict(dim=128, feat_dim=128, walk_length=10, walks_per_node=32, epochs=10,
-                batch_size=64, num_sampled=256, routing_iters=1)
+                batch_size=64, routing_iters=1)
 
 
 class _Failure(click.ClickException):
@@ -106,8 +106,9 @@ def cli():
 @click.option("--lr", default=None, type=click.FloatRange(min=0, min_open=True),
               help="Adam learning rate [default: 1e-3 with trainable features, 1e-4 with fixed "
                    "features; the paper's grid is 1e-5, 5e-5, 1e-4].")
-@click.option("--num-sampled", default=DEFAULTS["num_sampled"], type=click.IntRange(min=1),
-              help="Sampled nodes |V'| per batch in the sampled softmax (< number of nodes).")
+@click.option("--num-sampled", default=None, type=click.IntRange(min=1),
+              help="Sampled nodes |V'| per batch in the sampled softmax, < number of nodes "
+                   "[default: 256, or N - 1 on graphs of at most 256 nodes].")
 @click.option("--sampler", default="log_uniform",
               type=click.Choice(["log_uniform", "unigram", "uniform"]),
               help="Candidate sampler for V': TensorFlow's log-uniform (by node index), "

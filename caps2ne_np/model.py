@@ -30,7 +30,7 @@ class Caps2NE(BaseEstimator):
     """
 
     def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=32, epochs=10,
-                 batch_size=64, lr=None, num_sampled=256, sampler="log_uniform", routing_iters=1,
+                 batch_size=64, lr=None, num_sampled=None, sampler="log_uniform", routing_iters=1,
                  routing_rule="paper", routing_scale=None, grad_mode="exact", targets="all",
                  batch_mode="random", n_jobs=1, random_state=0, progress=False):
         self.dim = dim

@@ -54,7 +54,7 @@ class TrainConfig:
     epochs               passes, each of ceil(#walks / batch_size) batches
     batch_size [B]       walks per batch
     lr                   Adam learning rate; None -> LR_FEATURELESS or LR_FIXED_FEATURES
-    num_sampled [|V'|]   sampled nodes per batch in the sampled softmax
+    num_sampled [|V'|]   sampled nodes per batch in the sampled softmax; None -> min(256, N - 1)
     sampler              'log_uniform' (TensorFlow's default), 'unigram' (walk counts^0.75), 'uniform'
     routing_iters [m]    iterations of Algorithm 1
     routing_rule         'paper' (b_i = u_hat_i . e) or 'sabour' (b_i += u_hat_i . e)
@@ -73,7 +73,7 @@ class TrainConfig:
     epochs: int = 10
     batch_size: int = 64
     lr: float | None = None
-    num_sampled: int = 256
+    num_sampled: int | None = None
     sampler: str = "log_uniform"
     routing_iters: int = 1
     routing_rule: str = "paper"
@@ -104,9 +104,11 @@ def validate(cfg, n_nodes):
                  "threads"):
         need(int(getattr(cfg, name)) >= 1, name, f"must be >= 1, got {getattr(cfg, name)}")
     need(cfg.walk_length >= 2, "walk_length", f"must be >= 2, got {cfg.walk_length}")
-    need(cfg.num_sampled >= 1, "num_sampled", f"must be >= 1, got {cfg.num_sampled}")
-    need(cfg.num_sampled < n_nodes, "num_sampled",
-         f"must be smaller than the number of nodes ({n_nodes}), got {cfg.num_sampled}")
+    need(n_nodes >= 2, "graph", f"needs at least 2 nodes, got {n_nodes}")
+    if cfg.num_sampled is not None:
+        need(cfg.num_sampled >= 1, "num_sampled", f"must be >= 1, got {cfg.num_sampled}")
+        need(cfg.num_sampled < n_nodes, "num_sampled",
+             f"must be smaller than the number of nodes ({n_nodes}), got {cfg.num_sampled}")
     need(cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0), "lr",
          f"must be a positive number, got {cfg.lr}")
     need(cfg.sampler in SAMPLERS, "sampler", f"must be one of {SAMPLERS}")
@@ -166,6 +168,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback):
     counts = walks_mod.node_counts(walks, n_nodes) if cfg.sampler == "unigram" else None
     sampler = make_sampler(cfg.sampler, n_nodes, counts=counts)
 
+    num_sampled = cfg.num_sampled if cfg.num_sampled is not None else min(256, n_nodes - 1)
     rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
     feat_dim = cfg.feat_dim if features is None else features.shape[1]
     params = init_params(n_nodes, cfg.dim, feat_dim, q - 1, rng, features=features)
@@ -198,7 +201,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback):
                 ctx, tgt = walks_mod.training_pairs(
                     walks, walk_ids, positions if positions is not None else "random",
                     seed=seed_pos, key=step)
-                sampled, tries = sampler.sample(cfg.num_sampled, seed_sample, step)
+                sampled, tries = sampler.sample(num_sampled, seed_sample, step)
                 q_true = sampler.expected_count(tgt, tries)
                 q_sampled = sampler.expected_count(sampled, tries)
                 loss, _ = loss_and_grads(params, ctx, tgt, sampled, q_true, q_sampled, mcfg, grads)
