@@ -1,0 +1,309 @@
+"""Node classification on learned embeddings (scikit-learn): the paper's two protocols.
+
+Single-label (Cora, Citeseer, Pubmed; paper Sec. "Evaluation protocol", after Duran &
+Niepert 2017): for each of the 10 splits, an L2-regularised logistic regression is fit
+on ``O[train]`` and scored by accuracy on ``val`` and ``test``
+(:func:`classify_splits`). Training evaluates every epoch; for each split the epoch
+with the highest validation accuracy is kept and its test accuracy reported, averaged
+over splits (:func:`select_epoch`).
+
+Multi-label (PPI, POS, BlogCatalog; after Perozzi et al. 2014): a fraction gamma of the
+nodes, shuffled, trains a one-vs-rest logistic regression; every other node receives its
+k most probable labels, k = its true number of labels; micro- and macro-F1 are averaged
+over shuffles (:func:`multilabel_f1`).
+
+Exact definitions and the departures from the paper are in ``docs/evaluation.md``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score, f1_score
+from sklearn.multiclass import OneVsRestClassifier
+from threadpoolctl import threadpool_limits
+
+from caps2ne_np.errors import InputError
+
+__all__ = ["classify_splits", "select_epoch", "multilabel_f1", "top_k_predictions", "format_table"]
+
+
+def _check_embedding(emb, n_rows: int, what: str) -> np.ndarray:
+    emb = np.asarray(emb)
+    if emb.ndim != 2 or emb.shape[0] != n_rows:
+        raise ValueError(f"emb: expected shape ({n_rows}, k) to match {what}, got {emb.shape}")
+    if not np.all(np.isfinite(emb)):
+        raise ValueError("emb: contains NaN or inf (did training diverge? try a lower learning rate)")
+    return emb
+
+
+def _make_classifier(C: float, max_iter: int, multinomial: bool):
+    if multinomial:
+        return LogisticRegression(C=C, solver="lbfgs", max_iter=max_iter)
+    # LIBLINEAR one-vs-rest, the default of scikit-learn < 0.22 and of LIBLINEAR [Fan et al. 2008]
+    return OneVsRestClassifier(LogisticRegression(C=C, solver="liblinear", max_iter=max_iter))
+
+
+def classify_splits(
+    emb, labels, splits, C: float = 1.0, *, max_iter: int = 1000, multinomial: bool = True, blas_threads=1
+) -> dict:
+    """Single-label node classification accuracy on each split.
+
+    For split s: fit ``LogisticRegression(C)`` (L2, lbfgs, multinomial) on
+    ``(emb[train_s], labels[train_s])``;  ``acc_part = mean(pred(emb[part_s]) == labels[part_s])``
+    for part in val, test.
+
+    Parameters
+    ----------
+    emb : (N, k) array
+        Node embeddings, row i = node i.
+    labels : (N,) int array
+        Class per node; -1 (unlabelled) must not occur in a split.
+    splits : list of dict
+        ``{'train', 'val', 'test'}`` index arrays (see ``datasets.load_splits``).
+    C : float
+        Inverse L2 regularisation strength (scikit-learn's ``C``).
+    max_iter : int
+        lbfgs iteration cap.
+    multinomial : bool
+        ``False``: one-vs-rest LIBLINEAR instead (what the paper's reference,
+        LIBLINEAR / old scikit-learn defaults, does).
+    blas_threads : int or None
+        BLAS threads while fitting (``threadpoolctl``); these problems are tiny and run
+        about 10x faster on one thread than on several. ``None`` leaves BLAS alone.
+
+    Returns
+    -------
+    dict
+        ``protocol='single-label'``, ``val`` and ``test`` (n_splits,) float arrays of
+        accuracies in [0, 1], and ``val_mean``, ``val_std``, ``test_mean``, ``test_std``
+        (std over splits, ddof=0).
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(
+            f"labels: expected a 1-D integer array of classes, got shape {labels.shape} dtype {labels.dtype}"
+        )
+    emb = _check_embedding(emb, labels.shape[0], "labels")
+    if not splits:
+        raise ValueError("splits: expected at least one {'train', 'val', 'test'} split")
+    val = np.empty(len(splits), dtype=np.float64)
+    test = np.empty(len(splits), dtype=np.float64)
+    with threadpool_limits(limits=blas_threads, user_api="blas"):
+        for s, split in enumerate(splits):
+            val[s], test[s] = _classify_one(emb, labels, split, s, C, max_iter, multinomial)
+    return {
+        "protocol": "single-label",
+        "val": val,
+        "test": test,
+        "val_mean": float(np.mean(val)),
+        "val_std": float(np.std(val)),
+        "test_mean": float(np.mean(test)),
+        "test_std": float(np.std(test)),
+    }
+
+
+def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
+    """(val accuracy, test accuracy) of one split; NaN for an empty part."""
+    idx = {part: np.asarray(split[part], dtype=np.int64) for part in ("train", "val", "test")}
+    for part, ids in idx.items():
+        if ids.size and labels[ids].min() < 0:
+            raise InputError(f"split {s} '{part}': contains unlabelled nodes (label -1); use labelled nodes only")
+    y_train = labels[idx["train"]]
+    if np.unique(y_train).size < 2:
+        raise InputError(f"split {s} 'train': needs nodes of at least 2 classes, got {np.unique(y_train).size}")
+    clf = _make_classifier(C, max_iter, multinomial).fit(emb[idx["train"]], y_train)
+    scores = []
+    for part in ("val", "test"):
+        ids = idx[part]
+        scores.append(accuracy_score(labels[ids], clf.predict(emb[ids])) if ids.size else np.nan)
+    return scores
+
+
+def select_epoch(per_epoch_results, epochs=None) -> dict:
+    """Model selection on validation: per split, the epoch of highest val accuracy (ties -> earliest).
+
+    ``best_s = argmax_e val[e, s]`` (first maximum);  reported ``test[best_s, s]``,
+    mean and std over splits. Test accuracies never influence the choice.
+
+    Parameters
+    ----------
+    per_epoch_results : list of dict
+        One :func:`classify_splits` result per evaluated epoch, in epoch order.
+    epochs : sequence of int, optional
+        Epoch numbers of those results (default ``1 .. len(per_epoch_results)``).
+
+    Returns
+    -------
+    dict
+        ``protocol='epoch-selection'``, ``epochs`` (n_splits,) chosen epoch numbers,
+        ``val`` and ``test`` (n_splits,) accuracies at those epochs, ``val_mean``,
+        ``val_std``, ``test_mean``, ``test_std``.
+    """
+    if not per_epoch_results:
+        raise ValueError("per_epoch_results: expected the results of at least one epoch")
+    val = np.stack([np.asarray(r["val"], dtype=np.float64) for r in per_epoch_results])  # (n_epochs, n_splits)
+    test = np.stack([np.asarray(r["test"], dtype=np.float64) for r in per_epoch_results])
+    epochs = np.arange(1, val.shape[0] + 1) if epochs is None else np.asarray(epochs, dtype=np.int64)
+    if epochs.shape != (val.shape[0],):
+        raise ValueError(f"epochs: expected {val.shape[0]} epoch numbers, got shape {epochs.shape}")
+    if np.isnan(val).any():
+        raise ValueError("per_epoch_results: validation accuracies contain NaN (empty 'val' parts?)")
+    best = np.argmax(val, axis=0)  # first maximum = earliest epoch on ties
+    cols = np.arange(val.shape[1])
+    chosen_val, chosen_test = val[best, cols], test[best, cols]
+    return {
+        "protocol": "epoch-selection",
+        "epochs": epochs[best],
+        "val": chosen_val,
+        "test": chosen_test,
+        "val_mean": float(np.mean(chosen_val)),
+        "val_std": float(np.std(chosen_val)),
+        "test_mean": float(np.mean(chosen_test)),
+        "test_std": float(np.std(chosen_test)),
+    }
+
+
+def top_k_predictions(proba, k) -> np.ndarray:
+    """0/1 (n, L) int64 matrix with ones at each row's ``k[i]`` largest probabilities.
+
+    Ties are broken towards the lower label index (stable sort of ``-proba``).
+    """
+    proba = np.asarray(proba)
+    k = np.asarray(k, dtype=np.int64)
+    order = np.argsort(-proba, axis=1, kind="stable")
+    pred = np.zeros(proba.shape, dtype=np.int64)
+    take = np.arange(proba.shape[1])[None, :] < k[:, None]  # the first k[i] positions of row i
+    rows = np.broadcast_to(np.arange(proba.shape[0])[:, None], order.shape)
+    pred[rows[take], order[take]] = 1
+    return pred
+
+
+def multilabel_f1(
+    emb,
+    Y,
+    train_fractions=(0.1, 0.5, 0.9),
+    n_shuffles: int = 10,
+    seed: int = 0,
+    C: float = 1.0,
+    *,
+    max_iter: int = 1000,
+    zero_division: float = 0.0,
+    n_jobs=None,
+    blas_threads=1,
+) -> dict:
+    """Multi-label node classification, DeepWalk protocol: micro/macro-F1 per training fraction.
+
+    ``n_shuffles`` permutations of the nodes are drawn once from
+    ``np.random.default_rng(seed)`` and shared by all fractions. For fraction gamma and
+    permutation p: train = ``p[:int(gamma * N)]``, test = the rest; fit
+    ``OneVsRestClassifier(LogisticRegression(C))`` on train; each test node i gets its
+    ``k_i = |Y_i|`` most probable labels; score ``f1_score(average='micro'|'macro')``
+    over all L labels. A label absent from a training part gets a constant classifier
+    (probability 0 or 1) instead of an error.
+
+    Parameters
+    ----------
+    emb : (N, k) array
+    Y : (N, L) 0/1 indicator, dense or scipy.sparse
+    train_fractions : sequence of float in (0, 1)
+    n_shuffles : int
+    seed : int
+    C : float
+        Inverse L2 regularisation strength of each binary classifier.
+    zero_division : float
+        F1 of a label with no true and no predicted test node (scikit-learn's
+        ``zero_division``; 0 counts it against macro-F1, as DeepWalk's scorer did).
+    n_jobs : int, optional
+        Parallel binary classifiers (``OneVsRestClassifier(n_jobs=)``).
+    blas_threads : int or None
+        BLAS threads while fitting (see :func:`classify_splits`).
+
+    Returns
+    -------
+    dict
+        ``protocol='multi-label'``, ``fractions`` (n_f,), ``micro`` and ``macro``
+        (n_f, n_shuffles) scores in [0, 1], ``micro_mean``, ``micro_std``,
+        ``macro_mean``, ``macro_std`` (n_f,), std over shuffles with ddof=0.
+    """
+    Y = sp.csr_matrix(Y)
+    if Y.ndim != 2 or (Y.nnz and not np.all((Y.data == 0) | (Y.data == 1))):
+        raise ValueError("Y: expected an (N, L) 0/1 label indicator matrix")
+    Y = sp.csr_matrix(Y, dtype=np.int64)
+    Y.eliminate_zeros()
+    emb = _check_embedding(emb, Y.shape[0], "Y")
+    fractions = np.asarray(train_fractions, dtype=np.float64).reshape(-1)
+    n = Y.shape[0]
+    if fractions.size == 0 or np.any(fractions <= 0) or np.any(fractions >= 1):
+        raise ValueError(f"train_fractions: expected values in (0, 1), got {list(train_fractions)}")
+    if n_shuffles < 1:
+        raise ValueError(f"n_shuffles: expected >= 1, got {n_shuffles}")
+    n_train = (fractions * n).astype(np.int64)
+    if np.any(n_train < 1) or np.any(n_train >= n):
+        raise ValueError(f"train_fractions: {list(train_fractions)} leaves an empty train or test part for N={n}")
+
+    rng = np.random.default_rng(seed)
+    perms = [rng.permutation(n) for _ in range(n_shuffles)]
+    counts = np.diff(Y.indptr)  # k_i = number of true labels of node i
+    micro = np.empty((fractions.size, n_shuffles), dtype=np.float64)
+    macro = np.empty((fractions.size, n_shuffles), dtype=np.float64)
+    with threadpool_limits(limits=blas_threads, user_api="blas"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Label .* is present in all training examples")
+        for f, m in enumerate(n_train):
+            for r, perm in enumerate(perms):
+                train, test = perm[:m], perm[m:]
+                clf = OneVsRestClassifier(LogisticRegression(C=C, solver="lbfgs", max_iter=max_iter), n_jobs=n_jobs)
+                proba = clf.fit(emb[train], Y[train]).predict_proba(emb[test])
+                pred = top_k_predictions(proba, counts[test])
+                y_true = Y[test].toarray()
+                micro[f, r] = f1_score(y_true, pred, average="micro", zero_division=zero_division)
+                macro[f, r] = f1_score(y_true, pred, average="macro", zero_division=zero_division)
+    return {
+        "protocol": "multi-label",
+        "fractions": fractions,
+        "micro": micro,
+        "macro": macro,
+        "micro_mean": micro.mean(axis=1),
+        "micro_std": micro.std(axis=1),
+        "macro_mean": macro.mean(axis=1),
+        "macro_std": macro.std(axis=1),
+    }
+
+
+def format_table(results) -> str:
+    """Plain-text table (percentages, mean +- std) of any result of this module."""
+    protocol = results.get("protocol")
+    if protocol in ("single-label", "epoch-selection"):
+        with_epoch = protocol == "epoch-selection"
+        header = ["split", "val acc %", "test acc %"] + (["epoch"] if with_epoch else [])
+        rows = []
+        for s in range(len(results["test"])):
+            row = [str(s), f"{100 * results['val'][s]:.2f}", f"{100 * results['test'][s]:.2f}"]
+            rows.append(row + ([str(int(results["epochs"][s]))] if with_epoch else []))
+        rows.append(
+            ["mean", _pm(results["val_mean"], results["val_std"]), _pm(results["test_mean"], results["test_std"])]
+            + ([""] if with_epoch else [])
+        )
+    elif protocol == "multi-label":
+        header = ["train fraction", "micro-F1 %", "macro-F1 %"]
+        rows = [
+            [
+                f"{100 * g:g}%",
+                _pm(results["micro_mean"][f], results["micro_std"][f]),
+                _pm(results["macro_mean"][f], results["macro_std"][f]),
+            ]
+            for f, g in enumerate(results["fractions"])
+        ]
+    else:
+        raise ValueError(f"results: unknown protocol {protocol!r}; pass a result of this module")
+    widths = [max(len(r[c]) for r in [header] + rows) for c in range(len(header))]
+    lines = ["  ".join(cell.rjust(w) for cell, w in zip(r, widths)) for r in [header] + rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _pm(mean: float, std: float) -> str:
+    return f"{100 * mean:.2f} +- {100 * std:.2f}"

@@ -1,0 +1,198 @@
+"""Evaluation protocols against scikit-learn's own functions and hand-worked toy cases."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score, f1_score
+from sklearn.multiclass import OneVsRestClassifier
+
+from caps2ne_np.errors import InputError
+from caps2ne_np.evaluate import classify_splits, format_table, multilabel_f1, select_epoch, top_k_predictions
+
+# --------------------------------------------------------------------------- naive reference
+
+
+def naive_multilabel_f1(emb, Y, fractions, n_shuffles, seed):
+    """The DeepWalk protocol written out node by node (dense Y)."""
+    rng = np.random.default_rng(seed)
+    perms = [rng.permutation(Y.shape[0]) for _ in range(n_shuffles)]
+    micro = np.zeros((len(fractions), n_shuffles))
+    macro = np.zeros((len(fractions), n_shuffles))
+    for f, gamma in enumerate(fractions):
+        m = int(gamma * Y.shape[0])
+        for r, perm in enumerate(perms):
+            train, test = perm[:m], perm[m:]
+            clf = OneVsRestClassifier(LogisticRegression(max_iter=1000)).fit(emb[train], Y[train])
+            proba = clf.predict_proba(emb[test])
+            pred = np.zeros_like(Y[test])
+            for i in range(len(test)):
+                k = int(Y[test[i]].sum())
+                for label in sorted(range(Y.shape[1]), key=lambda j: (-proba[i, j], j))[:k]:
+                    pred[i, label] = 1
+            micro[f, r] = f1_score(Y[test], pred, average="micro", zero_division=0)
+            macro[f, r] = f1_score(Y[test], pred, average="macro", zero_division=0)
+    return micro, macro
+
+
+def _blobs(n_per_class, n_classes, dim, spread, seed):
+    rng = np.random.default_rng(seed)
+    centres = 10.0 * rng.standard_normal((n_classes, dim))
+    labels = np.repeat(np.arange(n_classes), n_per_class)
+    return centres[labels] + spread * rng.standard_normal((labels.size, dim)), labels
+
+
+def _random_splits(labels, n_splits, n_train_per_class, n_val, seed):
+    rng = np.random.default_rng(seed)
+    splits = []
+    for _ in range(n_splits):
+        train = np.concatenate(
+            [rng.choice(np.flatnonzero(labels == c), n_train_per_class, replace=False) for c in np.unique(labels)]
+        )
+        rest = rng.permutation(np.setdiff1d(np.arange(labels.size), train))
+        splits.append({"train": train, "val": rest[:n_val], "test": rest[n_val:]})
+    return splits
+
+
+# --------------------------------------------------------------------------- single-label
+
+
+def test_separable_embeddings_give_accuracy_one():
+    emb, labels = _blobs(30, 4, 8, spread=0.1, seed=1)
+    result = classify_splits(emb, labels, _random_splits(labels, 3, 5, 40, seed=2))
+    np.testing.assert_array_equal(result["val"], 1.0)
+    np.testing.assert_array_equal(result["test"], 1.0)
+    assert result["test_mean"] == 1.0 and result["test_std"] == 0.0
+
+
+def test_classify_splits_equals_sklearn_by_hand():
+    emb, labels = _blobs(40, 3, 6, spread=12.0, seed=3)  # overlapping classes: accuracy well below 1
+    splits = _random_splits(labels, 4, 10, 50, seed=4)
+    result = classify_splits(emb, labels, splits, C=0.5)
+    for s, split in enumerate(splits):
+        clf = LogisticRegression(C=0.5, max_iter=1000).fit(emb[split["train"]], labels[split["train"]])
+        assert result["val"][s] == accuracy_score(labels[split["val"]], clf.predict(emb[split["val"]]))
+        assert result["test"][s] == accuracy_score(labels[split["test"]], clf.predict(emb[split["test"]]))
+    assert 0.3 < result["test_mean"] < 0.95
+    assert result["test_mean"] == pytest.approx(np.mean(result["test"]))
+    assert result["test_std"] == pytest.approx(np.std(result["test"]))
+
+
+def test_classify_splits_one_vs_rest_option_equals_liblinear_ovr_by_hand():
+    emb, labels = _blobs(40, 3, 6, spread=12.0, seed=3)
+    splits = _random_splits(labels, 4, 10, 50, seed=4)
+    ovr = classify_splits(emb, labels, splits, multinomial=False)
+    for s, split in enumerate(splits):
+        clf = OneVsRestClassifier(LogisticRegression(solver="liblinear"))
+        clf.fit(emb[split["train"]], labels[split["train"]])
+        assert ovr["test"][s] == accuracy_score(labels[split["test"]], clf.predict(emb[split["test"]]))
+
+
+def test_classify_splits_rejects_unlabelled_nodes_and_nan():
+    emb, labels = _blobs(10, 2, 3, spread=0.1, seed=5)
+    labels = labels.copy()
+    labels[0] = -1
+    splits = [{"train": np.array([0, 1, 15]), "val": np.array([2]), "test": np.array([16])}]
+    with pytest.raises(InputError, match=r"split 0 'train': contains unlabelled nodes"):
+        classify_splits(emb, labels, splits)
+    emb[3, 1] = np.nan
+    with pytest.raises(ValueError, match="emb: contains NaN"):
+        classify_splits(emb, np.abs(labels), splits)
+
+
+# --------------------------------------------------------------------------- epoch selection
+
+
+def _epoch(val, test):
+    return {"val": np.array(val), "test": np.array(test)}
+
+
+def test_select_epoch_picks_by_validation_not_test():
+    # split 0: val peaks at epoch 2, test at epoch 1; split 1: val ties at epochs 1 and 3 -> 1
+    per_epoch = [
+        _epoch([0.70, 0.80], [0.90, 0.60]),
+        _epoch([0.75, 0.70], [0.50, 0.99]),
+        _epoch([0.60, 0.80], [0.99, 0.70]),
+    ]
+    result = select_epoch(per_epoch)
+    assert result["epochs"].tolist() == [2, 1]
+    assert result["test"].tolist() == [0.50, 0.60]
+    assert result["test_mean"] == pytest.approx(0.55) and result["test_std"] == pytest.approx(0.05)
+    assert select_epoch(per_epoch, epochs=[5, 10, 15])["epochs"].tolist() == [10, 5]
+
+
+# --------------------------------------------------------------------------- multi-label
+
+
+def test_top_k_by_hand_on_five_nodes():
+    proba = np.array(
+        [
+            [0.9, 0.1, 0.5, 0.2],  # k=1 -> label 0
+            [0.1, 0.8, 0.7, 0.3],  # k=2 -> labels 1, 2
+            [0.3, 0.3, 0.1, 0.2],  # k=1, tie -> lower index 0
+            [0.2, 0.4, 0.6, 0.8],  # k=3 -> labels 3, 2, 1
+            [0.5, 0.5, 0.5, 0.5],  # k=0 -> nothing
+        ]
+    )
+    expected = np.array([[1, 0, 0, 0], [0, 1, 1, 0], [1, 0, 0, 0], [0, 1, 1, 1], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(top_k_predictions(proba, [1, 2, 1, 3, 0]), expected)
+
+
+def _multilabel_toy(n, n_labels, seed):
+    rng = np.random.default_rng(seed)
+    Y = (rng.random((n, n_labels)) < 0.3).astype(np.int64)
+    Y[Y.sum(axis=1) == 0, 0] = 1
+    emb = Y @ rng.standard_normal((n_labels, 5)) + 0.8 * rng.standard_normal((n, 5))
+    return emb, Y
+
+
+def test_multilabel_f1_equals_naive_protocol():
+    emb, Y = _multilabel_toy(60, 4, seed=6)
+    result = multilabel_f1(emb, sp.csr_matrix(Y), train_fractions=(0.3, 0.7), n_shuffles=2, seed=7)
+    micro, macro = naive_multilabel_f1(emb, Y, (0.3, 0.7), 2, seed=7)
+    np.testing.assert_allclose(result["micro"], micro, rtol=1e-12)
+    np.testing.assert_allclose(result["macro"], macro, rtol=1e-12)
+    np.testing.assert_allclose(result["micro_mean"], micro.mean(axis=1), rtol=1e-12)
+    assert np.all(result["micro"] > 0.5) and np.all(result["micro"] < 1.0)
+
+
+def test_multilabel_f1_perfect_embeddings_score_one():
+    Y = np.eye(3, dtype=np.int64)[np.arange(30) % 3]
+    result = multilabel_f1(10.0 * Y.astype(float), Y, train_fractions=(0.5,), n_shuffles=2, seed=0)
+    np.testing.assert_array_equal(result["micro"], 1.0)
+    np.testing.assert_array_equal(result["macro"], 1.0)
+
+
+def test_multilabel_f1_survives_labels_absent_from_training():
+    emb, Y = _multilabel_toy(40, 3, seed=8)
+    Y = np.hstack([Y, np.zeros((40, 2), dtype=np.int64)])
+    Y[5, 3] = 1  # a label with a single node: absent from most training parts
+    Y[:, 4] = 1  # a label on every node: constant in every training part
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Label .* is present in all training examples")
+        result = multilabel_f1(emb, Y, train_fractions=(0.1, 0.9), n_shuffles=4, seed=9)
+    assert np.all(np.isfinite(result["micro"])) and np.all(np.isfinite(result["macro"]))
+
+
+def test_multilabel_f1_rejects_bad_fractions():
+    emb, Y = _multilabel_toy(10, 2, seed=1)
+    with pytest.raises(ValueError, match="train_fractions"):
+        multilabel_f1(emb, Y, train_fractions=(1.0,))
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def test_format_table_shows_every_protocol():
+    single = {"protocol": "single-label", "val": np.array([0.5, 0.7]), "test": np.array([0.6, 0.8]),
+              "val_mean": 0.6, "val_std": 0.1, "test_mean": 0.7, "test_std": 0.1}
+    text = format_table(single)
+    assert "70.00 +- 10.00" in text and "80.00" in text
+    chosen = select_epoch([single, single])
+    assert "epoch" in format_table(chosen).splitlines()[0]
+    multi = multilabel_f1(*_multilabel_toy(30, 2, seed=2), train_fractions=(0.5,), n_shuffles=1)
+    assert "50%" in format_table(multi)
+    with pytest.raises(ValueError, match="unknown protocol"):
+        format_table({})
