@@ -183,3 +183,45 @@ def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
     logits_sampled = e @ O[sampled].T
     logits_sampled += bias[sampled] - log_q_sampled
     return logits_true, logits_sampled
+
+
+@kernel(parallel=True)
+def squash_csr(indptr, data, out_data):
+    """u = g(|x|^2) x for every row of a CSR matrix (x given by ``indptr``, ``data``):
+    the squash only rescales a row, so u keeps x's sparsity pattern.   [Eq. 1]
+
+    Writes the values of u into ``out_data`` (same shape as ``data``).
+    """
+    n = indptr.shape[0] - 1
+    for r in prange(n):
+        r2 = 0.0
+        for nz in range(indptr[r], indptr[r + 1]):
+            r2 += data[nz] * data[nz]
+        g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+        for nz in range(indptr[r], indptr[r + 1]):
+            out_data[nz] = g * data[nz]
+
+
+@kernel(parallel=True)
+def predict_sparse(indptr, indices, u_data, ctx_t, W_t, u_hat):
+    """u_hat^{(i)} = W_i u^{(i)} = sum_{j in nnz(u)} u_j W_i[:, j] for sparse fixed
+    features: O(nnz(u) k) per context node instead of O(d k).
+    [Eq. 2; docs/math.md#sparse-features]
+
+    indptr, indices, u_data : CSR rows of u = squash(x) for all N nodes
+    ctx_t  : (I, P) int   context node of slot i of pair p
+    W_t    : (I, d, k)    W transposed, so that column j of W_i is contiguous
+    u_hat  : (I, P, k)    out
+    """
+    n_slots, n_pairs = ctx_t.shape
+    k = W_t.shape[2]
+    for p in prange(n_pairs):
+        for i in range(n_slots):
+            row = ctx_t[i, p]
+            for j in range(k):
+                u_hat[i, p, j] = 0.0
+            for nz in range(indptr[row], indptr[row + 1]):
+                col = indices[nz]
+                val = u_data[nz]
+                for j in range(k):
+                    u_hat[i, p, j] += val * W_t[i, col, j]

@@ -29,13 +29,54 @@ GRAD_MODES = ("exact", "stop")
 
 
 @dataclass
+class SparseFeatures:
+    """Fixed sparse input features x (N, d) as CSR, with u = squash(x) precomputed:
+    the features never change, so neither does the first capsule layer.
+
+    Build with ``SparseFeatures.from_scipy(matrix, dtype)``.
+    """
+
+    indptr: np.ndarray   # int64 (N + 1,)
+    indices: np.ndarray  # int32 (nnz,)
+    data: np.ndarray     # x values (nnz,)
+    u_data: np.ndarray   # u = squash(x) values (nnz,)
+    shape: tuple
+
+    @classmethod
+    def from_scipy(cls, matrix, dtype=np.float32):
+        import scipy.sparse as sp
+
+        csr = sp.csr_matrix(matrix)
+        csr.sum_duplicates()
+        csr.sort_indices()
+        data = np.ascontiguousarray(csr.data, dtype=dtype)
+        u_data = np.empty_like(data)
+        indptr = np.ascontiguousarray(csr.indptr, dtype=np.int64)
+        capsules.squash_csr(indptr, data, u_data)
+        return cls(indptr, np.ascontiguousarray(csr.indices, dtype=np.int32), data, u_data,
+                   tuple(csr.shape))
+
+    def astype(self, dtype):
+        return SparseFeatures.from_scipy(self.to_scipy(), dtype)
+
+    def to_scipy(self):
+        import scipy.sparse as sp
+
+        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+    def toarray(self):
+        return self.to_scipy().toarray()
+
+
+@dataclass
 class Params:
     """Trainable parameters (and the fixed features, if any).
 
     W    : (I, k, d)  one matrix per context slot, I = q - 1
     O    : (N, k)     output embeddings o_v: the node embeddings written out
     bias : (N,)       output biases of the sampled softmax
-    X    : (N, d)     input features x; trainable unless ``fixed_features``
+    X    : (N, d)     input features x; trainable unless ``fixed_features``;
+                      fixed features may be a ``SparseFeatures`` (bag-of-words)
     """
 
     W: np.ndarray
@@ -51,9 +92,15 @@ class Params:
             names.append("X")
         return names
 
+    @property
+    def sparse(self):
+        """True when the (fixed) features are a SparseFeatures."""
+        return isinstance(self.X, SparseFeatures)
+
     def astype(self, dtype):
         """A copy with every array in ``dtype``."""
-        return Params(*(np.array(getattr(self, n), dtype=dtype) for n in ("W", "O", "bias", "X")),
+        X = self.X.astype(dtype) if self.sparse else np.array(self.X, dtype=dtype)
+        return Params(*(np.array(getattr(self, n), dtype=dtype) for n in ("W", "O", "bias")), X,
                       fixed_features=self.fixed_features)
 
 
@@ -61,7 +108,8 @@ def init_params(n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.fl
     """Initialise as the authors' code: W ~ N(0, 0.01^2); X ~ U(-sqrt(1/d), sqrt(1/d))
     when trainable; O Glorot-uniform U(-sqrt(6/(N+k)), +); biases 0.
 
-    ``features`` (N, d) given -> fixed input features (not trained).
+    ``features`` (N, d) given -> fixed input features (not trained): a dense array,
+    or a scipy.sparse matrix / SparseFeatures, kept sparse.
     """
     W = rng.normal(0.0, 0.01, size=(n_slots, dim, feat_dim)).astype(dtype)
     limit = np.sqrt(6.0 / (n_nodes + dim))
@@ -71,7 +119,13 @@ def init_params(n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.fl
         a = np.sqrt(1.0 / feat_dim)
         X = rng.uniform(-a, a, size=(n_nodes, feat_dim)).astype(dtype)
         return Params(W, O, bias, X, fixed_features=False)
-    return Params(W, O, bias, np.ascontiguousarray(features, dtype=dtype), fixed_features=True)
+    if isinstance(features, SparseFeatures):
+        X = features if features.data.dtype == dtype else features.astype(dtype)
+    elif hasattr(features, "tocsr"):
+        X = SparseFeatures.from_scipy(features, dtype)
+    else:
+        X = np.ascontiguousarray(features, dtype=dtype)
+    return Params(W, O, bias, X, fixed_features=True)
 
 
 @dataclass
@@ -109,15 +163,24 @@ def forward(params, ctx, cfg):
 
     ctx : (P, I) int  context nodes of each pair in walk order (slot i uses W_i)
     """
-    ctx_t = np.ascontiguousarray(np.asarray(ctx).T)              # (I, P)
-    x = params.X[ctx_t]                                          # (I, P, d)
-    n_slots, n_pairs, d = x.shape
-    u = np.empty_like(x)
-    capsules.squash(x.reshape(-1, d), u.reshape(-1, d))
-    u_hat = np.ascontiguousarray(capsules.predict(u, params.W))  # (I, P, k)
+    ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)   # (I, P)
+    n_slots, n_pairs = ctx_t.shape
+    dtype = params.W.dtype
+    if params.sparse:
+        # u = squash(x) is precomputed (fixed features); u_hat_i = W_i u in O(nnz k)
+        sf = params.X
+        W_t = np.ascontiguousarray(params.W.transpose(0, 2, 1))       # (I, d, k)
+        u_hat = np.empty((n_slots, n_pairs, W_t.shape[2]), dtype=dtype)
+        capsules.predict_sparse(sf.indptr, sf.indices, sf.u_data, ctx_t, W_t, u_hat)
+        x = u = None
+    else:
+        x = params.X[ctx_t]                                          # (I, P, d)
+        d = x.shape[2]
+        u = np.empty_like(x)
+        capsules.squash(x.reshape(-1, d), u.reshape(-1, d))
+        u_hat = np.ascontiguousarray(capsules.predict(u, params.W))  # (I, P, k)
     k = u_hat.shape[2]
     m = int(cfg.routing_iters)
-    dtype = u_hat.dtype
     c = np.empty((m, n_pairs, n_slots), dtype=dtype)
     s = np.empty((m, n_pairs, k), dtype=dtype)
     e = np.empty((m, n_pairs, k), dtype=dtype)
@@ -177,6 +240,13 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_
     grads.route_backward(fw["u_hat"], fw["c"], fw["s"], fw["e_all"], d_e,
                          dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule],
                          cfg.grad_mode == "exact", d_u_hat)
+    if params.sparse:
+        sf = params.X
+        d_W_t = np.empty((n_slots, params.W.shape[2], params.W.shape[1]), dtype=dtype)
+        grads.predict_sparse_backward(sf.indptr, sf.indices, sf.u_data, fw["ctx_t"], d_u_hat,
+                                      d_W_t)
+        grads_out.W[...] = d_W_t.transpose(0, 2, 1)
+        return float(loss.mean(dtype=np.float64)), grads_out
     d_W, d_u = grads.predict_backward(fw["u"], params.W, d_u_hat,
                                       need_d_u=not params.fixed_features)
     grads_out.W[...] = d_W

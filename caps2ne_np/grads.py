@@ -194,3 +194,24 @@ def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_b
     scatter_add_rows(d_O, targets, d_true[:, None] * e)
     scatter_add_rows(d_bias, targets, d_true)
     return d_e
+
+
+@kernel(parallel=True)
+def predict_sparse_backward(indptr, indices, u_data, ctx_t, d_u_hat, d_W_t):
+    """d_W_i[:, j] = sum_p d_u_hat_{p,i} u_{p,i,j} over the nonzeros j of each context
+    node's u: O(nnz(u) k) per context node.   [docs/math.md#sparse-features]
+
+    Writes ``d_W_t`` (I, d, k) = d_W transposed (zeroed here).  Parallel over the
+    slots i (disjoint outputs), pairs summed in order: thread-count invariant.
+    """
+    n_slots, n_pairs = ctx_t.shape
+    k = d_W_t.shape[2]
+    for i in prange(n_slots):
+        d_W_t[i] = 0.0
+        for p in range(n_pairs):
+            row = ctx_t[i, p]
+            for nz in range(indptr[row], indptr[row + 1]):
+                col = indices[nz]
+                val = u_data[nz]
+                for j in range(k):
+                    d_W_t[i, col, j] += val * d_u_hat[i, p, j]

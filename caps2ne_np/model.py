@@ -32,7 +32,8 @@ class Caps2NE(BaseEstimator):
     def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=32, epochs=10,
                  batch_size=64, lr=None, num_sampled=None, sampler="log_uniform", routing_iters=1,
                  routing_rule="paper", routing_scale=None, grad_mode="exact", targets="all",
-                 batch_mode="random", n_jobs=1, random_state=0, progress=False):
+                 batch_mode="random", normalize_features=True, n_jobs=1, random_state=0,
+                 progress=False):
         self.dim = dim
         self.feat_dim = feat_dim
         self.walk_length = walk_length
@@ -48,6 +49,7 @@ class Caps2NE(BaseEstimator):
         self.grad_mode = grad_mode
         self.targets = targets
         self.batch_mode = batch_mode
+        self.normalize_features = normalize_features
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.progress = progress
@@ -61,18 +63,19 @@ class Caps2NE(BaseEstimator):
             routing_iters=self.routing_iters, routing_rule=self.routing_rule,
             routing_scale=self.routing_scale, grad_mode=self.grad_mode,
             targets=self.targets if isinstance(self.targets, str) else tuple(self.targets),
-            batch_mode=self.batch_mode, threads=_threads(self.n_jobs),
+            batch_mode=self.batch_mode, normalize_features=self.normalize_features,
+            threads=_threads(self.n_jobs),
             seed=0 if self.random_state is None else int(self.random_state))
 
     def fit(self, graph, X=None, epoch_callback=None):
         """Learn embeddings for ``graph``: a ``graph.Graph`` or a scipy.sparse (N, N)
         adjacency (rows = source nodes; an undirected graph must be symmetric).
-        ``X`` (N, d) fixed input features, or None to train them.  Returns self."""
+        ``X`` (N, d) fixed input features (dense, or scipy.sparse kept sparse), or
+        None to train them.  Returns self."""
         if not isinstance(graph, graph_mod.Graph):
             graph = graph_mod.from_scipy(graph, directed=True, keep_self_loops=False)
-        features = None if X is None else _dense_features(X, graph.n_nodes)
         result = fit(graph.indptr, graph.indices, graph.weights, self.train_config(),
-                     features=features, progress=self.progress, epoch_callback=epoch_callback)
+                     features=X, progress=self.progress, epoch_callback=epoch_callback)
         p = result.params
         self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
         self.fixed_features_ = p.fixed_features
@@ -142,17 +145,6 @@ def _threads(n_jobs):
     if n_jobs < 0:
         return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
     return int(n_jobs)
-
-
-def _dense_features(X, n_nodes):
-    import scipy.sparse as sp
-
-    X = X.toarray() if sp.issparse(X) else np.asarray(X)
-    if X.ndim != 2 or X.shape[0] != n_nodes:
-        raise InputError(f"features must have shape (n_nodes={n_nodes}, d), got {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise InputError("features contain NaN or infinite values")
-    return np.ascontiguousarray(X, dtype=np.float32)
 
 
 def _check_fitted(model):

@@ -64,6 +64,7 @@ class TrainConfig:
     batch_mode           'random' (with replacement, authors) or 'shuffle'
     threads              Numba and BLAS threads
     seed                 seed of every random stream
+    normalize_features   divide each fixed feature row by its sum (authors' code)
     """
 
     dim: int = 128
@@ -83,6 +84,7 @@ class TrainConfig:
     batch_mode: str = "random"
     threads: int = 1
     seed: int = 0
+    normalize_features: bool = True
 
     def model_config(self):
         return ModelConfig(self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode)
@@ -119,6 +121,38 @@ def validate(cfg, n_nodes):
     walks_mod.target_positions(cfg.targets, cfg.walk_length)
 
 
+def prepare_features(X, n_nodes, normalize=True):
+    """Fixed input features for training: a SparseFeatures (scipy.sparse input, kept
+    sparse: the N x d matrix is never densified) or a dense float32 array.
+
+    ``normalize`` divides each row by the sum of its absolute values (the sum, for
+    bag-of-words counts), as the authors' preprocessing; all-zero rows stay zero.
+    """
+    import scipy.sparse as sp
+
+    from .core import SparseFeatures
+
+    if isinstance(X, SparseFeatures):
+        X = X.to_scipy()
+    if X.ndim != 2 or X.shape[0] != n_nodes:
+        raise InputError(f"features must have one row per node: expected ({n_nodes}, d), "
+                         f"got {X.shape}")
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float32)
+        values = X.data
+    else:
+        X = np.array(X, dtype=np.float32)
+        values = X
+    if not np.all(np.isfinite(values)):
+        raise InputError("features contain NaN or infinite values")
+    if normalize:
+        norms = np.asarray(abs(X).sum(axis=1)).ravel()
+        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        X = (sp.diags(scale.astype(np.float32)) @ X).tocsr() if sp.issparse(X) \
+            else X * scale[:, None].astype(np.float32)
+    return SparseFeatures.from_scipy(X, np.float32) if sp.issparse(X) else X
+
+
 def derive_seed(seed, purpose):
     """An independent 63-bit seed for one purpose ('walks', 'init', ...) of a run seed."""
     state = np.random.SeedSequence([int(seed), zlib.crc32(purpose.encode())]).generate_state(1, np.uint64)
@@ -144,8 +178,8 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     """
     n_nodes = int(indptr.shape[0] - 1)
     validate(cfg, n_nodes)
-    if features is not None and features.shape[0] != n_nodes:
-        raise InputError(f"features have {features.shape[0]} rows but the graph has {n_nodes} nodes")
+    if features is not None:
+        features = prepare_features(features, n_nodes, cfg.normalize_features)
     lr = cfg.lr if cfg.lr is not None else (LR_FIXED_FEATURES if features is not None
                                              else LR_FEATURELESS)
     old_threads = numba.get_num_threads()

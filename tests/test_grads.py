@@ -4,9 +4,10 @@ against the naive references in tests/naive.py."""
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from caps2ne_np import capsules, grads
-from caps2ne_np.core import ModelConfig, Params, forward, loss_and_grads
+from caps2ne_np.core import ModelConfig, Params, SparseFeatures, forward, loss_and_grads
 
 import naive
 
@@ -42,13 +43,20 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize("m,rule,mode,scale", CONFIGS)
-@pytest.mark.parametrize("fixed", [False, True])
+@pytest.mark.parametrize("features", ["trainable", "fixed", "sparse"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_loss_and_grads_match_central_differences(m, rule, mode, scale, fixed, seed):
+def test_loss_and_grads_match_central_differences(m, rule, mode, scale, features, seed):
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(seed)
     n_slots = ctx.shape[1]
     cfg = ModelConfig(routing_iters=m, routing_rule=rule, routing_scale=scale, grad_mode=mode)
-    params = Params(W, O, bias, X, fixed_features=fixed)
+    fixed = features != "trainable"
+    if features == "sparse":                   # bag-of-words-like: most entries zero
+        X[np.random.default_rng(seed + 100).random(X.shape) < 0.6] = 0.0
+        X[2] = 0.0                             # an all-zero feature row (as in Citeseer)
+        params = Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64),
+                        fixed_features=True)
+    else:
+        params = Params(W, O, bias, X, fixed_features=fixed)
     loss, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
 
     sc = float(n_slots) if scale is None else scale
@@ -165,3 +173,31 @@ def test_scatter_add_rows_sums_repeats_like_numpy_add_at():
     ref = np.zeros((5, 37))
     np.add.at(ref, rows, vals)
     np.testing.assert_allclose(out, ref, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("m", [1, 3])
+def test_sparse_feature_path_agrees_with_dense_path(dtype, tol, m):
+    rng = np.random.default_rng(m)
+    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
+        7, n_nodes=15, n_pairs=8, n_slots=4, d=30, k=6, n_sampled=5, scale_w=0.3)
+    X = (rng.random(X.shape) < 0.15).astype(np.float64)          # binary bag of words
+    X[3] = 0.0
+    cfg = ModelConfig(routing_iters=m)
+    dense = Params(W, O, bias, X, fixed_features=True).astype(dtype)
+    sparse = Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)),
+                    fixed_features=True).astype(dtype)
+    loss_d, g_d = loss_and_grads(dense, ctx, targets, sampled, q_true, q_sampled, cfg)
+    loss_s, g_s = loss_and_grads(sparse, ctx, targets, sampled, q_true, q_sampled, cfg)
+    assert loss_s == pytest.approx(loss_d, rel=tol)
+    for a, b in [(g_s.W, g_d.W), (g_s.O, g_d.O), (g_s.bias, g_d.bias)]:
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_squash_csr_matches_dense_squash():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 9)) * (rng.random((6, 9)) < 0.4)
+    X[1] = 0.0
+    sf = SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64)
+    u = sp.csr_matrix((sf.u_data, sf.indices, sf.indptr), shape=sf.shape).toarray()
+    np.testing.assert_allclose(u, naive.squash(X), rtol=1e-12, atol=1e-15)

@@ -74,9 +74,28 @@ def test_every_option_trains_and_lowers_the_loss(partition, options):
 def test_fixed_features_are_not_trained(partition):
     adj, labels = partition
     X = np.eye(4, dtype=np.float32)[labels] + 0.1
-    model = Caps2NE(**SMALL, random_state=0).fit(adj, X=X)
+    model = Caps2NE(**SMALL, normalize_features=False, random_state=0).fit(adj, X=X)
     np.testing.assert_array_equal(model.X_, X)
     assert model.W_.shape == (9, 16, 4)
+    normalized = Caps2NE(**SMALL, random_state=0).fit(adj, X=X)
+    np.testing.assert_allclose(normalized.X_.sum(axis=1), 1.0, rtol=1e-6)
+
+
+def test_sparse_bag_of_words_features_train_like_dense(partition):
+    """Sparse features stay sparse and give the same embeddings as the same
+    features given dense (up to float32 summation order)."""
+    adj, labels = partition
+    rng = np.random.default_rng(0)
+    words = (rng.random((200, 300)) < 0.02) | (np.arange(300)[None, :] // 75 == labels[:, None]) \
+        & (rng.random((200, 300)) < 0.1)
+    X = sp.csr_matrix(words.astype(np.float32))
+    sparse = Caps2NE(**SMALL, random_state=0).fit(adj, X=X)
+    dense = Caps2NE(**SMALL, random_state=0).fit(adj, X=X.toarray())
+    assert sparse.params_().sparse and not dense.params_().sparse
+    np.testing.assert_allclose(sparse.O_, dense.O_, rtol=1e-4, atol=1e-5)
+    x_tr, x_te, y_tr, y_te = train_test_split(sparse.O_, labels, test_size=0.5, random_state=0,
+                                              stratify=labels)
+    assert LogisticRegression(max_iter=2000).fit(x_tr, y_tr).score(x_te, y_te) >= 0.9
 
 
 def test_sampled_softmax_approaches_full_softmax_as_sampled_set_grows():
