@@ -173,7 +173,8 @@ def softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_
 
 
 def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
-    """z_t = e . o_t + b_t - log Q(t),  z_s = e . o_s + b_s - log Q(s)   [Eq. 3]
+    """z_t = e . o_t + b_t - log Q(t),  z_s = e . o_s + b_s - log Q(s)
+    [Eq. 3; docs/math.md#sampled-softmax]
 
     Returns ``(logits_true (P,), logits_sampled (P, S))``.  The subtraction of the
     log expected counts is TensorFlow's ``subtract_log_q=True``.

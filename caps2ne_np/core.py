@@ -6,7 +6,7 @@ batch of (context, target) pairs and an explicit sampled set V' with its expecte
 counts Q, it returns the mean loss and the gradient of every parameter, in the
 dtype of the parameters (float32 for training, float64 for gradient checks).
 
-Pipeline (docs/math.md; each step names its kernel):
+Pipeline (docs/math.md#the-whole-batch; each step names its kernel):
 
     x = X[ctx]                              gather           (I, P, d)
     u = squash(x)                           capsules.squash  Eq. 1

@@ -4,7 +4,8 @@ One ``<name>_backward`` per forward function of ``capsules.py``, in the same ord
 and with the same symbols; ``d_<symbol>`` is dL/d<symbol>.  The loss L is the mean
 over the batch's P pairs of the sampled-softmax loss (Eq. 3).
 
-Two gradient modes for the routing (``exact`` argument of ``route_backward``):
+Two gradient modes for the routing (``exact`` argument of ``route_backward``;
+docs/math.md#routing-backward):
 
 * exact (default): the true gradient of L, through every routing iteration:
   the coupling coefficients c depend on u_hat through the logits b;
@@ -165,7 +166,7 @@ def _scatter_scalars(rows, values, out):
 
 def scatter_add_rows(out, rows, values):
     """out[rows] += values with repeated rows summed, in a fixed order (thread-count
-    invariant).  ``out`` (N, k) or (N,), ``rows`` (n,), ``values`` (n, k) or (n,)."""
+    invariant): the gradient of a gather (docs/math.md#prediction).  ``out`` (N, k) or (N,), ``rows`` (n,), ``values`` (n, k) or (n,)."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     values = np.ascontiguousarray(values, dtype=out.dtype)
     if out.ndim == 1:

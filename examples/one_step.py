@@ -1,0 +1,353 @@
+"""One training step of Caps2NE, printed intermediate by intermediate (docs/math.md).
+
+    python examples/one_step.py
+
+No arguments.  It builds a 6-node graph, samples one batch of (context, target)
+pairs and one sampled set V', runs the forward pass and the hand-derived backward
+pass of caps2ne_np in float64, prints every intermediate with its shape, checks
+every gradient against central finite differences, and takes one Adam step.  It
+runs in a few seconds, most of it Numba compiling the kernels on the first run
+(they are cached on disk afterwards).
+
+The sizes are those of the paper's Figure 1: walks of q = 6 nodes (so I = q - 1 = 5
+context slots), features of size d = 4, embeddings of size k = 3.  Each printed
+section names the section of docs/math.md that derives it and the function that
+computes it.  The last line is "all N gradient checks passed" (exit code 0), or
+"FAILED: ..." (exit code 1).
+"""
+
+import sys
+
+import numpy as np
+
+from caps2ne_np import capsules, grads, samplers, walks
+from caps2ne_np.core import ModelConfig, forward, init_params, loss_and_grads
+from caps2ne_np.graph import from_edges
+from caps2ne_np.optim import Adam
+
+SEED = 3
+N_NODES = 6  # nodes of the toy graph
+Q = 6  # walk length q; I = q - 1 context slots
+D = 4  # feature size d
+K = 3  # embedding size k
+T = 2  # walks per node
+B = 2  # walks in the batch; one random target per walk gives P = B pairs
+NUM_SAMPLED = 3  # |V'|
+M = 3  # routing iterations m
+W_STD = 1.5  # std of W, larger than the authors' 0.01: see "Parameters" in main()
+
+H = 1e-6  # central-difference step
+BAR = 1e-6  # largest accepted relative error (float64; docs/math.md#checking-gradients)
+LR = 0.01  # Adam learning rate for the one step
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def central_diff(f, a, h=H):
+    """(f(a + h e_j) - f(a - h e_j)) / (2h) for every entry j of ``a``.
+
+    ``f()`` is a scalar function that reads ``a``; ``a`` is perturbed in place and
+    restored, so ``f`` must not cache anything computed from it.
+    """
+    g = np.zeros(a.shape, dtype=np.float64)
+    flat = a.reshape(-1)  # a view: writing it perturbs a
+    for j in range(flat.shape[0]):
+        old = flat[j]
+        flat[j] = old + h
+        f_plus = f()
+        flat[j] = old - h
+        f_minus = f()
+        flat[j] = old
+        g.reshape(-1)[j] = (f_plus - f_minus) / (2.0 * h)
+    return g
+
+
+def rel_error(a, b):
+    """max |a - b| / max(|a| + |b|), the denominator floored at 1e-8."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(a) + np.abs(b))), 1e-8))
+
+
+RESULTS = []
+
+
+def check(name, analytic, numeric):
+    """Record and print one gradient check."""
+    err = rel_error(analytic, numeric)
+    ok = err < BAR
+    RESULTS.append((name, err, ok))
+    print(f"  check {name:<46} rel. error {err:.1e}  {'ok' if ok else 'FAILED'}")
+
+
+def section(title, where):
+    print()
+    print(f"== {title}  [{where}]")
+
+
+def show(name, arr, note=""):
+    arr = np.asarray(arr)
+    print(f"{name:<12} shape {str(arr.shape):<12} {arr.dtype}  {note}")
+    text = np.array2string(arr, precision=4, suppress_small=True, max_line_width=100)
+    print("    " + text.replace("\n", "\n    "))
+
+
+def dot(a, b):
+    """<a, b> as a float.  With a = y(input) and b = d_y held fixed, the gradient of
+    <y(input), d_y> with respect to the input is exactly what y's backward function
+    returns (docs/math.md#reading-a-backward-pass, fact 4)."""
+    return float(np.sum(a * b))
+
+
+# --------------------------------------------------------------------------- forward pieces
+
+
+def route_last(u_hat, cfg, n_slots):
+    """Algorithm 1 on u_hat (I, P, k) with cfg's rule: c, s, e of every iteration (capsules.route)."""
+    m = cfg.routing_iters
+    P = u_hat.shape[1]
+    c = np.empty((m, P, n_slots))
+    s = np.empty((m, P, K))
+    e = np.empty((m, P, K))
+    capsules.route(np.ascontiguousarray(u_hat), m, cfg.scale_for(n_slots),
+                   capsules.ROUTING_RULES[cfg.routing_rule], c, s, e)
+    return c, s, e
+
+
+def squash_rows(a):
+    """squash over the last axis of a (capsules.squash on the 2-D view)."""
+    out = np.empty_like(a)
+    capsules.squash(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), out.reshape(-1, a.shape[-1]))
+    return out
+
+
+def mean_loss(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
+    """L = mean_p loss_p: capsules.output_logits, then capsules.softmax_rows."""
+    z_t, z_s = capsules.output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled)
+    return mean_loss_of_logits(z_t, z_s, targets, sampled)
+
+
+def mean_loss_of_logits(z_t, z_s, targets, sampled):
+    """L = mean_p loss_p from the corrected logits (capsules.softmax_rows)."""
+    P = z_t.shape[0]
+    loss = np.empty(P)
+    d_t = np.empty(P)
+    d_s = np.empty_like(z_s)
+    capsules.softmax_rows(np.ascontiguousarray(z_t), np.ascontiguousarray(z_s), targets, sampled,
+                          loss, d_t, d_s)
+    return float(loss.mean())
+
+
+def main():
+    np.set_printoptions(precision=4, suppress=True)
+    print(__doc__.strip().splitlines()[0])
+
+    # ------------------------------------------------------------------ the data
+    section("Graph, walks and one batch", "docs/math.md#where-a-batch-comes-from")
+    # Two triangles {0, 1, 2} and {3, 4, 5} joined by the edge 2 - 3.
+    src = np.array([0, 0, 1, 2, 3, 3, 4])
+    dst = np.array([1, 2, 2, 3, 4, 5, 5])
+    g = from_edges(src, dst, None, [str(v) for v in range(N_NODES)])
+    print(f"graph: {g.n_nodes} nodes, {g.n_edges // 2} undirected edges, CSR indptr {g.indptr}")
+    all_walks = walks.uniform_walks(g.indptr, g.indices, g.weights, T, Q, seed=SEED)
+    show("walks", all_walks, "(N*T, q) walks.uniform_walks: T walks of q nodes from every node")
+    walk_ids = walks.batch_walk_ids(all_walks.shape[0], B, seed=SEED, epoch=0, step=0)
+    ctx, targets = walks.training_pairs(all_walks, walk_ids, "random", seed=SEED, key=0)
+    targets = targets.astype(np.int64)
+    print(f"batch walk ids {walk_ids}")
+    show("ctx", ctx, "(P, I) walks.training_pairs: context C_v of each pair, walk order")
+    show("targets", targets, "(P,) target node v of each pair")
+    P, n_slots = ctx.shape
+
+    sampler = samplers.make_sampler("log_uniform", N_NODES)
+    sampled, num_tries = sampler.sample(NUM_SAMPLED, seed=SEED, key=0)
+    q_true = sampler.expected_count(targets, num_tries)
+    q_sampled = sampler.expected_count(sampled, num_tries)
+    show("V'", sampled, f"(S,) distinct nodes; {num_tries} draws (num_tries) to find {NUM_SAMPLED}")
+    show("p(V')", sampler.probs(sampled), "log-uniform P(v) = log((v+2)/(v+1)) / log(N+1)")
+    show("Q(V')", q_sampled, "expected counts Q = 1 - (1 - P)^num_tries")
+    show("Q(t)", q_true, "expected counts of the targets")
+    hits = [(p, int(t)) for p, t in enumerate(targets) if t in sampled]
+    print(f"accidental hits (pair, node): {hits}  -> removed from that pair's softmax")
+
+    # ------------------------------------------------------------------ parameters
+    section("Parameters", "core.init_params")
+    params = init_params(N_NODES, K, D, n_slots, np.random.default_rng(SEED), dtype=np.float64)
+    # The authors' W ~ N(0, 0.01^2) makes u_hat and e tiny, so b = u_hat . e is about
+    # 1e-6 and c never leaves 1: the routing (and its gradient) would be invisible.
+    # W ~ N(0, 1.5^2) gives the routing something to do.
+    params.W *= W_STD / 0.01
+    cfg = ModelConfig(routing_iters=M, routing_rule="paper", grad_mode="exact")
+    scale = cfg.scale_for(n_slots)
+    for name in ("W", "O", "bias", "X"):
+        show(name, getattr(params, name))
+
+    # ------------------------------------------------------------------ forward
+    section("Forward: gather and squash the features", "docs/math.md#squash, capsules.squash")
+    fw = forward(params, ctx, cfg)
+    x, u = fw["x"], fw["u"]
+    show("x", x, "(I, P, d) x = X[ctx.T], position-major")
+    show("|x|^2", np.sum(x * x, axis=2), "(I, P)")
+    show("u", u, "(I, P, d) u = squash(x) = g(|x|^2) x")
+    show("|u|", np.linalg.norm(u, axis=2), "(I, P) all below 1")
+
+    section("Forward: predictions", "docs/math.md#prediction, capsules.predict")
+    u_hat = fw["u_hat"]
+    show("u_hat", u_hat, "(I, P, k) u_hat_i = W_i u_i")
+
+    section(f"Forward: routing, m = {M}, rule 'paper', scale = {scale:g}",
+            "docs/math.md#routing, capsules.route")
+    c, s, e_all = fw["c"], fw["s"], fw["e_all"]
+    show("c", c, "(m, P, I) c = scale softmax(b) of every iteration; c[0] = 1")
+    show("s", s, "(m, P, k) s = sum_i c_i u_hat_i of every iteration")
+    show("e", e_all, "(m, P, k) e = squash(s) of every iteration")
+    e = np.ascontiguousarray(fw["e"])
+    show("e_v", e, "(P, k) the capsule output e = e[m-1]")
+
+    section("Forward: sampled softmax", "docs/math.md#sampled-softmax, capsules.output_logits, "
+            "capsules.softmax_rows")
+    log_q_true, log_q_sampled = np.log(q_true), np.log(q_sampled)
+    z_t, z_s = capsules.output_logits(e, params.O, params.bias, targets, sampled, log_q_true,
+                                      log_q_sampled)
+    show("z_t", z_t, "(P,) z_t = e . o_t + bias_t - log Q(t)")
+    show("z_s", z_s, "(P, S) z_s = e . o_s + bias_s - log Q(s); hits are ignored")
+    loss = np.empty(P)
+    d_z_t = np.empty(P)
+    d_z_s = np.empty_like(z_s)
+    capsules.softmax_rows(z_t, z_s, targets, sampled, loss, d_z_t, d_z_s)
+    L = float(loss.mean())
+    show("loss_p", loss, "(P,) -z_t + log(exp z_t + sum_{s != t} exp z_s)")
+    print(f"L = mean_p loss_p = {L:.6f}")
+
+    # ------------------------------------------------------------------ backward
+    section("Backward: softmax rows", "docs/math.md#sampled-softmax, capsules.softmax_rows")
+    show("d_z_t", d_z_t, "(P,) (softmax_t - 1) / P")
+    show("d_z_s", d_z_s, "(P, S) softmax_s / P, 0 on accidental hits")
+    check("dL/dz_t (capsules.softmax_rows)", d_z_t,
+          central_diff(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_t))
+    check("dL/dz_s (capsules.softmax_rows)", d_z_s,
+          central_diff(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_s))
+
+    section("Backward: output layer", "docs/math.md#sampled-softmax, grads.sampled_softmax_backward")
+    d_O = np.zeros_like(params.O)
+    d_bias = np.zeros_like(params.bias)
+    d_e = grads.sampled_softmax_backward(e, params.O, targets, sampled, d_z_t, d_z_s, d_O, d_bias)
+    d_e = np.ascontiguousarray(d_e)
+    show("d_e", d_e, "(P, k) d_z_t o_t + sum_s d_z_s o_s")
+    show("d_O", d_O, "(N, k) non-zero only on rows in targets and V'")
+    show("d_bias", d_bias, "(N,)")
+
+    def loss_of_output_layer():
+        return mean_loss(e, params.O, params.bias, targets, sampled, log_q_true, log_q_sampled)
+
+    check("dL/de (grads.sampled_softmax_backward)", d_e, central_diff(loss_of_output_layer, e))
+    check("dL/dO (grads.sampled_softmax_backward)", d_O, central_diff(loss_of_output_layer, params.O))
+    check("dL/dbias (grads.sampled_softmax_backward)", d_bias,
+          central_diff(loss_of_output_layer, params.bias))
+
+    section("Backward: routing, both rules and both gradient modes",
+            "docs/math.md#routing-backward, grads.route_backward")
+    by_mode = {}
+    for rule in ("paper", "sabour"):
+        for exact in (True, False):
+            cfg_r = ModelConfig(routing_iters=M, routing_rule=rule, grad_mode="exact" if exact else "stop")
+            c_r, s_r, e_r = route_last(u_hat, cfg_r, n_slots)
+            d_u_hat_r = np.empty_like(u_hat)
+            grads.route_backward(u_hat, c_r, s_r, e_r, d_e, scale, capsules.ROUTING_RULES[rule],
+                                 exact, d_u_hat_r)
+            if exact:
+                # f(u_hat) = <e(u_hat), d_e> through all m iterations
+                def f_route(cfg_r=cfg_r):
+                    return dot(route_last(u_hat, cfg_r, n_slots)[2][M - 1], d_e)
+            else:
+                # c frozen at the forward values: f = <squash(sum_i c_i u_hat_i), d_e>
+                c_frozen = c_r[M - 1].copy()
+
+                def f_route(c_frozen=c_frozen):
+                    s_f = np.einsum("pi,ipk->pk", c_frozen, u_hat)
+                    return dot(squash_rows(s_f), d_e)
+
+            mode = "exact" if exact else "stop, c frozen"
+            check(f"dL/du_hat ({rule}, {mode})", d_u_hat_r, central_diff(f_route, u_hat))
+            by_mode[rule, exact] = d_u_hat_r
+    d_u_hat = by_mode[cfg.routing_rule, cfg.grad_mode == "exact"]
+    for rule in ("paper", "sabour"):
+        diff = rel_error(by_mode[rule, True], by_mode[rule, False])
+        print(f"  rule {rule!r}: exact and stop gradients differ by {diff:.1e} (relative): "
+              f"the path through c")
+    show("d_u_hat", d_u_hat, "(I, P, k) rule 'paper', exact: the one the model uses")
+
+    section("Backward: predictions", "docs/math.md#prediction, grads.predict_backward")
+    d_W, d_u = grads.predict_backward(u, params.W, d_u_hat)
+    show("d_W", d_W, "(I, k, d) d_W_i = sum_p d_u_hat_i u_i^T")
+    show("d_u", d_u, "(I, P, d) d_u_i = W_i^T d_u_hat_i")
+    check("dL/dW (grads.predict_backward)", d_W,
+          central_diff(lambda: dot(capsules.predict(u, params.W), d_u_hat), params.W))
+    check("dL/du (grads.predict_backward)", d_u,
+          central_diff(lambda: dot(capsules.predict(u, params.W), d_u_hat), u))
+
+    section("Backward: first squash and the gather", "docs/math.md#squash, grads.squash_backward, "
+            "grads.scatter_add_rows")
+    d_x = np.empty_like(x)
+    grads.squash_backward(x.reshape(-1, D), np.ascontiguousarray(d_u).reshape(-1, D), d_x.reshape(-1, D))
+    show("d_x", d_x, "(I, P, d) g d_u + 2 g'(|x|^2) (x . d_u) x")
+    check("dL/dx (grads.squash_backward)", d_x, central_diff(lambda: dot(squash_rows(x), d_u), x))
+    d_X = np.zeros_like(params.X)
+    grads.scatter_add_rows(d_X, fw["ctx_t"].reshape(-1), d_x.reshape(-1, D))
+    show("d_X", d_X, "(N, d) d_x summed into the rows of the context nodes")
+
+    # ------------------------------------------------------------------ end to end
+    section("The whole step: core.loss_and_grads", "docs/math.md#the-whole-batch")
+    L2, gr = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
+    pairs = ((L, L2), (d_W, gr.W), (d_O, gr.O), (d_bias, gr.bias), (d_X, gr.X))
+    same = all(np.allclose(a, b, rtol=1e-12, atol=1e-15) for a, b in pairs)
+    print(f"L = {L2:.6f}; the loss and gradients above, assembled step by step, "
+          f"equal loss_and_grads's: {same}")
+
+    def full_loss():
+        f = forward(params, ctx, cfg)
+        return mean_loss(np.ascontiguousarray(f["e"]), params.O, params.bias, targets, sampled,
+                         log_q_true, log_q_sampled)
+
+    for name in ("W", "O", "bias", "X"):
+        check(f"dL/d{name} end to end (core.loss_and_grads)", getattr(gr, name),
+              central_diff(full_loss, getattr(params, name)))
+
+    # ------------------------------------------------------------------ Adam
+    section(f"One Adam step, lr = {LR:g}", "docs/math.md#adam, optim.Adam")
+    names = params.trainable()
+    before = {name: getattr(params, name).copy() for name in names}
+    opt = Adam({name: getattr(params, name) for name in names}, lr=LR)
+    opt.step({name: getattr(gr, name) for name in names})
+    print(f"t = {opt.t}, lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t) = {opt.lr_t():.6g}")
+    adam_ok = True
+    for name in names:
+        step = getattr(params, name) - before[name]
+        grad = getattr(gr, name)
+        # first step from m = v = 0: step = -lr g / (|g| + eps / sqrt(1 - beta2))
+        closed = -LR * grad / (np.abs(grad) + opt.eps / np.sqrt(1.0 - opt.beta2))
+        adam_ok &= bool(np.allclose(step, closed, rtol=1e-9, atol=1e-15))
+        moved = np.count_nonzero(step)
+        print(f"  {name:<5} max |step| {np.max(np.abs(step)):.4g} (about lr where g != 0); "
+              f"{moved} of {step.size} entries moved")
+    print(f"Adam's first step equals -lr g / (|g| + eps / sqrt(1 - beta2)): {adam_ok}")
+    print(f"loss before {L:.6f}, after {full_loss():.6f}")
+
+    # ------------------------------------------------------------------ verdict
+    print()
+    failed = [name for name, _, ok in RESULTS if not ok]
+    if not same:
+        failed.append("step-by-step pass != core.loss_and_grads")
+    if not adam_ok:
+        failed.append("Adam step != closed form")
+    if failed:
+        what = ", ".join(failed)
+        print(f"FAILED: {what} ({len(RESULTS)} gradient checks run)")
+        return 1
+    print(f"all {len(RESULTS)} gradient checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
