@@ -18,6 +18,8 @@ import click
 from . import __version__
 from .errors import InputError, InputWarning
 
+DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled"]
+
 DEFAULTS = dict(dim=128, feat_dim=128, walk_length=10, walks_per_node=32, epochs=10,
                 batch_size=64, routing_iters=1)
 
@@ -80,8 +82,27 @@ def cli():
 
 
 @cli.command()
-@click.option("--graph", required=True, type=click.Path(dir_okay=False),
+@click.option("--graph", type=click.Path(dir_okay=False), default=None,
               help="Edge list: 'u v' or 'u v weight' per line, '#' comments; or a scipy .npz / .mat.")
+@click.option("--dataset", type=click.Choice(DATASETS), default=None,
+              help="A benchmark set instead of --graph (features, labels and splits included).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder of the benchmark data [default: $CAPS2NE_DATA or ../shared/data].")
+@click.option("--features", "features_path", type=click.Path(dir_okay=False), default=None,
+              help="Fixed node features x: scipy .npz (kept sparse) or .npy, one row per node.")
+@click.option("--feature-ids", type=click.Path(dir_okay=False), default=None,
+              help="Node id of each --features row, one per line [default: graph node order].")
+@click.option("--featureless", is_flag=True,
+              help="Ignore the dataset's features and train x (d = --feat-dim).")
+@click.option("--no-normalize-features", is_flag=True,
+              help="Use fixed features as given (default: divide each row by its sum, as the authors).")
+@click.option("--labels", "labels_path", type=click.Path(dir_okay=False), default=None,
+              help="'node label' lines, for --eval-every-epoch.")
+@click.option("--splits", "splits_path", type=click.Path(dir_okay=False), default=None,
+              help="JSON list of {train, val, test} node-id lists, for --eval-every-epoch.")
+@click.option("--eval-every-epoch", is_flag=True,
+              help="Score o_v on the splits after every epoch (logistic regression) and write the "
+                   "embeddings of the epoch with the best mean validation accuracy.")
 @click.option("--directed", is_flag=True, help="Treat each line as u->v only (default: undirected).")
 @click.option("--keep-self-loops", is_flag=True, help="Keep u-u edges (dropped by default).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
@@ -131,40 +152,51 @@ def cli():
 @click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of every random stream.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or per-epoch log.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def train(graph, directed, keep_self_loops, out, npy_out, model_out, overwrite, debug, quiet,
-          **options):
-    """Learn Caps2NE node embeddings for the graph in --graph.
+def train(graph, dataset, data_dir, features_path, feature_ids, featureless, no_normalize_features,
+          labels_path, splits_path, eval_every_epoch, directed, keep_self_loops, out, npy_out,
+          model_out, overwrite, debug, quiet, **options):
+    """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
     The embeddings written out are the output vectors o_v, one per node, in the
     user's node ids (word2vec text format, readable by gensim).
     """
+    if (graph is None) == (dataset is None):
+        raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:
-        out = Path(graph).name.split(".")[0] + ".emb"
+        out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
     _setup_logging(quiet)
-    _run(debug, _train, graph, directed, keep_self_loops, out, npy_out, model_out, overwrite,
-         quiet, options)
+    source = dict(graph=graph, dataset=dataset, data_dir=data_dir, features=features_path,
+                  feature_ids=feature_ids, featureless=featureless, labels=labels_path,
+                  splits=splits_path, directed=directed, keep_self_loops=keep_self_loops)
+    options["normalize_features"] = not no_normalize_features
+    _run(debug, _train, source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet,
+         options)
 
 
-def _train(graph_path, directed, keep_self_loops, out, npy_out, model_out, overwrite, quiet,
-           options):
-    from .graph import read_graph
+def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options):
     from .io import save_npy, write_word2vec
     from .model import Caps2NE
 
     outputs = [p for p in (out, npy_out, model_out) if p]
     for path in outputs:                      # fail before training, not after
         _check_writable(path, overwrite)
-    g = read_graph(graph_path, directed=directed, keep_self_loops=keep_self_loops)
+    g, features, labels, splits = _load_input(source, need_eval=eval_every_epoch)
     click.echo(f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
-               f"({'directed' if directed else 'undirected'}"
-               f"{', weighted' if g.weights is not None else ''})", err=True)
+               f"({'directed' if g.directed else 'undirected'}"
+               f"{', weighted' if g.weights is not None else ''}); features: "
+               f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}",
+               err=True)
     threads = options.pop("threads")
     seed = options.pop("seed")
     model = Caps2NE(**options, n_jobs=threads, random_state=seed, progress=not quiet)
-    model.fit(g)
+    tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
+    model.fit(g, X=features, epoch_callback=tracker)
     last = model.history_[-1]
     click.echo(f"trained {len(model.history_)} epochs: final loss {last['loss']:.4f}, "
                f"{last['pairs_per_s']:,.0f} pairs/s (lr {model.lr_:g})", err=True)
+    if tracker is not None:
+        model.O_ = tracker.best_O
+        click.echo(tracker.summary(), err=True)
     write_word2vec(out, model.node_ids_, model.O_, overwrite=overwrite)
     click.echo(f"wrote {out}", err=True)
     if npy_out:
@@ -173,6 +205,79 @@ def _train(graph_path, directed, keep_self_loops, out, npy_out, model_out, overw
     if model_out:
         model.save(model_out, overwrite=overwrite)
         click.echo(f"wrote {model_out}", err=True)
+
+
+class _EpochTracker:
+    """--eval-every-epoch: score o_v on the splits after each epoch, keep the best.
+
+    The kept epoch maximises the mean validation accuracy over the splits; the
+    reported figure is the paper's: per split, the epoch of best validation
+    accuracy and its test accuracy (evaluate.select_epoch).  Test accuracies never
+    choose anything.
+    """
+
+    def __init__(self, labels, splits):
+        self.labels, self.splits = labels, splits
+        self.results, self.best_val, self.best_O, self.best_epoch = [], -1.0, None, 0
+
+    def __call__(self, epoch, result):
+        import time
+
+        from .evaluate import classify_splits
+
+        t0 = time.perf_counter()
+        r = classify_splits(result.params.O, self.labels, self.splits)
+        self.results.append(r)
+        if r["val_mean"] > self.best_val:
+            self.best_val, self.best_epoch = r["val_mean"], epoch
+            self.best_O = result.params.O.copy()
+        click.echo(f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
+                   f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
+                   f"{time.perf_counter() - t0:.1f}s)", err=True)
+
+    def summary(self):
+        from .evaluate import select_epoch
+
+        sel = select_epoch(self.results)
+        return (f"kept epoch {self.best_epoch} (best mean val acc {100 * self.best_val:.2f}); "
+                f"per-split epoch selection on val: test acc {100 * sel['test_mean']:.2f} "
+                f"+- {100 * sel['test_std']:.2f}")
+
+
+def _load_input(source, need_eval=False):
+    """(Graph, features or None, labels or None, splits or None) from the CLI options."""
+    from . import datasets
+    from .graph import from_scipy, read_graph
+
+    labels = splits = features = None
+    if source["dataset"]:
+        data_dir = source["data_dir"] or datasets.default_data_dir()
+        kwargs = {"features": False} if (source["featureless"] and source["dataset"] in
+                                         datasets.PLANETOID_NAMES) else {}
+        ds = datasets.load_dataset(source["dataset"], data_dir, **kwargs)
+        g = from_scipy(ds.adj, ds.node_ids, directed=False,
+                       keep_self_loops=source["keep_self_loops"])
+        features = None if source["featureless"] else ds.features
+        labels, splits = ds.labels, ds.splits
+        if need_eval and ds.multilabel:
+            raise InputError(f"--eval-every-epoch: {source['dataset']} is multi-label; score its "
+                             "embeddings with 'evaluate' instead")
+    else:
+        g = read_graph(source["graph"], directed=source["directed"],
+                       keep_self_loops=source["keep_self_loops"])
+    if source["features"]:
+        features = datasets.load_features(source["features"], source["feature_ids"],
+                                          node_ids=g.node_ids)
+    if source["labels"]:
+        labels, multilabel = datasets.load_labels(source["labels"], g.node_ids)
+        if need_eval and multilabel:
+            raise InputError(f"{source['labels']}: --eval-every-epoch needs one label per node")
+    if source["splits"]:
+        splits = datasets.load_splits(source["splits"], g.n_nodes, node_ids=g.node_ids)
+    if need_eval and (labels is None or splits is None):
+        raise InputError("--eval-every-epoch needs labels and splits: --dataset, or --labels "
+                         "and --splits")
+    return g, features, labels, splits
 
 
 def _check_writable(path, overwrite):
@@ -190,6 +295,130 @@ def _check_writable(path, overwrite):
 def _setup_logging(quiet):
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(message)s", stream=sys.stderr)
+
+
+@cli.command()
+@click.option("--embeddings", "-e", "emb_paths", required=True, multiple=True,
+              type=click.Path(dir_okay=False),
+              help="word2vec text/binary or .npy embeddings; repeat it with one file per epoch "
+                   "to choose the epoch on validation (single-label).")
+@click.option("--dataset", type=click.Choice(DATASETS), default=None,
+              help="Take labels (and splits) from a benchmark set.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder of the benchmark data [default: $CAPS2NE_DATA or ../shared/data].")
+@click.option("--labels", "labels_path", type=click.Path(dir_okay=False), default=None,
+              help="'node label' lines; a node on several lines makes the task multi-label.")
+@click.option("--splits", "splits_path", type=click.Path(dir_okay=False), default=None,
+              help="JSON list of {train, val, test} node-id lists (single-label protocol).")
+@click.option("--fractions", default="0.1,0.5,0.9",
+              help="Training fractions gamma of the multi-label protocol.")
+@click.option("--shuffles", default=10, type=click.IntRange(min=1),
+              help="Random shuffles per fraction (multi-label protocol).")
+@click.option("--C", "C", default=1.0, type=click.FloatRange(min=0, min_open=True),
+              help="Inverse L2 regularisation of the logistic regression.")
+@click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of the shuffles.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the results as JSON.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --json file.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C, seed,
+             json_out, overwrite, debug):
+    """Node classification on embeddings, with the paper's protocols.
+
+    Single-label (labels + splits): logistic regression on each split's training
+    nodes, accuracy on its val and test nodes; with several embedding files (one
+    per epoch) the epoch is chosen per split on validation.  Multi-label: the
+    DeepWalk protocol (top-k labels, micro/macro-F1) over random shuffles.
+    """
+    if (dataset is None) == (labels_path is None):
+        raise click.UsageError("give exactly one of --dataset and --labels")
+    _run(debug, _evaluate, emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
+         shuffles, C, seed, json_out, overwrite)
+
+
+def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C, seed,
+              json_out, overwrite):
+    import json
+
+    import numpy as np
+
+    from . import datasets
+    from .evaluate import classify_splits, format_table, multilabel_f1, select_epoch
+    from .io import atomic_write
+
+    if json_out:
+        _check_writable(json_out, overwrite)
+    try:
+        gammas = tuple(float(f) for f in fractions.split(","))
+    except ValueError:
+        raise InputError(f"--fractions: expected numbers such as 0.1,0.5,0.9, got {fractions!r}")
+    if not all(0 < f < 1 for f in gammas):
+        raise InputError(f"--fractions: each fraction must be in (0, 1), got {fractions!r}")
+    ids, first = _read_embeddings(emb_paths[0])
+    if dataset:
+        ds = datasets.load_dataset(dataset, data_dir or datasets.default_data_dir(),
+                                   **({"features": False} if dataset in datasets.PLANETOID_NAMES
+                                      else {}))
+        node_ids, labels, multilabel, splits = ds.node_ids, ds.labels, ds.multilabel, ds.splits
+    else:
+        node_ids = ids
+        labels, multilabel = datasets.load_labels(labels_path, node_ids)
+        splits = (datasets.load_splits(splits_path, len(node_ids), node_ids=node_ids)
+                  if splits_path else None)
+    embs = []
+    for path in emb_paths:
+        path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
+        embs.append(_align(path, path_ids, emb, node_ids))
+    if multilabel:
+        results = [multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C)
+                   for e in embs]
+    else:
+        if splits is None:
+            raise InputError("single-label evaluation needs --splits (a JSON list of "
+                             "{train, val, test} node-id lists)")
+        results = [classify_splits(e, labels, splits, C=C) for e in embs]
+        if len(results) > 1:
+            results.append(select_epoch(results))
+    for path, r in zip(list(emb_paths) + ["epoch selected on validation"], results):
+        click.echo(f"== {path}")
+        click.echo(format_table(r))
+    if json_out:
+        with atomic_write(json_out, overwrite=overwrite) as fh:
+            json.dump([_jsonable(r) for r in results], fh, indent=1)
+        click.echo(f"wrote {json_out}", err=True)
+
+
+def _read_embeddings(path):
+    from .io import load_npy, read_word2vec
+
+    return load_npy(path) if str(path).endswith(".npy") else read_word2vec(path)
+
+
+def _align(path, ids, emb, node_ids):
+    """Rows of ``emb`` (ids ``ids``) reordered to ``node_ids``; InputError if one is missing."""
+    import numpy as np
+
+    where = {nid: r for r, nid in enumerate(ids)}
+    missing = [nid for nid in node_ids if nid not in where]
+    if missing:
+        raise InputError(f"{path}: no embedding for node {missing[0]!r} "
+                         f"({len(missing)} of {len(node_ids)} nodes missing)")
+    return emb[np.fromiter((where[nid] for nid in node_ids), dtype=np.int64,
+                           count=len(node_ids))]
+
+
+def _jsonable(obj):
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
 
 
 def main():

@@ -98,3 +98,55 @@ def test_help_lists_every_option_with_defaults():
                    "--seed", "--directed"]:
         assert option in proc.stdout
     assert "default: 10" in proc.stdout
+
+
+def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
+    out = tmp_path / "cora.emb"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["train", "--dataset", "cora-bundled", "--out", str(out),
+                                 "--eval-every-epoch", "--walks-per-node", "1", *TINY])
+    assert result.exit_code == 0, result.output
+    assert "kept epoch" in result.output and "val acc" in result.output
+    ids, vectors = read_word2vec(out)
+    assert len(ids) == 2708 and vectors.shape == (2708, 8)
+    js = tmp_path / "res.json"
+    result = runner.invoke(cli, ["evaluate", "-e", str(out), "-e", str(out), "--dataset",
+                                 "cora-bundled", "--json", str(js)])
+    assert result.exit_code == 0, result.output
+    assert "epoch selected on validation" in result.output
+    import json
+    res = json.loads(js.read_text())
+    assert len(res) == 3 and len(res[0]["test"]) == 10
+    assert res[2]["protocol"] == "epoch-selection"
+
+
+def test_evaluate_multilabel_from_label_file(tmp_path):
+    rng = np.random.default_rng(0)
+    ids = [f"n{i}" for i in range(40)]
+    groups = rng.integers(0, 2, size=40)
+    emb = np.eye(2)[groups] + 0.01 * rng.normal(size=(40, 2))
+    from caps2ne_np.io import write_word2vec
+    write_word2vec(tmp_path / "e.txt", ids, emb.astype(np.float32))
+    lines = [f"{n} g{g}" for n, g in zip(ids, groups)] + [f"{ids[0]} extra", f"{ids[1]} extra"]
+    (tmp_path / "labels.txt").write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(cli, ["evaluate", "-e", str(tmp_path / "e.txt"), "--labels",
+                                      str(tmp_path / "labels.txt"), "--shuffles", "2"])
+    assert result.exit_code == 0, result.output
+    assert "micro-F1" in result.output
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--labels", "missing.txt"], "missing.txt"),
+    (["--dataset", "cora-bundled", "--fractions", "2"], "fractions"),
+])
+def test_evaluate_bad_input_is_one_line(tmp_path, args, needle):
+    from caps2ne_np.io import write_word2vec
+    write_word2vec(tmp_path / "e.txt", ["a", "b"], np.ones((2, 2), np.float32))
+    proc = run_cli("evaluate", "-e", str(tmp_path / "e.txt"), *args, cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert needle in proc.stderr.strip().splitlines()[-1]
+
+
+def test_train_needs_graph_or_dataset(tmp_path):
+    proc = run_cli("train", cwd=tmp_path)
+    assert proc.returncode == 2 and "--graph" in proc.stderr
