@@ -150,11 +150,19 @@ def cli():
 @click.option("--threads", default=1, type=click.IntRange(min=1),
               help="Threads for Numba kernels and BLAS.")
 @click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of every random stream.")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
+              help="Save the full training state there after every epoch (atomic).")
+@click.option("--checkpoint-every", default=0, type=click.IntRange(min=0),
+              help="Also save a checkpoint every N steps (0: only at epoch ends).")
+@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), default=None,
+              help="Continue the run checkpointed in this folder (same input and options; "
+                   "--epochs may grow). Keeps checkpointing there.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or per-epoch log.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def train(graph, dataset, data_dir, features_path, feature_ids, featureless, no_normalize_features,
           labels_path, splits_path, eval_every_epoch, directed, keep_self_loops, out, npy_out,
-          model_out, overwrite, debug, quiet, **options):
+          model_out, overwrite, checkpoint_dir, checkpoint_every, resume_dir, debug, quiet,
+          **options):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
     The embeddings written out are the output vectors o_v, one per node, in the
@@ -169,11 +177,13 @@ def train(graph, dataset, data_dir, features_path, feature_ids, featureless, no_
                   feature_ids=feature_ids, featureless=featureless, labels=labels_path,
                   splits=splits_path, directed=directed, keep_self_loops=keep_self_loops)
     options["normalize_features"] = not no_normalize_features
+    ckpt = dict(checkpoint_dir=checkpoint_dir or resume_dir, checkpoint_every=checkpoint_every,
+                resume_from=resume_dir)
     _run(debug, _train, source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet,
-         options)
+         options, ckpt)
 
 
-def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options):
+def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options, ckpt):
     from .io import save_npy, write_word2vec
     from .model import Caps2NE
 
@@ -190,7 +200,7 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     seed = options.pop("seed")
     model = Caps2NE(**options, n_jobs=threads, random_state=seed, progress=not quiet)
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
-    model.fit(g, X=features, epoch_callback=tracker)
+    model.fit(g, X=features, epoch_callback=tracker, **ckpt)
     last = model.history_[-1]
     click.echo(f"trained {len(model.history_)} epochs: final loss {last['loss']:.4f}, "
                f"{last['pairs_per_s']:,.0f} pairs/s (lr {model.lr_:g})", err=True)

@@ -67,15 +67,19 @@ class Caps2NE(BaseEstimator):
             threads=_threads(self.n_jobs),
             seed=0 if self.random_state is None else int(self.random_state))
 
-    def fit(self, graph, X=None, epoch_callback=None):
+    def fit(self, graph, X=None, epoch_callback=None, checkpoint_dir=None, checkpoint_every=0,
+            resume_from=None, step_callback=None):
         """Learn embeddings for ``graph``: a ``graph.Graph`` or a scipy.sparse (N, N)
         adjacency (rows = source nodes; an undirected graph must be symmetric).
         ``X`` (N, d) fixed input features (dense, or scipy.sparse kept sparse), or
-        None to train them.  Returns self."""
+        None to train them.  ``checkpoint_dir``, ``checkpoint_every``, ``resume_from``
+        and the callbacks are those of ``train.fit``.  Returns self."""
         if not isinstance(graph, graph_mod.Graph):
             graph = graph_mod.from_scipy(graph, directed=True, keep_self_loops=False)
         result = fit(graph.indptr, graph.indices, graph.weights, self.train_config(),
-                     features=X, progress=self.progress, epoch_callback=epoch_callback)
+                     features=X, progress=self.progress, epoch_callback=epoch_callback,
+                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+                     resume_from=resume_from, step_callback=step_callback)
         p = result.params
         self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
         self.fixed_features_ = p.fixed_features

@@ -169,15 +169,24 @@ class TrainResult:
     optimizer: object = None
 
 
-def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None):
+def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None,
+        checkpoint_dir=None, checkpoint_every=0, resume_from=None, step_callback=None):
     """Train Caps2NE on the graph given by CSR arrays; returns a TrainResult.
 
     indptr (N+1,) int64, indices (nnz,) int32, weights (nnz,) float32 or None.
     features: (N, d) fixed input features, or None to train x (featureless).
     epoch_callback(epoch, result) is called after every epoch.
+    checkpoint_dir: write the full state there after every epoch and, with
+    ``checkpoint_every = n > 0``, every n steps (checkpoint.py).
+    resume_from: a checkpoint directory to continue from (same input and options;
+    ``epochs`` and ``threads`` may change).
+    step_callback(epoch, batch, step) is called after every step (tests use it to
+    interrupt a run).
     """
     n_nodes = int(indptr.shape[0] - 1)
     validate(cfg, n_nodes)
+    if checkpoint_every < 0:
+        raise InputError(f"--checkpoint-every: must be >= 0, got {checkpoint_every}")
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
     lr = cfg.lr if cfg.lr is not None else (LR_FIXED_FEATURES if features is not None
@@ -186,14 +195,23 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
     try:
         with threadpool_limits(limits=cfg.threads):
-            return _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback)
+            return _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback,
+                        checkpoint_dir, checkpoint_every, resume_from, step_callback)
     finally:
         numba.set_num_threads(old_threads)
 
 
-def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback):
+def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, checkpoint_dir,
+         checkpoint_every, resume_from, step_callback):
+    from . import checkpoint
+
     n_nodes = int(indptr.shape[0] - 1)
     q = cfg.walk_length
+    graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
+    ckpt = None
+    if resume_from is not None:
+        ckpt = checkpoint.load(resume_from)
+        checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
     t0 = time.perf_counter()
     walks = walks_mod.uniform_walks(indptr, indices, weights, cfg.walks_per_node, q,
                                     derive_seed(cfg.seed, "walks"))
@@ -208,26 +226,49 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback):
     params = init_params(n_nodes, cfg.dim, feat_dim, q - 1, rng, features=features)
     names = params.trainable()
     opt = Adam({name: getattr(params, name) for name in names}, lr=lr)
+    result = TrainResult(params=params, config=cfg, optimizer=opt)
+    state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
+    if ckpt is not None:
+        arrays = ckpt["arrays"]
+        for name in names:
+            getattr(params, name)[...] = arrays[f"param_{name}"]
+            opt.m[name][...] = arrays[f"m_{name}"]
+            opt.v[name][...] = arrays[f"v_{name}"]
+        opt.t, opt.lr = ckpt["adam_t"], ckpt["adam_lr"]
+        state.update(ckpt["state"])
+        result.history = ckpt["history"]
+        log.info("resumed from %s at epoch %d, batch %d", ckpt["path"], state["epoch"] + 1,
+                 state["batch"])
     mcfg = cfg.model_config()
     grads = Grads(W=np.zeros_like(params.W), O=np.zeros_like(params.O),
                   bias=np.zeros_like(params.bias),
                   X=None if params.fixed_features else np.zeros_like(params.X))
-    result = TrainResult(params=params, config=cfg, optimizer=opt)
+
+    def save_checkpoint():
+        if checkpoint_dir is not None:
+            checkpoint.save(checkpoint_dir, params, opt, state, cfg.to_dict(), result.history,
+                            graph_hash)
+
+    def diverged(what):
+        where = (f"; the last good checkpoint is in {checkpoint_dir}" if checkpoint_dir
+                 else "")
+        return TrainingDiverged(f"{what} at epoch {state['epoch'] + 1}, step "
+                                f"{state['batch'] + 1}; lower --lr (now {lr:g}){where}")
 
     n_walks = walks.shape[0]
     n_batches = walks_mod.batches_per_epoch(n_walks, cfg.batch_size)
     seed_batch = derive_seed(cfg.seed, "batch")
     seed_pos = derive_seed(cfg.seed, "positions")
     seed_sample = derive_seed(cfg.seed, "sampler")
-    bar = _progress(progress, cfg.epochs * n_batches)
-    step = 0
+    bar = _progress(progress, cfg.epochs * n_batches, state["epoch"] * n_batches + state["batch"])
     try:
-        for epoch in range(cfg.epochs):
-            t_epoch = time.perf_counter()
+        while state["epoch"] < cfg.epochs:
+            epoch = state["epoch"]
+            t_start = time.perf_counter() - state["seconds"]
             order = (walks_mod.epoch_permutation(n_walks, seed_batch, epoch)
                      if cfg.batch_mode == "shuffle" else None)
-            loss_sum, n_pairs = 0.0, 0
-            for b in range(n_batches):
+            while state["batch"] < n_batches:
+                b, step = state["batch"], state["step"]
                 if order is None:
                     walk_ids = walks_mod.batch_walk_ids(n_walks, cfg.batch_size, seed_batch, epoch, b)
                 else:
@@ -240,26 +281,33 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback):
                 q_sampled = sampler.expected_count(sampled, tries)
                 loss, _ = loss_and_grads(params, ctx, tgt, sampled, q_true, q_sampled, mcfg, grads)
                 if not math.isfinite(loss):
-                    raise TrainingDiverged(
-                        f"loss became {loss} at epoch {epoch + 1}, step {b + 1}; "
-                        f"lower --lr (now {lr:g})")
+                    raise diverged(f"the loss became {loss}")
                 opt.step({name: getattr(grads, name) for name in names})
-                step += 1
-                loss_sum += loss * tgt.shape[0]
-                n_pairs += tgt.shape[0]
+                state.update(batch=b + 1, step=step + 1, loss_sum=state["loss_sum"] + loss * tgt.shape[0],
+                             n_pairs=state["n_pairs"] + tgt.shape[0],
+                             seconds=time.perf_counter() - t_start)
+                if checkpoint_every and state["step"] % checkpoint_every == 0 \
+                        and state["batch"] < n_batches:
+                    if not _finite(params, names):
+                        raise diverged("a parameter became NaN or infinite")
+                    save_checkpoint()
                 if bar is not None:
                     bar.update(1)
                     if b % 20 == 0:
-                        elapsed = max(time.perf_counter() - t_epoch, 1e-9)
-                        bar.set_postfix(epoch=epoch + 1, loss=f"{loss_sum / n_pairs:.4f}",
-                                        pairs_s=f"{n_pairs / elapsed:,.0f}")
-            seconds = time.perf_counter() - t_epoch
-            if not all(np.isfinite(getattr(params, n)).all() for n in names):
-                raise TrainingDiverged(f"a parameter became NaN or infinite in epoch {epoch + 1}; "
-                                       f"lower --lr (now {lr:g})")
-            entry = dict(epoch=epoch + 1, loss=loss_sum / n_pairs, seconds=seconds,
-                         pairs=n_pairs, pairs_per_s=n_pairs / seconds)
+                        bar.set_postfix(epoch=epoch + 1,
+                                        loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
+                                        pairs_s=f"{state['n_pairs'] / max(state['seconds'], 1e-9):,.0f}")
+                if step_callback is not None:
+                    step_callback(epoch, b, step)
+            if not _finite(params, names):
+                raise diverged("a parameter became NaN or infinite")
+            seconds = time.perf_counter() - t_start
+            entry = dict(epoch=epoch + 1, loss=state["loss_sum"] / state["n_pairs"],
+                         seconds=seconds, pairs=state["n_pairs"],
+                         pairs_per_s=state["n_pairs"] / seconds)
             result.history.append(entry)
+            state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
+            save_checkpoint()
             log.info("epoch %d: loss %.5f, %.1fs, %.0f pairs/s", epoch + 1, entry["loss"], seconds,
                      entry["pairs_per_s"])
             if epoch_callback is not None:
@@ -270,9 +318,13 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback):
     return result
 
 
-def _progress(enabled, total):
+def _finite(params, names):
+    return all(np.isfinite(getattr(params, n)).all() for n in names)
+
+
+def _progress(enabled, total, initial=0):
     if not enabled:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit="batch", dynamic_ncols=True, leave=True)
+    return tqdm(total=total, initial=initial, unit="batch", dynamic_ncols=True, leave=True)

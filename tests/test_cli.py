@@ -150,3 +150,24 @@ def test_evaluate_bad_input_is_one_line(tmp_path, args, needle):
 def test_train_needs_graph_or_dataset(tmp_path):
     proc = run_cli("train", cwd=tmp_path)
     assert proc.returncode == 2 and "--graph" in proc.stderr
+
+
+def test_checkpoint_then_resume_with_more_epochs(edges, tmp_path):
+    runner = CliRunner()
+    ck = tmp_path / "ck"
+    base = ["train", "--graph", str(edges), "--dim", "8", "--feat-dim", "8", "--walks-per-node",
+            "2", "--quiet"]
+    result = runner.invoke(cli, [*base, "--epochs", "1", "--checkpoint-dir", str(ck), "--out",
+                                 str(tmp_path / "a.emb")])
+    assert result.exit_code == 0, result.output
+    assert (ck / "checkpoint.npz").is_file()
+    result = runner.invoke(cli, [*base, "--epochs", "2", "--resume", str(ck), "--out",
+                                 str(tmp_path / "b.emb")])
+    assert result.exit_code == 0, result.output
+    straight = runner.invoke(cli, [*base, "--epochs", "2", "--out", str(tmp_path / "c.emb")])
+    assert straight.exit_code == 0, straight.output
+    np.testing.assert_array_equal(read_word2vec(tmp_path / "b.emb")[1],
+                                  read_word2vec(tmp_path / "c.emb")[1])
+    result = runner.invoke(cli, [*base, "--epochs", "2", "--dim", "4", "--resume", str(ck),
+                                 "--out", str(tmp_path / "d.emb")])
+    assert result.exit_code == 1 and "dim" in result.output

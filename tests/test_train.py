@@ -140,3 +140,69 @@ def test_out_of_range_options_raise_input_error(partition, bad, match):
     cfg = TrainConfig(**dict(dict(SMALL, epochs=1), **bad))
     with pytest.raises(InputError, match=match):
         fit(adj.indptr.astype(np.int64), adj.indices.astype(np.int32), None, cfg)
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.parametrize("every", [0, 7])
+def test_run_killed_in_epoch_3_resumes_to_bitwise_identical_embeddings(partition, tmp_path, every):
+    """Checkpoints at epoch ends (and every 7 steps); a run interrupted mid-epoch 3
+    and resumed from its checkpoint ends exactly where the uninterrupted run does."""
+    adj, _ = partition
+    opts = dict(SMALL, epochs=4, routing_iters=2)
+    full = Caps2NE(**opts, random_state=5).fit(adj)
+
+    def kill(epoch, batch, step):
+        if epoch == 2 and batch == 10:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        Caps2NE(**opts, random_state=5).fit(adj, checkpoint_dir=tmp_path, checkpoint_every=every,
+                                            step_callback=kill)
+    resumed = Caps2NE(**opts, random_state=5, n_jobs=2).fit(adj, resume_from=tmp_path,
+                                                            checkpoint_dir=tmp_path)
+    np.testing.assert_array_equal(resumed.O_, full.O_)
+    np.testing.assert_array_equal(resumed.W_, full.W_)
+    assert [h["loss"] for h in resumed.history_] == [h["loss"] for h in full.history_]
+
+
+def test_resume_refuses_other_options_or_graph(partition, tmp_path):
+    adj, _ = partition
+    Caps2NE(**dict(SMALL, epochs=1), random_state=5).fit(adj, checkpoint_dir=tmp_path)
+    with pytest.raises(InputError, match="dim"):
+        Caps2NE(**dict(SMALL, epochs=2, dim=8), random_state=5).fit(adj, resume_from=tmp_path)
+    other = adj.copy().tolil()
+    other[0, 199] = other[199, 0] = 1.0
+    with pytest.raises(InputError, match="graph"):
+        Caps2NE(**dict(SMALL, epochs=2), random_state=5).fit(sp.csr_matrix(other),
+                                                             resume_from=tmp_path)
+    with pytest.raises(InputError, match="checkpoint"):
+        Caps2NE(**SMALL).fit(adj, resume_from=tmp_path / "nothing")
+
+
+def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
+        partition, tmp_path, monkeypatch):
+    """A NaN loss in step 12 (injected) stops the run with a message naming the epoch
+    and step; the checkpoints written before it hold finite parameters."""
+    import caps2ne_np.train as train_mod
+    from caps2ne_np.train import TrainingDiverged
+    adj, _ = partition
+    real = train_mod.loss_and_grads
+    calls = []
+
+    def poisoned(*args, **kwargs):
+        calls.append(1)
+        loss, g = real(*args, **kwargs)
+        return (float("nan") if len(calls) == 12 else loss), g
+
+    monkeypatch.setattr(train_mod, "loss_and_grads", poisoned)
+    with pytest.raises(TrainingDiverged, match=r"epoch 1, step 12.*checkpoint"):
+        Caps2NE(**dict(SMALL, epochs=3), random_state=0).fit(
+            adj, checkpoint_dir=tmp_path, checkpoint_every=5)
+    from caps2ne_np import checkpoint
+    ck = checkpoint.load(tmp_path)
+    assert ck["state"]["step"] == 10
+    for name in ("param_W", "param_O", "param_X"):
+        assert np.all(np.isfinite(ck["arrays"][name]))
