@@ -104,6 +104,18 @@ class Params:
                       fixed_features=self.fixed_features)
 
 
+def slot_major(W):
+    """W (I, k, d) stored column-major per slot: a view of shape (I, k, d) over a
+    contiguous (I, d, k) buffer.
+
+    The math (and the model file) uses W_i in R^{k x d}; storing W_i^T row by row
+    makes column j of W_i (the k weights of input feature j) contiguous, which the
+    sparse-feature kernels read and write, and lets the dense path multiply
+    ``u @ W_i^T`` as a plain GEMM.  ``Adam`` updates the buffer in memory order.
+    """
+    return np.ascontiguousarray(np.asarray(W).transpose(0, 2, 1)).transpose(0, 2, 1)
+
+
 def init_params(n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.float32):
     """Initialise as the authors' code: W ~ N(0, 0.01^2); X ~ U(-sqrt(1/d), sqrt(1/d))
     when trainable; O Glorot-uniform U(-sqrt(6/(N+k)), +); biases 0.
@@ -111,7 +123,7 @@ def init_params(n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.fl
     ``features`` (N, d) given -> fixed input features (not trained): a dense array,
     or a scipy.sparse matrix / SparseFeatures, kept sparse.
     """
-    W = rng.normal(0.0, 0.01, size=(n_slots, dim, feat_dim)).astype(dtype)
+    W = slot_major(rng.normal(0.0, 0.01, size=(n_slots, dim, feat_dim)).astype(dtype))
     limit = np.sqrt(6.0 / (n_nodes + dim))
     O = rng.uniform(-limit, limit, size=(n_nodes, dim)).astype(dtype)
     bias = np.zeros(n_nodes, dtype=dtype)
@@ -171,7 +183,8 @@ def forward(params, ctx, cfg):
         sf = params.X
         W_t = np.ascontiguousarray(params.W.transpose(0, 2, 1))       # (I, d, k)
         u_hat = np.empty((n_slots, n_pairs, W_t.shape[2]), dtype=dtype)
-        capsules.predict_sparse(sf.indptr, sf.indices, sf.u_data, ctx_t, W_t, u_hat)
+        capsules.predict_sparse(sf.indptr, sf.indices, sf.u_data, ctx_t, W_t, u_hat)  # no copy
+                                                                                   # if slot_major
         x = u = None
     else:
         x = params.X[ctx_t]                                          # (I, P, d)
@@ -242,14 +255,17 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_
                          cfg.grad_mode == "exact", d_u_hat)
     if params.sparse:
         sf = params.X
-        d_W_t = np.empty((n_slots, params.W.shape[2], params.W.shape[1]), dtype=dtype)
+        d_W_t = grads_out.W.transpose(0, 2, 1)
+        if not d_W_t.flags.c_contiguous:
+            d_W_t = np.empty((n_slots, params.W.shape[2], params.W.shape[1]), dtype=dtype)
         grads.predict_sparse_backward(sf.indptr, sf.indices, sf.u_data, fw["ctx_t"], d_u_hat,
                                       d_W_t)
-        grads_out.W[...] = d_W_t.transpose(0, 2, 1)
+        if not np.shares_memory(d_W_t, grads_out.W):
+            grads_out.W[...] = d_W_t.transpose(0, 2, 1)
         return float(loss.mean(dtype=np.float64)), grads_out
     d_W, d_u = grads.predict_backward(fw["u"], params.W, d_u_hat,
                                       need_d_u=not params.fixed_features)
-    grads_out.W[...] = d_W
+    grads_out.W[...] = d_W          # same memory layout as W (slot_major): a plain copy
     if not params.fixed_features:
         d = d_u.shape[2]
         d_x = np.empty_like(d_u)

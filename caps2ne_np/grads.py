@@ -54,7 +54,7 @@ def predict_backward(u, W, d_u_hat, need_d_u=True):
     ``(d_W (I, k, d), d_u (I, P, d) or None)``: two GEMMs per slot through BLAS.
     ``need_d_u=False`` skips d_u when the features are fixed.
     """
-    d_W = np.matmul(d_u_hat.transpose(0, 2, 1), u)
+    d_W = np.matmul(u.transpose(0, 2, 1), d_u_hat).transpose(0, 2, 1)   # stored (I, d, k)
     d_u = np.matmul(d_u_hat, W) if need_d_u else None
     return d_W, d_u
 

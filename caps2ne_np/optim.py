@@ -28,6 +28,23 @@ def _adam_dense(param, grad, m, v, lr_t, beta1, beta2, eps):
         param[j] -= lr_t * m[j] / (np.sqrt(v[j]) + eps)
 
 
+def _flat(a):
+    """A 1-D view of ``a`` in memory order (a may be a transposed view, e.g. W)."""
+    flat = a.ravel(order="K")
+    if not np.shares_memory(flat, a):
+        raise ValueError("Adam needs parameters stored contiguously (in some axis order)")
+    return flat
+
+
+def _flat_like(g, p):
+    """``g`` flattened in the memory order of ``p`` (copied into p's layout if needed)."""
+    if g.dtype != p.dtype or g.strides != p.strides:
+        g2 = np.empty_like(p)
+        g2[...] = g
+        g = g2
+    return g.ravel(order="K")
+
+
 class Adam:
     """Dense Adam over a dict of named arrays (updated in place).
 
@@ -55,8 +72,7 @@ class Adam:
         for name, g in grads.items():
             p = self.params[name]
             dt = p.dtype.type
-            _adam_dense(p.reshape(-1), np.ascontiguousarray(g, dtype=p.dtype).reshape(-1),
-                        self.m[name].reshape(-1), self.v[name].reshape(-1),
+            _adam_dense(_flat(p), _flat_like(g, p), _flat(self.m[name]), _flat(self.v[name]),
                         dt(lr_t), dt(self.beta1), dt(self.beta2), dt(self.eps))
 
     def state(self):

@@ -25,3 +25,17 @@ def test_adam_matches_tf1_reference_over_several_steps(dtype, tol):
 def test_adam_rejects_non_positive_lr():
     with pytest.raises(ValueError, match="lr"):
         Adam({"p": np.zeros(2)}, lr=0)
+
+
+def test_adam_updates_a_slot_major_parameter_in_place_like_a_contiguous_one():
+    from caps2ne_np.core import slot_major
+    rng = np.random.default_rng(1)
+    W0 = rng.normal(size=(3, 4, 5))
+    a, b = W0.copy(), slot_major(W0)
+    assert not b.flags.c_contiguous and np.shares_memory(b, b.transpose(0, 2, 1))
+    opt_a, opt_b = Adam({"W": a}, lr=0.1), Adam({"W": b}, lr=0.1)
+    for _ in range(3):
+        g = rng.normal(size=W0.shape)
+        opt_a.step({"W": g})
+        opt_b.step({"W": g})           # g is C-contiguous: copied into b's layout
+    np.testing.assert_array_equal(a, b)
