@@ -36,8 +36,10 @@ Departures from the paper, all following the authors' code (daiquocnguyen/Caps2N
 
 import numpy as np
 
-from ._jit import kernel
 from numba import prange
+
+from ._jit import kernel
+from .blas import row_matmul, slot_matmul
 
 EPS = 1e-9
 """The epsilon inside the squash's square root (authors' code)."""
@@ -71,9 +73,12 @@ def predict(u, W):
     """u_hat^{(i)} = W_i u^{(i)} for every slot i   [Eq. 2; docs/math.md#prediction]
 
     ``u`` (I, P, d), ``W`` (I, k, d) -> ``u_hat`` (I, P, k): one GEMM per slot
-    (``u[i] @ W[i].T``) through NumPy's BLAS.
+    (``u[i] @ W[i].T``), the slots spread over Numba's threads (``blas.py``).
     """
-    return np.matmul(u, W.transpose(0, 2, 1))
+    W_t = W.transpose(0, 2, 1)
+    if W_t.flags.c_contiguous:                  # slot-major storage (core.slot_major)
+        return slot_matmul(np.ascontiguousarray(u), W_t)
+    return slot_matmul(np.ascontiguousarray(u), np.ascontiguousarray(W), trans_b=True)
 
 
 @kernel(parallel=True)
@@ -181,7 +186,7 @@ def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
     """
     O_t = O[targets]
     logits_true = np.einsum("pk,pk->p", e, O_t) + bias[targets] - log_q_true
-    logits_sampled = e @ O[sampled].T
+    logits_sampled = row_matmul(np.ascontiguousarray(e), O[sampled], trans_b=True)
     logits_sampled += bias[sampled] - log_q_sampled
     return logits_true, logits_sampled
 

@@ -19,6 +19,7 @@ import numpy as np
 from numba import prange
 
 from ._jit import kernel
+from .blas import row_matmul, slot_matmul
 from .capsules import EPS, RULE_SABOUR
 
 
@@ -51,12 +52,19 @@ def predict_backward(u, W, d_u_hat, need_d_u=True):
     [u_hat_i = W_i u_i, Eq. 2; docs/math.md#prediction]
 
     ``u`` (I, P, d), ``W`` (I, k, d), ``d_u_hat`` (I, P, k) ->
-    ``(d_W (I, k, d), d_u (I, P, d) or None)``: two GEMMs per slot through BLAS.
+    ``(d_W (I, k, d), d_u (I, P, d) or None)``: two GEMMs per slot (``blas.py``).
+    d_W is returned as a view of a contiguous (I, d, k) array (slot-major, as W).
     ``need_d_u=False`` skips d_u when the features are fixed.
     """
-    d_W = np.matmul(u.transpose(0, 2, 1), d_u_hat).transpose(0, 2, 1)   # stored (I, d, k)
-    d_u = np.matmul(d_u_hat, W) if need_d_u else None
-    return d_W, d_u
+    u = np.ascontiguousarray(u)
+    d_u_hat = np.ascontiguousarray(d_u_hat)
+    d_W = slot_matmul(u, d_u_hat, trans_a=True).transpose(0, 2, 1)
+    if not need_d_u:
+        return d_W, None
+    W_t = W.transpose(0, 2, 1)
+    if W_t.flags.c_contiguous:
+        return d_W, slot_matmul(d_u_hat, W_t, trans_b=True)
+    return d_W, slot_matmul(d_u_hat, np.ascontiguousarray(W))
 
 
 @kernel(parallel=True)
@@ -188,9 +196,10 @@ def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_b
     added with one fancy-indexed update; targets can repeat and go through the
     fixed-order scatter.
     """
-    d_e = d_sampled @ O[sampled]
+    O_s = O[sampled]
+    d_e = row_matmul(d_sampled, O_s)
     d_e += d_true[:, None] * O[targets]
-    d_O[sampled] += d_sampled.T @ e
+    d_O[sampled] += row_matmul(np.ascontiguousarray(d_sampled.T), np.ascontiguousarray(e))
     d_bias[sampled] += d_sampled.sum(axis=0)
     scatter_add_rows(d_O, targets, d_true[:, None] * e)
     scatter_add_rows(d_bias, targets, d_true)

@@ -194,7 +194,7 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     old_threads = numba.get_num_threads()
     numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
     try:
-        with threadpool_limits(limits=cfg.threads):
+        with threadpool_limits(limits=1):     # products run on Numba's threads (blas.py)
             return _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback,
                         checkpoint_dir, checkpoint_every, resume_from, step_callback)
     finally:

@@ -201,3 +201,20 @@ def test_squash_csr_matches_dense_squash():
     sf = SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64)
     u = sp.csr_matrix((sf.u_data, sf.indices, sf.indptr), shape=sf.shape).toarray()
     np.testing.assert_allclose(u, naive.squash(X), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_blas_helpers_match_numpy_matmul(dtype):
+    from caps2ne_np.blas import row_matmul, slot_matmul
+    rng = np.random.default_rng(0)
+    a, b = rng.random((3, 5, 4)).astype(dtype), rng.random((3, 4, 6)).astype(dtype)
+    c, d = rng.random((3, 5, 6)).astype(dtype), rng.random((3, 6, 4)).astype(dtype)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(slot_matmul(a, b), a @ b, rtol=tol)
+    np.testing.assert_allclose(slot_matmul(a, c, trans_a=True), a.transpose(0, 2, 1) @ c, rtol=tol)
+    np.testing.assert_allclose(slot_matmul(a, d, trans_b=True), a @ d.transpose(0, 2, 1), rtol=tol)
+    x, y, z = rng.random((37, 8)).astype(dtype), rng.random((8, 5)).astype(dtype), \
+        rng.random((5, 8)).astype(dtype)
+    np.testing.assert_allclose(row_matmul(x, y), x @ y, rtol=tol)
+    np.testing.assert_allclose(row_matmul(x, z, trans_b=True), x @ z.T, rtol=tol)
+    np.testing.assert_allclose(row_matmul(x[:3], y), x[:3] @ y, rtol=tol)   # fewer rows than chunks

@@ -1,0 +1,93 @@
+"""Batched matrix products on Numba's threads, each product one single-threaded BLAS call.
+
+Training keeps BLAS at one thread (``threadpoolctl``) and spreads the products
+over Numba's thread pool instead: one pool of threads for everything.  Two pools
+(Numba's OpenMP workers and OpenBLAS's own threads) fight over the cores, and a
+small GEMM split across BLAS threads on a busy machine can take 80x longer than
+on one thread (measured: a 256 x 128 x 256 product, 0.18 ms on 1 BLAS thread,
+16 ms on 2 while another process was running; bench/README).
+
+* ``slot_matmul``: out[i] = a[i] @ b[i] for each context slot i (parallel over
+  slots), where a and b may be transposed views of contiguous slices.
+* ``row_matmul``: out = a @ b with the rows of ``a`` split into ``CHUNKS`` fixed
+  blocks (parallel over blocks).  The split does not depend on the thread count,
+  so results are the same on any number of threads.
+
+Inside ``@njit``, ``np.dot`` on 2-D contiguous (C or F order) float arrays calls
+BLAS ``gemm`` (through SciPy's BLAS).
+"""
+
+import numpy as np
+from numba import prange
+
+from ._jit import kernel
+
+CHUNKS = 8
+
+
+@kernel(parallel=True)
+def _slot_nn(a, b, out):
+    for i in prange(a.shape[0]):
+        np.dot(a[i], b[i], out[i])
+
+
+@kernel(parallel=True)
+def _slot_tn(a, b, out):
+    for i in prange(a.shape[0]):
+        np.dot(a[i].T, b[i], out[i])
+
+
+@kernel(parallel=True)
+def _slot_nt(a, b, out):
+    for i in prange(a.shape[0]):
+        np.dot(a[i], b[i].T, out[i])
+
+
+def slot_matmul(a, b, trans_a=False, trans_b=False, out=None):
+    """out[i] = op(a[i]) @ op(b[i]) for every slot i; a, b C-contiguous 3-D arrays.
+
+    op(x) = x.T when the matching ``trans_`` flag is set.  ``out`` C-contiguous.
+    """
+    if trans_a and trans_b:
+        raise ValueError("slot_matmul: at most one operand may be transposed")
+    m = a.shape[2] if trans_a else a.shape[1]
+    n = b.shape[1] if trans_b else b.shape[2]
+    if out is None:
+        out = np.empty((a.shape[0], m, n), dtype=a.dtype)
+    if trans_a:
+        _slot_tn(a, b, out)
+    elif trans_b:
+        _slot_nt(a, b, out)
+    else:
+        _slot_nn(a, b, out)
+    return out
+
+
+@kernel(parallel=True)
+def _rows_nn(a, b, out, chunks):
+    n = a.shape[0]
+    for c in prange(chunks):
+        lo = c * n // chunks
+        hi = (c + 1) * n // chunks
+        if hi > lo:
+            np.dot(a[lo:hi], b, out[lo:hi])
+
+
+@kernel(parallel=True)
+def _rows_nt(a, b, out, chunks):
+    n = a.shape[0]
+    for c in prange(chunks):
+        lo = c * n // chunks
+        hi = (c + 1) * n // chunks
+        if hi > lo:
+            np.dot(a[lo:hi], b.T, out[lo:hi])
+
+
+def row_matmul(a, b, trans_b=False, out=None):
+    """out = a @ op(b), rows of a in CHUNKS fixed blocks; a, b C-contiguous 2-D."""
+    n = b.shape[0] if trans_b else b.shape[1]
+    if out is None:
+        out = np.empty((a.shape[0], n), dtype=a.dtype)
+    chunks = max(1, min(CHUNKS, a.shape[0]))
+    (_rows_nt if trans_b else _rows_nn)(a, b, out, chunks)
+    return out
