@@ -5,18 +5,14 @@ and the model file (all parameters, config, node ids, format version in one .npz
 >>> O = model.get_embedding()          # (N, k) float32, row i = node i
 """
 
-import json
-
 import numpy as np
 from sklearn.base import BaseEstimator
 
 from . import graph as graph_mod
 from .core import Params
-from .errors import InputError
+from .modelfile import read_model, save_model
 from .train import TrainConfig, fit
 
-MODEL_FORMAT = "caps2ne_np.model"
-MODEL_VERSION = 1
 
 
 class Caps2NE(BaseEstimator):
@@ -96,43 +92,24 @@ class Caps2NE(BaseEstimator):
 
     def save(self, path, overwrite=False):
         """Write every parameter, the config, node ids and history to one .npz (atomic)."""
-        from .io import save_npz
-
         _check_fitted(self)
-        arrays = dict(W=self.W_, O=self.O_, bias=self.bias_,
-                      node_ids=np.asarray(self.node_ids_, dtype=str),
-                      format=np.asarray(MODEL_FORMAT), version=np.int64(MODEL_VERSION),
-                      config=np.asarray(json.dumps(dict(self.config_, lr_used=self.lr_))),
-                      history=np.asarray(json.dumps(self.history_)),
-                      fixed_features=np.bool_(self.fixed_features_))
-        if not self.fixed_features_:
-            arrays["X"] = self.X_
-        save_npz(path, overwrite=overwrite, **arrays)
+        save_model(path, self.params_(), self.node_ids_, self.config_, self.lr_, self.history_,
+                   overwrite=overwrite)
 
     @classmethod
     def load(cls, path):
-        """Read a model written by ``save``; InputError for anything else."""
-        from .io import load_npz
-
-        arrays = load_npz(path)
-        if str(arrays.get("format", "")) != MODEL_FORMAT:
-            raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
-        if int(arrays["version"]) > MODEL_VERSION:
-            raise InputError(f"{path}: model format version {int(arrays['version'])} is newer "
-                             f"than this caps2ne_np supports ({MODEL_VERSION}); upgrade caps2ne_np")
-        config = json.loads(str(arrays["config"]))
-        lr_used = config.pop("lr_used", None)
+        """Read a model written by ``save`` (or ``caps2ne train --model-out``)."""
+        m = read_model(path)
         keys = set(TrainConfig.__dataclass_fields__)
-        params = {k: v for k, v in config.items() if k in keys}
+        params = {k: v for k, v in m["config"].items() if k in keys}
         model = cls(**{("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
                        for k, v in params.items()})
-        model.O_, model.W_, model.bias_ = arrays["O"], arrays["W"], arrays["bias"]
-        model.fixed_features_ = bool(arrays["fixed_features"])
-        model.X_ = arrays.get("X")
-        model.node_ids_ = [str(s) for s in arrays["node_ids"]]
-        model.history_ = json.loads(str(arrays["history"]))
-        model.config_ = config
-        model.lr_ = lr_used
+        model.O_, model.W_, model.bias_, model.X_ = m["O"], m["W"], m["bias"], m["X"]
+        model.fixed_features_ = m["fixed_features"]
+        model.node_ids_ = m["node_ids"]
+        model.history_ = m["history"]
+        model.config_ = m["config"]
+        model.lr_ = m["lr_used"]
         return model
 
     def params_(self):
