@@ -147,8 +147,9 @@ def cli():
                    "positions such as 3,4,5,6 (authors, citation graphs).")
 @click.option("--batch-mode", default="random", type=click.Choice(["random", "shuffle"]),
               help="random: B walks drawn with replacement (authors); shuffle: each walk once.")
-@click.option("--threads", default=1, type=click.IntRange(min=1),
-              help="Threads for Numba kernels and BLAS.")
+@click.option("--threads", default=None, type=click.IntRange(min=1),
+              help="Threads for the Numba kernels (BLAS runs single-threaded inside them) "
+                   "[default: all cores this process may use]. Results do not depend on it.")
 @click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of every random stream.")
 @click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
               help="Save the full training state there after every epoch (atomic).")
@@ -184,8 +185,11 @@ def train(graph, dataset, data_dir, features_path, feature_ids, featureless, no_
 
 
 def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options, ckpt):
+    # train.fit directly, not the scikit-learn estimator: importing scikit-learn
+    # costs about a second, and a small run should not pay it.
     from .io import save_npy, write_word2vec
-    from .model import Caps2NE
+    from .modelfile import save_model
+    from .train import TrainConfig, fit
 
     outputs = [p for p in (out, npy_out, model_out) if p]
     for path in outputs:                      # fail before training, not after
@@ -196,24 +200,29 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
                f"{', weighted' if g.weights is not None else ''}); features: "
                f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}",
                err=True)
-    threads = options.pop("threads")
-    seed = options.pop("seed")
-    model = Caps2NE(**options, n_jobs=threads, random_state=seed, progress=not quiet)
+    if options["threads"] is None:
+        options["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    cfg = TrainConfig(**options)
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
-    model.fit(g, X=features, epoch_callback=tracker, **ckpt)
-    last = model.history_[-1]
-    click.echo(f"trained {len(model.history_)} epochs: final loss {last['loss']:.4f}, "
-               f"{last['pairs_per_s']:,.0f} pairs/s (lr {model.lr_:g})", err=True)
+    result = fit(g.indptr, g.indices, g.weights, cfg, features=features, progress=not quiet,
+                 epoch_callback=tracker, **ckpt)
+    last = result.history[-1]
+    lr = result.optimizer.lr
+    click.echo(f"trained {len(result.history)} epochs: final loss {last['loss']:.4f}, "
+               f"{last['pairs_per_s']:,.0f} pairs/s (lr {lr:g})", err=True)
+    params = result.params
     if tracker is not None:
-        model.O_ = tracker.best_O
+        params = tracker.best_params
         click.echo(tracker.summary(), err=True)
-    write_word2vec(out, model.node_ids_, model.O_, overwrite=overwrite)
+    write_word2vec(out, g.node_ids, params.O, overwrite=overwrite)
     click.echo(f"wrote {out}", err=True)
     if npy_out:
-        save_npy(npy_out, model.O_, model.node_ids_, overwrite=overwrite)
+        save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
         click.echo(f"wrote {npy_out}", err=True)
     if model_out:
-        model.save(model_out, overwrite=overwrite)
+        save_model(model_out, params, g.node_ids, cfg.to_dict(), lr, result.history,
+                   overwrite=overwrite)
         click.echo(f"wrote {model_out}", err=True)
 
 
@@ -228,7 +237,7 @@ class _EpochTracker:
 
     def __init__(self, labels, splits):
         self.labels, self.splits = labels, splits
-        self.results, self.best_val, self.best_O, self.best_epoch = [], -1.0, None, 0
+        self.results, self.best_val, self.best_params, self.best_epoch = [], -1.0, None, 0
 
     def __call__(self, epoch, result):
         import time
@@ -240,7 +249,10 @@ class _EpochTracker:
         self.results.append(r)
         if r["val_mean"] > self.best_val:
             self.best_val, self.best_epoch = r["val_mean"], epoch
-            self.best_O = result.params.O.copy()
+            p = result.params
+            self.best_params = type(p)(p.W.copy(), p.O.copy(), p.bias.copy(),
+                                       p.X if p.fixed_features else p.X.copy(),
+                                       fixed_features=p.fixed_features)
         click.echo(f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
                    f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
                    f"{time.perf_counter() - t0:.1f}s)", err=True)
@@ -434,3 +446,8 @@ def _jsonable(obj):
 def main():
     """Entry point of the ``caps2ne`` console script."""
     cli(prog_name=os.environ.get("CAPS2NE_PROG", "caps2ne"))
+
+
+from ._cli_infer import infer as _infer  # noqa: E402  (after cli exists; see _cli_infer.py)
+
+cli.add_command(_infer)
