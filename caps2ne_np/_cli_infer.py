@@ -1,0 +1,117 @@
+"""The ``infer`` command: embeddings of new nodes from a trained model (Algorithm 3).
+
+Registered on the click group in ``_cli.py`` (``cli.add_command(infer)``).  Like the
+other commands it imports nothing heavy until it runs, and turns every input error
+into one line on stderr with exit code 1 (``_cli._run``).
+"""
+
+from pathlib import Path
+
+import click
+
+DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled"]
+
+
+def _parse_positions(value):
+    value = value.strip().lower()
+    if value in ("all", "train"):
+        return value
+    try:
+        return tuple(int(t) for t in value.split(","))
+    except ValueError:
+        raise click.BadParameter("expected 'all', 'train' or comma-separated 0-based positions "
+                                 "such as 3,4,5,6") from None
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("--model", "model_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Trained model .npz (train --model-out).")
+@click.option("--graph", type=click.Path(dir_okay=False), default=None,
+              help="Edge list (or .npz/.mat) of the whole graph: the training nodes, the new nodes "
+                   "and all their edges.")
+@click.option("--dataset", type=click.Choice(DATASETS), default=None,
+              help="A benchmark set instead of --graph (its graph and features).")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder of the benchmark data [default: $CAPS2NE_DATA or ../shared/data].")
+@click.option("--features", "features_path", type=click.Path(dir_okay=False), default=None,
+              help="Fixed features x of every node of the graph, old and new: scipy .npz or .npy "
+                   "(needed for a model trained with --features; normalised as in training).")
+@click.option("--feature-ids", type=click.Path(dir_okay=False), default=None,
+              help="Node id of each --features row, one per line [default: graph node order].")
+@click.option("--nodes", "nodes_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Ids of the nodes to embed, one per line; written in this order.")
+@click.option("--samples", default=None, type=click.IntRange(min=1),
+              help="Contexts Z per node (Algorithm 3); sample z puts the node at walk position "
+                   "z mod L [default: q, every position once, as the authors].")
+@click.option("--positions", default="all", callback=lambda c, p, v: _parse_positions(v),
+              help="Walk positions of the node: all (0..q-1), train (the model's training target "
+                   "positions) or 0-based positions such as 3,4,5,6.")
+@click.option("--isolated", default="self", type=click.Choice(["self", "error"]),
+              help="A node without edges: self = encode it from its own features (a warning), "
+                   "error = refuse.")
+@click.option("--directed", is_flag=True, help="Treat each line as u->v only (as in training).")
+@click.option("--keep-self-loops", is_flag=True, help="Keep u-u edges (as in training).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Embeddings in word2vec text format [default: <nodes stem>.emb].")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@click.option("--threads", default=1, type=click.IntRange(min=1),
+              help="Threads for the Numba kernels.")
+@click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of the sampled walks.")
+@click.option("--quiet", "-q", is_flag=True, help="No summary lines on stderr.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, nodes_path, samples,
+          positions, isolated, directed, keep_self_loops, out, overwrite, threads, seed, quiet,
+          debug):
+    """Embed new nodes with a trained model (Algorithm 3, inductive setting).
+
+    Each node's embedding is the average of the capsule outputs e of Z contexts
+    sampled from random walks through it on --graph (docs/inductive.md).  The
+    embeddings are written in word2vec text format, ids as given in --nodes.
+    """
+    from ._cli import _run
+
+    if (graph is None) == (dataset is None):
+        raise click.UsageError("give exactly one of --graph and --dataset")
+    if out is None:
+        out = Path(nodes_path).name.split(".")[0] + ".emb"
+    source = dict(graph=graph, dataset=dataset, data_dir=data_dir, features=features_path,
+                  feature_ids=feature_ids, labels=None, splits=None, directed=directed,
+                  keep_self_loops=keep_self_loops)
+    _run(debug, _infer, model_path, source, nodes_path, samples, positions, isolated, out,
+         overwrite, threads, seed, quiet)
+
+
+def _infer(model_path, source, nodes_path, samples, positions, isolated, out, overwrite, threads,
+           seed, quiet):
+    from ._cli import _check_writable, _load_input
+    from .datasets import _read_id_file
+    from .errors import InputError
+    from .infer import infer_embeddings
+    from .io import write_word2vec
+    from .model import Caps2NE
+
+    _check_writable(out, overwrite)
+    model = Caps2NE.load(model_path)
+    # A featureless model learned its own x: the dataset's features are not loaded.
+    source["featureless"] = not model.fixed_features_
+    g, features, _, _ = _load_input(source)
+    ids = _read_id_file(nodes_path)
+    if not ids:
+        raise InputError(f"{nodes_path}: no node ids; list the nodes to embed, one per line")
+    index = {nid: i for i, nid in enumerate(g.node_ids)}
+    for lineno, nid in enumerate(ids, 1):
+        if nid not in index:
+            where = source["graph"] or source["dataset"]
+            raise InputError(f"{nodes_path}:{lineno}: node {nid!r} is not in {where}; the graph "
+                             "must hold the new nodes and their edges (ids compared as strings)")
+    seen = set(model.node_ids_)
+    n_old = sum(nid in seen for nid in ids)
+    node_ids, E = infer_embeddings(model, g, features, ids, samples=samples, seed=seed,
+                                   threads=threads, positions=positions, isolated=isolated)
+    write_word2vec(out, node_ids, E, overwrite=overwrite)
+    if not quiet:
+        q = model.W_.shape[0] + 1
+        Z = samples or q
+        click.echo(f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
+                   f"training nodes) as the mean capsule output e of {Z} context(s) each "
+                   f"(walk length q = {q}); wrote {out}", err=True)

@@ -1,0 +1,464 @@
+r"""Embeddings for new, unseen nodes (Algorithm 3) and the inductive split (Sec. 4.3).
+
+A trained Caps2NE maps any context C_v = (v_1, ..., v_{q-1}) of input features to a
+second-layer capsule e.  For a node v that was not in the training graph there is
+no output vector o_v, so Algorithm 3 samples Z pairs (C_v, v) from random walks of
+length q through v on the graph that contains v, runs the trained capsule layers
+forward and averages the Z capsule outputs::
+
+    for z in 0 .. Z-1:
+        j   = positions[z mod len(positions)]        # v's position in walk z (0-based)
+        walk: v_j = v; v_{t-1} ~ N_in(v_t) for t = j..1; v_{t+1} ~ N_out(v_t) for t = j..q-2
+        C_v = (v_t : t != j), walk order              # slot i uses W_i, as in training
+        e_z = Routing(W_i squash(x_{v_i}))            # capsules.route, Algorithm 1
+    e_v = (1/Z) sum_z e_z                             # Algorithm 3, "Average"
+
+Pipeline (each step names its function)::
+
+    ctx = sample_contexts(graph, nodes, q, Z, seed)    # (V*Z, q-1) int32, Numba, prange
+    e   = capsule_outputs(W, X, ctx, cfg)              # (V*Z, k) core.forward, in chunks
+    E   = e.reshape(V, Z, k).mean(axis=1)              # (V, k)
+
+Choices (docs/inductive.md explains each):
+
+* **Position of v.**  Sample z puts v at position ``positions[z mod L]``; by default
+  positions = 0..q-1, so Z = q gives every position once (the authors' code takes, for
+  each position k, one walk of the full graph with the test node at k).  The walk is
+  built outwards from v: j steps backwards along in-edges (for an undirected graph
+  the same edges) and q-1-j steps forwards.  On an undirected graph this is exactly
+  a stationary random walk conditioned on passing v at step j (reversibility).
+* **Randomness.**  Sample z of node v draws only from ``stream3(seed', TAG_INFER, v, z)``
+  (v = the node's index in the graph, seed' = ``derive_seed(seed, 'infer')``), so an
+  embedding depends on neither the thread count nor the other requested nodes.
+* **Isolated nodes** (no in- or out-edges): their walks stay on them (walks.py), so
+  the context is the node itself q-1 times and e comes from its own features
+  (``isolated='self'``, default, with an ``InputWarning``); ``isolated='error'`` raises.
+* **Featureless models** (x trained): only training nodes have an x.  A context slot
+  holding a node the model has not seen gets x = 0, so u = squash(0) = 0 and the slot
+  adds nothing to s_v.  v itself is the target, so its own x is never needed.  A node
+  none of whose Z contexts holds an encodable node (e.g. an isolated node) would get
+  e = 0: that is an ``InputError``, never a silent zero vector.
+"""
+
+import logging
+import warnings
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from numba import prange
+from threadpoolctl import threadpool_limits
+
+from . import graph as graph_mod
+from ._jit import kernel
+from .core import ModelConfig, Params, SparseFeatures, forward, slot_major
+from .errors import InputError, InputWarning
+from .rng import quiet_wraparound, rand_below, rand_uniform, stream3
+from .walks import _check_csr, _check_int, _check_seed, _pick_weighted, cumulative_weights
+
+log = logging.getLogger(__name__)
+
+TAG_INFER = 5
+"""Domain tag of inference streams: stream3(seed, TAG_INFER, node index, z) (rng.py tags 1-4)."""
+
+ISOLATED = ("self", "error")
+PAIRS_BUDGET = 2**25
+"""Upper bound on the elements of the (I, P, max(d, k)) intermediates of one chunk."""
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+@kernel
+def _step(indptr, indices, cum, weighted, state, v):
+    """One walk step from v: (state, u) with u ~ Uniform(N(v)), or P(u) ∝ w(v, u) if weighted.
+
+    A node without edges in this direction (or whose weights are all 0) stays put,
+    as in ``walks._uniform_walks``.
+    """
+    lo, hi = indptr[v], indptr[v + 1]
+    if hi > lo:
+        if weighted:
+            total = cum[hi - 1]
+            if total > 0.0:
+                state, r = rand_uniform(state)
+                v = indices[_pick_weighted(cum, lo, hi, r * total)]
+        else:
+            state, j = rand_below(state, hi - lo)
+            v = indices[lo + j]
+    return state, v
+
+
+@kernel(parallel=True)
+def _walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, positions,
+                   seed, ctx):
+    """C_v of a walk of length q with v at position j, for each node a and sample z.
+
+    v_j = v;  v_{t-1} ~ N_in(v_t), t = j, ..., 1;  v_{t+1} ~ N_out(v_t), t = j, ..., q-2;
+    C_v = (v_t : t != j) in walk order.
+
+    indptr, indices, cum     : out-edges (CSR int64, int32; float64 row sums of the
+                               weights, empty when not ``weighted``)
+    in_indptr, in_indices, in_cum : in-edges (the transpose; the same arrays for an
+                               undirected graph)
+    nodes     : int64 (V,)    graph index of each node to embed
+    positions : int64 (L,)    0-based positions; sample z puts v at positions[z mod L]
+    seed      : int           sample z of node v draws from stream3(seed, TAG_INFER, v, z)
+    ctx       : int32 (V*Z, q-1)  out: row a*Z + z is sample z of nodes[a]
+
+    The backward steps are drawn first (t = j-1 down to 0), then the forward ones.
+
+    Notes: the authors take walks of the full graph started at every node and keep,
+    for each position j, one that has v at j.  Growing the walk outwards from v gives,
+    on an undirected graph, a stationary walk conditioned on v_j = v (reversibility),
+    and needs no search.  A node without edges in a direction stays put (walks.py).
+    """
+    n_rows, n_slots = ctx.shape
+    n_samples = n_rows // nodes.shape[0]
+    n_pos = positions.shape[0]
+    for p in prange(n_rows):
+        a = p // n_samples
+        z = p % n_samples
+        v = nodes[a]
+        j = positions[z % n_pos]
+        state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
+        cur = v
+        for t in range(j - 1, -1, -1):
+            state, cur = _step(in_indptr, in_indices, in_cum, weighted, state, cur)
+            ctx[p, t] = cur
+        cur = v
+        for t in range(j + 1, n_slots + 1):
+            state, cur = _step(indptr, indices, cum, weighted, state, cur)
+            ctx[p, t - 1] = cur
+
+
+# --------------------------------------------------------------------------- functional core
+
+
+def _as_graph(graph):
+    """A graph.Graph; a scipy.sparse (N, N) adjacency is read as ``Caps2NE.fit`` reads it."""
+    if isinstance(graph, graph_mod.Graph):
+        return graph
+    if sp.issparse(graph):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InputWarning)
+            return graph_mod.from_scipy(graph, directed=True, keep_self_loops=False)
+    raise InputError(f"graph must be a caps2ne_np.graph.Graph or a scipy.sparse adjacency, "
+                     f"got {type(graph).__name__}")
+
+
+def in_edges(graph):
+    """(indptr, indices, weights) of the in-edges of ``graph`` (its transpose; the graph's
+    own arrays when it is undirected, whose CSR is symmetric)."""
+    if not graph.directed:
+        return graph.indptr, graph.indices, graph.weights
+    t = graph.to_scipy().T.tocsr()
+    t.sort_indices()
+    weights = None if graph.weights is None else np.ascontiguousarray(t.data, dtype=np.float32)
+    return (np.ascontiguousarray(t.indptr, dtype=np.int64),
+            np.ascontiguousarray(t.indices, dtype=np.int32), weights)
+
+
+def context_positions(spec, walk_length):
+    """0-based positions of v in the sampled walks, int64 (L,).
+
+    'all' -> 0..q-1 (the authors: one walk with v at each position); a sequence of ints
+    -> those positions (e.g. the model's training targets (3, 4, 5, 6)).
+    """
+    q = _check_int("walk_length", walk_length, 2)
+    if isinstance(spec, str):
+        if spec == "all":
+            return np.arange(q, dtype=np.int64)
+        raise InputError(f"positions must be 'all' or a list of 0-based positions, got {spec!r}")
+    try:
+        values = [_check_int("positions", p, 0, q - 1) for p in spec]
+    except TypeError:
+        raise InputError(f"positions must be 'all' or a list of 0-based positions, got {spec!r}") from None
+    if not values or len(set(values)) != len(values):
+        raise InputError(f"positions must be non-empty and distinct, got {values}")
+    return np.asarray(values, dtype=np.int64)
+
+
+def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all"):
+    """Z contexts C_v per node from walks of length q through it: int32 (V*Z, q-1).
+
+    graph     : graph.Graph (out-edges; in-edges are its transpose)
+    nodes     : int (V,) graph indices of the nodes to embed
+    walk_length : q (the model's); samples : Z >= 1; seed : int in [0, 2**63)
+    positions : 'all' or 0-based positions; sample z puts v at positions[z mod L]
+
+    Row a*Z + z is sample z of nodes[a]; it depends only on (seed, nodes[a], z).
+    """
+    q = _check_int("walk_length", walk_length, 2)
+    Z = _check_int("samples", samples, 1)
+    seed = _check_seed("seed", seed)
+    pos = context_positions(positions, q)
+    indptr, indices, weights = _check_csr(graph.indptr, graph.indices, graph.weights)
+    in_indptr, in_indices, in_weights = _check_csr(*in_edges(graph))
+    nodes = np.asarray(nodes)
+    if nodes.ndim != 1 or not np.issubdtype(nodes.dtype, np.integer):
+        raise InputError(f"nodes must be a 1-D integer array of graph indices, got "
+                         f"{nodes.dtype} {nodes.shape}")
+    n = indptr.shape[0] - 1
+    if nodes.size and (nodes.min() < 0 or nodes.max() >= n):
+        raise InputError(f"nodes must be graph indices in [0, {n})")
+    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+    ctx = np.empty((nodes.shape[0] * Z, q - 1), dtype=np.int32)
+    if nodes.shape[0] == 0:
+        return ctx
+    weighted = weights is not None
+    if weighted:
+        cum, in_cum = cumulative_weights(indptr, weights), cumulative_weights(in_indptr, in_weights)
+    else:
+        cum = in_cum = np.empty(0, dtype=np.float64)
+    with quiet_wraparound():
+        _walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, pos,
+                       seed, ctx)
+    return ctx
+
+
+def capsule_outputs(W, X, ctx, cfg, chunk=None):
+    """e for every context row: squash -> W_i u -> routing (core.forward), float32 (P, k).
+
+    W   : (q-1, k, d) trained capsule weights
+    X   : (N, d) input features of the graph's nodes: dense array or SparseFeatures
+    ctx : (P, q-1) int graph indices, walk order
+    cfg : core.ModelConfig (routing iterations, rule, scale)
+    chunk : pairs per forward pass; None -> bounded so that the (q-1, P, max(d, k))
+            intermediates stay below PAIRS_BUDGET elements
+
+    Each row is computed independently of the others, so the chunking changes no value.
+    """
+    W = slot_major(W)                 # the layout training uses: no transpose per chunk
+    n_slots, k, d = W.shape
+    ctx = np.asarray(ctx)
+    if ctx.ndim != 2 or ctx.shape[1] != n_slots:
+        raise InputError(f"ctx must have q-1 = {n_slots} columns, got shape {ctx.shape}")
+    if X.shape[1] != d:
+        raise InputError(f"features have d = {X.shape[1]} columns; the model was trained with d = {d}")
+    dense_d = k if isinstance(X, SparseFeatures) else max(d, k)
+    if chunk is None:
+        chunk = max(1, PAIRS_BUDGET // (n_slots * dense_d))
+    params = Params(W, np.empty((0, k), dtype=W.dtype), np.empty(0, dtype=W.dtype), X,
+                    fixed_features=True)
+    e = np.empty((ctx.shape[0], k), dtype=W.dtype)
+    for a in range(0, ctx.shape[0], chunk):
+        e[a:a + chunk] = forward(params, ctx[a:a + chunk], cfg)["e"]
+    return e
+
+
+def average_samples(e, samples):
+    """e_v = (1/Z) sum_z e_(v,z)   [Algorithm 3]: (V*Z, k) -> (V, k), float64 sums, float32 out."""
+    V = e.shape[0] // samples
+    return e.reshape(V, samples, e.shape[1]).mean(axis=1, dtype=np.float64).astype(e.dtype)
+
+
+def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions="all",
+                       isolated="self", known=None):
+    """Algorithm 3 for the graph indices ``nodes``: float32 (V, k), row a = nodes[a].
+
+    W, X, cfg : as ``capsule_outputs`` (X in graph order, already prepared)
+    graph     : graph.Graph holding the nodes and their edges
+    samples   : Z; None -> q (each position once with positions='all')
+    isolated  : 'self' (context = the node repeated; InputWarning) or 'error'
+    known     : bool (N,) nodes that have an input x (featureless models); None = all
+
+    The seed is used as given (``infer_embeddings`` passes ``derive_seed(seed, 'infer')``).
+    Raises InputError for a node whose every sampled context is unencodable (e = 0).
+    """
+    q = W.shape[0] + 1
+    Z = q if samples is None else _check_int("samples", samples, 1)
+    if isolated not in ISOLATED:
+        raise InputError(f"isolated must be one of {ISOLATED}, got {isolated!r}")
+    nodes = np.asarray(nodes, dtype=np.int64)
+    lone = nodes[(np.diff(graph.indptr)[nodes] == 0) & (np.diff(in_edges(graph)[0])[nodes] == 0)]
+    if lone.size:
+        first = graph.node_ids[int(lone[0])]
+        if isolated == "error":
+            raise InputError(f"node {first!r} has no edges ({lone.size} such node(s)); a new node "
+                             "needs edges to be embedded, or pass isolated='self' (--isolated self) "
+                             "to encode it from its own features")
+        warnings.warn(f"{lone.size} node(s) without edges, e.g. {first!r}: each is embedded from "
+                      "its own features alone (its walks stay on it)", InputWarning, stacklevel=3)
+    ctx = sample_contexts(graph, nodes, q, Z, seed, positions)
+    e = capsule_outputs(W, X, ctx, cfg)
+    E = average_samples(e, Z)
+    empty = ~np.any(E != 0, axis=1)
+    if known is not None:
+        # No slot of any context holds a node with an x: nothing was encoded.
+        empty |= ~known[ctx].reshape(nodes.shape[0], -1).any(axis=1)
+    if empty.any():
+        a = int(np.flatnonzero(empty)[0])
+        first = graph.node_ids[int(nodes[a])]
+        why = ("its contexts hold only nodes the featureless model has never seen (no learned x)"
+               if known is not None else "every node in its contexts has an all-zero feature row")
+        raise InputError(f"node {first!r} ({int(empty.sum())} such node(s)) would get a zero "
+                         f"embedding: {why}; give it edges to known nodes or non-zero features")
+    return E
+
+
+# --------------------------------------------------------------------------- the model shell
+
+
+def _graph_nodes(graph, nodes):
+    """Graph indices (int64) of ``nodes``: id strings, or ints taken as graph indices."""
+    if isinstance(nodes, str):
+        nodes = [nodes]
+    arr = np.asarray(nodes)
+    if arr.size == 0:
+        raise InputError("nodes is empty; list at least one node to embed")
+    if np.issubdtype(arr.dtype, np.integer):
+        if arr.ndim != 1 or arr.min() < 0 or arr.max() >= graph.n_nodes:
+            raise InputError(f"integer nodes must be graph indices in [0, {graph.n_nodes})")
+        idx = arr.astype(np.int64)
+    else:
+        idx = graph.index_of([str(x) for x in nodes])
+    if np.unique(idx).size != idx.size:
+        values, counts = np.unique(idx, return_counts=True)
+        raise InputError(f"node {graph.node_ids[int(values[counts > 1][0])]!r} is listed twice; "
+                         "list each node once")
+    return idx
+
+
+def model_inputs(model, graph, features):
+    """(W, X in graph order, ModelConfig, known or None) for inference with a fitted model.
+
+    Fixed-feature model: ``features`` (N_graph, d) are required (the model file does not
+    store them) and prepared as in training (row normalisation when the model used it).
+    Featureless model: ``features`` must be None; each graph node the model knows (by
+    id) gets its learned x, every other node x = 0 (``known`` marks the former).
+    """
+    from .train import prepare_features
+
+    if not hasattr(model, "W_"):
+        raise ValueError("this Caps2NE model is not fitted yet; call fit() first")
+    config = model.config_
+    cfg = ModelConfig(config["routing_iters"], config["routing_rule"], config["routing_scale"],
+                      config["grad_mode"])
+    W = slot_major(np.asarray(model.W_, dtype=np.float32))
+    d = W.shape[2]
+    if model.fixed_features_:
+        if features is None:
+            raise InputError("the model was trained with fixed features, which it does not store; "
+                             "give features for every node of the graph (old and new, --features)")
+        if features.shape[1] != d:
+            raise InputError(f"features have d = {features.shape[1]} columns; the model was trained "
+                             f"with d = {d}")
+        X = prepare_features(features, graph.n_nodes, config.get("normalize_features", True))
+        return W, X, cfg, None
+    if features is not None:
+        raise InputError("the model was trained without fixed features (it learned its own x), so "
+                         "other features are not in the space W was trained on; omit --features")
+    where = {nid: r for r, nid in enumerate(model.node_ids_)}
+    rows = np.fromiter((where.get(nid, -1) for nid in graph.node_ids), dtype=np.int64,
+                       count=graph.n_nodes)
+    known = rows >= 0
+    if not known.any():
+        raise InputError("no node of the graph is a training node of this featureless model (ids "
+                         "compared as strings); its learned x cannot encode any context")
+    X = np.zeros((graph.n_nodes, d), dtype=np.float32)
+    X[known] = model.X_[rows[known]]
+    return W, X, cfg, known
+
+
+def infer_embeddings(model, graph, features, nodes, samples=None, seed=0, threads=1,
+                     positions="all", isolated="self"):
+    """Embeddings of (new) nodes from a trained model, Algorithm 3: ``(node_ids, E)``.
+
+    model    : a fitted ``Caps2NE`` or the path of a model .npz (``Caps2NE.save``)
+    graph    : graph.Graph (or scipy.sparse adjacency) holding the nodes to embed and
+               their edges to old and new nodes
+    features : (N_graph, d) fixed features in graph order (dense or scipy.sparse) for
+               a fixed-feature model; None for a featureless one
+    nodes    : node ids (str) or graph indices (int) to embed; old nodes are allowed
+               (their capsule-path embedding)
+    samples  : Z contexts per node; None -> q (each position once)
+    seed     : int; threads : Numba threads (restored afterwards; BLAS runs on one, as in
+               training)
+    positions: 'all' (0..q-1), 'train' (the model's training target positions; 'all'
+               when it trained on every or random positions) or 0-based positions
+    isolated : 'self' or 'error' (see the module docstring)
+
+    Returns ``node_ids`` (list of str, in the order of ``nodes``) and ``E`` float32
+    (V, k), the average of the Z capsule outputs e of each node.
+    """
+    from .model import Caps2NE
+    from .train import derive_seed
+
+    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        model = Caps2NE.load(model)
+    graph = _as_graph(graph)
+    threads = _check_int("threads", threads, 1)
+    seed = _check_seed("seed", seed)
+    idx = _graph_nodes(graph, nodes)
+    W, X, cfg, known = model_inputs(model, graph, features)
+    if isinstance(positions, str) and positions == "train":
+        targets = model.config_.get("targets", "all")
+        positions = "all" if isinstance(targets, str) else tuple(targets)
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        with threadpool_limits(limits=1):     # products run on Numba's threads (blas.py)
+            E = capsule_embeddings(W, X, graph, idx, cfg, samples, derive_seed(seed, "infer"),
+                                   positions, isolated, known)
+    finally:
+        numba.set_num_threads(old)
+    return [graph.node_ids[int(i)] for i in idx], E
+
+
+# --------------------------------------------------------------------------- inductive split
+
+
+def inductive_split(graph_or_adj, test_nodes):
+    """Remove the test nodes and every edge touching them: ``(subgraph, kept)``.
+
+    graph_or_adj : graph.Graph, or a scipy.sparse (N, N) adjacency
+    test_nodes   : graph indices (int), or node ids (str) of a Graph
+
+    Returns the subgraph on the other nodes (a Graph with their ids, or a CSR matrix)
+    and ``kept`` int64 (N - |test|,): subgraph node i is original node kept[i] (kept is
+    sorted, so the remaining nodes keep their relative order).  Nodes left without
+    edges stay in the subgraph (their walks stay in place).  Train on the subgraph,
+    then embed the test nodes with ``infer_embeddings`` on the full graph.
+    """
+    is_graph = isinstance(graph_or_adj, graph_mod.Graph)
+    if is_graph:
+        adj, n = graph_or_adj.to_scipy(), graph_or_adj.n_nodes
+    elif sp.issparse(graph_or_adj) and graph_or_adj.ndim == 2 \
+            and graph_or_adj.shape[0] == graph_or_adj.shape[1]:
+        adj, n = sp.csr_matrix(graph_or_adj), graph_or_adj.shape[0]
+    else:
+        raise InputError("graph_or_adj must be a caps2ne_np.graph.Graph or a square scipy.sparse matrix")
+    test = np.asarray(test_nodes)
+    if test.size and not np.issubdtype(test.dtype, np.integer):
+        if not is_graph:
+            raise InputError("test_nodes of a scipy adjacency must be integer node indices")
+        test = graph_or_adj.index_of([str(t) for t in test_nodes])
+    test = np.unique(test.astype(np.int64))
+    if test.size and (test[0] < 0 or test[-1] >= n):
+        raise InputError(f"test_nodes must be node indices in [0, {n})")
+    keep = np.ones(n, dtype=bool)
+    keep[test] = False
+    kept = np.flatnonzero(keep).astype(np.int64)
+    if kept.size < 2:
+        raise InputError(f"removing {test.size} test nodes leaves {kept.size} node(s); training "
+                         "needs at least 2")
+    sub = adj[kept][:, kept].tocsr()
+    sub.sort_indices()
+    if not is_graph:
+        return sub, kept
+    weights = None
+    if graph_or_adj.weights is not None:
+        weights = np.ascontiguousarray(sub.data, dtype=np.float32)
+        if np.all(weights == 1.0):
+            weights = None
+    indptr = np.ascontiguousarray(sub.indptr, dtype=np.int64)
+    isolated = int(np.count_nonzero(np.diff(indptr) == 0))
+    stats = dict(removed_nodes=int(test.size),
+                 removed_edges=int(graph_or_adj.n_edges - sub.nnz), isolated_nodes=isolated)
+    log.info("inductive split: removed %d nodes and %d stored edges; %d nodes left without edges",
+             test.size, stats["removed_edges"], isolated)
+    ids = graph_or_adj.node_ids
+    return graph_mod.Graph(indptr=indptr, indices=np.ascontiguousarray(sub.indices, dtype=np.int32),
+                           weights=weights, node_ids=[ids[i] for i in kept],
+                           directed=graph_or_adj.directed, stats=stats), kept
