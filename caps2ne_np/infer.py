@@ -53,13 +53,10 @@ from . import graph as graph_mod
 from ._jit import kernel
 from .core import ModelConfig, Params, SparseFeatures, forward, slot_major
 from .errors import InputError, InputWarning
-from .rng import quiet_wraparound, rand_below, rand_uniform, stream3
+from .rng import TAG_INFER, quiet_wraparound, rand_below, rand_uniform, stream3
 from .walks import _check_csr, _check_int, _check_seed, _pick_weighted, cumulative_weights
 
 log = logging.getLogger(__name__)
-
-TAG_INFER = 5
-"""Domain tag of inference streams: stream3(seed, TAG_INFER, node index, z) (rng.py tags 1-4)."""
 
 ISOLATED = ("self", "error")
 PAIRS_BUDGET = 2**25

@@ -90,6 +90,25 @@ class Caps2NE(BaseEstimator):
         _check_fitted(self)
         return self.O_
 
+    def transform(self, graph, X=None, nodes=None, samples=None, random_state=0):
+        """Embeddings of (new) nodes through the capsule path, Algorithm 3.
+
+        ``graph`` holds the nodes and their edges (Graph or scipy.sparse adjacency),
+        ``X`` their fixed features in graph order (None for a featureless model),
+        ``nodes`` the ids or indices to embed (default: every node of ``graph``).
+        Returns (V, k) float32: the average of e over Z sampled contexts (infer.py).
+        """
+        from .infer import infer_embeddings
+
+        _check_fitted(self)
+        if nodes is None:
+            n = graph.n_nodes if isinstance(graph, graph_mod.Graph) else graph.shape[0]
+            nodes = list(range(n))
+        _, E = infer_embeddings(self, graph, X, nodes, samples=samples,
+                                seed=0 if random_state is None else int(random_state),
+                                threads=_threads(self.n_jobs))
+        return E
+
     def save(self, path, overwrite=False):
         """Write every parameter, the config, node ids and history to one .npz (atomic)."""
         _check_fitted(self)

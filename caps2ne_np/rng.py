@@ -50,6 +50,7 @@ TAG_BATCH = 1  # batch_walk_ids: stream3(seed, TAG_BATCH, epoch, step)
 TAG_POSITION = 2  # random target positions: stream3(seed, TAG_POSITION, key, walk id)
 TAG_PERMUTATION = 3  # epoch_permutation: stream2(seed, TAG_PERMUTATION, epoch)
 TAG_SAMPLER = 4  # candidate samplers: stream2(seed, TAG_SAMPLER, key)
+TAG_INFER = 5  # inference contexts (infer.py): stream3(seed, TAG_INFER, node index, z)
 
 
 def quiet_wraparound():

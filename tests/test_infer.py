@@ -525,3 +525,17 @@ def test_cli_dataset_choices_match_the_main_group():
     from caps2ne_np import _cli, _cli_infer
 
     assert _cli_infer.DATASETS == _cli.DATASETS
+
+
+def test_estimator_transform_delegates_to_infer_embeddings():
+    import scipy.sparse as sp
+    from caps2ne_np.infer import infer_embeddings
+    from caps2ne_np.model import Caps2NE
+    rng = np.random.default_rng(0)
+    upper = np.triu(rng.random((30, 30)) < 0.2, 1)
+    adj = sp.csr_matrix((upper | upper.T).astype(np.float32))
+    X = rng.random((30, 6)).astype(np.float32)
+    model = Caps2NE(dim=8, walks_per_node=2, epochs=1, num_sampled=8, random_state=1).fit(adj, X=X)
+    E = model.transform(adj, X, nodes=[3, 7], random_state=2)
+    _, ref = infer_embeddings(model, adj, X, [3, 7], seed=2)
+    np.testing.assert_array_equal(E, ref)
