@@ -147,6 +147,9 @@ def cli():
                    "positions such as 3,4,5,6 (authors, citation graphs).")
 @click.option("--batch-mode", default="random", type=click.Choice(["random", "shuffle"]),
               help="random: B walks drawn with replacement (authors); shuffle: each walk once.")
+@click.option("--adam", default="dense", type=click.Choice(["dense", "lazy"]),
+              help="dense: every row each step (authors); lazy: only rows a batch touches, "
+                   "so a step costs nothing per untouched node (large graphs).")
 @click.option("--threads", default=None, type=click.IntRange(min=1),
               help="Threads for the Numba kernels (BLAS runs single-threaded inside them) "
                    "[default: all cores this process may use]. Results do not depend on it.")

@@ -201,19 +201,29 @@ def forward(params, ctx, cfg):
     return dict(ctx_t=ctx_t, x=x, u=u, u_hat=u_hat, c=c, s=s, e_all=e, e=e[m - 1])
 
 
-def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_out=None):
-    """Mean sampled-softmax loss over the batch and the gradient of every parameter.
+@dataclass
+class RowGrad:
+    """A row-sparse gradient: ``values[r]`` is the gradient of row ``rows[r]``; every
+    other row's gradient is zero.  ``rows`` are distinct and ascending."""
 
-    params    : Params (float32 or float64; all arrays one dtype)
-    ctx       : (P, I) int   context nodes, walk order
-    targets   : (P,) int     target node of each pair
-    sampled   : (S,) int     the sampled set V' (distinct nodes, shared by the batch)
-    q_true    : (P,) float   expected count Q(t_p) of each target under the sampler
-    q_sampled : (S,) float   expected count Q(s) of each sampled node
-    cfg       : ModelConfig
-    grads_out : Grads to accumulate into (zeroed here), or None to allocate
+    rows: np.ndarray
+    values: np.ndarray
 
-    Returns ``(loss, grads)``.
+    def to_dense(self, out):
+        """Write into ``out`` (zeroed here)."""
+        out.fill(0)
+        out[self.rows] = self.values
+        return out
+
+
+def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_W_out=None):
+    """The batch's mean loss, the dense gradient of W and row-sparse gradients of O,
+    the biases and trainable X (only the rows the batch touches: V', the targets,
+    the context nodes).  Nothing here costs O(N).
+
+    Returns ``(loss, d_W, {"O": RowGrad, "bias": RowGrad, "X": RowGrad or None})``;
+    ``d_W_out`` (same shape and layout as W) receives d_W when given.
+    See ``loss_and_grads`` for the arguments.
     """
     if cfg.grad_mode not in GRAD_MODES:
         raise ValueError(f"grad_mode must be one of {GRAD_MODES}, got {cfg.grad_mode!r}")
@@ -234,42 +244,66 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_
     d_sampled = np.empty_like(z_sampled)
     capsules.softmax_rows(z_true, z_sampled, targets, sampled, loss, d_true, d_sampled)
 
-    if grads_out is None:
-        grads_out = Grads(W=np.zeros_like(params.W), O=np.zeros_like(params.O),
-                          bias=np.zeros_like(params.bias),
-                          X=None if params.fixed_features else np.zeros_like(params.X))
-    else:
-        grads_out.O.fill(0)
-        grads_out.bias.fill(0)
-        if grads_out.X is not None:
-            grads_out.X.fill(0)
-
     # Back through the output layer, the routing, W_i u and the first squash.
-    d_e = grads.sampled_softmax_backward(e, params.O, targets, sampled, d_true, d_sampled,
-                                         grads_out.O, grads_out.bias)
+    d_e, rows, d_O, d_bias = grads.sampled_softmax_backward_rows(
+        e, params.O, targets, sampled, d_true, d_sampled)
+    row_grads = {"O": RowGrad(rows, d_O), "bias": RowGrad(rows, d_bias), "X": None}
     d_e = np.ascontiguousarray(d_e, dtype=dtype)
     d_u_hat = np.empty_like(fw["u_hat"])
     n_slots = d_u_hat.shape[0]
     grads.route_backward(fw["u_hat"], fw["c"], fw["s"], fw["e_all"], d_e,
                          dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule],
                          cfg.grad_mode == "exact", d_u_hat)
+    if d_W_out is None:
+        d_W_out = slot_major(np.zeros(params.W.shape, dtype=dtype))
     if params.sparse:
         sf = params.X
-        d_W_t = grads_out.W.transpose(0, 2, 1)
+        d_W_t = d_W_out.transpose(0, 2, 1)
         if not d_W_t.flags.c_contiguous:
             d_W_t = np.empty((n_slots, params.W.shape[2], params.W.shape[1]), dtype=dtype)
         grads.predict_sparse_backward(sf.indptr, sf.indices, sf.u_data, fw["ctx_t"], d_u_hat,
                                       d_W_t)
-        if not np.shares_memory(d_W_t, grads_out.W):
-            grads_out.W[...] = d_W_t.transpose(0, 2, 1)
-        return float(loss.mean(dtype=np.float64)), grads_out
+        if not np.shares_memory(d_W_t, d_W_out):
+            d_W_out[...] = d_W_t.transpose(0, 2, 1)
+        return float(loss.mean(dtype=np.float64)), d_W_out, row_grads
     d_W, d_u = grads.predict_backward(fw["u"], params.W, d_u_hat,
                                       need_d_u=not params.fixed_features)
-    grads_out.W[...] = d_W          # same memory layout as W (slot_major): a plain copy
+    d_W_out[...] = d_W          # same memory layout as W (slot_major): a plain copy
     if not params.fixed_features:
         d = d_u.shape[2]
         d_x = np.empty_like(d_u)
         grads.squash_backward(fw["x"].reshape(-1, d), np.ascontiguousarray(d_u).reshape(-1, d),
                               d_x.reshape(-1, d))
-        grads.scatter_add_rows(grads_out.X, fw["ctx_t"].reshape(-1), d_x.reshape(-1, d))
-    return float(loss.mean(dtype=np.float64)), grads_out
+        x_rows, inverse = np.unique(fw["ctx_t"].reshape(-1), return_inverse=True)
+        d_X = np.zeros((x_rows.shape[0], d), dtype=dtype)
+        grads.scatter_add_rows(d_X, inverse, d_x.reshape(-1, d))
+        row_grads["X"] = RowGrad(x_rows, d_X)
+    return float(loss.mean(dtype=np.float64)), d_W_out, row_grads
+
+
+def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_out=None):
+    """Mean sampled-softmax loss over the batch and the gradient of every parameter.
+
+    params    : Params (float32 or float64; all arrays one dtype)
+    ctx       : (P, I) int   context nodes, walk order
+    targets   : (P,) int     target node of each pair
+    sampled   : (S,) int     the sampled set V' (distinct nodes, shared by the batch)
+    q_true    : (P,) float   expected count Q(t_p) of each target under the sampler
+    q_sampled : (S,) float   expected count Q(s) of each sampled node
+    cfg       : ModelConfig
+    grads_out : Grads to write into (dense, overwritten), or None to allocate
+
+    Returns ``(loss, grads)`` with dense gradients (``loss_and_row_grads`` gives the
+    same numbers row-sparse).
+    """
+    if grads_out is None:
+        grads_out = Grads(W=np.zeros_like(params.W), O=np.zeros_like(params.O),
+                          bias=np.zeros_like(params.bias),
+                          X=None if params.fixed_features else np.zeros_like(params.X))
+    loss, _, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg,
+                                     d_W_out=grads_out.W)
+    rg["O"].to_dense(grads_out.O)
+    rg["bias"].to_dense(grads_out.bias)
+    if grads_out.X is not None:
+        rg["X"].to_dense(grads_out.X)
+    return loss, grads_out

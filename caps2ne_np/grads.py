@@ -183,26 +183,43 @@ def scatter_add_rows(out, rows, values):
         _scatter_rows_serial(rows, values, out)
 
 
-def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_bias):
-    """Gradients of the sampled-softmax logits with respect to e, o and the biases.
+def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
+    """Gradients of the sampled-softmax logits with respect to e, o and the biases,
+    for the rows of O the batch touches only.
     [z_t = e . o_t + b_t - log Q(t), z_s = e . o_s + b_s - log Q(s); docs/math.md#sampled-softmax]
 
     d_e_p = d_z_{p,t} o_{t_p} + sum_s d_z_{p,s} o_s
     d_o_t += sum_{p: t_p = t} d_z_{p,t} e_p,    d_o_s += sum_p d_z_{p,s} e_p
     d_b_t += sum_{p: t_p = t} d_z_{p,t},        d_b_s += sum_p d_z_{p,s}
 
-    Accumulates into ``d_O`` (N, k) and ``d_bias`` (N,), which the caller zeroes;
-    returns ``d_e`` (P, k).  The sampled set holds distinct nodes, so its rows are
-    added with one fancy-indexed update; targets can repeat and go through the
-    fixed-order scatter.
+    Returns ``(d_e (P, k), rows, d_O_rows (n, k), d_bias_rows (n,))`` where ``rows``
+    are the distinct nodes of V' and the targets, ascending.  The sampled set holds
+    distinct nodes, so its rows are added with one fancy-indexed update; targets can
+    repeat and go through the fixed-order scatter.  Cost O((|V'| + P) k): nothing
+    here grows with the number of nodes.
     """
+    n_sampled = sampled.shape[0]
+    rows, inverse = np.unique(np.concatenate([sampled, targets]), return_inverse=True)
     O_s = O[sampled]
     d_e = row_matmul(d_sampled, O_s)
     d_e += d_true[:, None] * O[targets]
-    d_O[sampled] += row_matmul(np.ascontiguousarray(d_sampled.T), np.ascontiguousarray(e))
-    d_bias[sampled] += d_sampled.sum(axis=0)
-    scatter_add_rows(d_O, targets, d_true[:, None] * e)
-    scatter_add_rows(d_bias, targets, d_true)
+    d_O = np.zeros((rows.shape[0], O.shape[1]), dtype=O.dtype)
+    d_bias = np.zeros(rows.shape[0], dtype=O.dtype)
+    d_O[inverse[:n_sampled]] += row_matmul(np.ascontiguousarray(d_sampled.T),
+                                           np.ascontiguousarray(e))
+    d_bias[inverse[:n_sampled]] += d_sampled.sum(axis=0)
+    scatter_add_rows(d_O, inverse[n_sampled:], d_true[:, None] * e)
+    scatter_add_rows(d_bias, inverse[n_sampled:], d_true)
+    return d_e, rows, d_O, d_bias
+
+
+def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_bias):
+    """``sampled_softmax_backward_rows`` accumulated into dense ``d_O`` (N, k) and
+    ``d_bias`` (N,), which the caller zeroes; returns ``d_e`` (P, k)."""
+    d_e, rows, d_O_rows, d_bias_rows = sampled_softmax_backward_rows(
+        e, O, targets, sampled, d_true, d_sampled)
+    d_O[rows] += d_O_rows
+    d_bias[rows] += d_bias_rows
     return d_e
 
 

@@ -8,8 +8,17 @@ r"""Adam, in TensorFlow 1's form, as the authors trained (docs/math.md#adam).
 
 TensorFlow folds the bias correction into the step size (``lr_t``) and adds eps to
 ``sqrt(v)`` uncorrected; that differs slightly from the paper of Kingma and Ba,
-which divides by ``sqrt(v_hat) + eps``.  The dense variant updates every element
-of every parameter each step, as TensorFlow's dense Adam does.
+which divides by ``sqrt(v_hat) + eps``.
+
+Two variants (docs/math.md#adam):
+
+* dense (``Adam.step``): every element of every parameter each step, as
+  TensorFlow's dense Adam: rows a batch did not touch still decay their moments
+  and keep moving along m.  Costs O(N) per step for O, the biases and x.
+* row-sparse, "lazy" (``Adam.step`` with ``rows=``): only the rows the batch
+  touched (V', the targets, the context nodes) update their moments and values,
+  with the global step t in lr_t, as TensorFlow's LazyAdamOptimizer.  An untouched
+  row keeps m and v as they were and does not move.  Costs O(rows touched).
 """
 
 import numpy as np
@@ -26,6 +35,19 @@ def _adam_dense(param, grad, m, v, lr_t, beta1, beta2, eps):
         m[j] = beta1 * m[j] + (1.0 - beta1) * g
         v[j] = beta2 * v[j] + (1.0 - beta2) * g * g
         param[j] -= lr_t * m[j] / (np.sqrt(v[j]) + eps)
+
+
+@kernel(parallel=True)
+def _adam_rows(param, rows, grad, m, v, lr_t, beta1, beta2, eps):
+    """The Adam update of rows ``rows`` of 2-D ``param`` only (rows distinct)."""
+    k = param.shape[1]
+    for r in prange(rows.shape[0]):
+        row = rows[r]
+        for j in range(k):
+            g = grad[r, j]
+            m[row, j] = beta1 * m[row, j] + (1.0 - beta1) * g
+            v[row, j] = beta2 * v[row, j] + (1.0 - beta2) * g * g
+            param[row, j] -= lr_t * m[row, j] / (np.sqrt(v[row, j]) + eps)
 
 
 def _flat(a):
@@ -65,10 +87,22 @@ class Adam:
         """The bias-corrected step size of the current step t."""
         return self.lr * np.sqrt(1.0 - self.beta2 ** self.t) / (1.0 - self.beta1 ** self.t)
 
-    def step(self, grads):
-        """One update of every parameter named in ``grads``."""
+    def step(self, grads, rows=None):
+        """One Adam step: dense for every parameter named in ``grads``; row-sparse
+        (lazy) for those named in ``rows``, a dict name -> core.RowGrad (or any object
+        with ``rows`` and ``values``) over a C-contiguous parameter."""
         self.t += 1
         lr_t = self.lr_t()
+        for name, rg in (rows or {}).items():
+            p = self.params[name]
+            dt = p.dtype.type
+            p2 = p.reshape(p.shape[0], -1)
+            if not np.shares_memory(p2, p):
+                raise ValueError(f"lazy Adam needs {name} stored C-contiguously")
+            _adam_rows(p2, np.ascontiguousarray(rg.rows, dtype=np.int64),
+                       np.ascontiguousarray(rg.values, dtype=p.dtype).reshape(len(rg.rows), -1),
+                       self.m[name].reshape(p2.shape), self.v[name].reshape(p2.shape),
+                       dt(lr_t), dt(self.beta1), dt(self.beta2), dt(self.eps))
         for name, g in grads.items():
             p = self.params[name]
             dt = p.dtype.type

@@ -20,7 +20,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import walks as walks_mod
-from .core import GRAD_MODES, Grads, ModelConfig, init_params, loss_and_grads
+from .core import GRAD_MODES, Grads, ModelConfig, init_params, loss_and_row_grads, slot_major
 from .errors import InputError
 from .optim import Adam
 from .samplers import make_sampler
@@ -28,6 +28,7 @@ from .samplers import make_sampler
 log = logging.getLogger(__name__)
 
 SAMPLERS = ("log_uniform", "unigram", "uniform")
+ADAM_MODES = ("dense", "lazy")
 BATCH_MODES = ("random", "shuffle")
 
 LR_FEATURELESS = 1e-3
@@ -65,6 +66,9 @@ class TrainConfig:
     threads              Numba and BLAS threads
     seed                 seed of every random stream
     normalize_features   divide each fixed feature row by its sum (authors' code)
+    adam                 'dense' (every row every step, as the authors' TensorFlow) or
+                         'lazy' (only the rows of O, biases and x a batch touches: a step
+                         then costs nothing per untouched node; optim.py)
     """
 
     dim: int = 128
@@ -85,6 +89,7 @@ class TrainConfig:
     threads: int = 1
     seed: int = 0
     normalize_features: bool = True
+    adam: str = "dense"
 
     def model_config(self):
         return ModelConfig(self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode)
@@ -117,6 +122,7 @@ def validate(cfg, n_nodes):
     need(cfg.routing_rule in ("paper", "sabour"), "routing_rule", "must be 'paper' or 'sabour'")
     need(cfg.grad_mode in GRAD_MODES, "grad_mode", f"must be one of {GRAD_MODES}")
     need(cfg.batch_mode in BATCH_MODES, "batch_mode", f"must be one of {BATCH_MODES}")
+    need(cfg.adam in ADAM_MODES, "adam", f"must be one of {ADAM_MODES}")
     need(cfg.routing_scale is None or cfg.routing_scale > 0, "routing_scale", "must be > 0")
     walks_mod.target_positions(cfg.targets, cfg.walk_length)
 
@@ -240,9 +246,12 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
         log.info("resumed from %s at epoch %d, batch %d", ckpt["path"], state["epoch"] + 1,
                  state["batch"])
     mcfg = cfg.model_config()
-    grads = Grads(W=np.zeros_like(params.W), O=np.zeros_like(params.O),
-                  bias=np.zeros_like(params.bias),
-                  X=None if params.fixed_features else np.zeros_like(params.X))
+    lazy = cfg.adam == "lazy"
+    grads = Grads(W=slot_major(np.zeros(params.W.shape, dtype=params.W.dtype)),
+                  O=None if lazy else np.zeros_like(params.O),
+                  bias=None if lazy else np.zeros_like(params.bias),
+                  X=None if (lazy or params.fixed_features) else np.zeros_like(params.X))
+    row_names = [n for n in names if n != "W"]
 
     def save_checkpoint():
         if checkpoint_dir is not None:
@@ -279,10 +288,16 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                 sampled, tries = sampler.sample(num_sampled, seed_sample, step)
                 q_true = sampler.expected_count(tgt, tries)
                 q_sampled = sampler.expected_count(sampled, tries)
-                loss, _ = loss_and_grads(params, ctx, tgt, sampled, q_true, q_sampled, mcfg, grads)
+                loss, _, row_grads = loss_and_row_grads(params, ctx, tgt, sampled, q_true,
+                                                        q_sampled, mcfg, d_W_out=grads.W)
                 if not math.isfinite(loss):
                     raise diverged(f"the loss became {loss}")
-                opt.step({name: getattr(grads, name) for name in names})
+                if lazy:
+                    opt.step({"W": grads.W}, rows={n: row_grads[n] for n in row_names})
+                else:
+                    for n in row_names:
+                        row_grads[n].to_dense(getattr(grads, n))
+                    opt.step({name: getattr(grads, name) for name in names})
                 state.update(batch=b + 1, step=step + 1, loss_sum=state["loss_sum"] + loss * tgt.shape[0],
                              n_pairs=state["n_pairs"] + tgt.shape[0],
                              seconds=time.perf_counter() - t_start)

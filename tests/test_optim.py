@@ -39,3 +39,41 @@ def test_adam_updates_a_slot_major_parameter_in_place_like_a_contiguous_one():
         opt_a.step({"W": g})
         opt_b.step({"W": g})           # g is C-contiguous: copied into b's layout
     np.testing.assert_array_equal(a, b)
+
+
+def test_lazy_adam_updates_only_touched_rows_and_matches_reference_there():
+    from caps2ne_np.core import RowGrad
+    rng = np.random.default_rng(2)
+    p0 = rng.normal(size=(6, 3))
+    p = p0.copy()
+    opt = Adam({"p": p}, lr=0.05)
+    ref, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+    for t, rows in enumerate([np.array([0, 2]), np.array([2, 5]), np.array([2])], start=1):
+        g = rng.normal(size=(len(rows), 3))
+        opt.step({}, rows={"p": RowGrad(rows, g)})
+        # reference: Adam on the touched rows only, with the global step t
+        new, m_new, v_new = naive.adam_tf1(ref[rows], g, m[rows], v[rows], t, 0.05)
+        ref[rows], m[rows], v[rows] = new, m_new, v_new
+    np.testing.assert_allclose(p, ref, rtol=1e-12)
+    np.testing.assert_array_equal(p[[1, 3, 4]], p0[[1, 3, 4]])      # never touched
+    np.testing.assert_array_equal(opt.m["p"][[1, 3, 4]], 0.0)
+
+
+def test_lazy_and_dense_adam_agree_on_first_step_and_differ_after():
+    """On step 1 every untouched row has m = v = 0, so both variants agree; after
+    that dense Adam keeps moving rows with momentum while lazy Adam does not."""
+    from caps2ne_np.core import RowGrad
+    rng = np.random.default_rng(3)
+    p0 = rng.normal(size=(5, 2))
+    dense, lazy = p0.copy(), p0.copy()
+    od, ol = Adam({"p": dense}, lr=0.1), Adam({"p": lazy}, lr=0.1)
+    for rows in (np.array([0, 1]), np.array([1, 3])):
+        g = rng.normal(size=(2, 2))
+        full = np.zeros_like(p0)
+        full[rows] = g
+        od.step({"p": full})
+        ol.step({}, rows={"p": RowGrad(rows, g)})
+        if od.t == 1:
+            np.testing.assert_allclose(dense, lazy, rtol=1e-12)
+    assert not np.allclose(dense[0], lazy[0])           # row 0: dense moved it again
+    np.testing.assert_array_equal(lazy[[2, 4]], p0[[2, 4]])

@@ -189,15 +189,15 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
     import caps2ne_np.train as train_mod
     from caps2ne_np.train import TrainingDiverged
     adj, _ = partition
-    real = train_mod.loss_and_grads
+    real = train_mod.loss_and_row_grads
     calls = []
 
     def poisoned(*args, **kwargs):
         calls.append(1)
-        loss, g = real(*args, **kwargs)
-        return (float("nan") if len(calls) == 12 else loss), g
+        loss, d_W, rg = real(*args, **kwargs)
+        return (float("nan") if len(calls) == 12 else loss), d_W, rg
 
-    monkeypatch.setattr(train_mod, "loss_and_grads", poisoned)
+    monkeypatch.setattr(train_mod, "loss_and_row_grads", poisoned)
     with pytest.raises(TrainingDiverged, match=r"epoch 1, step 12.*checkpoint"):
         Caps2NE(**dict(SMALL, epochs=3), random_state=0).fit(
             adj, checkpoint_dir=tmp_path, checkpoint_every=5)
@@ -206,3 +206,35 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
     assert ck["state"]["step"] == 10
     for name in ("param_W", "param_O", "param_X"):
         assert np.all(np.isfinite(ck["arrays"][name]))
+
+
+def test_lazy_adam_trains_separates_blocks_and_is_thread_invariant(partition):
+    adj, labels = partition
+    runs = [Caps2NE(dim=32, feat_dim=32, walks_per_node=8, epochs=5, num_sampled=32, lr=5e-3,
+                    adam="lazy", n_jobs=t, random_state=0).fit(adj) for t in (1, 2)]
+    np.testing.assert_array_equal(runs[0].O_, runs[1].O_)
+    losses = [h["loss"] for h in runs[0].history_]
+    assert losses[-1] < 0.85 * losses[0]
+    x_tr, x_te, y_tr, y_te = train_test_split(runs[0].O_, labels, test_size=0.5, random_state=0,
+                                              stratify=labels)
+    assert LogisticRegression(max_iter=2000).fit(x_tr, y_tr).score(x_te, y_te) >= 0.95
+
+
+def test_row_sparse_gradients_equal_dense_gradients():
+    from caps2ne_np.core import loss_and_row_grads
+    rng = np.random.default_rng(4)
+    params = Params(rng.normal(0, 0.5, (3, 5, 4)), rng.normal(0, 0.5, (20, 5)),
+                    rng.normal(0, 0.1, 20), rng.normal(0, 0.8, (20, 4)))
+    ctx, targets = rng.integers(0, 20, (6, 3)), rng.integers(0, 20, 6)
+    sampled = rng.choice(20, 7, replace=False)
+    q_t, q_s = rng.uniform(0.2, 1, 6), rng.uniform(0.2, 1, 7)
+    cfg = ModelConfig(routing_iters=2)
+    loss, g = loss_and_grads(params, ctx, targets, sampled, q_t, q_s, cfg)
+    loss2, d_W, rg = loss_and_row_grads(params, ctx, targets, sampled, q_t, q_s, cfg)
+    assert loss == loss2
+    np.testing.assert_array_equal(d_W, g.W)
+    for name in ("O", "bias", "X"):
+        dense = getattr(g, name)
+        touched = np.flatnonzero(np.abs(dense.reshape(len(dense), -1)).sum(axis=1))
+        assert set(touched) <= set(rg[name].rows)
+        np.testing.assert_array_equal(rg[name].to_dense(np.empty_like(dense)), dense)
