@@ -1,9 +1,10 @@
 """Benchmark datasets of the paper and readers for a user's own features, labels and splits.
 
 Every loader returns plain NumPy / scipy.sparse objects in a :class:`Dataset`, so
-nothing here depends on the rest of the package (``graph.from_scipy`` turns
-``Dataset.adj`` into the training graph). Row ``i`` of every matrix is node ``i``
-and ``node_ids[i]`` is its name.
+nothing here depends on the rest of the package beyond ``errors`` and the checked
+``.npy`` / ``.npz`` readers of ``io`` (``graph.from_scipy`` turns ``Dataset.adj``
+into the training graph). Row ``i`` of every matrix is node ``i`` and
+``node_ids[i]`` is its name.
 
 ==============  ======================================================  ================
 name            source (``shared/data/README.md``)                      labels
@@ -38,6 +39,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from caps2ne_np.errors import InputError
+from caps2ne_np.io import check_npy_header, read_sparse_npz
 
 try:  # NumPy >= 2 moved the pickled name numpy.core.multiarray to numpy._core.multiarray
     from numpy._core.multiarray import _reconstruct as _np_reconstruct
@@ -152,6 +154,37 @@ def _subdir(data_dir, sub: str) -> Path:
             "to the folder holding planetoid/, splits/ and multilabel/"
         )
     return base / sub if (base / sub).is_dir() else base
+
+
+def _read_lines(path, expected: str) -> list[str]:
+    """The lines of a UTF-8 text file (``\n``, ``\r\n`` or ``\r`` endings), without the ends.
+
+    InputError (path:line) for binary content (a NUL byte) or invalid UTF-8, and
+    (path) for a missing or unreadable file; ``expected`` says what the file should hold.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found; expected {expected}") from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot be read ({err.strerror or err}); expected {expected}") from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise InputError(f"{path}:{line}: binary content (NUL byte); expected {expected}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise InputError(
+            f"{path}:{line}: invalid UTF-8 (byte 0x{data[err.start]:02x}); expected {expected} as UTF-8 text"
+        ) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 # --------------------------------------------------------------------------- safe unpickling
@@ -358,15 +391,14 @@ def load_planetoid(name: str, data_dir=None, *, features: bool = True, splits=No
 
 def _read_test_index(path: Path) -> np.ndarray:
     ids = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            text = line.strip()
-            if not text:
-                continue
-            try:
-                ids.append(int(text))
-            except ValueError:
-                raise InputError(f"{path}:{lineno}: expected one integer node id per line, got {text!r}") from None
+    for lineno, line in enumerate(_read_lines(path, "one integer node id per line"), 1):
+        text = line.strip()
+        if not text:
+            continue
+        try:
+            ids.append(int(text))
+        except ValueError:
+            raise InputError(f"{path}:{lineno}: expected one integer node id per line, got {text!r}") from None
     if not ids:
         raise InputError(f"{path}: no node ids; use the original Planetoid test.index file")
     return np.asarray(ids, dtype=np.int64)
@@ -471,15 +503,16 @@ def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
     the three parts pairwise disjoint. Returns int64 index arrays, in file order.
     """
     path = str(path)
+    expected = '[{"train": [...], "val": [...], "test": [...]}, ...]'
+    text = "\n".join(_read_lines(path, "a JSON list of train/val/test splits"))
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found; expected a JSON list of train/val/test splits") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
         raise InputError(
-            f"{path}: malformed JSON ({err}); expected [{{\"train\": [...], \"val\": [...], \"test\": [...]}}, ...]"
+            f"{path}: malformed JSON at line {err.lineno}, column {err.colno} ({err.msg}); expected {expected}"
         ) from None
+    except (ValueError, RecursionError) as err:  # an integer of > 4300 digits; nesting too deep
+        raise InputError(f"{path}: unreadable JSON ({type(err).__name__}: {err}); expected {expected}") from None
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:
@@ -533,12 +566,11 @@ def _split_part(values, path, s, part, index, limit):
 
 def _read_id_file(path) -> list[str]:
     ids = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            text = line.strip()
-            if not text or len(text.split()) != 1:
-                raise InputError(f"{path}:{lineno}: expected one node id per line (no spaces, no blank lines)")
-            ids.append(text)
+    for lineno, line in enumerate(_read_lines(path, "one node id per feature row"), 1):
+        text = line.strip()
+        if not text or len(text.split()) != 1:
+            raise InputError(f"{path}:{lineno}: expected one node id per line (no spaces, no blank lines)")
+        ids.append(text)
     seen = {}
     for lineno, nid in enumerate(ids, 1):
         if nid in seen:
@@ -560,13 +592,14 @@ def load_features(path, node_ids_path=None, node_ids=None):
         raise InputError(f"{path}: file not found; expected node features as .npz (scipy.sparse) or .npy")
     if path.endswith(".npz"):
         try:
-            x = sp.load_npz(path).tocsr()
+            x = read_sparse_npz(path).tocsr()
         except Exception as err:
             raise InputError(
                 f"{path}: not a scipy.sparse.save_npz file ({err}); save sparse features with "
                 "scipy.sparse.save_npz or dense ones with numpy.save (.npy)"
             ) from None
     elif path.endswith(".npy"):
+        check_npy_header(path)
         try:
             x = np.load(path, allow_pickle=False)
         except Exception as err:
@@ -631,24 +664,17 @@ def load_labels(path, node_ids, *, return_classes: bool = False):
     path = str(path)
     index = {str(nid): i for i, nid in enumerate(node_ids)}
     pairs = set()
-    try:
-        fh = open(path, encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found; expected 'node label' lines") from None
-    with fh:
-        for lineno, line in enumerate(fh, 1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            fields = text.split()
-            if len(fields) != 2:
-                raise InputError(f"{path}:{lineno}: expected 'node label' (two fields), got {len(fields)} fields")
-            node = index.get(fields[0], -1)
-            if node < 0:
-                raise InputError(
-                    f"{path}:{lineno}: node {fields[0]!r} is not in the graph; remove the line or fix the id"
-                )
-            pairs.add((node, fields[1]))
+    for lineno, line in enumerate(_read_lines(path, "'node label' lines"), 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        fields = text.split()
+        if len(fields) != 2:
+            raise InputError(f"{path}:{lineno}: expected 'node label' (two fields), got {len(fields)} fields")
+        node = index.get(fields[0], -1)
+        if node < 0:
+            raise InputError(f"{path}:{lineno}: node {fields[0]!r} is not in the graph; remove the line or fix the id")
+        pairs.add((node, fields[1]))
     if not pairs:
         raise InputError(f"{path}: no labels found; expected 'node label' lines")
     names = {lab for _, lab in pairs}

@@ -57,6 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
+from caps2ne_np.io import read_sparse_npz
 
 __all__ = ["Graph", "read_edgelist", "read_graph", "from_scipy", "from_edges"]
 
@@ -175,8 +176,9 @@ def _parse_weights(tokens, linenos, source):
             except ValueError:
                 _fail(source, int(line), f"weight {_short(tok)} is not a number", "expected a number > 0 in the third column")
         _fail(source, None, "a weight is not a number", "expected a number > 0 in the third column")
-    bad = ~(np.isfinite(w) & (w > 0) & (w <= _F32_MAX))
-    bad |= np.minimum(w, _F32_MAX).astype(np.float32) == 0  # underflows float32
+    with np.errstate(over="ignore"):
+        w32 = w.astype(np.float32)  # the stored value: '3.40282347e+38' is float32's max, not beyond it
+    bad = ~(np.isfinite(w) & (w > 0) & np.isfinite(w32) & (w32 > 0))  # NaN, <= 0, overflows or underflows float32
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         _fail(
@@ -355,7 +357,7 @@ def read_graph(path, directed: bool = False, keep_self_loops: bool = False) -> G
         _fail(source, None, "is a directory" if p.is_dir() else "no such file", "check the path to the graph")
     if suffix == ".npz":
         try:
-            adj = sp.load_npz(source)
+            adj = read_sparse_npz(source)
         except Exception as err:  # noqa: BLE001 -- any failure of the reader is a bad file
             _fail(source, None, f"not a scipy.sparse .npz ({type(err).__name__}: {err})", "write it with scipy.sparse.save_npz")
     else:
@@ -375,14 +377,22 @@ def read_graph(path, directed: bool = False, keep_self_loops: bool = False) -> G
             _fail(source, None, f"holds variables {names}", "expected a sparse matrix named 'network' or exactly one sparse matrix")
     try:
         adj = sp.csr_matrix(adj)
-    except (TypeError, ValueError) as err:
-        _fail(source, None, f"not a matrix ({err})", "expected a square sparse matrix of finite weights > 0")
+        if adj.format == "csr":
+            adj.check_format(full_check=True)
+    except MemoryError:
+        shape = f"{adj.shape[0]} x {adj.shape[1]}"
+        _fail(source, None, f"a {shape} matrix does not fit in memory", "check the matrix shape")
+    except Exception as err:  # noqa: BLE001 -- a .mat variable may be of any type
+        what = f"not a matrix ({type(err).__name__}: {err})"
+        _fail(source, None, what, "expected a square sparse matrix of finite weights > 0")
     try:
         return _from_scipy(adj, None, directed, keep_self_loops, source=source, stacklevel=4)
     except GraphFormatError:
         raise
     except InputError as err:
         _fail(source, None, f"bad adjacency matrix ({err})", "expected a square sparse matrix of finite weights > 0")
+    except MemoryError:
+        _fail(source, None, f"a {adj.shape[0]}-node graph does not fit in memory", "check the matrix shape")
 
 
 def _build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_lines=0, stacklevel=2):
@@ -414,7 +424,9 @@ def _build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_
     w = None
     if weights is not None:
         w = np.bincount(inverse.ravel(), weights=weights, minlength=key.shape[0])
-        if not np.all(w <= _F32_MAX):
+        with np.errstate(over="ignore"):
+            overflow = not np.all(np.isfinite(w.astype(np.float32)))
+        if overflow:
             _fail(source, None, "summed weights of duplicate edges overflow float32", "rescale the weights")
     u, v = key // n, key % n
     if not directed:

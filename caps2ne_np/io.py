@@ -16,19 +16,25 @@ Node ids are non-empty strings without whitespace (they are tokens of a line), a
 unique.  Every write goes to a temporary file in the target's directory that is
 flushed, fsync'ed and renamed into place, so a crash never leaves a half-written
 file under the target name; an existing file is replaced only with
-``overwrite=True`` (the CLI's ``--overwrite``).  Problems with the user's files
-raise :class:`~caps2ne_np.errors.InputError` with a one-line message.
+``overwrite=True`` (the CLI's ``--overwrite``); a failed write (a full disk)
+raises an ``OSError`` naming the target and leaves the old file in place.
+
+Problems with the user's files raise :class:`~caps2ne_np.errors.InputError` with
+a one-line message.  Readers check a file's structure before trusting it (an
+``.npy`` header against the file's size, the index arrays of a sparse ``.npz``, a
+word2vec header against the bytes that follow) and refuse NaN or infinite values
+in embeddings.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from caps2ne_np.errors import InputError
 
@@ -41,6 +47,8 @@ __all__ = [
     "save_npz",
     "load_npz",
     "nodes_path",
+    "check_npy_header",
+    "read_sparse_npz",
 ]
 
 _CHUNK_ROWS = 4096  # rows formatted / parsed per batch
@@ -111,6 +119,38 @@ def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
     os.unlink(tmp)
 
 
+def _discard(tmp: Path) -> None:
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+
+
+def _reraise_naming(err: BaseException, path):
+    """Re-raise ``err``; an OSError that names no file (a full disk) is re-raised naming ``path``."""
+    if isinstance(err, OSError) and not err.filename:
+        raise OSError(err.errno, err.strerror or str(err), os.fspath(path)) from err
+    raise err
+
+
+@contextmanager
+def _temp_file(target: Path, binary: bool):
+    """Yield a new temp file next to ``target``; on success flush and fsync it, on error remove it.
+
+    The temp file is closed, complete and still unpublished when the block ends:
+    the caller renames it with ``_publish`` (or removes it with ``_discard``).
+    """
+    f, tmp = _create_temp(target, binary)
+    try:
+        with f:
+            yield f, tmp
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException as err:
+        _discard(tmp)
+        _reraise_naming(err, target)
+
+
 @contextmanager
 def atomic_write(path, mode: str = "w", overwrite: bool = False):
     """Open a temp file next to ``path``; on success fsync it and rename it to ``path``.
@@ -118,24 +158,19 @@ def atomic_write(path, mode: str = "w", overwrite: bool = False):
     ``mode`` is ``"w"`` (UTF-8 text, ``\\n`` newlines) or ``"wb"``.  If the body
     raises, the temp file is removed and ``path`` is left as it was.  Raises
     ``InputError`` if ``path`` exists and ``overwrite`` is false, if it is a
-    directory, or if its directory is missing or not writable.
+    directory, or if its directory is missing or not writable; an ``OSError`` of
+    the write itself (a full disk) names ``path``.
     """
     if mode not in ("w", "wt", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
     target = _check_target(path, overwrite)
-    f, tmp = _create_temp(target, binary=mode == "wb")
+    with _temp_file(target, binary=mode == "wb") as (f, tmp):
+        yield f
     try:
-        with f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
         _publish(tmp, target, overwrite)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    except BaseException as err:
+        _discard(tmp)
+        _reraise_naming(err, target)
     _fsync_dir(target.parent)
 
 
@@ -245,6 +280,13 @@ def _read_text_rows(path, text: str, n: int, k: int):
     if len(lines) != n:
         line = n + 2 if len(lines) > n else len(lines) + 2
         raise InputError(f"{path}:{line}: header promises {n} rows, the file has {len(lines)}; fix the header or the rows")
+    if n * k * 2 > len(text):  # every value needs a separator and a digit: some row is short
+        for i, line in enumerate(lines):
+            fields = line.split()
+            if len(fields) != k + 1:
+                raise InputError(
+                    f"{path}:{i + 2}: row has {len(fields)} fields; expected an id and {k} values separated by spaces"
+                )
     ids: list[str] = []
     out = np.empty((n, k), dtype=np.float32)
     for a in range(0, n, _CHUNK_ROWS):
@@ -267,14 +309,26 @@ def _read_text_rows(path, text: str, n: int, k: int):
                 except ValueError:
                     raise InputError(f"{path}:{a + j // k + 2}: value {tok!r} is not a number; expected {k} floats") from None
             raise InputError(f"{path}:{a + 2}: rows {a + 2}..{b + 1} hold a value that is not a number") from None
+        bad = np.flatnonzero(~np.isfinite(out[a:b]).ravel())
+        if bad.size:
+            j = int(bad[0])
+            raise InputError(
+                f"{path}:{a + j // k + 2}: value {tokens[j]!r} is not finite (NaN, inf or beyond float32); "
+                "embeddings must be finite numbers"
+            )
     _check_unique(path, ids, 2, unit="line")
     return ids, out
 
 
 def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
+    width = 4 * k
+    if n * (width + 1) > len(data) - start:  # each row: an id byte or more, a space, k float32
+        raise InputError(
+            f"{path}: truncated: the header promises {n} rows of {k} float32 (at least {n * (width + 1)} bytes), "
+            f"but {len(data) - start} bytes follow it; fix the header or the file"
+        )
     ids: list[str] = []
     out = np.empty((n, k), dtype=np.float32)
-    width = 4 * k
     pos = start
     for r in range(n):
         while data[pos : pos + 1] == b"\n":
@@ -295,6 +349,12 @@ def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
     for r, node in enumerate(ids):
         if not node or node.split() != [node]:
             raise InputError(f"{path}: row {r + 1}: node id {node!r} is empty or contains whitespace")
+    bad = np.flatnonzero(~np.isfinite(out).ravel())
+    if bad.size:
+        r, c = divmod(int(bad[0]), k)
+        raise InputError(
+            f"{path}: row {r + 1} ({ids[r]!r}): value {c + 1} is {out[r, c]}; embeddings must be finite numbers"
+        )
     _check_unique(path, ids, 1, unit="row")
     return ids, out
 
@@ -348,16 +408,102 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     ids = None if node_ids is None else _check_ids(node_ids, n, os.fspath(path))
     write_ids = ids is not None and ids != [str(i) for i in range(n)]
     nodes = nodes_path(path)
-    _check_target(path, overwrite)
+    target = _check_target(path, overwrite)
     if _exists(nodes) and not overwrite:
         raise InputError(f"{nodes}: exists (it would be read with {path}); pass --overwrite to replace it")
-    with atomic_write(path, "wb", overwrite=overwrite) as f:
-        np.save(f, v, allow_pickle=False)
-    if write_ids:
-        with atomic_write(nodes, "w", overwrite=overwrite) as f:
-            f.write("\n".join(ids) + "\n")
-    elif _exists(nodes):
-        os.unlink(nodes)
+    # Both files are written in full before either is renamed into place, so a failed
+    # write (a full disk) leaves the old pair as it was, never a new matrix with old ids.
+    pending = []
+    try:
+        with _temp_file(target, binary=True) as (f, tmp_matrix):
+            np.save(f, v, allow_pickle=False)
+        pending.append(tmp_matrix)
+        if write_ids:
+            with _temp_file(nodes, binary=False) as (f, tmp_nodes):
+                f.write("\n".join(ids) + "\n")
+            pending.append(tmp_nodes)
+            _publish(tmp_nodes, nodes, overwrite)
+        elif _exists(nodes):
+            os.unlink(nodes)
+        _publish(tmp_matrix, target, overwrite)
+    except BaseException as err:
+        for tmp in pending:
+            _discard(tmp)
+        _reraise_naming(err, target)
+    _fsync_dir(target.parent)
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip's first entry, or an empty zip
+
+
+def check_npy_header(path) -> tuple:
+    """(shape, dtype) from the header of the ``.npy`` at ``path``, checked against its size.
+
+    Raises ``InputError`` naming the file when it is not an ``.npy`` (an ``.npz`` is
+    named as such), holds Python objects, or is shorter or longer than its header
+    says, so that ``np.load`` is never asked to allocate what the file does not hold.
+    """
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            head = fh.read(len(_NPY_MAGIC))
+            if head.startswith(_ZIP_MAGIC):
+                raise InputError(f"{path}: is an .npz (zip) archive; expected an .npy file written by numpy.save")
+            if head != _NPY_MAGIC:
+                raise InputError(f"{path}: not an .npy file (no NumPy header); expected a file written by numpy.save")
+            fh.seek(0)
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+            else:
+                return None, None  # a newer header: np.load itself checks it
+            offset = fh.tell()
+    except InputError:
+        raise
+    except OSError as err:
+        raise InputError(
+            f"{path}: cannot be read ({err.strerror or err}); check the path and its permissions"
+        ) from None
+    except Exception as err:  # noqa: BLE001 -- any failure to parse the header is a bad file
+        raise InputError(
+            f"{path}: bad .npy header ({type(err).__name__}: {err}); expected a file written by numpy.save"
+        ) from None
+    if dtype.hasobject:
+        raise InputError(
+            f"{path}: holds Python objects (dtype {dtype}); expected a numeric array, saved without pickles"
+        )
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if need != size - offset:
+        raise InputError(
+            f"{path}: header promises shape {shape} {dtype} ({need} bytes) but {size - offset} bytes follow; "
+            "the file is truncated or damaged"
+        )
+    return shape, dtype
+
+
+def read_sparse_npz(path):
+    """The matrix in a ``scipy.sparse.save_npz`` file, its structure checked in full.
+
+    ``scipy.sparse.load_npz`` trusts the stored index arrays (it skips most checks
+    when ``indptr[-1]`` is 0), and later operations on a bad one raise odd errors or
+    crash the process.  Raises ``ValueError`` (or the reader's own exception) for
+    anything that is not a well-formed sparse matrix; callers add the file name.
+    """
+    with open(path, "rb") as fh:
+        if not fh.read(4).startswith(_ZIP_MAGIC):
+            raise ValueError("not a zip archive")
+    m = sp.load_npz(path)
+    if m.format in ("csr", "csc", "bsr"):
+        indptr, indices = np.asarray(m.indptr), np.asarray(m.indices)
+        if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+            raise ValueError("indptr must start at 0 and never decrease")
+        if indptr[-1] != indices.size or np.shape(m.data)[0] != indices.size:
+            raise ValueError(f"indptr ends at {indptr[-1]} for {indices.size} indices and {np.shape(m.data)[0]} values")
+        m.check_format(full_check=True)  # indices within the shape, lengths consistent
+    return m
 
 
 def load_npy(path):
@@ -365,16 +511,21 @@ def load_npy(path):
     p = Path(os.fspath(path))
     if not p.is_file():
         raise InputError(f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npy file")
+    check_npy_header(p)
     try:
         v = np.load(p, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
+    except (ValueError, OSError, EOFError, MemoryError) as err:
         raise InputError(f"{path}: not a readable .npy array ({err}); expected a file written by save_npy") from None
-    if isinstance(v, np.lib.npyio.NpzFile):
-        v.close()
-        raise InputError(f"{path}: is an .npz archive; expected an .npy matrix (see load_npz)")
-    if v.ndim != 2 or not np.issubdtype(v.dtype, np.number):
-        raise InputError(f"{path}: holds shape {v.shape} {v.dtype}; expected a numeric (n, k) matrix")
-    v = np.ascontiguousarray(v, dtype=np.float32)
+    if v.ndim != 2 or not np.issubdtype(v.dtype, np.number) or np.issubdtype(v.dtype, np.complexfloating):
+        raise InputError(f"{path}: holds shape {v.shape} {v.dtype}; expected a real (n, k) matrix")
+    with np.errstate(over="ignore"):  # values beyond float32 become inf, reported next
+        v = np.ascontiguousarray(v, dtype=np.float32)
+    bad = np.flatnonzero(~np.isfinite(v).ravel())
+    if bad.size:
+        r, c = divmod(int(bad[0]), v.shape[1])
+        raise InputError(
+            f"{path}: row {r}, column {c} (0-based): value {v[r, c]} is not finite; embeddings must be finite numbers"
+        )
     n = v.shape[0]
     nodes = nodes_path(p)
     if not _exists(nodes):
@@ -412,10 +563,19 @@ def load_npz(path) -> dict:
     if not p.is_file():
         raise InputError(f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npz file")
     try:
+        with open(p, "rb") as fh:
+            head = fh.read(4)
+    except OSError as err:
+        raise InputError(f"{path}: cannot be read ({err.strerror or err}); check its permissions") from None
+    if not head.startswith(_ZIP_MAGIC):
+        raise InputError(f"{path}: not an .npz (zip) archive; expected a file written by save_npz")
+    try:
         z = np.load(p, allow_pickle=False)
         if not isinstance(z, np.lib.npyio.NpzFile):
             raise ValueError("it holds a single .npy array")
         with z:
             return {name: z[name] for name in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as err:
-        raise InputError(f"{path}: not a readable .npz ({err}); expected a file written by save_npz") from None
+    except Exception as err:  # noqa: BLE001 -- zipfile, zlib and the .npy reader raise many types
+        raise InputError(
+            f"{path}: not a readable .npz ({type(err).__name__}: {err}); expected a file written by save_npz"
+        ) from None
