@@ -194,9 +194,16 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     from .modelfile import save_model
     from .train import TrainConfig, fit
 
+    from . import checkpoint
+    from .io import nodes_path
+
     outputs = [p for p in (out, npy_out, model_out) if p]
+    if npy_out:
+        outputs.append(nodes_path(npy_out))
     for path in outputs:                      # fail before training, not after
         _check_writable(path, overwrite)
+    if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:
+        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
     g, features, labels, splits = _load_input(source, need_eval=eval_every_epoch)
     click.echo(f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
                f"({'directed' if g.directed else 'undirected'}"

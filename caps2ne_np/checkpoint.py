@@ -9,8 +9,9 @@ a checkpoint takes exactly the steps the uninterrupted run would have taken and
 ends with bitwise identical embeddings.
 
 Files: ``<dir>/checkpoint.npz`` (the latest) is replaced atomically; the previous
-one is kept as ``<dir>/checkpoint.prev.npz``, so a crash while writing never
-leaves the directory without a good checkpoint.
+one is kept as ``<dir>/checkpoint.prev.npz`` (a hard link made before the
+replacement), so at every instant ``checkpoint.npz`` is a complete checkpoint, and
+``load`` falls back to the previous one if the latest is missing or damaged.
 """
 
 import hashlib
@@ -62,19 +63,43 @@ def save(directory, params, optimizer, state, config, history, graph_hash):
     latest = directory / LATEST
     tmp = directory / "checkpoint.new.npz"
     save_npz(tmp, overwrite=True, **arrays)
-    if latest.exists():
-        os.replace(latest, directory / PREVIOUS)
+    if latest.exists():                       # keep the current one as .prev, without
+        prev_tmp = directory / "checkpoint.prev.new.npz"   # ever unlinking checkpoint.npz
+        if prev_tmp.exists():
+            prev_tmp.unlink()
+        try:
+            os.link(latest, prev_tmp)
+        except OSError:                       # no hard links here: copy instead
+            import shutil
+
+            shutil.copyfile(latest, prev_tmp)
+        os.replace(prev_tmp, directory / PREVIOUS)
     os.replace(tmp, latest)
     return latest
+
+
+def check_fresh(directory, overwrite):
+    """InputError if ``directory`` already holds a checkpoint a new run would replace."""
+    path = Path(directory) / LATEST
+    if path.exists() and not overwrite:
+        raise InputError(f"{path}: exists; pass --resume {directory} to continue that run, "
+                         "or --overwrite to start a new one there")
 
 
 def load(directory):
     """Read ``directory/checkpoint.npz``; InputError for a missing or foreign file."""
     path = Path(directory) / LATEST
-    if not path.is_file():
+    prev = Path(directory) / PREVIOUS
+    if not path.is_file() and not prev.is_file():
         raise InputError(f"{directory}: no {LATEST} to resume from; was the run started with "
                          "--checkpoint-dir?")
-    arrays = load_npz(path)
+    try:
+        arrays = load_npz(path)
+    except InputError:
+        if not prev.is_file():
+            raise
+        path = prev                           # the latest was lost or damaged mid-write
+        arrays = load_npz(path)
     if str(arrays.get("format", "")) != FORMAT:
         raise InputError(f"{path}: not a caps2ne_np checkpoint")
     if int(arrays["version"]) > VERSION:

@@ -123,8 +123,13 @@ def validate(cfg, n_nodes):
     need(cfg.grad_mode in GRAD_MODES, "grad_mode", f"must be one of {GRAD_MODES}")
     need(cfg.batch_mode in BATCH_MODES, "batch_mode", f"must be one of {BATCH_MODES}")
     need(cfg.adam in ADAM_MODES, "adam", f"must be one of {ADAM_MODES}")
-    need(cfg.routing_scale is None or cfg.routing_scale > 0, "routing_scale", "must be > 0")
-    walks_mod.target_positions(cfg.targets, cfg.walk_length)
+    need(cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),
+         "routing_scale", f"must be a finite number > 0, got {cfg.routing_scale}")
+    try:
+        walks_mod.target_positions(cfg.targets, cfg.walk_length)
+    except InputError as err:
+        raise InputError(f"--targets: {err} (walk length {cfg.walk_length}: positions 0.."
+                         f"{cfg.walk_length - 1})") from None
 
 
 def prepare_features(X, n_nodes, normalize=True):
