@@ -20,7 +20,7 @@ from .errors import InputError, InputWarning
 
 DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled"]
 
-DEFAULTS = dict(dim=128, feat_dim=128, walk_length=10, walks_per_node=32, epochs=10,
+DEFAULTS = dict(dim=128, feat_dim=128, walk_length=10, walks_per_node=16, epochs=5,
                 batch_size=64, routing_iters=1)
 
 
@@ -125,8 +125,9 @@ def cli():
 @click.option("--batch-size", default=DEFAULTS["batch_size"], type=click.IntRange(min=1),
               help="Walks per batch B (each walk gives one pair per target position).")
 @click.option("--lr", default=None, type=click.FloatRange(min=0, min_open=True),
-              help="Adam learning rate [default: 1e-3 with trainable features, 1e-4 with fixed "
-                   "features; the paper's grid is 1e-5, 5e-5, 1e-4].")
+              help="Adam learning rate [default: 5e-4 with trained features x (featureless "
+                   "graphs), 1e-4 with fixed features; the paper's grid is 1e-5, 5e-5, 1e-4; "
+                   "docs/training.md].")
 @click.option("--num-sampled", default=None, type=click.IntRange(min=1),
               help="Sampled nodes |V'| per batch in the sampled softmax, < number of nodes "
                    "[default: 256, or N - 1 on graphs of at most 256 nodes].")

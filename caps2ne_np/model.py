@@ -25,7 +25,7 @@ class Caps2NE(BaseEstimator):
     ``history_`` (per-epoch loss and throughput).
     """
 
-    def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=32, epochs=10,
+    def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=16, epochs=5,
                  batch_size=64, lr=None, num_sampled=None, sampler="log_uniform", routing_iters=1,
                  routing_rule="paper", routing_scale=None, grad_mode="exact", targets="all",
                  batch_mode="random", normalize_features=True, adam="dense", n_jobs=1,

@@ -31,11 +31,12 @@ SAMPLERS = ("log_uniform", "unigram", "uniform")
 ADAM_MODES = ("dense", "lazy")
 BATCH_MODES = ("random", "shuffle")
 
-LR_FEATURELESS = 1e-3
+LR_FEATURELESS = 5e-4
 """Default Adam lr when the input features x are trained (no fixed features).
 
-Measured on the bundled Cora graph (featureless): see docs/training.md.  The paper's
-1e-4 learns very slowly here; the authors used 5e-4 for their featureless graphs."""
+Measured on the bundled Cora graph (featureless; docs/training.md): 5e-4 reaches the
+highest accuracy (70.4% after 5 epochs at T = 16) ahead of 1e-3 (69.9%) and 1e-4
+(63.6% after 10, still climbing).  The authors used 5e-4 for featureless graphs."""
 LR_FIXED_FEATURES = 1e-4
 """Default Adam lr with fixed input features (the paper's best for citation graphs)."""
 
@@ -74,8 +75,8 @@ class TrainConfig:
     dim: int = 128
     feat_dim: int = 128
     walk_length: int = 10
-    walks_per_node: int = 32
-    epochs: int = 10
+    walks_per_node: int = 16
+    epochs: int = 5
     batch_size: int = 64
     lr: float | None = None
     num_sampled: int | None = None
