@@ -51,15 +51,14 @@ def central_diff(f, a, h=H):
     restored, so ``f`` must not cache anything computed from it.
     """
     g = np.zeros(a.shape, dtype=np.float64)
-    flat = a.reshape(-1)  # a view: writing it perturbs a
-    for j in range(flat.shape[0]):
-        old = flat[j]
-        flat[j] = old + h
+    for j in np.ndindex(a.shape):  # index a itself: W is a transposed view (core.slot_major)
+        old = a[j]
+        a[j] = old + h
         f_plus = f()
-        flat[j] = old - h
+        a[j] = old - h
         f_minus = f()
-        flat[j] = old
-        g.reshape(-1)[j] = (f_plus - f_minus) / (2.0 * h)
+        a[j] = old
+        g[j] = (f_plus - f_minus) / (2.0 * h)
     return g
 
 
