@@ -28,8 +28,8 @@ class Caps2NE(BaseEstimator):
     def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=16, epochs=5,
                  batch_size=64, lr=None, num_sampled=None, sampler="log_uniform", routing_iters=1,
                  routing_rule="paper", routing_scale=None, grad_mode="exact", targets="all",
-                 batch_mode="random", normalize_features=True, adam="dense", n_jobs=1,
-                 random_state=0, progress=False):
+                 batch_mode="random", normalize_features=True, adam="dense",
+                 walk_chunk=1 << 20, n_jobs=1, random_state=0, progress=False):
         self.dim = dim
         self.feat_dim = feat_dim
         self.walk_length = walk_length
@@ -47,6 +47,7 @@ class Caps2NE(BaseEstimator):
         self.batch_mode = batch_mode
         self.normalize_features = normalize_features
         self.adam = adam
+        self.walk_chunk = walk_chunk
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.progress = progress
@@ -61,7 +62,7 @@ class Caps2NE(BaseEstimator):
             routing_scale=self.routing_scale, grad_mode=self.grad_mode,
             targets=self.targets if isinstance(self.targets, str) else tuple(self.targets),
             batch_mode=self.batch_mode, normalize_features=self.normalize_features,
-            adam=self.adam,
+            adam=self.adam, walk_chunk=self.walk_chunk,
             threads=_threads(self.n_jobs),
             seed=0 if self.random_state is None else int(self.random_state))
 

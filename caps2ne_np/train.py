@@ -70,6 +70,8 @@ class TrainConfig:
     adam                 'dense' (every row every step, as the authors' TensorFlow) or
                          'lazy' (only the rows of O, biases and x a batch touches: a step
                          then costs nothing per untouched node; optim.py)
+    walk_chunk           walks per chunk when counting node frequencies for the unigram
+                         sampler (walks are otherwise generated per batch, never stored)
     """
 
     dim: int = 128
@@ -91,6 +93,7 @@ class TrainConfig:
     seed: int = 0
     normalize_features: bool = True
     adam: str = "dense"
+    walk_chunk: int = 1 << 20
 
     def model_config(self):
         return ModelConfig(self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode)
@@ -109,7 +112,7 @@ def validate(cfg, n_nodes):
             raise InputError(f"--{option.replace('_', '-')}: {what}")
 
     for name in ("dim", "feat_dim", "walks_per_node", "epochs", "batch_size", "routing_iters",
-                 "threads"):
+                 "threads", "walk_chunk"):
         need(int(getattr(cfg, name)) >= 1, name, f"must be >= 1, got {getattr(cfg, name)}")
     need(cfg.walk_length >= 2, "walk_length", f"must be >= 2, got {cfg.walk_length}")
     need(n_nodes >= 2, "graph", f"needs at least 2 nodes, got {n_nodes}")
@@ -224,12 +227,16 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     if resume_from is not None:
         ckpt = checkpoint.load(resume_from)
         checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
-    t0 = time.perf_counter()
-    walks = walks_mod.uniform_walks(indptr, indices, weights, cfg.walks_per_node, q,
-                                    derive_seed(cfg.seed, "walks"))
-    log.info("generated %d walks of length %d in %.2fs", walks.shape[0], q, time.perf_counter() - t0)
+    # Walks are generated on demand, batch by batch: walk w is a pure function of
+    # (seed, w), so the run never holds all N*T walks (walks.WalkSource).
+    source = walks_mod.WalkSource(indptr, indices, weights, cfg.walks_per_node, q,
+                                  derive_seed(cfg.seed, "walks"))
     positions = walks_mod.target_positions(cfg.targets, q)
-    counts = walks_mod.node_counts(walks, n_nodes) if cfg.sampler == "unigram" else None
+    counts = None
+    if cfg.sampler == "unigram":
+        t0 = time.perf_counter()
+        counts = source.node_counts(cfg.walk_chunk)
+        log.info("counted nodes in %d walks in %.2fs", source.n_walks, time.perf_counter() - t0)
     sampler = make_sampler(cfg.sampler, n_nodes, counts=counts)
 
     num_sampled = cfg.num_sampled if cfg.num_sampled is not None else min(256, n_nodes - 1)
@@ -270,7 +277,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
         return TrainingDiverged(f"{what} at epoch {state['epoch'] + 1}, step "
                                 f"{state['batch'] + 1}; lower --lr (now {lr:g}){where}")
 
-    n_walks = walks.shape[0]
+    n_walks = source.n_walks
     n_batches = walks_mod.batches_per_epoch(n_walks, cfg.batch_size)
     seed_batch = derive_seed(cfg.seed, "batch")
     seed_pos = derive_seed(cfg.seed, "positions")
@@ -288,9 +295,10 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                     walk_ids = walks_mod.batch_walk_ids(n_walks, cfg.batch_size, seed_batch, epoch, b)
                 else:
                     walk_ids = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
+                batch_walks = source.walks(walk_ids)
                 ctx, tgt = walks_mod.training_pairs(
-                    walks, walk_ids, positions if positions is not None else "random",
-                    seed=seed_pos, key=step)
+                    batch_walks, np.arange(batch_walks.shape[0]),
+                    positions if positions is not None else "random", seed=seed_pos, key=step)
                 sampled, tries = sampler.sample(num_sampled, seed_sample, step)
                 q_true = sampler.expected_count(tgt, tries)
                 q_sampled = sampler.expected_count(sampled, tries)

@@ -85,37 +85,51 @@ def _pick_weighted(cum, lo, hi, x):
     return a
 
 
+@kernel
+def _walk(indptr, indices, cum, weighted, seed, w, out):
+    """Walk number w into ``out`` (q,): starts at v = w mod N, draws from stream(seed, w).
+
+    v_{t+1} ~ Uniform(N(v_t)), or P(v_{t+1} = u) = w(v_t, u) / sum_u' w(v_t, u') if
+    weighted.  A node without out-edges (or whose out-weights are all 0) repeats for
+    the rest of the walk, so every walk has q valid slots (DeepWalk/node2vec instead
+    stop the walk early).  A weighted step draws u in [0, 1) and takes the first edge
+    whose row-cumulative weight exceeds u * (row total).
+    """
+    n = indptr.shape[0] - 1
+    state = stream(seed, w)  # keyed by walk id, not by thread
+    v = w % n
+    out[0] = v
+    for t in range(1, out.shape[0]):
+        lo, hi = indptr[v], indptr[v + 1]
+        if hi > lo:
+            if weighted:
+                total = cum[hi - 1]
+                if total > 0.0:
+                    state, u = rand_uniform(state)
+                    v = indices[_pick_weighted(cum, lo, hi, u * total)]
+            else:
+                state, j = rand_below(state, hi - lo)  # int64 in [0, hi - lo)
+                v = indices[lo + j]
+        out[t] = v
+
+
 @kernel(parallel=True)
 def _uniform_walks(indptr, indices, cum, weighted, seed, walks):
-    """v_{t+1} ~ Uniform(N(v_t)), or P(v_{t+1} = u) = w(v_t, u) / sum_u' w(v_t, u') if weighted.
+    """All N*T walks: walks[w] = walk number w (``_walk``), for w = r*N + v.
 
     indptr int64 (N+1,), indices int32 (nnz,), cum float64 (nnz,) from
     ``_cumulative_weights`` (ignored, may be empty, when ``weighted`` is False),
-    seed int, walks int32 (N*T, q) written.  Walk w = r*N + v starts at v = w mod N
-    and draws from ``stream(seed, w)``.
-
-    Notes: a node without out-edges (or whose out-weights are all 0) repeats for the
-    rest of the walk, so every walk has q valid slots (DeepWalk/node2vec instead
-    stop the walk early).  A weighted step draws u in [0, 1) and takes the first
-    edge whose row-cumulative weight exceeds u * (row total).
+    seed int, walks int32 (N*T, q) written.
     """
-    n = indptr.shape[0] - 1
     for w in prange(walks.shape[0]):
-        state = stream(seed, w)  # keyed by walk id, not by thread
-        v = w % n
-        walks[w, 0] = v
-        for t in range(1, walks.shape[1]):
-            lo, hi = indptr[v], indptr[v + 1]
-            if hi > lo:
-                if weighted:
-                    total = cum[hi - 1]
-                    if total > 0.0:
-                        state, u = rand_uniform(state)
-                        v = indices[_pick_weighted(cum, lo, hi, u * total)]
-                else:
-                    state, j = rand_below(state, hi - lo)  # int64 in [0, hi - lo)
-                    v = indices[lo + j]
-            walks[w, t] = v
+        _walk(indptr, indices, cum, weighted, seed, w, walks[w])
+
+
+@kernel(parallel=True)
+def _walks_by_id(indptr, indices, cum, weighted, seed, walk_ids, walks):
+    """walks[b] = walk number walk_ids[b] (``_walk``): any walk, on demand."""
+    for b in prange(walk_ids.shape[0]):
+        _walk(indptr, indices, cum, weighted, seed, walk_ids[b], walks[b])
 
 
 @kernel
@@ -309,6 +323,46 @@ def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
     with quiet_wraparound():
         _uniform_walks(indptr, indices, cum, weighted, seed, walks)
     return walks
+
+
+class WalkSource:
+    """The N*T walks of a run without storing them: walk w (w = r*N + v, from node
+    v) is a pure function of (seed, w), so a batch generates just its own B walks,
+    identical to row w of ``uniform_walks`` (tested).  Memory O(B q) instead of
+    O(N T q); the cost, q steps per walk drawn, is tiny next to a training step.
+    """
+
+    def __init__(self, indptr, indices, weights, walks_per_node, walk_length, seed):
+        indptr, indices, weights = _check_csr(indptr, indices, weights)
+        self.T = _check_int("walks_per_node", walks_per_node, 1)
+        self.q = _check_int("walk_length", walk_length, 2)
+        self.seed = _check_seed("seed", seed)
+        self.indptr, self.indices = indptr, indices
+        self.n_nodes = indptr.shape[0] - 1
+        self.n_walks = self.n_nodes * self.T
+        if weights is None:
+            self.cum, self.weighted = np.empty(0, dtype=np.float64), False
+        else:
+            self.cum, self.weighted = cumulative_weights(indptr, weights), True
+
+    def walks(self, walk_ids):
+        """int32 (len(walk_ids), q): the walks with these ids."""
+        walk_ids = np.ascontiguousarray(walk_ids, dtype=np.int64)
+        if walk_ids.size and (walk_ids.min() < 0 or walk_ids.max() >= self.n_walks):
+            raise InputError(f"walk_ids must be in [0, {self.n_walks})")
+        out = np.empty((walk_ids.shape[0], self.q), dtype=np.int32)
+        _walks_by_id(self.indptr, self.indices, self.cum, self.weighted, self.seed, walk_ids, out)
+        return out
+
+    def node_counts(self, chunk=1 << 20):
+        """How often each node occurs in all N*T walks, int64 (N,), computed in chunks
+        of ``chunk`` walks (memory O(chunk q)); the same for any chunk size."""
+        chunk = _check_int("chunk", chunk, 1)
+        counts = np.zeros(self.n_nodes, dtype=np.int64)
+        for lo in range(0, self.n_walks, chunk):
+            ids = np.arange(lo, min(lo + chunk, self.n_walks), dtype=np.int64)
+            counts += np.bincount(self.walks(ids).ravel(), minlength=self.n_nodes)
+        return counts
 
 
 def target_positions(spec, walk_length):

@@ -693,7 +693,7 @@ def test_cli_interrupted_run_keeps_the_old_output(run, tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):  # Ctrl-C while the walks are drawn, early in training
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(walks, "uniform_walks", interrupted)
+    monkeypatch.setattr(walks.WalkSource, "walks", interrupted)
     assert_error(train(run, "--overwrite", out="o.emb"), "interrupted; no output was written")
     assert (tmp_path / "o.emb").read_text() == "precious\n"
 

@@ -2,6 +2,7 @@
 
 import numba
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from scipy import stats
 
@@ -256,3 +257,20 @@ def test_batches_per_epoch_is_ceil_and_node_counts_count():
     np.testing.assert_array_equal(node_counts(walks, 4), [2, 3, 1, 0])
     with pytest.raises(ValueError, match="batch_size"):
         batch_walk_ids(10, 0, 0, 0, 0)
+
+
+def test_walk_source_generates_exactly_the_stored_walks_and_chunk_invariant_counts():
+    from caps2ne_np.walks import WalkSource, node_counts, uniform_walks
+    rng = np.random.default_rng(0)
+    upper = np.triu(rng.random((25, 25)) < 0.2, 1)
+    adj = sp.csr_matrix(upper | upper.T, dtype=np.float32)
+    adj.data = rng.uniform(0.5, 2.0, adj.nnz).astype(np.float32)
+    indptr, indices = adj.indptr.astype(np.int64), adj.indices.astype(np.int32)
+    for weights in (None, adj.data):
+        stored = uniform_walks(indptr, indices, weights, 3, 7, 11)
+        src = WalkSource(indptr, indices, weights, 3, 7, 11)
+        ids = rng.integers(0, src.n_walks, 40)
+        np.testing.assert_array_equal(src.walks(ids), stored[ids])
+        full = node_counts(stored, 25)
+        for chunk in (1, 7, 1000):
+            np.testing.assert_array_equal(src.node_counts(chunk), full)
