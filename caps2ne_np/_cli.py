@@ -151,6 +151,9 @@ def cli():
 @click.option("--adam", default="dense", type=click.Choice(["dense", "lazy"]),
               help="dense: every row each step (authors); lazy: only rows a batch touches, "
                    "so a step costs nothing per untouched node (large graphs).")
+@click.option("--walk-chunk", default=1 << 20, type=click.IntRange(min=1),
+              help="Walks per chunk when counting node frequencies for --sampler unigram "
+                   "(memory about 40 bytes x chunk x q); training walks are made per batch.")
 @click.option("--threads", default=None, type=click.IntRange(min=1),
               help="Threads for the Numba kernels (BLAS runs single-threaded inside them) "
                    "[default: all cores this process may use]. Results do not depend on it.")
