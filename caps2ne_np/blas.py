@@ -54,12 +54,13 @@ def slot_matmul(a, b, trans_a=False, trans_b=False, out=None):
     n = b.shape[1] if trans_b else b.shape[2]
     if out is None:
         out = np.empty((a.shape[0], m, n), dtype=a.dtype)
+    work = out.size * (a.shape[1] if trans_a else a.shape[2])
     if trans_a:
-        _slot_tn(a, b, out)
+        _slot_tn.for_work(work)(a, b, out)
     elif trans_b:
-        _slot_nt(a, b, out)
+        _slot_nt.for_work(work)(a, b, out)
     else:
-        _slot_nn(a, b, out)
+        _slot_nn.for_work(work)(a, b, out)
     return out
 
 
@@ -89,5 +90,5 @@ def row_matmul(a, b, trans_b=False, out=None):
     if out is None:
         out = np.empty((a.shape[0], n), dtype=a.dtype)
     chunks = max(1, min(CHUNKS, a.shape[0]))
-    (_rows_nt if trans_b else _rows_nn)(a, b, out, chunks)
+    (_rows_nt if trans_b else _rows_nn).for_work(out.size * a.shape[1])(a, b, out, chunks)
     return out

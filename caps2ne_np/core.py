@@ -183,21 +183,23 @@ def forward(params, ctx, cfg):
         sf = params.X
         W_t = np.ascontiguousarray(params.W.transpose(0, 2, 1))       # (I, d, k)
         u_hat = np.empty((n_slots, n_pairs, W_t.shape[2]), dtype=dtype)
-        capsules.predict_sparse(sf.indptr, sf.indices, sf.u_data, ctx_t, W_t, u_hat)  # no copy
+        work = ctx_t.size * W_t.shape[2] * max(1, sf.indices.shape[0] // max(1, sf.shape[0]))
+        capsules.predict_sparse.for_work(work)(sf.indptr, sf.indices, sf.u_data, ctx_t, W_t, u_hat)  # no copy
                                                                                    # if slot_major
         x = u = None
     else:
         x = params.X[ctx_t]                                          # (I, P, d)
         d = x.shape[2]
         u = np.empty_like(x)
-        capsules.squash(x.reshape(-1, d), u.reshape(-1, d))
+        capsules.squash.for_work(4 * x.size)(x.reshape(-1, d), u.reshape(-1, d))
         u_hat = np.ascontiguousarray(capsules.predict(u, params.W))  # (I, P, k)
     k = u_hat.shape[2]
     m = int(cfg.routing_iters)
     c = np.empty((m, n_pairs, n_slots), dtype=dtype)
     s = np.empty((m, n_pairs, k), dtype=dtype)
     e = np.empty((m, n_pairs, k), dtype=dtype)
-    capsules.route(u_hat, m, dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule], c, s, e)
+    capsules.route.for_work(3 * m * u_hat.size)(
+        u_hat, m, dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule], c, s, e)
     return dict(ctx_t=ctx_t, x=x, u=u, u_hat=u_hat, c=c, s=s, e_all=e, e=e[m - 1])
 
 
@@ -242,7 +244,8 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_
     loss = np.empty(n_pairs, dtype=dtype)
     d_true = np.empty(n_pairs, dtype=dtype)
     d_sampled = np.empty_like(z_sampled)
-    capsules.softmax_rows(z_true, z_sampled, targets, sampled, loss, d_true, d_sampled)
+    capsules.softmax_rows.for_work(8 * z_sampled.size)(z_true, z_sampled, targets, sampled, loss,
+                                                       d_true, d_sampled)
 
     # Back through the output layer, the routing, W_i u and the first squash.
     d_e, rows, d_O, d_bias = grads.sampled_softmax_backward_rows(
@@ -251,9 +254,9 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_
     d_e = np.ascontiguousarray(d_e, dtype=dtype)
     d_u_hat = np.empty_like(fw["u_hat"])
     n_slots = d_u_hat.shape[0]
-    grads.route_backward(fw["u_hat"], fw["c"], fw["s"], fw["e_all"], d_e,
-                         dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule],
-                         cfg.grad_mode == "exact", d_u_hat)
+    grads.route_backward.for_work(5 * fw["c"].shape[0] * d_u_hat.size)(
+        fw["u_hat"], fw["c"], fw["s"], fw["e_all"], d_e, dtype.type(cfg.scale_for(n_slots)),
+        ROUTING_RULES[cfg.routing_rule], cfg.grad_mode == "exact", d_u_hat)
     if d_W_out is None:
         d_W_out = slot_major(np.zeros(params.W.shape, dtype=dtype))
     if params.sparse:
@@ -261,8 +264,9 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_
         d_W_t = d_W_out.transpose(0, 2, 1)
         if not d_W_t.flags.c_contiguous:
             d_W_t = np.empty((n_slots, params.W.shape[2], params.W.shape[1]), dtype=dtype)
-        grads.predict_sparse_backward(sf.indptr, sf.indices, sf.u_data, fw["ctx_t"], d_u_hat,
-                                      d_W_t)
+        work = d_u_hat.size * max(1, sf.indices.shape[0] // max(1, sf.shape[0]))
+        grads.predict_sparse_backward.for_work(work)(sf.indptr, sf.indices, sf.u_data,
+                                                     fw["ctx_t"], d_u_hat, d_W_t)
         if not np.shares_memory(d_W_t, d_W_out):
             d_W_out[...] = d_W_t.transpose(0, 2, 1)
         return float(loss.mean(dtype=np.float64)), d_W_out, row_grads
@@ -272,8 +276,8 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_
     if not params.fixed_features:
         d = d_u.shape[2]
         d_x = np.empty_like(d_u)
-        grads.squash_backward(fw["x"].reshape(-1, d), np.ascontiguousarray(d_u).reshape(-1, d),
-                              d_x.reshape(-1, d))
+        grads.squash_backward.for_work(6 * d_u.size)(
+            fw["x"].reshape(-1, d), np.ascontiguousarray(d_u).reshape(-1, d), d_x.reshape(-1, d))
         x_rows, inverse = np.unique(fw["ctx_t"].reshape(-1), return_inverse=True)
         d_X = np.zeros((x_rows.shape[0], d), dtype=dtype)
         grads.scatter_add_rows(d_X, inverse, d_x.reshape(-1, d))

@@ -180,7 +180,7 @@ def scatter_add_rows(out, rows, values):
     if out.ndim == 1:
         _scatter_scalars(rows, values, out)
     else:
-        _scatter_rows_serial(rows, values, out)
+        _scatter_rows_serial.for_work(values.size)(rows, values, out)
 
 
 def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):

@@ -99,14 +99,14 @@ class Adam:
             p2 = p.reshape(p.shape[0], -1)
             if not np.shares_memory(p2, p):
                 raise ValueError(f"lazy Adam needs {name} stored C-contiguously")
-            _adam_rows(p2, np.ascontiguousarray(rg.rows, dtype=np.int64),
+            _adam_rows.for_work(10 * len(rg.rows) * p2.shape[1])(p2, np.ascontiguousarray(rg.rows, dtype=np.int64),
                        np.ascontiguousarray(rg.values, dtype=p.dtype).reshape(len(rg.rows), -1),
                        self.m[name].reshape(p2.shape), self.v[name].reshape(p2.shape),
                        dt(lr_t), dt(self.beta1), dt(self.beta2), dt(self.eps))
         for name, g in grads.items():
             p = self.params[name]
             dt = p.dtype.type
-            _adam_dense(_flat(p), _flat_like(g, p), _flat(self.m[name]), _flat(self.v[name]),
+            _adam_dense.for_work(10 * p.size)(_flat(p), _flat_like(g, p), _flat(self.m[name]), _flat(self.v[name]),
                         dt(lr_t), dt(self.beta1), dt(self.beta2), dt(self.eps))
 
     def state(self):

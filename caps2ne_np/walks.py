@@ -351,7 +351,8 @@ class WalkSource:
         if walk_ids.size and (walk_ids.min() < 0 or walk_ids.max() >= self.n_walks):
             raise InputError(f"walk_ids must be in [0, {self.n_walks})")
         out = np.empty((walk_ids.shape[0], self.q), dtype=np.int32)
-        _walks_by_id(self.indptr, self.indices, self.cum, self.weighted, self.seed, walk_ids, out)
+        _walks_by_id.for_work(out.size * 8)(self.indptr, self.indices, self.cum, self.weighted,
+                                            self.seed, walk_ids, out)
         return out
 
     def node_counts(self, chunk=1 << 20):
@@ -419,7 +420,7 @@ def training_pairs(walks, walk_ids, positions="all", seed=0, key=0):
         P = B * positions.shape[0]
         ctx = np.empty((P, q - 1), dtype=np.int32)
         tgt = np.empty(P, dtype=np.int32)
-        make_pairs(walks, walk_ids, positions, ctx, tgt)
+        make_pairs.for_work(ctx.size)(walks, walk_ids, positions, ctx, tgt)
     return ctx, tgt
 
 

@@ -48,7 +48,18 @@ def test_loss_falls_and_planted_blocks_separate(partition):
     assert acc >= 0.95
 
 
-def test_same_seed_same_embeddings_and_thread_count_invariant(partition):
+@pytest.fixture
+def always_parallel(monkeypatch):
+    """Run every kernel's parallel version, however small the work (tiny test sizes
+    would otherwise all take the serial one)."""
+    import caps2ne_np._jit as jit
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)
+
+
+@pytest.mark.parametrize("threshold", ["always_parallel", "default"])
+def test_same_seed_same_embeddings_and_thread_count_invariant(partition, request, threshold):
+    if threshold == "always_parallel":
+        request.getfixturevalue("always_parallel")
     adj, _ = partition
     runs = [Caps2NE(**SMALL, n_jobs=t, random_state=3, routing_iters=2).fit(adj).O_
             for t in (1, 2, 1)]
@@ -208,7 +219,7 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
         assert np.all(np.isfinite(ck["arrays"][name]))
 
 
-def test_lazy_adam_trains_separates_blocks_and_is_thread_invariant(partition):
+def test_lazy_adam_trains_separates_blocks_and_is_thread_invariant(partition, always_parallel):
     adj, labels = partition
     runs = [Caps2NE(dim=32, feat_dim=32, walks_per_node=8, epochs=5, num_sampled=32, lr=5e-3,
                     adam="lazy", n_jobs=t, random_state=0).fit(adj) for t in (1, 2)]
