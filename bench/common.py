@@ -1,0 +1,184 @@
+"""Shared helpers of the bench/ scripts: thread control, timing with medians, machine
+information, Markdown tables and result files (bench/results/<name>.json + .md)."""
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import caps2ne_np  # noqa: F401  (sets OMP_WAIT_POLICY before any OpenMP runtime starts)
+import numba
+from threadpoolctl import threadpool_info, threadpool_limits
+
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
+REPO = BENCH.parent
+ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "OMP_NUM_THREADS",
+            "NUMBA_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def torch_or_none():
+    """The torch module, or None when it is not installed (it is optional)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+@contextlib.contextmanager
+def threads(n, blas=None):
+    """Run the block with n Numba threads, ``blas`` (default n) BLAS threads and (if loaded)
+    n torch threads."""
+    torch = sys.modules.get("torch")
+    old_numba = numba.get_num_threads()
+    old_torch = torch.get_num_threads() if torch is not None else None
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    if torch is not None:
+        torch.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n if blas is None else blas):
+            yield
+    finally:
+        numba.set_num_threads(old_numba)
+        if torch is not None:
+            torch.set_num_threads(old_torch)
+
+
+def timed(fn, *args):
+    """Seconds taken by fn(*args) (perf_counter)."""
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def median(values):
+    return float(statistics.median(values))
+
+
+def spread(values):
+    """(min, max) / median - 1, as a percentage pair, to show how noisy a median is."""
+    m = median(values)
+    return (100.0 * (min(values) / m - 1.0), 100.0 * (max(values) / m - 1.0))
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    return [f for f in flags if f.startswith(("avx", "fma", "sse4"))]
+    except OSError:
+        pass
+    return []
+
+
+def _version(package):
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _git(*args):
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_info():
+    """CPU model, cores, library versions, BLAS/OpenMP runtimes, the relevant environment
+    variables and the git commit (with a flag when the work tree has changes)."""
+    blas = [dict(library=i.get("internal_api"), version=i.get("version"), threads=i.get("num_threads"),
+                 architecture=i.get("architecture"), path=os.path.basename(i.get("filepath", "")))
+            for i in threadpool_info()]
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return dict(
+        cpu_model=cpu_model(),
+        cpu_flags=cpu_flags(),
+        logical_cores=os.cpu_count(),
+        usable_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        python=platform.python_version(),
+        platform=platform.platform(),
+        versions={p: _version(p) for p in ("caps2ne_np", "numpy", "numba", "scipy", "torch")},
+        numba_threading_layer=_threading_layer(),
+        blas_and_openmp=blas,
+        env={k: os.environ.get(k) for k in ENV_VARS},
+        git_commit=_git("rev-parse", "--short", "HEAD"),
+        git_dirty=bool(status) if status is not None else None,
+    )
+
+
+def _threading_layer():
+    try:
+        return numba.threading_layer()
+    except ValueError:          # no parallel kernel has run yet
+        return None
+
+
+def markdown_table(headers, rows):
+    """A GitHub Markdown table; cells are formatted with str()."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fmt_int(x):
+    return f"{x:,.0f}"
+
+
+def machine_markdown(info):
+    v = info["versions"]
+    blas = ", ".join(f"{b['library']} {b['version'] or ''} ({b['architecture'] or b['path']})".strip()
+                     for b in info["blas_and_openmp"])
+    env = ", ".join(f"{k}={val}" for k, val in info["env"].items() if val is not None) or "none set"
+    dirty = " (with uncommitted changes)" if info.get("git_dirty") else ""
+    return (f"- CPU: {info['cpu_model']}, {info['usable_cores']} usable cores "
+            f"({', '.join(info['cpu_flags'][:6])}...)\n"
+            f"- Python {info['python']}, numpy {v['numpy']}, numba {v['numba']} "
+            f"(threading layer {info['numba_threading_layer']}), scipy {v['scipy']}, torch {v['torch']}\n"
+            f"- BLAS / OpenMP runtimes: {blas}\n"
+            f"- environment: {env}\n"
+            f"- commit: {info['git_commit']}{dirty}\n")
+
+
+def write_results(name, payload, markdown):
+    """Write bench/results/<name>.json and <name>.md atomically; returns the two paths."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for suffix, text in ((".json", json.dumps(payload, indent=1, default=_jsonable) + "\n"),
+                         (".md", markdown)):
+        path = RESULTS / f"{name}{suffix}"
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def _jsonable(obj):
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

@@ -1,0 +1,461 @@
+"""Training throughput (pairs/s) of caps2ne_np against a PyTorch (CPU) peer, and against
+the float32 GEMM rate of the same machine.
+
+A pair is one (context, target) example; a step is one batch, timed end to end:
+batch walk ids, (context, target) pairs, the sampled set V' and its expected counts,
+forward, backward and the Adam update of every parameter.  Both implementations run
+the same input pipeline (caps2ne_np.walks / samplers), on the same batches, from the
+same initial parameters, in the same process, with the same thread count, and their
+repetitions are interleaved so that they see the same machine load.
+
+Configs (issue: q = 10, |V'| = 256, log-uniform sampler, grad_mode 'exact',
+routing rule 'paper'):
+  a  Cora, fixed row-normalised bag-of-words features (d = 1,433), k = 128,
+     64 walks x targets at positions {3,4,5,6} = 256 pairs per step, m = 1
+  b  BlogCatalog graph (10,312 nodes, its edges), no features: x trained, d = k = 128,
+     128 walks x 10 targets = 1,280 pairs per step, m = 1
+  c  as a with m = 3
+  d  Citeseer (d = 3,703) as a
+
+Writes bench/results/perf.json and perf.md (or <--out>.*).
+
+    python bench/perf.py                      # all configs, 1 and 2 threads (~3 min)
+    python bench/perf.py --configs a,b --threads 1 --reps 3
+    python bench/perf.py --smoke              # < 30 s: a and b, 1 thread, few steps
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+import scipy.sparse as sp
+
+import common
+from caps2ne_np import core
+from caps2ne_np import walks as walks_mod
+from caps2ne_np.core import Grads, ModelConfig, init_params, loss_and_row_grads, slot_major
+from caps2ne_np.datasets import default_data_dir, load_dataset
+from caps2ne_np.graph import from_scipy
+from caps2ne_np.optim import Adam
+from caps2ne_np.samplers import make_sampler
+
+CONFIGS = {
+    "a": dict(dataset="cora", features=True, dim=128, batch=64, targets=(3, 4, 5, 6), routing_iters=1),
+    "b": dict(dataset="blogcatalog", features=False, feat_dim=128, dim=128, batch=128, targets="all",
+              routing_iters=1),
+    "c": dict(dataset="cora", features=True, dim=128, batch=64, targets=(3, 4, 5, 6), routing_iters=3),
+    "d": dict(dataset="citeseer", features=True, dim=128, batch=64, targets=(3, 4, 5, 6),
+              routing_iters=1),
+}
+COMMON = dict(walk_length=10, num_sampled=256, walks_per_node=4, sampler="log_uniform",
+              routing_rule="paper", grad_mode="exact", seed=0)
+LABELS = {
+    "a": "Cora, fixed features d=1,433, k=128, 256 pairs/step, m=1",
+    "b": "BlogCatalog graph, trained x d=k=128, 1,280 pairs/step, m=1",
+    "c": "Cora as (a), m=3",
+    "d": "Citeseer, fixed features d=3,703, as (a)",
+}
+PEER_TARGETS = {"a": 4.0, "b": 1.5, "c": 4.0, "d": 6.0}
+"""Issue targets: ours / peer throughput at least this."""
+SCALING_TARGET = 1.7          # 2-thread / 1-thread throughput, configs a and b
+SCALING_CONFIGS = ("a", "b")
+GEMM_FRACTION_TARGET = 0.5    # config b: achieved model GFLOP/s over the measured GEMM rate
+LR = {True: 1e-4, False: 1e-3}  # the library's defaults (fixed features / trained x)
+
+
+# --------------------------------------------------------------------------- the problem
+
+
+def row_normalise(features):
+    """x_v / sum(x_v) per row, as the authors (rows summing to 0 stay 0): CSR float32."""
+    csr = sp.csr_matrix(features, dtype=np.float64)
+    sums = np.asarray(csr.sum(axis=1)).ravel()
+    inv = np.zeros_like(sums)
+    np.divide(1.0, sums, out=inv, where=sums != 0)
+    return sp.csr_matrix(sp.diags(inv) @ csr, dtype=np.float32)
+
+
+def feature_input(csr, mode):
+    """The fixed-feature input handed to ``core.init_params``: the one place that decides.
+
+    mode 'sparse' -> the scipy CSR matrix (core keeps it sparse: ``core.SparseFeatures``),
+    'dense' -> a dense float32 array, 'auto' -> sparse when ``core`` has a sparse path.
+    """
+    if mode == "auto":
+        mode = "sparse" if hasattr(core, "SparseFeatures") else "dense"
+    if mode == "sparse":
+        if not hasattr(core, "SparseFeatures"):
+            raise SystemExit("--features sparse: this caps2ne_np has no sparse feature input")
+        return csr, "sparse"
+    return np.ascontiguousarray(csr.toarray(), dtype=np.float32), "dense"
+
+
+def load_problem(cfg):
+    """Graph CSR (as the estimator builds it), row-normalised features or None, and walks."""
+    ds = load_dataset(cfg["dataset"], default_data_dir())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # Citeseer's self loops are dropped, as in fit
+        g = from_scipy(ds.adj)
+    features = row_normalise(ds.features) if cfg["features"] else None
+    walks = walks_mod.uniform_walks(g.indptr, g.indices, g.weights, COMMON["walks_per_node"],
+                                    COMMON["walk_length"], 1)
+    return dict(n_nodes=g.n_nodes, features=features, walks=walks)
+
+
+class Batches:
+    """The per-step input pipeline of ``train._fit``: batch walk ids (with replacement),
+    (context, target) pairs, V' and the expected counts Q."""
+
+    def __init__(self, problem, cfg):
+        self.walks = problem["walks"]
+        self.batch = cfg["batch"]
+        self.positions = walks_mod.target_positions(cfg["targets"], COMMON["walk_length"])
+        self.sampler = make_sampler(COMMON["sampler"], problem["n_nodes"])
+        self.num_sampled = COMMON["num_sampled"]
+
+    def __call__(self, step):
+        walk_ids = walks_mod.batch_walk_ids(self.walks.shape[0], self.batch, 11, 0, step)
+        ctx, tgt = walks_mod.training_pairs(self.walks, walk_ids, self.positions, seed=12, key=step)
+        sampled, tries = self.sampler.sample(self.num_sampled, 13, step)
+        return (ctx, tgt, sampled, self.sampler.expected_count(tgt, tries),
+                self.sampler.expected_count(sampled, tries))
+
+    def pairs_per_step(self):
+        return self.batch * len(self.positions)
+
+
+class Ours:
+    """caps2ne_np: ``core.loss_and_row_grads`` + ``optim.Adam`` (dense), exactly as
+    ``train._fit`` per step, BLAS held at one thread as ``train.fit`` does (products run
+    on Numba's threads, caps2ne_np/blas.py)."""
+
+    name = "ours"
+
+    def __init__(self, problem, cfg, feature_mode):
+        n_slots = COMMON["walk_length"] - 1
+        rng = np.random.default_rng(0)
+        features, self.feature_kind = (feature_input(problem["features"], feature_mode)
+                                       if cfg["features"] else (None, "trained"))
+        feat_dim = cfg["feat_dim"] if features is None else features.shape[1]
+        self.params = init_params(problem["n_nodes"], cfg["dim"], feat_dim, n_slots, rng, features=features)
+        self.names = self.params.trainable()
+        self.opt = Adam({n: getattr(self.params, n) for n in self.names}, lr=LR[cfg["features"]])
+        self.mcfg = ModelConfig(cfg["routing_iters"], COMMON["routing_rule"], None, COMMON["grad_mode"])
+        p = self.params
+        self.grads = Grads(W=slot_major(np.zeros(p.W.shape, dtype=p.W.dtype)), O=np.zeros_like(p.O),
+                           bias=np.zeros_like(p.bias),
+                           X=None if p.fixed_features else np.zeros_like(p.X))
+        self.batches = Batches(problem, cfg)
+        self.step = 0
+        self.losses = []
+
+    def run(self, n_steps):
+        with threadpool_limits(limits=1):
+            for _ in range(n_steps):
+                ctx, tgt, sampled, q_true, q_sampled = self.batches(self.step)
+                loss, _, row_grads = loss_and_row_grads(self.params, ctx, tgt, sampled, q_true,
+                                                        q_sampled, self.mcfg, d_W_out=self.grads.W)
+                if not math.isfinite(loss):
+                    raise RuntimeError(f"ours: loss {loss} at step {self.step}")
+                for n in self.names:
+                    if n != "W":
+                        row_grads[n].to_dense(getattr(self.grads, n))
+                self.opt.step({n: getattr(self.grads, n) for n in self.names})
+                self.losses.append(loss)
+                self.step += 1
+
+
+class Peer:
+    """The PyTorch peer (bench/peers/torch_caps2ne.py), same batches and initial parameters."""
+
+    def __init__(self, problem, cfg, ours, feature_mode, adam):
+        import torch
+
+        from peers.torch_caps2ne import TorchCaps2NE
+
+        self.name = "torch" if feature_mode is None else f"torch-{feature_mode}"
+        n_slots = COMMON["walk_length"] - 1
+        kwargs = dict(routing_iters=cfg["routing_iters"], routing_rule=COMMON["routing_rule"],
+                      grad_mode=COMMON["grad_mode"], dtype=torch.float32)
+        if cfg["features"]:
+            feats = problem["features"] if feature_mode == "bag" else problem["features"].toarray()
+            self.model = TorchCaps2NE(problem["n_nodes"], cfg["dim"], n_slots, features=feats,
+                                      feature_mode=feature_mode, **kwargs)
+            self.model.load_numpy(ours.params.W, ours.params.O, ours.params.bias)
+        else:
+            self.model = TorchCaps2NE(problem["n_nodes"], cfg["dim"], n_slots, feat_dim=cfg["feat_dim"],
+                                      **kwargs)
+            self.model.load_numpy(ours.params.W, ours.params.O, ours.params.bias, ours.params.X)
+        self.model.make_optimizer(lr=LR[cfg["features"]], **ADAM_OPTIONS[adam])
+        self.batches = Batches(problem, cfg)
+        self.step = 0
+        self.losses = []
+
+    def run(self, n_steps):
+        for _ in range(n_steps):
+            loss = self.model.train_step(*self.batches(self.step))
+            if not math.isfinite(loss):
+                raise RuntimeError(f"{self.name}: loss {loss} at step {self.step}")
+            self.losses.append(loss)
+            self.step += 1
+
+
+ADAM_OPTIONS = {"default": {}, "foreach": dict(foreach=True), "fused": dict(fused=True)}
+
+
+# --------------------------------------------------------------------------- FLOPs and GEMM rate
+
+
+def flops_per_pair(cfg, n_slots=None, num_sampled=None):
+    """Analytic floating-point operations per pair of one training step (forward + backward),
+    for trained features (config b).  A multiply-add counts 2.  Returns a dict of terms.
+
+    GEMM terms (BLAS): u_hat = W_i u (2 I d k), d_W (2 I d k), d_u (2 I d k);
+    logits e . o for the target and V' (2 (S+1) k), d_e (2 (S+1) k), d_o (2 (S+1) k).
+    Other terms (Numba kernels, leading order): squash of x and its backward (3 d + 6 d per slot),
+    routing s = sum c u_hat (2 I k per iteration, + 2 I k agreement per inner iteration),
+    its backward (4 I k per iteration in exact mode), squash of s and backward (9 k per
+    iteration), softmax (4 (S+1)).  Adam is not counted: it touches every parameter once per
+    step (memory-bound), see ``adam_elements``.
+    """
+    I = n_slots or COMMON["walk_length"] - 1
+    S = num_sampled or COMMON["num_sampled"]
+    d = cfg.get("feat_dim", 128)
+    k, m = cfg["dim"], cfg["routing_iters"]
+    gemm = dict(predict=2 * I * d * k, d_W=2 * I * d * k, d_u=2 * I * d * k,
+                logits=2 * (S + 1) * k, d_e=2 * (S + 1) * k, d_O=2 * (S + 1) * k)
+    other = dict(squash_x=9 * I * d, routing=2 * I * k * m + 2 * I * k * (m - 1),
+                 routing_backward=4 * I * k * m, squash_s=9 * k * m, softmax=4 * (S + 1))
+    return dict(gemm=gemm, other=other, gemm_total=sum(gemm.values()),
+                total=sum(gemm.values()) + sum(other.values()))
+
+
+def gemm_rate(cfg, n_pairs, reps, inner=5):
+    """Measured float32 GEMM GFLOP/s on the shapes of one step of config b, through
+    numpy.matmul as the library calls it: u (I,P,d) @ W^T, d_u_hat^T @ u, d_u_hat @ W,
+    e @ O_s^T, G @ O_s, G^T @ e.  Median over reps of ``inner`` repetitions each."""
+    I, S = COMMON["walk_length"] - 1, COMMON["num_sampled"]
+    d, k, P = cfg.get("feat_dim", 128), cfg["dim"], n_pairs
+    rng = np.random.default_rng(0)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
+    u, W, d_u_hat = f32(I, P, d), f32(I, k, d), f32(I, P, k)
+    e, O_s, G = f32(P, k), f32(S, k), f32(P, S)
+
+    def step():
+        for _ in range(inner):
+            np.matmul(u, W.transpose(0, 2, 1))
+            np.matmul(d_u_hat.transpose(0, 2, 1), u)
+            np.matmul(d_u_hat, W)
+            e @ O_s.T
+            G @ O_s
+            G.T @ e
+
+    flops = inner * P * (3 * 2 * I * d * k + 3 * 2 * S * k)
+    step()
+    times = [common.timed(step) for _ in range(reps)]
+    return flops / common.median(times) / 1e9, times
+
+
+def square_gemm_rate(n=1024, reps=5):
+    """float32 n x n x n matmul GFLOP/s (median): the BLAS peak for reference."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    a @ b
+    times = [common.timed(np.matmul, a, b) for _ in range(reps)]
+    return 2.0 * n ** 3 / common.median(times) / 1e9
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def measure(key, problem, n_threads, args, torch_ok):
+    """Interleaved repetitions of every implementation of config ``key``; returns a row."""
+    cfg = CONFIGS[key]
+    with common.threads(n_threads, blas=args.blas_threads):
+        runners = [Ours(problem, cfg, args.features)]
+        if torch_ok:
+            modes = ([None] if not cfg["features"] else
+                     ["bag", "dense"] if args.peer_features == "both" else [args.peer_features])
+            runners += [Peer(problem, cfg, runners[0], mode, args.peer_adam) for mode in modes]
+        for r in runners:
+            r.run(args.warmup)
+        times = {r.name: [] for r in runners}
+        for _ in range(args.reps):
+            for r in runners:
+                times[r.name].append(common.timed(r.run, args.steps))
+    pairs = args.steps * runners[0].batches.pairs_per_step()
+    out = dict(config=key, threads=n_threads, pairs_per_step=runners[0].batches.pairs_per_step(),
+               ours_features=runners[0].feature_kind, impl={})
+    for r in runners:
+        rates = [pairs / t for t in times[r.name]]
+        out["impl"][r.name] = dict(pairs_per_s=common.median(rates), rates=rates,
+                                   step_ms=1e3 * common.median(times[r.name]) / args.steps,
+                                   spread_pct=common.spread(rates),
+                                   first_loss=r.losses[0], last_loss=r.losses[-1])
+    peers = {n: v for n, v in out["impl"].items() if n != "ours"}
+    if peers:
+        best = max(peers, key=lambda n: peers[n]["pairs_per_s"])
+        out["best_peer"] = best
+        out["ratio"] = out["impl"]["ours"]["pairs_per_s"] / peers[best]["pairs_per_s"]
+        out["first_loss_rel_diff"] = abs(out["impl"]["ours"]["first_loss"] - peers[best]["first_loss"]) / abs(
+            out["impl"]["ours"]["first_loss"])
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", default="a,b,c,d", help="comma-separated subset of a,b,c,d")
+    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    ap.add_argument("--steps", type=int, default=20, help="training steps per timed repetition")
+    ap.add_argument("--reps", type=int, default=5, help="timed repetitions (the median is reported)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (JIT, caches)")
+    ap.add_argument("--features", choices=("auto", "dense", "sparse"), default="auto",
+                    help="our fixed-feature input: auto = sparse when caps2ne_np has a sparse path")
+    ap.add_argument("--peer-features", choices=("both", "bag", "dense"), default="both",
+                    help="the peer's fixed-feature path(s); the ratio uses the fastest")
+    ap.add_argument("--peer-adam", choices=tuple(ADAM_OPTIONS), default="fused",
+                    help="torch.optim.Adam implementation of the peer (fused: its fastest on CPU)")
+    ap.add_argument("--blas-threads", type=int, default=None,
+                    help="BLAS threads for ours (default: the thread count), to separate Numba and BLAS scaling")
+    ap.add_argument("--no-peer", action="store_true", help="skip the PyTorch peer")
+    ap.add_argument("--smoke", action="store_true",
+                    help="quick run for CI: configs a,b, 1 thread, 3 steps x 2 reps")
+    ap.add_argument("--out", default=None, help="result file stem (default perf, perf_smoke)")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.configs, args.threads, args.steps, args.reps, args.warmup = "a,b", "1", 3, 2, 1
+    out_name = args.out or ("perf_smoke" if args.smoke else "perf")
+    keys = [k.strip() for k in args.configs.split(",") if k.strip()]
+    bad = [k for k in keys if k not in CONFIGS]
+    if bad:
+        ap.error(f"unknown config(s) {bad}; choose from {sorted(CONFIGS)}")
+    thread_counts = [int(t) for t in args.threads.split(",")]
+
+    torch = None if args.no_peer else common.torch_or_none()
+    if torch is None and not args.no_peer:
+        print("torch is not installed: the peer is skipped (pip install torch==2.13.0)", file=sys.stderr)
+    t_start = time.perf_counter()
+    load_before = os.getloadavg()
+    rows = []
+    problems = {}
+    for key in keys:
+        name = CONFIGS[key]["dataset"]
+        if name not in problems:
+            problems[name] = load_problem(CONFIGS[key])
+        for n_threads in thread_counts:
+            row = measure(key, problems[name], n_threads, args, torch is not None)
+            rows.append(row)
+            impl = row["impl"]
+            peer_txt = (f"  peer {row['best_peer']} {impl[row['best_peer']]['pairs_per_s']:>9,.0f}"
+                        f"  ratio {row['ratio']:.2f}" if "ratio" in row else "")
+            print(f"({key}) {n_threads} thr: ours {impl['ours']['pairs_per_s']:>9,.0f} pairs/s{peer_txt}",
+                  flush=True)
+
+    flop = gemm = None
+    if "b" in keys:
+        cfg_b = CONFIGS["b"]
+        model = flops_per_pair(cfg_b)
+        gemm = {}
+        for n_threads in thread_counts:
+            with common.threads(n_threads, blas=args.blas_threads):
+                rate, _ = gemm_rate(cfg_b, 128 * 10, reps=max(3, args.reps))
+                peak = None if args.smoke else square_gemm_rate()
+            ours_rate = next(r["impl"]["ours"]["pairs_per_s"] for r in rows
+                             if r["config"] == "b" and r["threads"] == n_threads)
+            achieved = model["total"] * ours_rate / 1e9
+            gemm[n_threads] = dict(gemm_gflops=rate, square_1024_gflops=peak, achieved_gflops=achieved,
+                                   achieved_gemm_only_gflops=model["gemm_total"] * ours_rate / 1e9,
+                                   fraction=achieved / rate)
+        n_b, I = problems[cfg_b["dataset"]]["n_nodes"], COMMON["walk_length"] - 1
+        d, k = cfg_b["feat_dim"], cfg_b["dim"]
+        flop = dict(per_pair=model, adam_elements=I * k * d + n_b * k + n_b + n_b * d)  # W, O, bias, X
+
+    payload = dict(command="python bench/perf.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                   args=vars(args), machine=common.machine_info(), common=COMMON,
+                   configs={k: CONFIGS[k] for k in keys}, rows=rows, flops=flop, gemm=gemm,
+                   seconds=time.perf_counter() - t_start, load_avg_before=load_before,
+                   load_avg_after=os.getloadavg())
+    payload["targets"] = evaluate_targets(rows, gemm, thread_counts)
+    md = render(payload, keys)
+    print(md)
+    common.write_results(out_name, payload, md)
+    return payload
+
+
+def evaluate_targets(rows, gemm, thread_counts):
+    """Every issue target that this run can check: [{target, value, met}]."""
+    out = []
+    for r in rows:
+        if "ratio" in r:
+            goal = PEER_TARGETS[r["config"]]
+            out.append(dict(target=f"({r['config']}) ours >= {goal:g}x peer, {r['threads']} thread(s)",
+                            value=round(r["ratio"], 3), met=r["ratio"] >= goal))
+    by = {(r["config"], r["threads"]): r["impl"]["ours"]["pairs_per_s"] for r in rows}
+    if 1 in thread_counts and 2 in thread_counts:
+        for key in SCALING_CONFIGS:
+            if (key, 1) in by and (key, 2) in by:
+                s = by[(key, 2)] / by[(key, 1)]
+                out.append(dict(target=f"({key}) 2 threads >= {SCALING_TARGET}x 1 thread (ours)",
+                                value=round(s, 3), met=s >= SCALING_TARGET))
+    for n_threads, g in (gemm or {}).items():
+        out.append(dict(target=f"(b) >= {GEMM_FRACTION_TARGET:.0%} of the GEMM rate, {n_threads} thread(s)",
+                        value=round(g["fraction"], 3), met=g["fraction"] >= GEMM_FRACTION_TARGET))
+    return out
+
+
+def render(p, keys):
+    m = p["machine"]
+    lines = [f"# Training throughput: caps2ne_np vs a PyTorch peer\n",
+             f"`{p['command'].strip()}` ({p['args']['reps']} repetitions of {p['args']['steps']} steps after "
+             f"{p['args']['warmup']} warm-up steps; medians; {p['seconds']:.0f} s in all; load average "
+             f"{p['load_avg_before'][0]:.1f} before, {p['load_avg_after'][0]:.1f} after)\n",
+             common.machine_markdown(m)
+             + (f"- BLAS threads fixed at {p['args']['blas_threads']} for ours (--blas-threads)\n"
+                if p["args"]["blas_threads"] else ""),
+             "Pairs/s are end to end per step: pairs and V' generation, forward, backward and the Adam "
+             "update of every parameter. q = 10, |V'| = 256 (log-uniform), routing 'paper', grad 'exact'. "
+             "Ours: `core.loss_and_row_grads` + dense `optim.Adam` as `train._fit`, BLAS at one thread. Peer: bench/peers/torch_caps2ne.py "
+             f"(autograd, torch.optim.Adam '{p['args']['peer_adam']}'); for fixed features both its "
+             "embedding-bag (sparse) and dense paths are timed and the ratio uses the faster. "
+             "'first loss' compares the losses of the first step (same parameters and batch).\n"]
+    headers = ["config", "threads", "ours features", "ours pairs/s", "ours ms/step"]
+    peer_names = sorted({n for r in p["rows"] for n in r["impl"] if n != "ours"})
+    headers += [f"{n} pairs/s" for n in peer_names] + ["ours / best peer", "first-loss rel. diff"]
+    table = []
+    for r in p["rows"]:
+        o = r["impl"]["ours"]
+        row = [f"({r['config']}) {LABELS[r['config']]}", r["threads"], r["ours_features"],
+               common.fmt_int(o["pairs_per_s"]), f"{o['step_ms']:.1f}"]
+        row += [common.fmt_int(r["impl"][n]["pairs_per_s"]) if n in r["impl"] else "" for n in peer_names]
+        row += [f"{r['ratio']:.2f}" if "ratio" in r else "",
+                f"{r['first_loss_rel_diff']:.1e}" if "first_loss_rel_diff" in r else ""]
+        table.append(row)
+    lines.append(common.markdown_table(headers, table) + "\n")
+    if p["flops"]:
+        f = p["flops"]["per_pair"]
+        lines.append("## Config (b) against the hardware ceiling\n")
+        lines.append(f"Analytic FLOPs per pair (forward + backward, multiply-add = 2): {f['total']:,} "
+                     f"({f['gemm_total']:,} in GEMMs: "
+                     + ", ".join(f"{k} {v:,}" for k, v in f["gemm"].items())
+                     + "; Adam excluded: " + f"{p['flops']['adam_elements']:,} parameters updated per step).\n")
+        grows = [[t, f"{g['gemm_gflops']:.1f}",
+                  f"{g['square_1024_gflops']:.1f}" if g["square_1024_gflops"] else "",
+                  f"{g['achieved_gflops']:.1f}", f"{g['fraction']:.0%}"] for t, g in p["gemm"].items()]
+        lines.append(common.markdown_table(
+            ["threads", "GEMM GFLOP/s (same shapes, numpy)", "GEMM GFLOP/s (1024^3)", "ours GFLOP/s",
+             "ours / GEMM rate"], grows) + "\n")
+    lines.append("## Targets (issue)\n")
+    lines.append(common.markdown_table(["target", "measured", "met"],
+                                       [[t["target"], t["value"], "yes" if t["met"] else "**no**"]
+                                        for t in p["targets"]]) + "\n")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
