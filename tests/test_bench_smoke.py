@@ -1,0 +1,23 @@
+"""The benchmark scripts run end to end in a small configuration, so they cannot rot
+(the full runs live in bench/, never in tests; these assert nothing about speed)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def test_perf_bench_smoke_runs_and_writes_its_table():
+    stem = "perf_ci_smoke"
+    try:
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "perf.py"), "--smoke",
+                               "--out", stem], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        data = json.loads((RESULTS / f"{stem}.json").read_text())
+        assert data and "| config |" in (RESULTS / f"{stem}.md").read_text()
+    finally:
+        for suffix in (".json", ".md"):
+            (RESULTS / f"{stem}{suffix}").unlink(missing_ok=True)
