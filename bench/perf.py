@@ -411,7 +411,7 @@ def evaluate_targets(rows, gemm, thread_counts):
 
 def render(p, keys):
     m = p["machine"]
-    lines = [f"# Training throughput: caps2ne_np vs a PyTorch peer\n",
+    lines = ["# Training throughput: caps2ne_np vs a PyTorch peer\n",
              f"`{p['command'].strip()}` ({p['args']['reps']} repetitions of {p['args']['steps']} steps after "
              f"{p['args']['warmup']} warm-up steps; medians; {p['seconds']:.0f} s in all; load average "
              f"{p['load_avg_before'][0]:.1f} before, {p['load_avg_after'][0]:.1f} after)\n",

@@ -376,7 +376,6 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
               json_out, overwrite):
     import json
 
-    import numpy as np
 
     from . import datasets
     from .evaluate import classify_splits, format_table, multilabel_f1, select_epoch

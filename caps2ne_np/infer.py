@@ -53,8 +53,8 @@ from . import graph as graph_mod
 from ._jit import kernel
 from .core import ModelConfig, Params, SparseFeatures, forward, slot_major
 from .errors import InputError, InputWarning
-from .rng import TAG_INFER, quiet_wraparound, rand_below, rand_uniform, stream3
-from .walks import _check_csr, _check_int, _check_seed, _pick_weighted, cumulative_weights
+from .rng import TAG_INFER, quiet_wraparound, stream3
+from .walks import _check_csr, _check_int, _check_seed, cumulative_weights, walk_step
 
 log = logging.getLogger(__name__)
 
@@ -64,26 +64,6 @@ PAIRS_BUDGET = 2**25
 
 
 # --------------------------------------------------------------------------- kernels
-
-
-@kernel
-def _step(indptr, indices, cum, weighted, state, v):
-    """One walk step from v: (state, u) with u ~ Uniform(N(v)), or P(u) ∝ w(v, u) if weighted.
-
-    A node without edges in this direction (or whose weights are all 0) stays put,
-    as in ``walks._uniform_walks``.
-    """
-    lo, hi = indptr[v], indptr[v + 1]
-    if hi > lo:
-        if weighted:
-            total = cum[hi - 1]
-            if total > 0.0:
-                state, r = rand_uniform(state)
-                v = indices[_pick_weighted(cum, lo, hi, r * total)]
-        else:
-            state, j = rand_below(state, hi - lo)
-            v = indices[lo + j]
-    return state, v
 
 
 @kernel(parallel=True)
@@ -121,11 +101,11 @@ def _walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted
         state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
         cur = v
         for t in range(j - 1, -1, -1):
-            state, cur = _step(in_indptr, in_indices, in_cum, weighted, state, cur)
+            state, cur = walk_step(in_indptr, in_indices, in_cum, weighted, state, cur)
             ctx[p, t] = cur
         cur = v
         for t in range(j + 1, n_slots + 1):
-            state, cur = _step(indptr, indices, cum, weighted, state, cur)
+            state, cur = walk_step(indptr, indices, cum, weighted, state, cur)
             ctx[p, t - 1] = cur
 
 

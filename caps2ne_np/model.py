@@ -5,7 +5,6 @@ and the model file (all parameters, config, node ids, format version in one .npz
 >>> O = model.get_embedding()          # (N, k) float32, row i = node i
 """
 
-import numpy as np
 from sklearn.base import BaseEstimator
 
 from . import graph as graph_mod

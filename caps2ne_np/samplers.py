@@ -32,7 +32,7 @@ import numbers
 import numpy as np
 
 from ._jit import kernel
-from .errors import InputError
+from .errors import InputError, check_int
 from .rng import TAG_SAMPLER, hash_slot, quiet_wraparound, rand_below, rand_uniform, stream2
 
 KIND_UNIFORM = 0
@@ -156,14 +156,7 @@ def _sample_unique(kind, n, log_range, prob, alias, seed, key, out, table):
 # --------------------------------------------------------------------------- samplers
 
 
-def _check_int(name, value, low, high=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise InputError(f"{name} must be {bound}, got {value}")
-    return value
+_check_int = check_int
 
 
 class _Sampler:

@@ -20,13 +20,12 @@ Every random choice comes from a counter-based stream keyed by what it is for
 """
 
 import math
-import numbers
 
 import numpy as np
 from numba import prange
 
 from ._jit import kernel
-from .errors import InputError
+from .errors import InputError, check_int
 from .rng import (
     TAG_BATCH,
     TAG_PERMUTATION,
@@ -86,6 +85,25 @@ def _pick_weighted(cum, lo, hi, x):
 
 
 @kernel
+def walk_step(indptr, indices, cum, weighted, state, v):
+    """One step from v: (state, u) with u ~ Uniform(N(v)), or P(u) = w(v, u) / sum_u' w(v, u')
+    if weighted (the first edge whose row-cumulative weight exceeds a uniform draw times
+    the row total).  A node without out-edges (or whose out-weights are all 0) stays put.
+    """
+    lo, hi = indptr[v], indptr[v + 1]
+    if hi > lo:
+        if weighted:
+            total = cum[hi - 1]
+            if total > 0.0:
+                state, u = rand_uniform(state)
+                v = indices[_pick_weighted(cum, lo, hi, u * total)]
+        else:
+            state, j = rand_below(state, hi - lo)  # int64 in [0, hi - lo)
+            v = indices[lo + j]
+    return state, v
+
+
+@kernel
 def _walk(indptr, indices, cum, weighted, seed, w, out):
     """Walk number w into ``out`` (q,): starts at v = w mod N, draws from stream(seed, w).
 
@@ -100,16 +118,7 @@ def _walk(indptr, indices, cum, weighted, seed, w, out):
     v = w % n
     out[0] = v
     for t in range(1, out.shape[0]):
-        lo, hi = indptr[v], indptr[v + 1]
-        if hi > lo:
-            if weighted:
-                total = cum[hi - 1]
-                if total > 0.0:
-                    state, u = rand_uniform(state)
-                    v = indices[_pick_weighted(cum, lo, hi, u * total)]
-            else:
-                state, j = rand_below(state, hi - lo)  # int64 in [0, hi - lo)
-                v = indices[lo + j]
+        state, v = walk_step(indptr, indices, cum, weighted, state, v)
         out[t] = v
 
 
@@ -206,15 +215,7 @@ def _epoch_permutation(seed, epoch, out):
 # --------------------------------------------------------------------------- validation
 
 
-def _check_int(name, value, low, high=None):
-    """``value`` as an int in [low, high]; ``InputError`` naming ``name`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise InputError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise InputError(f"{name} must be {bound}, got {value}")
-    return value
+_check_int = check_int
 
 
 def _check_seed(name, value):
