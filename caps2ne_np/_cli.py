@@ -104,6 +104,10 @@ def cli():
               help="Score o_v on the splits after every epoch (logistic regression) and write the "
                    "embeddings of the epoch with the best mean validation accuracy.")
 @click.option("--directed", is_flag=True, help="Treat each line as u->v only (default: undirected).")
+@click.option("--graph-cache", type=click.Choice(["off", "use", "write"]), default="off",
+              help="Binary CSR cache <graph>.cache.npz next to --graph: 'use' loads it when fresh "
+                   "(same file size and mtime, same --directed/--keep-self-loops) and rebuilds it "
+                   "otherwise; 'write' always rebuilds it.")
 @click.option("--keep-self-loops", is_flag=True, help="Keep u-u edges (dropped by default).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Embeddings in word2vec text format [default: <graph stem>.emb].")
@@ -167,7 +171,7 @@ def cli():
                    "--epochs may grow). Keeps checkpointing there.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or per-epoch log.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def train(graph, dataset, data_dir, features_path, feature_ids, featureless, no_normalize_features,
+def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, featureless, no_normalize_features,
           labels_path, splits_path, eval_every_epoch, directed, keep_self_loops, out, npy_out,
           model_out, overwrite, checkpoint_dir, checkpoint_every, resume_dir, debug, quiet,
           **options):
@@ -181,7 +185,7 @@ def train(graph, dataset, data_dir, features_path, feature_ids, featureless, no_
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
     _setup_logging(quiet)
-    source = dict(graph=graph, dataset=dataset, data_dir=data_dir, features=features_path,
+    source = dict(graph=graph, graph_cache=graph_cache, dataset=dataset, data_dir=data_dir, features=features_path,
                   feature_ids=feature_ids, featureless=featureless, labels=labels_path,
                   splits=splits_path, directed=directed, keep_self_loops=keep_self_loops)
     options["normalize_features"] = not no_normalize_features
@@ -299,8 +303,10 @@ def _load_input(source, need_eval=False):
             raise InputError(f"--eval-every-epoch: {source['dataset']} is multi-label; score its "
                              "embeddings with 'evaluate' instead")
     else:
+        cache = source.get("graph_cache", "off")
         g = read_graph(source["graph"], directed=source["directed"],
-                       keep_self_loops=source["keep_self_loops"])
+                       keep_self_loops=source["keep_self_loops"],
+                       cache=None if cache == "off" else cache)
     if source["features"]:
         features = datasets.load_features(source["features"], source["feature_ids"],
                                           node_ids=g.node_ids)

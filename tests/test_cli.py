@@ -171,3 +171,16 @@ def test_checkpoint_then_resume_with_more_epochs(edges, tmp_path):
     result = runner.invoke(cli, [*base, "--epochs", "2", "--dim", "4", "--resume", str(ck),
                                  "--out", str(tmp_path / "d.emb")])
     assert result.exit_code == 1 and "dim" in result.output
+
+
+def test_graph_cache_is_written_then_used(edges, tmp_path):
+    runner = CliRunner()
+    base = ["train", "--graph", str(edges), *TINY]
+    result = runner.invoke(cli, [*base, "--graph-cache", "write", "--out", str(tmp_path / "a.emb")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "edges.txt.cache.npz").is_file()
+    result = runner.invoke(cli, [*base, "--graph-cache", "use", "--out", str(tmp_path / "b.emb")])
+    assert result.exit_code == 0, result.output
+    a, b = read_word2vec(tmp_path / "a.emb"), read_word2vec(tmp_path / "b.emb")
+    assert a[0] == b[0]
+    np.testing.assert_array_equal(a[1], b[1])

@@ -1,0 +1,430 @@
+"""The fast edge-list reader and the binary graph cache (caps2ne_np.graph).
+
+The careful reader (``_read_edgelist_careful``, plain Python string handling) is the
+reference: on every well-formed file the fast reader must return the same Graph,
+array for array and bit for bit, with the same stats and warnings; on anything else
+it must decline, so that the careful reader raises its one-line ``path:line`` error.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tracemalloc
+import warnings
+
+import numba
+import numpy as np
+import pytest
+
+from caps2ne_np import graph as G
+from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
+from caps2ne_np.graph import (
+    StaleCacheError,
+    cache_path,
+    load_graph_cache,
+    read_edgelist,
+    read_graph,
+    save_graph_cache,
+)
+
+SEPARATORS = [" ", "\t", "  ", " \t ", "\x0b", "\x0c", "\r", "\x1c", "\x1f"]
+INT_IDS = ["0", "7", "42", "-3", "123456789012345678", "999999999999999999"]
+ODD_IDS = ["07", "-0", "+7", "00", "1234567890123456789", "-1234567890123456789012", "1e3", "0x1f", "1.5"]
+STR_IDS = ["a", "alice", "bob", "köln", "東京", "x-y", "a.b", "\ufeffz", "n\x01", "(", "é"]
+WEIGHTS = ["1", "2", "0.5", ".5", "5.", "+2", "3.25", "1e-3", "2E+2", "0.1", "%.17g", "%.9g", "%.3e",
+           "007.50", "123456789012345678901234", "2.50000000000000000000001", "1.0000000000000000000",
+           "4.9e-30", "3.4e30"]
+PLAIN_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+# ---- helpers: a reference read, random files ---------------------------------
+
+
+def read_both(path, directed=False, keep=False):
+    """(fast, careful, fast warnings, careful warnings); the fast result may be None."""
+    with warnings.catch_warnings(record=True) as w_fast:
+        warnings.simplefilter("always")
+        fast = G._read_edgelist_fast(os.fspath(path), directed, keep, stacklevel=2)
+    with warnings.catch_warnings(record=True) as w_careful:
+        warnings.simplefilter("always")
+        careful = G._read_edgelist_careful(os.fspath(path), directed, keep, stacklevel=2)
+    return fast, careful, [str(w.message) for w in w_fast], [str(w.message) for w in w_careful]
+
+
+def assert_same_graph(a, b):
+    assert a.node_ids == b.node_ids
+    assert a.directed == b.directed
+    assert a.stats == b.stats and list(a.stats) == list(b.stats)
+    assert a.indptr.dtype == b.indptr.dtype == np.int64
+    assert a.indices.dtype == b.indices.dtype == np.int32
+    np.testing.assert_array_equal(a.indptr, b.indptr)
+    np.testing.assert_array_equal(a.indices, b.indices)
+    assert (a.weights is None) == (b.weights is None)
+    if a.weights is not None:
+        assert a.weights.dtype == b.weights.dtype == np.float32
+        assert a.weights.tobytes() == b.weights.tobytes()  # bit for bit
+
+
+def weight_token(rng):
+    form = WEIGHTS[rng.integers(len(WEIGHTS))]
+    if "%" in form:
+        return form % rng.uniform(1e-6, 1e6)
+    return form
+
+
+def random_edge_list(rng, n_lines, ids, weighted):
+    """Text of a well-formed edge list: random separators, comments, blank lines, CRLF,
+    self loops, repeated and reversed edges, optional BOM and final newline."""
+    lines = []
+    for _ in range(n_lines):
+        r = rng.random()
+        if r < 0.05:
+            lines.append("# comment: café " + ids[rng.integers(len(ids))])
+            continue
+        if r < 0.08:
+            lines.append(SEPARATORS[rng.integers(len(SEPARATORS))] if rng.random() < 0.5 else "")
+            continue
+        if r < 0.2 and lines:
+            lines.append(lines[rng.integers(len(lines))])  # a duplicate (or a comment again)
+            continue
+        u = ids[rng.integers(len(ids))]
+        v = u if rng.random() < 0.05 else ids[rng.integers(len(ids))]
+        if rng.random() < 0.1:
+            u, v = v, u
+        sep = SEPARATORS[rng.integers(len(SEPARATORS))]
+        line = sep * int(rng.random() < 0.2) + u + sep + v
+        if weighted and rng.random() < 0.8:
+            line += SEPARATORS[rng.integers(len(SEPARATORS))] + weight_token(rng)
+        if rng.random() < 0.1:
+            line += " #" + ("trailing" if rng.random() < 0.5 else "ü")
+        if rng.random() < 0.1:
+            line += SEPARATORS[rng.integers(len(SEPARATORS))]
+        lines.append(line)
+    eol = "\r\n" if rng.random() < 0.3 else "\n"
+    text = eol.join(lines)
+    if rng.random() < 0.7:
+        text += eol
+    if rng.random() < 0.2:
+        text = "\ufeff" + text
+    return text
+
+
+def write(tmp_path, content, name="g.txt"):
+    path = tmp_path / name
+    path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    return path
+
+
+# ---- the fast reader equals the careful one -----------------------------------
+
+
+def test_unicode_whitespace_list_is_every_non_ascii_space():
+    spaces = [chr(c) for c in range(128, 0x110000) if chr(c).isspace()]
+    assert all(G._UNICODE_SPACE.fullmatch(c) for c in spaces)
+    others = [chr(c) for c in range(128, 0x3100) if not chr(c).isspace()]
+    assert not any(G._UNICODE_SPACE.fullmatch(c) for c in others)
+    ascii_split = [c for c in range(128) if c != 10 and len(("a" + chr(c) + "b").split()) == 2]
+    assert ascii_split == [c for c in range(128) if G._is_space(c)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("kind", ["int", "str", "mixed"])
+def test_fast_reader_equals_careful_reader_on_random_files(tmp_path, seed, kind):
+    rng = np.random.default_rng(1000 * seed + len(kind))
+    ids = {"int": INT_IDS + [str(i) for i in range(40)],
+           "str": STR_IDS,
+           "mixed": INT_IDS + ODD_IDS + STR_IDS}[kind]
+    weighted = bool(seed % 2)
+    path = write(tmp_path, random_edge_list(rng, int(rng.integers(1, 300)), ids, weighted))
+    for directed in (False, True):
+        for keep in (False, True):
+            try:
+                fast, careful, w_fast, w_careful = read_both(path, directed, keep)
+            except GraphFormatError:  # e.g. only comments, or only self loops: the careful reader decides
+                assert G._read_edgelist_fast(os.fspath(path), directed, keep, stacklevel=2) is None
+                continue
+            assert fast is not None, "the fast reader declined a well-formed file"
+            assert_same_graph(fast, careful)
+            assert w_fast == w_careful
+
+
+@pytest.mark.parametrize("block", [7, 16, 64, 1000])
+def test_block_boundaries_and_lines_longer_than_a_block(tmp_path, monkeypatch, block):
+    rng = np.random.default_rng(block)
+    text = "# " + "x" * 300 + "\n" + random_edge_list(rng, 400, INT_IDS + STR_IDS, weighted=True)
+    text += "\n" + "long_" * 100 + " " + "id_" * 90 + " 2.5"  # no final newline, longer than a block
+    path = write(tmp_path, text)
+    monkeypatch.setattr(G, "_BLOCK", block)
+    fast, careful, w_fast, w_careful = read_both(path)
+    assert fast is not None
+    assert_same_graph(fast, careful)
+    assert w_fast == w_careful
+
+
+def test_tables_and_pool_grow(tmp_path):
+    rng = np.random.default_rng(5)
+    ints = [str(i) for i in rng.permutation(200_000)[:60_000]]    # > the 32,768 ids of the first table
+    strs = ["s" + "q" * 500 + str(i) for i in range(2_500)]         # > 1 MiB of id bytes, > 512 string ids
+    ids = ints + strs
+    u = rng.integers(0, len(ids), 80_000)
+    v = rng.integers(0, len(ids), 80_000)
+    text = "\n".join(f"{ids[a]} {ids[b]}" for a, b in zip(u, v)) + "\n"
+    path = write(tmp_path, "# header\n" * 2000 + text)              # the first block overestimates line length
+    fast, careful, w_fast, w_careful = read_both(path)
+    assert fast is not None
+    assert_same_graph(fast, careful)
+    assert w_fast == w_careful
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "a b\nlonely\n",                 # 1 field
+        "a b\n\nc d e f\n",             # 4 fields
+        "a b x\n",                      # weight not a number
+        "a b 1\nb c nan\n",
+        "a b inf\n",
+        "a b 0\n",
+        "a b -2\n",
+        "a b 0.0e5\n",
+        "a b 1e39\n",
+        "a b 1e-50\n",
+        "a b 1,5\n",
+        "a b 1e\n",
+        "a b .\n",
+        "a b 3.4028236e38\n",           # rounds beyond float32's max
+        "a b 2e38\na b 2e38\n",         # the summed duplicate overflows float32
+        b"a b\nc\x00d e\n",
+        b"a b\n# \x00\n",
+        b"a b\nc \xff\xfe\n",
+        b"a b\n\n\xc3\x28 b\n",
+        b"a b # \xe9\n",
+        "a b\nb c\n".encode("utf-16"),
+        "",
+        "# only\n\n   \n",
+        "a a\nb b\n",                   # only self loops
+    ],
+)
+def test_malformed_files_give_the_careful_readers_error(tmp_path, content):
+    path = write(tmp_path, content)
+    assert G._read_edgelist_fast(os.fspath(path), False, False, stacklevel=2) is None
+    with pytest.raises(GraphFormatError) as careful:
+        G._read_edgelist_careful(os.fspath(path), False, False, stacklevel=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        with pytest.raises(GraphFormatError) as public:
+            read_edgelist(path)
+    assert str(public.value) == str(careful.value)
+    assert str(public.value).startswith(f"{path}") and "\n" not in str(public.value)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "a b 1_000\n",                  # float() takes underscores; the fast scanner does not
+        "a\u00a0b\n",                   # no-break space separates for str.split()
+        "a\u2028b\n",                   # so does the line separator (within one line)
+        "x\x85y\n",
+    ],
+)
+def test_valid_but_unusual_files_are_read_by_the_careful_reader(tmp_path, content):
+    path = write(tmp_path, content)
+    assert G._read_edgelist_fast(os.fspath(path), False, False, stacklevel=2) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        g = read_edgelist(path)
+        ref = G._read_edgelist_careful(os.fspath(path), False, False, stacklevel=2)
+    assert_same_graph(g, ref)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_weights_parse_to_the_same_double_as_float(seed):
+    rng = np.random.default_rng(seed)
+    tokens = []
+    for _ in range(3000):
+        mant = "".join(rng.choice(list("0123456789"), size=int(rng.integers(1, 25))))
+        point = int(rng.integers(0, len(mant) + 1))
+        token = mant[:point] + ("." if rng.random() < 0.7 else "") + mant[point:]
+        if rng.random() < 0.5:
+            token += rng.choice(["e", "E"]) + rng.choice(["", "+", "-"]) + str(int(rng.integers(0, 40)))
+        tokens.append(rng.choice(["", "+", "-"]) + token)
+    tokens += ["9007199254740993", "9007199254740992", "0.1", "1e22", "1e23", "1e-22", "123456789012345678e-5",
+               "4.35", "5e-324", "1.7976931348623157e308", "1.5e5000", "1_0", "inf", "nan", "--1", "1..2", "e5"]
+    n_exact = 0
+    for token in tokens:
+        buf = np.frombuffer(token.encode(), dtype=np.uint8)
+        code, value = G._parse_weight(buf, 0, buf.shape[0])
+        try:
+            expected = float(token)
+        except ValueError:
+            assert code == 2, token
+            continue
+        if code == 0:
+            n_exact += 1
+            assert np.float64(value).tobytes() == np.float64(expected).tobytes(), token
+        elif code == 2:
+            assert not PLAIN_DECIMAL.fullmatch(token), token
+    assert n_exact > 1000
+
+
+@pytest.mark.parametrize(
+    "token,expected",
+    [("0", (True, 0)), ("7", (True, 7)), ("-12", (True, -12)), ("999999999999999999", (True, 999999999999999999)),
+     ("-0", (False, 0)), ("07", (False, 0)), ("+7", (False, 0)), ("1234567890123456789", (False, 0)),
+     ("-", (False, 0)), ("1a", (False, 0)), ("٣", (False, 0))],
+)
+def test_only_canonical_integers_share_the_integer_table(token, expected):
+    buf = np.frombuffer(token.encode(), dtype=np.uint8)
+    assert G._canonical_int(buf, 0, buf.shape[0]) == expected
+
+
+def test_integer_spellings_stay_distinct_nodes(tmp_path):
+    g = read_edgelist(write(tmp_path, "7 07\n-0 0\n+7 7\n0 00\n"))
+    assert g.node_ids == ["7", "07", "-0", "0", "+7", "00"]
+    assert G._read_edgelist_fast(os.fspath(tmp_path / "g.txt"), False, False, stacklevel=2) is not None
+
+
+def test_row_sort_does_not_depend_on_threads(tmp_path):
+    rng = np.random.default_rng(3)
+    n = 300
+    hub = [f"0 {v} {rng.uniform(0.5, 2):.3f}" for v in rng.integers(1, n, 2000)]  # a row longer than 32
+    rest = [f"{u} {v} {rng.uniform(0.5, 2):.3f}" for u, v in rng.integers(0, n, (3000, 2))]
+    path = write(tmp_path, "\n".join(hub + rest) + "\n")
+    old = numba.get_num_threads()
+    out = []
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            out.append(read_both(path, directed=False, keep=True))
+    finally:
+        numba.set_num_threads(old)
+    (a, ref, _, _), (b, _, _, _) = out
+    assert_same_graph(a, b)
+    assert_same_graph(a, ref)
+
+
+def test_fast_reader_memory_stays_within_three_times_the_result(tmp_path):
+    rng = np.random.default_rng(11)
+    n, m = 20_000, 200_000
+    u, v = rng.integers(0, n, m), rng.integers(0, n, m)
+    path = write(tmp_path, "\n".join(f"{a} {b}" for a, b in zip(u.tolist(), v.tolist())) + "\n")
+    G._read_edgelist_fast(os.fspath(write(tmp_path, "1 2\n", "warm.txt")), False, False, stacklevel=2)  # compile
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InputWarning)
+            g = G._read_edgelist_fast(os.fspath(path), False, False, stacklevel=2)
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    result = g.indptr.nbytes + g.indices.nbytes + sum(sys.getsizeof(s) for s in g.node_ids) + sys.getsizeof(g.node_ids)
+    assert peak <= 3 * result, (peak, result)
+
+
+def test_kernels_run_without_jit(tmp_path):
+    path = write(tmp_path, random_edge_list(np.random.default_rng(2), 60, INT_IDS + STR_IDS + ODD_IDS, True))
+    code = (
+        "import sys, warnings; warnings.simplefilter('ignore')\n"
+        "from caps2ne_np import graph as G\n"
+        "a = G._read_edgelist_fast(sys.argv[1], False, False, stacklevel=2)\n"
+        "b = G._read_edgelist_careful(sys.argv[1], False, False, stacklevel=2)\n"
+        "assert a is not None and a.node_ids == b.node_ids and a.stats == b.stats\n"
+        "assert (a.indptr == b.indptr).all() and (a.indices == b.indices).all()\n"
+        "assert (a.weights is None and b.weights is None) or a.weights.tobytes() == b.weights.tobytes()\n"
+    )
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    run = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+# ---- the binary cache -----------------------------------------------------------
+
+
+def test_cache_round_trip_is_exact_and_warns_the_same(tmp_path):
+    path = write(tmp_path, "a b 2\nb a 1.5\nc c\nd e 0.25\n# x\n")
+    with warnings.catch_warnings(record=True) as w_read:
+        warnings.simplefilter("always")
+        g = read_graph(path, cache="write")
+    assert cache_path(path) == tmp_path / "g.txt.cache.npz" and cache_path(path).is_file()
+    with warnings.catch_warnings(record=True) as w_load:
+        warnings.simplefilter("always")
+        h = load_graph_cache(path)
+    assert_same_graph(g, h)
+    assert [str(w.message) for w in w_load] == [str(w.message) for w in w_read]
+    assert all(w.filename == __file__ for w in w_load + w_read)
+
+
+def test_cache_use_loads_without_reading_the_file(tmp_path, monkeypatch):
+    path = write(tmp_path, "1 2\n2 3\n3 1\n")
+    g = read_graph(path, cache="use")  # no cache yet: reads and writes it
+    assert cache_path(path).is_file()
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the graph file was read although the cache is fresh")
+
+    monkeypatch.setattr(G, "_read_graph_file", no_read)
+    assert_same_graph(read_graph(path, cache="use"), g)
+
+
+def test_stale_cache_is_refused_and_rebuilt(tmp_path):
+    path = write(tmp_path, "a b\nb c\n")
+    read_graph(path, cache="write")
+    stamp = os.stat(path)
+    with open(path, "a") as f:
+        f.write("c d\n")
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same mtime, another size
+    with pytest.raises(StaleCacheError, match="stale"):
+        load_graph_cache(path)
+    g = read_graph(path, cache="use")
+    assert g.node_ids == ["a", "b", "c", "d"]
+    assert load_graph_cache(path).node_ids == g.node_ids  # rebuilt
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # same size, another mtime
+    with pytest.raises(StaleCacheError, match="stale"):
+        load_graph_cache(path)
+    os.unlink(path)
+    with pytest.raises(StaleCacheError, match="is gone"):
+        load_graph_cache(path)
+
+
+def test_cache_is_tied_to_the_read_options(tmp_path):
+    path = write(tmp_path, "a b\nb c\nc c\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        read_graph(path, cache="write")
+        with pytest.raises(StaleCacheError, match="directed"):
+            load_graph_cache(path, directed=True)
+        with pytest.raises(StaleCacheError, match="keep_self_loops"):
+            load_graph_cache(path, keep_self_loops=True)
+        g = read_graph(path, keep_self_loops=True, cache="use")  # rebuilt for these options
+        assert g.n_edges == 5
+        assert load_graph_cache(path, keep_self_loops=True).n_edges == 5
+        save_graph_cache(g, path)  # the public writer infers the option from the stored loop
+        with pytest.raises(StaleCacheError, match="keep_self_loops"):
+            load_graph_cache(path, keep_self_loops=False)
+
+
+def test_damaged_or_foreign_cache(tmp_path):
+    path = write(tmp_path, "a b\n")
+    with pytest.raises(GraphFormatError, match="no such file"):
+        load_graph_cache(path)
+    cache_path(path).write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(GraphFormatError):
+        load_graph_cache(path)
+    with pytest.raises(InputError, match="not a graph cache"):
+        read_graph(path, cache="write")  # never replaces a file it did not write
+    with pytest.warns(InputWarning, match="not written"):
+        g = read_graph(path, cache="use")
+    assert g.node_ids == ["a", "b"]
+    with pytest.raises(InputError, match="cache must be"):
+        read_graph(path, cache="yes")
+
+
+def test_cache_of_a_matrix_file(tmp_path):
+    import scipy.sparse as sp
+
+    path = tmp_path / "g.npz"
+    sp.save_npz(path, sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 2], [0, 2, 0]], dtype=np.float32)))
+    g = read_graph(path, cache="write")
+    assert_same_graph(load_graph_cache(path), g)
+    assert g.weights is not None
