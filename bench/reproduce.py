@@ -111,10 +111,14 @@ def main(argv=None):
     else:
         t1 = time.perf_counter()
         r = multilabel_f1(result.params.O, ds.labels, (0.1, 0.5, 0.9), n_shuffles=10, seed=args.seed)
-        entry.update(micro=[100 * v for v in r["micro_mean"]], macro=[100 * v for v in r["macro_mean"]],
-                     micro_std=[100 * v for v in r["micro_std"]], macro_std=[100 * v for v in r["macro_std"]],
+        entry.update(micro=[100 * float(v) for v in r["micro_mean"]],
+                     macro=[100 * float(v) for v in r["macro_mean"]],
+                     micro_std=[100 * float(v) for v in r["micro_std"]],
+                     macro_std=[100 * float(v) for v in r["macro_std"]],
                      eval_seconds=time.perf_counter() - t1)
-        print(f"{name}: micro {entry['micro']} macro {entry['macro']} (paper {PAPER[name]})")
+        print(f"{name}: micro-F1 " + " / ".join(f"{v:.2f}" for v in entry["micro"])
+              + " macro-F1 " + " / ".join(f"{v:.2f}" for v in entry["macro"])
+              + f" (paper {PAPER[name]})")
     path = Path(args.results)
     stored = json.loads(path.read_text()) if path.exists() else []
     stored.append(entry)
