@@ -136,7 +136,7 @@ class Ours:
 
     name = "ours"
 
-    def __init__(self, problem, cfg, feature_mode):
+    def __init__(self, problem, cfg, feature_mode, adam="dense"):
         n_slots = COMMON["walk_length"] - 1
         rng = np.random.default_rng(0)
         features, self.feature_kind = (feature_input(problem["features"], feature_mode)
@@ -153,6 +153,9 @@ class Ours:
         self.batches = Batches(problem, cfg)
         self.step = 0
         self.losses = []
+        self.lazy = adam == "lazy"
+        if self.lazy:                 # a different runner: kept apart from the peers
+            self.name = "ours-lazy"
 
     def run(self, n_steps):
         with threadpool_limits(limits=1):
@@ -162,10 +165,14 @@ class Ours:
                                                         q_sampled, self.mcfg, d_W_out=self.grads.W)
                 if not math.isfinite(loss):
                     raise RuntimeError(f"ours: loss {loss} at step {self.step}")
-                for n in self.names:
-                    if n != "W":
-                        row_grads[n].to_dense(getattr(self.grads, n))
-                self.opt.step({n: getattr(self.grads, n) for n in self.names})
+                if self.lazy:
+                    self.opt.step({"W": self.grads.W},
+                                  rows={n: row_grads[n] for n in self.names if n != "W"})
+                else:
+                    for n in self.names:
+                        if n != "W":
+                            row_grads[n].to_dense(getattr(self.grads, n))
+                    self.opt.step({n: getattr(self.grads, n) for n in self.names})
                 self.losses.append(loss)
                 self.step += 1
 
@@ -279,6 +286,8 @@ def measure(key, problem, n_threads, args, torch_ok):
     cfg = CONFIGS[key]
     with common.threads(n_threads, blas=args.blas_threads):
         runners = [Ours(problem, cfg, args.features)]
+        if args.ours_lazy:
+            runners.append(Ours(problem, cfg, args.features, adam="lazy"))
         if torch_ok:
             modes = ([None] if not cfg["features"] else
                      ["bag", "dense"] if args.peer_features == "both" else [args.peer_features])
@@ -298,7 +307,7 @@ def measure(key, problem, n_threads, args, torch_ok):
                                    step_ms=1e3 * common.median(times[r.name]) / args.steps,
                                    spread_pct=common.spread(rates),
                                    first_loss=r.losses[0], last_loss=r.losses[-1])
-    peers = {n: v for n, v in out["impl"].items() if n != "ours"}
+    peers = {n: v for n, v in out["impl"].items() if not n.startswith("ours")}
     if peers:
         best = max(peers, key=lambda n: peers[n]["pairs_per_s"])
         out["best_peer"] = best
@@ -324,6 +333,9 @@ def main(argv=None):
     ap.add_argument("--blas-threads", type=int, default=None,
                     help="BLAS threads for ours (default: the thread count), to separate Numba and BLAS scaling")
     ap.add_argument("--no-peer", action="store_true", help="skip the PyTorch peer")
+    ap.add_argument("--ours-lazy", action="store_true",
+                    help="also time ours with row-sparse (lazy) Adam for O, biases and x "
+                         "(train --adam lazy); the ratio column stays dense-vs-dense")
     ap.add_argument("--smoke", action="store_true",
                     help="quick run for CI: configs a,b, 1 thread, 3 steps x 2 reps")
     ap.add_argument("--out", default=None, help="result file stem (default perf, perf_smoke)")
@@ -426,6 +438,7 @@ def render(p, keys):
              "'first loss' compares the losses of the first step (same parameters and batch).\n"]
     headers = ["config", "threads", "ours features", "ours pairs/s", "ours ms/step"]
     peer_names = sorted({n for r in p["rows"] for n in r["impl"] if n != "ours"})
+    # 'ours-lazy' (if timed) shows as a column of its own; ratios use the peers only
     headers += [f"{n} pairs/s" for n in peer_names] + ["ours / best peer", "first-loss rel. diff"]
     table = []
     for r in p["rows"]:
