@@ -218,13 +218,16 @@ class RowGrad:
         return out
 
 
-def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_W_out=None):
+def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_W_out=None,
+                       row_sparse_W=False):
     """The batch's mean loss, the dense gradient of W and row-sparse gradients of O,
     the biases and trainable X (only the rows the batch touches: V', the targets,
     the context nodes).  Nothing here costs O(N).
 
     Returns ``(loss, d_W, {"O": RowGrad, "bias": RowGrad, "X": RowGrad or None})``;
-    ``d_W_out`` (same shape and layout as W) receives d_W when given.
+    ``d_W_out`` (same shape and layout as W) receives d_W when given.  With sparse
+    fixed features and ``row_sparse_W``, d_W is None and ``row_grads["W"]`` holds the
+    touched columns of each W_i instead (rows of W stored slot-major, (I * d, k)).
     See ``loss_and_grads`` for the arguments.
     """
     if cfg.grad_mode not in GRAD_MODES:
@@ -259,6 +262,12 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_
         ROUTING_RULES[cfg.routing_rule], cfg.grad_mode == "exact", d_u_hat)
     if d_W_out is None:
         d_W_out = slot_major(np.zeros(params.W.shape, dtype=dtype))
+    if params.sparse and row_sparse_W:
+        sf = params.X
+        rows, values = grads.predict_sparse_backward_rows(sf.indptr, sf.indices, sf.u_data,
+                                                          fw["ctx_t"], d_u_hat, sf.shape[1])
+        row_grads["W"] = RowGrad(rows, values)
+        return float(loss.mean(dtype=np.float64)), None, row_grads
     if params.sparse:
         sf = params.X
         d_W_t = d_W_out.transpose(0, 2, 1)

@@ -242,3 +242,51 @@ def predict_sparse_backward(indptr, indices, u_data, ctx_t, d_u_hat, d_W_t):
                 val = u_data[nz]
                 for j in range(k):
                     d_W_t[i, col, j] += val * d_u_hat[i, p, j]
+
+
+@kernel
+def _mark_columns(indptr, indices, ctx_t, n_features, mark):
+    """mark[i * d + j] = True for every feature j of every context node of slot i."""
+    n_slots, n_pairs = ctx_t.shape
+    for i in range(n_slots):
+        for p in range(n_pairs):
+            row = ctx_t[i, p]
+            for nz in range(indptr[row], indptr[row + 1]):
+                mark[i * n_features + indices[nz]] = True
+
+
+@kernel(parallel=True)
+def _predict_sparse_backward_rows(indptr, indices, u_data, ctx_t, d_u_hat, n_features, position,
+                                  d_rows):
+    """``predict_sparse_backward`` into compact rows: d_rows[position[i * d + j]] += ..."""
+    n_slots, n_pairs = ctx_t.shape
+    k = d_rows.shape[1]
+    for i in prange(n_slots):
+        for p in range(n_pairs):
+            row = ctx_t[i, p]
+            for nz in range(indptr[row], indptr[row + 1]):
+                r = position[i * n_features + indices[nz]]
+                val = u_data[nz]
+                for j in range(k):
+                    d_rows[r, j] += val * d_u_hat[i, p, j]
+
+
+def predict_sparse_backward_rows(indptr, indices, u_data, ctx_t, d_u_hat, n_features):
+    """d_W for sparse fixed features, row-sparse: only the columns j of W_i that some
+    context node of slot i has among its nonzeros.   [docs/math.md#sparse-features]
+
+    Returns ``(rows, values)``: ``rows`` index the (I * d, k) matrix of W stored
+    slot-major (row i * d + j = column j of W_i), ascending; ``values`` (n, k).  The
+    same sums as ``predict_sparse_backward`` in the same order, without touching the
+    other I * d * k entries: O(nnz(x) k) per context node and nothing per feature.
+    """
+    n_slots = ctx_t.shape[0]
+    mark = np.zeros(n_slots * n_features, dtype=np.bool_)
+    _mark_columns(indptr, indices, ctx_t, n_features, mark)
+    rows = np.flatnonzero(mark)
+    position = np.empty(mark.shape[0], dtype=np.int64)
+    position[rows] = np.arange(rows.shape[0])
+    values = np.zeros((rows.shape[0], d_u_hat.shape[2]), dtype=d_u_hat.dtype)
+    _predict_sparse_backward_rows.for_work(d_u_hat.size * 16)(
+        indptr, indices, u_data, ctx_t, d_u_hat, n_features, position, values)
+    return rows, values

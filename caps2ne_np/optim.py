@@ -50,6 +50,17 @@ def _adam_rows(param, rows, grad, m, v, lr_t, beta1, beta2, eps):
             param[row, j] -= lr_t * m[row, j] / (np.sqrt(v[row, j]) + eps)
 
 
+def _row_matrix(a):
+    """The 2-D view whose rows lazy Adam updates: (N, rest) for a C-contiguous array;
+    for W stored slot-major (core.slot_major, a transposed view of (I, d, k)) the
+    (I * d, k) matrix whose row i * d + j is column j of W_i."""
+    if a.flags.c_contiguous:
+        return a.reshape(a.shape[0], -1)
+    if a.ndim == 3 and a.transpose(0, 2, 1).flags.c_contiguous:
+        return a.transpose(0, 2, 1).reshape(-1, a.shape[1])
+    raise ValueError("lazy Adam needs a parameter stored contiguously")
+
+
 def _flat(a):
     """A 1-D view of ``a`` in memory order (a may be a transposed view, e.g. W)."""
     flat = a.ravel(order="K")
@@ -96,13 +107,11 @@ class Adam:
         for name, rg in (rows or {}).items():
             p = self.params[name]
             dt = p.dtype.type
-            p2 = p.reshape(p.shape[0], -1)
-            if not np.shares_memory(p2, p):
-                raise ValueError(f"lazy Adam needs {name} stored C-contiguously")
-            _adam_rows.for_work(10 * len(rg.rows) * p2.shape[1])(p2, np.ascontiguousarray(rg.rows, dtype=np.int64),
-                       np.ascontiguousarray(rg.values, dtype=p.dtype).reshape(len(rg.rows), -1),
-                       self.m[name].reshape(p2.shape), self.v[name].reshape(p2.shape),
-                       dt(lr_t), dt(self.beta1), dt(self.beta2), dt(self.eps))
+            p2, m2, v2 = _row_matrix(p), _row_matrix(self.m[name]), _row_matrix(self.v[name])
+            _adam_rows.for_work(10 * len(rg.rows) * p2.shape[1])(
+                p2, np.ascontiguousarray(rg.rows, dtype=np.int64),
+                np.ascontiguousarray(rg.values, dtype=p.dtype).reshape(len(rg.rows), -1),
+                m2, v2, dt(lr_t), dt(self.beta1), dt(self.beta2), dt(self.eps))
         for name, g in grads.items():
             p = self.params[name]
             dt = p.dtype.type

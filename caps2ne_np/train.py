@@ -303,10 +303,13 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                 q_true = sampler.expected_count(tgt, tries)
                 q_sampled = sampler.expected_count(sampled, tries)
                 loss, _, row_grads = loss_and_row_grads(params, ctx, tgt, sampled, q_true,
-                                                        q_sampled, mcfg, d_W_out=grads.W)
+                                                        q_sampled, mcfg, d_W_out=grads.W,
+                                                        row_sparse_W=lazy and params.sparse)
                 if not math.isfinite(loss):
                     raise diverged(f"the loss became {loss}")
-                if lazy:
+                if lazy and params.sparse:      # sparse features: W's touched columns only
+                    opt.step({}, rows={n: row_grads[n] for n in ["W"] + row_names})
+                elif lazy:
                     opt.step({"W": grads.W}, rows={n: row_grads[n] for n in row_names})
                 else:
                     for n in row_names:

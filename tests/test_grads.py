@@ -218,3 +218,23 @@ def test_blas_helpers_match_numpy_matmul(dtype):
     np.testing.assert_allclose(row_matmul(x, y), x @ y, rtol=tol)
     np.testing.assert_allclose(row_matmul(x, z, trans_b=True), x @ z.T, rtol=tol)
     np.testing.assert_allclose(row_matmul(x[:3], y), x[:3] @ y, rtol=tol)   # fewer rows than chunks
+
+
+def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
+    from caps2ne_np.core import loss_and_row_grads, slot_major
+    rng = np.random.default_rng(11)
+    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
+        3, n_nodes=15, n_pairs=6, n_slots=4, d=30, k=6, n_sampled=5, scale_w=0.3)
+    X = (rng.random(X.shape) < 0.15).astype(np.float64)
+    params = Params(slot_major(W), O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)),
+                    fixed_features=True)
+    cfg = ModelConfig(routing_iters=2)
+    loss, d_W, _ = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
+    loss2, none, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg,
+                                         row_sparse_W=True)
+    assert none is None and loss2 == loss
+    dense_rows = np.ascontiguousarray(d_W.transpose(0, 2, 1)).reshape(-1, d_W.shape[1])
+    rebuilt = np.zeros_like(dense_rows)
+    rebuilt[rg["W"].rows] = rg["W"].values
+    np.testing.assert_allclose(rebuilt, dense_rows, rtol=1e-12, atol=1e-15)
+    assert len(rg["W"].rows) < dense_rows.shape[0]          # only touched columns

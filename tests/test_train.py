@@ -249,3 +249,23 @@ def test_row_sparse_gradients_equal_dense_gradients():
         touched = np.flatnonzero(np.abs(dense.reshape(len(dense), -1)).sum(axis=1))
         assert set(touched) <= set(rg[name].rows)
         np.testing.assert_array_equal(rg[name].to_dense(np.empty_like(dense)), dense)
+
+
+def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(partition,
+                                                                         always_parallel):
+    adj, labels = partition
+    rng = np.random.default_rng(0)
+    words = (rng.random((200, 300)) < 0.02) | (np.arange(300)[None, :] // 75 == labels[:, None]) \
+        & (rng.random((200, 300)) < 0.1)
+    words[:, 299] = False                                   # a word no node uses
+    X = sp.csr_matrix(words.astype(np.float32))
+    runs = [Caps2NE(**SMALL, adam="lazy", n_jobs=t, random_state=0).fit(adj, X=X) for t in (1, 2)]
+    np.testing.assert_array_equal(runs[0].W_, runs[1].W_)
+    from caps2ne_np.core import init_params
+    from caps2ne_np.train import derive_seed
+    W0 = init_params(200, 16, 300, 9, np.random.default_rng(derive_seed(0, "init")),
+                     features=X).W
+    np.testing.assert_array_equal(runs[0].W_[:, :, 299], W0[:, :, 299])   # never touched
+    assert not np.array_equal(runs[0].W_[:, :, 0], W0[:, :, 0])
+    losses = [h["loss"] for h in runs[0].history_]
+    assert losses[-1] < losses[0]
