@@ -1,0 +1,118 @@
+"""Where a training step's time goes, kernel by kernel (the cause behind perf.md's gaps).
+
+Runs ``train.fit`` for a fixed number of steps under cProfile on two of perf.py's
+configurations and reports each kernel's share of the step:
+(b) BlogCatalog graph, trained x (d = k = 128), 1,280 pairs per step, and
+(d) Citeseer, sparse fixed features (d = 3,703), 256 pairs per step;
+both with m = 1, |V'| = 256, dense Adam (the default) and lazy Adam.
+
+    python bench/profile_step.py [--threads 2] [--steps 60]
+
+Writes bench/results/profile_step.json + .md.  Profiling adds a little overhead per
+Python call; the shares, not the absolute times, are the point.
+"""
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import time
+from pathlib import Path
+
+from caps2ne_np.datasets import default_data_dir, load_dataset
+from caps2ne_np.graph import from_scipy
+from caps2ne_np.train import TrainConfig, fit
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GROUPS = {
+    "matrix products W_i u, d_W, d_u (blas slot GEMMs)": ("_slot_nn", "_slot_tn", "_slot_nt"),
+    "output-layer products (blas row GEMMs)": ("_rows_nn", "_rows_nt"),
+    "sparse W_i u and d_W (sparse features)": ("predict_sparse", "_predict_sparse_backward_rows",
+                                               "predict_sparse_backward"),
+    "squash forward + backward": ("squash", "squash_backward"),
+    "routing forward + backward": ("route", "route_backward"),
+    "softmax rows (loss and d_logits)": ("softmax_rows",),
+    "scatter-adds (targets, x rows)": ("_scatter_rows_serial", "_scatter_scalars"),
+    "Adam (dense or rows)": ("_adam_dense", "_adam_rows"),
+    "walks and pairs": ("_walks_by_id", "make_pairs", "_sample_unique"),
+}
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_after(n):
+    def callback(epoch, batch, step):
+        if step + 1 >= n:
+            raise _Stop
+    return callback
+
+
+def profile(name, g, features, cfg, steps):
+    try:                                              # compile / load the cache first
+        fit(g.indptr, g.indices, g.weights, cfg, features=features, step_callback=_stop_after(3))
+    except _Stop:
+        pass
+    pr = cProfile.Profile()
+    t0 = time.perf_counter()
+    pr.enable()
+    try:
+        fit(g.indptr, g.indices, g.weights, cfg, features=features,
+            step_callback=_stop_after(steps))
+    except _Stop:
+        pass
+    pr.disable()
+    wall = time.perf_counter() - t0
+    stats = pstats.Stats(pr).stats
+    by_func = {}
+    for (_, _, func), (_, _, tottime, _, _) in stats.items():
+        by_func[func] = by_func.get(func, 0.0) + tottime
+    rows, accounted = [], 0.0
+    for group, funcs in GROUPS.items():
+        t = sum(by_func.get(f, 0.0) for f in funcs)
+        accounted += t
+        rows.append((group, 1e3 * t / steps))
+    rows.append(("everything else (NumPy glue, gathers, Python)", 1e3 * (wall - accounted) / steps))
+    return dict(name=name, steps=steps, ms_per_step=1e3 * wall / steps, rows=rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=60)
+    args = ap.parse_args()
+    data = default_data_dir()
+    blog = load_dataset("blogcatalog", data)
+    cite = load_dataset("citeseer", data)
+    g_blog, g_cite = from_scipy(blog.adj, blog.node_ids), from_scipy(cite.adj, cite.node_ids)
+    runs = []
+    for adam in ("dense", "lazy"):
+        cfg_b = TrainConfig(walks_per_node=2, epochs=1, batch_size=128, threads=args.threads,
+                            adam=adam)
+        cfg_d = TrainConfig(walks_per_node=8, epochs=1, batch_size=64, targets=(3, 4, 5, 6),
+                            threads=args.threads, adam=adam)
+        runs.append(profile(f"(b) BlogCatalog, trained x, 1,280 pairs/step, {adam} Adam", g_blog,
+                            None, cfg_b, args.steps))
+        runs.append(profile(f"(d) Citeseer, sparse features d=3,703, 256 pairs/step, {adam} Adam",
+                            g_cite, cite.features, cfg_d, args.steps))
+    lines = ["# Where a training step's time goes", "",
+             f"`python bench/profile_step.py --threads {args.threads} --steps {args.steps}` "
+             f"(cProfile over train.fit; load average {os.getloadavg()[0]:.1f} at the end). "
+             "Milliseconds per step by kernel group.", ""]
+    names = [r["name"] for r in runs]
+    lines.append("| kernel group | " + " | ".join(names) + " |")
+    lines.append("| --- |" + " --- |" * len(runs))
+    for i, (group, _) in enumerate(runs[0]["rows"]):
+        lines.append(f"| {group} | " + " | ".join(f"{r['rows'][i][1]:.2f}" for r in runs) + " |")
+    lines.append("| **step** | " + " | ".join(f"**{r['ms_per_step']:.2f}**" for r in runs) + " |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "profile_step.json").write_text(json.dumps(dict(args=vars(args), runs=runs), indent=1))
+    (RESULTS / "profile_step.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
