@@ -154,7 +154,8 @@ def write_markdown(stored, path):
             gap = " / ".join(f"{a - pa:+.2f}/{b - pb:+.2f}" for a, b, pa, pb in
                              zip(e["micro"], e["macro"], p["micro"], p["macro"]))
             lines.append(head + f"{ours} | {theirs} | {gap}" + tail)
-    lines += ["", f"Machine: {stored[-1]['machine']}; numpy {stored[-1]['numpy']}.", ""]
+    lines += ["", f"Machine: {stored[-1]['machine']}; numpy {stored[-1]['numpy']}.", "",
+              "What the gaps mean: [transductive_notes.md](transductive_notes.md).", ""]
     path.write_text("\n".join(lines))
 
 
