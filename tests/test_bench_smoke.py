@@ -21,3 +21,26 @@ def test_perf_bench_smoke_runs_and_writes_its_table():
     finally:
         for suffix in (".json", ".md"):
             (RESULTS / f"{stem}{suffix}").unlink(missing_ok=True)
+
+
+def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
+    out = tmp_path / "t.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "reproduce.py"), "--dataset", "cora",
+                           "--epochs", "1", "--walks-per-node", "1", "--results", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    entry = json.loads(out.read_text())[0]
+    assert entry["dataset"] == "cora" and len(entry["chosen_epochs"]) == 10
+    assert "| cora |" in out.with_suffix(".md").read_text()
+
+
+def test_inductive_bench_smoke_runs():
+    stem = "inductive_ci_smoke"
+    try:
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "inductive.py"), "--smoke",
+                               "--out", stem], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "| cora |" in (RESULTS / f"{stem}.md").read_text()
+    finally:
+        for suffix in (".json", ".md"):
+            (RESULTS / f"{stem}{suffix}").unlink(missing_ok=True)
