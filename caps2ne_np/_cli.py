@@ -32,11 +32,23 @@ class _Failure(click.ClickException):
 
 
 def _run(debug, fn, *args, **kwargs):
-    """Call fn; turn user-facing errors into one-line messages unless --debug."""
+    """Call fn; turn user-facing errors into one-line messages unless --debug.
+
+    InputWarnings (self loops dropped, duplicates merged, ...) are printed as
+    ``warning: ...`` lines the moment they are raised, before training starts.
+    """
     from .train import TrainingDiverged
 
-    with warnings.catch_warnings(record=True) as caught:
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, InputWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            default_show(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():
         warnings.simplefilter("always", InputWarning)
+        default_show = warnings.showwarning
+        warnings.showwarning = show
         try:
             return fn(*args, **kwargs)
         except (InputError, TrainingDiverged, OSError) as err:
@@ -50,12 +62,6 @@ def _run(debug, fn, *args, **kwargs):
                 raise
             raise _Failure(f"internal error ({type(err).__name__}: {_one_line(err)}); "
                            "rerun with --debug for the traceback and please report it") from None
-        finally:
-            for w in caught:
-                if issubclass(w.category, InputWarning):
-                    click.echo(f"warning: {w.message}", err=True)
-                else:
-                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def _one_line(err):

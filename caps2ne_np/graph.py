@@ -1306,7 +1306,7 @@ def _build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_
         weights = weights[keep] if weights is not None else None
     if src.size == 0:
         if n_loops and not keep_self_loops:
-            _fail(source, None, f"no edges left after dropping {n_loops} self loops", "pass keep_self_loops=True to keep them")
+            _fail(source, None, f"no edges left after dropping {n_loops} self loops", "pass --keep-self-loops (keep_self_loops=True) to keep them")
         _fail(source, None, "no edges", "expected at least one edge")
     if directed:
         u, v = src, dst
@@ -1357,7 +1357,7 @@ def _warn_stats(source, stats, weight_column, directed, keep_self_loops, *, stac
     n_loops, n_dup, n_isolated = stats["self_loops"], stats["duplicates"], stats["isolated_nodes"]
     if n_loops and not keep_self_loops:
         warnings.warn(
-            f"{source}: dropped {n_loops} self loop(s); pass keep_self_loops=True to keep them",
+            f"{source}: dropped {n_loops} self loop(s); pass --keep-self-loops (keep_self_loops=True) to keep them",
             InputWarning,
             stacklevel=stacklevel,
         )
