@@ -97,3 +97,56 @@ def row_matmul(a, b, trans_b=False, out=None):
     chunks = max(1, min(CHUNKS, a.shape[0]))
     (_rows_nt if trans_b else _rows_nn).for_work(out.size * a.shape[1])(a, b, out, chunks)
     return out
+
+
+# --- segmented products: one GEMM per slot over that slot's block of rows ---------
+# ``ptr`` (I + 1,) splits the rows of a 2-D array into I consecutive blocks, block i
+# holding the distinct (slot i, node) rows of a batch (core.share_slots).
+
+
+@kernel(parallel=True)
+def _seg_nn(a, b, ptr, out):
+    for i in prange(b.shape[0]):
+        lo, hi = ptr[i], ptr[i + 1]
+        if hi > lo:
+            np.dot(a[lo:hi], b[i], out[lo:hi])
+
+
+@kernel(parallel=True)
+def _seg_nt(a, b, ptr, out):
+    for i in prange(b.shape[0]):
+        lo, hi = ptr[i], ptr[i + 1]
+        if hi > lo:
+            np.dot(a[lo:hi], b[i].T, out[lo:hi])
+
+
+@kernel(parallel=True)
+def _seg_tn(a, b, ptr, out):
+    for i in prange(out.shape[0]):
+        lo, hi = ptr[i], ptr[i + 1]
+        if hi > lo:
+            np.dot(a[lo:hi].T, b[lo:hi], out[i])
+        else:
+            out[i] = 0.0
+
+
+def segment_matmul(a, b, ptr, trans_b=False, out=None):
+    """out[lo_i:hi_i] = a[lo_i:hi_i] @ op(b[i]) for each block i = [ptr[i], ptr[i+1]).
+
+    ``a`` (R, n) and ``b`` (I, n, m) (or (I, m, n) with ``trans_b``) C-contiguous;
+    returns (R, m).  Blocks run in parallel, one single-threaded GEMM each.
+    """
+    m = b.shape[1] if trans_b else b.shape[2]
+    if out is None:
+        out = np.empty((a.shape[0], m), dtype=a.dtype)
+    work = out.size * a.shape[1]
+    (_seg_nt if trans_b else _seg_nn).for_work(work)(a, b, ptr, out)
+    return out
+
+
+def segment_matmul_tn(a, b, ptr, out):
+    """out[i] = a[lo_i:hi_i].T @ b[lo_i:hi_i] for each block i (zero for an empty
+    block): the per-slot sum of outer products.  ``out`` (I, a.shape[1], b.shape[1])
+    C-contiguous, overwritten."""
+    _seg_tn.for_work(out.size * max(1, a.shape[0] // max(1, out.shape[0])))(a, b, ptr, out)
+    return out

@@ -209,25 +209,41 @@ def squash_csr(indptr, data, out_data):
 
 
 @kernel(parallel=True)
-def predict_sparse(indptr, indices, u_data, ctx_t, W_t, u_hat):
+def predict_sparse(indptr, indices, u_data, nodes, row_slot, W_t, u_hat):
     """u_hat^{(i)} = W_i u^{(i)} = sum_{j in nnz(u)} u_j W_i[:, j] for sparse fixed
     features: O(nnz(u) k) per context node instead of O(d k).
     [Eq. 2; docs/math.md#sparse-features]
 
     indptr, indices, u_data : CSR rows of u = squash(x) for all N nodes
-    ctx_t  : (I, P) int   context node of slot i of pair p
-    W_t    : (I, d, k)    W transposed, so that column j of W_i is contiguous
-    u_hat  : (I, P, k)    out
+    nodes    : (R,) int   the node of each distinct (slot, node) row (core.share_slots)
+    row_slot : (R,) int   its slot i
+    W_t      : (I, d, k)  W transposed, so that column j of W_i is contiguous
+    u_hat    : (R, k)     out
     """
-    n_slots, n_pairs = ctx_t.shape
     k = W_t.shape[2]
+    for r in prange(nodes.shape[0]):
+        i = row_slot[r]
+        row = nodes[r]
+        for j in range(k):
+            u_hat[r, j] = 0.0
+        for nz in range(indptr[row], indptr[row + 1]):
+            col = indices[nz]
+            val = u_data[nz]
+            for j in range(k):
+                u_hat[r, j] += val * W_t[i, col, j]
+
+
+@kernel(parallel=True)
+def gather_rows(src, inv, out):
+    """out[i, p] = src[inv[i, p]]: expand the distinct (slot, node) rows of a batch
+    (``core.share_slots``) back to one row per (slot, pair).
+
+    src : (R, k)   inv : (I, P) int   out : (I, P, k)
+    """
+    n_slots, n_pairs = inv.shape
+    k = src.shape[1]
     for p in prange(n_pairs):
         for i in range(n_slots):
-            row = ctx_t[i, p]
+            r = inv[i, p]
             for j in range(k):
-                u_hat[i, p, j] = 0.0
-            for nz in range(indptr[row], indptr[row + 1]):
-                col = indices[nz]
-                val = u_data[nz]
-                for j in range(k):
-                    u_hat[i, p, j] += val * W_t[i, col, j]
+                out[i, p, j] = src[r, j]

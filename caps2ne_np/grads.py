@@ -224,54 +224,52 @@ def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_b
 
 
 @kernel(parallel=True)
-def predict_sparse_backward(indptr, indices, u_data, ctx_t, d_u_hat, d_W_t):
-    """d_W_i[:, j] = sum_p d_u_hat_{p,i} u_{p,i,j} over the nonzeros j of each context
-    node's u: O(nnz(u) k) per context node.   [docs/math.md#sparse-features]
+def predict_sparse_backward(indptr, indices, u_data, nodes, slot_ptr, d_u_hat, d_W_t):
+    """d_W_i[:, j] = sum_r d_u_hat_r u_{r,j} over the rows r of slot i and the nonzeros
+    j of each row's u: O(nnz(u) k) per context node.   [docs/math.md#sparse-features]
 
+    ``nodes`` (R,) and ``slot_ptr`` (I + 1,) as ``core.share_slots``; ``d_u_hat`` (R, k).
     Writes ``d_W_t`` (I, d, k) = d_W transposed (zeroed here).  Parallel over the
-    slots i (disjoint outputs), pairs summed in order: thread-count invariant.
+    slots i (disjoint outputs), rows summed in order: thread-count invariant.
     """
-    n_slots, n_pairs = ctx_t.shape
     k = d_W_t.shape[2]
-    for i in prange(n_slots):
+    for i in prange(d_W_t.shape[0]):
         d_W_t[i] = 0.0
-        for p in range(n_pairs):
-            row = ctx_t[i, p]
+        for r in range(slot_ptr[i], slot_ptr[i + 1]):
+            row = nodes[r]
             for nz in range(indptr[row], indptr[row + 1]):
                 col = indices[nz]
                 val = u_data[nz]
                 for j in range(k):
-                    d_W_t[i, col, j] += val * d_u_hat[i, p, j]
+                    d_W_t[i, col, j] += val * d_u_hat[r, j]
 
 
 @kernel
-def _mark_columns(indptr, indices, ctx_t, n_features, mark):
+def _mark_columns(indptr, indices, nodes, slot_ptr, n_features, mark):
     """mark[i * d + j] = True for every feature j of every context node of slot i."""
-    n_slots, n_pairs = ctx_t.shape
-    for i in range(n_slots):
-        for p in range(n_pairs):
-            row = ctx_t[i, p]
+    for i in range(slot_ptr.shape[0] - 1):
+        for r in range(slot_ptr[i], slot_ptr[i + 1]):
+            row = nodes[r]
             for nz in range(indptr[row], indptr[row + 1]):
                 mark[i * n_features + indices[nz]] = True
 
 
 @kernel(parallel=True)
-def _predict_sparse_backward_rows(indptr, indices, u_data, ctx_t, d_u_hat, n_features, position,
-                                  d_rows):
+def _predict_sparse_backward_rows(indptr, indices, u_data, nodes, slot_ptr, d_u_hat, n_features,
+                                  position, d_rows):
     """``predict_sparse_backward`` into compact rows: d_rows[position[i * d + j]] += ..."""
-    n_slots, n_pairs = ctx_t.shape
     k = d_rows.shape[1]
-    for i in prange(n_slots):
-        for p in range(n_pairs):
-            row = ctx_t[i, p]
+    for i in prange(slot_ptr.shape[0] - 1):
+        for r in range(slot_ptr[i], slot_ptr[i + 1]):
+            row = nodes[r]
             for nz in range(indptr[row], indptr[row + 1]):
-                r = position[i * n_features + indices[nz]]
+                pos = position[i * n_features + indices[nz]]
                 val = u_data[nz]
                 for j in range(k):
-                    d_rows[r, j] += val * d_u_hat[i, p, j]
+                    d_rows[pos, j] += val * d_u_hat[r, j]
 
 
-def predict_sparse_backward_rows(indptr, indices, u_data, ctx_t, d_u_hat, n_features):
+def predict_sparse_backward_rows(indptr, indices, u_data, nodes, slot_ptr, d_u_hat, n_features):
     """d_W for sparse fixed features, row-sparse: only the columns j of W_i that some
     context node of slot i has among its nonzeros.   [docs/math.md#sparse-features]
 
@@ -280,13 +278,34 @@ def predict_sparse_backward_rows(indptr, indices, u_data, ctx_t, d_u_hat, n_feat
     same sums as ``predict_sparse_backward`` in the same order, without touching the
     other I * d * k entries: O(nnz(x) k) per context node and nothing per feature.
     """
-    n_slots = ctx_t.shape[0]
+    n_slots = slot_ptr.shape[0] - 1
     mark = np.zeros(n_slots * n_features, dtype=np.bool_)
-    _mark_columns(indptr, indices, ctx_t, n_features, mark)
+    _mark_columns(indptr, indices, nodes, slot_ptr, n_features, mark)
     rows = np.flatnonzero(mark)
     position = np.empty(mark.shape[0], dtype=np.int64)
     position[rows] = np.arange(rows.shape[0])
-    values = np.zeros((rows.shape[0], d_u_hat.shape[2]), dtype=d_u_hat.dtype)
+    values = np.zeros((rows.shape[0], d_u_hat.shape[1]), dtype=d_u_hat.dtype)
     _predict_sparse_backward_rows.for_work(d_u_hat.size * 16)(
-        indptr, indices, u_data, ctx_t, d_u_hat, n_features, position, values)
+        indptr, indices, u_data, nodes, slot_ptr, d_u_hat, n_features, position, values)
     return rows, values
+
+
+@kernel(parallel=True)
+def gather_rows_backward(d_out, inv, slot_ptr, d_src):
+    """d_src[r] = sum of d_out[i, p] over the (i, p) with inv[i, p] = r: the gradient
+    of ``capsules.gather_rows``.
+
+    Rows of slot i lie in [slot_ptr[i], slot_ptr[i + 1]) (``core.share_slots``), so
+    the slots own disjoint rows: parallel over slots, pairs summed in order p = 0,
+    1, ... (the same sums on any number of threads).  ``d_src`` is overwritten.
+    """
+    n_slots, n_pairs = inv.shape
+    k = d_out.shape[2]
+    for i in prange(n_slots):
+        for r in range(slot_ptr[i], slot_ptr[i + 1]):
+            for j in range(k):
+                d_src[r, j] = 0.0
+        for p in range(n_pairs):
+            r = inv[i, p]
+            for j in range(k):
+                d_src[r, j] += d_out[i, p, j]

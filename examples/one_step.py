@@ -185,7 +185,11 @@ def main():
     # ------------------------------------------------------------------ forward
     section("Forward: gather and squash the features", "docs/math.md#squash, capsules.squash")
     fw = forward(params, ctx, cfg)
-    x, u = fw["x"], fw["u"]
+    # Per pair, as in the equations.  (core.forward squashes each distinct node once
+    # and multiplies each distinct (slot, node) once, core.share_slots: same numbers.)
+    x = params.X[np.asarray(ctx).T]
+    u = np.empty_like(x)
+    capsules.squash(x.reshape(-1, D), u.reshape(-1, D))
     show("x", x, "(I, P, d) x = X[ctx.T], position-major")
     show("|x|^2", np.sum(x * x, axis=2), "(I, P)")
     show("u", u, "(I, P, d) u = squash(x) = g(|x|^2) x")

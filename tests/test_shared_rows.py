@@ -1,0 +1,104 @@
+"""The shared (slot, node) rows of a batch (core.share_slots): the bookkeeping
+against a plain NumPy reference, and whole batches built from walks, where pairs
+share most rows, against the naive per-pair model (float64 loss and gradients)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from caps2ne_np import capsules, grads
+from caps2ne_np.core import ModelConfig, Params, SparseFeatures, forward, loss_and_grads, share_slots
+from caps2ne_np.walks import training_pairs
+
+import naive
+
+
+def walk_batch(seed, n_nodes=9, n_walks=5, q=6, positions="all"):
+    """Pairs from short walks over few nodes: every row is shared by several pairs."""
+    rng = np.random.default_rng(seed)
+    walks = rng.integers(0, n_nodes, size=(n_walks, q)).astype(np.int32)
+    ctx, tgt = training_pairs(walks, np.arange(n_walks), positions)
+    return ctx.astype(np.int64), tgt.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_share_slots_matches_numpy(seed):
+    rng = np.random.default_rng(seed)
+    ctx_t = rng.integers(0, 6 + seed * 40, size=(4, 30)).astype(np.int64)
+    nodes, ptr, inv = share_slots(ctx_t)
+    assert ptr[0] == 0 and ptr[-1] == nodes.shape[0]
+    for i in range(ctx_t.shape[0]):
+        seg = nodes[ptr[i]:ptr[i + 1]]
+        # each slot's distinct nodes, in order of first appearance
+        _, first = np.unique(ctx_t[i], return_index=True)
+        np.testing.assert_array_equal(seg, ctx_t[i][np.sort(first)])
+        assert np.all((inv[i] >= ptr[i]) & (inv[i] < ptr[i + 1]))
+        np.testing.assert_array_equal(nodes[inv[i]], ctx_t[i])
+    # the scratch buffer is left clean: a second call gives the same answer
+    again = share_slots(ctx_t)
+    for a, b in zip((nodes, ptr, inv), again):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_walk_pairs_share_rows():
+    # q = 10, every position a target: at most 2 (q - 1) = 18 rows per walk, not 90
+    # (walks of distinct nodes, so that only the walk structure shares rows)
+    walks = np.arange(200, dtype=np.int32).reshape(20, 10)
+    for positions, per_walk in (("all", 18), ([3, 4, 5, 6], 12)):
+        ctx, _ = training_pairs(walks, np.arange(20), positions)
+        nodes, _, _ = share_slots(np.ascontiguousarray(ctx.T.astype(np.int64)))
+        assert nodes.shape[0] == 20 * per_walk
+
+
+def test_gather_rows_and_its_backward():
+    rng = np.random.default_rng(3)
+    ctx_t = rng.integers(0, 5, size=(3, 8)).astype(np.int64)
+    nodes, ptr, inv = share_slots(ctx_t)
+    src = rng.normal(size=(nodes.shape[0], 4))
+    out = np.empty((3, 8, 4))
+    capsules.gather_rows(src, inv, out)
+    np.testing.assert_array_equal(out, src[inv])
+    d_out = rng.normal(size=out.shape)
+    d_src = np.full_like(src, np.nan)
+    grads.gather_rows_backward(d_out, inv, ptr, d_src)
+    ref = np.zeros_like(src)
+    np.add.at(ref, inv.reshape(-1), d_out.reshape(-1, 4))
+    np.testing.assert_allclose(d_src, ref, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("features", ["trainable", "fixed", "sparse"])
+@pytest.mark.parametrize("m,positions", [(1, "all"), (3, "all"), (2, [1, 2, 3])])
+def test_walk_batches_match_naive_gradients(features, m, positions):
+    ctx, targets = walk_batch(m, positions=positions)
+    n_nodes, q = 9, ctx.shape[1] + 1
+    rng = np.random.default_rng(10 + m)
+    d, k = 5, 4
+    W = rng.normal(0, 0.6, size=(q - 1, k, d))
+    O = rng.normal(0, 0.5, size=(n_nodes, k))
+    bias = rng.normal(0, 0.1, size=n_nodes)
+    X = rng.normal(0, 0.8, size=(n_nodes, d))
+    sampled = np.array([0, 3, 5, 7])
+    q_true = rng.uniform(0.2, 1.0, size=targets.shape[0])
+    q_sampled = rng.uniform(0.2, 1.0, size=4)
+    if features == "sparse":
+        X[rng.random(X.shape) < 0.5] = 0.0
+        params = Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64), True)
+    else:
+        params = Params(W, O, bias, X, fixed_features=features == "fixed")
+    cfg = ModelConfig(routing_iters=m)
+    loss, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
+
+    def f():
+        return naive.loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m,
+                          float(q - 1), "paper")
+
+    assert loss == pytest.approx(f(), rel=1e-12)
+    named = [("W", W, g.W), ("O", O, g.O), ("bias", bias, g.bias)]
+    if features == "trainable":
+        named.append(("X", X, g.X))
+    for name, arr, analytic in named:
+        numeric = naive.numeric_grad(f, arr, h=1e-6)
+        assert naive.rel_error(analytic, numeric) < 1e-6, name
+    u = naive.squash(X[ctx].reshape(-1, d)).reshape(ctx.shape + (d,))
+    np.testing.assert_allclose(forward(params, ctx, cfg)["u_hat"],
+                               np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15)
