@@ -6,6 +6,14 @@ the Adam kernels breaks the 1-vs-2-thread bitwise equality (the vectorised body 
 the scalar remainder of each thread's chunk round differently, and the chunks move
 with the thread count), so it stays off there.
 
+``error_model="numpy"``: with Numba's default ("python") every float division checks
+for a zero divisor so that it can raise ZeroDivisionError, and that branch stops
+LLVM from vectorising the loop.  ``prange`` loops are compiled with the numpy model
+anyway, so the serial twins were the slow ones: measured, Adam over 1.65 M float32
+elements took 4.1 ms serial against 0.9 ms for the parallel version on one thread,
+and 0.86 ms serial with the numpy model (a division by zero now gives inf or nan,
+which the training loop's finite checks catch).
+
 Parallel kernels are compiled two ways, parallel (``prange`` on Numba's threads)
 and serial, and each call site picks one by the work it is about to do
 (``Kernel.for_work``).  Forking threads for a kernel of a few microseconds costs
@@ -42,13 +50,13 @@ class Kernel:
         self.__name__ = fn.__name__
         self.__module__ = fn.__module__
         self.__wrapped__ = fn
-        self.parallel = njit(cache=True, parallel=True, fastmath=fastmath, nogil=True)(fn)
+        self.parallel = njit(cache=True, parallel=True, fastmath=fastmath, nogil=True, error_model="numpy")(fn)
         # a copy under another qualified name, so the two versions' caches never mix
         serial_fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
                                        fn.__defaults__, fn.__closure__)
         serial_fn.__qualname__ = fn.__qualname__ + "_serial"
         serial_fn.__module__ = fn.__module__
-        self.serial = njit(cache=True, parallel=False, fastmath=fastmath, nogil=True)(serial_fn)
+        self.serial = njit(cache=True, parallel=False, fastmath=fastmath, nogil=True, error_model="numpy")(serial_fn)
 
     def __call__(self, *args):
         return self.parallel(*args)
@@ -69,6 +77,6 @@ def kernel(fn=None, *, parallel=False, fastmath=FASTMATH):
     def wrap(f):
         if parallel:
             return Kernel(f, fastmath=fastmath)
-        return njit(cache=True, parallel=False, fastmath=fastmath, nogil=True)(f)
+        return njit(cache=True, parallel=False, fastmath=fastmath, nogil=True, error_model="numpy")(f)
 
     return wrap(fn) if fn is not None else wrap
