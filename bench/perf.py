@@ -38,7 +38,7 @@ import scipy.sparse as sp
 import common
 from caps2ne_np import core
 from caps2ne_np import walks as walks_mod
-from caps2ne_np.core import Grads, ModelConfig, init_params, loss_and_row_grads, slot_major
+from caps2ne_np.core import ModelConfig, init_params, loss_and_row_grads, slot_major
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.optim import Adam
@@ -146,10 +146,7 @@ class Ours:
         self.names = self.params.trainable()
         self.opt = Adam({n: getattr(self.params, n) for n in self.names}, lr=LR[cfg["features"]])
         self.mcfg = ModelConfig(cfg["routing_iters"], COMMON["routing_rule"], None, COMMON["grad_mode"])
-        p = self.params
-        self.grads = Grads(W=slot_major(np.zeros(p.W.shape, dtype=p.W.dtype)), O=np.zeros_like(p.O),
-                           bias=np.zeros_like(p.bias),
-                           X=None if p.fixed_features else np.zeros_like(p.X))
+        self.d_W = slot_major(np.zeros(self.params.W.shape, dtype=self.params.W.dtype))
         self.batches = Batches(problem, cfg)
         self.step = 0
         self.losses = []
@@ -158,21 +155,22 @@ class Ours:
             self.name = "ours-lazy"
 
     def run(self, n_steps):
+        sparse = self.params.sparse
+        row_names = (["W"] if sparse else []) + [n for n in self.names if n != "W"]
         with threadpool_limits(limits=1):
             for _ in range(n_steps):
                 ctx, tgt, sampled, q_true, q_sampled = self.batches(self.step)
                 loss, _, row_grads = loss_and_row_grads(self.params, ctx, tgt, sampled, q_true,
-                                                        q_sampled, self.mcfg, d_W_out=self.grads.W)
+                                                        q_sampled, self.mcfg, d_W_out=self.d_W,
+                                                        row_sparse_W=sparse)
                 if not math.isfinite(loss):
                     raise RuntimeError(f"ours: loss {loss} at step {self.step}")
+                dense = {} if sparse else {"W": self.d_W}
+                rows = {n: row_grads[n] for n in row_names}
                 if self.lazy:
-                    self.opt.step({"W": self.grads.W},
-                                  rows={n: row_grads[n] for n in self.names if n != "W"})
+                    self.opt.step(dense, rows=rows)
                 else:
-                    for n in self.names:
-                        if n != "W":
-                            row_grads[n].to_dense(getattr(self.grads, n))
-                    self.opt.step({n: getattr(self.grads, n) for n in self.names})
+                    self.opt.step(dense, dense_rows=rows)
                 self.losses.append(loss)
                 self.step += 1
 

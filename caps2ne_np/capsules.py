@@ -163,18 +163,18 @@ def softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_
         for j in range(n_sampled):
             if sampled[j] != t and logits_sampled[p, j] > z_max:
                 z_max = logits_sampled[p, j]
-        total = np.exp(logits_true[p] - z_max)
+        # one exp per logit: keep exp(z_s - z_max) in d_sampled, then normalise
+        w_true = np.exp(logits_true[p] - z_max)
+        total = w_true
         for j in range(n_sampled):
-            if sampled[j] != t:
-                total += np.exp(logits_sampled[p, j] - z_max)
-        log_z = z_max + np.log(total)
-        loss[p] = log_z - logits_true[p]
-        d_true[p] = (np.exp(logits_true[p] - log_z) - 1.0) * inv_p
+            w = np.exp(logits_sampled[p, j] - z_max) if sampled[j] != t else 0.0
+            d_sampled[p, j] = w
+            total += w
+        loss[p] = z_max + np.log(total) - logits_true[p]
+        scale = inv_p / total
+        d_true[p] = (w_true / total - 1.0) * inv_p
         for j in range(n_sampled):
-            if sampled[j] != t:
-                d_sampled[p, j] = np.exp(logits_sampled[p, j] - log_z) * inv_p
-            else:
-                d_sampled[p, j] = 0.0
+            d_sampled[p, j] *= scale
 
 
 def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):

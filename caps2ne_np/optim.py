@@ -50,6 +50,24 @@ def _adam_rows(param, rows, grad, m, v, lr_t, beta1, beta2, eps):
             param[row, j] -= lr_t * m[row, j] / (np.sqrt(v[row, j]) + eps)
 
 
+@kernel(parallel=True)
+def _adam_dense_rowgrad(param, position, grad, m, v, lr_t, beta1, beta2, eps):
+    """Dense Adam over every row of 2-D ``param`` whose gradient is row-sparse: row r's
+    gradient is ``grad[position[r]]`` when ``position[r] >= 0`` and zero otherwise.
+
+    The same operations as ``_adam_dense`` on the dense gradient (a zero gradient
+    still decays m and v and moves p), so the same bits, without writing and reading
+    an (N, k) array of mostly zeros."""
+    k = param.shape[1]
+    for r in prange(param.shape[0]):
+        pos = position[r]
+        for j in range(k):
+            g = grad[pos, j] if pos >= 0 else 0.0
+            m[r, j] = beta1 * m[r, j] + (1.0 - beta1) * g
+            v[r, j] = beta2 * v[r, j] + (1.0 - beta2) * g * g
+            param[r, j] -= lr_t * m[r, j] / (np.sqrt(v[r, j]) + eps)
+
+
 def _row_matrix(a):
     """The 2-D view whose rows lazy Adam updates: (N, rest) for a C-contiguous array;
     for W stored slot-major (core.slot_major, a transposed view of (I, d, k)) the
@@ -98,12 +116,28 @@ class Adam:
         """The bias-corrected step size of the current step t."""
         return self.lr * np.sqrt(1.0 - self.beta2 ** self.t) / (1.0 - self.beta1 ** self.t)
 
-    def step(self, grads, rows=None):
+    def step(self, grads, rows=None, dense_rows=None):
         """One Adam step: dense for every parameter named in ``grads``; row-sparse
         (lazy) for those named in ``rows``, a dict name -> core.RowGrad (or any object
-        with ``rows`` and ``values``) over a C-contiguous parameter."""
+        with ``rows`` and ``values``) over a C-contiguous parameter; dense again for
+        those in ``dense_rows`` (same form as ``rows``), whose gradient is zero outside
+        the given rows: the result of the dense step, bit for bit, without a dense
+        gradient array."""
         self.t += 1
         lr_t = self.lr_t()
+        for name, rg in (dense_rows or {}).items():
+            p = self.params[name]
+            dt = p.dtype.type
+            p2, m2, v2 = _row_matrix(p), _row_matrix(self.m[name]), _row_matrix(self.v[name])
+            position = np.full(p2.shape[0], -1, dtype=np.int64)
+            position[rg.rows] = np.arange(len(rg.rows))
+            values = np.ascontiguousarray(rg.values, dtype=p.dtype).reshape(len(rg.rows),
+                                                                             p2.shape[1])
+            if values.shape[0] == 0:                       # (the kernel never reads it)
+                values = np.zeros((1, p2.shape[1]), dtype=p.dtype)
+            _adam_dense_rowgrad.for_work(10 * p.size)(
+                p2, position, values, m2, v2, dt(lr_t), dt(self.beta1), dt(self.beta2),
+                dt(self.eps))
         for name, rg in (rows or {}).items():
             p = self.params[name]
             dt = p.dtype.type

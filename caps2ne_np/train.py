@@ -20,7 +20,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import walks as walks_mod
-from .core import GRAD_MODES, Grads, ModelConfig, init_params, loss_and_row_grads, slot_major
+from .core import GRAD_MODES, ModelConfig, init_params, loss_and_row_grads, slot_major
 from .errors import InputError
 from .optim import Adam
 from .samplers import make_sampler
@@ -260,11 +260,13 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                  state["batch"])
     mcfg = cfg.model_config()
     lazy = cfg.adam == "lazy"
-    grads = Grads(W=slot_major(np.zeros(params.W.shape, dtype=params.W.dtype)),
-                  O=None if lazy else np.zeros_like(params.O),
-                  bias=None if lazy else np.zeros_like(params.bias),
-                  X=None if (lazy or params.fixed_features) else np.zeros_like(params.X))
+    # Only W's gradient is ever dense; O, the biases, x (and W with sparse features)
+    # come back row-sparse and go to Adam as such (Adam.step(dense_rows=...): the
+    # dense update without an (N, k) array of zeros).
+    d_W = slot_major(np.zeros(params.W.shape, dtype=params.W.dtype))
     row_names = [n for n in names if n != "W"]
+    if params.sparse:
+        row_names = ["W"] + row_names
 
     def save_checkpoint():
         if checkpoint_dir is not None:
@@ -303,18 +305,16 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                 q_true = sampler.expected_count(tgt, tries)
                 q_sampled = sampler.expected_count(sampled, tries)
                 loss, _, row_grads = loss_and_row_grads(params, ctx, tgt, sampled, q_true,
-                                                        q_sampled, mcfg, d_W_out=grads.W,
-                                                        row_sparse_W=lazy and params.sparse)
+                                                        q_sampled, mcfg, d_W_out=d_W,
+                                                        row_sparse_W=params.sparse)
                 if not math.isfinite(loss):
                     raise diverged(f"the loss became {loss}")
-                if lazy and params.sparse:      # sparse features: W's touched columns only
-                    opt.step({}, rows={n: row_grads[n] for n in ["W"] + row_names})
-                elif lazy:
-                    opt.step({"W": grads.W}, rows={n: row_grads[n] for n in row_names})
-                else:
-                    for n in row_names:
-                        row_grads[n].to_dense(getattr(grads, n))
-                    opt.step({name: getattr(grads, name) for name in names})
+                dense = {} if params.sparse else {"W": d_W}
+                sparse = {n: row_grads[n] for n in row_names}
+                if lazy:                        # touched rows only (W too with sparse x)
+                    opt.step(dense, rows=sparse)
+                else:                           # every element, TF1 dense Adam
+                    opt.step(dense, dense_rows=sparse)
                 state.update(batch=b + 1, step=step + 1, loss_sum=state["loss_sum"] + loss * tgt.shape[0],
                              n_pairs=state["n_pairs"] + tgt.shape[0],
                              seconds=time.perf_counter() - t_start)

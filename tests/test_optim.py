@@ -77,3 +77,34 @@ def test_lazy_and_dense_adam_agree_on_first_step_and_differ_after():
             np.testing.assert_allclose(dense, lazy, rtol=1e-12)
     assert not np.allclose(dense[0], lazy[0])           # row 0: dense moved it again
     np.testing.assert_array_equal(lazy[[2, 4]], p0[[2, 4]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(9, 4), (9,), "slot_major"])
+def test_dense_step_from_row_gradients_is_bitwise_the_dense_step(dtype, shape):
+    from caps2ne_np.core import RowGrad, slot_major
+    rng = np.random.default_rng(7)
+    if shape == "slot_major":
+        p0 = slot_major(rng.normal(size=(3, 4, 3)).astype(dtype))   # rows: (3 * 3, 4)
+        n_rows = 9
+    else:
+        p0 = rng.normal(size=shape).astype(dtype)
+        n_rows = shape[0]
+    a, b = p0.copy(), p0.copy()
+    if shape == "slot_major":
+        b = slot_major(p0)
+        a = slot_major(p0)
+    opt_a, opt_b = Adam({"p": a}, lr=0.05), Adam({"p": b}, lr=0.05)
+    for step in range(4):
+        rows = np.sort(rng.choice(n_rows, size=step, replace=False))   # step 0: no rows
+        values = rng.normal(size=(len(rows),) + ((4,) if len(p0.shape) > 1 else ())).astype(dtype)
+        dense = np.zeros_like(a)
+        if shape == "slot_major":
+            dense.transpose(0, 2, 1).reshape(-1, 4)[rows] = values
+        else:
+            dense[rows] = values
+        opt_a.step({"p": dense})
+        opt_b.step({}, dense_rows={"p": RowGrad(rows, values)})
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(opt_a.m["p"], opt_b.m["p"])
+        np.testing.assert_array_equal(opt_a.v["p"], opt_b.v["p"])
