@@ -38,7 +38,7 @@ import numpy as np
 
 from numba import prange
 
-from ._jit import kernel
+from ._jit import fast_exp, kernel
 from .blas import row_matmul, slot_matmul
 
 EPS = 1e-9
@@ -163,13 +163,17 @@ def softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_
         for j in range(n_sampled):
             if sampled[j] != t and logits_sampled[p, j] > z_max:
                 z_max = logits_sampled[p, j]
-        # one exp per logit: keep exp(z_s - z_max) in d_sampled, then normalise
-        w_true = np.exp(logits_true[p] - z_max)
+        # one exp per logit, kept in d_sampled and normalised below; the exp loop has
+        # no reduction in it, so it vectorises (fast_exp); the sum runs separately
+        w_true = fast_exp(logits_true[p] - z_max)
+        for j in range(n_sampled):
+            d_sampled[p, j] = fast_exp(logits_sampled[p, j] - z_max)
         total = w_true
         for j in range(n_sampled):
-            w = np.exp(logits_sampled[p, j] - z_max) if sampled[j] != t else 0.0
-            d_sampled[p, j] = w
-            total += w
+            if sampled[j] != t:
+                total += d_sampled[p, j]
+            else:
+                d_sampled[p, j] = 0.0
         loss[p] = z_max + np.log(total) - logits_true[p]
         scale = inv_p / total
         d_true[p] = (w_true / total - 1.0) * inv_p
