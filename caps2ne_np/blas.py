@@ -150,3 +150,32 @@ def segment_matmul_tn(a, b, ptr, out):
     C-contiguous, overwritten."""
     _seg_tn.for_work(out.size * max(1, a.shape[0] // max(1, out.shape[0])))(a, b, ptr, out)
     return out
+
+
+TN_CHUNKS = 4
+
+
+@kernel(parallel=True)
+def _rows_tn(a, b, partial, chunks):
+    n = a.shape[0]
+    for c in prange(chunks):
+        lo = c * n // chunks
+        hi = (c + 1) * n // chunks
+        if hi > lo:
+            np.dot(a[lo:hi].T, b[lo:hi], partial[c])
+        else:
+            partial[c] = 0.0
+
+
+def row_matmul_tn(a, b):
+    """a.T @ b for C-contiguous 2-D a (n, m) and b (n, p), without copying a.T: the
+    contraction over n is split into TN_CHUNKS fixed blocks (parallel), whose
+    partial products are then added in block order (the same sums on any number of
+    threads)."""
+    chunks = max(1, min(TN_CHUNKS, a.shape[0]))
+    partial = np.empty((chunks, a.shape[1], b.shape[1]), dtype=a.dtype)
+    _rows_tn.for_work(partial[0].size * a.shape[0])(a, b, partial, chunks)
+    out = partial[0]
+    for c in range(1, chunks):
+        out += partial[c]
+    return out

@@ -100,8 +100,9 @@ def route(u_hat, iters, scale, rule, c, s, e):
     logits are not updated after the last iteration (their value is unused).
     """
     n_slots, n_pairs, k = u_hat.shape
+    b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)     # one allocation, not P
     for p in prange(n_pairs):
-        b = np.zeros(n_slots, dtype=u_hat.dtype)
+        b = b_all[p]
         for r in range(iters):
             # c = scale * softmax(b), max-shifted for stability
             b_max = b[0]
@@ -113,12 +114,13 @@ def route(u_hat, iters, scale, rule, c, s, e):
                 total += c[r, p, i]
             for i in range(n_slots):
                 c[r, p, i] = scale * c[r, p, i] / total
-            # s = sum_i c_i u_hat_i
+            # s = sum_i c_i u_hat_i, slot by slot (the loop over j is contiguous and vectorises)
             for j in range(k):
-                acc = 0.0
-                for i in range(n_slots):
-                    acc += c[r, p, i] * u_hat[i, p, j]
-                s[r, p, j] = acc
+                s[r, p, j] = 0.0
+            for i in range(n_slots):
+                ci = c[r, p, i]
+                for j in range(k):
+                    s[r, p, j] += ci * u_hat[i, p, j]
             # e = squash(s)
             r2 = 0.0
             for j in range(k):

@@ -19,7 +19,7 @@ import numpy as np
 from numba import prange
 
 from ._jit import kernel
-from .blas import row_matmul, slot_matmul
+from .blas import row_matmul, row_matmul_tn, slot_matmul
 from .capsules import EPS, RULE_SABOUR
 
 
@@ -92,11 +92,13 @@ def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
     """
     n_slots, n_pairs, k = u_hat.shape
     iters = c.shape[0]
+    # per-pair scratch, allocated once (row p belongs to pair p's iteration)
+    d_b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)
+    d_c_all = np.empty((n_pairs, n_slots), dtype=u_hat.dtype)
+    d_er_all = np.empty((n_pairs, k), dtype=u_hat.dtype)
+    d_s_all = np.empty((n_pairs, k), dtype=u_hat.dtype)
     for p in prange(n_pairs):
-        d_b = np.zeros(n_slots, dtype=u_hat.dtype)
-        d_er = np.empty(k, dtype=u_hat.dtype)
-        d_s = np.empty(k, dtype=u_hat.dtype)
-        d_c = np.empty(n_slots, dtype=u_hat.dtype)
+        d_b, d_c, d_er, d_s = d_b_all[p], d_c_all[p], d_er_all[p], d_s_all[p]
         for i in range(n_slots):
             for j in range(k):
                 d_u_hat[i, p, j] = 0.0
@@ -106,15 +108,14 @@ def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
         first = 0 if exact else last
         for r in range(last, first - 1, -1):
             if r < last:
-                # b^{(r+1)}_i = [b^{(r)}_i +] u_hat_i . e^{(r)}
+                # b^{(r+1)}_i = [b^{(r)}_i +] u_hat_i . e^{(r)}   (loops over j contiguous)
                 for j in range(k):
-                    acc = 0.0
-                    for i in range(n_slots):
-                        acc += d_b[i] * u_hat[i, p, j]
-                    d_er[j] = acc
+                    d_er[j] = 0.0
                 for i in range(n_slots):
+                    dbi = d_b[i]
                     for j in range(k):
-                        d_u_hat[i, p, j] += d_b[i] * e[r, p, j]
+                        d_er[j] += dbi * u_hat[i, p, j]
+                        d_u_hat[i, p, j] += dbi * e[r, p, j]
             # e^{(r)} = squash(s^{(r)})
             r2 = 0.0
             s_dot = 0.0
@@ -128,12 +129,15 @@ def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
                 d_s[j] = g * d_er[j] + coef * s[r, p, j]
             # s^{(r)} = sum_i c_i u_hat_i
             for i in range(n_slots):
-                acc = 0.0
+                ci = c[r, p, i]
                 for j in range(k):
-                    d_u_hat[i, p, j] += c[r, p, i] * d_s[j]
-                    acc += u_hat[i, p, j] * d_s[j]
-                d_c[i] = acc
+                    d_u_hat[i, p, j] += ci * d_s[j]
             if r > 0:
+                for i in range(n_slots):
+                    acc = 0.0
+                    for j in range(k):
+                        acc += u_hat[i, p, j] * d_s[j]
+                    d_c[i] = acc
                 # c = scale softmax(b^{(r)})
                 mean_dc = 0.0
                 for i in range(n_slots):
@@ -205,8 +209,7 @@ def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
     d_e += d_true[:, None] * O[targets]
     d_O = np.zeros((rows.shape[0], O.shape[1]), dtype=O.dtype)
     d_bias = np.zeros(rows.shape[0], dtype=O.dtype)
-    d_O[inverse[:n_sampled]] += row_matmul(np.ascontiguousarray(d_sampled.T),
-                                           np.ascontiguousarray(e))
+    d_O[inverse[:n_sampled]] += row_matmul_tn(d_sampled, np.ascontiguousarray(e))
     d_bias[inverse[:n_sampled]] += d_sampled.sum(axis=0)
     scatter_add_rows(d_O, inverse[n_sampled:], d_true[:, None] * e)
     scatter_add_rows(d_bias, inverse[n_sampled:], d_true)

@@ -218,6 +218,22 @@ def test_blas_helpers_match_numpy_matmul(dtype):
     np.testing.assert_allclose(row_matmul(x, y), x @ y, rtol=tol)
     np.testing.assert_allclose(row_matmul(x, z, trans_b=True), x @ z.T, rtol=tol)
     np.testing.assert_allclose(row_matmul(x[:3], y), x[:3] @ y, rtol=tol)   # fewer rows than chunks
+    from caps2ne_np.blas import row_matmul_tn, segment_matmul, segment_matmul_tn
+    w = rng.random((37, 6)).astype(dtype)
+    np.testing.assert_allclose(row_matmul_tn(x, w), x.T @ w, rtol=tol)
+    np.testing.assert_allclose(row_matmul_tn(x[:2], w[:2]), x[:2].T @ w[:2], rtol=tol)
+    # segmented products: blocks [0, 10), [10, 10) (empty), [10, 37) of the rows
+    ptr = np.array([0, 10, 10, 37])
+    B = rng.random((3, 8, 5)).astype(dtype)
+    ref = np.concatenate([x[0:10] @ B[0], x[10:37] @ B[2]])
+    np.testing.assert_allclose(segment_matmul(x, B, ptr), ref, rtol=tol)
+    np.testing.assert_allclose(segment_matmul(x, np.ascontiguousarray(B.transpose(0, 2, 1)), ptr,
+                                              trans_b=True), ref, rtol=tol)
+    out = np.full((3, 8, 6), np.nan, dtype=dtype)
+    segment_matmul_tn(x, w, ptr, out)
+    np.testing.assert_allclose(out[0], x[:10].T @ w[:10], rtol=tol)
+    assert np.all(out[1] == 0)
+    np.testing.assert_allclose(out[2], x[10:].T @ w[10:], rtol=tol)
 
 
 def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
