@@ -8,14 +8,17 @@ dtype of the parameters (float32 for training, float64 for gradient checks).
 
 Pipeline (docs/math.md#the-whole-batch; each step names its kernel):
 
-    x = X[ctx]                              gather           (I, P, d)
+    rows = distinct (slot, node) of ctx     share_slots
+    x = X[nodes]                            gather           (G, d)
     u = squash(x)                           capsules.squash  Eq. 1
-    u_hat = W_i u                           capsules.predict Eq. 2
+    u_hat = W_i u, once per row             blas.segment_matmul / capsules.predict_sparse  Eq. 2
+    u_hat[i, p] = u_hat_rows[inv[i, p]]     capsules.gather_rows
     e = Routing(u_hat)                      capsules.route   Algorithm 1
     z = e . o + b - log Q                   capsules.output_logits
     L = mean_p softmax cross-entropy        capsules.softmax_rows   Eq. 3
     ... and back: grads.sampled_softmax_backward, grads.route_backward,
-    grads.predict_backward, grads.squash_backward, then scatter into d_X.
+    grads.gather_rows_backward (sum over the pairs sharing a row), the per-slot
+    products of grads.predict_backward on the rows, grads.squash_backward.
 """
 
 import threading
