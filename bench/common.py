@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-import caps2ne_np  # noqa: F401  (sets OMP_WAIT_POLICY before any OpenMP runtime starts)
+import caps2ne_np  # noqa: F401
 import numba
 from threadpoolctl import threadpool_info, threadpool_limits
 
