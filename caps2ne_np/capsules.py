@@ -190,11 +190,34 @@ def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
     Returns ``(logits_true (P,), logits_sampled (P, S))``.  The subtraction of the
     log expected counts is TensorFlow's ``subtract_log_q=True``.
     """
-    O_t = O[targets]
-    logits_true = np.einsum("pk,pk->p", e, O_t) + bias[targets] - log_q_true
-    logits_sampled = row_matmul(np.ascontiguousarray(e), O[sampled], trans_b=True)
-    logits_sampled += bias[sampled] - log_q_sampled
+    e = np.ascontiguousarray(e)
+    logits_true = np.empty(e.shape[0], dtype=e.dtype)
+    _target_logits.for_work(e.size)(e, O, bias, targets, log_q_true, logits_true)
+    logits_sampled = row_matmul(e, O[sampled], trans_b=True)
+    _add_to_rows.for_work(logits_sampled.size)(
+        logits_sampled, (bias[sampled] - log_q_sampled).astype(e.dtype))
     return logits_true, logits_sampled
+
+
+@kernel(parallel=True)
+def _target_logits(e, O, bias, targets, log_q_true, out):
+    """out[p] = e[p] . O[targets[p]] + bias[targets[p]] - log_q_true[p]"""
+    k = e.shape[1]
+    for p in prange(e.shape[0]):
+        t = targets[p]
+        acc = 0.0
+        for j in range(k):
+            acc += e[p, j] * O[t, j]
+        out[p] = acc + bias[t] - log_q_true[p]
+
+
+@kernel(parallel=True)
+def _add_to_rows(a, v):
+    """a[p, :] += v for every row p (in place)."""
+    n = a.shape[1]
+    for p in prange(a.shape[0]):
+        for j in range(n):
+            a[p, j] += v[j]
 
 
 @kernel(parallel=True)

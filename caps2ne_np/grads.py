@@ -187,6 +187,32 @@ def scatter_add_rows(out, rows, values):
         _scatter_rows_serial.for_work(values.size)(rows, values, out)
 
 
+@kernel(parallel=True)
+def _add_scaled_rows(d_e, d_true, O, targets):
+    """d_e[p] += d_true[p] * O[targets[p]] for every pair p (in place)."""
+    k = d_e.shape[1]
+    for p in prange(d_e.shape[0]):
+        t = targets[p]
+        w = d_true[p]
+        for j in range(k):
+            d_e[p, j] += w * O[t, j]
+
+
+@kernel(parallel=True)
+def _column_sums(a, out):
+    """out[j] = sum_p a[p, j], rows added in order p = 0, 1, ... for each block of 16
+    columns (parallel over blocks: the same sums on any number of threads)."""
+    n_rows, n_cols = a.shape
+    for blk in prange((n_cols + 15) // 16):
+        lo = blk * 16
+        hi = min(n_cols, lo + 16)
+        for j in range(lo, hi):
+            out[j] = 0.0
+        for p in range(n_rows):
+            for j in range(lo, hi):
+                out[j] += a[p, j]
+
+
 def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
     """Gradients of the sampled-softmax logits with respect to e, o and the biases,
     for the rows of O the batch touches only.
@@ -206,11 +232,13 @@ def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
     rows, inverse = np.unique(np.concatenate([sampled, targets]), return_inverse=True)
     O_s = O[sampled]
     d_e = row_matmul(d_sampled, O_s)
-    d_e += d_true[:, None] * O[targets]
+    _add_scaled_rows.for_work(d_e.size)(d_e, d_true, O, targets)
     d_O = np.zeros((rows.shape[0], O.shape[1]), dtype=O.dtype)
     d_bias = np.zeros(rows.shape[0], dtype=O.dtype)
     d_O[inverse[:n_sampled]] += row_matmul_tn(d_sampled, np.ascontiguousarray(e))
-    d_bias[inverse[:n_sampled]] += d_sampled.sum(axis=0)
+    col = np.empty(n_sampled, dtype=d_sampled.dtype)
+    _column_sums.for_work(d_sampled.size)(d_sampled, col)
+    d_bias[inverse[:n_sampled]] += col
     scatter_add_rows(d_O, inverse[n_sampled:], d_true[:, None] * e)
     scatter_add_rows(d_bias, inverse[n_sampled:], d_true)
     return d_e, rows, d_O, d_bias
