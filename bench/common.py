@@ -12,14 +12,14 @@ import sys
 import time
 from pathlib import Path
 
-import caps2ne_np  # noqa: F401
+import caps2ne_np  # noqa: F401  (sets GOMP_SPINCOUNT before any OpenMP runtime starts)
 import numba
 from threadpoolctl import threadpool_info, threadpool_limits
 
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
 REPO = BENCH.parent
-ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "OMP_NUM_THREADS",
+ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
             "NUMBA_NUM_THREADS", "MKL_NUM_THREADS")
 
 

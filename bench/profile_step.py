@@ -1,10 +1,11 @@
 """Where a training step's time goes, kernel by kernel (the cause behind perf.md's gaps).
 
-Runs ``train.fit`` for a fixed number of steps under cProfile on two of perf.py's
+Runs ``train.fit`` for a fixed number of steps under cProfile on three of perf.py's
 configurations and reports each kernel's share of the step:
+(a) Cora, sparse fixed features (d = 1,433), 256 pairs per step, dense Adam;
 (b) BlogCatalog graph, trained x (d = k = 128), 1,280 pairs per step, and
-(d) Citeseer, sparse fixed features (d = 3,703), 256 pairs per step;
-both with m = 1, |V'| = 256, dense Adam (the default) and lazy Adam.
+(d) Citeseer, sparse fixed features (d = 3,703), 256 pairs per step, both with
+dense Adam (the default) and lazy Adam; all with m = 1, |V'| = 256.
 
     python bench/profile_step.py [--threads 2] [--steps 60]
 
@@ -26,16 +27,20 @@ from caps2ne_np.train import TrainConfig, fit
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GROUPS = {
-    "matrix products W_i u, d_W, d_u (blas slot GEMMs)": ("_slot_nn", "_slot_tn", "_slot_nt"),
-    "output-layer products (blas row GEMMs)": ("_rows_nn", "_rows_nt"),
+    "W_i u, d_W, d_u on the distinct rows (segment GEMMs)": ("_seg_nn", "_seg_tn", "_seg_nt",
+                                                             "_slot_nn", "_slot_tn", "_slot_nt"),
+    "output-layer products (row GEMMs)": ("_rows_nn", "_rows_nt", "_rows_tn"),
     "sparse W_i u and d_W (sparse features)": ("predict_sparse", "_predict_sparse_backward_rows",
-                                               "predict_sparse_backward"),
-    "squash forward + backward": ("squash", "squash_backward"),
+                                               "predict_sparse_backward", "_mark_columns"),
+    "squash of x, forward + backward": ("squash", "squash_backward"),
+    "expand / sum the shared rows": ("gather_rows", "gather_rows_backward"),
     "routing forward + backward": ("route", "route_backward"),
-    "softmax rows (loss and d_logits)": ("softmax_rows",),
+    "softmax rows and output-layer small kernels": ("softmax_rows", "_target_logits", "_add_to_rows",
+                                                    "_add_scaled_rows", "_column_sums"),
     "scatter-adds (targets, x rows)": ("_scatter_rows_serial", "_scatter_scalars"),
-    "Adam (dense or rows)": ("_adam_dense", "_adam_rows"),
-    "walks and pairs": ("_walks_by_id", "make_pairs", "_sample_unique"),
+    "Adam (dense, dense from rows, or lazy rows)": ("_adam_dense", "_adam_rows", "_adam_dense_rowgrad"),
+    "walks, pairs, V', shared-row bookkeeping": ("_walks_by_id", "make_pairs", "_sample_unique",
+                                                 "_share_slots"),
 }
 
 
@@ -86,8 +91,13 @@ def main():
     data = default_data_dir()
     blog = load_dataset("blogcatalog", data)
     cite = load_dataset("citeseer", data)
+    cora = load_dataset("cora", data)
     g_blog, g_cite = from_scipy(blog.adj, blog.node_ids), from_scipy(cite.adj, cite.node_ids)
-    runs = []
+    g_cora = from_scipy(cora.adj, cora.node_ids)
+    runs = [profile("(a) Cora, sparse features d=1,433, 256 pairs/step, dense Adam", g_cora,
+                    cora.features, TrainConfig(walks_per_node=8, epochs=1, batch_size=64,
+                                               targets=(3, 4, 5, 6), threads=args.threads),
+                    args.steps)]
     for adam in ("dense", "lazy"):
         cfg_b = TrainConfig(walks_per_node=2, epochs=1, batch_size=128, threads=args.threads,
                             adam=adam)
