@@ -25,6 +25,7 @@ Writes bench/results/perf.json and perf.md (or <--out>.*).
 """
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -368,7 +369,19 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true",
                     help="quick run for CI: configs a,b, 1 thread, 3 steps x 2 reps")
     ap.add_argument("--out", default=None, help="result file stem (default perf, perf_smoke)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="re-render <out>.md from <out>.json (no timing)")
     args = ap.parse_args(argv)
+    if args.report_only:
+        name = args.out or ("perf_smoke" if args.smoke else "perf")
+        payload = json.loads((common.RESULTS / f"{name}.json").read_text())
+        payload["gemm"] = {int(t): g for t, g in (payload.get("gemm") or {}).items()} or None
+        thread_counts = sorted({r["threads"] for r in payload["rows"]})
+        payload["targets"] = evaluate_targets(payload["rows"], payload["gemm"], thread_counts)
+        md = render(payload, list(payload["configs"]))
+        print(md)
+        common.write_results(name, payload, md)
+        return payload
     if args.smoke:
         args.configs, args.threads, args.steps, args.reps, args.warmup = "a,b", "1", 3, 2, 1
     out_name = args.out or ("perf_smoke" if args.smoke else "perf")
@@ -458,8 +471,13 @@ def evaluate_targets(rows, gemm, thread_counts):
             out.append(dict(target=f"(issue 3) ({a}) sparse d=3,703 >= ({b}) trained d=128, "
                                    f"{n_threads} thread(s)", value=round(s, 3), met=s >= 1.0))
     for n_threads, g in (gemm or {}).items():
-        out.append(dict(target=f"(b) >= {GEMM_FRACTION_TARGET:.0%} of the GEMM rate, {n_threads} thread(s)",
+        out.append(dict(target=f"(b) >= {GEMM_FRACTION_TARGET:.0%} of the GEMM rate, FLOPs executed "
+                               f"(shared rows), {n_threads} thread(s)",
                         value=round(g["fraction"], 3), met=g["fraction"] >= GEMM_FRACTION_TARGET))
+        model = g["model_gflops"] / g["gemm_model_shapes_gflops"]
+        out.append(dict(target=f"(b) >= {GEMM_FRACTION_TARGET:.0%} of the GEMM rate, model FLOPs per "
+                               f"pair (the issue's analytic count), {n_threads} thread(s)",
+                        value=round(model, 3), met=model >= GEMM_FRACTION_TARGET))
     return out
 
 
@@ -521,6 +539,9 @@ def render(p, keys):
              "GEMM GFLOP/s (1024^3)", "ours executed GFLOP/s", "ours model GFLOP/s",
              "executed / GEMM rate"], grows) + "\n")
     lines.append("## Targets (issue)\n")
+    lines.append("Walk generation against PecanPy and the time to 80% on Cora come from their own "
+                 "scripts (walks_vs_pecanpy.md, time_to_accuracy.md); the causes of the gaps, "
+                 "measured, and a summary of every figure are in [perf_notes.md](perf_notes.md).\n")
     lines.append(common.markdown_table(["target", "measured", "met"],
                                        [[t["target"], t["value"], "yes" if t["met"] else "**no**"]
                                         for t in p["targets"]]) + "\n")

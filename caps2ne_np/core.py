@@ -244,6 +244,9 @@ def forward(params, ctx, cfg):
     ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)   # (I, P)
     n_slots, n_pairs = ctx_t.shape
     dtype = params.W.dtype
+    if ctx_t.size and (ctx_t.min() < 0 or ctx_t.max() >= params.X.shape[0]):
+        raise ValueError(f"context node ids must lie in [0, {params.X.shape[0]}), got "
+                         f"[{ctx_t.min()}, {ctx_t.max()}]")       # the kernels do not check
     nodes, slot_ptr, inv = share_slots(ctx_t)
     rows = dict(nodes=nodes, slot_ptr=slot_ptr, inv=inv)
     W_t = params.W.transpose(0, 2, 1)                                # (I, d, k)

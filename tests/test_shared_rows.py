@@ -102,3 +102,16 @@ def test_walk_batches_match_naive_gradients(features, m, positions):
     u = naive.squash(X[ctx].reshape(-1, d)).reshape(ctx.shape + (d,))
     np.testing.assert_allclose(forward(params, ctx, cfg)["u_hat"],
                                np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("bad", [-1, 9])
+def test_out_of_range_context_ids_are_refused_before_any_kernel(bad):
+    ctx, targets = walk_batch(0)
+    ctx[0, 0] = bad
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(9, 5))
+    W, O, bias = rng.normal(size=(ctx.shape[1], 4, 5)), rng.normal(size=(9, 4)), np.zeros(9)
+    for params in (Params(W, O, bias, X),
+                   Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64), True)):
+        with pytest.raises(ValueError, match="context node ids"):
+            forward(params, ctx, ModelConfig())
