@@ -349,7 +349,7 @@ def measure(key, problem, n_threads, args, torch_ok):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", default="a,b,c,d", help="comma-separated subset of a,b,c,d")
+    ap.add_argument("--configs", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     ap.add_argument("--steps", type=int, default=20, help="training steps per timed repetition")
     ap.add_argument("--reps", type=int, default=5, help="timed repetitions (the median is reported)")
