@@ -92,7 +92,7 @@ def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
     """
     n_slots, n_pairs, k = u_hat.shape
     iters = c.shape[0]
-    # per-pair scratch, allocated once (row p belongs to pair p's iteration)
+    # per-pair scratch, allocated once for the batch (row p is pair p's)
     d_b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)
     d_c_all = np.empty((n_pairs, n_slots), dtype=u_hat.dtype)
     d_er_all = np.empty((n_pairs, k), dtype=u_hat.dtype)

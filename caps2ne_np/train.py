@@ -263,7 +263,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     # Only W's gradient is ever dense; O, the biases, x (and W with sparse features)
     # come back row-sparse and go to Adam as such (Adam.step(dense_rows=...): the
     # dense update without an (N, k) array of zeros).
-    d_W = slot_major(np.zeros(params.W.shape, dtype=params.W.dtype))
+    d_W = None if params.sparse else slot_major(np.zeros(params.W.shape, dtype=params.W.dtype))
     row_names = [n for n in names if n != "W"]
     if params.sparse:
         row_names = ["W"] + row_names
