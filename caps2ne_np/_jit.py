@@ -27,7 +27,10 @@ size below which an op stays on one thread).
 import types
 
 import numba
+import numpy as _np
 from numba import njit
+from numba import types as _types
+from numba.extending import overload as _overload
 
 FASTMATH = False
 
@@ -89,10 +92,6 @@ def kernel(fn=None, *, parallel=False, fastmath=FASTMATH):
 # polynomial, exponent bits set directly), branch-free so the loop vectorises;
 # measured error within 2 ulp of np.exp (tests/test_fast_exp.py); below -87.34,
 # where exp is subnormal, it returns 0.  float64 (the gradient checks) keeps np.exp.
-
-import numpy as _np
-from numba import types as _types
-from numba.extending import overload as _overload
 
 _LOG2E = _np.float32(1.44269504088896341)
 _LN2_HI = _np.float32(0.693359375)
