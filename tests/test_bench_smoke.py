@@ -10,17 +10,23 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
 
-def test_perf_bench_smoke_runs_and_writes_its_table():
-    stem = "perf_ci_smoke"
+def smoke_run(script, stem):
+    """Run ``bench/<script> --smoke --out <stem>``; return (json payload, markdown text),
+    removing both result files afterwards."""
     try:
-        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "perf.py"), "--smoke",
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--smoke",
                                "--out", stem], capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        data = json.loads((RESULTS / f"{stem}.json").read_text())
-        assert data and "| config |" in (RESULTS / f"{stem}.md").read_text()
+        return (json.loads((RESULTS / f"{stem}.json").read_text()),
+                (RESULTS / f"{stem}.md").read_text())
     finally:
         for suffix in (".json", ".md"):
             (RESULTS / f"{stem}{suffix}").unlink(missing_ok=True)
+
+
+def test_perf_bench_smoke_runs_and_writes_its_table():
+    data, md = smoke_run("perf.py", "perf_ci_smoke")
+    assert data and "| config |" in md
 
 
 def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
@@ -40,12 +46,5 @@ def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
 
 
 def test_inductive_bench_smoke_runs():
-    stem = "inductive_ci_smoke"
-    try:
-        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "inductive.py"), "--smoke",
-                               "--out", stem], capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "| cora |" in (RESULTS / f"{stem}.md").read_text()
-    finally:
-        for suffix in (".json", ".md"):
-            (RESULTS / f"{stem}{suffix}").unlink(missing_ok=True)
+    _, md = smoke_run("inductive.py", "inductive_ci_smoke")
+    assert "| cora |" in md
