@@ -65,6 +65,8 @@ def main(argv=None):
     ap.add_argument("--featureless", action="store_true",
                     help="train x instead of the bag-of-words features (forced for pubmed, "
                          "whose ind.pubmed.allx is missing)")
+    ap.add_argument("--adam", choices=("dense", "lazy"), default="dense",
+                    help="dense: TF1 Adam over every weight (the authors'); lazy: touched rows only")
     ap.add_argument("--results", default=str(RESULTS / "transductive.json"))
     args = ap.parse_args(argv)
 
@@ -79,7 +81,7 @@ def main(argv=None):
         batch_size=args.batch_size or (64 if citation else 128),
         lr=args.lr if args.lr is not None else (1e-4 if not featureless else 5e-4),
         routing_iters=args.routing_iters, targets=(3, 4, 5, 6) if citation else "all",
-        threads=args.threads, seed=args.seed)
+        threads=args.threads, seed=args.seed, adam=args.adam)
     per_epoch, per_epoch_ovr, t0 = [], [], time.perf_counter()
 
     def score(epoch, result):
