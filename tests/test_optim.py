@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,39 @@ def test_dense_step_from_row_gradients_is_bitwise_the_dense_step(dtype, shape):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(opt_a.m["p"], opt_b.m["p"])
         np.testing.assert_array_equal(opt_a.v["p"], opt_b.v["p"])
+
+
+def _adam_f32_reference(p, g, m, v, lr_t, beta1=0.9, beta2=0.999, eps=1e-8):
+    """TF1's float32 Adam with every operation in float32 (NumPy float32 scalars)."""
+    f = np.float32
+    m = f(beta1) * m + (f(1) - f(beta1)) * g
+    v = f(beta2) * v + (f(1) - f(beta2)) * g * g
+    return p - f(lr_t) * m / (np.sqrt(v) + f(eps)), m, v
+
+
+@pytest.mark.parametrize("mode", ["dense", "dense_rows", "lazy"])
+def test_float32_adam_computes_in_float32_bit_for_bit(mode):
+    # The kernels must not promote the moment updates to float64 (a Python 1.0 in
+    # (1.0 - beta1) * g would): each step equals float32 NumPy arithmetic exactly.
+    rng = np.random.default_rng(5)
+    p = rng.standard_normal((40, 16)).astype(np.float32)
+    opt = Adam({"p": p}, lr=0.01)
+    ref, m, v = p.copy(), np.zeros_like(p), np.zeros_like(p)
+    rows = np.array([1, 7, 8, 30])
+    for _ in range(4):
+        g = (rng.standard_normal((4, 16)) * 1e-3).astype(np.float32)
+        lr_t = opt.lr * np.sqrt(1 - opt.beta2 ** (opt.t + 1)) / (1 - opt.beta1 ** (opt.t + 1))
+        if mode == "lazy":
+            opt.step({}, rows={"p": SimpleNamespace(rows=rows, values=g)})
+            ref[rows], m[rows], v[rows] = _adam_f32_reference(ref[rows], g, m[rows], v[rows], lr_t)
+        else:
+            dense = np.zeros_like(p)
+            dense[rows] = g
+            if mode == "dense":
+                opt.step({"p": dense})
+            else:
+                opt.step({}, dense_rows={"p": SimpleNamespace(rows=rows, values=g)})
+            ref, m, v = _adam_f32_reference(ref, dense, m, v, lr_t)
+        np.testing.assert_array_equal(p, ref)
+        np.testing.assert_array_equal(opt.m["p"], m)
+        np.testing.assert_array_equal(opt.v["p"], v)
