@@ -364,13 +364,18 @@ def _setup_logging(quiet):
               help="Random shuffles per fraction (multi-label protocol).")
 @click.option("--C", "C", default=1.0, type=click.FloatRange(min=0, min_open=True),
               help="Inverse L2 regularisation of the logistic regression.")
+@click.option("--classifier", type=click.Choice(["lbfgs", "liblinear"]), default="lbfgs",
+              show_default=True,
+              help="lbfgs: multinomial (single-label) or one-vs-rest (multi-label) logistic "
+                   "regression; liblinear: one-vs-rest LIBLINEAR, the classifier of the "
+                   "authors' and DeepWalk's scoring scripts (scikit-learn < 0.22 defaults).")
 @click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of the shuffles.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
               help="Also write the results as JSON.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --json file.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C, seed,
-             json_out, overwrite, debug):
+def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C,
+             classifier, seed, json_out, overwrite, debug):
     """Node classification on embeddings, with the paper's protocols.
 
     Single-label (labels + splits): logistic regression on each split's training
@@ -381,11 +386,11 @@ def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, 
     if (dataset is None) == (labels_path is None):
         raise click.UsageError("give exactly one of --dataset and --labels")
     _run(debug, _evaluate, emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
-         shuffles, C, seed, json_out, overwrite)
+         shuffles, C, seed, json_out, overwrite, classifier)
 
 
 def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C, seed,
-              json_out, overwrite):
+              json_out, overwrite, classifier="lbfgs"):
     import json
 
 
@@ -417,13 +422,14 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
         path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
         embs.append(_align(path, path_ids, emb, node_ids))
     if multilabel:
-        results = [multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C)
-                   for e in embs]
+        results = [multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C,
+                                 solver=classifier) for e in embs]
     else:
         if splits is None:
             raise InputError("single-label evaluation needs --splits (a JSON list of "
                              "{train, val, test} node-id lists)")
-        results = [classify_splits(e, labels, splits, C=C) for e in embs]
+        results = [classify_splits(e, labels, splits, C=C, multinomial=classifier == "lbfgs")
+                   for e in embs]
         if len(results) > 1:
             results.append(select_epoch(results))
     for path, r in zip(list(emb_paths) + ["epoch selected on validation"], results):

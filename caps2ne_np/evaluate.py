@@ -194,6 +194,7 @@ def multilabel_f1(
     zero_division: float = 0.0,
     n_jobs=None,
     blas_threads=1,
+    solver: str = "lbfgs",
 ) -> dict:
     """Multi-label node classification, DeepWalk protocol: micro/macro-F1 per training fraction.
 
@@ -221,6 +222,11 @@ def multilabel_f1(
         Parallel binary classifiers (``OneVsRestClassifier(n_jobs=)``).
     blas_threads : int or None
         BLAS threads while fitting (see :func:`classify_splits`).
+    solver : {"lbfgs", "liblinear"}
+        Of each binary ``LogisticRegression``.  "liblinear" is DeepWalk's own scorer
+        (example_graphs/scoring.py: ``LogisticRegression()`` under scikit-learn <
+        0.22), which also penalises the intercept; that changes how the binary
+        classifiers' probabilities rank against one another in the top-k step.
 
     Returns
     -------
@@ -241,6 +247,8 @@ def multilabel_f1(
         raise ValueError(f"train_fractions: expected values in (0, 1), got {list(train_fractions)}")
     if n_shuffles < 1:
         raise ValueError(f"n_shuffles: expected >= 1, got {n_shuffles}")
+    if solver not in ("lbfgs", "liblinear"):
+        raise ValueError(f"solver: expected 'lbfgs' or 'liblinear', got {solver!r}")
     n_train = (fractions * n).astype(np.int64)
     if np.any(n_train < 1) or np.any(n_train >= n):
         raise ValueError(f"train_fractions: {list(train_fractions)} leaves an empty train or test part for N={n}")
@@ -255,7 +263,8 @@ def multilabel_f1(
         for f, m in enumerate(n_train):
             for r, perm in enumerate(perms):
                 train, test = perm[:m], perm[m:]
-                clf = OneVsRestClassifier(LogisticRegression(C=C, solver="lbfgs", max_iter=max_iter), n_jobs=n_jobs)
+                clf = OneVsRestClassifier(LogisticRegression(C=C, solver=solver, max_iter=max_iter),
+                                         n_jobs=n_jobs)
                 proba = clf.fit(emb[train], Y[train]).predict_proba(emb[test])
                 pred = top_k_predictions(proba, counts[test])
                 y_true = Y[test].toarray()
@@ -263,6 +272,7 @@ def multilabel_f1(
                 macro[f, r] = f1_score(y_true, pred, average="macro", zero_division=zero_division)
     return {
         "protocol": "multi-label",
+        "solver": solver,
         "fractions": fractions,
         "micro": micro,
         "macro": macro,

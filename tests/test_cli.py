@@ -133,6 +133,13 @@ def test_evaluate_multilabel_from_label_file(tmp_path):
                                       str(tmp_path / "labels.txt"), "--shuffles", "2"])
     assert result.exit_code == 0, result.output
     assert "micro-F1" in result.output
+    js = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, ["evaluate", "-e", str(tmp_path / "e.txt"), "--labels",
+                                      str(tmp_path / "labels.txt"), "--shuffles", "2",
+                                      "--classifier", "liblinear", "--json", str(js)])
+    assert result.exit_code == 0, result.output
+    import json
+    assert json.loads(js.read_text())[0]["solver"] == "liblinear"
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -15,7 +15,7 @@ from caps2ne_np.evaluate import classify_splits, format_table, multilabel_f1, se
 # --------------------------------------------------------------------------- naive reference
 
 
-def naive_multilabel_f1(emb, Y, fractions, n_shuffles, seed):
+def naive_multilabel_f1(emb, Y, fractions, n_shuffles, seed, solver="lbfgs"):
     """The DeepWalk protocol written out node by node (dense Y)."""
     rng = np.random.default_rng(seed)
     perms = [rng.permutation(Y.shape[0]) for _ in range(n_shuffles)]
@@ -25,7 +25,8 @@ def naive_multilabel_f1(emb, Y, fractions, n_shuffles, seed):
         m = int(gamma * Y.shape[0])
         for r, perm in enumerate(perms):
             train, test = perm[:m], perm[m:]
-            clf = OneVsRestClassifier(LogisticRegression(max_iter=1000)).fit(emb[train], Y[train])
+            clf = OneVsRestClassifier(LogisticRegression(solver=solver, max_iter=1000))
+            clf.fit(emb[train], Y[train])
             proba = clf.predict_proba(emb[test])
             pred = np.zeros_like(Y[test])
             for i in range(len(test)):
@@ -156,6 +157,22 @@ def test_multilabel_f1_equals_naive_protocol():
     np.testing.assert_allclose(result["macro"], macro, rtol=1e-12)
     np.testing.assert_allclose(result["micro_mean"], micro.mean(axis=1), rtol=1e-12)
     assert np.all(result["micro"] > 0.5) and np.all(result["micro"] < 1.0)
+
+
+def test_multilabel_f1_liblinear_equals_naive_protocol_and_differs_from_lbfgs():
+    # DeepWalk's scorer (liblinear penalises the intercept): a different ranking of
+    # the binary classifiers' probabilities, so other F1 values on the same shuffles
+    emb, Y = _multilabel_toy(60, 4, seed=6)
+    result = multilabel_f1(emb, sp.csr_matrix(Y), train_fractions=(0.3, 0.7), n_shuffles=2,
+                           seed=7, solver="liblinear")
+    micro, macro = naive_multilabel_f1(emb, Y, (0.3, 0.7), 2, seed=7, solver="liblinear")
+    np.testing.assert_allclose(result["micro"], micro, rtol=1e-12)
+    np.testing.assert_allclose(result["macro"], macro, rtol=1e-12)
+    assert result["solver"] == "liblinear"
+    lbfgs = multilabel_f1(emb, sp.csr_matrix(Y), train_fractions=(0.3, 0.7), n_shuffles=2, seed=7)
+    assert not np.allclose(lbfgs["macro"], result["macro"])
+    with pytest.raises(ValueError, match="solver"):
+        multilabel_f1(emb, Y, solver="newton")
 
 
 def test_multilabel_f1_perfect_embeddings_score_one():
