@@ -238,28 +238,29 @@ def squash_csr(indptr, data, out_data):
 
 
 @kernel(parallel=True)
-def predict_sparse(indptr, indices, u_data, nodes, row_slot, W_t, u_hat):
+def predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
     """u_hat^{(i)} = W_i u^{(i)} = sum_{j in nnz(u)} u_j W_i[:, j] for sparse fixed
     features: O(nnz(u) k) per context node instead of O(d k).
     [Eq. 2; docs/math.md#sparse-features]
 
-    indptr, indices, u_data : CSR rows of u = squash(x) for all N nodes
-    nodes    : (R,) int   the node of each distinct (slot, node) row (core.share_slots)
-    row_slot : (R,) int   its slot i
-    W_t      : (I, d, k)  W transposed, so that column j of W_i is contiguous
-    u_hat    : (R, k)     out
+    Column by column (``core.batch_columns``): each touched column j of W_i is read
+    once and added, scaled, to every row that has feature j.  Per row the terms
+    arrive in ascending j, as in the row-wise sum.  Parallel over the slots, whose
+    rows are disjoint.
+
+    keys, slot_key_ptr, key_ptr, ent_row, ent_val : core.BatchColumns
+    W_t   : (I, d, k)  W transposed, so that column j of W_i is contiguous
+    u_hat : (R, k)     zeros on entry (a row without nonzeros stays 0), out
     """
-    k = W_t.shape[2]
-    for r in prange(nodes.shape[0]):
-        i = row_slot[r]
-        row = nodes[r]
-        for j in range(k):
-            u_hat[r, j] = 0.0
-        for nz in range(indptr[row], indptr[row + 1]):
-            col = indices[nz]
-            val = u_data[nz]
-            for j in range(k):
-                u_hat[r, j] += val * W_t[i, col, j]
+    n_slots, d, k = W_t.shape
+    for i in prange(n_slots):
+        for kk in range(slot_key_ptr[i], slot_key_ptr[i + 1]):
+            col = keys[kk] - i * d
+            for e in range(key_ptr[kk], key_ptr[kk + 1]):
+                r = ent_row[e]
+                val = ent_val[e]
+                for j in range(k):
+                    u_hat[r, j] += val * W_t[i, col, j]
 
 
 @kernel(parallel=True)

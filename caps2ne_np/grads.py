@@ -275,50 +275,26 @@ def predict_sparse_backward(indptr, indices, u_data, nodes, slot_ptr, d_u_hat, d
                     d_W_t[i, col, j] += val * d_u_hat[r, j]
 
 
-@kernel
-def _mark_columns(indptr, indices, nodes, slot_ptr, n_features, mark):
-    """mark[i * d + j] = True for every feature j of every context node of slot i."""
-    for i in range(slot_ptr.shape[0] - 1):
-        for r in range(slot_ptr[i], slot_ptr[i + 1]):
-            row = nodes[r]
-            for nz in range(indptr[row], indptr[row + 1]):
-                mark[i * n_features + indices[nz]] = True
-
-
 @kernel(parallel=True)
-def _predict_sparse_backward_rows(indptr, indices, u_data, nodes, slot_ptr, d_u_hat, n_features,
-                                  position, d_rows):
-    """``predict_sparse_backward`` into compact rows: d_rows[position[i * d + j]] += ..."""
-    k = d_rows.shape[1]
-    for i in prange(slot_ptr.shape[0] - 1):
-        for r in range(slot_ptr[i], slot_ptr[i + 1]):
-            row = nodes[r]
-            for nz in range(indptr[row], indptr[row + 1]):
-                pos = position[i * n_features + indices[nz]]
-                val = u_data[nz]
-                for j in range(k):
-                    d_rows[pos, j] += val * d_u_hat[r, j]
-
-
-def predict_sparse_backward_rows(indptr, indices, u_data, nodes, slot_ptr, d_u_hat, n_features):
+def predict_sparse_backward_cols(key_ptr, ent_row, ent_val, d_u_hat, values):
     """d_W for sparse fixed features, row-sparse: only the columns j of W_i that some
     context node of slot i has among its nonzeros.   [docs/math.md#sparse-features]
 
-    Returns ``(rows, values)``: ``rows`` index the (I * d, k) matrix of W stored
-    slot-major (row i * d + j = column j of W_i), ascending; ``values`` (n, k).  The
-    same sums as ``predict_sparse_backward`` in the same order, without touching the
-    other I * d * k entries: O(nnz(x) k) per context node and nothing per feature.
+    ``values[kk]`` = sum over the entries e of key kk (``core.BatchColumns``) of
+    ``ent_val[e] * d_u_hat[ent_row[e]]``: the gradient of row ``keys[kk]`` of W stored
+    slot-major.  The same sums as ``predict_sparse_backward`` in the same order
+    (rows ascending), each output row written once, in parallel over the keys:
+    O(nnz(x) k) per context node and nothing per untouched feature.
     """
-    n_slots = slot_ptr.shape[0] - 1
-    mark = np.zeros(n_slots * n_features, dtype=np.bool_)
-    _mark_columns(indptr, indices, nodes, slot_ptr, n_features, mark)
-    rows = np.flatnonzero(mark)
-    position = np.empty(mark.shape[0], dtype=np.int64)
-    position[rows] = np.arange(rows.shape[0])
-    values = np.zeros((rows.shape[0], d_u_hat.shape[1]), dtype=d_u_hat.dtype)
-    _predict_sparse_backward_rows.for_work(d_u_hat.size * 16)(
-        indptr, indices, u_data, nodes, slot_ptr, d_u_hat, n_features, position, values)
-    return rows, values
+    k = values.shape[1]
+    for kk in prange(values.shape[0]):
+        for j in range(k):
+            values[kk, j] = 0.0
+        for e in range(key_ptr[kk], key_ptr[kk + 1]):
+            r = ent_row[e]
+            val = ent_val[e]
+            for j in range(k):
+                values[kk, j] += val * d_u_hat[r, j]
 
 
 @kernel(parallel=True)

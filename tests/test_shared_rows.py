@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np import capsules, grads
-from caps2ne_np.core import ModelConfig, Params, SparseFeatures, forward, loss_and_grads, share_slots
+from caps2ne_np.core import (ModelConfig, Params, SparseFeatures, batch_columns, forward,
+                             loss_and_grads, share_slots)
 from caps2ne_np.walks import training_pairs
 
 import naive
@@ -64,6 +65,72 @@ def test_gather_rows_and_its_backward():
     ref = np.zeros_like(src)
     np.add.at(ref, inv.reshape(-1), d_out.reshape(-1, 4))
     np.testing.assert_allclose(d_src, ref, rtol=1e-12, atol=1e-15)
+
+
+def _sparse_batch(seed, n_nodes=30, d=50, n_slots=4, n_pairs=12, density=0.1):
+    rng = np.random.default_rng(seed)
+    keep = np.ones(n_nodes)
+    keep[3] = 0                                 # a node without features
+    x = sp.diags(keep) @ sp.random(n_nodes, d, density=density, format="csr", random_state=seed)
+    sf = SparseFeatures.from_scipy(x, np.float64)
+    ctx_t = rng.integers(0, n_nodes, size=(n_slots, n_pairs)).astype(np.int64)
+    ctx_t[0, 0] = 3
+    nodes, ptr, _ = share_slots(ctx_t)
+    return rng, sf, nodes, ptr
+
+
+@pytest.mark.parametrize("seed,density", [(0, 0.1), (1, 0.02), (2, 0.6)])
+def test_batch_columns_lists_every_nonzero_once_by_column(seed, density):
+    # density 0.6 takes the scan branch of the key sort, 0.02 the np.sort branch
+    _, sf, nodes, ptr = _sparse_batch(seed, density=density)
+    d = sf.shape[1]
+    u = sf.to_scipy().tocsr()
+    u.data = sf.u_data
+    cols = batch_columns(sf, nodes, ptr)
+    expect = {}                       # key -> [(row, value)] in ascending row order
+    for i in range(ptr.shape[0] - 1):
+        for r in range(ptr[i], ptr[i + 1]):
+            row = u[nodes[r]]
+            for j, val in zip(row.indices, row.data):
+                expect.setdefault(i * d + j, []).append((r, val))
+    np.testing.assert_array_equal(cols.keys, sorted(expect))
+    assert cols.key_ptr[-1] == cols.ent_row.shape[0] == sum(map(len, expect.values()))
+    for kk, key in enumerate(cols.keys):
+        lo, hi = cols.key_ptr[kk], cols.key_ptr[kk + 1]
+        assert list(zip(cols.ent_row[lo:hi], cols.ent_val[lo:hi])) == expect[key]
+    for i in range(ptr.shape[0] - 1):
+        in_slot = cols.keys[cols.slot_key_ptr[i]:cols.slot_key_ptr[i + 1]] // d
+        assert np.all(in_slot == i)
+    again = batch_columns(sf, nodes, ptr)     # the scratch buffer is left clean
+    np.testing.assert_array_equal(again.ent_row, cols.ent_row)
+    np.testing.assert_array_equal(again.keys, cols.keys)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sparse_products_by_column_match_dense_numpy(seed):
+    rng, sf, nodes, ptr = _sparse_batch(seed)
+    n_slots, d, k = ptr.shape[0] - 1, sf.shape[1], 6
+    u = sf.to_scipy().tocsr()
+    u.data = sf.u_data
+    u = u.toarray()
+    W_t = rng.normal(size=(n_slots, d, k))                  # W_i transposed: (d, k)
+    row_slot = np.repeat(np.arange(n_slots), np.diff(ptr))
+    cols = batch_columns(sf, nodes, ptr)
+    u_hat = np.zeros((nodes.shape[0], k))
+    capsules.predict_sparse(cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row,
+                            cols.ent_val, W_t, u_hat)
+    ref = np.stack([u[nodes[r]] @ W_t[row_slot[r]] for r in range(nodes.shape[0])])
+    np.testing.assert_allclose(u_hat, ref, rtol=1e-12, atol=1e-14)
+    # backward: d_W_i = sum over slot i's rows of u_r (outer) d_u_hat_r, touched columns only
+    d_u_hat = rng.normal(size=u_hat.shape)
+    values = np.full((cols.keys.shape[0], k), np.nan)
+    grads.predict_sparse_backward_cols(cols.key_ptr, cols.ent_row, cols.ent_val, d_u_hat, values)
+    dense = np.zeros((n_slots, d, k))
+    for r in range(nodes.shape[0]):
+        dense[row_slot[r]] += np.outer(u[nodes[r]], d_u_hat[r])
+    np.testing.assert_allclose(values, dense.reshape(-1, k)[cols.keys], rtol=1e-12, atol=1e-14)
+    untouched = np.setdiff1d(np.arange(n_slots * d), cols.keys)
+    assert np.all(dense.reshape(-1, k)[untouched] == 0)
 
 
 @pytest.mark.parametrize("features", ["trainable", "fixed", "sparse"])
