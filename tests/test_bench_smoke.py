@@ -48,3 +48,9 @@ def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
 def test_inductive_bench_smoke_runs():
     _, md = smoke_run("inductive.py", "inductive_ci_smoke")
     assert "| cora |" in md
+
+
+def test_feature_dim_bench_smoke_runs():
+    data, md = smoke_run("feature_dim.py", "feature_dim_ci_smoke")
+    assert [r["d"] for r in data["rows"]] == [128, 256]
+    assert "| sparse, d = 256 |" in md
