@@ -38,7 +38,7 @@ import numpy as np
 
 from numba import prange
 
-from ._jit import fast_exp, kernel
+from ._jit import REASSOC, fast_exp, kernel
 from .blas import row_matmul, slot_matmul
 
 EPS = 1e-9
@@ -52,7 +52,7 @@ RULE_SABOUR = 1
 ROUTING_RULES = {"paper": RULE_PAPER, "sabour": RULE_SABOUR}
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, fastmath=REASSOC)
 def squash(s, out):
     """e = g(|s|^2) s,  g(r2) = r2 / ((1 + r2) sqrt(r2 + EPS))   [Eq. 1; docs/math.md#squash]
 
@@ -81,7 +81,7 @@ def predict(u, W):
     return slot_matmul(np.ascontiguousarray(u), np.ascontiguousarray(W), trans_b=True)
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, fastmath=REASSOC)
 def route(u_hat, iters, scale, rule, c, s, e):
     """Algorithm 1: b = 0; repeat m times: c = scale softmax(b); s = sum_i c_i u_hat_i;
     e = squash(s); b_i = u_hat_i . e (rule 0, paper) or b_i += u_hat_i . e (rule 1).
@@ -139,7 +139,7 @@ def route(u_hat, iters, scale, rule, c, s, e):
                         b[i] = agree
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, fastmath=REASSOC)
 def softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_sampled):
     """Per pair p: loss_p = -z_t + log(exp(z_t) + sum_{s in V', s != t_p} exp(z_s))
     and its gradient with respect to the logits, divided by P (mean loss).
@@ -199,7 +199,7 @@ def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
     return logits_true, logits_sampled
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, fastmath=REASSOC)
 def _target_logits(e, O, bias, targets, log_q_true, out):
     """out[p] = e[p] . O[targets[p]] + bias[targets[p]] - log_q_true[p]"""
     k = e.shape[1]

@@ -18,12 +18,12 @@ docs/math.md#routing-backward):
 import numpy as np
 from numba import prange
 
-from ._jit import kernel
+from ._jit import REASSOC, kernel
 from .blas import row_matmul, row_matmul_tn, slot_matmul
 from .capsules import EPS, RULE_SABOUR
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, fastmath=REASSOC)
 def squash_backward(s, d_e, d_s):
     """d_s = g d_e + 2 g'(|s|^2) (s . d_e) s,  g(r2) = r2 / ((1 + r2) sqrt(r2 + EPS))
     [e = g(|s|^2) s, Eq. 1; docs/math.md#squash]
@@ -67,7 +67,7 @@ def predict_backward(u, W, d_u_hat, need_d_u=True):
     return d_W, slot_matmul(d_u_hat, np.ascontiguousarray(W))
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, fastmath=REASSOC)
 def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
     """Backward pass of Algorithm 1, from d_e = dL/de_v (of the last iteration) to
     d_u_hat.   [docs/math.md#routing-backward]
