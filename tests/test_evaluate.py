@@ -10,7 +10,8 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.multiclass import OneVsRestClassifier
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.evaluate import classify_splits, format_table, multilabel_f1, select_epoch, top_k_predictions
+from caps2ne_np.evaluate import (classify_splits, format_table, multilabel_f1, multilabel_select_epoch,
+                                 select_epoch, top_k_predictions)
 
 # --------------------------------------------------------------------------- naive reference
 
@@ -213,3 +214,87 @@ def test_format_table_shows_every_protocol():
     assert "50%" in format_table(multi)
     with pytest.raises(ValueError, match="unknown protocol"):
         format_table({})
+
+
+# --------------------------------------------------------------------------- epoch selection
+
+
+def _f1_pair(emb, Y, train, test):
+    """Naive: fit on train, top-k on test, (micro, macro)."""
+    clf = OneVsRestClassifier(LogisticRegression(max_iter=1000)).fit(emb[train], Y[train])
+    proba = clf.predict_proba(emb[test])
+    pred = np.zeros_like(Y[test])
+    for i in range(len(test)):
+        k = int(Y[test[i]].sum())
+        for label in sorted(range(Y.shape[1]), key=lambda j: (-proba[i, j], j))[:k]:
+            pred[i, label] = 1
+    return (f1_score(Y[test], pred, average="micro", zero_division=0),
+            f1_score(Y[test], pred, average="macro", zero_division=0))
+
+
+@pytest.mark.filterwarnings("ignore:Label not")
+def test_multilabel_select_epoch_equals_naive_cross_validation():
+    emb, Y = _multilabel_toy(60, 4, seed=6)
+    rng = np.random.default_rng(1)
+    embs = [emb + s * rng.standard_normal(emb.shape) for s in (3.0, 0.0, 1.0)]
+    res = multilabel_select_epoch(embs, Y, train_fractions=(0.4, 0.8), n_shuffles=2, seed=7,
+                                  n_folds=3, epochs=[5, 10, 15])
+    rng7 = np.random.default_rng(7)                     # the protocol's shuffles
+    perms = [rng7.permutation(60) for _ in range(2)]
+    for f, gamma in enumerate((0.4, 0.8)):
+        m = int(gamma * 60)
+        for r, perm in enumerate(perms):
+            train, test = perm[:m], perm[m:]
+            folds = np.array_split(train, 3)
+            cv = np.array([np.mean([_f1_pair(e, Y, np.concatenate(folds[:i] + folds[i + 1:]),
+                                             folds[i]) for i in range(3)], axis=0)
+                           for e in embs])                            # (epochs, 2)
+            best_mi, best_ma = int(np.argmax(cv[:, 0])), int(np.argmax(cv[:, 1]))
+            np.testing.assert_allclose(res["cv_micro"][:, f, r], cv[:, 0], rtol=1e-12)
+            assert res["epochs_micro"][f, r] == [5, 10, 15][best_mi]
+            assert res["epochs_macro"][f, r] == [5, 10, 15][best_ma]
+            assert res["micro"][f, r] == pytest.approx(_f1_pair(embs[best_mi], Y, train, test)[0])
+            assert res["macro"][f, r] == pytest.approx(_f1_pair(embs[best_ma], Y, train, test)[1])
+    # the noiseless epoch (10) wins the cross-validation almost everywhere
+    assert np.mean(res["epochs_micro"] == 10) >= 0.75
+
+
+def test_multilabel_select_epoch_never_looks_at_test_labels():
+    # Scramble the labels of the test nodes (one shuffle, one fraction): the chosen
+    # epochs must not move, only the reported test scores.
+    emb, Y = _multilabel_toy(80, 4, seed=2)
+    rng = np.random.default_rng(3)
+    embs = [emb + s * rng.standard_normal(emb.shape) for s in (0.5, 0.0, 2.0, 1.0)]
+    kw = dict(train_fractions=(0.5,), n_shuffles=1, seed=11, n_folds=4)
+    a = multilabel_select_epoch(embs, Y, **kw)
+    test = np.random.default_rng(11).permutation(80)[40:]
+    Y2 = Y.copy()
+    Y2[test] = Y[np.random.default_rng(0).permutation(test)]
+    b = multilabel_select_epoch(embs, Y2, **kw)
+    np.testing.assert_array_equal(a["epochs_micro"], b["epochs_micro"])
+    np.testing.assert_array_equal(a["epochs_macro"], b["epochs_macro"])
+    np.testing.assert_array_equal(a["cv_micro"], b["cv_micro"])
+    assert not np.array_equal(a["micro"], b["micro"])
+
+
+def test_multilabel_select_epoch_with_one_epoch_is_multilabel_f1():
+    emb, Y = _multilabel_toy(60, 4, seed=6)
+    one = multilabel_select_epoch([emb], Y, train_fractions=(0.3, 0.7), n_shuffles=2, seed=7)
+    ref = multilabel_f1(emb, Y, train_fractions=(0.3, 0.7), n_shuffles=2, seed=7)
+    np.testing.assert_array_equal(one["micro"], ref["micro"])
+    np.testing.assert_array_equal(one["macro"], ref["macro"])
+    assert np.all(one["epochs_micro"] == 1)
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(embs=[]), "at least one epoch"),
+    (dict(epochs=[1, 2]), "epochs: expected 1 epoch numbers"),
+    (dict(n_folds=1), "n_folds"),
+    (dict(n_folds=100), "n_folds"),
+])
+def test_multilabel_select_epoch_rejects_bad_arguments(kwargs, needle):
+    emb, Y = _multilabel_toy(30, 3, seed=1)
+    args = dict(embs=[emb], Y=Y, train_fractions=(0.5,), n_shuffles=1)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=needle):
+        multilabel_select_epoch(**args)
