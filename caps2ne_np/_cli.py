@@ -369,33 +369,38 @@ def _setup_logging(quiet):
               help="lbfgs: multinomial (single-label) or one-vs-rest (multi-label) logistic "
                    "regression; liblinear: one-vs-rest LIBLINEAR, the classifier of the "
                    "authors' and DeepWalk's scoring scripts (scikit-learn < 0.22 defaults).")
+@click.option("--cv-folds", default=3, type=click.IntRange(min=2), show_default=True,
+              help="Multi-label with several embedding files: folds of the cross-validation "
+                   "on each training part that chooses the epoch.")
 @click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of the shuffles.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
               help="Also write the results as JSON.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --json file.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C,
-             classifier, seed, json_out, overwrite, debug):
+             classifier, cv_folds, seed, json_out, overwrite, debug):
     """Node classification on embeddings, with the paper's protocols.
 
     Single-label (labels + splits): logistic regression on each split's training
     nodes, accuracy on its val and test nodes; with several embedding files (one
     per epoch) the epoch is chosen per split on validation.  Multi-label: the
-    DeepWalk protocol (top-k labels, micro/macro-F1) over random shuffles.
+    DeepWalk protocol (top-k labels, micro/macro-F1) over random shuffles; with
+    several files the epoch is also chosen by cross-validation on each training part.
     """
     if (dataset is None) == (labels_path is None):
         raise click.UsageError("give exactly one of --dataset and --labels")
     _run(debug, _evaluate, emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
-         shuffles, C, seed, json_out, overwrite, classifier)
+         shuffles, C, seed, json_out, overwrite, classifier, cv_folds)
 
 
 def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C, seed,
-              json_out, overwrite, classifier="lbfgs"):
+              json_out, overwrite, classifier="lbfgs", cv_folds=3):
     import json
 
 
     from . import datasets
-    from .evaluate import classify_splits, format_table, multilabel_f1, select_epoch
+    from .evaluate import (classify_splits, format_table, multilabel_f1,
+                           multilabel_select_epoch, select_epoch)
     from .io import atomic_write
 
     if json_out:
@@ -424,6 +429,14 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
     if multilabel:
         results = [multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C,
                                  solver=classifier) for e in embs]
+        if len(results) > 1:
+            if int(min(gammas) * len(node_ids)) < cv_folds:
+                raise InputError(f"--cv-folds: {cv_folds} folds need at least {cv_folds} "
+                                 f"training nodes in the smallest fraction")
+            results.append(multilabel_select_epoch(embs, labels, gammas, n_shuffles=shuffles,
+                                                   seed=seed, C=C, n_folds=cv_folds,
+                                                   solver=classifier))
+        chosen = "epoch selected by cross-validation on each training part"
     else:
         if splits is None:
             raise InputError("single-label evaluation needs --splits (a JSON list of "
@@ -432,7 +445,8 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
                    for e in embs]
         if len(results) > 1:
             results.append(select_epoch(results))
-    for path, r in zip(list(emb_paths) + ["epoch selected on validation"], results):
+        chosen = "epoch selected on validation"
+    for path, r in zip(list(emb_paths) + [chosen], results):
         click.echo(f"== {path}")
         click.echo(format_table(r))
     if json_out:

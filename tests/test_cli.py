@@ -140,6 +140,16 @@ def test_evaluate_multilabel_from_label_file(tmp_path):
     assert result.exit_code == 0, result.output
     import json
     assert json.loads(js.read_text())[0]["solver"] == "liblinear"
+    # two embedding files: the epoch is also chosen by cross-validation
+    write_word2vec(tmp_path / "e2.txt", ids, (emb + 0.5 * rng.normal(size=emb.shape)).astype(np.float32))
+    result = CliRunner().invoke(cli, ["evaluate", "-e", str(tmp_path / "e.txt"), "-e",
+                                      str(tmp_path / "e2.txt"), "--labels",
+                                      str(tmp_path / "labels.txt"), "--shuffles", "2",
+                                      "--fractions", "0.5", "--json", str(js), "--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert "epoch selected by cross-validation" in result.output
+    res = json.loads(js.read_text())
+    assert len(res) == 3 and len(res[2]["epochs_micro"][0]) == 2
 
 
 @pytest.mark.parametrize("args,needle", [
