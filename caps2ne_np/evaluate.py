@@ -296,6 +296,11 @@ def multilabel_f1(
         for f, m in enumerate(n_train):
             for r, perm in enumerate(perms):
                 micro[f, r], macro[f, r] = fit(emb, perm[:m], perm[m:])
+    return _multilabel_result(solver, fractions, micro, macro)
+
+
+def _multilabel_result(solver, fractions, micro, macro, **extra):
+    """The result dict of the multi-label protocol (scores per fraction and shuffle)."""
     return {
         "protocol": "multi-label",
         "solver": solver,
@@ -306,6 +311,7 @@ def multilabel_f1(
         "micro_std": micro.std(axis=1),
         "macro_mean": macro.mean(axis=1),
         "macro_std": macro.std(axis=1),
+        **extra,
     }
 
 
@@ -391,21 +397,8 @@ def multilabel_select_epoch(
                 scores = {e: fit(embs[e], train, test) for e in {best_mi, best_ma}}
                 micro[f, r], macro[f, r] = scores[best_mi][0], scores[best_ma][1]
                 chosen_micro[f, r], chosen_macro[f, r] = epochs[best_mi], epochs[best_ma]
-    return {
-        "protocol": "multi-label",
-        "solver": solver,
-        "fractions": fractions,
-        "micro": micro,
-        "macro": macro,
-        "micro_mean": micro.mean(axis=1),
-        "micro_std": micro.std(axis=1),
-        "macro_mean": macro.mean(axis=1),
-        "macro_std": macro.std(axis=1),
-        "epochs_micro": chosen_micro,
-        "epochs_macro": chosen_macro,
-        "cv_micro": cv_micro,
-        "cv_macro": cv_macro,
-    }
+    return _multilabel_result(solver, fractions, micro, macro, epochs_micro=chosen_micro,
+                              epochs_macro=chosen_macro, cv_micro=cv_micro, cv_macro=cv_macro)
 
 
 def format_table(results) -> str:

@@ -22,7 +22,7 @@ Two variants (docs/math.md#adam):
 """
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from ._jit import kernel
 
@@ -34,31 +34,50 @@ from ._jit import kernel
 # float32 weights 3.9 -> 2.3 ms on one thread; bench/results/perf_notes.md).
 
 
+@njit(inline="always", error_model="numpy")
+def _adam_span(p, g, m, v, lr_t, beta1, beta2, eps, c1, c2):
+    """The Adam update of 1-D spans (a row, or a block of a flat array), in place;
+    inlined into the kernels below, which take their compile options."""
+    for j in range(p.shape[0]):
+        gj = g[j]
+        mj = beta1 * m[j] + c1 * gj
+        vj = beta2 * v[j] + c2 * gj * gj
+        m[j] = mj
+        v[j] = vj
+        p[j] -= lr_t * mj / (np.sqrt(vj) + eps)
+
+
+@njit(inline="always", error_model="numpy")
+def _adam_span_zero(p, m, v, lr_t, beta1, beta2, eps):
+    """``_adam_span`` with g = 0: ``beta1 m + c1 * 0`` is ``beta1 m`` exactly (and
+    likewise v), so the same values without the gradient terms."""
+    for j in range(p.shape[0]):
+        mj = beta1 * m[j]
+        vj = beta2 * v[j]
+        m[j] = mj
+        v[j] = vj
+        p[j] -= lr_t * mj / (np.sqrt(vj) + eps)
+
+
+BLOCK = 4096
+"""Elements per parallel block of the flat dense update (any split gives the same values)."""
+
+
 @kernel(parallel=True)
 def _adam_dense(param, grad, m, v, lr_t, beta1, beta2, eps, c1, c2):
     """p -= lr_t m / (sqrt(v) + eps) after the moment updates, element-wise over flat arrays."""
-    for j in prange(param.shape[0]):
-        g = grad[j]
-        mj = beta1 * m[j] + c1 * g
-        vj = beta2 * v[j] + c2 * g * g
-        m[j] = mj
-        v[j] = vj
-        param[j] -= lr_t * mj / (np.sqrt(vj) + eps)
+    n = param.shape[0]
+    for b in prange((n + BLOCK - 1) // BLOCK):
+        lo, hi = b * BLOCK, min(n, (b + 1) * BLOCK)
+        _adam_span(param[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi], lr_t, beta1, beta2, eps, c1, c2)
 
 
 @kernel(parallel=True)
 def _adam_rows(param, rows, grad, m, v, lr_t, beta1, beta2, eps, c1, c2):
     """The Adam update of rows ``rows`` of 2-D ``param`` only (rows distinct)."""
-    k = param.shape[1]
     for r in prange(rows.shape[0]):
-        p_, m_, v_, g_ = param[rows[r]], m[rows[r]], v[rows[r]], grad[r]
-        for j in range(k):
-            g = g_[j]
-            mj = beta1 * m_[j] + c1 * g
-            vj = beta2 * v_[j] + c2 * g * g
-            m_[j] = mj
-            v_[j] = vj
-            p_[j] -= lr_t * mj / (np.sqrt(vj) + eps)
+        row = rows[r]
+        _adam_span(param[row], grad[r], m[row], v[row], lr_t, beta1, beta2, eps, c1, c2)
 
 
 @kernel(parallel=True)
@@ -68,28 +87,13 @@ def _adam_dense_rowgrad(param, position, grad, m, v, lr_t, beta1, beta2, eps, c1
 
     The same operations as ``_adam_dense`` on the dense gradient (a zero gradient
     still decays m and v and moves p), so the same values, without writing and
-    reading an (N, k) array of mostly zeros: with g = 0, ``beta1 m + c1 g`` is
-    ``beta1 m`` exactly (and likewise v), so untouched rows skip the gradient terms."""
-    k = param.shape[1]
+    reading an (N, k) array of mostly zeros."""
     for r in prange(param.shape[0]):
         pos = position[r]
-        p_, m_, v_ = param[r], m[r], v[r]
         if pos >= 0:
-            g_ = grad[pos]
-            for j in range(k):
-                g = g_[j]
-                mj = beta1 * m_[j] + c1 * g
-                vj = beta2 * v_[j] + c2 * g * g
-                m_[j] = mj
-                v_[j] = vj
-                p_[j] -= lr_t * mj / (np.sqrt(vj) + eps)
+            _adam_span(param[r], grad[pos], m[r], v[r], lr_t, beta1, beta2, eps, c1, c2)
         else:
-            for j in range(k):
-                mj = beta1 * m_[j]
-                vj = beta2 * v_[j]
-                m_[j] = mj
-                v_[j] = vj
-                p_[j] -= lr_t * mj / (np.sqrt(vj) + eps)
+            _adam_span_zero(param[r], m[r], v[r], lr_t, beta1, beta2, eps)
 
 
 def _row_matrix(a):

@@ -25,18 +25,21 @@ def naive_multilabel_f1(emb, Y, fractions, n_shuffles, seed, solver="lbfgs"):
     for f, gamma in enumerate(fractions):
         m = int(gamma * Y.shape[0])
         for r, perm in enumerate(perms):
-            train, test = perm[:m], perm[m:]
-            clf = OneVsRestClassifier(LogisticRegression(solver=solver, max_iter=1000))
-            clf.fit(emb[train], Y[train])
-            proba = clf.predict_proba(emb[test])
-            pred = np.zeros_like(Y[test])
-            for i in range(len(test)):
-                k = int(Y[test[i]].sum())
-                for label in sorted(range(Y.shape[1]), key=lambda j: (-proba[i, j], j))[:k]:
-                    pred[i, label] = 1
-            micro[f, r] = f1_score(Y[test], pred, average="micro", zero_division=0)
-            macro[f, r] = f1_score(Y[test], pred, average="macro", zero_division=0)
+            micro[f, r], macro[f, r] = _f1_pair(emb, Y, perm[:m], perm[m:], solver)
     return micro, macro
+
+
+def _f1_pair(emb, Y, train, test, solver="lbfgs"):
+    """Naive: one-vs-rest fit on train, each test node's top k labels, (micro, macro)."""
+    clf = OneVsRestClassifier(LogisticRegression(solver=solver, max_iter=1000))
+    proba = clf.fit(emb[train], Y[train]).predict_proba(emb[test])
+    pred = np.zeros_like(Y[test])
+    for i in range(len(test)):
+        k = int(Y[test[i]].sum())
+        for label in sorted(range(Y.shape[1]), key=lambda j: (-proba[i, j], j))[:k]:
+            pred[i, label] = 1
+    return (f1_score(Y[test], pred, average="micro", zero_division=0),
+            f1_score(Y[test], pred, average="macro", zero_division=0))
 
 
 def _blobs(n_per_class, n_classes, dim, spread, seed):
@@ -217,19 +220,6 @@ def test_format_table_shows_every_protocol():
 
 
 # --------------------------------------------------------------------------- epoch selection
-
-
-def _f1_pair(emb, Y, train, test):
-    """Naive: fit on train, top-k on test, (micro, macro)."""
-    clf = OneVsRestClassifier(LogisticRegression(max_iter=1000)).fit(emb[train], Y[train])
-    proba = clf.predict_proba(emb[test])
-    pred = np.zeros_like(Y[test])
-    for i in range(len(test)):
-        k = int(Y[test[i]].sum())
-        for label in sorted(range(Y.shape[1]), key=lambda j: (-proba[i, j], j))[:k]:
-            pred[i, label] = 1
-    return (f1_score(Y[test], pred, average="micro", zero_division=0),
-            f1_score(Y[test], pred, average="macro", zero_division=0))
 
 
 @pytest.mark.filterwarnings("ignore:Label not")
