@@ -254,3 +254,33 @@ def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
     rebuilt[rg["W"].rows] = rg["W"].values
     np.testing.assert_allclose(rebuilt, dense_rows, rtol=1e-12, atol=1e-15)
     assert len(rg["W"].rows) < dense_rows.shape[0]          # only touched columns
+
+
+def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
+    # The training path (core.batch_columns + grads.predict_sparse_backward_cols)
+    # checked directly against central differences in float64, untouched columns of
+    # W included (their gradient must be exactly zero and absent from the rows).
+    from caps2ne_np.core import loss_and_row_grads, slot_major
+    rng = np.random.default_rng(12)
+    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
+        5, n_nodes=12, n_pairs=5, n_slots=3, d=20, k=4, n_sampled=4, scale_w=0.3)
+    X = (rng.random(X.shape) < 0.2) * rng.random(X.shape)
+    params = Params(slot_major(W), O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)),
+                    fixed_features=True)
+    cfg = ModelConfig(routing_iters=2)
+
+    def loss():
+        return loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg,
+                                  row_sparse_W=True)[0]
+
+    _, _, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg,
+                                  row_sparse_W=True)
+    W_rows = params.W.transpose(0, 2, 1).reshape(-1, params.W.shape[1])   # view: (I * d, k)
+    assert np.shares_memory(W_rows, params.W)
+    numeric = naive.numeric_grad(loss, W_rows)
+    analytic = np.zeros_like(numeric)
+    analytic[rg["W"].rows] = rg["W"].values
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-9)
+    untouched = np.setdiff1d(np.arange(W_rows.shape[0]), rg["W"].rows)
+    assert untouched.size and np.all(numeric[untouched] == 0)
+    assert np.abs(numeric).max() > 1e-4                    # the check is not vacuous
