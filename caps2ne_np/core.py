@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import prange
 
 from . import capsules, grads
 from ._jit import kernel
@@ -231,50 +232,49 @@ def share_slots(ctx_t):
     return nodes[:n], slot_ptr, inv
 
 
-@kernel
-def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, keys,
-                   slot_key_ptr, key_ptr, ent_row, ent_val):
+@kernel(parallel=True)
+def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent,
+                   keys, slot_key_ptr, key_ptr, ent_row, ent_val, scratch_keys, scratch_ptr):
     """Fill the column index of ``batch_columns``; returns the number of keys K.
 
-    ``cursor`` (I * d,) is all 0 on entry and again on exit.  ``keys`` needs room
-    for one entry per nonzero; the caller trims it to K."""
+    Slot i's keys lie in [i d, (i + 1) d) and, keys ascending, its entries in
+    [slot_ent[i], slot_ent[i + 1]) (the nonzeros of its rows, ``slot_ent`` their
+    running sum): the slots share no key, cursor element or entry, so each is
+    indexed on its own (in parallel); its keys and their starts go to the slot's
+    part of ``scratch_keys`` / ``scratch_ptr`` (it has at most as many keys as
+    entries) and are packed into ``keys`` / ``key_ptr`` at the end.
+    ``cursor`` (I * d,) is all 0 on entry and again on exit."""
     n_slots = slot_ptr.shape[0] - 1
-    n_keys = 0
-    for i in range(n_slots):                       # count entries per key, list keys
-        for r in range(slot_ptr[i], slot_ptr[i + 1]):
+    n_slot_keys = np.zeros(n_slots, dtype=np.int64)
+    for i in prange(n_slots):
+        base = slot_ent[i]
+        nk = 0
+        for r in range(slot_ptr[i], slot_ptr[i + 1]):   # count entries per key, list keys
             row = nodes[r]
             for nz in range(indptr[row], indptr[row + 1]):
                 key = i * n_features + indices[nz]
                 if cursor[key] == 0:
-                    keys[n_keys] = key
-                    n_keys += 1
+                    scratch_keys[base + nk] = key
+                    nk += 1
                 cursor[key] += 1
-    found = keys[:n_keys]
-    # ascending keys: sort the K found ones, or scan all I * d when that is cheaper
-    if n_keys * 16 < cursor.shape[0]:
-        found.sort()
-    else:
-        n = 0
-        for key in range(cursor.shape[0]):
-            if cursor[key] != 0:
-                found[n] = key
-                n += 1
-    start = 0
-    for kk in range(n_keys):                       # cursor[key] <- the key's first entry
-        key = found[kk]
-        key_ptr[kk] = start
-        count = cursor[key]
-        cursor[key] = start
-        start += count
-    key_ptr[n_keys] = start
-    kk = 0
-    for i in range(n_slots):                       # slot i's keys lie in [i d, (i + 1) d)
-        while kk < n_keys and found[kk] < i * n_features:
-            kk += 1
-        slot_key_ptr[i] = kk
-    slot_key_ptr[n_slots] = n_keys
-    for i in range(n_slots):                       # entries, rows ascending within a key
-        for r in range(slot_ptr[i], slot_ptr[i + 1]):
+        found = scratch_keys[base:base + nk]
+        # ascending keys: sort the ones found, or scan the slot's d keys when cheaper
+        if nk * 16 < n_features:
+            found.sort()
+        else:
+            n = 0
+            for key in range(i * n_features, (i + 1) * n_features):
+                if cursor[key] != 0:
+                    found[n] = key
+                    n += 1
+        start = base
+        for kk in range(nk):                             # cursor[key] <- its first entry
+            key = found[kk]
+            scratch_ptr[base + kk] = start
+            count = cursor[key]
+            cursor[key] = start
+            start += count
+        for r in range(slot_ptr[i], slot_ptr[i + 1]):   # entries, rows ascending per key
             row = nodes[r]
             for nz in range(indptr[row], indptr[row + 1]):
                 key = i * n_features + indices[nz]
@@ -282,8 +282,21 @@ def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor,
                 ent_row[e] = r
                 ent_val[e] = u_data[nz]
                 cursor[key] = e + 1
-    for kk in range(n_keys):
-        cursor[found[kk]] = 0
+        for kk in range(nk):
+            cursor[found[kk]] = 0
+        n_slot_keys[i] = nk
+    n_keys = 0
+    for i in range(n_slots):
+        slot_key_ptr[i] = n_keys
+        n_keys += n_slot_keys[i]
+    slot_key_ptr[n_slots] = n_keys
+    for i in prange(n_slots):                            # pack the slots' keys
+        base = slot_ent[i]
+        out = slot_key_ptr[i]
+        for kk in range(n_slot_keys[i]):
+            keys[out + kk] = scratch_keys[base + kk]
+            key_ptr[out + kk] = scratch_ptr[base + kk]
+    key_ptr[n_keys] = slot_ent[n_slots]
     return n_keys
 
 
@@ -328,14 +341,20 @@ def batch_columns(features, nodes, slot_ptr):
         cursor = np.zeros(size, dtype=np.int64)
         _CURSOR.buffer = cursor
     indptr = features.indptr
-    n_ent = int((indptr[nodes + 1] - indptr[nodes]).sum())
+    ent_end = np.zeros(nodes.shape[0] + 1, dtype=np.int64)       # entries before row r
+    np.cumsum(indptr[nodes + 1] - indptr[nodes], out=ent_end[1:])
+    slot_ent = ent_end[slot_ptr]
+    n_ent = int(slot_ent[-1])
     keys = np.empty(max(n_ent, 1), dtype=np.int64)
     key_ptr = np.empty(n_ent + 1, dtype=np.int64)
     slot_key_ptr = np.empty(n_slots + 1, dtype=np.int64)
     ent_row = np.empty(n_ent, dtype=np.int64)
     ent_val = np.empty(n_ent, dtype=features.u_data.dtype)
-    n_keys = _batch_columns(indptr, features.indices, features.u_data, nodes, slot_ptr,
-                            n_features, cursor, keys, slot_key_ptr, key_ptr, ent_row, ent_val)
+    scratch_keys = np.empty(max(n_ent, 1), dtype=np.int64)
+    scratch_ptr = np.empty(max(n_ent, 1), dtype=np.int64)
+    n_keys = _batch_columns.for_work(64 * n_ent)(
+        indptr, features.indices, features.u_data, nodes, slot_ptr, n_features, cursor,
+        slot_ent, keys, slot_key_ptr, key_ptr, ent_row, ent_val, scratch_keys, scratch_ptr)
     return BatchColumns(keys[:n_keys], slot_key_ptr, key_ptr[:n_keys + 1], ent_row, ent_val)
 
 

@@ -106,6 +106,26 @@ def test_batch_columns_lists_every_nonzero_once_by_column(seed, density):
     np.testing.assert_array_equal(again.keys, cols.keys)
 
 
+@pytest.mark.parametrize("seed,density", [(3, 0.05), (4, 0.5)])
+def test_batch_columns_parallel_equals_serial(seed, density, monkeypatch):
+    # the slots are indexed independently in parallel: same arrays as one thread
+    import numba
+
+    from caps2ne_np import _jit
+
+    _, sf, nodes, ptr = _sparse_batch(seed, density=density)
+    serial = batch_columns(sf, nodes, ptr)
+    monkeypatch.setattr(_jit, "PAR_MIN_WORK", 0)
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        parallel = batch_columns(sf, nodes, ptr)
+    finally:
+        numba.set_num_threads(old)
+    for name in ("keys", "slot_key_ptr", "key_ptr", "ent_row", "ent_val"):
+        np.testing.assert_array_equal(getattr(parallel, name), getattr(serial, name))
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_sparse_products_by_column_match_dense_numpy(seed):
     rng, sf, nodes, ptr = _sparse_batch(seed)
