@@ -33,10 +33,11 @@ import time
 import warnings
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 import scipy.sparse as sp
+from numba import njit, prange
+from threadpoolctl import threadpool_limits
 
-import common
+import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before an OpenMP runtime starts)
 from caps2ne_np import core
 from caps2ne_np import walks as walks_mod
 from caps2ne_np.core import ModelConfig, init_params, loss_and_row_grads, slot_major
@@ -209,6 +210,15 @@ class Peer:
         self.step = 0
         self.losses = []
 
+    @property
+    def adam_seconds(self):
+        """Seconds spent in torch's optimizer.step (timed inside train_step)."""
+        return self.model.optimizer_seconds
+
+    @adam_seconds.setter
+    def adam_seconds(self, value):
+        self.model.optimizer_seconds = value
+
     def run(self, n_steps):
         for _ in range(n_steps):
             loss = self.model.train_step(*self.batches(self.step))
@@ -291,6 +301,37 @@ def square_gemm_rate(n=1024, reps=5):
     return 2.0 * n ** 3 / common.median(times) / 1e9
 
 
+@njit(inline="always")
+def _traffic_span(p, m, v, b1, b2, lr):
+    for j in range(p.shape[0]):
+        mj = b1 * m[j]
+        m[j] = mj
+        v[j] = b2 * v[j]
+        p[j] -= lr * mj
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def _adam_traffic(p, m, v, b1, b2, lr):
+    """Dense Adam's memory traffic without its arithmetic: read and write p, m and v of
+    every weight (m <- b1 m, v <- b2 v, p <- p - lr m), in blocks as optim._adam_dense."""
+    n = p.shape[0]
+    for blk in prange((n + 4095) // 4096):
+        lo, hi = blk * 4096, min(n, (blk + 1) * 4096)
+        _traffic_span(p[lo:hi], m[lo:hi], v[lo:hi], b1, b2, lr)
+
+
+def adam_floor_ms(n_elements, n_threads, reps=7):
+    """Milliseconds to stream p, m and v of ``n_elements`` float32 weights in and out
+    once (``_adam_traffic``), on n Numba threads, median: the time a dense Adam step
+    would take if its square roots and divisions were free."""
+    p, m, v = (np.full(n_elements, 0.5, dtype=np.float32) for _ in range(3))
+    args = (np.float32(0.9), np.float32(0.999), np.float32(1e-4))
+    with common.threads(n_threads):
+        _adam_traffic(p, m, v, *args)
+        times = [common.timed(_adam_traffic, p, m, v, *args) for _ in range(reps)]
+    return 1e3 * common.median(times)
+
+
 def distinct_rows(problem, cfg, n_batches=20):
     """Mean distinct (slot, node) rows per pair and per slot over the first batches:
     the rows caps2ne_np's products run on (core.share_slots)."""
@@ -328,7 +369,8 @@ def measure(key, problem, n_threads, args, torch_ok):
                 times[r.name].append(common.timed(r.run, args.steps))
     pairs = args.steps * runners[0].batches.pairs_per_step()
     out = dict(config=key, threads=n_threads, pairs_per_step=runners[0].batches.pairs_per_step(),
-               ours_features=runners[0].feature_kind, impl={})
+               ours_features=runners[0].feature_kind, impl={},
+               adam_elements=int(sum(getattr(runners[0].params, n).size for n in runners[0].names)))
     for r in runners:
         rates = [pairs / t for t in times[r.name]]
         out["impl"][r.name] = dict(pairs_per_s=common.median(rates), rates=rates,
@@ -404,6 +446,7 @@ def main(argv=None):
             problems[name] = load_problem(CONFIGS[key])
         for n_threads in thread_counts:
             row = measure(key, problems[name], n_threads, args, torch is not None)
+            row["adam_floor_ms"] = adam_floor_ms(row["adam_elements"], n_threads)
             rows.append(row)
             impl = row["impl"]
             peer_txt = (f"  peer {row['best_peer']} {impl[row['best_peer']]['pairs_per_s']:>9,.0f}"
@@ -503,6 +546,43 @@ def other_targets():
     return rows
 
 
+def bounds_section(p):
+    """What caps each ratio, from this run's own timings: both sides' optimizer time
+    and the rest of the step, and the dense-Adam floor at the measured memory rate."""
+    rows = [r for r in p["rows"] if "ratio" in r and "adam_ms" in r["impl"][r["best_peer"]]]
+    if not rows:
+        return []
+    lines = ["## What bounds the ratio (same run)\n",
+             "Both sides end every step with a dense Adam update of every weight (the "
+             "authors' optimizer): p, m and v of every weight are read and written whatever "
+             "the batch touched, so that part of a step is set by memory bandwidth, not by "
+             "the model. 'Adam floor' is the time to stream p, m and v of this many weights "
+             "in and out once with no arithmetic (`perf._adam_traffic`, same run, same "
+             "threads): dense Adam cannot go below it. 'ceiling' is the peer's step over our "
+             "Adam time: our ratio if the rest of our step took no time at all. 'rest "
+             "allowed' is what the rest of our step may take for the target to hold with our "
+             "Adam as measured.\n"]
+    table = []
+    for r in rows:
+        o, q = r["impl"]["ours"], r["impl"][r["best_peer"]]
+        goal = PEER_TARGETS[r["config"]]
+        floor = r.get("adam_floor_ms", float("nan"))
+        rest_o, rest_q = o["step_ms"] - o["adam_ms"], q["step_ms"] - q["adam_ms"]
+        allowed = q["step_ms"] / goal - o["adam_ms"]
+        table.append([f"({r['config']})", r["threads"], f"{r['adam_elements'] / 1e6:.2f} M",
+                      f"{o['step_ms']:.2f}", f"{o['adam_ms']:.2f}", f"{floor:.2f}",
+                      f"{rest_o:.2f}", f"{q['step_ms']:.2f}", f"{q['adam_ms']:.2f}",
+                      f"{rest_q:.2f}", f"{q['adam_ms'] / o['adam_ms']:.2f}",
+                      f"{rest_q / rest_o:.2f}", f"{r['ratio']:.2f}",
+                      f"{q['step_ms'] / o['adam_ms']:.1f}", f"{goal:g}x",
+                      f"{allowed:.2f}" if allowed > 0 else "none"])
+    lines.append(common.markdown_table(
+        ["config", "threads", "weights", "ours ms/step", "ours Adam ms", "Adam floor ms",
+         "ours rest ms", "peer ms/step", "peer Adam ms", "peer rest ms", "Adam ratio",
+         "rest ratio", "step ratio", "ceiling", "target", "rest allowed ms"], table) + "\n")
+    return lines
+
+
 def render(p, keys):
     m = p["machine"]
     lines = ["# Training throughput: caps2ne_np vs a PyTorch peer\n",
@@ -560,6 +640,7 @@ def render(p, keys):
             ["threads", "GEMM GFLOP/s (our shapes)", "GEMM GFLOP/s (per-pair shapes)",
              "GEMM GFLOP/s (1024^3)", "ours executed GFLOP/s", "ours model GFLOP/s",
              "executed / GEMM rate"], grows) + "\n")
+    lines += bounds_section(p)
     lines.append("## Targets (issue)\n")
     lines.append("This run's targets, then those of the other scripts of the suite as their "
                  "latest result files hold them (walks_vs_pecanpy.md, time_to_accuracy.md; "

@@ -27,6 +27,11 @@ def smoke_run(script, stem):
 def test_perf_bench_smoke_runs_and_writes_its_table():
     data, md = smoke_run("perf.py", "perf_ci_smoke")
     assert data and "| config |" in md
+    assert all(r["adam_floor_ms"] > 0 and r["adam_elements"] > 0 for r in data["rows"])
+    with_peer = [r for r in data["rows"] if "ratio" in r]
+    if with_peer:                      # torch installed: both optimizers were timed
+        assert "## What bounds the ratio" in md
+        assert all(r["impl"][r["best_peer"]]["adam_ms"] > 0 for r in with_peer)
 
 
 def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
