@@ -40,11 +40,12 @@ from threadpoolctl import threadpool_limits
 import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before an OpenMP runtime starts)
 from caps2ne_np import core
 from caps2ne_np import walks as walks_mod
-from caps2ne_np.core import ModelConfig, init_params, loss_and_row_grads, slot_major
+from caps2ne_np.core import ModelConfig, init_params
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.optim import Adam
 from caps2ne_np.samplers import make_sampler
+from caps2ne_np.train import TrainStep
 
 CONFIGS = {
     "a": dict(dataset="cora", features=True, dim=128, batch=64, targets=(3, 4, 5, 6), routing_iters=1),
@@ -136,13 +137,15 @@ class Batches:
 
 
 class Ours:
-    """caps2ne_np: ``core.loss_and_row_grads`` + ``optim.Adam`` (dense), exactly as
-    ``train._fit`` per step, BLAS held at one thread as ``train.fit`` does (products run
-    on Numba's threads, caps2ne_np/blas.py)."""
+    """caps2ne_np: ``train.TrainStep`` (``core.loss_and_row_grads`` + ``optim.Adam``,
+    dense), exactly as ``train._fit`` runs a step, the next batch drawn before the
+    update as there; BLAS held at one thread as ``train.fit`` does (products run on
+    Numba's threads, caps2ne_np/blas.py).  ``fused=False`` times the separate
+    kernels instead of optim.adam_sparse_W (sparse features only)."""
 
     name = "ours"
 
-    def __init__(self, problem, cfg, feature_mode, adam="dense"):
+    def __init__(self, problem, cfg, feature_mode, adam="dense", fused=True):
         n_slots = COMMON["walk_length"] - 1
         rng = np.random.default_rng(0)
         features, self.feature_kind = (feature_input(problem["features"], feature_mode)
@@ -152,7 +155,6 @@ class Ours:
         self.names = self.params.trainable()
         self.opt = Adam({n: getattr(self.params, n) for n in self.names}, lr=LR[cfg["features"]])
         self.mcfg = ModelConfig(cfg["routing_iters"], COMMON["routing_rule"], None, COMMON["grad_mode"])
-        self.d_W = slot_major(np.zeros(self.params.W.shape, dtype=self.params.W.dtype))
         self.batches = Batches(problem, cfg)
         self.step = 0
         self.losses = []
@@ -160,25 +162,20 @@ class Ours:
         self.lazy = adam == "lazy"
         if self.lazy:                 # a different runner: kept apart from the peers
             self.name = "ours-lazy"
+        self.train_step = TrainStep(self.params, self.opt, self.mcfg, lazy=self.lazy,
+                                    fused=fused)
+        self._batch = None
 
     def run(self, n_steps):
-        sparse = self.params.sparse
-        row_names = (["W"] if sparse else []) + [n for n in self.names if n != "W"]
         with threadpool_limits(limits=1):
             for _ in range(n_steps):
-                ctx, tgt, sampled, q_true, q_sampled = self.batches(self.step)
-                loss, _, row_grads = loss_and_row_grads(self.params, ctx, tgt, sampled, q_true,
-                                                        q_sampled, self.mcfg, d_W_out=self.d_W,
-                                                        row_sparse_W=sparse)
+                batch = self._batch if self._batch is not None else self.batches(self.step)
+                loss = self.train_step.gradients(batch)
                 if not math.isfinite(loss):
                     raise RuntimeError(f"ours: loss {loss} at step {self.step}")
-                dense = {} if sparse else {"W": self.d_W}
-                rows = {n: row_grads[n] for n in row_names}
+                self._batch = self.batches(self.step + 1)      # as fit: known before Adam
                 t0 = time.perf_counter()
-                if self.lazy:
-                    self.opt.step(dense, rows=rows)
-                else:
-                    self.opt.step(dense, dense_rows=rows)
+                self.train_step.update(self._batch[0])
                 self.adam_seconds += time.perf_counter() - t0
                 self.losses.append(loss)
                 self.step += 1

@@ -38,7 +38,9 @@ GROUPS = {
     "softmax rows and output-layer small kernels": ("softmax_rows", "_target_logits", "_add_to_rows",
                                                     "_add_scaled_rows", "_column_sums"),
     "scatter-adds (targets, x rows)": ("_scatter_rows_serial", "_scatter_scalars"),
-    "Adam (dense, dense from rows, or lazy rows)": ("_adam_dense", "_adam_rows", "_adam_dense_rowgrad"),
+    "Adam (dense, dense from rows, or lazy rows; with sparse features fused with W's "
+    "gradient and the next batch's W_i u)": ("_adam_dense", "_adam_rows", "_adam_dense_rowgrad",
+                                            "adam_sparse_W"),
     "walks, pairs, V', shared-row bookkeeping": ("_walks_by_id", "make_pairs", "_sample_unique",
                                                  "_share_slots"),
 }

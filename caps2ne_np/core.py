@@ -358,26 +358,61 @@ def batch_columns(features, nodes, slot_ptr):
     return BatchColumns(keys[:n_keys], slot_key_ptr, key_ptr[:n_keys + 1], ent_row, ent_val)
 
 
-def forward(params, ctx, cfg):
+@dataclass
+class SparseBatch:
+    """A batch's bookkeeping for sparse fixed features, made before its forward pass
+    (``prepare_sparse_batch``), with its u_hat rows filled by the previous step's W
+    update (optim.adam_sparse_W) instead of by ``capsules.predict_sparse``."""
+
+    ctx_t: np.ndarray          # (I, P) the batch's contexts, slot-major
+    rows: dict                 # nodes, slot_ptr, inv, cols as forward makes them
+    u_hat_rows: np.ndarray     # (R, k) W_i u of every distinct (slot, node) row
+
+
+def _slot_major_ctx(params, ctx):
+    ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)   # (I, P)
+    if ctx_t.size and (ctx_t.min() < 0 or ctx_t.max() >= params.X.shape[0]):
+        raise ValueError(f"context node ids must lie in [0, {params.X.shape[0]}), got "
+                         f"[{ctx_t.min()}, {ctx_t.max()}]")       # the kernels do not check
+    return ctx_t
+
+
+def prepare_sparse_batch(params, ctx):
+    """The distinct rows and the column index of a batch (sparse fixed features),
+    with zeroed u_hat rows for the W update that computes them (see SparseBatch)."""
+    ctx_t = _slot_major_ctx(params, ctx)
+    nodes, slot_ptr, inv = share_slots(ctx_t)
+    cols = batch_columns(params.X, nodes, slot_ptr)
+    u_hat_rows = np.zeros((nodes.shape[0], params.W.shape[1]), dtype=params.W.dtype)
+    return SparseBatch(ctx_t, dict(nodes=nodes, slot_ptr=slot_ptr, inv=inv, cols=cols),
+                       u_hat_rows)
+
+
+def forward(params, ctx, cfg, prepared=None):
     """Forward pass up to the second capsule: returns a dict of intermediates.
 
     ctx : (P, I) int  context nodes of each pair in walk order (slot i uses W_i)
+    prepared : SparseBatch of this ctx whose u_hat rows are already computed, or None
 
     ``u_hat`` is computed once per distinct (slot, node) row (``share_slots``):
     ``rows`` holds its bookkeeping, ``x``/``u`` are the distinct nodes' features
     (sorted node ids ``rows["x_nodes"]``), ``u_hat_rows`` the distinct predictions
     and ``u_hat`` (I, P, k) their expansion to every pair.
     """
-    ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)   # (I, P)
-    n_slots, n_pairs = ctx_t.shape
     dtype = params.W.dtype
-    if ctx_t.size and (ctx_t.min() < 0 or ctx_t.max() >= params.X.shape[0]):
-        raise ValueError(f"context node ids must lie in [0, {params.X.shape[0]}), got "
-                         f"[{ctx_t.min()}, {ctx_t.max()}]")       # the kernels do not check
-    nodes, slot_ptr, inv = share_slots(ctx_t)
-    rows = dict(nodes=nodes, slot_ptr=slot_ptr, inv=inv)
+    if prepared is not None:
+        ctx_t, rows = prepared.ctx_t, dict(prepared.rows)
+        nodes, slot_ptr, inv = rows["nodes"], rows["slot_ptr"], rows["inv"]
+    else:
+        ctx_t = _slot_major_ctx(params, ctx)
+        nodes, slot_ptr, inv = share_slots(ctx_t)
+        rows = dict(nodes=nodes, slot_ptr=slot_ptr, inv=inv)
+    n_slots, n_pairs = ctx_t.shape
     W_t = params.W.transpose(0, 2, 1)                                # (I, d, k)
-    if params.sparse:
+    if prepared is not None:
+        u_hat_rows = prepared.u_hat_rows
+        x = u = None
+    elif params.sparse:
         # u = squash(x) is precomputed (fixed features); u_hat_i = W_i u in O(nnz k)
         sf = params.X
         W_t = np.ascontiguousarray(W_t)                               # no copy if slot_major
@@ -430,7 +465,7 @@ class RowGrad:
 
 
 def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_W_out=None,
-                       row_sparse_W=False):
+                       row_sparse_W=False, prepared=None, W_rows_only=False):
     """The batch's mean loss, the dense gradient of W and row-sparse gradients of O,
     the biases and trainable X (only the rows the batch touches: V', the targets,
     the context nodes).  Nothing here costs O(N).
@@ -439,6 +474,10 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_
     ``d_W_out`` (same shape and layout as W) receives d_W when given.  With sparse
     fixed features and ``row_sparse_W``, d_W is None and ``row_grads["W"]`` holds the
     touched columns of each W_i instead (rows of W stored slot-major, (I * d, k)).
+    With sparse features and ``W_rows_only``, W's gradient is left in the form that
+    optim.adam_sparse_W consumes: ``row_grads["W"] = (BatchColumns, d_rows)``, the
+    gradients of the batch's distinct (slot, node) rows.  ``prepared``: this batch's
+    SparseBatch with u_hat already computed (see ``forward``).
     See ``loss_and_grads`` for the arguments.
     """
     if cfg.grad_mode not in GRAD_MODES:
@@ -446,7 +485,7 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_
     dtype = params.O.dtype
     targets = np.asarray(targets, dtype=np.int64)
     sampled = np.asarray(sampled, dtype=np.int64)
-    fw = forward(params, ctx, cfg)
+    fw = forward(params, ctx, cfg, prepared)
     e = fw["e"]
     n_pairs = e.shape[0]
 
@@ -476,6 +515,9 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, d_
     nodes, slot_ptr = rws["nodes"], rws["slot_ptr"]
     d_rows = np.empty_like(fw["u_hat_rows"])
     grads.gather_rows_backward.for_work(d_u_hat.size)(d_u_hat, rws["inv"], slot_ptr, d_rows)
+    if params.sparse and W_rows_only:
+        row_grads["W"] = (rws["cols"], d_rows)
+        return float(loss.mean(dtype=np.float64)), None, row_grads
     if params.sparse and row_sparse_W:
         cols = rws["cols"]
         values = np.empty((cols.keys.shape[0], d_rows.shape[1]), dtype=dtype)

@@ -96,6 +96,64 @@ def _adam_dense_rowgrad(param, position, grad, m, v, lr_t, beta1, beta2, eps, c1
             _adam_span_zero(param[r], m[r], v[r], lr_t, beta1, beta2, eps)
 
 
+@kernel(parallel=True)
+def adam_sparse_W(p, m, v, n_features, keys, slot_key_ptr, key_ptr, ent_row, ent_val, d_rows,
+                  next_keys, next_slot_key_ptr, next_key_ptr, next_ent_row, next_ent_val,
+                  next_u_hat, grad, lr_t, beta1, beta2, eps, c1, c2):
+    """Dense Adam over W with sparse fixed features, fused with the sparse products on
+    both sides of it: one pass over the rows of W instead of three.
+
+    ``p``, ``m``, ``v`` (I * d, k): W stored slot-major (row i * d + j is column j of
+    W_i, core.slot_major).  For every row, in memory order:
+
+    1. its gradient, if this batch touched it: ``sum_e ent_val[e] d_rows[ent_row[e]]``
+       over its entries (``keys`` etc. are this batch's core.BatchColumns, ``d_rows``
+       the gradients of its distinct (slot, node) rows): what
+       grads.predict_sparse_backward_cols computes, in the same order;
+    2. the Adam update with that gradient, or with g = 0 (``_adam_span_zero``), as
+       ``_adam_dense_rowgrad``;
+    3. if the *next* batch reads the row (``next_*``: its BatchColumns), the row, now
+       updated, is added into that batch's u_hat rows: capsules.predict_sparse for
+       the next step, in the same order (``next_u_hat`` zeros on entry).
+
+    Every row of W is streamed through the cache once per step by the dense update
+    anyway; the products read it while it is there instead of fetching ~10k
+    scattered columns again in the next forward pass, and the gradient rows are never
+    stored.  Same values, bit for bit, as the three separate kernels
+    (tests/test_optim.py).  Parallel over the slots, which own disjoint rows of W and
+    of both batches' u_hat: the same sums on any number of threads.
+    ``grad`` (I, k) scratch.
+    """
+    n_slots = slot_key_ptr.shape[0] - 1
+    k = p.shape[1]
+    for i in prange(n_slots):
+        g = grad[i]
+        kk, kk_end = slot_key_ptr[i], slot_key_ptr[i + 1]
+        nk, nk_end = next_slot_key_ptr[i], next_slot_key_ptr[i + 1]
+        for j in range(n_features):
+            row = i * n_features + j
+            if kk < kk_end and keys[kk] == row:
+                for t in range(k):
+                    g[t] = 0.0
+                for e in range(key_ptr[kk], key_ptr[kk + 1]):
+                    r = ent_row[e]
+                    val = ent_val[e]
+                    for t in range(k):
+                        g[t] += val * d_rows[r, t]
+                _adam_span(p[row], g, m[row], v[row], lr_t, beta1, beta2, eps, c1, c2)
+                kk += 1
+            else:
+                _adam_span_zero(p[row], m[row], v[row], lr_t, beta1, beta2, eps)
+            if nk < nk_end and next_keys[nk] == row:
+                pr = p[row]
+                for e in range(next_key_ptr[nk], next_key_ptr[nk + 1]):
+                    r = next_ent_row[e]
+                    val = next_ent_val[e]
+                    for t in range(k):
+                        next_u_hat[r, t] += val * pr[t]
+                nk += 1
+
+
 def _row_matrix(a):
     """The 2-D view whose rows lazy Adam updates: (N, rest) for a C-contiguous array;
     for W stored slot-major (core.slot_major, a transposed view of (I, d, k)) the
@@ -144,13 +202,15 @@ class Adam:
         """The bias-corrected step size of the current step t."""
         return self.lr * np.sqrt(1.0 - self.beta2 ** self.t) / (1.0 - self.beta1 ** self.t)
 
-    def step(self, grads, rows=None, dense_rows=None):
+    def step(self, grads, rows=None, dense_rows=None, fused=None):
         """One Adam step: dense for every parameter named in ``grads``; row-sparse
         (lazy) for those named in ``rows``, a dict name -> core.RowGrad (or any object
         with ``rows`` and ``values``) over a C-contiguous parameter; dense again for
         those in ``dense_rows`` (same form as ``rows``), whose gradient is zero outside
         the given rows: the result of the dense step, bit for bit, without a dense
-        gradient array."""
+        gradient array.  ``fused``: name -> callable(p2, m2, v2, lr_t, beta1, beta2,
+        eps, c1, c2) that performs the dense update of that parameter itself (on its
+        row matrix, ``_row_matrix``), e.g. ``adam_sparse_W`` with its products."""
         self.t += 1
         lr_t = self.lr_t()
 
@@ -176,6 +236,10 @@ class Adam:
                 p2, np.ascontiguousarray(rg.rows, dtype=np.int64),
                 np.ascontiguousarray(rg.values, dtype=p.dtype).reshape(len(rg.rows), -1),
                 m2, v2, *coefs(p))
+        for name, update in (fused or {}).items():
+            p = self.params[name]
+            update(_row_matrix(p), _row_matrix(self.m[name]), _row_matrix(self.v[name]),
+                   *coefs(p))
         for name, g in grads.items():
             p = self.params[name]
             _adam_dense.for_work(10 * p.size)(_flat(p), _flat_like(g, p), _flat(self.m[name]),

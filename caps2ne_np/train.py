@@ -20,9 +20,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import walks as walks_mod
-from .core import GRAD_MODES, ModelConfig, init_params, loss_and_row_grads, slot_major
+from .core import (GRAD_MODES, ModelConfig, init_params, loss_and_row_grads,
+                   prepare_sparse_batch, slot_major)
 from .errors import InputError
-from .optim import Adam
+from .optim import Adam, adam_sparse_W
 from .samplers import make_sampler
 
 log = logging.getLogger(__name__)
@@ -184,6 +185,84 @@ class TrainResult:
     optimizer: object = None
 
 
+class TrainStep:
+    """One training step as ``fit`` runs it (bench/perf.py times this class too):
+    ``loss = step.gradients(batch)``, then ``step.update(next_ctx)``.
+
+    batch = (ctx, targets, sampled, q_true, q_sampled).  Only W's gradient is ever
+    dense; O, the biases and x (and W with sparse features) come back row-sparse and
+    go to Adam as such: ``dense_rows`` (the dense update, bit for bit, without an
+    (N, k) array of zeros) or, with ``lazy``, ``rows`` (touched rows only).
+
+    Sparse fixed features with dense Adam (``fused``, the default there): W's update
+    is one pass (optim.adam_sparse_W) that also forms W's gradient from the rows'
+    gradients and, given the next batch's contexts ``next_ctx``, that batch's W_i u
+    while each row of W is in cache; the next ``gradients`` call then skips its
+    sparse product.  Same numbers, bit for bit, as ``fused=False``
+    (tests/test_train.py); only the memory traffic differs.
+    """
+
+    def __init__(self, params, opt, mcfg, lazy=False, fused=True):
+        self.params, self.opt, self.mcfg, self.lazy = params, opt, mcfg, lazy
+        self.fused = bool(fused and params.sparse and not lazy)
+        self.d_W = None if params.sparse else slot_major(np.zeros(params.W.shape,
+                                                                 dtype=params.W.dtype))
+        names = params.trainable()
+        self.row_names = (["W"] if params.sparse else []) + [n for n in names if n != "W"]
+        self._grads = None
+        self._next = None            # SparseBatch of the next batch, u_hat filled
+
+    def gradients(self, batch):
+        """The batch's mean loss; keeps its gradients for ``update``."""
+        ctx, tgt, sampled, q_true, q_sampled = batch
+        prepared, self._next = self._next, None
+        if prepared is not None and not np.array_equal(prepared.ctx_t, np.asarray(ctx).T):
+            prepared = None          # not the batch announced to update(): compute it
+        loss, _, row_grads = loss_and_row_grads(
+            self.params, ctx, tgt, sampled, q_true, q_sampled, self.mcfg, d_W_out=self.d_W,
+            row_sparse_W=self.params.sparse, prepared=prepared, W_rows_only=self.fused)
+        self._grads = row_grads
+        return loss
+
+    def update(self, next_ctx=None):
+        """The Adam step with the gradients of the last ``gradients`` call."""
+        row_grads, self._grads = self._grads, None
+        dense = {} if self.params.sparse else {"W": self.d_W}
+        if self.lazy:                       # touched rows only (W too with sparse x)
+            self.opt.step(dense, rows={n: row_grads[n] for n in self.row_names})
+            return
+        if not self.fused:                  # every element, TF1 dense Adam
+            self.opt.step(dense, dense_rows={n: row_grads[n] for n in self.row_names})
+            return
+        cols, d_rows = row_grads["W"]
+        nxt = prepare_sparse_batch(self.params, next_ctx) if next_ctx is not None else None
+        self.opt.step(dense, dense_rows={n: row_grads[n] for n in self.row_names if n != "W"},
+                      fused={"W": self._W_update(cols, d_rows, nxt)})
+        self._next = nxt
+
+    def _W_update(self, cols, d_rows, nxt):
+        n_slots, n_features = self.params.W.shape[0], self.params.W.shape[2]
+        k = d_rows.shape[1]
+        if nxt is None:                     # no next batch: empty column lists
+            empty_i = np.zeros(1, dtype=np.int64)
+            nkeys, nslot, nptr = empty_i[:0], np.zeros(n_slots + 1, dtype=np.int64), empty_i
+            nrow, nval = empty_i[:0], np.zeros(0, dtype=d_rows.dtype)
+            nu = np.zeros((1, k), dtype=d_rows.dtype)
+        else:
+            nc = nxt.rows["cols"]
+            nkeys, nslot, nptr, nrow, nval = (nc.keys, nc.slot_key_ptr, nc.key_ptr, nc.ent_row,
+                                              nc.ent_val)
+            nu = nxt.u_hat_rows
+        scratch = np.empty((n_slots, k), dtype=d_rows.dtype)
+
+        def update(p2, m2, v2, *coefs):
+            kernel = adam_sparse_W.for_work(10 * p2.size)
+            kernel(p2, m2, v2, n_features, cols.keys, cols.slot_key_ptr, cols.key_ptr,
+                   cols.ent_row, cols.ent_val, d_rows, nkeys, nslot, nptr, nrow, nval, nu,
+                   scratch, *coefs)
+        return update
+
+
 def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None,
         checkpoint_dir=None, checkpoint_every=0, resume_from=None, step_callback=None):
     """Train Caps2NE on the graph given by CSR arrays; returns a TrainResult.
@@ -258,15 +337,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
         result.history = ckpt["history"]
         log.info("resumed from %s at epoch %d, batch %d", ckpt["path"], state["epoch"] + 1,
                  state["batch"])
-    mcfg = cfg.model_config()
-    lazy = cfg.adam == "lazy"
-    # Only W's gradient is ever dense; O, the biases, x (and W with sparse features)
-    # come back row-sparse and go to Adam as such (Adam.step(dense_rows=...): the
-    # dense update without an (N, k) array of zeros).
-    d_W = None if params.sparse else slot_major(np.zeros(params.W.shape, dtype=params.W.dtype))
-    row_names = [n for n in names if n != "W"]
-    if params.sparse:
-        row_names = ["W"] + row_names
+    train_step = TrainStep(params, opt, cfg.model_config(), lazy=cfg.adam == "lazy")
 
     def save_checkpoint():
         if checkpoint_dir is not None:
@@ -291,8 +362,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
             t_start = time.perf_counter() - state["seconds"]
             order = (walks_mod.epoch_permutation(n_walks, seed_batch, epoch)
                      if cfg.batch_mode == "shuffle" else None)
-            while state["batch"] < n_batches:
-                b, step = state["batch"], state["step"]
+            def make_batch(b, step):
                 if order is None:
                     walk_ids = walks_mod.batch_walk_ids(n_walks, cfg.batch_size, seed_batch, epoch, b)
                 else:
@@ -302,19 +372,22 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                     batch_walks, np.arange(batch_walks.shape[0]),
                     positions if positions is not None else "random", seed=seed_pos, key=step)
                 sampled, tries = sampler.sample(num_sampled, seed_sample, step)
-                q_true = sampler.expected_count(tgt, tries)
-                q_sampled = sampler.expected_count(sampled, tries)
-                loss, _, row_grads = loss_and_row_grads(params, ctx, tgt, sampled, q_true,
-                                                        q_sampled, mcfg, d_W_out=d_W,
-                                                        row_sparse_W=params.sparse)
+                return (ctx, tgt, sampled, sampler.expected_count(tgt, tries),
+                        sampler.expected_count(sampled, tries))
+
+            batch = None
+            while state["batch"] < n_batches:
+                b, step = state["batch"], state["step"]
+                if batch is None:
+                    batch = make_batch(b, step)
+                tgt = batch[1]
+                loss = train_step.gradients(batch)
                 if not math.isfinite(loss):
                     raise diverged(f"the loss became {loss}")
-                dense = {} if params.sparse else {"W": d_W}
-                sparse = {n: row_grads[n] for n in row_names}
-                if lazy:                        # touched rows only (W too with sparse x)
-                    opt.step(dense, rows=sparse)
-                else:                           # every element, TF1 dense Adam
-                    opt.step(dense, dense_rows=sparse)
+                # the next batch of this epoch is known now (every draw is keyed by
+                # its step): the fused W update computes its W_i u (TrainStep)
+                batch = make_batch(b + 1, step + 1) if b + 1 < n_batches else None
+                train_step.update(batch[0] if batch is not None else None)
                 state.update(batch=b + 1, step=step + 1, loss_sum=state["loss_sum"] + loss * tgt.shape[0],
                              n_pairs=state["n_pairs"] + tgt.shape[0],
                              seconds=time.perf_counter() - t_start)

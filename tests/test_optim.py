@@ -146,3 +146,98 @@ def test_float32_adam_computes_in_float32_bit_for_bit(mode):
         np.testing.assert_array_equal(p, ref)
         np.testing.assert_array_equal(opt.m["p"], m)
         np.testing.assert_array_equal(opt.v["p"], v)
+
+
+def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
+    import scipy.sparse as sp
+
+    from caps2ne_np.core import SparseFeatures, batch_columns, share_slots, slot_major
+    rng = np.random.default_rng(seed)
+    sf = SparseFeatures.from_scipy(sp.random(n_nodes, d, density=0.15, format="csr",
+                                             random_state=seed), dtype)
+    batches = []
+    for _ in range(2):
+        ctx_t = rng.integers(0, n_nodes, size=(n_slots, 12)).astype(np.int64)
+        nodes, ptr, _ = share_slots(ctx_t)
+        batches.append((nodes, ptr, batch_columns(sf, nodes, ptr)))
+    W = slot_major(rng.normal(size=(n_slots, k, d)).astype(dtype))
+    d_rows = rng.normal(size=(batches[0][0].shape[0], k)).astype(dtype)
+    return rng, sf, batches, W, d_rows
+
+
+@pytest.mark.parametrize("next_batch", [True, False])
+def test_fused_sparse_W_update_matches_numpy(next_batch):
+    """optim.adam_sparse_W against plain NumPy in float64: W's gradient from the rows'
+    gradients, one dense Adam step over every row, then the next batch's W_i u."""
+    from caps2ne_np.optim import _row_matrix, adam_sparse_W
+    rng, sf, batches, W, d_rows = _sparse_W_problem(np.float64)
+    (nodes, ptr, cols), (n_nodes, n_ptr, n_cols) = batches
+    n_slots, k, d = W.shape
+    u = sf.to_scipy().tocsr()
+    u.data = sf.u_data
+    u = u.toarray()
+    # reference: dense gradient of W (slot-major rows), Adam, next products
+    g = np.zeros((n_slots * d, k))
+    for i in range(n_slots):
+        for r in range(ptr[i], ptr[i + 1]):
+            g[i * d:(i + 1) * d] += np.outer(u[nodes[r]], d_rows[r])
+    p, m, v = _row_matrix(W).copy(), rng.random(g.shape), rng.random(g.shape)
+    p_ref, m_ref, v_ref = _adam64(p, g, m, v, 0.01)
+    u_hat_ref = np.stack([u[n_nodes[r]] @ p_ref[i * d:(i + 1) * d]
+                          for i in range(n_slots) for r in range(n_ptr[i], n_ptr[i + 1])])
+    # fused kernel
+    p2, m2, v2 = p.copy(), m.copy(), v.copy()
+    u_hat = np.zeros((n_nodes.shape[0], k))
+    nxt = (n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr, n_cols.ent_row, n_cols.ent_val) \
+        if next_batch else (np.zeros(0, np.int64), np.zeros(n_slots + 1, np.int64),
+                            np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    adam_sparse_W(p2, m2, v2, d, cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row,
+                  cols.ent_val, d_rows, *nxt, u_hat, np.empty((n_slots, k)), 0.01, 0.9, 0.999,
+                  1e-8, 0.1, 0.001)
+    np.testing.assert_allclose(p2, p_ref, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(m2, m_ref, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(v2, v_ref, rtol=1e-12, atol=1e-15)
+    if next_batch:
+        np.testing.assert_allclose(u_hat, u_hat_ref, rtol=1e-12, atol=1e-14)
+    else:
+        assert not u_hat.any()
+
+
+def _adam64(p, g, m, v, lr_t, beta1=0.9, beta2=0.999, eps=1e-8):
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    return p - lr_t * m / (np.sqrt(v) + eps), m, v
+
+
+@pytest.mark.parametrize("version", ["serial", "parallel"])
+def test_fused_sparse_W_update_is_bitwise_the_three_kernels_in_float32(version):
+    from caps2ne_np import capsules, grads
+    from caps2ne_np.optim import _adam_dense_rowgrad, _row_matrix, adam_sparse_W
+    rng, sf, batches, W, d_rows = _sparse_W_problem(np.float32, seed=1)
+    (nodes, ptr, cols), (n_nodes, n_ptr, n_cols) = batches
+    n_slots, k, d = W.shape
+    f = np.float32
+    coefs = (f(0.01), f(0.9), f(0.999), f(1e-8), f(1) - f(0.9), f(1) - f(0.999))
+    p, m, v = (_row_matrix(W).copy(), rng.random((n_slots * d, k)).astype(f),
+               rng.random((n_slots * d, k)).astype(f))
+    # separate kernels: gradient columns, dense Adam from rows, next forward product
+    values = np.empty((cols.keys.shape[0], k), dtype=f)
+    grads.predict_sparse_backward_cols.serial(cols.key_ptr, cols.ent_row, cols.ent_val, d_rows,
+                                              values)
+    position = np.full(n_slots * d, -1, dtype=np.int64)
+    position[cols.keys] = np.arange(cols.keys.shape[0])
+    p1, m1, v1 = p.copy(), m.copy(), v.copy()
+    _adam_dense_rowgrad.serial(p1, position, values, m1, v1, *coefs)
+    u_hat1 = np.zeros((n_nodes.shape[0], k), dtype=f)
+    capsules.predict_sparse.serial(n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr,
+                                   n_cols.ent_row, n_cols.ent_val, p1.reshape(n_slots, d, k),
+                                   u_hat1)
+    # fused
+    p2, m2, v2 = p.copy(), m.copy(), v.copy()
+    u_hat2 = np.zeros_like(u_hat1)
+    getattr(adam_sparse_W, version)(
+        p2, m2, v2, d, cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val,
+        d_rows, n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr, n_cols.ent_row,
+        n_cols.ent_val, u_hat2, np.empty((n_slots, k), dtype=f), *coefs)
+    for a, b in ((p1, p2), (m1, m2), (v1, v2), (u_hat1, u_hat2)):
+        np.testing.assert_array_equal(a, b)

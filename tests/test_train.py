@@ -269,3 +269,53 @@ def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(partit
     assert not np.array_equal(runs[0].W_[:, :, 0], W0[:, :, 0])
     losses = [h["loss"] for h in runs[0].history_]
     assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("threshold", ["always_parallel", "default"])
+def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
+        partition, request, threshold, monkeypatch):
+    """Sparse fixed features with dense Adam: W's update fused with both sparse
+    products (optim.adam_sparse_W, with the next batch's W_i u computed ahead) gives
+    the same parameters, bit for bit, as the separate kernels, on 1 and 2 threads."""
+    if threshold == "always_parallel":
+        request.getfixturevalue("always_parallel")
+    import caps2ne_np.train as train_mod
+
+    adj, _ = partition
+    feats = sp.random(200, 60, density=0.1, format="csr", random_state=1, dtype=np.float32)
+    calls = []
+    real = train_mod.adam_sparse_W
+
+    class Spy:                             # counts the fused kernel's calls
+        def for_work(self, work):
+            calls.append(work)
+            return real.for_work(work)
+
+    monkeypatch.setattr(train_mod, "adam_sparse_W", Spy())
+    import caps2ne_np.capsules as capsules
+    products = []
+    real_product = capsules.predict_sparse
+
+    class ProductSpy:                      # counts the separate sparse products
+        def for_work(self, work):
+            products.append(work)
+            return real_product.for_work(work)
+
+    monkeypatch.setattr(capsules, "predict_sparse", ProductSpy())
+
+    def run(fused, n_jobs):
+        monkeypatch.setattr(train_mod.TrainStep.__init__, "__defaults__", (False, fused))
+        return Caps2NE(**dict(SMALL, lr=1e-3, batch_size=64), n_jobs=n_jobs,
+                       random_state=0).fit(adj, X=feats)
+
+    ref = run(False, 1)
+    assert not calls
+    n_steps = len(products)                        # one product per step
+    for n_jobs in (1, 2):
+        products.clear()
+        got = run(True, n_jobs)
+        assert len(products) == 3                  # only each epoch's first batch
+        for name in ("O_", "W_", "bias_"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
+        assert [h["loss"] for h in got.history_] == [h["loss"] for h in ref.history_]
+    assert len(calls) == 2 * n_steps and n_steps >= 3 * 10    # every step fused
