@@ -174,8 +174,9 @@ class Ours:
                 if not math.isfinite(loss):
                     raise RuntimeError(f"ours: loss {loss} at step {self.step}")
                 self._batch = self.batches(self.step + 1)      # as fit: known before Adam
+                self.train_step.prepare_next(self._batch[0])
                 t0 = time.perf_counter()
-                self.train_step.update(self._batch[0])
+                self.train_step.update()
                 self.adam_seconds += time.perf_counter() - t0
                 self.losses.append(loss)
                 self.step += 1
@@ -548,15 +549,17 @@ def bounds_section(p):
     and the rest of the step, and the dense-Adam floor at the measured memory rate."""
     rows = [r for r in p["rows"] if "ratio" in r and "adam_ms" in r["impl"][r["best_peer"]]]
     if not rows:
-        return []
+        return scaling_bounds(p)
     lines = ["## What bounds the ratio (same run)\n",
              "Both sides end every step with a dense Adam update of every weight (the "
              "authors' optimizer): p, m and v of every weight are read and written whatever "
              "the batch touched, so that part of a step is set by memory bandwidth, not by "
              "the model. 'Adam floor' is the time to stream p, m and v of this many weights "
              "in and out once with no arithmetic (`perf._adam_traffic`, same run, same "
-             "threads): dense Adam cannot go below it. 'ceiling' is the peer's step over our "
-             "Adam time: our ratio if the rest of our step took no time at all. 'rest "
+             "threads): dense Adam cannot go below it. Our Adam time with sparse features "
+             "includes the two sparse products fused into the same pass. 'ceiling' is the "
+             "peer's step over our Adam time: our ratio if the rest of our step took no time "
+             "at all. 'rest "
              "allowed' is what the rest of our step may take for the target to hold with our "
              "Adam as measured.\n"]
     table = []
@@ -577,7 +580,30 @@ def bounds_section(p):
         ["config", "threads", "weights", "ours ms/step", "ours Adam ms", "Adam floor ms",
          "ours rest ms", "peer ms/step", "peer Adam ms", "peer rest ms", "Adam ratio",
          "rest ratio", "step ratio", "ceiling", "target", "rest allowed ms"], table) + "\n")
-    return lines
+    return lines + scaling_bounds(p)
+
+
+def scaling_bounds(p):
+    """Amdahl's bound on the 2-thread speed-up from this run's own timings: the update
+    (memory-bound) as measured on 2 threads, everything else twice as fast."""
+    by = {(r["config"], r["threads"]): r["impl"]["ours"] for r in p["rows"]}
+    table = []
+    for key in SCALING_CONFIGS:
+        if (key, 1) in by and (key, 2) in by:
+            one, two = by[(key, 1)], by[(key, 2)]
+            bound = one["step_ms"] / (two["adam_ms"] + (one["step_ms"] - one["adam_ms"]) / 2)
+            table.append([f"({key})", f"{one['step_ms']:.2f}", f"{one['adam_ms']:.2f}",
+                          f"{two['step_ms']:.2f}", f"{two['adam_ms']:.2f}",
+                          f"{one['step_ms'] / two['step_ms']:.2f}", f"{bound:.2f}",
+                          f"{SCALING_TARGET:g}x"])
+    if not table:
+        return []
+    return ["The 2-thread speed-up against its bound: 'bound' is the speed-up if the "
+            "update took its measured 2-thread time and every other part of the step ran "
+            "exactly twice as fast (Amdahl).\n",
+            common.markdown_table(["config", "1 thread ms/step", "1 thread update ms",
+                                   "2 threads ms/step", "2 threads update ms", "speed-up",
+                                   "bound", "target"], table) + "\n"]
 
 
 def render(p, keys):
@@ -591,9 +617,11 @@ def render(p, keys):
                 if p["args"]["blas_threads"] else ""),
              "Pairs/s are end to end per step: pairs and V' generation, forward, backward and the Adam "
              "update of every parameter. q = 10, |V'| = 256 (log-uniform), routing 'paper', grad 'exact'. "
-             "Ours: `core.loss_and_row_grads` + dense `optim.Adam` as `train._fit`, BLAS at one thread; "
-             "'ours Adam ms' is the part of a step spent in the optimizer (dense TF1 Adam over every "
-             "parameter: memory-bound, it bounds the step from below). Ours computes W_i u once per "
+             "Ours: `train.TrainStep` (`core.loss_and_row_grads` + dense `optim.Adam`), the step of "
+             "`train.fit`, BLAS at one thread; 'ours Adam ms' is the part of a step spent in the "
+             "optimizer call (dense TF1 Adam over every parameter: memory-bound, it bounds the step "
+             "from below; with sparse features the same pass also forms W's gradient and the next "
+             "batch's W_i u, `optim.adam_sparse_W`). Ours computes W_i u once per "
              "distinct (slot, node) row of a batch (core.share_slots); the peer, like the authors' "
              "code, once per pair and slot. Peer: bench/peers/torch_caps2ne.py "
              f"(autograd, torch.optim.Adam '{p['args']['peer_adam']}'); for fixed features both its "

@@ -210,7 +210,8 @@ class TrainStep:
         names = params.trainable()
         self.row_names = (["W"] if params.sparse else []) + [n for n in names if n != "W"]
         self._grads = None
-        self._next = None            # SparseBatch of the next batch, u_hat filled
+        self._pending = None         # SparseBatch of the next batch (prepare_next)
+        self._next = None            # ... once the W update has filled its u_hat
 
     def gradients(self, batch):
         """The batch's mean loss; keeps its gradients for ``update``."""
@@ -224,8 +225,17 @@ class TrainStep:
         self._grads = row_grads
         return loss
 
+    def prepare_next(self, next_ctx):
+        """Announce the next batch's contexts (``update(next_ctx)`` does it too): with
+        the fused W update, its distinct rows and column index are made here."""
+        self._pending = (prepare_sparse_batch(self.params, next_ctx)
+                         if self.fused and next_ctx is not None else None)
+
     def update(self, next_ctx=None):
         """The Adam step with the gradients of the last ``gradients`` call."""
+        if next_ctx is not None:
+            self.prepare_next(next_ctx)
+        nxt, self._pending = self._pending, None
         row_grads, self._grads = self._grads, None
         dense = {} if self.params.sparse else {"W": self.d_W}
         if self.lazy:                       # touched rows only (W too with sparse x)
@@ -235,7 +245,6 @@ class TrainStep:
             self.opt.step(dense, dense_rows={n: row_grads[n] for n in self.row_names})
             return
         cols, d_rows = row_grads["W"]
-        nxt = prepare_sparse_batch(self.params, next_ctx) if next_ctx is not None else None
         self.opt.step(dense, dense_rows={n: row_grads[n] for n in self.row_names if n != "W"},
                       fused={"W": self._W_update(cols, d_rows, nxt)})
         self._next = nxt
