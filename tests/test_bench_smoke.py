@@ -59,3 +59,17 @@ def test_feature_dim_bench_smoke_runs():
     data, md = smoke_run("feature_dim.py", "feature_dim_ci_smoke")
     assert [r["d"] for r in data["rows"]] == [128, 256]
     assert "| sparse, d = 256 |" in md
+
+
+def test_run_all_lists_the_whole_suite_and_rejects_unknown_parts():
+    script = str(ROOT / "bench" / "run_all.py")
+    proc = subprocess.run([sys.executable, script, "--dry-run"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("perf.py --ours-lazy", "walks_vs_pecanpy.py", "time_to_accuracy.py", "scale.py",
+                 "profile_step.py", "gradcheck.py", "feature_dim.py", "perf.py --report-only"):
+        assert f"python bench/{name}" in proc.stdout
+        assert (ROOT / "bench" / name.split()[0]).exists()
+    bad = subprocess.run([sys.executable, script, "--only", "perf,nosuch", "--dry-run"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "nosuch" in bad.stderr

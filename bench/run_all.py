@@ -1,0 +1,104 @@
+"""The whole performance suite in one command, timed: every figure of perf.md.
+
+    python bench/run_all.py              # ~10 minutes on the 2-core machine
+    python bench/run_all.py --dry-run    # list the commands only
+    python bench/run_all.py --only perf,walks
+
+Runs, one after the other and each in its own process (so every script starts
+cold, as a user's command does):
+
+    perf.py --ours-lazy --reps 9   training throughput against the PyTorch peer,
+                                   the GEMM ceiling, what bounds each ratio
+    walks_vs_pecanpy.py            walk generation against PecanPy
+    time_to_accuracy.py            Cora to 80% from a cold start
+    scale.py                       a 1M-node graph against BlogCatalog's rate
+    profile_step.py                where a step's time goes, kernel by kernel
+    gradcheck.py                   every gradient against finite differences
+    feature_dim.py                 throughput against the feature size d
+
+then ``perf.py --report-only``, so that perf.md's targets table holds this run's
+walk and time-to-accuracy results too.  Writes bench/results/suite.json + .md:
+each script's wall time, exit status and the total against the issue's 15-minute
+budget.  A script that fails is reported and the others still run; the exit
+status is then 1.  The reproduction scripts (reproduce.py, inductive.py,
+lr_defaults.py) are long accuracy runs and not part of it.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import common
+
+BUDGET_S = 15 * 60
+SUITE = [
+    ("perf", ["perf.py", "--ours-lazy", "--reps", "9"]),
+    ("walks", ["walks_vs_pecanpy.py"]),
+    ("time_to_accuracy", ["time_to_accuracy.py"]),
+    ("scale", ["scale.py"]),
+    ("profile_step", ["profile_step.py"]),
+    ("gradcheck", ["gradcheck.py"]),
+    ("feature_dim", ["feature_dim.py"]),
+    ("perf_report", ["perf.py", "--report-only"]),
+]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=None,
+                    help="comma-separated subset of " + ",".join(n for n, _ in SUITE))
+    ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    ap.add_argument("--out", default="suite", help="result file stem (default suite)")
+    args = ap.parse_args(argv)
+    names = [n for n, _ in SUITE]
+    chosen = names if args.only is None else [n.strip() for n in args.only.split(",") if n.strip()]
+    bad = [n for n in chosen if n not in names]
+    if bad:
+        ap.error(f"unknown part(s) {bad}; choose from {names}")
+    plan = [(n, [sys.executable, str(common.BENCH / cmd[0])] + cmd[1:]) for n, cmd in SUITE
+            if n in chosen]
+    if args.dry_run:
+        for name, cmd in plan:
+            print(f"{name}: python bench/{' '.join(cmd[1:])[len(str(common.BENCH)) + 1:]}")
+        return 0
+    load_before = os.getloadavg()
+    steps = []
+    t_all = time.perf_counter()
+    for name, cmd in plan:
+        shown = "python bench/" + os.path.basename(cmd[1]) + " " + " ".join(cmd[2:])
+        print(f"== {name}: {shown.strip()}", flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=common.BENCH.parent)
+        seconds = time.perf_counter() - t0
+        steps.append(dict(name=name, command=shown.strip(), seconds=seconds,
+                          returncode=proc.returncode))
+        print(f"== {name}: exit {proc.returncode} after {seconds:.0f} s", flush=True)
+    total = time.perf_counter() - t_all
+    payload = dict(command="python bench/run_all.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                   machine=common.machine_info(), steps=steps, seconds=total,
+                   budget_seconds=BUDGET_S, within_budget=total <= BUDGET_S,
+                   load_avg_before=load_before, load_avg_after=os.getloadavg())
+    md = render(payload)
+    print(md)
+    common.write_results(args.out, payload, md)
+    return 0 if all(s["returncode"] == 0 for s in steps) else 1
+
+
+def render(p):
+    rows = [[s["name"], f"`{s['command']}`", f"{s['seconds']:.0f}",
+             "ok" if s["returncode"] == 0 else f"**exit {s['returncode']}**"] for s in p["steps"]]
+    rows.append(["**total**", "", f"**{p['seconds']:.0f}**",
+                 f"{'within' if p['within_budget'] else '**over**'} the "
+                 f"{p['budget_seconds'] // 60:.0f}-minute budget"])
+    return "\n".join([
+        "# The performance suite, end to end\n",
+        f"`{p['command'].strip()}` (load average {p['load_avg_before'][0]:.1f} before, "
+        f"{p['load_avg_after'][0]:.1f} after)\n",
+        common.machine_markdown(p["machine"]),
+        common.markdown_table(["part", "command", "seconds", "status"], rows) + "\n"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
