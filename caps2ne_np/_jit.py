@@ -24,7 +24,9 @@ one (bench/results/perf.md, first run).  PyTorch applies the same rule (a grain
 size below which an op stays on one thread).
 """
 
+import hashlib
 import types
+from pathlib import Path
 
 import numba
 import numpy as _np
@@ -65,13 +67,10 @@ class Kernel:
         self.__name__ = fn.__name__
         self.__module__ = fn.__module__
         self.__wrapped__ = fn
-        self.parallel = njit(cache=True, parallel=True, fastmath=fastmath, nogil=True, error_model="numpy")(fn)
-        # a copy under another qualified name, so the two versions' caches never mix
-        serial_fn = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
-                                       fn.__defaults__, fn.__closure__)
-        serial_fn.__qualname__ = fn.__qualname__ + "_serial"
-        serial_fn.__module__ = fn.__module__
-        self.serial = njit(cache=True, parallel=False, fastmath=fastmath, nogil=True, error_model="numpy")(serial_fn)
+        # copies under other qualified names (the on-disk cache's key), so the two
+        # versions' caches never mix, nor those of other compile options (_cached)
+        self.parallel = _cached(fn, "", parallel=True, fastmath=fastmath)
+        self.serial = _cached(fn, "_serial", parallel=False, fastmath=fastmath)
 
     def __call__(self, *args):
         return self.parallel(*args)
@@ -95,9 +94,34 @@ def kernel(fn=None, *, parallel=False, fastmath=FASTMATH):
     def wrap(f):
         if parallel:
             return Kernel(f, fastmath=fastmath)
-        return njit(cache=True, parallel=False, fastmath=fastmath, nogil=True, error_model="numpy")(f)
+        return _cached(f, "", parallel=False, fastmath=fastmath)
 
     return wrap(fn) if fn is not None else wrap
+
+
+_THIS_FILE = Path(__file__).read_bytes()
+
+
+def _cached(fn, suffix, **options):
+    """``njit(cache=True, ...)`` of a copy of ``fn`` whose qualified name carries a tag
+    of the compile options and of this file's text.
+
+    Numba's on-disk cache is keyed by a function's qualified name and its own source
+    file's time stamp: a change of options here (FASTMATH, REASSOC, error_model) or of
+    ``fast_exp`` below left every kernel of the other modules on its stale machine
+    code until ``caps2ne_np/__pycache__/*.nb?`` were removed by hand.  With the tag in
+    the name such a change compiles anew (tests/test_jit.py)."""
+    opts = dict(nogil=True, error_model="numpy", **options)
+    canon = sorted((k, repr(sorted(v) if isinstance(v, (set, frozenset)) else v))
+                   for k, v in opts.items())        # a set's repr order varies by process
+    tag = hashlib.sha1(repr(canon).encode() + _THIS_FILE).hexdigest()[:8]
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + suffix,
+                              fn.__defaults__, fn.__closure__)
+    copy.__qualname__ = f"{fn.__qualname__}{suffix}_{tag}"
+    copy.__module__ = fn.__module__
+    copy.__doc__ = fn.__doc__
+    copy.__wrapped__ = fn
+    return njit(cache=True, **opts)(copy)
 
 
 # --- exp for float32 that LLVM can vectorise -------------------------------------
