@@ -230,6 +230,84 @@ def average_samples(e, samples):
     return e.reshape(V, samples, e.shape[1]).mean(axis=1, dtype=np.float64).astype(e.dtype)
 
 
+# --------------------------------------------------------------------------- aggregation
+
+
+AGGREGATES = ("mean", "sum", "calibrated")
+DEFAULT_AGGREGATE = "calibrated"
+"""Chosen by bench/inductive.py (10 splits of Cora and Citeseer, o-path); see docs/inductive.md."""
+CALIBRATION_METHODS = ("scale", "diag", "linear")
+DEFAULT_CALIBRATION = "scale"
+CALIBRATION_NODES = 10000
+"""At most this many training nodes (a seeded sample) are embedded to fit a calibration."""
+
+
+def fit_calibration(E, O, method=DEFAULT_CALIBRATION):
+    """A map from mean capsule outputs e to the output vectors o of the same training nodes.
+
+    E, O   : (n, k) the Algorithm 3 mean e and the trained o_v of n training nodes
+    method : 'scale'  o ~ s e,  s = mean_v |o_v| / mean_v |e_v|  (recovers o_v's scale)
+             'diag'   o_j ~ a_j e_j + b_j per dimension j (least squares)
+             'linear' o ~ A^T e + b (ridge least squares, lambda = 1e-3 tr(E^T E) / k)
+
+    Returns a dict: method, ``A`` float32 (k, k) (diagonal for 'scale' and 'diag'), ``b``
+    float32 (k,), and n.  ``apply_calibration`` computes e A + b.
+    """
+    if method not in CALIBRATION_METHODS:
+        raise InputError(f"calibration method must be one of {CALIBRATION_METHODS}, got {method!r}")
+    E = np.asarray(E, dtype=np.float64)
+    O = np.asarray(O, dtype=np.float64)
+    if E.ndim != 2 or E.shape != O.shape or E.shape[0] < 2:
+        raise InputError(f"calibration needs two (n, k) arrays with n >= 2, got {E.shape} and {O.shape}")
+    n, k = E.shape
+    b = np.zeros(k)
+    if method == "scale":
+        norm_e = np.linalg.norm(E, axis=1).mean()
+        if not norm_e > 0:
+            raise InputError("every capsule output of the calibration nodes is zero; cannot calibrate")
+        A = np.eye(k) * (np.linalg.norm(O, axis=1).mean() / norm_e)
+    elif method == "diag":
+        Ec, Oc = E - E.mean(axis=0), O - O.mean(axis=0)
+        var = np.einsum("ij,ij->j", Ec, Ec)
+        a = np.where(var > 0, np.einsum("ij,ij->j", Ec, Oc) / np.where(var > 0, var, 1.0), 0.0)
+        A = np.diag(a)
+        b = O.mean(axis=0) - a * E.mean(axis=0)
+    else:
+        Em = E.mean(axis=0)
+        Ec, Oc = E - Em, O - O.mean(axis=0)
+        G = Ec.T @ Ec
+        lam = 1e-3 * np.trace(G) / k
+        A = np.linalg.solve(G + lam * np.eye(k), Ec.T @ Oc)
+        b = O.mean(axis=0) - Em @ A
+    return dict(method=method, A=A.astype(np.float32), b=b.astype(np.float32), n=int(n))
+
+
+def apply_calibration(E, calibration):
+    """e A + b (float64 products, float32 out): E (V, k) in the space of the o_v."""
+    A, b = np.asarray(calibration["A"]), np.asarray(calibration["b"])
+    if A.shape != (E.shape[1], E.shape[1]) or b.shape != (E.shape[1],):
+        raise InputError(f"the calibration is for k = {A.shape[0]}; these embeddings have "
+                         f"k = {E.shape[1]}")
+    return (np.asarray(E, dtype=np.float64) @ A.astype(np.float64) + b).astype(np.float32)
+
+
+def aggregate_samples(E_mean, samples, aggregate, calibration=None):
+    """The embedding from the mean capsule output of Z samples (Algorithm 3's average).
+
+    'mean' -> E_mean (the paper); 'sum' -> Z E_mean (the authors' code sums the Z
+    outputs); 'calibrated' -> ``apply_calibration(E_mean, calibration)`` (the o_v scale).
+    """
+    if aggregate not in AGGREGATES:
+        raise InputError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+    if aggregate == "mean":
+        return E_mean
+    if aggregate == "sum":
+        return (E_mean.astype(np.float64) * samples).astype(E_mean.dtype)
+    if calibration is None:
+        raise InputError("aggregate='calibrated' needs a calibration (infer.calibrate)")
+    return apply_calibration(E_mean, calibration)
+
+
 def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions="all",
                        isolated="self", known=None):
     """Algorithm 3 for the graph indices ``nodes``: float32 (V, k), row a = nodes[a].
@@ -338,8 +416,94 @@ def model_inputs(model, graph, features):
     return W, X, cfg, known
 
 
+def _load(model):
+    """A fitted Caps2NE: ``model`` itself, or the model file it names (with its calibration)."""
+    from .model import Caps2NE
+    from .modelfile import read_calibration
+
+    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        path = model
+        model = Caps2NE.load(path)
+        model.calibration_ = read_calibration(path)
+    return model
+
+
+def _positions(model, positions):
+    if isinstance(positions, str) and positions == "train":
+        targets = model.config_.get("targets", "all")
+        return "all" if isinstance(targets, str) else tuple(targets)
+    return positions
+
+
+def _run_threads(threads, fn, *args):
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        with threadpool_limits(limits=1):     # products run on Numba's threads (blas.py)
+            return fn(*args)
+    finally:
+        numba.set_num_threads(old)
+
+
+def calibration_nodes(model, graph, max_nodes=CALIBRATION_NODES, seed=0):
+    """Graph indices of the model's training nodes used to fit a calibration, int64.
+
+    The training nodes present in ``graph`` (ids compared as strings) that have an edge
+    there (an edgeless node's o_v was learned from its own features alone); all present
+    training nodes if none has one.  More than ``max_nodes``: a seeded sample of them.
+    """
+    index = {nid: i for i, nid in enumerate(graph.node_ids)}
+    idx = np.array(sorted(index[nid] for nid in model.node_ids_ if nid in index), dtype=np.int64)
+    if idx.size < 2:
+        raise InputError(f"the graph holds {idx.size} of the model's training nodes; calibration "
+                         "needs the training nodes and their edges (at least 2)")
+    deg = np.diff(graph.indptr)[idx] + np.diff(in_edges(graph)[0])[idx]
+    if np.count_nonzero(deg) >= 2:
+        idx = idx[deg > 0]
+    if idx.size > max_nodes:
+        idx = np.sort(np.random.default_rng(seed).choice(idx, max_nodes, replace=False))
+    return idx
+
+
+def calibrate(model, graph, features, samples=None, seed=0, threads=1, positions="all",
+              method=DEFAULT_CALIBRATION, max_nodes=CALIBRATION_NODES):
+    """Fit the map from Algorithm 3's mean e to o_v on the model's training nodes.
+
+    model, features, samples, seed, threads, positions : as ``infer_embeddings``; use
+        the values inference will use (the norm of a mean of Z outputs depends on Z)
+    graph  : a graph holding the training nodes and their edges: the training graph
+             (best), or the full graph given to ``infer``
+    method : 'scale' (default), 'diag' or 'linear' (``fit_calibration``)
+
+    Returns the calibration dict (``fit_calibration``'s, plus samples, positions, seed);
+    ``model.calibration_ = cal`` makes ``aggregate='calibrated'`` use it and
+    ``modelfile.save_calibration(path, cal)`` stores it in a model file.
+    """
+    from .train import derive_seed
+
+    model = _load(model)
+    graph = _as_graph(graph)
+    threads = _check_int("threads", threads, 1)
+    seed = _check_seed("seed", seed)
+    W, X, cfg, known = model_inputs(model, graph, features)
+    q = W.shape[0] + 1
+    Z = q if samples is None else _check_int("samples", samples, 1)
+    positions = _positions(model, positions)
+    pos = context_positions(positions, q)
+    idx = calibration_nodes(model, graph, max_nodes, seed)
+    rows = {nid: r for r, nid in enumerate(model.node_ids_)}
+    O = np.asarray(model.O_)[[rows[graph.node_ids[int(i)]] for i in idx]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)     # edgeless training nodes: own features
+        E = _run_threads(threads, capsule_embeddings, W, X, graph, idx, cfg, Z,
+                         derive_seed(seed, "infer"), positions, "self", known)
+    cal = fit_calibration(E, O, method)
+    cal.update(samples=int(Z), positions=[int(p) for p in pos], seed=int(seed))
+    return cal
+
+
 def infer_embeddings(model, graph, features, nodes, samples=None, seed=0, threads=1,
-                     positions="all", isolated="self"):
+                     positions="all", isolated="self", aggregate=DEFAULT_AGGREGATE):
     """Embeddings of (new) nodes from a trained model, Algorithm 3: ``(node_ids, E)``.
 
     model    : a fitted ``Caps2NE`` or the path of a model .npz (``Caps2NE.save``)
@@ -355,32 +519,44 @@ def infer_embeddings(model, graph, features, nodes, samples=None, seed=0, thread
     positions: 'all' (0..q-1), 'train' (the model's training target positions; 'all'
                when it trained on every or random positions) or 0-based positions
     isolated : 'self' or 'error' (see the module docstring)
+    aggregate: how the Z capsule outputs e of a node become its embedding:
+               'calibrated' (default) the mean mapped onto the scale of the o_v by the
+               model's calibration (``model.calibration_``, or the one stored in the
+               model file; without one it is fitted here on the training nodes in
+               ``graph`` with the same Z, positions and seed: ``calibrate``); for a
+               classifier fitted on o_v.
+               'mean' the paper's average (Algorithm 3); 'sum' the authors' code, Z x mean.
 
-    Returns ``node_ids`` (list of str, in the order of ``nodes``) and ``E`` float32
-    (V, k), the average of the Z capsule outputs e of each node.
+    Returns ``node_ids`` (list of str, in the order of ``nodes``) and ``E`` float32 (V, k).
     """
-    from .model import Caps2NE
     from .train import derive_seed
 
-    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
-        model = Caps2NE.load(model)
+    model = _load(model)
     graph = _as_graph(graph)
     threads = _check_int("threads", threads, 1)
     seed = _check_seed("seed", seed)
+    if aggregate not in AGGREGATES:
+        raise InputError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
     idx = _graph_nodes(graph, nodes)
     W, X, cfg, known = model_inputs(model, graph, features)
-    if isinstance(positions, str) and positions == "train":
-        targets = model.config_.get("targets", "all")
-        positions = "all" if isinstance(targets, str) else tuple(targets)
-    old = numba.get_num_threads()
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    try:
-        with threadpool_limits(limits=1):     # products run on Numba's threads (blas.py)
-            E = capsule_embeddings(W, X, graph, idx, cfg, samples, derive_seed(seed, "infer"),
-                                   positions, isolated, known)
-    finally:
-        numba.set_num_threads(old)
-    return [graph.node_ids[int(i)] for i in idx], E
+    positions = _positions(model, positions)
+    q = W.shape[0] + 1
+    Z = q if samples is None else _check_int("samples", samples, 1)
+    cal = None
+    if aggregate == "calibrated":
+        cal = getattr(model, "calibration_", None)
+        if cal is None:
+            log.info("no stored calibration: fitting one on the training nodes in the graph")
+            cal = calibrate(model, graph, features, Z, seed, threads, positions)
+        elif cal.get("samples") != Z or cal.get("positions") != \
+                [int(p) for p in context_positions(positions, q)]:
+            warnings.warn(f"the calibration was fitted with Z = {cal.get('samples')} at positions "
+                          f"{cal.get('positions')}; inferring with Z = {Z}: the scale of the "
+                          "outputs may differ (recalibrate with the same settings)", InputWarning,
+                          stacklevel=2)
+    E = _run_threads(threads, capsule_embeddings, W, X, graph, idx, cfg, Z,
+                     derive_seed(seed, "infer"), positions, isolated, known)
+    return [graph.node_ids[int(i)] for i in idx], aggregate_samples(E, Z, aggregate, cal)
 
 
 # --------------------------------------------------------------------------- inductive split

@@ -6,6 +6,11 @@ Arrays: ``W`` (I, k, d), ``O`` (N, k), ``bias`` (N,), ``X`` (N, d) when the
 features were trained (fixed features are the user's data and are not stored),
 ``node_ids`` (N,) str, ``config`` (JSON of train.TrainConfig plus ``lr_used``),
 ``history`` (JSON), ``fixed_features`` (bool), ``format`` and ``version``.
+
+Optional (added without a version bump: older readers ignore it, files without it
+still load): the calibration of Algorithm 3's outputs onto the o_v
+(``infer.calibrate``): ``calibration_A`` (k, k), ``calibration_b`` (k,) and
+``calibration`` (JSON: method, n, samples, positions, seed).
 """
 
 import json
@@ -19,8 +24,19 @@ MODEL_FORMAT = "caps2ne_np.model"
 MODEL_VERSION = 1
 
 
-def save_model(path, params, node_ids, config, lr, history, overwrite=False):
-    """Write ``params`` (core.Params) and their context to ``path`` (atomic)."""
+CALIBRATION_KEYS = ("calibration", "calibration_A", "calibration_b")
+
+
+def _calibration_arrays(calibration):
+    meta = {key: value for key, value in calibration.items() if key not in ("A", "b")}
+    return dict(calibration=np.asarray(json.dumps(meta)),
+                calibration_A=np.asarray(calibration["A"], dtype=np.float32),
+                calibration_b=np.asarray(calibration["b"], dtype=np.float32))
+
+
+def save_model(path, params, node_ids, config, lr, history, overwrite=False, calibration=None):
+    """Write ``params`` (core.Params) and their context to ``path`` (atomic); with
+    ``calibration`` (``infer.calibrate``) also that."""
     arrays = dict(W=np.ascontiguousarray(params.W), O=params.O, bias=params.bias,
                   node_ids=np.asarray(list(node_ids), dtype=str),
                   format=np.asarray(MODEL_FORMAT), version=np.int64(MODEL_VERSION),
@@ -29,12 +45,45 @@ def save_model(path, params, node_ids, config, lr, history, overwrite=False):
                   fixed_features=np.bool_(params.fixed_features))
     if not params.fixed_features:
         arrays["X"] = params.X
+    if calibration is not None:
+        arrays.update(_calibration_arrays(calibration))
     save_npz(path, overwrite=overwrite, **arrays)
+
+
+def save_calibration(path, calibration):
+    """Store ``calibration`` (``infer.calibrate``) in the model file ``path``, replacing
+    any stored one; the file is rewritten atomically, everything else unchanged."""
+    arrays = load_npz(path)
+    if str(arrays.get("format", "")) != MODEL_FORMAT:
+        raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
+    k = arrays["O"].shape[1]
+    if np.shape(calibration["A"]) != (k, k):
+        raise InputError(f"{path}: the calibration is for k = {np.shape(calibration['A'])[0]}, "
+                         f"the model has k = {k}")
+    arrays.update(_calibration_arrays(calibration))
+    save_npz(path, overwrite=True, **arrays)
+
+
+def read_calibration(path):
+    """The calibration stored in the model file ``path`` (a dict with A, b, method, n,
+    samples, positions, seed), or None for a file without one (older files)."""
+    arrays = load_npz(path)
+    if str(arrays.get("format", "")) != MODEL_FORMAT:
+        raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
+    return _read_calibration(arrays)
+
+
+def _read_calibration(arrays):
+    if "calibration" not in arrays:
+        return None
+    cal = json.loads(str(arrays["calibration"]))
+    cal.update(A=arrays["calibration_A"], b=arrays["calibration_b"])
+    return cal
 
 
 def read_model(path):
     """Read a model file: dict with W, O, bias, X (or None), fixed_features, node_ids,
-    config, lr_used, history.  InputError for anything that is not one."""
+    config, lr_used, history, calibration (or None).  InputError for anything that is not one."""
     arrays = load_npz(path)
     if str(arrays.get("format", "")) != MODEL_FORMAT:
         raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
@@ -46,4 +95,5 @@ def read_model(path):
                 fixed_features=bool(arrays["fixed_features"]),
                 node_ids=[str(s) for s in arrays["node_ids"]],
                 lr_used=config.pop("lr_used", None), config=config,
-                history=json.loads(str(arrays["history"])))
+                history=json.loads(str(arrays["history"])),
+                calibration=_read_calibration(arrays))
