@@ -1,0 +1,534 @@
+"""Issue 14's yardstick: `cli.py train` with its defaults against DeepWalk, graph by graph.
+
+    python bench/vs_deepwalk.py                          # the whole panel (hours)
+    python bench/vs_deepwalk.py --graphs syn-1k-mu0.3,cora
+    python bench/vs_deepwalk.py --smoke                  # tiny, for CI (needs gensim)
+
+For every graph of the panel the graph is written as an edge list (``u v``, each
+undirected edge once) into a temporary directory, then two commands run, each as
+its own process timed by wall clock (perf_counter around subprocess.run: start-up,
+imports, reading the graph, walks, training and writing the embeddings all count):
+
+    DeepWalk:  python bench/deepwalk_peer.py --graph g.txt --out dw.emb --threads P --seed 0
+    ours:      python cli.py train --graph g.txt --out ours.emb
+
+``ours`` gets no other flag: the CLI's defaults, including its thread count (every
+core this process may use, P = len(os.sched_getaffinity(0)); DeepWalk gets the same
+P).  Before the panel both commands run once on a 200-node graph, untimed, so that
+Numba's on-disk caches are filled and neither side pays for compiling.
+
+Both embedding files are then scored with the graph's protocol (rows put in node
+order 0..N-1; a node without edges has no embedding from either method and gets a
+zero row in both):
+
+* single-label (Cora, Citeseer, Pubmed: the paper's 10 splits; synthetic graphs: 10
+  seeded stratified 50/50 train/test splits): test accuracy of the logistic
+  regression of caps2ne_np.evaluate.classify_splits, mean over the splits;
+* multi-label (PPI, POS, BlogCatalog): micro- and macro-F1 at 10/50/90% training
+  nodes, caps2ne_np.evaluate.multilabel_f1 over ``--shuffles`` shuffles (default 5).
+
+Issue 14's targets, per graph: the score is at most 1 point below DeepWalk's
+(accuracy; for multi-label graphs micro-F1 at every training fraction) and ours
+takes at most 2x DeepWalk's wall time.
+
+The panel: cora, citeseer, pubmed, ppi, pos, blogcatalog (from the data directory,
+``--data-dir`` or caps2ne_np.datasets.default_data_dir(); a graph whose files are
+missing is skipped with a note) and the LFR-like graphs of bench/graphgen.py:
+syn-{1k,3k,10k,30k,100k}-mu0.3 and syn-{3k,10k}-mu0.5 (seed 0).  Any
+``syn-<n>[k]-mu<mu>`` name works with ``--graphs``.  ``--smoke`` runs a 300-node
+synthetic graph and the bundled Cora (``cora-bundled``) with a reduced budget on both
+sides (marked in the results): ours ``--epochs 1``, DeepWalk 2 walks per node and 1
+gensim epoch.
+
+Writes bench/results/<out>.json + .md after every graph, so an interrupted run keeps
+what it measured.  ``panel_entry(name)`` (the loaders) and ``score_embedding`` are
+the hooks bench/plot_vs_deepwalk.py reuses; its curves, when
+bench/results/vs_deepwalk_curves.json exists, are copied into each graph's entry.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+import common
+import graphgen
+
+DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog"]
+SYNTHETIC = ["syn-1k-mu0.3", "syn-3k-mu0.3", "syn-10k-mu0.3", "syn-30k-mu0.3", "syn-100k-mu0.3",
+             "syn-3k-mu0.5", "syn-10k-mu0.5"]
+PANEL = DATASETS + SYNTHETIC
+SMOKE_GRAPHS = ["syn-300-mu0.3", "cora-bundled"]
+SYN_SEED = 0
+FRACTIONS = (0.1, 0.5, 0.9)
+SCORE_TOLERANCE = 1.0          # points (percent) below DeepWalk still counted as met
+TIME_FACTOR = 2.0              # ours may take this many times DeepWalk's wall time
+# --smoke only: budgets cut so CI finishes in seconds; the results say so
+SMOKE_OURS_FLAGS = ["--epochs", "1"]
+SMOKE_DW_FLAGS = ["--walks-per-node", "2", "--epochs", "1"]
+CURVES = common.RESULTS / "vs_deepwalk_curves.json"
+STDERR_LINES = 20
+
+
+@dataclass
+class PanelGraph:
+    """One graph of the panel: adjacency (symmetric CSR), labels and evaluation splits."""
+
+    name: str
+    kind: str                          # "synthetic" or "dataset"
+    adj: sp.csr_matrix
+    labels: object                     # int64 (N,) or CSR (N, L) 0/1
+    multilabel: bool
+    splits: list = None                # single-label only: [{train, val, test}, ...]
+    split_note: str = ""
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n_nodes(self):
+        return self.adj.shape[0]
+
+    @property
+    def n_classes(self):
+        return int(self.labels.shape[1]) if self.multilabel else int(self.labels.max()) + 1
+
+
+def parse_synthetic(name):
+    """(n, mu) of a name ``syn-<n>[k]-mu<mu>``, or None."""
+    m = re.fullmatch(r"syn-(\d+)(k?)-mu([0-9]*\.?[0-9]+)", name)
+    if not m:
+        return None
+    return int(m.group(1)) * (1000 if m.group(2) else 1), float(m.group(3))
+
+
+def stratified_splits(labels, n_splits=10, train_fraction=0.5, seed=0):
+    """``n_splits`` seeded stratified splits of the labelled nodes: per class, a random
+    ``train_fraction`` (rounded, at least one node) trains and the rest tests; ``val``
+    is empty (classify_splits then reports NaN for it, which is not used)."""
+    labels = np.asarray(labels)
+    rng = np.random.default_rng(seed)
+    classes = [np.flatnonzero(labels == c) for c in np.unique(labels[labels >= 0])]
+    splits = []
+    for _ in range(n_splits):
+        train, test = [], []
+        for members in classes:
+            perm = rng.permutation(members)
+            k = max(1, int(round(train_fraction * perm.size)))
+            train.append(perm[:k])
+            test.append(perm[k:])
+        splits.append(dict(train=np.sort(np.concatenate(train)), val=np.empty(0, dtype=np.int64),
+                           test=np.sort(np.concatenate(test))))
+    return splits
+
+
+def panel_entry(name, data_dir=None):
+    """The PanelGraph called ``name`` (a synthetic name, a dataset or cora-bundled).
+
+    Raises caps2ne_np.errors.InputError when the dataset's files are missing."""
+    syn = parse_synthetic(name)
+    if syn is not None:
+        n, mu = syn
+        adj, labels = graphgen.lfr_like(n, mu=mu, seed=SYN_SEED)
+        per_node, _ = graphgen.mixing(adj, labels)
+        return PanelGraph(name, "synthetic", adj, labels, False, stratified_splits(labels),
+                          "10 seeded stratified 50/50 splits",
+                          dict(n=n, mu=mu, seed=SYN_SEED, realized_mixing=per_node))
+    from caps2ne_np.datasets import default_data_dir, load_dataset
+
+    if name == "cora-bundled":
+        ds = load_dataset(name)
+    elif name in ("cora", "citeseer", "pubmed"):
+        ds = load_dataset(name, data_dir or default_data_dir(), features=False)
+    else:
+        ds = load_dataset(name, data_dir or default_data_dir())
+    adj = sp.csr_matrix(ds.adj, dtype=np.float32)
+    if ds.multilabel:
+        return PanelGraph(name, "dataset", adj, sp.csr_matrix(ds.labels), True)
+    if ds.splits:
+        return PanelGraph(name, "dataset", adj, np.asarray(ds.labels), False, ds.splits,
+                          f"the paper's {len(ds.splits)} splits")
+    return PanelGraph(name, "dataset", adj, np.asarray(ds.labels), False,
+                      stratified_splits(ds.labels), "10 seeded stratified 50/50 splits (no splits file)")
+
+
+def load_embedding(path, n):
+    """(N, k) float32 with row i = node 'i' of a word2vec file, and the number of nodes
+    the file lacks (zero rows)."""
+    from caps2ne_np.io import read_word2vec
+
+    ids, vectors = read_word2vec(path)
+    emb = np.zeros((n, vectors.shape[1]), dtype=np.float32)
+    idx = np.array([int(i) for i in ids], dtype=np.int64)
+    emb[idx] = vectors
+    return emb, n - len(ids)
+
+
+def score_embedding(graph, emb, shuffles=5):
+    """The graph's protocol on ``emb`` (row i = node i).  Returns a dict with
+    ``headline`` (percent: accuracy, or micro-F1 at 50% training nodes) and the
+    protocol's numbers in percent."""
+    from caps2ne_np.evaluate import classify_splits, multilabel_f1
+
+    if graph.multilabel:
+        r = multilabel_f1(emb, graph.labels, FRACTIONS, n_shuffles=shuffles, seed=0)
+        micro = [100 * float(x) for x in r["micro_mean"]]
+        macro = [100 * float(x) for x in r["macro_mean"]]
+        return dict(protocol="multi-label", fractions=list(FRACTIONS), shuffles=shuffles,
+                    micro=micro, macro=macro, micro_std=[100 * float(x) for x in r["micro_std"]],
+                    headline=micro[FRACTIONS.index(0.5)])
+    r = classify_splits(emb, graph.labels, graph.splits)
+    out = dict(protocol="single-label", splits=len(graph.splits), accuracy=100 * r["test_mean"],
+               accuracy_std=100 * r["test_std"], per_split=[100 * float(x) for x in r["test"]],
+               headline=100 * r["test_mean"])
+    if not np.isnan(r["val_mean"]):
+        out["val_accuracy"] = 100 * r["val_mean"]
+    return out
+
+
+def targets(dw, ours):
+    """(score met, score gaps in points) under issue 14's rule."""
+    if dw["protocol"] == "multi-label":
+        gaps = [o - d for o, d in zip(ours["micro"], dw["micro"])]
+    else:
+        gaps = [ours["accuracy"] - dw["accuracy"]]
+    return all(g >= -SCORE_TOLERANCE for g in gaps), gaps
+
+
+_BAR = re.compile(r"^\s*\d+%\|.*?\|.*?\]")
+
+
+def _screen_lines(text, keep=STDERR_LINES):
+    """The last ``keep`` lines as a terminal shows them: a '\\r' rewrite keeps its last
+    state, and of tqdm's progress lines (one per update when stderr is not a
+    terminal) only the last is kept; text printed right after a bar stays."""
+    out, last_bar = [], None
+    for line in text.replace("\r\n", "\n").split("\n"):
+        line = line.split("\r")[-1].rstrip()
+        m = _BAR.match(line)
+        if m:
+            last_bar = len(out)
+            out.append(m.group(0).strip())
+            line = line[m.end():]
+        if line.strip():
+            out.append(line)
+    out = [line for i, line in enumerate(out) if i == last_bar or not _BAR.match(line)]
+    return out[-keep:]
+
+
+def _shown(cmd):
+    """A command as the user would type it, paths relative to the repository."""
+    out = []
+    for part in cmd:
+        if part == sys.executable:
+            part = "python"
+        elif os.path.isabs(part) and part.startswith(str(common.REPO) + os.sep):
+            part = os.path.relpath(part, common.REPO)
+        out.append(part)
+    return " ".join(out)
+
+
+def run_timed(cmd, cwd):
+    """(wall seconds, CompletedProcess) of one command."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    return time.perf_counter() - t0, proc
+
+
+def _parse_peer(stdout):
+    out = {}
+    for line in stdout.splitlines():
+        key, _, value = line.partition(":")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            pass
+    return out
+
+
+def commands(workdir, threads, smoke, usable):
+    graph = os.path.join(workdir, "g.txt")
+    dw = [sys.executable, str(common.BENCH / "deepwalk_peer.py"), "--graph", graph,
+          "--out", os.path.join(workdir, "dw.emb"), "--threads", str(threads), "--seed", "0"]
+    ours = [sys.executable, str(common.REPO / "cli.py"), "train", "--graph", graph,
+            "--out", os.path.join(workdir, "ours.emb")]
+    if threads != usable:          # --threads asked for another count than the CLI's default
+        ours += ["--threads", str(threads)]
+    if smoke:
+        dw += SMOKE_DW_FLAGS
+        ours += SMOKE_OURS_FLAGS
+    return dw, ours
+
+
+def measure(graph, workdir, args, usable):
+    """Write the graph, run both commands ``args.reps`` times, score every embedding."""
+    os.makedirs(workdir, exist_ok=True)
+    n_edges = graphgen.write_edgelist(os.path.join(workdir, "g.txt"), graph.adj)
+    if not graph.multilabel:
+        graphgen.write_labels(os.path.join(workdir, "g.labels"), graph.labels)
+    dw_cmd, ours_cmd = commands(workdir, args.threads, args.smoke, usable)
+    entry = dict(name=graph.name, kind=graph.kind, n_nodes=graph.n_nodes, n_edges=n_edges,
+                 n_classes=graph.n_classes, multilabel=graph.multilabel, info=graph.info,
+                 split_note=graph.split_note,
+                 commands=dict(deepwalk=_shown(dw_cmd), ours=_shown(ours_cmd)))
+    sides = dict(deepwalk=dict(cmd=dw_cmd, file="dw.emb", seconds=[], scores=[]),
+                 ours=dict(cmd=ours_cmd, file="ours.emb", seconds=[], scores=[]))
+    for rep in range(args.reps):
+        for side, s in sides.items():
+            out = os.path.join(workdir, s["file"])
+            if os.path.exists(out):
+                os.unlink(out)            # the CLI never overwrites without --overwrite
+            seconds, proc = run_timed(s["cmd"], common.REPO)
+            s["stderr_tail"] = _screen_lines(proc.stderr)
+            s["stdout_tail"] = _screen_lines(proc.stdout)
+            if proc.returncode != 0:
+                s["error"] = f"exit {proc.returncode} in rep {rep + 1}"
+                continue
+            s["seconds"].append(seconds)
+            if side == "deepwalk":
+                s.setdefault("phases", []).append(_parse_peer(proc.stdout))
+            emb, missing = load_embedding(out, graph.n_nodes)
+            entry["nodes_without_embedding"] = missing
+            t0 = time.perf_counter()
+            s["scores"].append(score_embedding(graph, emb, args.shuffles))
+            s["scoring_seconds"] = time.perf_counter() - t0
+    for side, s in sides.items():
+        s.pop("cmd")
+        s.pop("file")
+        if s["seconds"]:
+            s["seconds_median"] = common.median(s["seconds"])
+            s["score"] = _median_score(s["scores"])
+        entry[side] = s
+    dw, ours = entry["deepwalk"], entry["ours"]
+    if "score" in dw and "score" in ours:
+        score_ok, gaps = targets(dw["score"], ours["score"])
+        ratio = ours["seconds_median"] / dw["seconds_median"]
+        entry.update(time_ratio=ratio, score_gap=gaps, score_gap_headline=ours["score"]["headline"]
+                     - dw["score"]["headline"],
+                     targets=dict(score=score_ok, time=ratio <= TIME_FACTOR))
+    return entry
+
+
+def _median_score(scores):
+    """The score of the run with the median headline (the only one when reps = 1)."""
+    order = np.argsort([s["headline"] for s in scores], kind="stable")
+    return scores[int(order[(len(order) - 1) // 2])]
+
+
+def warm_up(args, usable):
+    """Run both commands on a 200-node graph so that Numba's caches are filled."""
+    with tempfile.TemporaryDirectory(prefix="vs_dw_warm_") as d:
+        adj, _ = graphgen.lfr_like(200, mu=0.3, seed=1, min_community=10, max_community=60)
+        graphgen.write_edgelist(os.path.join(d, "g.txt"), adj)
+        dw_cmd, ours_cmd = commands(d, args.threads, True, usable)
+        t0 = time.perf_counter()
+        for cmd in (dw_cmd, ours_cmd):
+            proc = subprocess.run(cmd, cwd=common.REPO, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"warm-up failed: {_shown(cmd)}\n{proc.stderr[-2000:]}", file=sys.stderr)
+                return None
+        return time.perf_counter() - t0
+
+
+def attach_curves(entries):
+    """Copy the curves of bench/plot_vs_deepwalk.py (if that file exists) into entries."""
+    if not CURVES.exists():
+        return
+    try:
+        curves = json.loads(CURVES.read_text()).get("graphs", {})
+    except (OSError, ValueError):
+        return
+    for e in entries:
+        if e["name"] in curves:
+            e["curves"] = curves[e["name"]]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--graphs", default=None, help="comma-separated subset (default: the panel: "
+                    + ",".join(PANEL) + ")")
+    ap.add_argument("--smoke", action="store_true", help="tiny run: " + ",".join(SMOKE_GRAPHS)
+                    + ", reduced budgets on both sides")
+    ap.add_argument("--out", default="vs_deepwalk", help="result stem (default vs_deepwalk)")
+    ap.add_argument("--data-dir", default=None, help="benchmark data (default: "
+                    "caps2ne_np.datasets.default_data_dir())")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="DeepWalk's workers (default: the usable cores, the CLI's default)")
+    ap.add_argument("--reps", type=int, default=1, help="runs per side; the median time is reported")
+    ap.add_argument("--shuffles", type=int, default=5, help="shuffles of the multi-label protocol")
+    ap.add_argument("--keep-dir", default=None, help="keep graphs and embeddings in this directory")
+    ap.add_argument("--no-warmup", action="store_true", help="skip the untimed run that fills Numba's cache")
+    args = ap.parse_args(argv)
+    try:
+        import gensim  # noqa: F401
+    except ImportError:
+        ap.error("gensim is needed for the DeepWalk peer: pip install gensim")
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    args.threads = args.threads or usable
+    if args.reps < 1:
+        ap.error("--reps: expected >= 1")
+    names = SMOKE_GRAPHS if args.smoke else PANEL
+    if args.graphs:
+        names = [n.strip() for n in args.graphs.split(",") if n.strip()]
+        bad = [n for n in names if n not in DATASETS + ["cora-bundled"] and parse_synthetic(n) is None]
+        if bad:
+            ap.error(f"unknown graph(s) {bad}; choose from {PANEL + ['cora-bundled']} or syn-<n>[k]-mu<mu>")
+
+    dw_t, ours_t = commands("<dir>", args.threads, args.smoke, usable)
+    payload = dict(
+        command="python bench/vs_deepwalk.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        machine=common.machine_info(), threads=args.threads, usable_cores=usable, reps=args.reps,
+        multilabel_shuffles=args.shuffles, smoke=args.smoke,
+        smoke_note=(f"SMOKE: reduced budgets, ours {' '.join(SMOKE_OURS_FLAGS)}, DeepWalk "
+                    f"{' '.join(SMOKE_DW_FLAGS)}; not a measurement of issue 14's targets")
+        if args.smoke else None,
+        command_templates=dict(deepwalk=_shown(dw_t), ours=_shown(ours_t)),
+        targets=dict(score_points_below_deepwalk=SCORE_TOLERANCE, time_factor=TIME_FACTOR),
+        load_avg_before=os.getloadavg(), graphs=[], skipped=[])
+    if not args.no_warmup:
+        payload["warmup_seconds"] = warm_up(args, usable)
+    root = args.keep_dir or tempfile.mkdtemp(prefix="vs_deepwalk_")
+    try:
+        for i, name in enumerate(names, 1):
+            try:
+                graph = panel_entry(name, args.data_dir)
+            except Exception as err:          # noqa: BLE001 -- a missing dataset skips the graph
+                payload["skipped"].append(dict(name=name, reason=f"{type(err).__name__}: {err}"))
+                print(f"[{i}/{len(names)}] {name}: skipped ({err})", flush=True)
+                continue
+            entry = measure(graph, os.path.join(root, name), args, usable)
+            payload["graphs"].append(entry)
+            attach_curves(payload["graphs"])
+            payload["load_avg_after"] = os.getloadavg()
+            common.write_results(args.out, payload, render(payload))
+            print(f"[{i}/{len(names)}] {progress_line(entry)}", flush=True)
+    finally:
+        if args.keep_dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    payload["load_avg_after"] = os.getloadavg()
+    md = render(payload)
+    common.write_results(args.out, payload, md)
+    print(md)
+    return 0
+
+
+def _met(ok):
+    return "met" if ok else "**not met**"
+
+
+def progress_line(e):
+    dw, ours = e["deepwalk"], e["ours"]
+    head = f"{e['name']}: N={e['n_nodes']:,}, E={e['n_edges']:,}"
+    if "targets" not in e:
+        errors = "; ".join(f"{side} {e[side]['error']}" for side in ("deepwalk", "ours") if "error" in e[side])
+        return f"{head}: FAILED ({errors})"
+    metric = "micro-F1@50%" if e["multilabel"] else "accuracy"
+    return (f"{head}: {metric} DeepWalk {dw['score']['headline']:.2f} in {dw['seconds_median']:.1f} s, "
+            f"ours {ours['score']['headline']:.2f} in {ours['seconds_median']:.1f} s "
+            f"(x{e['time_ratio']:.2f}); score {_met(e['targets']['score'])}, time {_met(e['targets']['time'])}")
+
+
+def _f(x, fmt="{:.2f}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def render(p):
+    lines = ["# Caps2NE CLI defaults against DeepWalk (issue 14)\n"]
+    if p["smoke"]:
+        lines.append(f"**{p['smoke_note']}**\n")
+    lines.append(f"`{p['command'].strip()}`: {p['threads']} threads on both sides ({p['usable_cores']} "
+                 f"usable cores), {p['reps']} run(s) per side (median), load average "
+                 f"{p['load_avg_before'][0]:.1f} before"
+                 + (f", {p['load_avg_after'][0]:.1f} after" if "load_avg_after" in p else "") + ".\n")
+    lines.append(f"Targets: score at most {p['targets']['score_points_below_deepwalk']:g} point below "
+                 f"DeepWalk's (accuracy; micro-F1 at every training fraction for multi-label graphs) and "
+                 f"wall time at most {p['targets']['time_factor']:g}x DeepWalk's.  Wall time is the "
+                 "whole process, start-up to written file (Numba caches warm).\n")
+    lines.append(common.machine_markdown(p["machine"]))
+    rows = []
+    for e in p["graphs"]:
+        if "targets" not in e:
+            rows.append([e["name"], f"{e['n_nodes']:,}", f"{e['n_edges']:,}", e["n_classes"], "failed",
+                         "", "", "", "", "", "", "", ""])
+            continue
+        dw, ours = e["deepwalk"], e["ours"]
+        rows.append([e["name"], f"{e['n_nodes']:,}", f"{e['n_edges']:,}", e["n_classes"],
+                     "micro-F1 @50%" if e["multilabel"] else "accuracy",
+                     _f(dw["score"]["headline"]), _f(ours["score"]["headline"]),
+                     f"{e['score_gap_headline']:+.2f}", _f(dw["seconds_median"], "{:.1f}"),
+                     _f(ours["seconds_median"], "{:.1f}"), f"{e['time_ratio']:.2f}",
+                     _met(e["targets"]["score"]), _met(e["targets"]["time"])])
+    lines.append("## Summary\n")
+    lines.append(common.markdown_table(
+        ["graph", "N", "edges", "classes", "metric", "DeepWalk", "ours", "gap (points)", "DeepWalk s",
+         "ours s", "time ratio", "score target", "time target"], rows) + "\n")
+    if p["skipped"]:
+        lines.append("Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n")
+    for e in p["graphs"]:
+        lines.append(render_graph(e))
+    lines.append("## Commands\n")
+    lines.append(f"- DeepWalk: `{p['command_templates']['deepwalk']}`")
+    lines.append(f"- ours: `{p['command_templates']['ours']}`")
+    lines.append("- `<dir>/g.txt` is the graph as written by bench/graphgen.write_edgelist "
+                 "(each undirected edge once, self loops dropped).\n")
+    return "\n".join(lines)
+
+
+def render_graph(e):
+    lines = [f"## {e['name']}\n"]
+    extra = ""
+    if e.get("info", {}).get("realized_mixing") is not None:
+        i = e["info"]
+        extra = f", LFR-like (bench/graphgen.py) mu={i['mu']}, realized {i['realized_mixing']:.3f}, seed {i['seed']}"
+    lines.append(f"N={e['n_nodes']:,}, {e['n_edges']:,} edges, {e['n_classes']} "
+                 f"{'labels (multi-label)' if e['multilabel'] else 'classes'}{extra}."
+                 + (f" Protocol: {e['split_note']}." if e["split_note"] else "")
+                 + (f" {e['nodes_without_embedding']} node(s) without edges get zero vectors on both sides."
+                    if e.get("nodes_without_embedding") else "") + "\n")
+    for side in ("deepwalk", "ours"):
+        if "error" in e[side]:
+            lines.append(f"- **{side} failed** ({e[side]['error']}):\n\n```\n"
+                         + "\n".join(e[side]["stderr_tail"]) + "\n```\n")
+    if "targets" not in e:
+        return "\n".join(lines)
+    dw, ours = e["deepwalk"], e["ours"]
+    if e["multilabel"]:
+        rows = []
+        for j, f in enumerate(dw["score"]["fractions"]):
+            gap = e["score_gap"][j]
+            rows.append([f"{100 * f:.0f}%", _f(dw["score"]["micro"][j]), _f(ours["score"]["micro"][j]),
+                         f"{gap:+.2f}", _f(dw["score"]["macro"][j]), _f(ours["score"]["macro"][j]),
+                         _met(gap >= -SCORE_TOLERANCE)])
+        lines.append(common.markdown_table(
+            ["train fraction", "DeepWalk micro-F1", "ours micro-F1", "gap", "DeepWalk macro-F1",
+             "ours macro-F1", "score target"], rows) + "\n")
+        lines.append(f"({dw['score']['shuffles']} shuffles per fraction.)\n")
+    else:
+        lines.append(common.markdown_table(
+            ["", "DeepWalk", "ours", "gap", "target"],
+            [["accuracy (%)", f"{dw['score']['accuracy']:.2f} +- {dw['score']['accuracy_std']:.2f}",
+              f"{ours['score']['accuracy']:.2f} +- {ours['score']['accuracy_std']:.2f}",
+              f"{e['score_gap'][0]:+.2f}", _met(e["targets"]["score"])]]) + "\n")
+    times = [["wall seconds (median)", f"{dw['seconds_median']:.2f}", f"{ours['seconds_median']:.2f}",
+              f"x{e['time_ratio']:.2f}", _met(e["targets"]["time"])]]
+    lines.append(common.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], times) + "\n")
+    if dw.get("phases"):
+        ph = dw["phases"][-1]
+        lines.append("DeepWalk's phases (last run): " + ", ".join(
+            f"{k[:-2]} {ph[k]:.2f} s" for k in ("imports_s", "read_s", "walks_s", "train_s", "write_s")
+            if k in ph) + ".\n")
+    if ours.get("stderr_tail"):
+        lines.append("ours, stderr (last lines):\n\n```\n" + "\n".join(ours["stderr_tail"]) + "\n```\n")
+    lines.append(f"- DeepWalk: `{e['commands']['deepwalk']}`\n- ours: `{e['commands']['ours']}`\n")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
