@@ -15,6 +15,7 @@ cold, as a user's command does):
     profile_step.py                where a step's time goes, kernel by kernel
     gradcheck.py                   every gradient against finite differences
     feature_dim.py                 throughput against the feature size d
+    vs_deepwalk.py --graphs ...    CLI defaults against DeepWalk (gensim) on three graphs
 
 then ``perf.py --report-only``, so that perf.md's targets table holds this run's
 walk and time-to-accuracy results too.  Writes bench/results/suite.json + .md:
@@ -42,6 +43,9 @@ SUITE = [
     ("gradcheck", ["gradcheck.py"]),
     ("feature_dim", ["feature_dim.py"]),
     ("perf_report", ["perf.py", "--report-only"]),
+    # issue 14: the CLI defaults against DeepWalk on a quick subset of the panel (the
+    # whole panel, hours, is `python bench/vs_deepwalk.py`); needs gensim
+    ("vs_deepwalk", ["vs_deepwalk.py", "--graphs", "syn-1k-mu0.3,syn-3k-mu0.3,cora"]),
 ]
 
 
