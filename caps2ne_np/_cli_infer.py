@@ -10,6 +10,10 @@ from pathlib import Path
 import click
 
 DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled"]
+AGGREGATES = ("mean", "sum", "calibrated")            # infer.AGGREGATES (a test checks)
+DEFAULT_AGGREGATE = "calibrated"                      # infer.DEFAULT_AGGREGATE
+CALIBRATIONS = ("scale", "diag", "linear")            # infer.CALIBRATION_METHODS
+DEFAULT_CALIBRATION = "scale"                         # infer.DEFAULT_CALIBRATION
 
 
 def _parse_positions(value):
@@ -46,6 +50,21 @@ def _parse_positions(value):
 @click.option("--positions", default="all", callback=lambda c, p, v: _parse_positions(v),
               help="Walk positions of the node: all (0..q-1), train (the model's training target "
                    "positions) or 0-based positions such as 3,4,5,6.")
+@click.option("--aggregate", default=DEFAULT_AGGREGATE, type=click.Choice(AGGREGATES),
+              help="How a node's Z capsule outputs e become its embedding: calibrated = mapped "
+                   "onto the scale of the model's o_v (for a classifier fitted on o_v); mean = "
+                   "the paper's average (to re-embed every node, old and new); sum = Z x mean "
+                   "(the authors' code).")
+@click.option("--calibration", "calibration_method", default=DEFAULT_CALIBRATION,
+              type=click.Choice(CALIBRATIONS),
+              help="Map fitted when the model file stores no calibration (or with "
+                   "--save-calibration): scale = one factor |o|/|e|, diag = per dimension, "
+                   "linear = a ridge least-squares map from e to o_v, fitted on the model's "
+                   "training nodes in --graph.")
+@click.option("--save-calibration", is_flag=True,
+              help="Fit the calibration on the training nodes in --graph (with these --samples, "
+                   "--positions and --seed) and store it in the --model file (rewritten "
+                   "atomically), replacing a stored one.")
 @click.option("--isolated", default="self", type=click.Choice(["self", "error"]),
               help="A node without edges: self = encode it from its own features (a warning), "
                    "error = refuse.")
@@ -60,13 +79,14 @@ def _parse_positions(value):
 @click.option("--quiet", "-q", is_flag=True, help="No summary lines on stderr.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, nodes_path, samples,
-          positions, isolated, directed, keep_self_loops, out, overwrite, threads, seed, quiet,
-          debug):
+          positions, aggregate, calibration_method, save_calibration, isolated, directed,
+          keep_self_loops, out, overwrite, threads, seed, quiet, debug):
     """Embed new nodes with a trained model (Algorithm 3, inductive setting).
 
-    Each node's embedding is the average of the capsule outputs e of Z contexts
-    sampled from random walks through it on --graph (docs/inductive.md).  The
-    embeddings are written in word2vec text format, ids as given in --nodes.
+    Each node's embedding comes from the capsule outputs e of Z contexts sampled from
+    random walks through it on --graph: by default their mean mapped onto the scale
+    of the model's o_v, so a classifier fitted on o_v applies (docs/inductive.md).
+    The embeddings are written in word2vec text format, ids as given in --nodes.
     """
     from ._cli import _run
 
@@ -77,21 +97,23 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
     source = dict(graph=graph, dataset=dataset, data_dir=data_dir, features=features_path,
                   feature_ids=feature_ids, labels=None, splits=None, directed=directed,
                   keep_self_loops=keep_self_loops)
-    _run(debug, _infer, model_path, source, nodes_path, samples, positions, isolated, out,
-         overwrite, threads, seed, quiet)
+    _run(debug, _infer, model_path, source, nodes_path, samples, positions, aggregate,
+         calibration_method, save_calibration, isolated, out, overwrite, threads, seed, quiet)
 
 
-def _infer(model_path, source, nodes_path, samples, positions, isolated, out, overwrite, threads,
-           seed, quiet):
+def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibration_method,
+           save_calibration, isolated, out, overwrite, threads, seed, quiet):
     from ._cli import _check_writable, _load_input
     from .datasets import _read_id_file
     from .errors import InputError
-    from .infer import infer_embeddings
+    from .infer import calibrate, infer_embeddings
     from .io import write_word2vec
     from .model import Caps2NE
+    from .modelfile import read_calibration, save_calibration as store_calibration
 
     _check_writable(out, overwrite)
     model = Caps2NE.load(model_path)
+    model.calibration_ = read_calibration(model_path)
     # A featureless model learned its own x: the dataset's features are not loaded.
     source["featureless"] = not model.fixed_features_
     g, features, _, _ = _load_input(source)
@@ -106,12 +128,25 @@ def _infer(model_path, source, nodes_path, samples, positions, isolated, out, ov
                              "must hold the new nodes and their edges (ids compared as strings)")
     seen = set(model.node_ids_)
     n_old = sum(nid in seen for nid in ids)
+    how = "stored in the model file"
+    if save_calibration or (aggregate == "calibrated" and model.calibration_ is None):
+        model.calibration_ = calibrate(model, g, features, samples=samples, seed=seed,
+                                       threads=threads, positions=positions,
+                                       method=calibration_method)
+        how = (f"{calibration_method}, fitted on {model.calibration_['n']} training nodes of "
+               f"{source['graph'] or source['dataset']}")
+        if save_calibration:
+            store_calibration(model_path, model.calibration_)
+            how += f", stored in {model_path}"
     node_ids, E = infer_embeddings(model, g, features, ids, samples=samples, seed=seed,
-                                   threads=threads, positions=positions, isolated=isolated)
+                                   threads=threads, positions=positions, isolated=isolated,
+                                   aggregate=aggregate)
     write_word2vec(out, node_ids, E, overwrite=overwrite)
     if not quiet:
         q = model.W_.shape[0] + 1
         Z = samples or q
+        what = {"mean": "the mean capsule output e", "sum": "the sum of the capsule outputs e",
+                "calibrated": f"the mean capsule output e calibrated to the o_v ({how})"}
         click.echo(f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
-                   f"training nodes) as the mean capsule output e of {Z} context(s) each "
-                   f"(walk length q = {q}); wrote {out}", err=True)
+                   f"training nodes) as {what[aggregate]} of {Z} context(s) each (walk length "
+                   f"q = {q}); wrote {out}", err=True)

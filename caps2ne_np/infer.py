@@ -571,7 +571,8 @@ def inductive_split(graph_or_adj, test_nodes):
     Returns the subgraph on the other nodes (a Graph with their ids, or a CSR matrix)
     and ``kept`` int64 (N - |test|,): subgraph node i is original node kept[i] (kept is
     sorted, so the remaining nodes keep their relative order).  Nodes left without
-    edges stay in the subgraph (their walks stay in place).  Train on the subgraph,
+    edges stay in the subgraph (their walks stay in place, so their o_v is learned from
+    their own features alone); an ``InputWarning`` gives their count.  Train on the subgraph,
     then embed the test nodes with ``infer_embeddings`` on the full graph.
     """
     is_graph = isinstance(graph_or_adj, graph_mod.Graph)
@@ -598,6 +599,14 @@ def inductive_split(graph_or_adj, test_nodes):
                          "needs at least 2")
     sub = adj[kept][:, kept].tocsr()
     sub.sort_indices()
+    indptr = np.ascontiguousarray(sub.indptr, dtype=np.int64)
+    lone = np.flatnonzero((np.diff(indptr) == 0) & (np.diff(sub.tocsc().indptr) == 0))
+    if lone.size:
+        first = graph_or_adj.node_ids[int(kept[lone[0]])] if is_graph else int(kept[lone[0]])
+        warnings.warn(f"{lone.size} node(s) left without edges by removing the test nodes, e.g. "
+                      f"{first!r}: training learns their o_v from their own features alone (an "
+                      "edge list of the subgraph would drop them); infer_embeddings on the full "
+                      "graph embeds them from their edges", InputWarning, stacklevel=2)
     if not is_graph:
         return sub, kept
     weights = None
@@ -605,8 +614,7 @@ def inductive_split(graph_or_adj, test_nodes):
         weights = np.ascontiguousarray(sub.data, dtype=np.float32)
         if np.all(weights == 1.0):
             weights = None
-    indptr = np.ascontiguousarray(sub.indptr, dtype=np.int64)
-    isolated = int(np.count_nonzero(np.diff(indptr) == 0))
+    isolated = int(np.count_nonzero(np.diff(indptr) == 0))   # as graph.py counts them
     stats = dict(removed_nodes=int(test.size),
                  removed_edges=int(graph_or_adj.n_edges - sub.nnz), isolated_nodes=isolated)
     log.info("inductive split: removed %d nodes and %d stored edges; %d nodes left without edges",

@@ -92,15 +92,17 @@ class Caps2NE(BaseEstimator):
         _check_fitted(self)
         return self.O_
 
-    def transform(self, graph, X=None, nodes=None, samples=None, random_state=0):
+    def transform(self, graph, X=None, nodes=None, samples=None, random_state=0, aggregate=None):
         """Embeddings of (new) nodes through the capsule path, Algorithm 3.
 
         ``graph`` holds the nodes and their edges (Graph or scipy.sparse adjacency),
         ``X`` their fixed features in graph order (None for a featureless model),
         ``nodes`` the ids or indices to embed (default: every node of ``graph``).
-        Returns (V, k) float32: the average of e over Z sampled contexts (infer.py).
+        ``aggregate``: 'calibrated' (None: the default; on the scale of the o_v), 'mean'
+        (the paper's average) or 'sum' (infer.infer_embeddings).
+        Returns (V, k) float32 from e over Z sampled contexts (infer.py).
         """
-        from .infer import infer_embeddings
+        from .infer import DEFAULT_AGGREGATE, infer_embeddings
 
         _check_fitted(self)
         if nodes is None:
@@ -108,7 +110,8 @@ class Caps2NE(BaseEstimator):
             nodes = list(range(n))
         _, E = infer_embeddings(self, graph, X, nodes, samples=samples,
                                 seed=0 if random_state is None else int(random_state),
-                                threads=_threads(self.n_jobs))
+                                threads=_threads(self.n_jobs),
+                                aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate)
         return E
 
     def save(self, path, overwrite=False):

@@ -228,9 +228,13 @@ def test_a_node_does_not_depend_on_the_other_requested_nodes(full, fixed_model, 
 def test_scipy_adjacency_and_indices_as_input(full, fixed_model, features):
     """A scipy adjacency is read as Caps2NE.fit reads it; integer nodes are graph indices."""
     new = int(full.index_of("new")[0])
-    ids, a = infer_embeddings(fixed_model, full.to_scipy(), features, [new, 3], samples=12)
+    # 'mean': the ids of a scipy adjacency ('0', '1', ...) are not the model's, so no
+    # calibration can be fitted on it (tests/test_infer_aggregate.py)
+    ids, a = infer_embeddings(fixed_model, full.to_scipy(), features, [new, 3], samples=12,
+                              aggregate="mean")
     assert ids == [str(new), "3"]
-    b = infer_embeddings(fixed_model, full, features, ["new", "n3"], samples=12)[1]
+    b = infer_embeddings(fixed_model, full, features, ["new", "n3"], samples=12,
+                         aggregate="mean")[1]
     np.testing.assert_array_equal(a, b)
 
 
@@ -238,7 +242,8 @@ def test_samples_average_the_capsule_outputs(full, fixed_model, features):
     """E = (1/Z) sum_z e_z over the contexts sample_contexts draws (Algorithm 3)."""
     from caps2ne_np.train import derive_seed, prepare_features
 
-    E = infer_embeddings(fixed_model, full, features, ["new"], samples=13, seed=2)[1]
+    E = infer_embeddings(fixed_model, full, features, ["new"], samples=13, seed=2,
+                         aggregate="mean")[1]
     ctx = sample_contexts(full, full.index_of("new"), 10, 13, derive_seed(2, "infer"))
     X = prepare_features(features, full.n_nodes, normalize=False)
     e = capsule_outputs(fixed_model.W_, X, ctx, ModelConfig())
@@ -281,8 +286,8 @@ def test_permuting_node_order_gives_the_same_embedding_in_distribution(full, fix
     X2[perm] = features
     new2 = names[full.index_of("new")[0]]
     Z = 10000                                            # max |a - b| ~ 0.005 here
-    a = infer_embeddings(fixed_model, full, features, ["new"], samples=Z)[1][0]
-    b = infer_embeddings(fixed_model, g2, X2, [new2], samples=Z)[1][0]
+    a = infer_embeddings(fixed_model, full, features, ["new"], samples=Z, aggregate="mean")[1][0]
+    b = infer_embeddings(fixed_model, g2, X2, [new2], samples=Z, aggregate="mean")[1][0]
     assert not np.array_equal(a, b)                      # different walks were drawn...
     np.testing.assert_allclose(a, b, atol=0.02)          # ...from the same distribution
     assert np.linalg.norm(a) > 0.1                       # so the tolerance is meaningful
@@ -320,7 +325,7 @@ def test_isolated_node_error_or_own_features(full, fixed_model, features):
     with pytest.raises(InputError, match="'alone' has no edges"):
         infer_embeddings(fixed_model, g, X, ["alone"], isolated="error")
     with pytest.warns(InputWarning, match="without edges"):
-        E = infer_embeddings(fixed_model, g, X, ["alone"], isolated="self")[1]
+        E = infer_embeddings(fixed_model, g, X, ["alone"], isolated="self", aggregate="mean")[1]
     ctx = np.full((1, 9), g.n_nodes - 1, dtype=np.int32)   # the node itself in every slot
     e = capsule_outputs(fixed_model.W_, X, ctx, ModelConfig())
     np.testing.assert_allclose(E, e, rtol=1e-6)
