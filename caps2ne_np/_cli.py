@@ -16,12 +16,13 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .defaults import (ADAM_MODES, BATCH_MODES, GRAD_MODES, LR_SCHEDULES, PLAIN, PRESET_NAMES,
+                       PRESETS, ROUTING_RULES, SAMPLERS, WALK_MODES)
 from .errors import InputError, InputWarning
 
 DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled"]
 
-DEFAULTS = dict(dim=128, feat_dim=128, walk_length=10, walks_per_node=16, epochs=5,
-                batch_size=64, routing_iters=1)
+DEFAULTS = PLAIN
 
 
 class _Failure(click.ClickException):
@@ -68,6 +69,14 @@ def _one_line(err):
     if isinstance(err, OSError) and err.filename:
         return f"{err.filename}: {err.strerror or err}"
     return " ".join(str(err).split())
+
+
+def _preset_help(name):
+    p = PRESETS[name]
+    lr = "5e-4 or 1e-4" if p["lr"] is None else f"{p['lr']:g}"
+    return (f"lr {lr} {p['lr_schedule']}, batch {p['batch_size']}, T {p['walks_per_node']} "
+            f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
+            + (f", {p['epochs']} epochs" if p["epochs"] else ""))
 
 
 def _parse_targets(value):
@@ -121,6 +130,9 @@ def cli():
               help="Also write the embeddings as .npy (+ <stem>.nodes.txt with the node ids).")
 @click.option("--model-out", type=click.Path(dir_okay=False), default=None,
               help="Also write the whole trained model (parameters, config, node ids) to .npz.")
+@click.option("--history", "history_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the per-epoch history (loss, rate, time, pairs/s; with "
+                   "--eval-every-epoch the accuracies) as CSV, rewritten after every epoch.")
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @click.option("--dim", default=DEFAULTS["dim"], type=click.IntRange(min=1),
               help="Embedding size k (size of e_v and o_v).")
@@ -128,40 +140,54 @@ def cli():
               help="Size d of the trainable input features x (featureless graphs).")
 @click.option("--walk-length", default=DEFAULTS["walk_length"], type=click.IntRange(min=2),
               help="Walk length q (q - 1 context nodes per target).")
-@click.option("--walks-per-node", default=DEFAULTS["walks_per_node"], type=click.IntRange(min=1),
-              help="Random walks T started from every node.")
-@click.option("--epochs", default=DEFAULTS["epochs"], type=click.IntRange(min=1),
-              help="Epochs; each is ceil(#walks / batch-size) batches.")
-@click.option("--batch-size", default=DEFAULTS["batch_size"], type=click.IntRange(min=1),
-              help="Walks per batch B (each walk gives one pair per target position).")
+@click.option("--preset", default="auto", type=click.Choice(PRESET_NAMES),
+              help="Where the options marked [preset] come from when not given: 'converge' "
+                   f"({_preset_help('converge')}; epochs from the graph), 'paper' (the authors' "
+                   f"settings: {_preset_help('paper')}); 'auto' is 'converge' without and "
+                   "'paper' with fixed --features. docs/training.md.")
+@click.option("--walks-per-node", default=None, type=click.IntRange(min=1),
+              help="Random walks T started from every node in each epoch. [preset]")
+@click.option("--epochs", default=None, type=click.IntRange(min=1),
+              help="Epochs (exactly this many); each is ceil(N T / batch-size) batches "
+                   "[preset converge: a budget set by the graph, printed at the start].")
+@click.option("--batch-size", default=None, type=click.IntRange(min=1),
+              help="Walks per batch B (each walk gives one pair per target position). [preset]")
 @click.option("--lr", default=None, type=click.FloatRange(min=0, min_open=True),
-              help="Adam learning rate [default: 5e-4 with trained features x (featureless "
-                   "graphs), 1e-4 with fixed features; the paper's grid is 1e-5, 5e-5, 1e-4; "
-                   "docs/training.md].")
+              help="Adam learning rate (the peak rate with --lr-schedule linear) [preset; "
+                   "paper: 5e-4 with trained features x, 1e-4 with fixed features; the "
+                   "paper's grid is 1e-5, 5e-5, 1e-4].")
+@click.option("--lr-schedule", default=None, type=click.Choice(LR_SCHEDULES),
+              help="linear: decay from --lr to --lr x --lr-floor over the run (word2vec); "
+                   "constant: the authors'. [preset]")
+@click.option("--lr-floor", default=DEFAULTS["lr_floor"],
+              type=click.FloatRange(min=0, max=1, min_open=True),
+              help="Last rate of the linear schedule, as a fraction of --lr.")
+@click.option("--walks", "walks", default=None, type=click.Choice(WALK_MODES),
+              help="fresh: new walks every epoch; fixed: the same N x T walks every epoch "
+                   "(authors). [preset]")
 @click.option("--num-sampled", default=None, type=click.IntRange(min=1),
               help="Sampled nodes |V'| per batch in the sampled softmax, < number of nodes "
                    "[default: 256, or N - 1 on graphs of at most 256 nodes].")
-@click.option("--sampler", default="log_uniform",
-              type=click.Choice(["log_uniform", "unigram", "uniform"]),
+@click.option("--sampler", default=None, type=click.Choice(SAMPLERS),
               help="Candidate sampler for V': TensorFlow's log-uniform (by node index), "
-                   "walk-frequency^0.75, or uniform.")
+                   "walk-frequency^0.75, or uniform. [preset]")
 @click.option("--routing-iters", default=DEFAULTS["routing_iters"], type=click.IntRange(min=1),
               help="Routing iterations m (Algorithm 1).")
-@click.option("--routing-rule", default="paper", type=click.Choice(["paper", "sabour"]),
+@click.option("--routing-rule", default=DEFAULTS["routing_rule"], type=click.Choice(ROUTING_RULES),
               help="Logit update: paper b_i = u_hat_i.e, or Sabour et al. b_i += u_hat_i.e.")
 @click.option("--routing-scale", default=None, type=click.FloatRange(min=0, min_open=True),
               help="c = scale * softmax(b) [default: q - 1 as the authors' code; 1 = plain softmax].")
-@click.option("--grad-mode", default="exact", type=click.Choice(["exact", "stop"]),
+@click.option("--grad-mode", default=DEFAULTS["grad_mode"], type=click.Choice(GRAD_MODES),
               help="exact: true gradient through routing; stop: c treated as constant (authors).")
 @click.option("--targets", default="all", callback=lambda c, p, v: _parse_targets(v),
               help="Target positions in each walk: all, random (one per walk), or 0-based "
                    "positions such as 3,4,5,6 (authors, citation graphs).")
-@click.option("--batch-mode", default="random", type=click.Choice(["random", "shuffle"]),
+@click.option("--batch-mode", default=DEFAULTS["batch_mode"], type=click.Choice(BATCH_MODES),
               help="random: B walks drawn with replacement (authors); shuffle: each walk once.")
-@click.option("--adam", default="dense", type=click.Choice(["dense", "lazy"]),
+@click.option("--adam", default=None, type=click.Choice(ADAM_MODES),
               help="dense: every row each step (authors); lazy: only rows a batch touches, "
-                   "so a step costs nothing per untouched node (large graphs).")
-@click.option("--walk-chunk", default=1 << 20, type=click.IntRange(min=1),
+                   "so a step costs nothing per untouched node (large graphs). [preset]")
+@click.option("--walk-chunk", default=DEFAULTS["walk_chunk"], type=click.IntRange(min=1),
               help="Walks per chunk when counting node frequencies for --sampler unigram "
                    "(memory about 40 bytes x chunk x q); training walks are made per batch.")
 @click.option("--threads", default=None, type=click.IntRange(min=1),
@@ -179,7 +205,7 @@ def cli():
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, featureless, no_normalize_features,
           labels_path, splits_path, eval_every_epoch, directed, keep_self_loops, out, npy_out,
-          model_out, overwrite, checkpoint_dir, checkpoint_every, resume_dir, debug, quiet,
+          model_out, history_out, overwrite, checkpoint_dir, checkpoint_every, resume_dir, debug, quiet,
           **options):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
@@ -198,10 +224,11 @@ def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, fea
     ckpt = dict(checkpoint_dir=checkpoint_dir or resume_dir, checkpoint_every=checkpoint_every,
                 resume_from=resume_dir)
     _run(debug, _train, source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet,
-         options, ckpt)
+         options, ckpt, history_out)
 
 
-def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options, ckpt):
+def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options, ckpt,
+           history_out=None):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
     from .io import save_npy, write_word2vec
@@ -211,7 +238,7 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     from . import checkpoint
     from .io import nodes_path
 
-    outputs = [p for p in (out, npy_out, model_out) if p]
+    outputs = [p for p in (out, npy_out, model_out, history_out) if p]
     if npy_out:
         outputs.append(nodes_path(npy_out))
     for path in outputs:                      # fail before training, not after
@@ -229,12 +256,18 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
             else (os.cpu_count() or 1)
     cfg = TrainConfig(**options)
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
+    callback = tracker
+    if history_out:
+        callback = _HistoryWriter(history_out, overwrite, tracker)
     result = fit(g.indptr, g.indices, g.weights, cfg, features=features, progress=not quiet,
-                 epoch_callback=tracker, **ckpt)
+                 epoch_callback=callback, **ckpt)
+    cfg = result.config                       # every preset value filled in
     last = result.history[-1]
-    lr = result.optimizer.lr
-    click.echo(f"trained {len(result.history)} epochs: final loss {last['loss']:.4f}, "
-               f"{last['pairs_per_s']:,.0f} pairs/s (lr {lr:g})", err=True)
+    lr = cfg.lr
+    seconds = sum(h["seconds"] for h in result.history)
+    click.echo(f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
+               f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
+               f"{cfg.lr_schedule})", err=True)
     params = result.params
     if tracker is not None:
         params = tracker.best_params
@@ -248,6 +281,35 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
         save_model(model_out, params, g.node_ids, cfg.to_dict(), lr, result.history,
                    overwrite=overwrite)
         click.echo(f"wrote {model_out}", err=True)
+
+
+class _HistoryWriter:
+    """--history: the per-epoch history as CSV, rewritten (atomically) after each
+    epoch, so an interrupted run keeps the epochs it finished.  With
+    --eval-every-epoch the tracker runs first and its accuracies join the row."""
+
+    COLUMNS = ("epoch", "loss", "lr", "seconds", "pairs", "pairs_per_s", "val_acc", "test_acc")
+
+    def __init__(self, path, overwrite, tracker=None):
+        self.path, self.overwrite, self.tracker = path, overwrite, tracker
+
+    def __call__(self, epoch, result):
+        import csv
+
+        from .io import atomic_write
+
+        if self.tracker is not None:
+            self.tracker(epoch, result)
+            r = self.tracker.results[-1]
+            result.history[-1].update(val_acc=float(r["val_mean"]),
+                                      test_acc=float(r["test_mean"]))
+        with atomic_write(self.path, overwrite=True) as fh:
+            w = csv.DictWriter(fh, fieldnames=self.COLUMNS, extrasaction="ignore",
+                               lineterminator="\n")
+            w.writeheader()
+            for row in result.history:
+                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v)
+                            for k, v in row.items()})
 
 
 class _EpochTracker:

@@ -31,8 +31,7 @@ from . import capsules, grads
 from ._jit import kernel
 from .blas import segment_matmul, segment_matmul_tn
 from .capsules import ROUTING_RULES
-
-GRAD_MODES = ("exact", "stop")
+from .defaults import GRAD_MODES
 
 
 @dataclass

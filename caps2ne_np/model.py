@@ -17,18 +17,22 @@ from .train import TrainConfig, fit
 class Caps2NE(BaseEstimator):
     """Caps2NE node embeddings (Nguyen et al., CIKM 2020).
 
-    Hyperparameters are those of ``train.TrainConfig`` (paper symbols there);
+    Hyperparameters are those of ``train.TrainConfig`` (paper symbols there); those
+    left None (the default) come from ``preset`` (``train.PRESETS``: 'auto' is
+    'converge' for a featureless graph, 'paper' with fixed features X), the same
+    defaults as the command line; ``config_`` holds the values used.
     ``n_jobs`` is the thread count (Numba and BLAS, restored after ``fit``) and
     ``random_state`` the seed.  Fitted state: ``O_`` (the embeddings), ``W_``,
     ``bias_``, ``X_`` (trained or fixed input features), ``node_ids_``,
     ``history_`` (per-epoch loss and throughput).
     """
 
-    def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=16, epochs=5,
-                 batch_size=64, lr=None, num_sampled=None, sampler="log_uniform", routing_iters=1,
+    def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=None, epochs=None,
+                 batch_size=None, lr=None, num_sampled=None, sampler=None, routing_iters=1,
                  routing_rule="paper", routing_scale=None, grad_mode="exact", targets="all",
-                 batch_mode="random", normalize_features=True, adam="dense",
-                 walk_chunk=1 << 20, n_jobs=1, random_state=0, progress=False):
+                 batch_mode="random", normalize_features=True, adam=None,
+                 walk_chunk=1 << 20, n_jobs=1, random_state=0, progress=False, preset="auto",
+                 lr_schedule=None, lr_floor=1e-2, walks=None):
         self.dim = dim
         self.feat_dim = feat_dim
         self.walk_length = walk_length
@@ -50,6 +54,10 @@ class Caps2NE(BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.progress = progress
+        self.preset = preset
+        self.lr_schedule = lr_schedule
+        self.lr_floor = lr_floor
+        self.walks = walks
 
     def train_config(self):
         """The TrainConfig these hyperparameters describe."""
@@ -61,7 +69,8 @@ class Caps2NE(BaseEstimator):
             routing_scale=self.routing_scale, grad_mode=self.grad_mode,
             targets=self.targets if isinstance(self.targets, str) else tuple(self.targets),
             batch_mode=self.batch_mode, normalize_features=self.normalize_features,
-            adam=self.adam, walk_chunk=self.walk_chunk,
+            adam=self.adam, walk_chunk=self.walk_chunk, preset=self.preset,
+            lr_schedule=self.lr_schedule, lr_floor=self.lr_floor, walks=self.walks,
             threads=_threads(self.n_jobs),
             seed=0 if self.random_state is None else int(self.random_state))
 

@@ -31,6 +31,7 @@ import numbers
 
 import numpy as np
 
+from .defaults import SAMPLERS
 from ._jit import kernel
 from .errors import InputError, check_int
 from .rng import TAG_SAMPLER, hash_slot, quiet_wraparound, rand_below, rand_uniform, stream2
@@ -303,9 +304,6 @@ class UnigramSampler(_Sampler):
 
     def probs(self, ids):
         return self._p[self._ids(ids)]
-
-
-SAMPLERS = ("log_uniform", "unigram", "uniform")
 
 
 def make_sampler(name, n, counts=None, power=0.75):

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numba
 import numpy as np
@@ -25,22 +25,11 @@ from .core import (GRAD_MODES, ModelConfig, init_params, loss_and_row_grads,
 from .errors import InputError
 from .optim import Adam, adam_sparse_W
 from .samplers import make_sampler
+from .defaults import (ADAM_MODES, BATCH_MODES, BUDGET_PAIRS_PER_NODE, LR_FEATURELESS,
+                       LR_FIXED_FEATURES, LR_SCHEDULES, PLAIN, PRESET_NAMES, PRESETS,
+                       ROUTING_RULES, SAMPLERS, WALK_MODES)
 
 log = logging.getLogger(__name__)
-
-SAMPLERS = ("log_uniform", "unigram", "uniform")
-ADAM_MODES = ("dense", "lazy")
-BATCH_MODES = ("random", "shuffle")
-
-LR_FEATURELESS = 5e-4
-"""Default Adam lr when the input features x are trained (no fixed features).
-
-Measured on the bundled Cora graph (featureless; docs/training.md): 5e-4 reaches the
-highest accuracy (70.4% after 5 epochs at T = 16) ahead of 1e-3 (69.9%) and 1e-4
-(63.6% after 10, still climbing).  The authors used 5e-4 for featureless graphs."""
-LR_FIXED_FEATURES = 1e-4
-"""Default Adam lr with fixed input features (the paper's best for citation graphs)."""
-
 
 class TrainingDiverged(RuntimeError):
     """The loss or a parameter became NaN or infinite."""
@@ -71,30 +60,39 @@ class TrainConfig:
     adam                 'dense' (every row every step, as the authors' TensorFlow) or
                          'lazy' (only the rows of O, biases and x a batch touches: a step
                          then costs nothing per untouched node; optim.py)
+    lr_schedule          'constant' (authors) or 'linear': from lr down to lr * lr_floor at
+                         the last step, as word2vec's decay
+    lr_floor             the linear schedule's last rate, as a fraction of lr
+    walks                'fixed': the same N*T walks every epoch (authors); 'fresh': new
+                         walks every epoch (walk w of epoch e is keyed by (seed, e, w))
     walk_chunk           walks per chunk when counting node frequencies for the unigram
                          sampler (walks are otherwise generated per batch, never stored)
     """
 
-    dim: int = 128
-    feat_dim: int = 128
-    walk_length: int = 10
-    walks_per_node: int = 16
-    epochs: int = 5
-    batch_size: int = 64
+    dim: int = PLAIN["dim"]
+    feat_dim: int = PLAIN["feat_dim"]
+    walk_length: int = PLAIN["walk_length"]
+    walks_per_node: int | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
     lr: float | None = None
+    lr_schedule: str | None = None
+    lr_floor: float = PLAIN["lr_floor"]
+    walks: str | None = None
     num_sampled: int | None = None
-    sampler: str = "log_uniform"
-    routing_iters: int = 1
-    routing_rule: str = "paper"
+    sampler: str | None = None
+    routing_iters: int = PLAIN["routing_iters"]
+    routing_rule: str = PLAIN["routing_rule"]
     routing_scale: float | None = None
-    grad_mode: str = "exact"
-    targets: object = "all"
-    batch_mode: str = "random"
+    grad_mode: str = PLAIN["grad_mode"]
+    targets: object = PLAIN["targets"]
+    batch_mode: str = PLAIN["batch_mode"]
     threads: int = 1
     seed: int = 0
     normalize_features: bool = True
-    adam: str = "dense"
-    walk_chunk: int = 1 << 20
+    adam: str | None = None
+    walk_chunk: int = PLAIN["walk_chunk"]
+    preset: str = "auto"
 
     def model_config(self):
         return ModelConfig(self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode)
@@ -104,6 +102,55 @@ class TrainConfig:
         if not isinstance(d["targets"], str):
             d["targets"] = [int(t) for t in d["targets"]]
         return d
+
+
+def preset_for(cfg, fixed_features):
+    """The preset that fills cfg's unset options: 'auto' means 'converge' without fixed
+    features and 'paper' with them."""
+    if cfg.preset not in PRESET_NAMES:
+        raise InputError(f"--preset: must be one of {PRESET_NAMES}, got {cfg.preset!r}")
+    if cfg.preset != "auto":
+        return cfg.preset
+    return "paper" if fixed_features else "converge"
+
+
+def resolve(cfg, n_nodes, n_edges, fixed_features=False):
+    """A copy of ``cfg`` with every unset option (None) filled from its preset, the
+    learning rate and the epoch budget included, and a list of one-line notes saying
+    where each filled value came from (shown by the CLI, stored in the history).
+
+    Explicit options always win: ``epochs=N`` trains exactly N epochs."""
+    name = preset_for(cfg, fixed_features)
+    values, notes = {}, []
+    for key, value in PRESETS[name].items():
+        if getattr(cfg, key) is None and value is not None:
+            values[key] = value
+    out = replace(cfg, **values)
+    if out.lr is None:
+        out = replace(out, lr=LR_FIXED_FEATURES if fixed_features else LR_FEATURELESS)
+    if out.epochs is None:
+        validate(replace(out, epochs=1), n_nodes)
+        epochs, why = budget_epochs(n_nodes, n_edges, out)
+        out = replace(out, epochs=epochs)
+        notes.append(f"budget: {epochs} epochs ({why}; --epochs N overrides)")
+    notes.insert(0, f"preset {name}" + (f" (auto: {'fixed' if fixed_features else 'no'} "
+                                         "input features)" if cfg.preset == "auto" else "")
+                 + f": lr {out.lr:g} {out.lr_schedule}, batch {out.batch_size} walks, T = "
+                 f"{out.walks_per_node} {out.walks} walks per node and epoch, "
+                 f"{out.adam} Adam, {out.sampler} sampler")
+    return out, notes
+
+
+def budget_epochs(n_nodes, n_edges, cfg):
+    """Epochs of the 'converge' preset: (epochs, reason).
+
+    An epoch of T walks per node gives T * (#targets per walk) pairs per node.  The
+    budget is BUDGET_PAIRS_PER_NODE pairs per node, at least one epoch."""
+    per_walk = len(walks_mod.target_positions(cfg.targets, cfg.walk_length)) \
+        if cfg.targets != "random" else 1
+    per_epoch = cfg.walks_per_node * per_walk
+    epochs = max(1, math.ceil(BUDGET_PAIRS_PER_NODE / per_epoch))
+    return epochs, (f"{BUDGET_PAIRS_PER_NODE} training pairs per node, {per_epoch} per epoch")
 
 
 def validate(cfg, n_nodes):
@@ -124,10 +171,14 @@ def validate(cfg, n_nodes):
     need(cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0), "lr",
          f"must be a positive number, got {cfg.lr}")
     need(cfg.sampler in SAMPLERS, "sampler", f"must be one of {SAMPLERS}")
-    need(cfg.routing_rule in ("paper", "sabour"), "routing_rule", "must be 'paper' or 'sabour'")
+    need(cfg.routing_rule in ROUTING_RULES, "routing_rule", f"must be one of {ROUTING_RULES}")
     need(cfg.grad_mode in GRAD_MODES, "grad_mode", f"must be one of {GRAD_MODES}")
     need(cfg.batch_mode in BATCH_MODES, "batch_mode", f"must be one of {BATCH_MODES}")
     need(cfg.adam in ADAM_MODES, "adam", f"must be one of {ADAM_MODES}")
+    need(cfg.walks in WALK_MODES, "walks", f"must be one of {WALK_MODES}")
+    need(cfg.lr_schedule in LR_SCHEDULES, "lr_schedule", f"must be one of {LR_SCHEDULES}")
+    need(math.isfinite(cfg.lr_floor) and 0 < cfg.lr_floor <= 1, "lr_floor",
+         f"must be in (0, 1], got {cfg.lr_floor}")
     need(cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),
          "routing_scale", f"must be a finite number > 0, got {cfg.routing_scale}")
     try:
@@ -169,6 +220,23 @@ def prepare_features(X, n_nodes, normalize=True):
     return SparseFeatures.from_scipy(X, np.float32) if sp.issparse(X) else X
 
 
+def walk_seed(seed, epoch):
+    """The walk seed of an epoch: epoch 0 (and every epoch with ``walks='fixed'``) uses
+    the run's walk seed; later epochs with ``walks='fresh'`` each their own."""
+    return derive_seed(seed, "walks" if epoch == 0 else f"walks/{epoch}")
+
+
+def learning_rate(cfg, lr, step, total_steps):
+    """Adam's rate at global step ``step`` (0-based) of ``total_steps``.
+
+    'constant': lr.  'linear': lr (1 - (1 - lr_floor) step / (total_steps - 1)), from lr
+    at the first step down to lr * lr_floor at the last, as word2vec decays its rate."""
+    if cfg.lr_schedule == "constant":
+        return lr
+    done = min(step / max(total_steps - 1, 1), 1.0)
+    return lr * (1.0 - (1.0 - cfg.lr_floor) * done)
+
+
 def derive_seed(seed, purpose):
     """An independent 63-bit seed for one purpose ('walks', 'init', ...) of a run seed."""
     state = np.random.SeedSequence([int(seed), zlib.crc32(purpose.encode())]).generate_state(1, np.uint64)
@@ -183,6 +251,7 @@ class TrainResult:
     config: TrainConfig
     history: list = field(default_factory=list)
     optimizer: object = None
+    notes: list = field(default_factory=list)
 
 
 class TrainStep:
@@ -287,19 +356,24 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     interrupt a run).
     """
     n_nodes = int(indptr.shape[0] - 1)
+    cfg, notes = resolve(cfg, n_nodes, int(np.asarray(indices).shape[0]),
+                         fixed_features=features is not None)
     validate(cfg, n_nodes)
+    for note in notes:
+        log.info("%s", note)
     if checkpoint_every < 0:
         raise InputError(f"--checkpoint-every: must be >= 0, got {checkpoint_every}")
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
-    lr = cfg.lr if cfg.lr is not None else (LR_FIXED_FEATURES if features is not None
-                                             else LR_FEATURELESS)
+    lr = cfg.lr
     old_threads = numba.get_num_threads()
     numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
     try:
         with threadpool_limits(limits=1):     # products run on Numba's threads (blas.py)
-            return _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback,
-                        checkpoint_dir, checkpoint_every, resume_from, step_callback)
+            result = _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback,
+                          checkpoint_dir, checkpoint_every, resume_from, step_callback)
+            result.notes = notes
+            return result
     finally:
         numba.set_num_threads(old_threads)
 
@@ -318,7 +392,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     # Walks are generated on demand, batch by batch: walk w is a pure function of
     # (seed, w), so the run never holds all N*T walks (walks.WalkSource).
     source = walks_mod.WalkSource(indptr, indices, weights, cfg.walks_per_node, q,
-                                  derive_seed(cfg.seed, "walks"))
+                                  walk_seed(cfg.seed, 0))
     positions = walks_mod.target_positions(cfg.targets, q)
     counts = None
     if cfg.sampler == "unigram":
@@ -364,19 +438,22 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     seed_batch = derive_seed(cfg.seed, "batch")
     seed_pos = derive_seed(cfg.seed, "positions")
     seed_sample = derive_seed(cfg.seed, "sampler")
-    bar = _progress(progress, cfg.epochs * n_batches, state["epoch"] * n_batches + state["batch"])
+    total_steps = cfg.epochs * n_batches
+    bar = _progress(progress, total_steps, state["epoch"] * n_batches + state["batch"])
     try:
         while state["epoch"] < cfg.epochs:
             epoch = state["epoch"]
             t_start = time.perf_counter() - state["seconds"]
             order = (walks_mod.epoch_permutation(n_walks, seed_batch, epoch)
                      if cfg.batch_mode == "shuffle" else None)
+            epoch_walks = source if cfg.walks == "fixed" else source.reseeded(
+                walk_seed(cfg.seed, epoch))
             def make_batch(b, step):
                 if order is None:
                     walk_ids = walks_mod.batch_walk_ids(n_walks, cfg.batch_size, seed_batch, epoch, b)
                 else:
                     walk_ids = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
-                batch_walks = source.walks(walk_ids)
+                batch_walks = epoch_walks.walks(walk_ids)
                 ctx, tgt = walks_mod.training_pairs(
                     batch_walks, np.arange(batch_walks.shape[0]),
                     positions if positions is not None else "random", seed=seed_pos, key=step)
@@ -390,6 +467,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                 if batch is None:
                     batch = make_batch(b, step)
                 tgt = batch[1]
+                opt.lr = learning_rate(cfg, lr, step, total_steps)
                 loss = train_step.gradients(batch)
                 if not math.isfinite(loss):
                     raise diverged(f"the loss became {loss}")
@@ -417,7 +495,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                 raise diverged("a parameter became NaN or infinite")
             seconds = time.perf_counter() - t_start
             entry = dict(epoch=epoch + 1, loss=state["loss_sum"] / state["n_pairs"],
-                         seconds=seconds, pairs=state["n_pairs"],
+                         lr=opt.lr, seconds=seconds, pairs=state["n_pairs"],
                          pairs_per_s=state["n_pairs"] / seconds)
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)

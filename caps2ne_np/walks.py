@@ -19,6 +19,7 @@ Every random choice comes from a counter-based stream keyed by what it is for
 (walk id, (epoch, step), ...), so results are bitwise identical on 1 and N threads.
 """
 
+import copy
 import math
 
 import numpy as np
@@ -345,6 +346,13 @@ class WalkSource:
             self.cum, self.weighted = np.empty(0, dtype=np.float64), False
         else:
             self.cum, self.weighted = cumulative_weights(indptr, weights), True
+
+    def reseeded(self, seed):
+        """The same walk distribution under another seed (fresh walks for a new epoch);
+        shares the graph arrays."""
+        other = copy.copy(self)
+        other.seed = _check_seed("seed", seed)
+        return other
 
     def walks(self, walk_ids):
         """int32 (len(walk_ids), q): the walks with these ids."""

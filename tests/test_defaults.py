@@ -1,0 +1,224 @@
+"""The defaults that converge (issue 14): presets, the epoch budget, the learning-rate
+schedule and fresh walks per epoch; ``--epochs N`` still means N, a resumed run still
+ends where the uninterrupted one does, and the paper's settings are one flag away."""
+
+import csv
+import math
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from caps2ne_np import defaults
+from caps2ne_np.errors import InputError
+from caps2ne_np.model import Caps2NE
+from caps2ne_np.train import (TrainConfig, budget_epochs, fit, learning_rate, resolve,
+                              walk_seed)
+from caps2ne_np.walks import WalkSource
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8)
+
+
+def ring_of_cliques(cliques=4, size=6):
+    blocks = [np.ones((size, size)) - np.eye(size) for _ in range(cliques)]
+    A = sp.lil_matrix(sp.block_diag(blocks))
+    n = cliques * size
+    for c in range(cliques):
+        a, b = c * size, ((c + 1) % cliques) * size + 1
+        A[a, b] = A[b, a] = 1
+    return sp.csr_matrix(A, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def adj():
+    return ring_of_cliques()
+
+
+# ----------------------------------------------------------------- the schedule
+
+
+def test_linear_schedule_runs_from_lr_to_floor_and_constant_stays():
+    cfg = TrainConfig(lr_schedule="linear", lr_floor=0.01)
+    total = 101
+    rates = [learning_rate(cfg, 2e-3, s, total) for s in range(total)]
+    assert rates[0] == 2e-3
+    assert math.isclose(rates[-1], 2e-5, rel_tol=1e-12)
+    assert math.isclose(rates[50], 2e-3 * (1 - 0.99 * 0.5), rel_tol=1e-12)
+    assert all(a > b for a, b in zip(rates, rates[1:]))          # strictly decreasing
+    const = TrainConfig(lr_schedule="constant")
+    assert {learning_rate(const, 5e-4, s, total) for s in range(total)} == {5e-4}
+    assert learning_rate(cfg, 1e-3, 0, 1) == 1e-3                  # one step: the peak
+
+
+def test_run_applies_the_schedule_step_by_step(adj, monkeypatch):
+    """Adam sees lr(step) at every step of a linear run: first the peak, last the floor."""
+    import caps2ne_np.optim as optim
+    seen = []
+    real = optim.Adam.step
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.lr)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(optim.Adam, "step", spy)
+    model = Caps2NE(**TINY, epochs=2, lr=1e-2, lr_schedule="linear", batch_size=8,
+                    random_state=0).fit(adj)
+    assert len(seen) == 2 * math.ceil(adj.shape[0] * 2 / 8)
+    assert seen[0] == 1e-2 and math.isclose(seen[-1], 1e-4, rel_tol=1e-9)
+    assert np.all(np.diff(seen) < 0)
+    assert [round(h["lr"], 12) for h in model.history_][-1] == round(seen[-1], 12)
+
+
+# ----------------------------------------------------------------- presets and budget
+
+
+def test_auto_preset_is_converge_without_features_and_paper_with_them():
+    cfg, notes = resolve(TrainConfig(), n_nodes=1000, n_edges=10000)
+    conv = defaults.PRESETS["converge"]
+    for key in ("walks_per_node", "batch_size", "lr", "lr_schedule", "walks", "sampler", "adam"):
+        assert getattr(cfg, key) == conv[key], key
+    assert cfg.epochs == budget_epochs(1000, 10000, cfg)[0]
+    assert any("budget" in n for n in notes) and notes[0].startswith("preset converge")
+
+    fixed, notes = resolve(TrainConfig(), n_nodes=1000, n_edges=10000, fixed_features=True)
+    paper = defaults.PRESETS["paper"]
+    for key in ("walks_per_node", "batch_size", "lr_schedule", "walks", "sampler", "adam",
+                "epochs"):
+        assert getattr(fixed, key) == paper[key], key
+    assert fixed.lr == defaults.LR_FIXED_FEATURES
+    assert notes[0].startswith("preset paper")
+    paper_featureless, _ = resolve(TrainConfig(preset="paper"), 1000, 10000)
+    assert paper_featureless.lr == defaults.LR_FEATURELESS and paper_featureless.epochs == 5
+
+
+def test_explicit_options_beat_the_preset_and_epochs_means_exactly_n(adj):
+    cfg, notes = resolve(TrainConfig(epochs=3, lr=7e-4, batch_size=5, adam="dense",
+                                     walks="fixed"), 1000, 10000)
+    assert (cfg.epochs, cfg.lr, cfg.batch_size, cfg.adam, cfg.walks) == (3, 7e-4, 5, "dense",
+                                                                          "fixed")
+    assert not any("budget" in n for n in notes)
+    model = Caps2NE(**TINY, epochs=3, random_state=0).fit(adj)
+    assert [h["epoch"] for h in model.history_] == [1, 2, 3]
+    assert model.config_["epochs"] == 3
+
+
+def test_budget_is_pairs_per_node_over_pairs_per_epoch():
+    cfg = TrainConfig(walks_per_node=16, walk_length=10, targets="all")
+    epochs, why = budget_epochs(5000, 50000, cfg)
+    assert epochs == math.ceil(defaults.BUDGET_PAIRS_PER_NODE / (16 * 10))
+    assert str(defaults.BUDGET_PAIRS_PER_NODE) in why
+    # fewer pairs per walk -> more epochs for the same budget; never fewer than one
+    few, _ = budget_epochs(5000, 50000, replace(cfg, targets=(3, 4)))
+    assert few == math.ceil(defaults.BUDGET_PAIRS_PER_NODE / (16 * 2))
+    assert budget_epochs(10, 20, replace(cfg, walks_per_node=10**6))[0] == 1
+
+
+def test_auto_budget_is_used_and_reported(adj):
+    model = Caps2NE(**TINY, random_state=0).fit(adj)
+    cfg, _ = resolve(TrainConfig(**TINY), adj.shape[0], adj.nnz)
+    assert len(model.history_) == cfg.epochs == model.config_["epochs"]
+
+
+def test_bad_preset_and_schedule_options_are_one_line_errors(adj):
+    g = sp.csr_matrix(adj)
+    for bad, option in ((dict(preset="fast"), "--preset"), (dict(lr_schedule="cosine"),
+                        "--lr-schedule"), (dict(walks="new"), "--walks"),
+                        (dict(lr_floor=0.0), "--lr-floor"), (dict(lr_floor=1.5), "--lr-floor")):
+        with pytest.raises(InputError, match=option):
+            fit(g.indptr.astype(np.int64), g.indices.astype(np.int32), None,
+                TrainConfig(**dict(TINY, epochs=1), **bad))
+
+
+# ----------------------------------------------------------------- walks per epoch
+
+
+def test_fresh_walks_differ_per_epoch_and_fixed_walks_repeat(adj):
+    g = sp.csr_matrix(adj)
+    src = WalkSource(g.indptr.astype(np.int64), g.indices.astype(np.int32), None, 2, 6,
+                     walk_seed(7, 0))
+    ids = np.arange(src.n_walks)
+    epoch0 = src.walks(ids)
+    epoch1 = src.reseeded(walk_seed(7, 1)).walks(ids)
+    assert np.array_equal(src.reseeded(walk_seed(7, 0)).walks(ids), epoch0)
+    assert not np.array_equal(epoch0, epoch1)
+    assert np.array_equal(epoch0[:, 0], epoch1[:, 0])       # same start nodes: w = r*N + v
+    assert walk_seed(7, 1) != walk_seed(7, 2) != walk_seed(7, 0)
+
+
+def test_fresh_and_fixed_walks_agree_on_the_first_epoch_only(adj):
+    runs = {w: [Caps2NE(**TINY, epochs=e, walks=w, lr_schedule="constant", lr=1e-2,
+                        random_state=3).fit(adj).O_ for e in (1, 2)]
+            for w in ("fresh", "fixed")}
+    np.testing.assert_array_equal(runs["fresh"][0], runs["fixed"][0])
+    assert not np.array_equal(runs["fresh"][1], runs["fixed"][1])
+
+
+# ----------------------------------------------------------------- resume
+
+
+@pytest.mark.parametrize("every", [0, 7])
+def test_resumed_converge_run_ends_where_the_uninterrupted_one_does(adj, tmp_path, every):
+    """Fresh walks and the linear schedule are keyed by (seed, epoch, step), so they
+    survive a resume; the auto budget is recomputed to the same number of epochs."""
+    opts = dict(TINY, random_state=4, n_jobs=1)
+    full = Caps2NE(**opts).fit(adj)
+
+    class Stop(Exception):
+        pass
+
+    def interrupt(epoch, batch, step):
+        if step == 11:
+            raise Stop
+
+    with pytest.raises(Stop):
+        Caps2NE(**opts).fit(adj, checkpoint_dir=tmp_path, checkpoint_every=every,
+                            step_callback=interrupt)
+    resumed = Caps2NE(**opts).fit(adj, resume_from=tmp_path, checkpoint_dir=tmp_path)
+    np.testing.assert_array_equal(resumed.O_, full.O_)
+    np.testing.assert_array_equal(resumed.X_, full.X_)
+    assert [h["loss"] for h in resumed.history_] == [h["loss"] for h in full.history_]
+
+
+# ----------------------------------------------------------------- command line
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_cli_history_csv_budget_line_and_paper_preset(tmp_path, adj):
+    edges = tmp_path / "g.txt"
+    rows, cols = sp.triu(adj, 1).nonzero()
+    edges.write_text("".join(f"{u} {v}\n" for u, v in zip(rows, cols)))
+    proc = _cli("train", "--graph", str(edges), "--out", "g.emb", "--history", "h.csv",
+                "--model-out", "m.npz", "--dim", "8", "--feat-dim", "8", "-q",
+                cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    with open(tmp_path / "h.csv") as fh:
+        rows_ = list(csv.DictReader(fh))
+    from caps2ne_np.modelfile import read_model
+    config = read_model(tmp_path / "m.npz")["config"]
+    assert len(rows_) == config["epochs"] >= 1
+    assert [int(r["epoch"]) for r in rows_] == list(range(1, len(rows_) + 1))
+    assert float(rows_[0]["lr"]) > float(rows_[-1]["lr"]) > 0          # linear decay
+    assert config["lr_schedule"] == "linear" and config["walks"] == "fresh"
+
+    proc = _cli("train", "--graph", str(edges), "--out", "p.emb", "--model-out", "p.npz",
+                "--preset", "paper", "--dim", "8", "--feat-dim", "8", "--epochs", "1",
+                cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "preset paper" in proc.stderr
+    paper = read_model(tmp_path / "p.npz")["config"]
+    assert (paper["lr_schedule"], paper["walks"], paper["adam"], paper["batch_size"],
+            paper["lr"], paper["epochs"]) == ("constant", "fixed", "dense", 64,
+                                              defaults.LR_FEATURELESS, 1)
+
+    proc = _cli("train", "--graph", str(edges), "--out", "x.emb", "--history", "h.csv",
+                cwd=tmp_path)
+    assert proc.returncode == 1 and "h.csv: exists" in proc.stderr      # never replaced
