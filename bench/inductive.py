@@ -15,9 +15,9 @@ validation, 1,000 for test):
      aggregated each way ``infer`` offers, all from the same model and contexts:
      mean (the paper), sum (the authors' code, Z x mean), and the mean mapped onto the
      o_v by a calibration fitted on the training graph's nodes (their Algorithm 3 mean
-     against their o_v): scale (one factor, the default), diag (per dimension), linear
-     (ridge), and scale fitted on the full graph (what ``infer`` does when the model
-     file stores no calibration);
+     against their o_v): scale (one factor), diag (per dimension, the default), linear
+     (ridge), and scale and diag fitted on the full graph (what ``infer`` does when
+     the model file stores no calibration);
    - o+fill: as the o-path, but the labelled (train, val) nodes that the split left
      without edges use their inferred vector on the full graph instead of an o_v
      learned from their own features alone;
@@ -66,7 +66,7 @@ from caps2ne_np.train import derive_seed, prepare_features
 
 PAPER = {"cora": 76.54, "citeseer": 69.84, "pubmed": 78.98}
 CALIBRATIONS = ("scale", "diag", "linear")
-O_VARIANTS = ("mean", "sum", "scale", "scale-full", "diag", "linear")
+O_VARIANTS = ("mean", "sum", "scale", "scale-full", "diag", "diag-full", "linear")
 FILL_VARIANTS = ("sum", "scale", "diag", "linear")
 PATHS = (tuple(f"o:{v}" for v in O_VARIANTS) + tuple(f"o+fill:{v}" for v in FILL_VARIANTS)
          + ("e:mean",))
@@ -115,10 +115,10 @@ def config(args):
                routing_scale=None, grad_mode="exact", targets=(3, 4, 5, 6), batch_mode="random",
                normalize_features=True, adam="dense", n_jobs=args.threads, random_state=args.seed)
     # Options newer than this bench: the authors' choice (constant lr, the same walks
-    # every epoch), whenever the estimator has them.
+    # every epoch, the 'paper' preset), whenever the estimator has them.
     known = Caps2NE().get_params()
-    cfg.update({key: value for key, value in (("lr_schedule", "constant"), ("walks", "fixed"))
-                if key in known})
+    cfg.update({key: value for key, value in (("lr_schedule", "constant"), ("walks", "fixed"),
+                                              ("preset", "paper")) if key in known})
     return cfg
 
 
@@ -159,6 +159,7 @@ def run_split(ds, full, X_full, split, s, args):
         E_cal_full = capsule_embeddings(W, X_full, full, cal_full, mcfg, Z, seed)
         cals = {m: fit_calibration(E_cal, O[cal_sub], m) for m in CALIBRATIONS}
         cals["scale-full"] = fit_calibration(E_cal_full, O[cal_sub], "scale")
+        cals["diag-full"] = fit_calibration(E_cal_full, O[cal_sub], "diag")
         t1 = time.perf_counter()
         agg = {"mean": E_eval, "sum": aggregate_samples(E_eval, Z, "sum")}
         agg.update({m: aggregate_samples(E_eval, Z, "calibrated", c) for m, c in cals.items()})
@@ -266,7 +267,7 @@ def markdown(payload):
          "seconds"], rows)
     names = [r["dataset"] for r in payload["results"]]
     variants = []
-    for path in PATHS:
+    for path in [p for p in PATHS if p in payload["results"][0]["summary"]]:
         variants.append([path + (" (default)" if path == default else "")]
                         + [_pct(r["summary"][path]) for r in payload["results"]]
                         + [f"{100 * r['summary'][path]['val_mean']:.2f}" for r in payload["results"]])
@@ -322,8 +323,8 @@ Every aggregation, scored on the same models (one per split) and contexts, each 
 own epoch choice on val (`o:` the o-path; `o+fill:` the same, with the labelled nodes the
 split left without edges embedded by `infer` on the full graph instead of their o_v;
 `scale`, `diag`, `linear`: the mean mapped by a calibration fitted on the training
-graph's nodes with edges; `scale-full`: the scale fitted on the full graph, what `infer`
-does for a model file without a stored calibration):
+graph's nodes with edges; `scale-full`, `diag-full`: fitted on the full graph instead,
+what `infer` does for a model file without a stored calibration):
 
 {variant_table}
 

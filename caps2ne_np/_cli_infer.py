@@ -13,7 +13,7 @@ DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bun
 AGGREGATES = ("mean", "sum", "calibrated")            # infer.AGGREGATES (a test checks)
 DEFAULT_AGGREGATE = "calibrated"                      # infer.DEFAULT_AGGREGATE
 CALIBRATIONS = ("scale", "diag", "linear")            # infer.CALIBRATION_METHODS
-DEFAULT_CALIBRATION = "scale"                         # infer.DEFAULT_CALIBRATION
+DEFAULT_CALIBRATION = "diag"                          # infer.DEFAULT_CALIBRATION
 
 
 def _parse_positions(value):

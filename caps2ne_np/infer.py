@@ -237,7 +237,7 @@ AGGREGATES = ("mean", "sum", "calibrated")
 DEFAULT_AGGREGATE = "calibrated"
 """Chosen by bench/inductive.py (10 splits of Cora and Citeseer, o-path); see docs/inductive.md."""
 CALIBRATION_METHODS = ("scale", "diag", "linear")
-DEFAULT_CALIBRATION = "scale"
+DEFAULT_CALIBRATION = "diag"
 CALIBRATION_NODES = 10000
 """At most this many training nodes (a seeded sample) are embedded to fit a calibration."""
 
@@ -247,7 +247,8 @@ def fit_calibration(E, O, method=DEFAULT_CALIBRATION):
 
     E, O   : (n, k) the Algorithm 3 mean e and the trained o_v of n training nodes
     method : 'scale'  o ~ s e,  s = mean_v |o_v| / mean_v |e_v|  (recovers o_v's scale)
-             'diag'   o_j ~ a_j e_j + b_j per dimension j (least squares)
+             'diag'   o_j ~ a_j e_j + b_j per dimension j (least squares; the default:
+                      bench/results/inductive.md)
              'linear' o ~ A^T e + b (ridge least squares, lambda = 1e-3 tr(E^T E) / k)
 
     Returns a dict: method, ``A`` float32 (k, k) (diagonal for 'scale' and 'diag'), ``b``
@@ -473,7 +474,7 @@ def calibrate(model, graph, features, samples=None, seed=0, threads=1, positions
         the values inference will use (the norm of a mean of Z outputs depends on Z)
     graph  : a graph holding the training nodes and their edges: the training graph
              (best), or the full graph given to ``infer``
-    method : 'scale' (default), 'diag' or 'linear' (``fit_calibration``)
+    method : 'diag' (default), 'scale' or 'linear' (``fit_calibration``)
 
     Returns the calibration dict (``fit_calibration``'s, plus samples, positions, seed);
     ``model.calibration_ = cal`` makes ``aggregate='calibrated'`` use it and

@@ -88,6 +88,22 @@ def test_calibrated_scale_recovers_the_scale_of_o(full, features, split, model):
     np.testing.assert_allclose(calibrated, mean * m.calibration_["A"][0, 0], rtol=1e-5, atol=1e-7)
 
 
+def test_the_default_calibration_predicts_each_nodes_o(full, features, split, model):
+    """diag (the default) is a least-squares prediction of o_v from the mean e: with other
+    walks than it was fitted on, a training node's calibrated vector is closer to its own
+    o_v than the plain mean or the rescaled mean is."""
+    sub, X_sub = split
+    rows = [model.node_ids_.index(nid) for nid in OLD]
+    err = {}
+    for method in ("scale", "diag"):
+        cal = calibrate(model, sub, X_sub, samples=10, seed=0, method=method)
+        mean = infer_embeddings(model, full, features, OLD, samples=10, seed=1, aggregate="mean")[1]
+        err[method] = np.mean((apply_calibration(mean, cal) - model.O_[rows]) ** 2)
+    err["mean"] = np.mean((mean - model.O_[rows]) ** 2)
+    assert infer.DEFAULT_CALIBRATION == "diag"
+    assert err["diag"] < 0.8 * err["scale"] and err["diag"] < 0.8 * err["mean"], err
+
+
 @pytest.mark.parametrize("method", ["scale", "diag", "linear"])
 def test_fit_calibration_recovers_a_planted_map(method):
     r = np.random.default_rng(4)
@@ -283,8 +299,8 @@ def test_the_default_is_the_measured_best():
     results = json.loads(path.read_text())["results"]
     assert {r["dataset"] for r in results} == {"cora", "citeseer"}
     assert all(len(r["splits"]) == 10 for r in results)
-    # scale-full is the scale fitted on another graph, not another aggregate
-    o_paths = [p for p in results[0]["summary"] if p.startswith("o:") and p != "o:scale-full"]
+    # '-full': a map fitted on another graph (the full one), not another aggregate
+    o_paths = [p for p in results[0]["summary"] if p.startswith("o:") and not p.endswith("-full")]
     score = {p: np.mean([r["summary"][p]["test_mean"] for r in results]) for p in o_paths}
     default = "o:" + (infer.DEFAULT_CALIBRATION if infer.DEFAULT_AGGREGATE == "calibrated"
                       else infer.DEFAULT_AGGREGATE)
