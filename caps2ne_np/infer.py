@@ -18,6 +18,11 @@ Pipeline (each step names its function)::
     ctx = sample_contexts(graph, nodes, q, Z, seed)    # (V*Z, q-1) int32, Numba, prange
     e   = capsule_outputs(W, X, ctx, cfg)              # (V*Z, k) core.forward, in chunks
     E   = e.reshape(V, Z, k).mean(axis=1)              # (V, k)
+    E   = aggregate_samples(E, Z, aggregate, cal)      # mean | sum = Z E | calibrated = E A + b
+
+The default aggregate, 'calibrated', maps the mean onto the o_v with a map fitted on
+the training nodes (``calibrate``; per dimension by default), so a classifier fitted
+on o_v applies to new nodes (docs/inductive.md, bench/results/inductive.md).
 
 Choices (docs/inductive.md explains each):
 
