@@ -46,6 +46,7 @@ def main():
 
         t0 = time.perf_counter()
         Caps2NE(walks_per_node=args.walks_per_node, epochs=args.epochs, lr=lr, n_jobs=args.threads,
+                preset="paper",
                 random_state=0).fit(g, epoch_callback=score)
         best = max(curve, key=lambda c: c["val"])
         rows.append(dict(lr=lr, seconds=time.perf_counter() - t0, curve=curve, best_epoch=best["epoch"],

@@ -98,13 +98,14 @@ def main():
     g_cora = from_scipy(cora.adj, cora.node_ids)
     runs = [profile("(a) Cora, sparse features d=1,433, 256 pairs/step, dense Adam", g_cora,
                     cora.features, TrainConfig(walks_per_node=8, epochs=1, batch_size=64,
-                                               targets=(3, 4, 5, 6), threads=args.threads),
+                                               targets=(3, 4, 5, 6), threads=args.threads,
+                                               preset="paper"),
                     args.steps)]
     for adam in ("dense", "lazy"):
         cfg_b = TrainConfig(walks_per_node=2, epochs=1, batch_size=128, threads=args.threads,
-                            adam=adam)
+                            adam=adam, preset="paper")
         cfg_d = TrainConfig(walks_per_node=8, epochs=1, batch_size=64, targets=(3, 4, 5, 6),
-                            threads=args.threads, adam=adam)
+                            threads=args.threads, adam=adam, preset="paper")
         runs.append(profile(f"(b) BlogCatalog, trained x, 1,280 pairs/step, {adam} Adam", g_blog,
                             None, cfg_b, args.steps))
         runs.append(profile(f"(d) Citeseer, sparse features d=3,703, 256 pairs/step, {adam} Adam",

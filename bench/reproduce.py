@@ -90,7 +90,8 @@ def main(argv=None):
         batch_size=args.batch_size or (64 if citation else 128),
         lr=args.lr if args.lr is not None else (1e-4 if not featureless else 5e-4),
         routing_iters=args.routing_iters, targets=(3, 4, 5, 6) if citation else "all",
-        threads=args.threads, seed=args.seed, adam=args.adam)
+        threads=args.threads, seed=args.seed, adam=args.adam,
+        preset="paper")              # the authors' settings: constant lr, walks fixed per run
     per_epoch, per_epoch_ovr, t0 = [], [], time.perf_counter()
     candidates = {}                      # epoch -> a copy of O, for --select-every
 

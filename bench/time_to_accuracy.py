@@ -50,7 +50,7 @@ def main():
     g = from_scipy(ds.adj, ds.node_ids)
     cfg = TrainConfig(walks_per_node=args.walks_per_node, epochs=args.max_epochs,
                       batch_size=args.batch_size, lr=args.lr, targets=(3, 4, 5, 6),
-                      threads=args.threads, seed=args.seed)
+                      threads=args.threads, seed=args.seed, preset="paper")
     per_epoch, log = [], []
 
     def score(epoch, result):
