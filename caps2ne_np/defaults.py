@@ -34,12 +34,14 @@ LR_FIXED_FEATURES = 1e-4
 
 
 PRESETS = {
-    # Defaults that converge on a featureless graph in DeepWalk's time (docs/training.md,
-    # bench/results/vs_deepwalk.md): fresh walks every epoch, a larger rate decayed
-    # linearly to 1% of it, small batches, lazy Adam (a step's cost does not grow with
-    # N) and a budget of epochs set by the graph (``budget_epochs``).
-    "converge": dict(walks_per_node=16, epochs=None, batch_size=16, lr=2e-3,
-                     lr_schedule="linear", walks="fresh", sampler="log_uniform", adam="lazy"),
+    # Defaults for a featureless graph, measured against DeepWalk on a panel of graphs
+    # (docs/training.md, bench/results/vs_deepwalk.md): fresh walks every epoch, a peak
+    # rate set by the graph's mean degree (``train.converge_lr``) decayed linearly to 1%
+    # of it, small batches, the walk-frequency^0.75 sampler (node ids of a user's edge
+    # list carry no frequency order for the log-uniform one), lazy Adam (a step's cost
+    # does not grow with N) and a budget of training pairs per node (``budget_epochs``).
+    "converge": dict(walks_per_node=16, epochs=None, batch_size=16, lr=None,
+                     lr_schedule="linear", walks="fresh", sampler="unigram", adam="lazy"),
     # The authors' settings (and this project's defaults before session 5): the same
     # N*T walks every epoch, a constant rate, B = 64, dense Adam, 5 epochs.  The paper's
     # tables are reproduced with these (bench/reproduce.py) plus the per-dataset T,
@@ -54,3 +56,8 @@ PRESET_NAMES = ("auto",) + tuple(PRESETS)
 
 BUDGET_PAIRS_PER_NODE = 800
 """Training pairs per node in the 'converge' preset's budget (``train.budget_epochs``)."""
+
+LR_PER_DEGREE = 2.5e-4
+LR_RANGE = (5e-4, 4e-3)
+"""The 'converge' preset's peak rate: LR_PER_DEGREE * mean degree, clipped to LR_RANGE
+(``train.converge_lr``)."""
