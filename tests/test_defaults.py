@@ -16,8 +16,8 @@ import scipy.sparse as sp
 from caps2ne_np import defaults
 from caps2ne_np.errors import InputError
 from caps2ne_np.model import Caps2NE
-from caps2ne_np.train import (TrainConfig, budget_epochs, fit, learning_rate, resolve,
-                              walk_seed)
+from caps2ne_np.train import (TrainConfig, budget_epochs, converge_lr, fit, learning_rate,
+                              resolve, walk_seed)
 from caps2ne_np.walks import WalkSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,10 +80,12 @@ def test_run_applies_the_schedule_step_by_step(adj, monkeypatch):
 def test_auto_preset_is_converge_without_features_and_paper_with_them():
     cfg, notes = resolve(TrainConfig(), n_nodes=1000, n_edges=10000)
     conv = defaults.PRESETS["converge"]
-    for key in ("walks_per_node", "batch_size", "lr", "lr_schedule", "walks", "sampler", "adam"):
+    for key in ("walks_per_node", "batch_size", "lr_schedule", "walks", "sampler", "adam"):
         assert getattr(cfg, key) == conv[key], key
+    assert cfg.lr == converge_lr(1000, 10000)[0]
     assert cfg.epochs == budget_epochs(1000, 10000, cfg)[0]
-    assert any("budget" in n for n in notes) and notes[0].startswith("preset converge")
+    assert any("budget" in n for n in notes) and any("peak lr" in n for n in notes)
+    assert notes[0].startswith("preset converge")
 
     fixed, notes = resolve(TrainConfig(), n_nodes=1000, n_edges=10000, fixed_features=True)
     paper = defaults.PRESETS["paper"]
@@ -105,6 +107,21 @@ def test_explicit_options_beat_the_preset_and_epochs_means_exactly_n(adj):
     model = Caps2NE(**TINY, epochs=3, random_state=0).fit(adj)
     assert [h["epoch"] for h in model.history_] == [1, 2, 3]
     assert model.config_["epochs"] == 3
+
+
+def test_converge_rate_grows_with_mean_degree_within_its_range():
+    lo, hi = defaults.LR_RANGE
+    per = defaults.LR_PER_DEGREE
+    assert converge_lr(1000, 8000)[0] == pytest.approx(per * 8)          # mean degree 8
+    assert converge_lr(2708, 10556)[0] == pytest.approx(per * 10556 / 2708)   # Cora
+    assert converge_lr(1000, 1000)[0] == lo                              # sparse: the floor
+    assert converge_lr(1000, 10**6)[0] == hi                             # dense: the cap
+    rates = [converge_lr(1000, 1000 * d)[0] for d in range(1, 40)]
+    assert all(a <= b for a, b in zip(rates, rates[1:]))
+    assert "mean degree 8.0" in converge_lr(1000, 8000)[1]
+    # an explicit --lr is never replaced, and the paper preset keeps its constants
+    assert resolve(TrainConfig(lr=1e-5), 1000, 10**6)[0].lr == 1e-5
+    assert resolve(TrainConfig(preset="paper"), 1000, 10**6)[0].lr == defaults.LR_FEATURELESS
 
 
 def test_budget_is_pairs_per_node_over_pairs_per_epoch():
