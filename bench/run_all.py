@@ -45,7 +45,8 @@ SUITE = [
     ("perf_report", ["perf.py", "--report-only"]),
     # issue 14: the CLI defaults against DeepWalk on a quick subset of the panel (the
     # whole panel, hours, is `python bench/vs_deepwalk.py`); needs gensim
-    ("vs_deepwalk", ["vs_deepwalk.py", "--graphs", "syn-1k-mu0.3,syn-3k-mu0.3,cora"]),
+    ("vs_deepwalk", ["vs_deepwalk.py", "--graphs", "syn-1k-mu0.3,syn-3k-mu0.7,cora",
+                     "--out", "vs_deepwalk_suite", "--no-fast-peer"]),
 ]
 
 
