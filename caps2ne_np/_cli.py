@@ -238,9 +238,13 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     from . import checkpoint
     from .io import nodes_path
 
-    outputs = [p for p in (out, npy_out, model_out, history_out) if p]
+    outputs = [p for p in (out, npy_out, model_out) if p]
     if npy_out:
         outputs.append(nodes_path(npy_out))
+    if history_out and ckpt["resume_from"]:   # a resumed run rewrites its own history,
+        _check_writable(history_out, True)    # from the checkpoint's, every epoch in it
+    elif history_out:
+        outputs.append(history_out)
     for path in outputs:                      # fail before training, not after
         _check_writable(path, overwrite)
     if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:

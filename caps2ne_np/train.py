@@ -1,9 +1,16 @@
-"""The training loop (Algorithm 2): walks once per run, then epochs of batches.
+"""The training loop (Algorithm 2): epochs of batches of walks, and the defaults'
+rules (presets, the learning rate and the epoch budget).
 
-An epoch follows the authors' code: the T walks of every node are generated once
-per run; a batch is B walks drawn uniformly *with replacement*, each giving its
-(context, target) pairs; an epoch is ceil(#walks / B) batches.  ``batch_mode =
-'shuffle'`` instead visits every walk exactly once per epoch in a seeded order.
+An epoch follows the authors' code: T walks start from every node; a batch is B
+walks drawn uniformly *with replacement*, each giving its (context, target) pairs;
+an epoch is ceil(#walks / B) batches.  ``batch_mode = 'shuffle'`` instead visits
+every walk exactly once per epoch in a seeded order.  With ``walks = 'fixed'`` (the
+authors') every epoch replays the same N*T walks; with ``'fresh'`` each epoch draws
+new ones.  Walks are made batch by batch and never stored (walks.WalkSource).
+
+Options left None come from a preset (defaults.PRESETS, ``resolve``): 'converge'
+for featureless graphs, with a peak rate set by the mean degree (``converge_lr``)
+and a budget of training pairs per node (``budget_epochs``), or 'paper'.
 
 Every random choice comes from a stream keyed by (seed, purpose, epoch, step), so
 a run is reproducible from its seed whatever the thread count (docs/training.md).
@@ -20,14 +27,13 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import walks as walks_mod
-from .core import (GRAD_MODES, ModelConfig, init_params, loss_and_row_grads,
-                   prepare_sparse_batch, slot_major)
+from .core import ModelConfig, init_params, loss_and_row_grads, prepare_sparse_batch, slot_major
+from .defaults import (ADAM_MODES, BATCH_MODES, BUDGET_PAIRS_PER_NODE, GRAD_MODES, LR_FEATURELESS,
+                       LR_FIXED_FEATURES, LR_PER_DEGREE, LR_RANGE, LR_SCHEDULES, PLAIN,
+                       PRESET_NAMES, PRESETS, ROUTING_RULES, SAMPLERS, WALK_MODES)
 from .errors import InputError
 from .optim import Adam, adam_sparse_W
 from .samplers import make_sampler
-from .defaults import (ADAM_MODES, BATCH_MODES, BUDGET_PAIRS_PER_NODE, LR_FEATURELESS,
-                       LR_FIXED_FEATURES, LR_PER_DEGREE, LR_RANGE, LR_SCHEDULES, PLAIN,
-                       PRESET_NAMES, PRESETS, ROUTING_RULES, SAMPLERS, WALK_MODES)
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +48,13 @@ class TrainConfig:
     dim [k]              size of e_v and o_v (the embeddings)
     feat_dim [d]         size of the trainable input features x (featureless graphs)
     walk_length [q]      nodes per walk; I = q - 1 context slots
-    walks_per_node [T]   walks started from every node
+    walks_per_node [T]   walks started from every node in each epoch
     epochs               passes, each of ceil(#walks / batch_size) batches
     batch_size [B]       walks per batch
-    lr                   Adam learning rate; None -> LR_FEATURELESS or LR_FIXED_FEATURES
+    lr                   Adam learning rate (the peak of a linear schedule)
+    (these four, lr_schedule, walks, sampler and adam: None -> from ``preset``)
+    preset               'auto' ('converge' without fixed features, 'paper' with them),
+                         'converge' or 'paper' (defaults.PRESETS; ``resolve``)
     num_sampled [|V'|]   sampled nodes per batch in the sampled softmax; None -> min(256, N - 1)
     sampler              'log_uniform' (TensorFlow's default), 'unigram' (walk counts^0.75), 'uniform'
     routing_iters [m]    iterations of Algorithm 1
@@ -117,7 +126,8 @@ def preset_for(cfg, fixed_features):
 def resolve(cfg, n_nodes, n_edges, fixed_features=False):
     """A copy of ``cfg`` with every unset option (None) filled from its preset, the
     learning rate and the epoch budget included, and a list of one-line notes saying
-    where each filled value came from (shown by the CLI, stored in the history).
+    where each filled value came from (logged at the start of ``fit``, kept in
+    ``TrainResult.notes``).
 
     Explicit options always win: ``epochs=N`` trains exactly N epochs."""
     name = preset_for(cfg, fixed_features)
@@ -519,8 +529,8 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
             save_checkpoint()
-            log.info("epoch %d: loss %.5f, %.1fs, %.0f pairs/s", epoch + 1, entry["loss"], seconds,
-                     entry["pairs_per_s"])
+            log.info("epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s", epoch + 1, cfg.epochs,
+                     entry["loss"], entry["lr"], seconds, entry["pairs_per_s"])
             if epoch_callback is not None:
                 epoch_callback(epoch + 1, result)
     finally:

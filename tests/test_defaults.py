@@ -239,3 +239,18 @@ def test_cli_history_csv_budget_line_and_paper_preset(tmp_path, adj):
     proc = _cli("train", "--graph", str(edges), "--out", "x.emb", "--history", "h.csv",
                 cwd=tmp_path)
     assert proc.returncode == 1 and "h.csv: exists" in proc.stderr      # never replaced
+
+
+def test_cli_resumed_run_rewrites_its_history_with_every_epoch(tmp_path, adj):
+    edges = tmp_path / "g.txt"
+    rows, cols = sp.triu(adj, 1).nonzero()
+    edges.write_text("".join(f"{u} {v}\n" for u, v in zip(rows, cols)))
+    common = ("--graph", str(edges), "--dim", "8", "--feat-dim", "8", "-q", "--history", "h.csv")
+    first = _cli("train", *common, "--out", "a.emb", "--epochs", "2", "--checkpoint-dir", "ck",
+                 cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    resumed = _cli("train", *common, "--out", "b.emb", "--epochs", "3", "--resume", "ck",
+                   cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    with open(tmp_path / "h.csv") as fh:
+        assert [int(r["epoch"]) for r in csv.DictReader(fh)] == [1, 2, 3]
