@@ -376,6 +376,9 @@ def main(argv=None):
     ap.add_argument("--shuffles", type=int, default=5, help="shuffles of the multi-label protocol")
     ap.add_argument("--keep-dir", default=None, help="keep graphs and embeddings in this directory")
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed run that fills Numba's cache")
+    ap.add_argument("--update", action="store_true",
+                    help="measure --graphs and replace (or add) their entries in the existing "
+                         "bench/results/<out>.json, keeping the other graphs as measured before")
     ap.add_argument("--no-fast-peer", dest="fast_peer", action="store_false",
                     help="skip the extra DeepWalk run with one gensim epoch (shown beside the "
                          "reference, which runs gensim's default 5 epochs as DeepWalk's code does)")
@@ -406,6 +409,17 @@ def main(argv=None):
         command_templates=dict(deepwalk=_shown(dw_t), ours=_shown(ours_t)),
         targets=dict(score_points_below_deepwalk=SCORE_TOLERANCE, time_factor=TIME_FACTOR),
         load_avg_before=os.getloadavg(), graphs=[], skipped=[])
+    if args.update:
+        if not (common.RESULTS / f"{args.out}.json").exists() or not args.graphs:
+            ap.error(f"--update needs --graphs and an existing bench/results/{args.out}.json")
+        old = json.loads((common.RESULTS / f"{args.out}.json").read_text())
+        payload["updates"] = old.get("updates", []) + [dict(
+            command=payload["command"], graphs=names, git_commit=payload["machine"]["git_commit"],
+            load_avg_before=payload["load_avg_before"])]
+        payload["command"], payload["machine"] = old["command"], old["machine"]
+        payload["load_avg_before"] = old["load_avg_before"]
+        payload["graphs"] = [g for g in old["graphs"] if g["name"] not in names]
+        payload["skipped"] = [g for g in old.get("skipped", []) if g["name"] not in names]
     if not args.no_warmup:
         payload["warmup_seconds"] = warm_up(args, usable)
     root = args.keep_dir or tempfile.mkdtemp(prefix="vs_deepwalk_")
@@ -418,6 +432,7 @@ def main(argv=None):
                 print(f"[{i}/{len(names)}] {name}: skipped ({err})", flush=True)
                 continue
             entry = measure(graph, os.path.join(root, name), args, usable)
+            entry["git_commit"] = common.machine_info()["git_commit"]
             payload["graphs"].append(entry)
             attach_curves(payload["graphs"])
             payload["load_avg_after"] = os.getloadavg()
@@ -466,6 +481,10 @@ def render(p):
                  f"wall time at most {p['targets']['time_factor']:g}x DeepWalk's.  Wall time is the "
                  "whole process, start-up to written file (Numba caches warm).\n")
     lines.append(common.machine_markdown(p["machine"]))
+    for u in p.get("updates", []):
+        lines.append(f"Updated later: {', '.join(u['graphs'])} re-measured by `{u['command'].strip()}` "
+                     f"at commit {u['git_commit']} (load average {u['load_avg_before'][0]:.1f} "
+                     "before); each graph's section names its commit.\n")
     rows = []
     for e in p["graphs"]:
         if "targets" not in e:
@@ -505,6 +524,8 @@ def render(p):
 
 def render_graph(e):
     lines = [f"## {e['name']}\n"]
+    if e.get("git_commit"):
+        lines.append(f"Measured at commit {e['git_commit']}.\n")
     extra = ""
     if e.get("info", {}).get("realized_mixing") is not None:
         i = e["info"]

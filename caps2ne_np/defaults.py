@@ -56,6 +56,9 @@ PRESET_NAMES = ("auto",) + tuple(PRESETS)
 
 BUDGET_PAIRS_PER_NODE = 800
 """Training pairs per node in the 'converge' preset's budget (``train.budget_epochs``)."""
+BUDGET_MAX_STRETCH = 3.0
+"""Where the degree rule asks for a rate above LR_RANGE's cap, the budget grows by the
+missing factor instead, up to this many times BUDGET_PAIRS_PER_NODE."""
 
 LR_PER_DEGREE = 2.5e-4
 LR_RANGE = (5e-4, 4e-3)

@@ -135,6 +135,21 @@ def test_budget_is_pairs_per_node_over_pairs_per_epoch():
     assert budget_epochs(10, 20, replace(cfg, walks_per_node=10**6))[0] == 1
 
 
+def test_budget_stretches_where_the_rate_is_capped_and_no_further():
+    """Above the mean degree where the degree rule meets the rate cap, the budget grows
+    by the missing factor, up to BUDGET_MAX_STRETCH times."""
+    cfg = TrainConfig(walks_per_node=16, walk_length=10, targets="all")
+    at_cap = defaults.LR_RANGE[1] / defaults.LR_PER_DEGREE          # mean degree 16
+    base = math.ceil(defaults.BUDGET_PAIRS_PER_NODE / 160)
+    assert budget_epochs(1000, int(1000 * at_cap), cfg)[0] == base
+    twice, why = budget_epochs(1000, int(1000 * 2 * at_cap), cfg)
+    assert twice == math.ceil(2 * defaults.BUDGET_PAIRS_PER_NODE / 160) and "x 2.00" in why
+    far = budget_epochs(1000, int(1000 * 50 * at_cap), cfg)[0]
+    assert far == math.ceil(defaults.BUDGET_MAX_STRETCH * defaults.BUDGET_PAIRS_PER_NODE / 160)
+    epochs = [budget_epochs(1000, 1000 * d, cfg)[0] for d in range(1, 200, 3)]
+    assert all(a <= b for a, b in zip(epochs, epochs[1:]))
+
+
 def test_auto_budget_is_used_and_reported(adj):
     model = Caps2NE(**TINY, random_state=0).fit(adj)
     cfg, _ = resolve(TrainConfig(**TINY), adj.shape[0], adj.nnz)
