@@ -526,7 +526,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                 if bar is not None:
                     bar.update(1)
                     if b % 20 == 0:
-                        bar.set_postfix(epoch=epoch + 1,
+                        bar.set_postfix(epoch=f"{epoch + 1}/{cfg.epochs}", lr=f"{opt.lr:.2g}",
                                         loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
                                         pairs_s=f"{state['n_pairs'] / max(state['seconds'], 1e-9):,.0f}")
                 if step_callback is not None:
