@@ -9,6 +9,7 @@ from sklearn.base import BaseEstimator
 
 from . import graph as graph_mod
 from .core import Params
+from .defaults import PLAIN
 from .modelfile import read_model, save_model
 from .train import TrainConfig, fit
 
@@ -18,7 +19,7 @@ class Caps2NE(BaseEstimator):
     """Caps2NE node embeddings (Nguyen et al., CIKM 2020).
 
     Hyperparameters are those of ``train.TrainConfig`` (paper symbols there); those
-    left None (the default) come from ``preset`` (``train.PRESETS``: 'auto' is
+    left None (the default) come from ``preset`` (``defaults.PRESETS``: 'auto' is
     'converge' for a featureless graph, 'paper' with fixed features X), the same
     defaults as the command line; ``config_`` holds the values used.
     ``n_jobs`` is the thread count (Numba and BLAS, restored after ``fit``) and
@@ -27,12 +28,14 @@ class Caps2NE(BaseEstimator):
     ``history_`` (per-epoch loss and throughput).
     """
 
-    def __init__(self, dim=128, feat_dim=128, walk_length=10, walks_per_node=None, epochs=None,
-                 batch_size=None, lr=None, num_sampled=None, sampler=None, routing_iters=1,
-                 routing_rule="paper", routing_scale=None, grad_mode="exact", targets="all",
-                 batch_mode="random", normalize_features=True, adam=None,
-                 walk_chunk=1 << 20, n_jobs=1, random_state=0, progress=False, preset="auto",
-                 lr_schedule=None, lr_floor=1e-2, walks=None):
+    def __init__(self, dim=PLAIN["dim"], feat_dim=PLAIN["feat_dim"],
+                 walk_length=PLAIN["walk_length"], walks_per_node=None, epochs=None,
+                 batch_size=None, lr=None, num_sampled=None, sampler=None,
+                 routing_iters=PLAIN["routing_iters"], routing_rule=PLAIN["routing_rule"],
+                 routing_scale=None, grad_mode=PLAIN["grad_mode"], targets=PLAIN["targets"],
+                 batch_mode=PLAIN["batch_mode"], normalize_features=True, adam=None,
+                 walk_chunk=PLAIN["walk_chunk"], n_jobs=1, random_state=0, progress=False,
+                 preset="auto", lr_schedule=None, lr_floor=PLAIN["lr_floor"], walks=None):
         self.dim = dim
         self.feat_dim = feat_dim
         self.walk_length = walk_length

@@ -269,3 +269,20 @@ def test_cli_resumed_run_rewrites_its_history_with_every_epoch(tmp_path, adj):
     assert resumed.returncode == 0, resumed.stderr
     with open(tmp_path / "h.csv") as fh:
         assert [int(r["epoch"]) for r in csv.DictReader(fh)] == [1, 2, 3]
+
+
+def test_cli_estimator_and_trainconfig_share_every_default():
+    """One source of truth: each TrainConfig field's default is the estimator's and
+    the command line's (threads and seed have their own front-end defaults)."""
+    from dataclasses import fields
+
+    from caps2ne_np._cli import train as train_command
+    cli_defaults = {p.name: p.default for p in train_command.params}
+    est = Caps2NE().get_params()
+    for f in fields(TrainConfig):
+        if f.name in ("threads", "seed"):
+            continue
+        assert est[f.name] == f.default, f.name
+        if f.name in cli_defaults:
+            assert cli_defaults[f.name] == f.default, f.name
+    assert {"preset", "epochs", "lr", "walks", "lr_schedule", "sampler", "adam"} <= set(cli_defaults)
