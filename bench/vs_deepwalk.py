@@ -481,6 +481,8 @@ def render(p):
                  f"wall time at most {p['targets']['time_factor']:g}x DeepWalk's.  Wall time is the "
                  "whole process, start-up to written file (Numba caches warm).\n")
     lines.append(common.machine_markdown(p["machine"]))
+    for note in p.get("notes", []):
+        lines.append(f"Note: {note}\n")
     for u in p.get("updates", []):
         lines.append(f"Updated later: {', '.join(u['graphs'])} re-measured by `{u['command'].strip()}` "
                      f"at commit {u['git_commit']} (load average {u['load_avg_before'][0]:.1f} "
