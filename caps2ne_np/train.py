@@ -150,7 +150,7 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         notes.append(f"budget: {epochs} epochs ({why}; --epochs N overrides)")
     notes.insert(0, f"preset {name}" + (f" (auto: {'fixed' if fixed_features else 'no'} "
                                          "input features)" if cfg.preset == "auto" else "")
-                 + f": lr {out.lr:g} {out.lr_schedule}, batch {out.batch_size} walks, T = "
+                 + f": lr {out.lr:.3g} {out.lr_schedule}, batch {out.batch_size} walks, T = "
                  f"{out.walks_per_node} {out.walks} walks per node and epoch, "
                  f"{out.adam} Adam, {out.sampler} sampler")
     return out, notes
