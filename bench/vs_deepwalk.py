@@ -420,6 +420,7 @@ def main(argv=None):
         payload["load_avg_before"] = old["load_avg_before"]
         payload["graphs"] = [g for g in old["graphs"] if g["name"] not in names]
         payload["skipped"] = [g for g in old.get("skipped", []) if g["name"] not in names]
+        payload["notes"] = old.get("notes", [])
     if not args.no_warmup:
         payload["warmup_seconds"] = warm_up(args, usable)
     root = args.keep_dir or tempfile.mkdtemp(prefix="vs_deepwalk_")
