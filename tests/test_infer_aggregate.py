@@ -30,19 +30,9 @@ from caps2ne_np.infer import (
 )
 from caps2ne_np.io import read_word2vec
 from caps2ne_np.modelfile import read_calibration, read_model, save_calibration
-from test_infer import fit_quiet, planted_partition
+from test_infer import features, fit_quiet, full  # noqa: F401 (shared fixtures)
 
 OLD = [f"n{i}" for i in range(30)]
-
-
-@pytest.fixture(scope="module")
-def full():
-    return planted_partition()
-
-
-@pytest.fixture(scope="module")
-def features(full):
-    return np.random.default_rng(1).standard_normal((full.n_nodes, 6)).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
