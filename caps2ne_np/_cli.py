@@ -102,7 +102,8 @@ def cli():
 @click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="A benchmark set instead of --graph (features, labels and splits included).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the benchmark data [default: $CAPS2NE_DATA or ../shared/data].")
+              help="Folder of the benchmark data; files missing there are downloaded (SHA-256 "
+                   "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
 @click.option("--features", "features_path", type=click.Path(dir_okay=False), default=None,
               help="Fixed node features x: scipy .npz (kept sparse) or .npy, one row per node.")
 @click.option("--feature-ids", type=click.Path(dir_okay=False), default=None,
@@ -419,7 +420,8 @@ def _setup_logging(quiet):
 @click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="Take labels (and splits) from a benchmark set.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the benchmark data [default: $CAPS2NE_DATA or ../shared/data].")
+              help="Folder of the benchmark data; files missing there are downloaded (SHA-256 "
+                   "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
 @click.option("--labels", "labels_path", type=click.Path(dir_okay=False), default=None,
               help="'node label' lines; a node on several lines makes the task multi-label.")
 @click.option("--splits", "splits_path", type=click.Path(dir_okay=False), default=None,
@@ -552,6 +554,30 @@ def _jsonable(obj):
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
+
+
+@cli.command("fetch-data")
+@click.argument("names", nargs=-1, type=click.Choice(DATASETS[:-1]))
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder to put them in [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
+@click.option("--featureless", is_flag=True,
+              help="Skip the Planetoid feature files (allx, tx).")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def fetch_data(names, data_dir, featureless, debug):
+    """Download benchmark sets (all of them without NAMES) into the data folder.
+
+    Files come from the authors' repository at a fixed commit (or from
+    $CAPS2NE_DATA_MIRROR), each checked against the SHA-256 held in the code;
+    files already there are kept.  'train --dataset NAME' does the same on first use.
+    """
+    def run():
+        from . import datasets
+
+        for name in names or DATASETS[:-1]:
+            where = datasets.fetch(name, data_dir, features=not featureless)
+            click.echo(f"{name}: {where}")
+
+    _run(debug, run)
 
 
 def main():
