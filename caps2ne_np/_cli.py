@@ -128,7 +128,10 @@ def cli():
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Embeddings in word2vec text format [default: <graph stem>.emb].")
 @click.option("--npy", "npy_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the embeddings as .npy (+ <stem>.nodes.txt with the node ids).")
+              help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
+                   "--out (the graph's node order: first appearance in the edge list), plus "
+                   "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
+                   "that order.")
 @click.option("--model-out", type=click.Path(dir_okay=False), default=None,
               help="Also write the whole trained model (parameters, config, node ids) to .npz.")
 @click.option("--history", "history_out", type=click.Path(dir_okay=False), default=None,
