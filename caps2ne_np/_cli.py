@@ -22,6 +22,8 @@ from .errors import InputError, InputWarning
 
 DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled"]
 
+log = logging.getLogger("caps2ne_np.cli")
+
 DEFAULTS = PLAIN
 
 
@@ -42,7 +44,8 @@ def _run(debug, fn, *args, **kwargs):
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, InputWarning):
-            click.echo(f"warning: {message}", err=True)
+            if logging.getLogger("caps2ne_np").isEnabledFor(logging.WARNING):   # not with -q
+                _write_line(f"warning: {message}")
         else:
             default_show(message, category, filename, lineno, file, line)
 
@@ -205,12 +208,15 @@ def cli():
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), default=None,
               help="Continue the run checkpointed in this folder (same input and options; "
                    "--epochs may grow). Keeps checkpointing there.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar or per-epoch log.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Print only errors: no progress bar, log lines or warnings.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Also print debugging details (the full configuration, threads).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, featureless, no_normalize_features,
           labels_path, splits_path, eval_every_epoch, directed, keep_self_loops, out, npy_out,
           model_out, history_out, overwrite, checkpoint_dir, checkpoint_every, resume_dir, debug, quiet,
-          **options):
+          verbose, **options):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
     The embeddings written out are the output vectors o_v, one per node, in the
@@ -220,7 +226,7 @@ def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, fea
         raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
-    _setup_logging(quiet)
+    _setup_logging(quiet, verbose)
     source = dict(graph=graph, graph_cache=graph_cache, dataset=dataset, data_dir=data_dir, features=features_path,
                   feature_ids=feature_ids, featureless=featureless, labels=labels_path,
                   splits=splits_path, directed=directed, keep_self_loops=keep_self_loops)
@@ -254,15 +260,15 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:
         checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
     g, features, labels, splits = _load_input(source, need_eval=eval_every_epoch)
-    click.echo(f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
-               f"({'directed' if g.directed else 'undirected'}"
-               f"{', weighted' if g.weights is not None else ''}); features: "
-               f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}",
-               err=True)
+    log.info(f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
+             f"({'directed' if g.directed else 'undirected'}"
+             f"{', weighted' if g.weights is not None else ''}); features: "
+             f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}")
     if options["threads"] is None:
         options["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else (os.cpu_count() or 1)
     cfg = TrainConfig(**options)
+    log.debug("options: %s; %d thread(s)", cfg, options["threads"])
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
     callback = tracker
     if history_out:
@@ -273,22 +279,23 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     last = result.history[-1]
     lr = cfg.lr
     seconds = sum(h["seconds"] for h in result.history)
-    click.echo(f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
-               f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
-               f"{cfg.lr_schedule})", err=True)
+    log.info(f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
+             f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
+             f"{cfg.lr_schedule})")
+    log.debug("resolved configuration: %s", cfg.to_dict())
     params = result.params
     if tracker is not None:
         params = tracker.best_params
-        click.echo(tracker.summary(), err=True)
+        log.info(tracker.summary())
     write_word2vec(out, g.node_ids, params.O, overwrite=overwrite)
-    click.echo(f"wrote {out}", err=True)
+    log.info(f"wrote {out}")
     if npy_out:
         save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
-        click.echo(f"wrote {npy_out}", err=True)
+        log.info(f"wrote {npy_out}")
     if model_out:
         save_model(model_out, params, g.node_ids, cfg.to_dict(), lr, result.history,
                    overwrite=overwrite)
-        click.echo(f"wrote {model_out}", err=True)
+        log.info(f"wrote {model_out}")
 
 
 class _HistoryWriter:
@@ -347,9 +354,9 @@ class _EpochTracker:
             self.best_params = type(p)(p.W.copy(), p.O.copy(), p.bias.copy(),
                                        p.X if p.fixed_features else p.X.copy(),
                                        fixed_features=p.fixed_features)
-        click.echo(f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
-                   f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
-                   f"{time.perf_counter() - t0:.1f}s)", err=True)
+        log.info(f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
+                 f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
+                 f"{time.perf_counter() - t0:.1f}s)")
 
     def summary(self):
         from .evaluate import select_epoch
@@ -410,9 +417,36 @@ def _check_writable(path, overwrite):
         raise InputError(f"{path}: folder {parent} does not exist")
 
 
-def _setup_logging(quiet):
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="%(message)s", stream=sys.stderr)
+def _write_line(text):
+    """One line on stderr through tqdm's writer: above a running progress bar, not glued
+    onto it.  sys.stderr is looked up per line (click's test runner swaps it)."""
+    from tqdm import tqdm
+
+    tqdm.write(text, file=sys.stderr)
+
+
+class _BarSafeHandler(logging.Handler):
+    """The package's log lines, written with :func:`_write_line`."""
+
+    def emit(self, record):
+        try:
+            _write_line(self.format(record))
+        except Exception:  # noqa: BLE001 -- logging must never raise
+            self.handleError(record)
+
+
+def _setup_logging(quiet, verbose=False):
+    """Log lines of the ``caps2ne_np`` loggers on stderr: info (default), errors only
+    (-q), or debug details too (-v)."""
+    logger = logging.getLogger("caps2ne_np")
+    for handler in list(logger.handlers):
+        if isinstance(handler, _BarSafeHandler):
+            logger.removeHandler(handler)
+    handler = _BarSafeHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
+    logger.propagate = False
 
 
 @cli.command()
@@ -576,6 +610,7 @@ def fetch_data(names, data_dir, featureless, debug):
     def run():
         from . import datasets
 
+        _setup_logging(False)
         for name in names or DATASETS[:-1]:
             where = datasets.fetch(name, data_dir, features=not featureless)
             click.echo(f"{name}: {where}")
