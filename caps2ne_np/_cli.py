@@ -130,6 +130,9 @@ def cli():
 @click.option("--keep-self-loops", is_flag=True, help="Keep u-u edges (dropped by default).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Embeddings in word2vec text format [default: <graph stem>.emb].")
+@click.option("--binary", is_flag=True,
+              help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
+                   "smaller and much faster to write than text.")
 @click.option("--npy", "npy_out", type=click.Path(dir_okay=False), default=None,
               help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
                    "--out (the graph's node order: first appearance in the edge list), plus "
@@ -216,7 +219,7 @@ def cli():
 def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, featureless, no_normalize_features,
           labels_path, splits_path, eval_every_epoch, directed, keep_self_loops, out, npy_out,
           model_out, history_out, overwrite, checkpoint_dir, checkpoint_every, resume_dir, debug, quiet,
-          verbose, **options):
+          verbose, binary, **options):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
     The embeddings written out are the output vectors o_v, one per node, in the
@@ -234,11 +237,11 @@ def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, fea
     ckpt = dict(checkpoint_dir=checkpoint_dir or resume_dir, checkpoint_every=checkpoint_every,
                 resume_from=resume_dir)
     _run(debug, _train, source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet,
-         options, ckpt, history_out)
+         options, ckpt, history_out, binary)
 
 
 def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options, ckpt,
-           history_out=None):
+           history_out=None, binary=False):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
     from .io import save_npy, write_word2vec
@@ -287,8 +290,8 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     if tracker is not None:
         params = tracker.best_params
         log.info(tracker.summary())
-    write_word2vec(out, g.node_ids, params.O, overwrite=overwrite)
-    log.info(f"wrote {out}")
+    write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+    log.info(f"wrote {out}" + (" (word2vec binary)" if binary else ""))
     if npy_out:
         save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
         log.info(f"wrote {npy_out}")
@@ -466,7 +469,17 @@ def _setup_logging(quiet, verbose=False):
 @click.option("--fractions", default="0.1,0.5,0.9",
               help="Training fractions gamma of the multi-label protocol.")
 @click.option("--shuffles", default=10, type=click.IntRange(min=1),
-              help="Random shuffles per fraction (multi-label protocol).")
+              help="Random shuffles per fraction (multi-label protocol), or random splits "
+                   "with --train-fraction (single-label).")
+@click.option("--train-fraction", default=None,
+              type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+              help="Single-label without a splits file: --shuffles random splits, stratified "
+                   "by class (seeded by --seed), training on this fraction of the labelled "
+                   "nodes and testing on the rest (minus --val-fraction).")
+@click.option("--val-fraction", default=0.0,
+              type=click.FloatRange(min=0, max=1, max_open=True),
+              help="With --train-fraction: this fraction of the labelled nodes is held out "
+                   "for validation (needed to choose among several -e files).")
 @click.option("--C", "C", default=1.0, type=click.FloatRange(min=0, min_open=True),
               help="Inverse L2 regularisation of the logistic regression.")
 @click.option("--classifier", type=click.Choice(["lbfgs", "liblinear"]), default="lbfgs",
@@ -482,8 +495,9 @@ def _setup_logging(quiet, verbose=False):
               help="Also write the results as JSON.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --json file.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C,
-             classifier, cv_folds, seed, json_out, overwrite, debug):
+def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles,
+             train_fraction, val_fraction, C, classifier, cv_folds, seed, json_out, overwrite,
+             debug):
     """Node classification on embeddings, with the paper's protocols.
 
     Single-label (labels + splits): logistic regression on each split's training
@@ -491,21 +505,30 @@ def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, 
     per epoch) the epoch is chosen per split on validation.  Multi-label: the
     DeepWalk protocol (top-k labels, micro/macro-F1) over random shuffles; with
     several files the epoch is also chosen by cross-validation on each training part.
+    Single-label without splits: --train-fraction F draws --shuffles random
+    stratified splits.
     """
     if (dataset is None) == (labels_path is None):
         raise click.UsageError("give exactly one of --dataset and --labels")
+    if train_fraction is not None and splits_path is not None:
+        raise click.UsageError("give at most one of --splits and --train-fraction")
+    if train_fraction is not None and train_fraction + val_fraction >= 1:
+        raise click.UsageError("--train-fraction plus --val-fraction must leave nodes to test "
+                               f"(got {train_fraction:g} + {val_fraction:g})")
     _run(debug, _evaluate, emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
-         shuffles, C, seed, json_out, overwrite, classifier, cv_folds)
+         shuffles, C, seed, json_out, overwrite, classifier, cv_folds, train_fraction,
+         val_fraction)
 
 
 def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C, seed,
-              json_out, overwrite, classifier="lbfgs", cv_folds=3):
+              json_out, overwrite, classifier="lbfgs", cv_folds=3, train_fraction=None,
+              val_fraction=0.0):
     import json
 
 
     from . import datasets
     from .evaluate import (classify_splits, format_table, multilabel_f1,
-                           multilabel_select_epoch, select_epoch)
+                           multilabel_select_epoch, random_splits, select_epoch)
     from .io import atomic_write
 
     if json_out:
@@ -531,6 +554,9 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
     for path in emb_paths:
         path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
         embs.append(_align(path, path_ids, emb, node_ids))
+    if train_fraction is not None and multilabel:
+        raise InputError("--train-fraction is for single-label data; the multi-label protocol "
+                         "takes its training fractions from --fractions")
     if multilabel:
         results = [multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C,
                                  solver=classifier) for e in embs]
@@ -543,9 +569,16 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
                                                    solver=classifier))
         chosen = "epoch selected by cross-validation on each training part"
     else:
+        if train_fraction is not None:
+            splits = random_splits(labels, train_fraction, shuffles, val_fraction=val_fraction,
+                                   seed=seed)
+            if len(emb_paths) > 1 and not val_fraction:
+                raise InputError("several -e files: choosing the epoch needs validation nodes; "
+                                 "add --val-fraction (e.g. 0.1)")
         if splits is None:
             raise InputError("single-label evaluation needs --splits (a JSON list of "
-                             "{train, val, test} node-id lists)")
+                             "{train, val, test} node-id lists) or --train-fraction F for "
+                             "random stratified splits")
         results = [classify_splits(e, labels, splits, C=C, multinomial=classifier == "lbfgs")
                    for e in embs]
         if len(results) > 1:
