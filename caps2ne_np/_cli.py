@@ -438,6 +438,17 @@ class _BarSafeHandler(logging.Handler):
             self.handleError(record)
 
 
+def _reset_logging():
+    """Undo :func:`_setup_logging` (commands without -q/-v: the default logging rules);
+    click's test runner runs several commands in one process."""
+    logger = logging.getLogger("caps2ne_np")
+    for handler in list(logger.handlers):
+        if isinstance(handler, _BarSafeHandler):
+            logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
+
+
 def _setup_logging(quiet, verbose=False):
     """Log lines of the ``caps2ne_np`` loggers on stderr: info (default), errors only
     (-q), or debug details too (-v)."""
@@ -515,6 +526,7 @@ def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, 
     if train_fraction is not None and train_fraction + val_fraction >= 1:
         raise click.UsageError("--train-fraction plus --val-fraction must leave nodes to test "
                                f"(got {train_fraction:g} + {val_fraction:g})")
+    _reset_logging()
     _run(debug, _evaluate, emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
          shuffles, C, seed, json_out, overwrite, classifier, cv_folds, train_fraction,
          val_fraction)

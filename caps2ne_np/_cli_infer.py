@@ -89,8 +89,9 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
     of the model's o_v, so a classifier fitted on o_v applies (docs/inductive.md).
     The embeddings are written in word2vec text format, ids as given in --nodes.
     """
-    from ._cli import _run
+    from ._cli import _reset_logging, _run
 
+    _reset_logging()
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:

@@ -40,7 +40,7 @@ def test_train_dataset_cora_from_files_placed_by_hand(tmp_path):
 
 
 @needs_data
-def test_fetch_data_then_train_from_the_cache(tmp_path):
+def test_fetch_data_fills_the_user_cache(tmp_path):
     cache = tmp_path / "xdg"
     env = dict(XDG_CACHE_HOME=str(cache), CAPS2NE_DATA_MIRROR=str(DATA))
     env_no_data = {k: v for k, v in os.environ.items() if k != "CAPS2NE_DATA"}

@@ -139,3 +139,15 @@ def test_compiling_message_is_logged_before_the_first_batch(monkeypatch, tmp_pat
         logger.setLevel(old_level)
     i = next(k for k, m in enumerate(records) if m.startswith("compiling kernels (first run only"))
     assert i < next(k for k, m in enumerate(records) if m.startswith("epoch 1/1"))
+
+
+def test_quiet_does_not_leak_into_the_next_command(edges, tmp_path):
+    """click's runner (and a notebook) runs several commands in one process."""
+    r = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--out", str(tmp_path / "e.emb"),
+                                 "--epochs", "1", *SMALL, "-q"])
+    assert r.exit_code == 0 and logging.getLogger("caps2ne_np").level == logging.ERROR
+    (tmp_path / "labels.txt").write_text("a x\nb x\nc y\nd y\ne y\n")
+    r = CliRunner().invoke(cli, ["evaluate", "-e", str(tmp_path / "e.emb"), "--labels",
+                                 str(tmp_path / "labels.txt"), "--fractions", "0.5"])
+    logger = logging.getLogger("caps2ne_np")
+    assert logger.level == logging.NOTSET and logger.propagate and not logger.handlers
