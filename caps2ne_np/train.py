@@ -434,6 +434,8 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     source = walks_mod.WalkSource(indptr, indices, weights, cfg.walks_per_node, q,
                                   walk_seed(cfg.seed, 0))
     positions = walks_mod.target_positions(cfg.targets, q)
+    if progress and _kernels_cold():
+        log.info("compiling kernels (first run only; cached on disk for later runs) ...")
     counts = None
     if cfg.sampler == "unigram":
         t0 = time.perf_counter()
@@ -483,8 +485,6 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     # Numba cache (or loads them from it): that time stays out of the ETA and pairs/s.
     bar = None
     first = None                              # (epoch, pairs, seconds) of the run's first step
-    if progress and _kernels_cold():
-        log.info("compiling kernels (first run only; cached on disk for later runs) ...")
     try:
         while state["epoch"] < cfg.epochs:
             epoch = state["epoch"]
@@ -539,7 +539,8 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                     if b % 20 == 0:
                         bar.set_postfix(epoch=f"{epoch + 1}/{cfg.epochs}", lr=f"{opt.lr:.2g}",
                                         loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
-                                        pairs_s=f"{_rate(state, epoch, first):,.0f}")
+                                        pairs_s=f"{_rate(state, epoch, first):,.0f}",
+                                        refresh=False)   # redraws follow mininterval
                 if step_callback is not None:
                     step_callback(epoch, b, step)
             if not _finite(params, names):

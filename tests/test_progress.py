@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from caps2ne_np import train as train_mod
-from caps2ne_np._cli import cli
+from caps2ne_np._cli import _BarSafeHandler, _reset_logging, cli
 from caps2ne_np.graph import read_edgelist
 from caps2ne_np.train import TrainConfig, fit
 
@@ -63,20 +63,23 @@ def test_log_lines_are_not_glued_to_the_bar(edges, tmp_path):
         assert re.search(r"(^|\n|\r)" + re.escape(text), proc.stderr), proc.stderr
 
 
+class Pipe:
+    """A stderr that is not a terminal (a log file, a pipe), keeping what is written."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, s):
+        self.parts.append(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
 def test_bar_redraws_rarely_when_stderr_is_not_a_terminal(monkeypatch):
-    class Pipe:
-        def __init__(self):
-            self.parts = []
-
-        def write(self, s):
-            self.parts.append(s)
-
-        def flush(self):
-            pass
-
-        def isatty(self):
-            return False
-
     pipe = Pipe()
     monkeypatch.setattr(sys, "stderr", pipe)
     bar = train_mod._progress(True, 2000)
@@ -86,6 +89,20 @@ def test_bar_redraws_rarely_when_stderr_is_not_a_terminal(monkeypatch):
         time.sleep(0.0005)                                      # > 1 s in all: 10 redraws at tqdm's 0.1 s
     bar.close()
     assert "".join(pipe.parts).count("\r") <= 4
+
+
+def test_training_run_into_a_log_file_draws_the_bar_a_few_times(monkeypatch):
+    """A whole run (hundreds of steps, the postfix updated every 20) into a non-terminal."""
+    g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
+    cfg = TrainConfig(dim=8, feat_dim=8, walks_per_node=2, epochs=2, batch_size=16, threads=1)
+    fit(g.indptr, g.indices, g.weights, cfg)                    # warm
+    _reset_logging()                                            # only the bar writes here
+    pipe = Pipe()
+    monkeypatch.setattr(sys, "stderr", pipe)
+    steps = 2 * -(-2 * g.n_nodes // 16)
+    fit(g.indptr, g.indices, g.weights, cfg, progress=True)
+    text = "".join(pipe.parts)
+    assert f"{steps}/{steps}" in text and text.count("\r") <= 4, text
 
 
 def test_first_step_is_kept_out_of_pairs_per_second(monkeypatch):
@@ -150,4 +167,5 @@ def test_quiet_does_not_leak_into_the_next_command(edges, tmp_path):
     r = CliRunner().invoke(cli, ["evaluate", "-e", str(tmp_path / "e.emb"), "--labels",
                                  str(tmp_path / "labels.txt"), "--fractions", "0.5"])
     logger = logging.getLogger("caps2ne_np")
-    assert logger.level == logging.NOTSET and logger.propagate and not logger.handlers
+    assert logger.level == logging.NOTSET and logger.propagate
+    assert not [h for h in logger.handlers if isinstance(h, _BarSafeHandler)]
