@@ -121,8 +121,9 @@ def test_first_step_is_kept_out_of_pairs_per_second(monkeypatch):
     monkeypatch.setattr(train_mod.TrainStep, "gradients", slow_first)
     h = fit(g.indptr, g.indices, g.weights, cfg).history
     assert h[0]["seconds"] > 2.0                                # wall time is kept
-    assert h[0]["pairs_per_s"] > 3 * h[0]["pairs"] / h[0]["seconds"]
-    assert h[0]["pairs_per_s"] > 0.3 * h[1]["pairs_per_s"]
+    # Without the first step (>= 2 s, 1 of 43 batches) the rate is at least
+    # (P - P/43) / (S - 2); with it, P / S: far lower, however loaded the machine.
+    assert h[0]["pairs_per_s"] >= 0.95 * h[0]["pairs"] / (h[0]["seconds"] - 2.0)
 
 
 def test_compiling_message_when_the_numba_cache_is_cold(tmp_path):
