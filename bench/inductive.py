@@ -86,7 +86,7 @@ def parse_args(argv=None):
     ap.add_argument("--batch-size", type=int, default=64, help="B (paper: 64 for Cora, Citeseer)")
     ap.add_argument("--samples", type=int, default=10, help="Z contexts per inferred node (paper: 10)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data-dir", default=None, help="default: $CAPS2NE_DATA or ../shared/data")
+    ap.add_argument("--data-dir", default=None, help="default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np")
     ap.add_argument("--out", default=None, help="result name [default: inductive, or inductive_smoke]")
     ap.add_argument("--render", default=None, metavar="JSON",
                     help="only rewrite <--out>.md from a results .json, with the current default")

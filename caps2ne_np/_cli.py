@@ -22,6 +22,8 @@ from .errors import InputError, InputWarning
 
 DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled"]
 
+log = logging.getLogger("caps2ne_np.cli")
+
 DEFAULTS = PLAIN
 
 
@@ -42,7 +44,8 @@ def _run(debug, fn, *args, **kwargs):
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, InputWarning):
-            click.echo(f"warning: {message}", err=True)
+            if logging.getLogger("caps2ne_np").isEnabledFor(logging.WARNING):   # not with -q
+                _write_line(f"warning: {message}")
         else:
             default_show(message, category, filename, lineno, file, line)
 
@@ -102,7 +105,8 @@ def cli():
 @click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="A benchmark set instead of --graph (features, labels and splits included).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the benchmark data [default: $CAPS2NE_DATA or ../shared/data].")
+              help="Folder of the benchmark data; files missing there are downloaded (SHA-256 "
+                   "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
 @click.option("--features", "features_path", type=click.Path(dir_okay=False), default=None,
               help="Fixed node features x: scipy .npz (kept sparse) or .npy, one row per node.")
 @click.option("--feature-ids", type=click.Path(dir_okay=False), default=None,
@@ -126,8 +130,14 @@ def cli():
 @click.option("--keep-self-loops", is_flag=True, help="Keep u-u edges (dropped by default).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Embeddings in word2vec text format [default: <graph stem>.emb].")
+@click.option("--binary", is_flag=True,
+              help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
+                   "smaller and much faster to write than text.")
 @click.option("--npy", "npy_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the embeddings as .npy (+ <stem>.nodes.txt with the node ids).")
+              help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
+                   "--out (the graph's node order: first appearance in the edge list), plus "
+                   "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
+                   "that order.")
 @click.option("--model-out", type=click.Path(dir_okay=False), default=None,
               help="Also write the whole trained model (parameters, config, node ids) to .npz.")
 @click.option("--history", "history_out", type=click.Path(dir_okay=False), default=None,
@@ -201,12 +211,15 @@ def cli():
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), default=None,
               help="Continue the run checkpointed in this folder (same input and options; "
                    "--epochs may grow). Keeps checkpointing there.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar or per-epoch log.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="Print only errors: no progress bar, log lines or warnings.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Also print debugging details (the full configuration, threads).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, featureless, no_normalize_features,
           labels_path, splits_path, eval_every_epoch, directed, keep_self_loops, out, npy_out,
           model_out, history_out, overwrite, checkpoint_dir, checkpoint_every, resume_dir, debug, quiet,
-          **options):
+          verbose, binary, **options):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
     The embeddings written out are the output vectors o_v, one per node, in the
@@ -216,7 +229,7 @@ def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, fea
         raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
-    _setup_logging(quiet)
+    _setup_logging(quiet, verbose)
     source = dict(graph=graph, graph_cache=graph_cache, dataset=dataset, data_dir=data_dir, features=features_path,
                   feature_ids=feature_ids, featureless=featureless, labels=labels_path,
                   splits=splits_path, directed=directed, keep_self_loops=keep_self_loops)
@@ -224,11 +237,11 @@ def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, fea
     ckpt = dict(checkpoint_dir=checkpoint_dir or resume_dir, checkpoint_every=checkpoint_every,
                 resume_from=resume_dir)
     _run(debug, _train, source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet,
-         options, ckpt, history_out)
+         options, ckpt, history_out, binary)
 
 
 def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options, ckpt,
-           history_out=None):
+           history_out=None, binary=False):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
     from .io import save_npy, write_word2vec
@@ -250,15 +263,15 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:
         checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
     g, features, labels, splits = _load_input(source, need_eval=eval_every_epoch)
-    click.echo(f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
-               f"({'directed' if g.directed else 'undirected'}"
-               f"{', weighted' if g.weights is not None else ''}); features: "
-               f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}",
-               err=True)
+    log.info(f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
+             f"({'directed' if g.directed else 'undirected'}"
+             f"{', weighted' if g.weights is not None else ''}); features: "
+             f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}")
     if options["threads"] is None:
         options["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else (os.cpu_count() or 1)
     cfg = TrainConfig(**options)
+    log.debug("options: %s; %d thread(s)", cfg, options["threads"])
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
     callback = tracker
     if history_out:
@@ -269,22 +282,23 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     last = result.history[-1]
     lr = cfg.lr
     seconds = sum(h["seconds"] for h in result.history)
-    click.echo(f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
-               f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
-               f"{cfg.lr_schedule})", err=True)
+    log.info(f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
+             f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
+             f"{cfg.lr_schedule})")
+    log.debug("resolved configuration: %s", cfg.to_dict())
     params = result.params
     if tracker is not None:
         params = tracker.best_params
-        click.echo(tracker.summary(), err=True)
-    write_word2vec(out, g.node_ids, params.O, overwrite=overwrite)
-    click.echo(f"wrote {out}", err=True)
+        log.info(tracker.summary())
+    write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+    log.info(f"wrote {out}" + (" (word2vec binary)" if binary else ""))
     if npy_out:
         save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
-        click.echo(f"wrote {npy_out}", err=True)
+        log.info(f"wrote {npy_out}")
     if model_out:
         save_model(model_out, params, g.node_ids, cfg.to_dict(), lr, result.history,
                    overwrite=overwrite)
-        click.echo(f"wrote {model_out}", err=True)
+        log.info(f"wrote {model_out}")
 
 
 class _HistoryWriter:
@@ -343,9 +357,9 @@ class _EpochTracker:
             self.best_params = type(p)(p.W.copy(), p.O.copy(), p.bias.copy(),
                                        p.X if p.fixed_features else p.X.copy(),
                                        fixed_features=p.fixed_features)
-        click.echo(f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
-                   f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
-                   f"{time.perf_counter() - t0:.1f}s)", err=True)
+        log.info(f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
+                 f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
+                 f"{time.perf_counter() - t0:.1f}s)")
 
     def summary(self):
         from .evaluate import select_epoch
@@ -406,9 +420,47 @@ def _check_writable(path, overwrite):
         raise InputError(f"{path}: folder {parent} does not exist")
 
 
-def _setup_logging(quiet):
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="%(message)s", stream=sys.stderr)
+def _write_line(text):
+    """One line on stderr through tqdm's writer: above a running progress bar, not glued
+    onto it.  sys.stderr is looked up per line (click's test runner swaps it)."""
+    from tqdm import tqdm
+
+    tqdm.write(text, file=sys.stderr)
+
+
+class _BarSafeHandler(logging.Handler):
+    """The package's log lines, written with :func:`_write_line`."""
+
+    def emit(self, record):
+        try:
+            _write_line(self.format(record))
+        except Exception:  # noqa: BLE001 -- logging must never raise
+            self.handleError(record)
+
+
+def _reset_logging():
+    """Undo :func:`_setup_logging` (commands without -q/-v: the default logging rules);
+    click's test runner runs several commands in one process."""
+    logger = logging.getLogger("caps2ne_np")
+    for handler in list(logger.handlers):
+        if isinstance(handler, _BarSafeHandler):
+            logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
+
+
+def _setup_logging(quiet, verbose=False):
+    """Log lines of the ``caps2ne_np`` loggers on stderr: info (default), errors only
+    (-q), or debug details too (-v)."""
+    logger = logging.getLogger("caps2ne_np")
+    for handler in list(logger.handlers):
+        if isinstance(handler, _BarSafeHandler):
+            logger.removeHandler(handler)
+    handler = _BarSafeHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
+    logger.propagate = False
 
 
 @cli.command()
@@ -419,7 +471,8 @@ def _setup_logging(quiet):
 @click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="Take labels (and splits) from a benchmark set.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the benchmark data [default: $CAPS2NE_DATA or ../shared/data].")
+              help="Folder of the benchmark data; files missing there are downloaded (SHA-256 "
+                   "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
 @click.option("--labels", "labels_path", type=click.Path(dir_okay=False), default=None,
               help="'node label' lines; a node on several lines makes the task multi-label.")
 @click.option("--splits", "splits_path", type=click.Path(dir_okay=False), default=None,
@@ -427,7 +480,17 @@ def _setup_logging(quiet):
 @click.option("--fractions", default="0.1,0.5,0.9",
               help="Training fractions gamma of the multi-label protocol.")
 @click.option("--shuffles", default=10, type=click.IntRange(min=1),
-              help="Random shuffles per fraction (multi-label protocol).")
+              help="Random shuffles per fraction (multi-label protocol), or random splits "
+                   "with --train-fraction (single-label).")
+@click.option("--train-fraction", default=None,
+              type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+              help="Single-label without a splits file: --shuffles random splits, stratified "
+                   "by class (seeded by --seed), training on this fraction of the labelled "
+                   "nodes and testing on the rest (minus --val-fraction).")
+@click.option("--val-fraction", default=0.0,
+              type=click.FloatRange(min=0, max=1, max_open=True),
+              help="With --train-fraction: this fraction of the labelled nodes is held out "
+                   "for validation (needed to choose among several -e files).")
 @click.option("--C", "C", default=1.0, type=click.FloatRange(min=0, min_open=True),
               help="Inverse L2 regularisation of the logistic regression.")
 @click.option("--classifier", type=click.Choice(["lbfgs", "liblinear"]), default="lbfgs",
@@ -443,8 +506,9 @@ def _setup_logging(quiet):
               help="Also write the results as JSON.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --json file.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C,
-             classifier, cv_folds, seed, json_out, overwrite, debug):
+def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles,
+             train_fraction, val_fraction, C, classifier, cv_folds, seed, json_out, overwrite,
+             debug):
     """Node classification on embeddings, with the paper's protocols.
 
     Single-label (labels + splits): logistic regression on each split's training
@@ -452,21 +516,31 @@ def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, 
     per epoch) the epoch is chosen per split on validation.  Multi-label: the
     DeepWalk protocol (top-k labels, micro/macro-F1) over random shuffles; with
     several files the epoch is also chosen by cross-validation on each training part.
+    Single-label without splits: --train-fraction F draws --shuffles random
+    stratified splits.
     """
     if (dataset is None) == (labels_path is None):
         raise click.UsageError("give exactly one of --dataset and --labels")
+    if train_fraction is not None and splits_path is not None:
+        raise click.UsageError("give at most one of --splits and --train-fraction")
+    if train_fraction is not None and train_fraction + val_fraction >= 1:
+        raise click.UsageError("--train-fraction plus --val-fraction must leave nodes to test "
+                               f"(got {train_fraction:g} + {val_fraction:g})")
+    _reset_logging()
     _run(debug, _evaluate, emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
-         shuffles, C, seed, json_out, overwrite, classifier, cv_folds)
+         shuffles, C, seed, json_out, overwrite, classifier, cv_folds, train_fraction,
+         val_fraction)
 
 
 def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C, seed,
-              json_out, overwrite, classifier="lbfgs", cv_folds=3):
+              json_out, overwrite, classifier="lbfgs", cv_folds=3, train_fraction=None,
+              val_fraction=0.0):
     import json
 
 
     from . import datasets
     from .evaluate import (classify_splits, format_table, multilabel_f1,
-                           multilabel_select_epoch, select_epoch)
+                           multilabel_select_epoch, random_splits, select_epoch)
     from .io import atomic_write
 
     if json_out:
@@ -492,6 +566,9 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
     for path in emb_paths:
         path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
         embs.append(_align(path, path_ids, emb, node_ids))
+    if train_fraction is not None and multilabel:
+        raise InputError("--train-fraction is for single-label data; the multi-label protocol "
+                         "takes its training fractions from --fractions")
     if multilabel:
         results = [multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C,
                                  solver=classifier) for e in embs]
@@ -504,9 +581,16 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
                                                    solver=classifier))
         chosen = "epoch selected by cross-validation on each training part"
     else:
+        if train_fraction is not None:
+            splits = random_splits(labels, train_fraction, shuffles, val_fraction=val_fraction,
+                                   seed=seed)
+            if len(emb_paths) > 1 and not val_fraction:
+                raise InputError("several -e files: choosing the epoch needs validation nodes; "
+                                 "add --val-fraction (e.g. 0.1)")
         if splits is None:
             raise InputError("single-label evaluation needs --splits (a JSON list of "
-                             "{train, val, test} node-id lists)")
+                             "{train, val, test} node-id lists) or --train-fraction F for "
+                             "random stratified splits")
         results = [classify_splits(e, labels, splits, C=C, multinomial=classifier == "lbfgs")
                    for e in embs]
         if len(results) > 1:
@@ -552,6 +636,31 @@ def _jsonable(obj):
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
+
+
+@cli.command("fetch-data")
+@click.argument("names", nargs=-1, type=click.Choice(DATASETS[:-1]))
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder to put them in [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
+@click.option("--featureless", is_flag=True,
+              help="Skip the Planetoid feature files (allx, tx).")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def fetch_data(names, data_dir, featureless, debug):
+    """Download benchmark sets (all of them without NAMES) into the data folder.
+
+    Files come from the authors' repository at a fixed commit (or from
+    $CAPS2NE_DATA_MIRROR), each checked against the SHA-256 held in the code;
+    files already there are kept.  'train --dataset NAME' does the same on first use.
+    """
+    def run():
+        from . import datasets
+
+        _setup_logging(False)
+        for name in names or DATASETS[:-1]:
+            where = datasets.fetch(name, data_dir, features=not featureless)
+            click.echo(f"{name}: {where}")
+
+    _run(debug, run)
 
 
 def main():

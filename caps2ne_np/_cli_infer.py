@@ -36,7 +36,8 @@ def _parse_positions(value):
 @click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="A benchmark set instead of --graph (its graph and features).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the benchmark data [default: $CAPS2NE_DATA or ../shared/data].")
+              help="Folder of the benchmark data; files missing there are downloaded (SHA-256 "
+                   "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
 @click.option("--features", "features_path", type=click.Path(dir_okay=False), default=None,
               help="Fixed features x of every node of the graph, old and new: scipy .npz or .npy "
                    "(needed for a model trained with --features; normalised as in training).")
@@ -88,8 +89,9 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
     of the model's o_v, so a classifier fitted on o_v applies (docs/inductive.md).
     The embeddings are written in word2vec text format, ids as given in --nodes.
     """
-    from ._cli import _run
+    from ._cli import _reset_logging, _run
 
+    _reset_logging()
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:

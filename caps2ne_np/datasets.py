@@ -9,7 +9,7 @@ into the training graph). Row ``i`` of every matrix is node ``i`` and
 ==============  ======================================================  ================
 name            source (``shared/data/README.md``)                      labels
 ==============  ======================================================  ================
-cora            Planetoid ``ind.cora.*`` + ``splits/cora.json``          7 classes
+cora            Planetoid ``ind.cora.*`` + the paper's splits            7 classes
 citeseer        Planetoid ``ind.citeseer.*`` (15 unlabelled nodes)       6 classes
 pubmed          Planetoid ``ind.pubmed.*`` (``allx`` may be missing)     3 classes
 ppi, pos,       DeepWalk ``.mat`` files (``network``, ``group``)          multi-label
@@ -17,6 +17,11 @@ blogcatalog
 cora-bundled    the Cora graph, labels and splits shipped in             7 classes
                 ``caps2ne_np/data`` (no features)
 ==============  ======================================================  ================
+
+:func:`load_dataset` fetches missing files into :func:`default_data_dir` (the user's
+cache folder unless ``$CAPS2NE_DATA`` says otherwise) from the authors' repository at
+a fixed commit, checking the SHA-256 held in :data:`FILES`; ``$CAPS2NE_DATA_MIRROR``
+points it at a local copy instead (tests, CI, machines without network).
 
 Planetoid files are pickles. Unpickling runs code named by the file, so they are
 read with :class:`RestrictedUnpickler`, which resolves only the six globals these
@@ -26,8 +31,10 @@ files use and refuses everything else before it can run.
 from __future__ import annotations
 
 import collections
+import hashlib
 import itertools
 import json
+import logging
 import os
 import pickle
 from dataclasses import dataclass
@@ -46,13 +53,22 @@ try:  # NumPy >= 2 moved the pickled name numpy.core.multiarray to numpy._core.m
 except ImportError:  # pragma: no cover - NumPy 1.x
     from numpy.core.multiarray import _reconstruct as _np_reconstruct
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "Dataset",
     "PLANETOID_NAMES",
     "MAT_FILES",
     "DATASET_NAMES",
     "RestrictedUnpickler",
+    "FILES",
+    "UPSTREAM",
+    "available",
+    "data_mirror",
+    "dataset_files",
     "default_data_dir",
+    "fetch",
+    "paper_splits",
     "load_planetoid",
     "load_mat",
     "load_splits",
@@ -112,18 +128,191 @@ class Dataset:
         return int(self.labels.max()) + 1 if self.labels.size else 0
 
 
-# --------------------------------------------------------------------------- paths
+# --------------------------------------------------------------------------- paths and downloads
+
+#: Every file is fetched from the authors' repository at a fixed commit, so the bytes,
+#: and therefore the SHA-256 held here, cannot change (shared/data/README.md, section 4).
+UPSTREAM = "https://raw.githubusercontent.com/daiquocnguyen/Caps2NE/bb9dc9f2a2eb8a40d193473c5c3424084e0918ed/"
+
+#: path inside the data folder -> (path in the upstream repository, SHA-256 of the file)
+FILES = {
+    "planetoid/ind.cora.allx": ("data/ind.cora.allx", "9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543"),
+    "planetoid/ind.cora.ally": ("data/ind.cora.ally", "2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71"),
+    "planetoid/ind.cora.graph": ("data/ind.cora.graph", "58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d"),
+    "planetoid/ind.cora.test.index": ("data/ind.cora.test.index", "297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875"),
+    "planetoid/ind.cora.tx": ("data/ind.cora.tx", "b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a"),
+    "planetoid/ind.cora.ty": ("data/ind.cora.ty", "41f5ac76596a1699cc33f53084a2419e92961c42bb75f36fc38e616d348532ad"),
+    "planetoid/ind.citeseer.allx": ("data/ind.citeseer.allx", "2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668"),
+    "planetoid/ind.citeseer.ally": ("data/ind.citeseer.ally", "f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95"),
+    "planetoid/ind.citeseer.graph": ("data/ind.citeseer.graph", "d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7"),
+    "planetoid/ind.citeseer.test.index": ("data/ind.citeseer.test.index", "2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4"),
+    "planetoid/ind.citeseer.tx": ("data/ind.citeseer.tx", "539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21"),
+    "planetoid/ind.citeseer.ty": ("data/ind.citeseer.ty", "55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce"),
+    "planetoid/ind.pubmed.allx": ("data/ind.pubmed.allx", "508e538e2abdccdd54c4d3e9f49d638b4af7107d85845f66ddea5a5152658b7e"),
+    "planetoid/ind.pubmed.ally": ("data/ind.pubmed.ally", "0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e"),
+    "planetoid/ind.pubmed.graph": ("data/ind.pubmed.graph", "5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9"),
+    "planetoid/ind.pubmed.test.index": ("data/ind.pubmed.test.index", "b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5"),
+    "planetoid/ind.pubmed.tx": ("data/ind.pubmed.tx", "4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d"),
+    "planetoid/ind.pubmed.ty": ("data/ind.pubmed.ty", "ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd"),
+    "multilabel/PPI.mat": ("graph/PPI.mat", "8a32b88b0576276f02d7aaa3fd282e8617a3e6db8d39abb6212a283363bf1183"),
+    "multilabel/POS.mat": ("graph/POS.mat", "b40977b48dec1d5016af0f6d5d2bce6f1c1037ccab948c2bbe324cea16754835"),
+    "multilabel/blogcatalog.mat": ("graph/blogcatalog.mat", "d4f4fb89ce1ccd4b7e2a183386c000773cc9362cc61f1be5b246a6d9c259da8f"),
+}
+
+
+def dataset_files(name: str, *, features: bool = True) -> list[str]:
+    """The files ``name`` needs, as paths inside the data folder (keys of :data:`FILES`).
+
+    The Planetoid loader reads ``ally``, ``ty``, ``graph``, ``test.index`` and, with
+    ``features``, ``allx`` and ``tx`` (``x``/``y`` are the first rows of those and are
+    not needed). The paper's splits ship with the package (``caps2ne_np/data``).
+    """
+    key = str(name).lower()
+    if key in PLANETOID_NAMES:
+        parts = ("ally", "ty", "graph", "test.index") + (("allx", "tx") if features else ())
+        return [f"planetoid/ind.{key}.{part}" for part in parts]
+    if key in MAT_FILES:
+        return [f"multilabel/{MAT_FILES[key]}"]
+    if key == "cora-bundled":
+        return []
+    raise InputError(f"unknown dataset {name!r}; choose one of {', '.join(DATASET_NAMES)}")
 
 
 def default_data_dir() -> str:
-    """The benchmark data directory: ``$CAPS2NE_DATA``, else ``../shared/data`` next to the repo.
+    """The benchmark data folder: ``$CAPS2NE_DATA``, else the user's cache folder.
 
-    The path is returned even when it does not exist; loaders report that.
+    The cache folder is ``$XDG_CACHE_HOME/caps2ne_np``, else ``~/.cache/caps2ne_np``.
+    It holds ``planetoid/`` and ``multilabel/`` as ``shared/data`` does; files missing
+    from it are downloaded on first use (:func:`fetch`). The path is returned even when
+    it does not exist yet.
     """
     env = os.environ.get("CAPS2NE_DATA")
     if env:
         return env
-    return str(Path(__file__).resolve().parent.parent.parent / "shared" / "data")
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "caps2ne_np")
+
+
+def data_mirror() -> str | None:
+    """Where missing files are copied from instead of GitHub, or None (download from :data:`UPSTREAM`).
+
+    ``$CAPS2NE_DATA_MIRROR`` (a folder laid out as ``shared/data``, or a ``file://``,
+    ``http://`` or ``https://`` URL of one); else, in a source checkout with a
+    ``shared/data`` folder beside it (the development setup), that folder. A plain
+    clone or an installed package has none and downloads from GitHub.
+    """
+    env = os.environ.get("CAPS2NE_DATA_MIRROR")
+    if env:
+        return env
+    beside = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    if (beside / "planetoid").is_dir() or (beside / "multilabel").is_dir():
+        return str(beside)
+    return None
+
+
+def _mirror_url(mirror: str, rel: str) -> str:
+    if "://" in mirror:
+        return mirror.rstrip("/") + "/" + rel
+    return (Path(mirror).resolve() / rel).as_uri()
+
+
+def _local_mirror_has(mirror: str, rel: str) -> bool:
+    """True if a folder / file:// mirror holds ``rel``; an HTTP mirror is assumed to."""
+    if mirror.startswith(("http://", "https://")):
+        return True
+    if mirror.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        mirror = unquote(urlparse(mirror).path)
+    return (Path(mirror) / rel).is_file()
+
+
+def available(name: str, data_dir=None, *, features: bool = True, network: bool = False) -> bool:
+    """True if ``name`` can be loaded: its files are in ``data_dir`` or on a mirror.
+
+    Without ``network`` nothing is downloaded and a missing file counts only when a
+    folder (or ``file://``) mirror holds it; tests use this to skip cleanly.
+    """
+    base = Path(data_dir if data_dir is not None else default_data_dir())
+    mirror = data_mirror()
+    for rel in dataset_files(name, features=features):
+        if (base / rel).is_file():
+            continue
+        if mirror is not None and _local_mirror_has(mirror, rel):
+            continue
+        if network and mirror is None:
+            continue
+        return False
+    return True
+
+
+def sha256_file(path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch(name: str, data_dir=None, *, features: bool = True, timeout: float = 60.0) -> str:
+    """Make sure the files of benchmark set ``name`` are in ``data_dir``; return ``data_dir``.
+
+    Each missing file is copied from :func:`data_mirror` or downloaded from the authors'
+    repository (:data:`UPSTREAM`), checked against the SHA-256 in :data:`FILES`, and
+    stored as ``data_dir/<planetoid|multilabel>/<file>`` (written to a temporary name,
+    then renamed, so an interrupted download leaves nothing half-written). Files
+    already there are used as they are. Without network, :class:`InputError` says
+    which file to put where.
+    """
+    base = Path(data_dir if data_dir is not None else default_data_dir())
+    missing = [rel for rel in dataset_files(name, features=features) if not (base / rel).is_file()]
+    for k, rel in enumerate(missing):
+        more = [Path(r).name for r in missing[k + 1:]]
+        hint = ""
+        if more:
+            hint += f" (then the same for {', '.join(more)})"
+        if rel.endswith(("allx", ".tx")):
+            hint += "; or load it without features (--featureless, features=False)"
+        _download(rel, base / rel, timeout, hint)
+    return str(base)
+
+
+def _download(rel: str, dest: Path, timeout: float, hint: str = "") -> None:
+    import urllib.error
+    import urllib.request
+
+    upstream, sha = FILES[rel]
+    canonical = UPSTREAM + upstream
+    mirror = data_mirror()
+    url = _mirror_url(mirror, rel) if mirror is not None else canonical
+    by_hand = f"download {canonical} (SHA-256 {sha}) and put it at {dest}"
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{dest.parent}: cannot create the data folder ({err.strerror or err}); "
+                         "pass a writable --data-dir or set CAPS2NE_DATA") from None
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    log.info("downloading %s to %s", url, dest)
+    try:
+        digest = hashlib.sha256()
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as fh:
+            for block in iter(lambda: response.read(1 << 20), b""):
+                digest.update(block)
+                fh.write(block)
+        if digest.hexdigest() != sha:
+            raise InputError(f"{url}: SHA-256 {digest.hexdigest()} differs from the expected {sha} "
+                             f"(corrupt or changed copy); {by_hand}")
+        os.replace(tmp, dest)
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        if isinstance(err, InputError):
+            raise
+        reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
+        where = f"the mirror {mirror}" if mirror is not None else "GitHub"
+        raise InputError(f"{rel}: cannot get it from {where} ({reason}); without network, "
+                         f"{by_hand}{hint}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _bundled(filename: str) -> str:
@@ -145,13 +334,26 @@ def bundled_cora_splits() -> str:
     return _bundled("cora.splits.json")
 
 
+def paper_splits(name: str) -> str:
+    """Path of ``<name>.splits.json``: the paper's 10 splits of cora, citeseer or pubmed.
+
+    They ship with the package, byte-identical to ``shared/data/splits/<name>.json``
+    (converted from the authors' ``data/<name>.10sampledtimes`` pickles), so no
+    pickle of theirs is ever downloaded or read.
+    """
+    key = str(name).lower()
+    if key not in PLANETOID_NAMES:
+        raise InputError(f"no paper splits for {name!r}; they exist for {', '.join(PLANETOID_NAMES)}")
+    return _bundled(f"{key}.splits.json")
+
+
 def _subdir(data_dir, sub: str) -> Path:
     """``data_dir/sub`` if that directory exists (data_dir is the data root), else data_dir."""
     base = Path(data_dir if data_dir is not None else default_data_dir())
     if not base.is_dir():
         raise InputError(
-            f"{base}: data directory not found; pass data_dir or set CAPS2NE_DATA "
-            "to the folder holding planetoid/, splits/ and multilabel/"
+            f"{base}: data directory not found; pass --data-dir (data_dir=) or set CAPS2NE_DATA "
+            "to the folder holding planetoid/ and multilabel/, or use load_dataset, which downloads them"
         )
     return base / sub if (base / sub).is_dir() else base
 
@@ -298,7 +500,8 @@ def load_planetoid(name: str, data_dir=None, *, features: bool = True, splits=No
         graph). Needed for Pubmed when ``ind.pubmed.allx`` is missing.
     splits : path, False or None
         JSON splits to attach. ``None``: ``<planetoid dir>/../splits/<name>.json`` if it
-        exists; ``False``: none.
+        exists, else the paper's splits shipped with the package (:func:`paper_splits`);
+        ``False``: none.
 
     Returns
     -------
@@ -373,7 +576,7 @@ def load_planetoid(name: str, data_dir=None, *, features: bool = True, splits=No
 
     if splits is None:
         auto = pdir.parent / "splits" / f"{name}.json"
-        splits = auto if auto.is_file() else False
+        splits = auto if auto.is_file() else paper_splits(name)
     split_list = load_splits(splits, n) if splits is not False else None
     if split_list is not None:
         _check_splits_labelled(split_list, labels, splits)
@@ -739,13 +942,18 @@ def _load_bundled_cora() -> Dataset:
     )
 
 
-def load_dataset(name: str, data_dir=None, **kwargs) -> Dataset:
+def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -> Dataset:
     """Load a benchmark set by name: cora, citeseer, pubmed, ppi, pos, blogcatalog, cora-bundled.
 
+    ``data_dir`` defaults to :func:`default_data_dir` (``$CAPS2NE_DATA``, else the user's
+    cache folder). With ``download`` (the default) files missing there are fetched
+    first (:func:`fetch`: a mirror or the authors' repository, SHA-256 checked).
     ``kwargs`` go to :func:`load_planetoid` (``features=False``, ``splits=``) for the
     Planetoid sets. ``cora-bundled`` needs no data directory.
     """
     key = str(name).lower()
+    if download and key in PLANETOID_NAMES + tuple(MAT_FILES):
+        data_dir = fetch(key, data_dir, features=kwargs.get("features", True))
     if key in PLANETOID_NAMES:
         return load_planetoid(key, data_dir, **kwargs)
     if kwargs:

@@ -107,6 +107,42 @@ def classify_splits(
     }
 
 
+def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed=0) -> list[dict]:
+    """Random stratified splits of the labelled nodes, for data without a splits file.
+
+    Split s draws, with scikit-learn's ``train_test_split(stratify=labels)``, a training
+    part of ``train_fraction`` of the labelled nodes (label >= 0), then a validation
+    part of ``val_fraction`` of them (empty for 0); the rest is the test part.  The
+    splits are a function of ``seed`` alone.  Returns ``[{'train', 'val', 'test'}]``
+    int64 index arrays, as ``datasets.load_splits``.
+    """
+    from sklearn.model_selection import train_test_split
+
+    labels = np.asarray(labels)
+    if labels.ndim != 1:
+        raise InputError("random splits need one label per node (single-label data)")
+    if not (0 < train_fraction < 1 and 0 <= val_fraction < 1 and train_fraction + val_fraction < 1):
+        raise InputError(f"train fraction {train_fraction:g} and validation fraction {val_fraction:g} "
+                         "must be in (0, 1) and leave nodes to test")
+    nodes = np.flatnonzero(labels >= 0).astype(np.int64)
+    seeds = np.random.SeedSequence(int(seed)).generate_state(n_splits, np.uint32)
+    out = []
+    for s in range(n_splits):
+        state = int(seeds[s])
+        try:
+            train, rest = train_test_split(nodes, train_size=train_fraction,
+                                           stratify=labels[nodes], random_state=state)
+            val = np.empty(0, dtype=np.int64)
+            if val_fraction > 0:
+                val, rest = train_test_split(rest, train_size=val_fraction / (1 - train_fraction),
+                                             stratify=labels[rest], random_state=state)
+        except ValueError as err:
+            raise InputError(f"train fraction {train_fraction:g}: cannot draw stratified splits of "
+                             f"{nodes.size} labelled nodes ({err}); use a larger fraction or --splits") from None
+        out.append({"train": np.sort(train), "val": np.sort(val), "test": np.sort(rest)})
+    return out
+
+
 def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
     """(val accuracy, test accuracy) of one split; NaN for an empty part."""
     idx = {part: np.asarray(split[part], dtype=np.int64) for part in ("train", "val", "test")}
@@ -409,7 +445,7 @@ def format_table(results) -> str:
         header = ["split", "val acc %", "test acc %"] + (["epoch"] if with_epoch else [])
         rows = []
         for s in range(len(results["test"])):
-            row = [str(s), f"{100 * results['val'][s]:.2f}", f"{100 * results['test'][s]:.2f}"]
+            row = [str(s), _pct(results["val"][s]), _pct(results["test"][s])]
             rows.append(row + ([str(int(results["epochs"][s]))] if with_epoch else []))
         rows.append(
             ["mean", _pm(results["val_mean"], results["val_std"]), _pm(results["test_mean"], results["test_std"])]
@@ -433,5 +469,11 @@ def format_table(results) -> str:
     return "\n".join(lines)
 
 
+def _pct(value: float) -> str:
+    return "-" if np.isnan(value) else f"{100 * value:.2f}"
+
+
 def _pm(mean: float, std: float) -> str:
+    if np.isnan(mean):
+        return "-"
     return f"{100 * mean:.2f} +- {100 * std:.2f}"

@@ -1375,3 +1375,140 @@ def _warn_stats(source, stats, weight_column, directed, keep_self_loops, *, stac
             InputWarning,
             stacklevel=stacklevel,
         )
+
+
+# --------------------------------------------------------------------------- in-memory inputs
+
+
+def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False):
+    """A :class:`Graph` from what a Python user already holds, plus each node's label.
+
+    ``obj`` may be:
+
+    * a :class:`Graph` (returned as it is; ``directed`` and ``keep_self_loops`` were
+      fixed when it was built);
+    * a square scipy.sparse matrix: :func:`from_scipy`, exactly as ``train --graph x.npz``
+      reads the same matrix (ids ``'0' .. 'n-1'``);
+    * a networkx graph: nodes in ``G.nodes`` order, labels kept (id ``str(label)``),
+      edge attribute ``weight`` when present, isolated nodes kept;
+    * an edge array (m, 2) or (m, 3) (``u v [weight]`` per row), or a pandas DataFrame
+      with columns ``source``/``target`` (``weight`` optional) or else the first two
+      (and a numeric third as the weight): ids are the values, numbered in order of
+      first appearance, as :func:`read_edgelist` numbers the tokens of a file.
+
+    The same policies as :func:`read_edgelist` apply: undirected unless ``directed``
+    (a networkx ``DiGraph`` too), self loops dropped unless ``keep_self_loops``,
+    duplicates merged.  Returns ``(graph, labels)``: ``labels[i]`` is node ``i`` as the
+    input named it (an int stays an int), ``graph.node_ids[i] == str(labels[i])``.
+    """
+    if isinstance(obj, Graph):
+        return obj, list(obj.node_ids)
+    if sp.issparse(obj):
+        g = _from_scipy(obj, None, directed, keep_self_loops, source="adj", stacklevel=4)
+        return g, list(range(g.n_nodes))
+    if all(hasattr(obj, a) for a in ("nodes", "edges", "is_directed", "adj")):
+        return _from_networkx(obj, directed, keep_self_loops)
+    if hasattr(obj, "columns") and hasattr(obj, "iloc"):
+        return _from_frame(obj, directed, keep_self_loops)
+    if isinstance(obj, (np.ndarray, list, tuple)):
+        return _from_edge_array(np.asarray(obj), directed, keep_self_loops, "edges")
+    raise InputError(
+        f"cannot read a graph from {type(obj).__name__}; give a scipy.sparse matrix, a networkx "
+        "graph, an (m, 2|3) edge array, a pandas DataFrame of edges or a caps2ne_np Graph"
+    )
+
+
+def _labels_and_index(u, v):
+    """Node labels in order of first appearance in u0, v0, u1, v1, ...; and u, v as indices."""
+    both = np.column_stack([u, v]).ravel()
+    if both.dtype == object:
+        keys = np.array([str(x) for x in both], dtype=object)
+        text = {}
+        for key, x in zip(keys, both):
+            text.setdefault(key, x)
+        uniq, first, inverse = np.unique(keys.astype(str), return_index=True, return_inverse=True)
+    else:
+        uniq, first, inverse = np.unique(both, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")          # unique values by first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    idx = rank[inverse.ravel()].reshape(-1, 2)
+    if both.dtype == object:
+        labels = [text[str(uniq[k])] for k in order]
+    else:
+        labels = [x.item() for x in uniq[order]]
+    return labels, idx[:, 0].astype(np.int64), idx[:, 1].astype(np.int64)
+
+
+def _id_column(col, name):
+    col = np.asarray(col)
+    if col.dtype.kind == "f":
+        if not np.all(np.isfinite(col)) or not np.all(col == np.round(col)):
+            raise InputError(f"{name}: node ids must be integers or strings, got non-integer floats")
+        col = col.astype(np.int64)
+    elif col.dtype.kind not in "iuUSO":
+        raise InputError(f"{name}: node ids must be integers or strings, got dtype {col.dtype}")
+    if col.dtype.kind in "US":
+        col = col.astype(object)
+    return col
+
+
+def _from_edge_array(arr, directed, keep_self_loops, name, weights=None):
+    if arr.ndim != 2 or arr.shape[1] not in (2, 3):
+        raise InputError(f"{name}: expected an (m, 2) or (m, 3) edge array 'u v [weight]', got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise InputError(f"{name}: no edges")
+    if arr.shape[1] == 3 and weights is None:
+        try:
+            weights = np.asarray(arr[:, 2], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputError(f"{name}: the third column must hold numeric weights") from None
+    u = _id_column(arr[:, 0], name)
+    v = _id_column(arr[:, 1], name)
+    if u.dtype != v.dtype:
+        u, v = u.astype(object), v.astype(object)
+    labels, src, dst = _labels_and_index(u, v)
+    ids = [str(x) for x in labels]
+    if weights is not None and np.all(weights == 1.0):
+        weights = None
+    g = from_edges(src, dst, weights, ids, directed=directed, keep_self_loops=keep_self_loops)
+    return g, labels
+
+
+def _from_frame(df, directed, keep_self_loops):
+    cols = list(df.columns)
+    if "source" in cols and "target" in cols:
+        u, v = df["source"].to_numpy(), df["target"].to_numpy()
+        w = df["weight"].to_numpy(dtype=np.float64) if "weight" in cols else None
+    elif len(cols) in (2, 3):
+        u, v = df.iloc[:, 0].to_numpy(), df.iloc[:, 1].to_numpy()
+        w = None
+        if len(cols) == 3:
+            try:
+                w = df.iloc[:, 2].to_numpy(dtype=np.float64)
+            except (TypeError, ValueError):
+                raise InputError(f"DataFrame column {cols[2]!r}: expected numeric edge weights") from None
+    else:
+        raise InputError(f"DataFrame with columns {cols}: expected 'source', 'target' (and 'weight'), "
+                         "or two (three) columns u, v (weight)")
+    arr = np.empty((len(u), 2), dtype=object)
+    arr[:, 0], arr[:, 1] = u, v
+    if u.dtype.kind in "iuf" and v.dtype.kind in "iuf":
+        arr = np.column_stack([u, v])
+    return _from_edge_array(arr, directed, keep_self_loops, "DataFrame", weights=w)
+
+
+def _from_networkx(G, directed, keep_self_loops):
+    labels = list(G.nodes)
+    ids = _check_node_ids([str(x) for x in labels], len(labels), what="networkx node labels")
+    index = {x: i for i, x in enumerate(labels)}
+    m = G.number_of_edges()
+    src = np.empty(m, dtype=np.int64)
+    dst = np.empty(m, dtype=np.int64)
+    w = np.empty(m, dtype=np.float64)
+    for e, (a, b, weight) in enumerate(G.edges(data="weight", default=1.0)):
+        src[e], dst[e], w[e] = index[a], index[b], weight
+    weights = None if np.all(w == 1.0) else w
+    if weights is not None and not np.all(np.isfinite(weights) & (weights > 0)):
+        raise InputError("networkx edge weights must be finite and > 0")
+    return from_edges(src, dst, weights, ids, directed=directed, keep_self_loops=keep_self_loops), labels

@@ -2,14 +2,20 @@
 and the model file (all parameters, config, node ids, format version in one .npz).
 
 >>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
->>> O = model.get_embedding()          # (N, k) float32, row i = node i
+>>> O = model.get_embedding()          # (N, k) float32, row i = node model.node_ids_[i]
+>>> model.embedding_dict()[5]          # the vector of the node the input called 5
 """
 
+import numbers
+
+import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 
 from . import graph as graph_mod
 from .core import Params
 from .defaults import PLAIN
+from .errors import InputError
 from .modelfile import read_model, save_model
 from .train import TrainConfig, fit
 
@@ -22,10 +28,17 @@ class Caps2NE(BaseEstimator):
     left None (the default) come from ``preset`` (``defaults.PRESETS``: 'auto' is
     'converge' for a featureless graph, 'paper' with fixed features X), the same
     defaults as the command line; ``config_`` holds the values used.
-    ``n_jobs`` is the thread count (Numba and BLAS, restored after ``fit``) and
-    ``random_state`` the seed.  Fitted state: ``O_`` (the embeddings), ``W_``,
-    ``bias_``, ``X_`` (trained or fixed input features), ``node_ids_``,
-    ``history_`` (per-epoch loss and throughput).
+    ``n_jobs`` is the thread count (Numba and BLAS, restored after ``fit``).
+    ``random_state``: an int seed (same seed and input, same embeddings on any thread
+    count), a ``numpy.random.Generator`` (one seed is drawn from it), or None: a fresh
+    seed from the operating system's entropy, so every fit differs; ``seed_`` records
+    the seed used, so such a run can be repeated.
+
+    Fitted state: ``O_`` (the embeddings), ``W_``, ``bias_``, ``X_`` (trained or fixed
+    input features), ``node_ids_`` (the id string of each row), ``nodes_`` (each row's
+    node as the input named it: an int stays an int), ``seed_``, ``history_``
+    (per-epoch loss and throughput).  An unfitted model raises scikit-learn's
+    ``NotFittedError``.
     """
 
     def __init__(self, dim=PLAIN["dim"], feat_dim=PLAIN["feat_dim"],
@@ -74,19 +87,29 @@ class Caps2NE(BaseEstimator):
             batch_mode=self.batch_mode, normalize_features=self.normalize_features,
             adam=self.adam, walk_chunk=self.walk_chunk, preset=self.preset,
             lr_schedule=self.lr_schedule, lr_floor=self.lr_floor, walks=self.walks,
-            threads=_threads(self.n_jobs),
-            seed=0 if self.random_state is None else int(self.random_state))
+            threads=_threads(self.n_jobs), seed=_seed(self.random_state))
 
     def fit(self, graph, X=None, epoch_callback=None, checkpoint_dir=None, checkpoint_every=0,
-            resume_from=None, step_callback=None):
-        """Learn embeddings for ``graph``: a ``graph.Graph`` or a scipy.sparse (N, N)
-        adjacency (rows = source nodes; an undirected graph must be symmetric).
-        ``X`` (N, d) fixed input features (dense, or scipy.sparse kept sparse), or
-        None to train them.  ``checkpoint_dir``, ``checkpoint_every``, ``resume_from``
-        and the callbacks are those of ``train.fit``.  Returns self."""
-        if not isinstance(graph, graph_mod.Graph):
-            graph = graph_mod.from_scipy(graph, directed=True, keep_self_loops=False)
-        result = fit(graph.indptr, graph.indices, graph.weights, self.train_config(),
+            resume_from=None, step_callback=None, *, directed=False, keep_self_loops=False):
+        """Learn embeddings for ``graph``; returns self.
+
+        ``graph`` is any input of ``graph.coerce_graph``: a scipy.sparse (N, N)
+        adjacency (row = source node), a networkx graph (labels kept), an edge array
+        (m, 2) or (m, 3) ``u v [weight]``, a pandas DataFrame of edges (any ids), or a
+        ``graph.Graph`` (``read_edgelist``).  As on the command line, edges are
+        undirected unless ``directed=True`` and self loops are dropped unless
+        ``keep_self_loops=True``: a matrix gives the same stored edges as
+        ``caps2ne train --graph matrix.npz``.  Rows of the result follow the graph's
+        node order (``node_ids_``): matrix rows, ``G.nodes``, or first appearance in
+        an edge list or array.  ``X`` (N, d) fixed input features in that order
+        (dense, or scipy.sparse kept sparse), or None to train them.
+        ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
+        those of ``train.fit``.
+        """
+        graph, nodes = graph_mod.coerce_graph(graph, directed=directed,
+                                              keep_self_loops=keep_self_loops)
+        cfg = self.train_config()
+        result = fit(graph.indptr, graph.indices, graph.weights, cfg,
                      features=X, progress=self.progress, epoch_callback=epoch_callback,
                      checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                      resume_from=resume_from, step_callback=step_callback)
@@ -94,15 +117,44 @@ class Caps2NE(BaseEstimator):
         self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
         self.fixed_features_ = p.fixed_features
         self.node_ids_ = list(graph.node_ids)
+        self.nodes_ = nodes
+        self.seed_ = cfg.seed
         self.history_ = result.history
         self.config_ = result.config.to_dict()
         self.lr_ = result.optimizer.lr
         return self
 
     def get_embedding(self):
-        """The node embeddings o_v: (N, k) float32, row i = node i."""
+        """The node embeddings o_v: (N, k) float32; row i is node ``node_ids_[i]``.
+
+        The order is the graph's, not sorted ids: matrix rows, ``G.nodes`` for
+        networkx, first appearance for an edge list or edge array (so row 5 is node
+        5 only when the ids are 0..N-1 in that order).  ``embedding_dict()`` keys
+        the rows by node.
+        """
         _check_fitted(self)
         return self.O_
+
+    def embedding_dict(self):
+        """``{node: o_v}``: each node as the input named it (``nodes_``) to its (k,) vector.
+
+        Keys are the labels given to ``fit`` (networkx labels, edge-array or DataFrame
+        values; the id strings for a file, and for a loaded model).
+        """
+        _check_fitted(self)
+        nodes = getattr(self, "nodes_", None) or self.node_ids_
+        return dict(zip(nodes, self.O_))
+
+    def to_keyedvectors(self):
+        """The embeddings as gensim ``KeyedVectors`` keyed by the id strings (needs gensim)."""
+        _check_fitted(self)
+        try:
+            from gensim.models import KeyedVectors
+        except ImportError:
+            raise ImportError("to_keyedvectors needs gensim: pip install gensim") from None
+        kv = KeyedVectors(vector_size=self.O_.shape[1])
+        kv.add_vectors(list(self.node_ids_), np.asarray(self.O_, dtype=np.float32))
+        return kv
 
     def transform(self, graph, X=None, nodes=None, samples=None, random_state=0, aggregate=None):
         """Embeddings of (new) nodes through the capsule path, Algorithm 3.
@@ -121,7 +173,7 @@ class Caps2NE(BaseEstimator):
             n = graph.n_nodes if isinstance(graph, graph_mod.Graph) else graph.shape[0]
             nodes = list(range(n))
         _, E = infer_embeddings(self, graph, X, nodes, samples=samples,
-                                seed=0 if random_state is None else int(random_state),
+                                seed=_seed(random_state),
                                 threads=_threads(self.n_jobs),
                                 aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate)
         return E
@@ -143,6 +195,7 @@ class Caps2NE(BaseEstimator):
         model.O_, model.W_, model.bias_, model.X_ = m["O"], m["W"], m["bias"], m["X"]
         model.fixed_features_ = m["fixed_features"]
         model.node_ids_ = m["node_ids"]
+        model.nodes_ = list(m["node_ids"])
         model.history_ = m["history"]
         model.config_ = m["config"]
         model.lr_ = m["lr_used"]
@@ -164,6 +217,22 @@ def _threads(n_jobs):
     return int(n_jobs)
 
 
+def _seed(random_state):
+    """The run seed for ``random_state``: an int as it is; a Generator or RandomState
+    draws one; None draws one from the operating system's entropy."""
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool) \
+            and random_state >= 0:
+        return int(random_state)
+    raise InputError(f"random_state must be None, an int >= 0 or a numpy Generator, "
+                     f"got {random_state!r}")
+
+
 def _check_fitted(model):
     if not hasattr(model, "O_"):
-        raise ValueError("this Caps2NE model is not fitted yet; call fit() first")
+        raise NotFittedError("this Caps2NE model is not fitted yet; call fit() first")

@@ -434,6 +434,8 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     source = walks_mod.WalkSource(indptr, indices, weights, cfg.walks_per_node, q,
                                   walk_seed(cfg.seed, 0))
     positions = walks_mod.target_positions(cfg.targets, q)
+    if progress and _kernels_cold():
+        log.info("compiling kernels (first run only; cached on disk for later runs) ...")
     counts = None
     if cfg.sampler == "unigram":
         t0 = time.perf_counter()
@@ -479,7 +481,10 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     seed_pos = derive_seed(cfg.seed, "positions")
     seed_sample = derive_seed(cfg.seed, "sampler")
     total_steps = cfg.epochs * n_batches
-    bar = _progress(progress, total_steps, state["epoch"] * n_batches + state["batch"])
+    # The bar starts after the run's first step, which compiles the kernels on a cold
+    # Numba cache (or loads them from it): that time stays out of the ETA and pairs/s.
+    bar = None
+    first = None                              # (epoch, pairs, seconds) of the run's first step
     try:
         while state["epoch"] < cfg.epochs:
             epoch = state["epoch"]
@@ -523,12 +528,19 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                     if not _finite(params, names):
                         raise diverged("a parameter became NaN or infinite")
                     save_checkpoint()
-                if bar is not None:
+                if first is None:
+                    if state["seconds"] > 2.0:
+                        log.info("first step: %.1fs (kernel compilation or loading; not counted "
+                                 "in pairs/s)", state["seconds"])
+                    bar = _progress(progress, total_steps, state["epoch"] * n_batches + state["batch"])
+                    first = (epoch, state["n_pairs"], time.perf_counter() - t_start)
+                elif bar is not None:
                     bar.update(1)
                     if b % 20 == 0:
                         bar.set_postfix(epoch=f"{epoch + 1}/{cfg.epochs}", lr=f"{opt.lr:.2g}",
                                         loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
-                                        pairs_s=f"{state['n_pairs'] / max(state['seconds'], 1e-9):,.0f}")
+                                        pairs_s=f"{_rate(state, epoch, first):,.0f}",
+                                        refresh=False)   # redraws follow mininterval
                 if step_callback is not None:
                     step_callback(epoch, b, step)
             if not _finite(params, names):
@@ -536,7 +548,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
             seconds = time.perf_counter() - t_start
             entry = dict(epoch=epoch + 1, loss=state["loss_sum"] / state["n_pairs"],
                          lr=opt.lr, seconds=seconds, pairs=state["n_pairs"],
-                         pairs_per_s=state["n_pairs"] / seconds)
+                         pairs_per_s=_rate(dict(state, seconds=seconds), epoch, first))
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
             save_checkpoint()
@@ -554,9 +566,43 @@ def _finite(params, names):
     return all(np.isfinite(getattr(params, n)).all() for n in names)
 
 
+def _rate(state, epoch, first):
+    """Pairs/s of the epoch so far, without the run's first step (kernel compilation)
+    when it belongs to this epoch and is not all of it."""
+    pairs, seconds = state["n_pairs"], state["seconds"]
+    if first is not None and first[0] == epoch and pairs > first[1]:
+        pairs, seconds = pairs - first[1], seconds - first[2]
+    return pairs / max(seconds, 1e-9)
+
+
+def _kernels_cold():
+    """True if a Numba kernel of the training step is compiled neither in this process nor
+    in the on-disk cache (a heuristic: a cache entry for other argument types counts)."""
+    import os
+
+    from . import blas, capsules, core, grads, optim, samplers
+
+    try:
+        for module in (capsules, grads, core, blas, optim, samplers, walks_mod):
+            for obj in vars(module).values():
+                if isinstance(obj, numba.core.dispatcher.Dispatcher) and not obj.signatures:
+                    if not os.path.exists(obj._cache._cache_file._index_path):
+                        return True
+    except AttributeError:                    # another Numba's cache layout: say nothing
+        return False
+    return False
+
+
 def _progress(enabled, total, initial=0):
+    """The tqdm bar on stderr; when stderr is not a terminal (a log file, CI) it is
+    redrawn at most every 30 s, instead of ~10 times a second."""
     if not enabled:
         return None
+    import sys
+
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, unit="batch", dynamic_ncols=True, leave=True)
+    tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+    return tqdm(total=total, initial=initial, unit="batch", dynamic_ncols=tty, leave=True,
+                file=sys.stderr, mininterval=0.1 if tty else 30.0,
+                maxinterval=10.0 if tty else 300.0)

@@ -458,10 +458,16 @@ WARNINGS = [  # (edge list, options, one line per warning: the phrases it must h
 ]
 
 
+def train_not_quiet(run, *extra):
+    """train without --quiet: -q prints only errors, so warnings need the default level."""
+    return run("train", "--graph", "g.txt", "--out", "out.emb",
+               *[a for a in TINY if a != "--quiet"], *extra)
+
+
 @pytest.mark.parametrize("content,extra,expected", WARNINGS)
 def test_surprising_input_warns_with_counts_and_trains(run, tmp_path, content, extra, expected):
     put(tmp_path, "g.txt", content)
-    result = train(run, *extra)
+    result = train_not_quiet(run, *extra)
     assert result.exit_code == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == len(expected), result.stderr
@@ -473,8 +479,14 @@ def test_surprising_input_warns_with_counts_and_trains(run, tmp_path, content, e
 
 def test_clean_input_gives_no_warning(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
-    result = train(run)
+    result = train_not_quiet(run)
     assert result.exit_code == 0 and "warning" not in result.stderr, result.stderr
+
+
+def test_quiet_hides_warnings_too(run, tmp_path):
+    put(tmp_path, "g.txt", WARNINGS[0].values[0])
+    result = train(run)
+    assert result.exit_code == 0 and result.stderr == "", result.stderr
 
 
 # ---- 2. outputs are never replaced without --overwrite ---------------------------------------

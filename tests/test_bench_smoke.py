@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from caps2ne_np.datasets import default_data_dir
+from benchdata import needs_data
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-DATA = Path(default_data_dir())
-# these scripts read the paper's data sets; a plain clone has none beside it
-needs_data = pytest.mark.skipif(not (DATA / "planetoid").is_dir(),
-                                reason=f"benchmark data not found at {DATA}")
+# these scripts read the paper's data sets (tests/benchdata.py says where from)
 
 
 def smoke_run(script, stem):

@@ -103,8 +103,9 @@ def test_help_lists_every_option_with_defaults():
 def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     out = tmp_path / "cora.emb"
     runner = CliRunner()
-    result = runner.invoke(cli, ["train", "--dataset", "cora-bundled", "--out", str(out),
-                                 "--eval-every-epoch", "--walks-per-node", "1", *TINY])
+    result = runner.invoke(cli, ["train", "--dataset", "cora-bundled", "--out", str(out),   # not -q:
+                                 "--eval-every-epoch", "--walks-per-node", "1",        # it hides
+                                 *[a for a in TINY if a != "--quiet"]])                # the summary
     assert result.exit_code == 0, result.output
     assert "kept epoch" in result.output and "val acc" in result.output
     ids, vectors = read_word2vec(out)

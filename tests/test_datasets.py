@@ -24,8 +24,7 @@ from caps2ne_np.datasets import (
 )
 from caps2ne_np.errors import InputError
 
-DATA = Path(default_data_dir())
-needs_data = pytest.mark.skipif(not (DATA / "planetoid").is_dir(), reason=f"benchmark data not found at {DATA}")
+from benchdata import DATA, REASON, needs_data
 CITESEER_UNLABELLED = [2407, 2489, 2553, 2682, 2781, 2953, 3042, 3063, 3212, 3214, 3250, 3292, 3305, 3306, 3309]
 
 
@@ -119,7 +118,7 @@ def test_splits_sizes_disjoint_and_balanced(name, n_train, n_classes):
 def pubmed_without_allx(tmp_path):
     """A Planetoid folder with every Pubmed file except allx (symlinks), plus the splits."""
     if not (DATA / "planetoid" / "ind.pubmed.graph").is_file():
-        pytest.skip(f"benchmark data not found at {DATA}")
+        pytest.skip(REASON)
     (tmp_path / "planetoid").mkdir()
     for part in ("x", "y", "tx", "ty", "ally", "graph", "test.index"):
         os.symlink(DATA / "planetoid" / f"ind.pubmed.{part}", tmp_path / "planetoid" / f"ind.pubmed.{part}")
@@ -135,7 +134,9 @@ def test_pubmed_without_allx_names_the_missing_file(pubmed_without_allx):
 
 def test_pubmed_featureless_mode(pubmed_without_allx):
     ds = load_dataset("pubmed", pubmed_without_allx, features=False)
-    assert ds.features is None and ds.n_nodes == 19717 and ds.splits is None
+    assert ds.features is None and ds.n_nodes == 19717
+    assert len(ds.splits) == 10 and ds.splits[0]["train"].size == 60   # the package's copy
+    assert load_dataset("pubmed", pubmed_without_allx, features=False, splits=False).splits is None
     assert np.bincount(ds.labels).tolist() == [4103, 7739, 7875]
     assert sp.triu(ds.adj, k=1).nnz == 44324
     assert np.count_nonzero(ds.adj.diagonal()) == 3
@@ -379,7 +380,119 @@ def test_default_data_dir_env_override(monkeypatch, tmp_path):
     monkeypatch.setenv("CAPS2NE_DATA", str(tmp_path))
     assert default_data_dir() == str(tmp_path)
     monkeypatch.delenv("CAPS2NE_DATA")
-    assert default_data_dir().endswith(os.path.join("shared", "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_data_dir() == str(tmp_path / "xdg" / "caps2ne_np")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_data_dir() == os.path.join(os.path.expanduser("~"), ".cache", "caps2ne_np")
+
+
+# --------------------------------------------------------------------------- downloads (offline)
+
+
+def _fake_mirror(root, rel, content):
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_bytes(content)
+    return root
+
+
+def test_registry_covers_every_file_the_loaders_read():
+    for name in datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES):
+        files = datasets.dataset_files(name)
+        assert files and all(rel in datasets.FILES for rel in files)
+    assert datasets.dataset_files("cora", features=False) == [
+        "planetoid/ind.cora.ally", "planetoid/ind.cora.ty", "planetoid/ind.cora.graph",
+        "planetoid/ind.cora.test.index"]
+    assert all(len(sha) == 64 and int(sha, 16) >= 0 for _, sha in datasets.FILES.values())
+    assert datasets.UPSTREAM.startswith("https://raw.githubusercontent.com/daiquocnguyen/Caps2NE/")
+    if (DATA / "planetoid").is_dir():  # the hashes held in the code are those of the data
+        for rel, (_, sha) in datasets.FILES.items():
+            if (DATA / rel).is_file():
+                assert datasets.sha256_file(DATA / rel) == sha, rel
+
+
+@needs_data
+@pytest.mark.parametrize("as_url", [False, True])
+def test_fetch_copies_from_a_local_mirror_and_checks_sha256(monkeypatch, tmp_path, as_url):
+    monkeypatch.setenv("CAPS2NE_DATA_MIRROR", DATA.resolve().as_uri() if as_url else str(DATA))
+    cache = tmp_path / "cache"
+    assert datasets.available("cora", cache) and not (cache / "planetoid").exists()
+    assert datasets.fetch("cora", cache) == str(cache)
+    for rel in datasets.dataset_files("cora"):
+        assert (cache / rel).read_bytes() == (DATA / rel).read_bytes()
+    assert not list(cache.rglob("*.part"))
+    ds = load_dataset("cora", cache)
+    assert ds.n_nodes == 2708 and ds.features.shape == (2708, 1433) and len(ds.splits) == 10
+
+
+@needs_data
+def test_fetch_over_http_from_a_loopback_server(monkeypatch, tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(DATA))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("CAPS2NE_DATA_MIRROR", f"http://127.0.0.1:{server.server_address[1]}/")
+        ds = load_dataset("ppi", tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ds.n_nodes == 3890 and ds.multilabel
+    assert datasets.sha256_file(tmp_path / "multilabel" / "PPI.mat") == datasets.FILES["multilabel/PPI.mat"][1]
+
+
+def test_fetch_refuses_a_copy_whose_sha256_differs(monkeypatch, tmp_path):
+    mirror = _fake_mirror(tmp_path / "mirror", "multilabel/PPI.mat", b"not the PPI graph")
+    monkeypatch.setenv("CAPS2NE_DATA_MIRROR", str(mirror))
+    with pytest.raises(InputError, match=r"PPI\.mat: SHA-256 [0-9a-f]{64} differs from the expected "
+                                         r"8a32b88b.*put it at .*cache/multilabel/PPI\.mat"):
+        load_dataset("ppi", tmp_path / "cache")
+    assert not (tmp_path / "cache" / "multilabel" / "PPI.mat").exists()
+    assert not list((tmp_path / "cache").rglob("*.part"))
+
+
+def test_fetch_without_network_says_which_file_to_put_where(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAPS2NE_DATA_MIRROR", "http://127.0.0.1:9/")   # the discard port: refused
+    with pytest.raises(InputError) as err:
+        load_dataset("citeseer", tmp_path)
+    msg = str(err.value)
+    assert msg.startswith("planetoid/ind.citeseer.ally: cannot get it from the mirror http://127.0.0.1:9/")
+    assert f"put it at {tmp_path / 'planetoid' / 'ind.citeseer.ally'}" in msg
+    assert datasets.UPSTREAM + "data/ind.citeseer.ally" in msg
+    assert "then the same for ind.citeseer.ty, ind.citeseer.graph" in msg and "\n" not in msg
+
+
+def test_files_placed_by_hand_are_used_without_any_download(monkeypatch, tmp_path):
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("CAPS2NE_DATA_MIRROR", str(tmp_path / "empty"))
+    assert not datasets.available("ppi", tmp_path / "cache")
+    mirror = _fake_mirror(tmp_path / "mirror", "multilabel/PPI.mat", b"")
+    monkeypatch.setenv("CAPS2NE_DATA_MIRROR", str(mirror))
+    assert datasets.available("ppi", tmp_path / "cache")      # a local mirror counts
+    monkeypatch.setenv("CAPS2NE_DATA_MIRROR", "http://127.0.0.1:9/")
+    import scipy.io
+
+    (tmp_path / "cache" / "multilabel").mkdir(parents=True)
+    scipy.io.savemat(tmp_path / "cache" / "multilabel" / "PPI.mat",
+                     {"network": sp.csc_matrix(np.ones((3, 3)) - np.eye(3)), "group": sp.csc_matrix(np.eye(3))})
+    assert datasets.available("ppi", tmp_path / "cache")
+    assert load_dataset("ppi", tmp_path / "cache").n_nodes == 3   # not its hash: the user's own copy
+
+
+def test_paper_splits_ship_with_the_package():
+    sizes = {"cora": 140, "citeseer": 120, "pubmed": 60}
+    for name, n_train in sizes.items():
+        path = datasets.paper_splits(name)
+        data = json.loads(Path(path).read_text())
+        assert len(data) == 10 and len(data[0]["train"]) == n_train and len(data[0]["test"]) == 1000
+        if (DATA / "splits" / f"{name}.json").is_file():
+            assert Path(path).read_bytes() == (DATA / "splits" / f"{name}.json").read_bytes()
+    assert datasets.paper_splits("cora") == datasets.bundled_cora_splits() or \
+        Path(datasets.paper_splits("cora")).read_bytes() == Path(datasets.bundled_cora_splits()).read_bytes()
 
 
 def test_unknown_dataset_name():

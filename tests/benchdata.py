@@ -1,0 +1,25 @@
+"""Where the tests find the paper's benchmark data, and the skip marker for tests that need it.
+
+conftest.py copies the data (SHA-256 checked, ``datasets.fetch``) into
+``datasets.default_data_dir()`` from a local mirror when there is one; without
+one (a plain clone on a machine without the data) these tests skip and say why.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from caps2ne_np.datasets import default_data_dir
+
+DATA = Path(default_data_dir())
+REASON = (f"benchmark data not found at {DATA} and no local mirror: set CAPS2NE_DATA to a "
+          "folder holding planetoid/ and multilabel/, or CAPS2NE_DATA_MIRROR to a copy of "
+          "shared/data, or run 'caps2ne fetch-data' with network")
+
+
+def have(part="planetoid"):
+    """True if ``DATA/part`` exists (``planetoid``, ``multilabel`` or a file below them)."""
+    return (DATA / part).exists()
+
+
+needs_data = pytest.mark.skipif(not have(), reason=REASON)
