@@ -52,12 +52,14 @@ def available_memory():
 
 
 def format_bytes(n):
-    """1.5 GB, 3.2 TB, ... (powers of 1000)."""
+    """1.5 GB, 3.2 TB, ... (powers of 1000); beyond 1000 PB, 1.7e+22 bytes."""
+    if n >= 1e18:
+        return f"{n:.2g} bytes"
     for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
         if abs(n) < 1000 or unit == "PB":
             return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
         n /= 1000
-    return f"{n:.1f} EB"
+    return f"{n:.1f} PB"
 
 
 def check_memory(need, what, fix):

@@ -226,6 +226,8 @@ def validate(cfg, n_nodes):
          f"must be in (0, 1], got {cfg.lr_floor}")
     need(cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),
          "routing_scale", f"must be a finite number > 0, got {cfg.routing_scale}")
+    if cfg.batch_size is not None and cfg.walks_per_node is not None:
+        check_step_memory(cfg, n_nodes, cfg.feat_dim, sparse=True)   # before any allocation
     try:
         walks_mod.target_positions(cfg.targets, cfg.walk_length)
     except InputError as err:
@@ -253,6 +255,16 @@ def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
               + 4 * I * k * feat_dim)
     ints = B * q + 3 * I * P + (n_nodes * cfg.walks_per_node if cfg.batch_mode == "shuffle" else 0)
     return 4 * floats + 8 * ints
+
+
+def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
+    """InputError with the figure when ``step_memory`` exceeds the available memory."""
+    from .errors import check_memory
+
+    check_memory(step_memory(cfg, n_nodes, feat_dim, sparse),
+                 f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
+                 f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes",
+                 "lower them (--batch-size first)")
 
 
 def prepare_features(X, n_nodes, normalize=True):
@@ -438,7 +450,7 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
         log.info("%s", note)
     if checkpoint_every < 0:
         raise InputError(f"--checkpoint-every: must be >= 0, got {checkpoint_every}")
-    from .errors import InputWarning, check_memory
+    from .errors import InputWarning
 
     if cfg.lr < LR_TINY:
         import warnings
@@ -448,11 +460,8 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
                       "barely change them; the paper's rates are 1e-5 to 5e-4",
                       InputWarning, stacklevel=2)
     sparse = features is not None and hasattr(features, "nnz")
-    feat_dim = cfg.feat_dim if features is None else int(features.shape[1])
-    check_memory(step_memory(cfg, n_nodes, feat_dim, sparse),
-                 f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
-                 f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes",
-                 "lower them (--batch-size first)")
+    check_step_memory(cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]),
+                      sparse)
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
     lr = cfg.lr
