@@ -87,19 +87,27 @@ def save(directory, params, optimizer, state, config, history, graph_hash, extra
         arrays[f"extra_{name}"] = value
     latest = directory / LATEST
     tmp = directory / NEW
-    save_npz(tmp, overwrite=True, **arrays)
-    if latest.exists():                       # keep the current one as .prev, without
-        prev_tmp = directory / PREVIOUS_NEW   # ever unlinking checkpoint.npz
-        if prev_tmp.exists():
-            prev_tmp.unlink()
-        try:
-            os.link(latest, prev_tmp)
-        except OSError:                       # no hard links here: copy instead
-            import shutil
+    prev_tmp = directory / PREVIOUS_NEW
+    try:
+        save_npz(tmp, overwrite=True, **arrays)
+        if latest.exists():                   # keep the current one as .prev, without
+            if prev_tmp.exists():             # ever unlinking checkpoint.npz
+                prev_tmp.unlink()
+            try:
+                os.link(latest, prev_tmp)
+            except OSError:                   # no hard links here: copy instead
+                import shutil
 
-            shutil.copyfile(latest, prev_tmp)
-        os.replace(prev_tmp, directory / PREVIOUS)
-    os.replace(tmp, latest)
+                shutil.copyfile(latest, prev_tmp)
+            os.replace(prev_tmp, directory / PREVIOUS)
+        os.replace(tmp, latest)
+    except BaseException:                     # Ctrl-C, SIGTERM, a full disk: leave no
+        for leftover in (tmp, prev_tmp):      # half-done files (the old ones stay)
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
+        raise
     return latest
 
 
