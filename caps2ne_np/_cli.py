@@ -87,7 +87,7 @@ def _run(debug, fn, *args, **kwargs):
             raise _Failure(_one_line(err)) from None
         except KeyboardInterrupt as err:
             term = isinstance(err, _Terminated)
-            done = (f"only {', '.join(_WRITTEN)} was written" if _WRITTEN
+            done = (f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN
                     else "no output was written")
             failure = _Failure(f"{'terminated (SIGTERM)' if term else 'interrupted'}; {done}")
             failure.exit_code = 143 if term else 130

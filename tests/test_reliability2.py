@@ -495,6 +495,19 @@ def test_signal_ends_the_run_cleanly(tmp_path, sig, code, message):
                                                                     ["checkpoint.npz", "checkpoint.prev.npz"])
 
 
+def test_interruption_after_some_outputs_names_them(run, tmp_path, monkeypatch):
+    from caps2ne_np import modelfile
+
+    def interrupted(*args, **kwargs):         # Ctrl-C while --model-out is written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(modelfile, "save_model", interrupted)
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, "--model-out", "m.npz")
+    assert_error(result, "interrupted; wrote only out.emb", code=130)
+    assert not (tmp_path / "m.npz").exists()
+
+
 def test_stale_temp_files_are_removed_by_the_next_success(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
     assert train(run, "--checkpoint-dir", "ck").exit_code == 0
