@@ -7,7 +7,8 @@ the first check, so each loader is also fed well-formed files (valid ``.npy``/``
 archives, plausible text) with random damage.  Round trips: a random graph written
 as an edge list (string ids, float32 weights, comments, CRLF, mixed separators) reads
 back as the same CSR up to the id map; embeddings written as word2vec read back bit
-for bit.
+for bit.  The edge-list reader also gets the same bytes through a pipe (a stream it
+must read once), with the same outcome as from the file.
 
 Bounded for CI: at most 100 examples per property, no deadline.
 """
