@@ -12,8 +12,8 @@ Files: ``<dir>/checkpoint.npz`` (the latest) is replaced atomically; the previou
 one is kept as ``<dir>/checkpoint.prev.npz`` (a hard link made before the
 replacement), so at every instant ``checkpoint.npz`` is a complete checkpoint, and
 ``load`` falls back to the previous one (with a warning) if the latest is missing
-or damaged: not a readable ``.npz``, a missing array, bad JSON, or a state that
-does not parse.
+or damaged: not a readable ``.npz``, a missing array, bad JSON, a state that does
+not parse, or (``fall_back``, called by ``train.fit``) arrays of the wrong shape.
 
 A run holds ``<dir>/lock`` (its pid, and an ``flock`` on the file, which the system
 releases when the process dies) for as long as it writes checkpoints there; a
@@ -175,6 +175,16 @@ def _load_one(path):
             "adam_t": adam_t, "adam_lr": adam_lr,
             "arrays": arrays, "path": str(path),
             "extra": {k[len("extra_"):]: v for k, v in arrays.items() if k.startswith("extra_")}}
+
+
+def fall_back(ckpt, err):
+    """The previous checkpoint, after ``err`` (an InputError) made ``ckpt`` unusable;
+    re-raises ``err`` when ``ckpt`` is already the previous one or there is none."""
+    prev = Path(ckpt["path"]).with_name(PREVIOUS)
+    if Path(ckpt["path"]).name == PREVIOUS or not prev.is_file():
+        raise err
+    log.warning("%s; resuming from the previous checkpoint %s instead", err, prev)
+    return _load_one(prev)
 
 
 def check_arrays(ckpt, params, names):

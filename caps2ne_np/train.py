@@ -516,8 +516,13 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     result = TrainResult(params=params, config=cfg, optimizer=opt)
     state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
     if ckpt is not None:
+        try:
+            checkpoint.check_arrays(ckpt, params, names)
+        except InputError as err:             # the latest is damaged: try the previous
+            ckpt = checkpoint.fall_back(ckpt, err)
+            checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
+            checkpoint.check_arrays(ckpt, params, names)
         arrays = ckpt["arrays"]
-        checkpoint.check_arrays(ckpt, params, names)
         if checkpoint_extra is not None:
             checkpoint_extra.restore_checkpoint(ckpt["extra"])
         for name in names:

@@ -587,9 +587,12 @@ def test_damaged_checkpoint_is_one_line(run, tmp_path, changes, what):
     assert_error(result, "ck/checkpoint", what)
 
 
-def test_damaged_latest_checkpoint_falls_back_with_a_warning(run, tmp_path, caplog):
+@pytest.mark.parametrize("changes", [{"config": np.asarray("{not json")},
+                                     {"param_O": np.zeros((3, 3), dtype=np.float32)}],
+                         ids=["bad-json", "wrong-shape"])
+def test_damaged_latest_checkpoint_falls_back_with_a_warning(run, tmp_path, caplog, changes):
     ck = _checkpointed(run, tmp_path)
-    _damage(ck / checkpoint.LATEST, config=np.asarray("{not json"))
+    _damage(ck / checkpoint.LATEST, **changes)
     with caplog.at_level(logging.WARNING, logger="caps2ne_np.checkpoint"):
         result = train(run, "--epochs", "3", "--resume", "ck", "--overwrite")
     assert result.exit_code == 0, result.stderr
