@@ -552,21 +552,9 @@ def _check_outputs(outputs, inputs, checkpoint_dir=None):
         probe_writable(existing / "checkpoint.npz")
 
 
-class _LogFormat(logging.Formatter):
-    """Log lines as the CLI's other lines: a WARNING reads ``warning: ...``."""
-
-    def format(self, record):
-        text = super().format(record)
-        return f"warning: {text}" if record.levelno == logging.WARNING else text
-
-
 def _setup_logging(quiet):
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(message)s", stream=sys.stderr)
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler.formatter, logging.Formatter) and \
-                handler.formatter._fmt == "%(message)s":
-            handler.setFormatter(_LogFormat("%(message)s"))
 
 
 @cli.command()

@@ -11,7 +11,8 @@ ends with bitwise identical embeddings.
 Files: ``<dir>/checkpoint.npz`` (the latest) is replaced atomically; the previous
 one is kept as ``<dir>/checkpoint.prev.npz`` (a hard link made before the
 replacement), so at every instant ``checkpoint.npz`` is a complete checkpoint, and
-``load`` falls back to the previous one (with a warning) if the latest is missing
+``load`` falls back to the previous one (with an ``InputWarning``, which the CLI
+shows even with ``-q``) if the latest is missing
 or damaged: not a readable ``.npz``, a missing array, bad JSON, a state that does
 not parse, or (``fall_back``, called by ``train.fit``) arrays of the wrong shape.
 
@@ -27,17 +28,15 @@ carry state of the caller's, such as the CLI's best-epoch tracker.
 
 import hashlib
 import json
-import logging
 import os
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, InputWarning
 from .io import load_npz, save_npz
 
-log = logging.getLogger(__name__)
 
 FORMAT = "caps2ne_np.checkpoint"
 VERSION = 1
@@ -134,7 +133,7 @@ def load(directory):
         if not prev.is_file():
             raise
         reason = err
-    log.warning("%s; resuming from the previous checkpoint %s instead", reason, prev)
+    _warn(f"{reason}; resuming from the previous checkpoint {prev} instead")
     return _load_one(prev)
 
 
@@ -183,8 +182,16 @@ def fall_back(ckpt, err):
     prev = Path(ckpt["path"]).with_name(PREVIOUS)
     if Path(ckpt["path"]).name == PREVIOUS or not prev.is_file():
         raise err
-    log.warning("%s; resuming from the previous checkpoint %s instead", err, prev)
+    _warn(f"{err}; resuming from the previous checkpoint {prev} instead")
     return _load_one(prev)
+
+
+def _warn(message):
+    """An InputWarning: the CLI prints it as a ``warning:`` line whatever the log level
+    (-q hides log records, not these)."""
+    import warnings
+
+    warnings.warn(message, InputWarning, stacklevel=3)
 
 
 def check_arrays(ckpt, params, names):
@@ -292,7 +299,7 @@ def _acquire(path):
             continue
         old = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
         if old and old != str(os.getpid()):
-            log.warning("%s: taking over the lock of process %s, which is gone", path, old)
+            _warn(f"{path}: taking over the lock of process {old}, which is gone")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         return fd
