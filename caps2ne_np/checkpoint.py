@@ -212,7 +212,30 @@ def check_arrays(ckpt, params, names):
 
 
 def check_compatible(ckpt, config, graph_hash):
-    """InputError naming every option (or the input) that differs from the checkpoint."""
+    """InputError naming every option (or the input) that differs from the checkpoint.
+
+    When the latest checkpoint differs but the previous one (written by the same run,
+    so with the same options and input) does not, the latest is damaged: the previous
+    one is returned instead, with a warning.  Returns the checkpoint to resume from."""
+    try:
+        _check_same_run(ckpt, config, graph_hash)
+    except InputError as err:
+        prev = Path(ckpt["path"]).with_name(PREVIOUS)
+        if Path(ckpt["path"]).name == PREVIOUS or not prev.is_file():
+            raise
+        try:
+            older = _load_one(prev)
+            _check_same_run(older, config, graph_hash)
+        except InputError:
+            raise err from None
+        _warn(f"{ckpt['path']}: its options or input fingerprint differ from those of "
+              f"{prev}, written by the same run; it is damaged, resuming from {prev} instead")
+        ckpt = older
+    _check_epochs(ckpt, config)
+    return ckpt
+
+
+def _check_same_run(ckpt, config, graph_hash):
     if ckpt["graph_hash"] != graph_hash:
         raise InputError(f"{ckpt['path']}: the graph or features differ from the run that wrote "
                          "this checkpoint; resume with the same input")
@@ -223,6 +246,9 @@ def check_compatible(ckpt, config, graph_hash):
                           for k in diff)
         raise InputError(f"{ckpt['path']}: options differ from the checkpointed run: {shown}; "
                          "resume with the same options (only --epochs and --threads may change)")
+
+
+def _check_epochs(ckpt, config):
     done = int(ckpt["state"].get("epoch", 0)) + (1 if ckpt["state"].get("batch") else 0)
     if config.get("epochs") is not None and int(config["epochs"]) < done:
         raise InputError(f"{ckpt['path']}: the checkpointed run is at epoch {done}, more than "

@@ -494,7 +494,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     ckpt = None
     if resume_from is not None:
         ckpt = checkpoint.load(resume_from)
-        checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
+        ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
     # Walks are generated on demand, batch by batch: walk w is a pure function of
     # (seed, w), so the run never holds all N*T walks (walks.WalkSource).
     source = walks_mod.WalkSource(indptr, indices, weights, cfg.walks_per_node, q,
@@ -520,7 +520,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
             checkpoint.check_arrays(ckpt, params, names)
         except InputError as err:             # the latest is damaged: try the previous
             ckpt = checkpoint.fall_back(ckpt, err)
-            checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
+            ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
             checkpoint.check_arrays(ckpt, params, names)
         arrays = ckpt["arrays"]
         if checkpoint_extra is not None:
