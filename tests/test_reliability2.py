@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
