@@ -34,12 +34,37 @@ class _Failure(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so that
+    the same clean-up runs (temp files removed, the lock released)."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
+_WRITTEN = []   # outputs written by the running command, for the interruption message
+
+
+def _wrote(path, what="embeddings"):
+    """Say on stderr that ``path`` was written ('-': standard output) and remember it."""
+    from .io import is_stdout
+
+    _WRITTEN.append(str(path))
+    log.info(f"wrote {what} to standard output" if is_stdout(path) else f"wrote {path}")
+
+
 def _run(debug, fn, *args, **kwargs):
     """Call fn; turn user-facing errors into one-line messages unless --debug.
 
     InputWarnings (self loops dropped, duplicates merged, ...) are printed as
     ``warning: ...`` lines the moment they are raised, before training starts.
+    SIGTERM is handled as Ctrl-C: one line, temp files removed, exit code 143
+    (130 for Ctrl-C), as shells report a process ended by those signals.
     """
+    import signal
+    import threading
+
     from .train import TrainingDiverged
 
     def show(message, category, filename, lineno, file=None, line=None):
@@ -49,6 +74,9 @@ def _run(debug, fn, *args, **kwargs):
         else:
             default_show(message, category, filename, lineno, file, line)
 
+    _WRITTEN.clear()
+    main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
     with warnings.catch_warnings():
         warnings.simplefilter("always", InputWarning)
         default_show = warnings.showwarning
@@ -59,13 +87,21 @@ def _run(debug, fn, *args, **kwargs):
             if debug:
                 raise
             raise _Failure(_one_line(err)) from None
-        except KeyboardInterrupt:
-            raise _Failure("interrupted; no output was written") from None
+        except KeyboardInterrupt as err:
+            term = isinstance(err, _Terminated)
+            done = (f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN
+                    else "no output was written")
+            failure = _Failure(f"{'terminated (SIGTERM)' if term else 'interrupted'}; {done}")
+            failure.exit_code = 143 if term else 130
+            raise failure from None
         except Exception as err:  # noqa: BLE001 -- last resort: never a bare traceback
             if debug:
                 raise
             raise _Failure(f"internal error ({type(err).__name__}: {_one_line(err)}); "
                            "rerun with --debug for the traceback and please report it") from None
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
 
 
 def _one_line(err):
@@ -101,7 +137,8 @@ def cli():
 
 @cli.command()
 @click.option("--graph", type=click.Path(dir_okay=False), default=None,
-              help="Edge list: 'u v' or 'u v weight' per line, '#' comments; or a scipy .npz / .mat.")
+              help="Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
+                   "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat.")
 @click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="A benchmark set instead of --graph (features, labels and splits included).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
@@ -125,11 +162,12 @@ def cli():
 @click.option("--directed", is_flag=True, help="Treat each line as u->v only (default: undirected).")
 @click.option("--graph-cache", type=click.Choice(["off", "use", "write"]), default="off",
               help="Binary CSR cache <graph>.cache.npz next to --graph: 'use' loads it when fresh "
-                   "(same file size and mtime, same --directed/--keep-self-loops) and rebuilds it "
-                   "otherwise; 'write' always rebuilds it.")
+                   "(same file content by hash, same --directed/--keep-self-loops) and rebuilds "
+                   "it otherwise; 'write' always rebuilds it.")
 @click.option("--keep-self-loops", is_flag=True, help="Keep u-u edges (dropped by default).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Embeddings in word2vec text format [default: <graph stem>.emb].")
+              help="Embeddings in word2vec text format ('-': standard output) "
+                   "[default: <graph stem>.emb].")
 @click.option("--binary", is_flag=True,
               help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
                    "smaller and much faster to write than text.")
@@ -227,6 +265,14 @@ def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, fea
     """
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
+    for option, value in (("--npy", npy_out), ("--model-out", model_out),
+                          ("--history", history_out)):
+        if value == "-":
+            raise click.UsageError(f"{option}: '-' (standard output) is accepted by --out only; "
+                                   "give a file name")
+    if out is None and graph == "-":
+        raise click.UsageError("--graph - (standard input) needs --out (a file, or '-' for "
+                               "standard output)")
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
     _setup_logging(quiet, verbose)
@@ -251,15 +297,13 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     from . import checkpoint
     from .io import nodes_path
 
-    outputs = [p for p in (out, npy_out, model_out) if p]
-    if npy_out:
-        outputs.append(nodes_path(npy_out))
-    if history_out and ckpt["resume_from"]:   # a resumed run rewrites its own history,
-        _check_writable(history_out, True)    # from the checkpoint's, every epoch in it
-    elif history_out:
-        outputs.append(history_out)
-    for path in outputs:                      # fail before training, not after
-        _check_writable(path, overwrite)
+    resume = bool(ckpt["resume_from"])
+    outputs = [("--out", out, overwrite), ("--npy", npy_out, overwrite),
+               ("--npy's id file", nodes_path(npy_out) if npy_out else None, overwrite),
+               ("--model-out", model_out, overwrite),
+               # a resumed run rewrites its own history, from the checkpoint's, every epoch in it
+               ("--history", history_out, overwrite or resume)]
+    _check_outputs(outputs, _inputs(source), checkpoint_dir=ckpt["checkpoint_dir"])
     if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:
         checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
     g, features, labels, splits = _load_input(source, need_eval=eval_every_epoch)
@@ -277,7 +321,7 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     if history_out:
         callback = _HistoryWriter(history_out, overwrite, tracker)
     result = fit(g.indptr, g.indices, g.weights, cfg, features=features, progress=not quiet,
-                 epoch_callback=callback, **ckpt)
+                 epoch_callback=callback, checkpoint_extra=tracker, **ckpt)
     cfg = result.config                       # every preset value filled in
     last = result.history[-1]
     lr = cfg.lr
@@ -288,17 +332,17 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     log.debug("resolved configuration: %s", cfg.to_dict())
     params = result.params
     if tracker is not None:
-        params = tracker.best_params
+        params = tracker.params_like(result.params)
         log.info(tracker.summary())
     write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
-    log.info(f"wrote {out}" + (" (word2vec binary)" if binary else ""))
+    _wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
     if npy_out:
         save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
-        log.info(f"wrote {npy_out}")
+        _wrote(npy_out)
     if model_out:
         save_model(model_out, params, g.node_ids, cfg.to_dict(), lr, result.history,
                    overwrite=overwrite)
-        log.info(f"wrote {model_out}")
+        _wrote(model_out)
 
 
 class _HistoryWriter:
@@ -342,6 +386,7 @@ class _EpochTracker:
     def __init__(self, labels, splits):
         self.labels, self.splits = labels, splits
         self.results, self.best_val, self.best_params, self.best_epoch = [], -1.0, None, 0
+        self._stored = None
 
     def __call__(self, epoch, result):
         import time
@@ -353,6 +398,7 @@ class _EpochTracker:
         self.results.append(r)
         if r["val_mean"] > self.best_val:
             self.best_val, self.best_epoch = r["val_mean"], epoch
+            self._stored = None
             p = result.params
             self.best_params = type(p)(p.W.copy(), p.O.copy(), p.bias.copy(),
                                        p.X if p.fixed_features else p.X.copy(),
@@ -360,6 +406,50 @@ class _EpochTracker:
         log.info(f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
                  f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
                  f"{time.perf_counter() - t0:.1f}s)")
+
+    def checkpoint_arrays(self):
+        """The tracker's state for the run's checkpoint (train.fit's checkpoint_extra)."""
+        import json
+
+        import numpy as np
+
+        arrays = {"tracker": np.asarray(json.dumps({
+            "results": [_jsonable(r) for r in self.results], "best_val": self.best_val,
+            "best_epoch": self.best_epoch}))}
+        if self.best_params is not None:
+            p = self.best_params
+            arrays.update(best_W=p.W, best_O=p.O, best_bias=p.bias)
+            if not p.fixed_features:
+                arrays["best_X"] = p.X
+        return arrays
+
+    def restore_checkpoint(self, extra):
+        """Continue from the state ``checkpoint_arrays`` stored (a resumed run)."""
+        import json
+
+        import numpy as np
+
+        if "tracker" not in extra:
+            raise InputError("--eval-every-epoch: the checkpoint was written by a run without "
+                             "it, so the epochs before it were never scored; resume without "
+                             "--eval-every-epoch (and score the output with 'evaluate')")
+        state = json.loads(str(extra["tracker"]))
+        self.results = [dict(r, val=np.asarray(r["val"], dtype=np.float64),
+                             test=np.asarray(r["test"], dtype=np.float64))
+                        for r in state["results"]]
+        self.best_val, self.best_epoch = float(state["best_val"]), int(state["best_epoch"])
+        self.best_params = None
+        self._stored = ({k: extra[k] for k in ("best_W", "best_O", "best_bias", "best_X")
+                         if k in extra} if "best_O" in extra else None)
+
+    def params_like(self, params):
+        """The kept epoch's parameters (``params``, the last epoch's, give the fixed x)."""
+        if self.best_params is None and getattr(self, "_stored", None):
+            st = self._stored
+            X = params.X if params.fixed_features else st["best_X"]
+            self.best_params = type(params)(st["best_W"], st["best_O"], st["best_bias"], X,
+                                            fixed_features=params.fixed_features)
+        return self.best_params if self.best_params is not None else params
 
     def summary(self):
         from .evaluate import select_epoch
@@ -409,15 +499,70 @@ def _load_input(source, need_eval=False):
 
 
 def _check_writable(path, overwrite):
-    """InputError now if ``path`` would be refused later (exists, or no such folder)."""
-    target = Path(path)
-    if target.exists() and not overwrite:
-        raise InputError(f"{path}: exists; pass --overwrite to replace it")
-    if target.is_dir():
-        raise InputError(f"{path}: is a directory; give a file name")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"{path}: folder {parent} does not exist")
+    """InputError now if writing ``path`` would be refused or fail later ('-' is stdout)."""
+    from .io import check_output_path, is_stdout, probe_writable
+
+    if is_stdout(path):
+        return
+    check_output_path(path, overwrite)
+    probe_writable(path)
+
+
+def _inputs(source):
+    """[(option, path)] of the files a command reads, which no output may replace."""
+    from .graph import cache_path
+
+    inputs = [("--graph", source.get("graph")), ("--features", source.get("features")),
+              ("--feature-ids", source.get("feature_ids")), ("--labels", source.get("labels")),
+              ("--splits", source.get("splits"))]
+    if source.get("graph") and source["graph"] != "-" and source.get("graph_cache", "off") != "off":
+        inputs.append(("--graph-cache", str(cache_path(source["graph"]))))
+    return [(option, path) for option, path in inputs if path and path != "-"]
+
+
+def _check_outputs(outputs, inputs, checkpoint_dir=None):
+    """Before any work: every output (option, path, overwrite) is writable, and no two
+    outputs, nor an output and an input, nor an output and a checkpoint file, are the
+    same file once symbolic links and '..' are resolved (os.path.realpath)."""
+    from . import checkpoint
+    from .io import is_stdout, probe_writable
+
+    taken = {os.path.realpath(path): (f"input {option}", path) for option, path in inputs
+             if path and path != "-"}
+    if checkpoint_dir:
+        if os.path.realpath(checkpoint_dir) in taken:
+            what, other = taken[os.path.realpath(checkpoint_dir)]
+            raise InputError(f"--checkpoint-dir {checkpoint_dir}: the same path as {what} {other}")
+        taken[os.path.realpath(checkpoint_dir)] = ("--checkpoint-dir", checkpoint_dir)
+        for name in (checkpoint.LATEST, checkpoint.PREVIOUS, checkpoint.NEW,
+                     checkpoint.PREVIOUS_NEW, checkpoint.LOCK):
+            path = os.path.join(checkpoint_dir, name)
+            taken[os.path.realpath(path)] = ("checkpoint file", path)
+    for option, path, overwrite in outputs:
+        if path is None or is_stdout(path):
+            continue
+        if path != "":
+            key = os.path.realpath(path)
+            if key in taken:
+                what, other = taken[key]
+                fix = ("writing it would replace that input" if what.startswith("input")
+                       else "give each output its own file name")
+                raise InputError(f"{option} {path}: the same file as {what} {other}; {fix}")
+            taken[key] = (option, path)
+        _check_writable(path, overwrite)
+    if checkpoint_dir:
+        target = Path(checkpoint_dir)
+        if target.exists() and not target.is_dir():
+            raise InputError(f"--checkpoint-dir {checkpoint_dir}: exists and is not a folder")
+        existing = target
+        while not existing.exists():
+            if existing.is_symlink():
+                raise InputError(f"--checkpoint-dir {checkpoint_dir}: {existing} is a dangling "
+                                 "symbolic link")
+            existing = existing.parent
+        if not existing.is_dir():
+            raise InputError(f"--checkpoint-dir {checkpoint_dir}: {existing} is not a folder")
+        probe_writable(existing / "checkpoint.npz")
 
 
 def _write_line(text):
@@ -503,7 +648,8 @@ def _setup_logging(quiet, verbose=False):
                    "on each training part that chooses the epoch.")
 @click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of the shuffles.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the results as JSON.")
+              help="Also write the results as JSON ('-': to standard output, the tables then "
+                   "go to stderr).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --json file.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles,
@@ -537,6 +683,7 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
               val_fraction=0.0):
     import json
 
+    import numpy as np
 
     from . import datasets
     from .evaluate import (classify_splits, format_table, multilabel_f1,
@@ -544,7 +691,9 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
     from .io import atomic_write
 
     if json_out:
-        _check_writable(json_out, overwrite)
+        _check_outputs([("--json", json_out, overwrite)],
+                       [("--embeddings", p) for p in emb_paths]
+                       + [("--labels", labels_path), ("--splits", splits_path)])
     try:
         gammas = tuple(float(f) for f in fractions.split(","))
     except ValueError:
@@ -560,6 +709,11 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
     else:
         node_ids = ids
         labels, multilabel = datasets.load_labels(labels_path, node_ids)
+        if multilabel and splits_path:
+            raise InputError(f"{labels_path}: multi-label (a node on several lines), but --splits "
+                             "applies to single-label evaluation only; drop --splits to score "
+                             "with the multi-label protocol (--fractions), or give one label "
+                             "per node")
         splits = (datasets.load_splits(splits_path, len(node_ids), node_ids=node_ids)
                   if splits_path else None)
     embs = []
@@ -570,10 +724,25 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
         raise InputError("--train-fraction is for single-label data; the multi-label protocol "
                          "takes its training fractions from --fractions")
     if multilabel:
+        # the protocol scores labelled nodes only: an unlabelled node has no label to
+        # predict (k_i = 0) and would count as a free correct answer or a free miss
+        labelled = np.flatnonzero(np.diff(labels.tocsr().indptr) > 0)
+        if labelled.size < len(node_ids):
+            click.echo(f"scoring the {labelled.size} labelled nodes of {len(node_ids)} "
+                       f"({len(node_ids) - labelled.size} have no label)", err=True)
+            labels = labels.tocsr()[labelled]
+            embs = [e[labelled] for e in embs]
+        n_scored = labelled.size
+        for g in gammas:
+            if int(g * n_scored) < 1 or int(g * n_scored) >= n_scored:
+                raise InputError(f"--fractions: {g:g} of {n_scored} labelled nodes leaves "
+                                 f"{int(g * n_scored)} training and {n_scored - int(g * n_scored)} "
+                                 f"test nodes; use fractions between {1 / n_scored:.3g} and "
+                                 f"{1 - 1 / n_scored:.3g}")
         results = [multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C,
                                  solver=classifier) for e in embs]
         if len(results) > 1:
-            if int(min(gammas) * len(node_ids)) < cv_folds:
+            if int(min(gammas) * n_scored) < cv_folds:
                 raise InputError(f"--cv-folds: {cv_folds} folds need at least {cv_folds} "
                                  f"training nodes in the smallest fraction")
             results.append(multilabel_select_epoch(embs, labels, gammas, n_shuffles=shuffles,
@@ -596,13 +765,15 @@ def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
         if len(results) > 1:
             results.append(select_epoch(results))
         chosen = "epoch selected on validation"
+    to_stderr = json_out == "-"               # stdout then carries the JSON alone
     for path, r in zip(list(emb_paths) + [chosen], results):
-        click.echo(f"== {path}")
-        click.echo(format_table(r))
+        click.echo(f"== {path}", err=to_stderr)
+        click.echo(format_table(r), err=to_stderr)
     if json_out:
         with atomic_write(json_out, overwrite=overwrite) as fh:
             json.dump([_jsonable(r) for r in results], fh, indent=1)
-        click.echo(f"wrote {json_out}", err=True)
+            fh.write("\n")
+        _wrote(json_out, "results")
 
 
 def _read_embeddings(path):

@@ -72,7 +72,8 @@ def _parse_positions(value):
 @click.option("--directed", is_flag=True, help="Treat each line as u->v only (as in training).")
 @click.option("--keep-self-loops", is_flag=True, help="Keep u-u edges (as in training).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Embeddings in word2vec text format [default: <nodes stem>.emb].")
+              help="Embeddings in word2vec text format ('-': standard output) "
+                   "[default: <nodes stem>.emb].")
 @click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
 @click.option("--threads", default=1, type=click.IntRange(min=1),
               help="Threads for the Numba kernels.")
@@ -96,6 +97,8 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
         raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:
         out = Path(nodes_path).name.split(".")[0] + ".emb"
+    if graph == "-":
+        raise click.UsageError("--graph: standard input ('-') is for train; give the file")
     source = dict(graph=graph, dataset=dataset, data_dir=data_dir, features=features_path,
                   feature_ids=feature_ids, labels=None, splits=None, directed=directed,
                   keep_self_loops=keep_self_loops)
@@ -105,15 +108,18 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
 
 def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibration_method,
            save_calibration, isolated, out, overwrite, threads, seed, quiet):
-    from ._cli import _check_writable, _load_input
+    from ._cli import _check_outputs, _inputs, _load_input, _wrote
     from .datasets import _read_id_file
     from .errors import InputError
     from .infer import calibrate, infer_embeddings
     from .io import write_word2vec
+    import numpy as np
+
     from .model import Caps2NE
     from .modelfile import read_calibration, save_calibration as store_calibration
 
-    _check_writable(out, overwrite)
+    _check_outputs([("--out", out, overwrite)],
+                   [("--model", model_path), ("--nodes", nodes_path)] + _inputs(source))
     model = Caps2NE.load(model_path)
     model.calibration_ = read_calibration(model_path)
     # A featureless model learned its own x: the dataset's features are not loaded.
@@ -143,6 +149,11 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
     node_ids, E = infer_embeddings(model, g, features, ids, samples=samples, seed=seed,
                                    threads=threads, positions=positions, isolated=isolated,
                                    aggregate=aggregate)
+    bad = ~np.isfinite(E).all(axis=1)
+    if bad.any():
+        raise InputError(f"{model_path}: {int(bad.sum())} of {len(node_ids)} embeddings came out "
+                         f"NaN or infinite (e.g. node {node_ids[int(np.flatnonzero(bad)[0])]!r}); "
+                         "the model's parameters are out of range: retrain it; nothing was written")
     write_word2vec(out, node_ids, E, overwrite=overwrite)
     if not quiet:
         q = model.W_.shape[0] + 1
@@ -151,4 +162,5 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
                 "calibrated": f"the mean capsule output e calibrated to the o_v ({how})"}
         click.echo(f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
                    f"training nodes) as {what[aggregate]} of {Z} context(s) each (walk length "
-                   f"q = {q}); wrote {out}", err=True)
+                   f"q = {q})", err=True)
+    _wrote(out)

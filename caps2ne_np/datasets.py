@@ -762,8 +762,11 @@ def _split_part(values, path, s, part, index, limit):
             raise InputError(f"{path}: split {s} '{part}': expected integer node indices, got {v!r}")
         ids[j] = i
     if np.unique(ids).size != ids.size:
-        values_, counts = np.unique(ids, return_counts=True)
-        raise InputError(f"{path}: split {s} '{part}': node {int(values_[counts > 1][0])} listed twice; remove repeats")
+        seen = set()
+        for v, i in zip(values, ids.tolist()):
+            if i in seen:
+                raise InputError(f"{path}: split {s} '{part}': node {v!r} listed twice; remove repeats")
+            seen.add(i)
     return ids
 
 

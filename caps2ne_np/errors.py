@@ -31,3 +31,41 @@ def check_int(name, value, low, high=None):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise InputError(f"{name} must be {bound}, got {value}")
     return value
+
+
+def available_memory():
+    """Bytes of memory this process may still allocate: MemAvailable (Linux), else the
+    physical memory; None when neither is known."""
+    import os
+
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def format_bytes(n):
+    """1.5 GB, 3.2 TB, ... (powers of 1000); beyond 1000 PB, 1.7e+22 bytes."""
+    if n >= 1e18:
+        return f"{n:.2g} bytes"
+    for unit in ("bytes", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} PB"
+
+
+def check_memory(need, what, fix):
+    """InputError before allocating when ``need`` bytes exceed the available memory:
+    ``<what> needs about <need> of memory; this machine has <free> available; <fix>``."""
+    free = available_memory()
+    if free is not None and need > free:
+        raise InputError(f"{what} needs about {format_bytes(need)} of memory; this machine has "
+                         f"{format_bytes(free)} available; {fix}")

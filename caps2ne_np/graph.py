@@ -51,18 +51,31 @@ string handling, which runs whenever the fast one meets anything unusual (a
 malformed line, a weight that is not a plain decimal, a NUL byte, non-UTF-8 bytes
 or non-ASCII whitespace), so every error message comes from one place.
 
+Input that cannot be read twice -- ``"-"`` (standard input), a pipe, a FIFO, a
+device -- and compressed files (``.gz``, ``.bz2``, ``.xz``, decompressed with the
+standard library) are read once into memory, so both readers see the same bytes.
+That read stops with a ``GraphFormatError`` at the first NUL byte, at a line longer
+than ``MAX_LINE_BYTES`` or beyond ``max_stream_bytes()`` (``/dev/zero`` is refused at
+once, never read until memory runs out).
+
 A binary cache (:func:`save_graph_cache`, :func:`load_graph_cache`,
 ``read_graph(..., cache="use")``) stores the CSR and the ids next to the edge
-list in ``<edge list>.cache.npz``, with the source's size and modification time,
-so a changed source is never read through a stale cache.
+list in ``<edge list>.cache.npz``, keyed on the source's size and a BLAKE2b hash
+of its bytes (and on ``directed`` / ``keep_self_loops``), so a changed source --
+even one of the same size and modification time -- or a cache copied next to
+another file is never used.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import logging
 import os
 import re
+import stat
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,16 +178,103 @@ def _fail(source, lineno, what, fix):
     raise GraphFormatError(f"{where}: {what}; {fix}")
 
 
-def _read_text(path: Path, source: str) -> str:
-    """The file's text, or a GraphFormatError for a missing/unreadable/binary/non-UTF-8 file."""
-    if not path.exists():
-        _fail(source, None, "no such file", "check the path to the edge list")
-    if path.is_dir():
-        _fail(source, None, "is a directory", "pass the edge-list file itself")
+MAX_LINE_BYTES = 1 << 20   # a longer line in a stream is refused (no edge line is that long)
+_STREAM_CHUNK = 1 << 20
+COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+STDIN = "-"
+
+
+def max_stream_bytes() -> int:
+    """The most a stream (stdin, pipe, FIFO, device, compressed file) may hold: half of
+    the available memory (the readers need about as much again), at least 64 MB."""
+    from caps2ne_np.errors import available_memory
+
+    free = available_memory()
+    return max(64 << 20, (free or (8 << 30)) // 2)
+
+
+def _display(source: str) -> str:
+    return "<stdin>" if source == STDIN else source
+
+
+def _is_stream(source: str) -> bool:
+    """Read once into memory: stdin, anything that is not a regular file, compressed files."""
+    if source == STDIN or Path(source).suffix.lower() in COMPRESSED:
+        return True
     try:
-        data = path.read_bytes()
+        return not stat.S_ISREG(os.stat(source).st_mode) and not stat.S_ISDIR(os.stat(source).st_mode)
+    except OSError:
+        return False
+
+
+def _read_stream(source: str) -> bytes:
+    """All bytes of a stream, read once; GraphFormatError for a NUL byte, an over-long
+    line, more than ``max_stream_bytes()``, or a damaged compressed file."""
+    name = _display(source)
+    suffix = Path(source).suffix.lower() if source != STDIN else ""
+    try:
+        if source == STDIN:
+            fh = sys.stdin.buffer
+        elif suffix in COMPRESSED:
+            import importlib
+
+            fh = importlib.import_module(COMPRESSED[suffix]).open(source, "rb")
+        else:
+            fh = open(source, "rb")
+    except FileNotFoundError:
+        _fail(name, None, "no such file", "check the path to the edge list")
     except OSError as err:
-        _fail(source, None, f"cannot be read ({err.strerror or err})", "check the file's permissions")
+        _fail(name, None, f"cannot be read ({err.strerror or err})", "check the file's permissions")
+    cap = max_stream_bytes()
+    parts, total, line, run = [], 0, 1, 0   # run: bytes since the last newline
+    try:
+        while True:
+            try:
+                chunk = fh.read(_STREAM_CHUNK)
+            except (OSError, EOFError, ValueError) as err:  # gzip/bz2/lzma errors are among these
+                kind = f"a damaged {suffix} file" if suffix in COMPRESSED else "a read error"
+                _fail(name, None, f"{kind} ({type(err).__name__}: {' '.join(str(err).split())})",
+                      "check the file" + (f" (e.g. {COMPRESSED[suffix]} -t)" if suffix == ".gz" else ""))
+            if not chunk:
+                break
+            nul = chunk.find(b"\x00")
+            if nul >= 0:
+                _fail(name, line + chunk.count(b"\n", 0, nul), "binary content (NUL byte)",
+                      "expected a UTF-8 text edge list")
+            last = chunk.rfind(b"\n")
+            longest = run + (len(chunk) if last < 0 else chunk.find(b"\n"))
+            if last >= 0:
+                pieces = chunk[:last].split(b"\n")
+                longest = max([longest] + [len(p) for p in pieces[1:]])
+                run = len(chunk) - last - 1
+            else:
+                run += len(chunk)
+            if max(longest, run) > MAX_LINE_BYTES:
+                _fail(name, None, f"a line longer than {MAX_LINE_BYTES} bytes",
+                      "expected an edge list ('u v [w]' per line); is this the right file?")
+            line += chunk.count(b"\n")
+            total += len(chunk)
+            if total > cap:
+                _fail(name, None, f"more than {cap} bytes from a stream (half the available memory)",
+                      "give a regular file instead")
+            parts.append(chunk)
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+    return b"".join(parts)
+
+
+def _read_text(path: Path, source: str, data: bytes | None = None) -> str:
+    """The file's text, or a GraphFormatError for a missing/unreadable/binary/non-UTF-8 file."""
+    if data is None:
+        if not path.exists():
+            _fail(source, None, "no such file", "check the path to the edge list")
+        if path.is_dir():
+            _fail(source, None, "is a directory", "pass the edge-list file itself")
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            _fail(source, None, f"cannot be read ({err.strerror or err})", "check the file's permissions")
     nul = data.find(b"\x00")
     if nul >= 0:
         line = data.count(b"\n", 0, nul) + 1
@@ -236,16 +336,23 @@ def _read_edgelist(path, directed, keep_self_loops, *, stacklevel):
     ``stacklevel`` is that of a function called from here (as ``_build``).
     """
     source = os.fspath(path)
-    graph = _read_edgelist_fast(source, directed, keep_self_loops, stacklevel=stacklevel)
+    if source == "":
+        raise GraphFormatError("graph path is empty; give the edge-list file (or '-' for standard input)")
+    data = _read_stream(source) if _is_stream(source) else None   # read once: both readers see it
+    name = _display(source)
+    graph = _read_edgelist_fast(source, directed, keep_self_loops, stacklevel=stacklevel, data=data)
     if graph is None:
-        graph = _read_edgelist_careful(source, directed, keep_self_loops, stacklevel=stacklevel)
+        graph = _read_edgelist_careful(source, directed, keep_self_loops, stacklevel=stacklevel,
+                                       data=data, name=name)
     return graph
 
 
-def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel):
-    """The reference reader: Python string handling, every error with its line."""
-    source = os.fspath(path)
-    text = _read_text(Path(source), source)
+def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=None, name=None):
+    """The reference reader: Python string handling, every error with its line.
+
+    ``data``: the bytes of a stream already read (``_read_stream``), named ``name``."""
+    source = name if name is not None else os.fspath(path)
+    text = _read_text(Path(os.fspath(path)), source, data)
     lines = text.split("\n")
     n_lines = len(lines) - 1 if text.endswith("\n") else len(lines)
     if text == "":
@@ -714,13 +821,17 @@ def _text_ok(raw: bytes) -> bool:
     return _UNICODE_SPACE.search(text) is None
 
 
-def _scan_file(path):
-    """(scan, n_lines) of the edge-list file, or None where the careful reader must decide."""
-    try:
-        size = os.path.getsize(path)
-        fh = open(path, "rb")
-    except OSError:
-        return None
+def _scan_file(path, data=None):
+    """(scan, n_lines) of the edge-list file (or of ``data``, a stream's bytes), or None
+    where the careful reader must decide."""
+    if data is not None:
+        size, fh = len(data), io.BytesIO(data)
+    else:
+        try:
+            size = os.path.getsize(path)
+            fh = open(path, "rb")
+        except OSError:
+            return None
     with fh:
         buf = np.empty(min(_BLOCK, size) + 1, dtype=np.uint8)  # + 1: a full buffer means more to read
         scan = None
@@ -765,9 +876,10 @@ def _scan_file(path):
     return scan, n_lines
 
 
-def _read_edgelist_fast(source, directed, keep_self_loops, *, stacklevel):
-    """The Graph of the edge list at ``source``, or None when the careful reader must decide."""
-    found = _scan_file(source)
+def _read_edgelist_fast(source, directed, keep_self_loops, *, stacklevel, data=None):
+    """The Graph of the edge list at ``source`` (or of ``data``, a stream's bytes), or None
+    when the careful reader must decide."""
+    found = _scan_file(source, data)
     if found is None:
         return None
     scan, n_lines = found
@@ -796,7 +908,7 @@ def _read_edgelist_fast(source, directed, keep_self_loops, *, stacklevel):
     node_ids = pool.tobytes().decode("utf-8").split("\n")
     del pool
     stats = {"lines": n_lines, **stats}
-    _warn_stats(source, stats, bool(st[_ST_WEIGHTED]), directed, keep_self_loops, stacklevel=stacklevel + 1)
+    _warn_stats(_display(source), stats, bool(st[_ST_WEIGHTED]), directed, keep_self_loops, stacklevel=stacklevel + 1)
     graph = Graph(indptr=indptr, indices=indices, weights=w, node_ids=node_ids, directed=bool(directed), stats=stats)
     graph._weight_column = bool(st[_ST_WEIGHTED])
     return graph
@@ -1053,7 +1165,7 @@ def read_graph(path, directed: bool = False, keep_self_loops: bool = False, cach
     BlogCatalog / PPI / Flickr files).  Matrix node ids are ``'0' .. 'n-1'``.
 
     ``cache``: ``None`` reads the file; ``"use"`` loads ``cache_path(path)`` when it is
-    fresh (written from a file of the same size and modification time, with the same
+    fresh (written from a file of the same size and content hash, with the same
     ``directed`` / ``keep_self_loops``) and otherwise reads the file and rewrites the
     cache (a cache that cannot be written only warns); ``"write"`` reads the file and
     (re)writes the cache.  A cached graph warns as the file did.
@@ -1061,6 +1173,12 @@ def read_graph(path, directed: bool = False, keep_self_loops: bool = False, cach
     if cache not in CACHE_MODES:
         raise InputError(f"cache must be None, 'use' or 'write', got {cache!r}")
     source = os.fspath(path)
+    if source == "":
+        raise GraphFormatError("graph path is empty; give the edge-list file (or '-' for standard input)")
+    if cache is not None and (source == STDIN or (_is_stream(source) and
+                                                  Path(source).suffix.lower() not in COMPRESSED)):
+        raise InputError(f"{_display(source)}: a pipe, FIFO or device has no file to cache; "
+                         "read it without the cache (--graph-cache off)")
     if cache == "use":
         try:
             return _load_graph_cache(source, directed, keep_self_loops, stacklevel=3)
@@ -1079,7 +1197,7 @@ def read_graph(path, directed: bool = False, keep_self_loops: bool = False, cach
 
 
 def _read_graph_file(source, directed, keep_self_loops):
-    suffix = Path(source).suffix.lower()
+    suffix = Path(source).suffix.lower() if source != STDIN else ""
     if suffix not in (".npz", ".mat"):
         return _read_edgelist(source, directed, keep_self_loops, stacklevel=5)
     p = Path(source)
@@ -1128,7 +1246,7 @@ def _read_graph_file(source, directed, keep_self_loops):
 # --------------------------------------------------------------------------- binary cache
 
 _CACHE_FORMAT = "caps2ne_np.graph-cache"
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2   # 2: keyed on a hash of the content (1: size and mtime)
 
 
 class StaleCacheError(GraphFormatError):
@@ -1140,13 +1258,21 @@ def cache_path(path) -> Path:
     return Path(os.fspath(path) + ".cache.npz")
 
 
-def _stamp(source):
-    """(size, mtime in ns) of the file, the cache's fingerprint of it; None if it cannot be read."""
+def _stamp(source, size_only=None):
+    """(size, BLAKE2b-128 hex of the bytes) of the file, the cache's key of it; None if it
+    cannot be read.  With ``size_only`` = a size that differs from the file's, the hash
+    is skipped (the result then differs anyway)."""
     try:
-        st = os.stat(source)
+        size = int(os.stat(source).st_size)
+        if size_only is not None and size != size_only:
+            return size, ""
+        h = hashlib.blake2b(digest_size=16)
+        with open(source, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                h.update(block)
     except OSError:
         return None
-    return int(st.st_size), int(st.st_mtime_ns)
+    return size, h.hexdigest()
 
 
 @kernel
@@ -1164,7 +1290,7 @@ def save_graph_cache(graph: Graph, path) -> Path:
 
     The cache (an ``.npz`` without pickles, written atomically) holds the CSR arrays,
     the ids, ``directed``, whether self loops were kept, ``Graph.stats``, and the
-    size and modification time of ``path`` now: :func:`load_graph_cache` refuses it
+    size and a BLAKE2b hash of ``path`` now: :func:`load_graph_cache` refuses it
     once the file changes.  An existing cache is replaced; any other file at that
     path is not (``InputError``).
     """
@@ -1203,7 +1329,7 @@ def _save_graph_cache(graph, source, stamp, keep_self_loops):
         weight_column=np.bool_(weight_column),
         stats=np.asarray(json.dumps(graph.stats)),
         source_size=np.int64(stamp[0]),
-        source_mtime_ns=np.int64(stamp[1]),
+        source_hash=np.asarray(stamp[1]),
     )
     return target
 
@@ -1219,8 +1345,8 @@ def _is_graph_cache(target) -> bool:
 def load_graph_cache(path, directed: bool | None = None, keep_self_loops: bool | None = None) -> Graph:
     """The Graph cached for the file ``path`` by :func:`save_graph_cache` (or ``read_graph(cache=...)``).
 
-    Raises :class:`StaleCacheError` when ``path`` no longer has the size and
-    modification time recorded in the cache (or is gone), or when ``directed`` /
+    Raises :class:`StaleCacheError` when ``path`` no longer has the size and content
+    hash recorded in the cache (or is gone), or when ``directed`` /
     ``keep_self_loops`` are given and differ from the cached graph's; and
     ``GraphFormatError`` for a missing or damaged cache.  Warns as reading the file did.
     """
@@ -1240,16 +1366,18 @@ def _load_graph_cache(source, directed, keep_self_loops, *, stacklevel):
         _fail(target, None, f"damaged graph cache ({what})", "delete it; read_graph(..., cache='use') rebuilds it")
 
     names = ("format", "version", "indptr", "indices", "weights", "weighted", "node_ids", "n_nodes", "directed",
-             "keep_self_loops", "weight_column", "stats", "source_size", "source_mtime_ns")
-    missing = [name for name in names if name not in z]
-    if missing or z["format"].dtype.kind != "U" or str(z["format"]) != _CACHE_FORMAT:
+             "keep_self_loops", "weight_column", "stats", "source_size", "source_hash")
+    if "format" not in z or z["format"].dtype.kind != "U" or str(z["format"]) != _CACHE_FORMAT:
         _fail(target, None, "not a graph cache", "delete it; read_graph(..., cache='use') rebuilds it")
-    if int(z["version"]) != _CACHE_VERSION:
+    if "version" in z and np.ndim(z["version"]) == 0 and int(z["version"]) != _CACHE_VERSION:
         raise StaleCacheError(f"{target}: cache format version {int(z['version'])}, this reader writes "
                               f"{_CACHE_VERSION}; read_graph(..., cache='use') rebuilds it")
-    stamp = _stamp(source)
-    if stamp != (int(z["source_size"]), int(z["source_mtime_ns"])):
-        what = "is gone" if stamp is None else "changed since the cache was written (size or modification time)"
+    missing = [name for name in names if name not in z]
+    if missing:
+        _fail(target, None, "not a graph cache", "delete it; read_graph(..., cache='use') rebuilds it")
+    stamp = _stamp(source, size_only=int(z["source_size"]))
+    if stamp != (int(z["source_size"]), str(z["source_hash"])):
+        what = "is gone" if stamp is None else "has other content than the file the cache was written from"
         raise StaleCacheError(f"{target}: stale: {source} {what}; read_graph(..., cache='use') rebuilds it")
     cached_directed = bool(z["directed"])
     cached_keep = int(z["keep_self_loops"])

@@ -57,7 +57,7 @@ from threadpoolctl import threadpool_limits
 from . import graph as graph_mod
 from ._jit import kernel
 from .core import ModelConfig, Params, SparseFeatures, forward, slot_major
-from .errors import InputError, InputWarning
+from .errors import InputError, InputWarning, check_memory
 from .rng import TAG_INFER, quiet_wraparound, stream3
 from .walks import _check_csr, _check_int, _check_seed, cumulative_weights, walk_step
 
@@ -314,6 +314,11 @@ def aggregate_samples(E_mean, samples, aggregate, calibration=None):
     return apply_calibration(E_mean, calibration)
 
 
+def nodes_count(nodes):
+    """Number of nodes in ``nodes`` (an array or a sequence)."""
+    return int(np.size(nodes))
+
+
 def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions="all",
                        isolated="self", known=None):
     """Algorithm 3 for the graph indices ``nodes``: float32 (V, k), row a = nodes[a].
@@ -329,6 +334,9 @@ def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions=
     """
     q = W.shape[0] + 1
     Z = q if samples is None else _check_int("samples", samples, 1)
+    check_memory(nodes_count(nodes) * Z * (4 * (q - 1) + 4 * W.shape[1] + 1),
+                 f"--samples {Z} for {nodes_count(nodes)} node(s) (contexts and capsule outputs)",
+                 "lower --samples")
     if isolated not in ISOLATED:
         raise InputError(f"isolated must be one of {ISOLATED}, got {isolated!r}")
     nodes = np.asarray(nodes, dtype=np.int64)

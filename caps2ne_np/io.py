@@ -28,8 +28,11 @@ in embeddings.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
+import stat
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,23 +61,115 @@ def _exists(p: Path) -> bool:
     return p.exists() or p.is_symlink()
 
 
-def _check_target(path, overwrite: bool) -> Path:
-    """The target as a Path, after the directory / overwrite checks."""
-    target = Path(os.fspath(path))
+STDOUT = "-"  # an output path meaning standard output (single-file outputs only)
+
+
+def is_stdout(path) -> bool:
+    """True for ``"-"``, the output path that means standard output."""
+    return isinstance(path, str) and path == STDOUT
+
+
+def check_output_path(path, overwrite: bool) -> Path:
+    """The target as a Path, after every check that can be made before writing.
+
+    Refused (``InputError``, one line): an empty path, a missing or non-folder
+    parent, a dangling symbolic link, an existing path that is not a regular file (a
+    directory, a device such as ``/dev/null``, a FIFO, a socket, or a symbolic link to
+    one of these: renaming a temp file over it would replace it with a regular file),
+    an existing file without ``overwrite``, and a folder where no file can be created.
+    """
+    raw = os.fspath(path)
+    if raw == "":
+        raise InputError("output path is empty; give the path of a file to write")
+    target = Path(raw)
     parent = target.parent
     if not parent.is_dir():
-        raise InputError(f"{parent}: output directory does not exist; create it or choose another output path")
+        what = "is not a folder" if _exists(parent) else "does not exist"
+        raise InputError(f"{raw}: folder {parent} {what}; create it or choose another output path")
+    if target.is_symlink() and not target.exists():
+        raise InputError(f"{raw}: is a dangling symbolic link (to {os.readlink(target)}); remove it or "
+                         "give another path")
     if target.is_dir():
-        raise InputError(f"{path}: is a directory; give the path of a file to write")
+        raise InputError(f"{raw}: is a directory; give the path of a file to write")
+    if target.exists() and not target.is_file():
+        raise InputError(f"{raw}: exists and is not a regular file (a device, FIFO or socket); refusing "
+                         "to replace it; give a file path (or '-' for standard output where accepted)")
     if _exists(target) and not overwrite:
-        raise InputError(f"{path}: exists; pass --overwrite to replace it")
+        raise InputError(f"{raw}: exists; pass --overwrite to replace it")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{raw}: folder {parent} is not writable; choose a writable folder")
     return target
+
+
+def probe_writable(path) -> None:
+    """Create and remove a temp file next to ``path``: ``InputError`` if the folder refuses
+    (a read-only file system, or permissions that ``os.access`` does not see)."""
+    target = Path(os.fspath(path))
+    tmp = _temp_name(target)
+    try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as err:
+        raise InputError(
+            f"{os.fspath(path)}: cannot create a file in {target.parent} ({err.strerror or err}); "
+            "choose a writable folder"
+        ) from None
+    _discard(tmp)
+
+
+_check_target = check_output_path
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (on this machine)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _temp_name(target: Path) -> Path:
+    """``.<name>.<pid>-<random>.tmp`` beside ``target``: the pid lets a later run
+    recognise (and remove) the temp files of a process that was killed."""
+    return target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
+
+
+def remove_stale_temps(target) -> list:
+    """Remove the temp files of ``target`` left by processes that no longer exist
+    (``.<name>.<pid>-<random>.tmp`` with a dead pid); returns the paths removed."""
+    target = Path(os.fspath(target))
+    removed = []
+    prefix = f".{target.name}."
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        middle = name[len(prefix):-len(".tmp")]
+        pid, dash, token = middle.partition("-")
+        if not (dash and pid.isdigit() and len(token) == 12) or _pid_alive(int(pid)):
+            continue
+        try:
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+        except OSError:
+            pass
+    return removed
 
 
 def _create_temp(target: Path, binary: bool):
     """(file, path) of a new hidden file next to ``target``, created like ``open(.., 'x')``."""
     for _ in range(100):
-        tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        tmp = _temp_name(target)
         try:
             if binary:
                 return open(tmp, "xb"), tmp
@@ -102,9 +197,26 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _keep_mode(tmp: Path, target: Path) -> None:
+    """Give the new file the permission bits of the regular file it replaces (a 0600
+    output stays 0600)."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        try:
+            os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        except OSError:
+            pass
+
+
 def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
     """Move the finished temp file to ``target``; without overwrite, never clobber."""
     if overwrite:
+        if target.exists() and not target.is_file():  # became a device / FIFO meanwhile
+            raise InputError(f"{target}: exists and is not a regular file; refusing to replace it")
+        _keep_mode(tmp, target)
         os.replace(tmp, target)
         return
     try:
@@ -155,7 +267,8 @@ def _temp_file(target: Path, binary: bool):
 def atomic_write(path, mode: str = "w", overwrite: bool = False):
     """Open a temp file next to ``path``; on success fsync it and rename it to ``path``.
 
-    ``mode`` is ``"w"`` (UTF-8 text, ``\\n`` newlines) or ``"wb"``.  If the body
+    ``mode`` is ``"w"`` (UTF-8 text, ``\\n`` newlines) or ``"wb"``.  ``path`` ``"-"`` writes to
+    standard output instead (no temp file, no overwrite check).  If the body
     raises, the temp file is removed and ``path`` is left as it was.  Raises
     ``InputError`` if ``path`` exists and ``overwrite`` is false, if it is a
     directory, or if its directory is missing or not writable; an ``OSError`` of
@@ -163,6 +276,11 @@ def atomic_write(path, mode: str = "w", overwrite: bool = False):
     """
     if mode not in ("w", "wt", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
+    if is_stdout(path):
+        stream = sys.stdout.buffer if mode == "wb" else sys.stdout
+        yield stream
+        stream.flush()
+        return
     target = _check_target(path, overwrite)
     with _temp_file(target, binary=mode == "wb") as (f, tmp):
         yield f
@@ -172,6 +290,7 @@ def atomic_write(path, mode: str = "w", overwrite: bool = False):
         _discard(tmp)
         _reraise_naming(err, target)
     _fsync_dir(target.parent)
+    remove_stale_temps(target)
 
 
 def _check_ids(node_ids, n: int, where: str) -> list[str]:
@@ -381,12 +500,25 @@ def read_word2vec(path, binary: bool | None = None):
     try:
         return _read_text_rows(path, text, n, k)
     except InputError:
-        if binary is None:
+        if binary is None and not _looks_like_text_rows(text):
             try:
                 return _read_binary_rows(path, data, start, n, k)
             except InputError:
                 pass
         raise
+
+
+def _looks_like_text_rows(text: str) -> bool:
+    """Whether the body's first line is a text row (an id, then numbers): a text file
+    whose header is wrong, whose error must not be masked by reading it as binary."""
+    first = text.lstrip("\n").split("\n", 1)[0].split()
+    if len(first) < 2:
+        return False
+    try:
+        [float(v) for v in first[1:]]
+    except ValueError:
+        return False
+    return True
 
 
 def nodes_path(path) -> Path:
@@ -396,12 +528,30 @@ def nodes_path(path) -> Path:
     return p.with_name(stem + ".nodes.txt")
 
 
+_NODES_TAG = "# caps2ne_np ids of "
+
+
+def _matrix_digest(v: np.ndarray) -> str:
+    """blake2b-128 of an (n, k) float32 matrix's shape and bytes: ties a ``.nodes.txt`` to its ``.npy``."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{v.shape[0]}x{v.shape[1]}".encode("ascii"))
+    h.update(np.ascontiguousarray(v, dtype="<f4").data)
+    return h.hexdigest()
+
+
 def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     """Atomically save (n, k) float32 ``vectors`` to ``path``; ids go to ``<stem>.nodes.txt``.
 
     The nodes file is written only when ``node_ids`` is given and differs from
     ``'0' .. 'n-1'``.  An existing nodes file would be paired with the new matrix on
     load, so it counts as a file to overwrite (and is removed when not rewritten).
+
+    The pair cannot be renamed into place in one step, so the nodes file names the
+    matrix it belongs to: its first line is ``# caps2ne_np ids of <name>.npy: <n> rows,
+    blake2b <digest of the matrix>``, and :func:`load_npy` refuses a pair whose digests
+    differ.  The matrix is published first and the nodes file (or its removal) last,
+    so a kill in between leaves the new matrix with the old nodes file, which
+    ``load_npy`` then refuses instead of pairing them.
     """
     v = _as_matrix(vectors)
     n = v.shape[0]
@@ -411,6 +561,8 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     target = _check_target(path, overwrite)
     if _exists(nodes) and not overwrite:
         raise InputError(f"{nodes}: exists (it would be read with {path}); pass --overwrite to replace it")
+    if _exists(nodes) and not nodes.is_file():
+        raise InputError(f"{nodes}: exists and is not a regular file; refusing to replace it")
     # Both files are written in full before either is renamed into place, so a failed
     # write (a full disk) leaves the old pair as it was, never a new matrix with old ids.
     pending = []
@@ -420,17 +572,22 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
         pending.append(tmp_matrix)
         if write_ids:
             with _temp_file(nodes, binary=False) as (f, tmp_nodes):
+                f.write(f"{_NODES_TAG}{target.name}: {n} rows, blake2b {_matrix_digest(v)}\n")
                 f.write("\n".join(ids) + "\n")
             pending.append(tmp_nodes)
+        _publish(tmp_matrix, target, overwrite)
+        pending.remove(tmp_matrix)
+        if write_ids:
             _publish(tmp_nodes, nodes, overwrite)
         elif _exists(nodes):
             os.unlink(nodes)
-        _publish(tmp_matrix, target, overwrite)
     except BaseException as err:
         for tmp in pending:
             _discard(tmp)
         _reraise_naming(err, target)
     _fsync_dir(target.parent)
+    remove_stale_temps(target)
+    remove_stale_temps(nodes)
 
 
 _NPY_MAGIC = b"\x93NUMPY"
@@ -536,12 +693,21 @@ def load_npy(path):
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
         raise InputError(f"{nodes}:{line}: invalid UTF-8; expected one node id per line") from None
+    first = 1
+    if ids and ids[0].startswith(_NODES_TAG):
+        tag, ids, first = ids[0], ids[1:], 2
+        digest = tag.rsplit(" ", 1)[-1]
+        if digest != _matrix_digest(v):
+            raise InputError(
+                f"{nodes}: written for another matrix than {path} (an interrupted write, or files from "
+                "two runs); write the pair again (train --npy ... --overwrite)"
+            )
     if len(ids) != n:
         raise InputError(f"{nodes}: {len(ids)} ids for the {n} rows of {path}; expected one id per row")
     for i, node in enumerate(ids):
         if not node or node.split() != [node]:
-            raise InputError(f"{nodes}:{i + 1}: id {node!r} is empty or contains whitespace; expected one id per line")
-    _check_unique(nodes, ids, 1, unit="line")
+            raise InputError(f"{nodes}:{i + first}: id {node!r} is empty or contains whitespace; expected one id per line")
+    _check_unique(nodes, ids, first, unit="line")
     return ids, v
 
 

@@ -90,10 +90,61 @@ def read_model(path):
     if int(arrays["version"]) > MODEL_VERSION:
         raise InputError(f"{path}: model format version {int(arrays['version'])} is newer "
                          f"than this caps2ne_np supports ({MODEL_VERSION}); upgrade caps2ne_np")
-    config = json.loads(str(arrays["config"]))
+    _check_model_arrays(path, arrays)
+    try:
+        config = json.loads(str(arrays["config"]))
+        history = json.loads(str(arrays["history"]))
+        calibration = _read_calibration(arrays)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"{path}: damaged model file (config, history or calibration is not "
+                         f"JSON: {' '.join(str(err).split())}); write it again") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{path}: damaged model file (config is not a JSON object)")
     return dict(W=arrays["W"], O=arrays["O"], bias=arrays["bias"], X=arrays.get("X"),
                 fixed_features=bool(arrays["fixed_features"]),
                 node_ids=[str(s) for s in arrays["node_ids"]],
                 lr_used=config.pop("lr_used", None), config=config,
-                history=json.loads(str(arrays["history"])),
-                calibration=_read_calibration(arrays))
+                history=history, calibration=calibration)
+
+
+# Trained parameters are of order 0.01-100; beyond this a product of two overflows float32.
+HUGE = 1e18
+
+
+def _check_model_arrays(path, arrays):
+    """InputError (one line) unless the arrays form a model: W (I, k, d), O (N, k),
+    bias (N,), X (N, d) unless fixed features, N node ids, all finite and below HUGE."""
+    required = ["W", "O", "bias", "node_ids", "config", "history", "fixed_features"]
+    missing = [name for name in required if name not in arrays]
+    if not missing and not bool(arrays["fixed_features"]) and "X" not in arrays:
+        missing.append("X")
+    if missing:
+        raise InputError(f"{path}: damaged model file (no {', '.join(missing)}); write it again "
+                         "(train --model-out)")
+    W, O, bias = arrays["W"], arrays["O"], arrays["bias"]
+    X = arrays.get("X") if not bool(arrays["fixed_features"]) else None
+
+    def bad(what):
+        raise InputError(f"{path}: damaged model file ({what}); write it again (train --model-out)")
+
+    for name, a, ndim in (("W", W, 3), ("O", O, 2), ("bias", bias, 1), ("X", X, 2)):
+        if a is not None and (a.ndim != ndim or not np.issubdtype(a.dtype, np.floating)):
+            bad(f"{name} has shape {a.shape} {a.dtype}, expected a {ndim}-D float array")
+    n, k = O.shape
+    if W.shape[1] != k:
+        bad(f"W has shape {W.shape}, O {O.shape}: W must be (q-1, k, d) with k = {k}")
+    if bias.shape != (n,):
+        bad(f"bias has shape {bias.shape}, expected ({n},)")
+    if X is not None and X.shape != (n, W.shape[2]):
+        bad(f"X has shape {X.shape}, expected ({n}, {W.shape[2]})")
+    if np.shape(arrays["node_ids"]) != (n,):
+        bad(f"{np.size(arrays['node_ids'])} node ids for the {n} rows of O")
+    for name, a in (("W", W), ("O", O), ("bias", bias), ("X", X)):
+        if a is None or a.size == 0:
+            continue
+        finite = np.isfinite(a)
+        if not finite.all():
+            bad(f"{name} holds {int((~finite).sum())} NaN or infinite values")
+        top = float(np.max(np.abs(a)))
+        if top > HUGE:
+            bad(f"{name} holds values up to {top:.3g}, beyond {HUGE:g}")

@@ -210,6 +210,11 @@ def validate(cfg, n_nodes):
              f"must be smaller than the number of nodes ({n_nodes}), got {cfg.num_sampled}")
     need(cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0), "lr",
          f"must be a positive number, got {cfg.lr}")
+    with np.errstate(over="ignore"):
+        lr32 = None if cfg.lr is None else float(np.float32(cfg.lr))
+    need(cfg.lr is None or lr32 > 0, "lr",
+         f"{cfg.lr:g} is 0 in float32 (below 1.4e-45): training would change nothing; "
+         f"use a rate of 1e-6 or more")
     need(cfg.sampler in SAMPLERS, "sampler", f"must be one of {SAMPLERS}")
     need(cfg.routing_rule in ROUTING_RULES, "routing_rule", f"must be one of {ROUTING_RULES}")
     need(cfg.grad_mode in GRAD_MODES, "grad_mode", f"must be one of {GRAD_MODES}")
@@ -221,11 +226,45 @@ def validate(cfg, n_nodes):
          f"must be in (0, 1], got {cfg.lr_floor}")
     need(cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),
          "routing_scale", f"must be a finite number > 0, got {cfg.routing_scale}")
+    if cfg.batch_size is not None and cfg.walks_per_node is not None:
+        check_step_memory(cfg, n_nodes, cfg.feat_dim, sparse=True)   # before any allocation
     try:
         walks_mod.target_positions(cfg.targets, cfg.walk_length)
     except InputError as err:
         raise InputError(f"--targets: {err} (walk length {cfg.walk_length}: positions 0.."
                          f"{cfg.walk_length - 1})") from None
+
+
+LR_TINY = 1e-8  # below it, an Adam step (about lr per element) is under float32's resolution
+
+
+def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
+    """Bytes a run of ``cfg`` needs, estimated before anything is allocated: the
+    parameters with Adam's two moments, and one step's intermediates (float32; indices
+    int64).  P = B x targets per walk pairs, I = q - 1 slots, m routing iterations:
+    x and u (I, P, d) with their gradients, u_hat and its gradient (I, P, k), the
+    routing's c (m, P, I), s and e (m, P, k), the sampled logits (P, |V'|) twice."""
+    q, k, B, m = cfg.walk_length, cfg.dim, cfg.batch_size, cfg.routing_iters
+    I = q - 1
+    per_walk = q if cfg.targets == "all" else 1 if cfg.targets == "random" else len(cfg.targets)
+    P = B * per_walk
+    S = cfg.num_sampled if cfg.num_sampled is not None else min(256, n_nodes - 1)
+    d = 0 if sparse_features else feat_dim
+    floats = (4 * I * P * d + 2 * I * P * k + m * P * I + 2 * m * P * k + 2 * P * S
+              + 3 * n_nodes * (k + 1 + (feat_dim if not sparse_features and d else 0))
+              + 4 * I * k * feat_dim)
+    ints = B * q + 3 * I * P + (n_nodes * cfg.walks_per_node if cfg.batch_mode == "shuffle" else 0)
+    return 4 * floats + 8 * ints
+
+
+def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
+    """InputError with the figure when ``step_memory`` exceeds the available memory."""
+    from .errors import check_memory
+
+    check_memory(step_memory(cfg, n_nodes, feat_dim, sparse),
+                 f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
+                 f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes",
+                 "lower them (--batch-size first)")
 
 
 def prepare_features(X, n_nodes, normalize=True):
@@ -382,7 +421,8 @@ class TrainStep:
 
 
 def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None,
-        checkpoint_dir=None, checkpoint_every=0, resume_from=None, step_callback=None):
+        checkpoint_dir=None, checkpoint_every=0, resume_from=None, step_callback=None,
+        checkpoint_extra=None):
     """Train Caps2NE on the graph given by CSR arrays; returns a TrainResult.
 
     indptr (N+1,) int64, indices (nnz,) int32, weights (nnz,) float32 or None.
@@ -394,6 +434,13 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     ``epochs`` and ``threads`` may change).
     step_callback(epoch, batch, step) is called after every step (tests use it to
     interrupt a run).
+    checkpoint_extra: state of the caller's that goes into every checkpoint, an object
+    with ``checkpoint_arrays()`` (a dict of named arrays, as of the last finished epoch)
+    and ``restore_checkpoint(arrays)`` (called on resume with the stored dict); the
+    epoch callback runs before the epoch's checkpoint is written, so that state
+    includes the epoch.  The folder is locked for the run (checkpoint.locked).
+    Memory: refused before allocating (InputError) when ``step_memory`` exceeds what is
+    available.
     """
     n_nodes = int(indptr.shape[0] - 1)
     cfg, notes = resolve(cfg, n_nodes, int(np.asarray(indices).shape[0]),
@@ -403,15 +450,34 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
         log.info("%s", note)
     if checkpoint_every < 0:
         raise InputError(f"--checkpoint-every: must be >= 0, got {checkpoint_every}")
+    from .errors import InputWarning
+
+    if cfg.lr < LR_TINY:
+        import warnings
+
+        warnings.warn(f"--lr {cfg.lr:g}: an Adam step of about {cfg.lr:g} per element is below "
+                      "float32's resolution for parameters of size 0.01-1, so training will "
+                      "barely change them; the paper's rates are 1e-5 to 5e-4",
+                      InputWarning, stacklevel=2)
+    sparse = features is not None and hasattr(features, "nnz")
+    check_step_memory(cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]),
+                      sparse)
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
     lr = cfg.lr
     old_threads = numba.get_num_threads()
     numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
+    from contextlib import nullcontext
+
+    from . import checkpoint
+
+    lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
     try:
-        with threadpool_limits(limits=1):     # products run on Numba's threads (blas.py)
+        # over/underflow ends as NaN or inf, which the divergence checks report in one line
+        with threadpool_limits(limits=1), np.errstate(over="ignore", invalid="ignore"), lock:
             result = _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback,
-                          checkpoint_dir, checkpoint_every, resume_from, step_callback)
+                          checkpoint_dir, checkpoint_every, resume_from, step_callback,
+                          checkpoint_extra)
             result.notes = notes
             return result
     finally:
@@ -419,7 +485,7 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
 
 
 def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, checkpoint_dir,
-         checkpoint_every, resume_from, step_callback):
+         checkpoint_every, resume_from, step_callback, checkpoint_extra=None):
     from . import checkpoint
 
     n_nodes = int(indptr.shape[0] - 1)
@@ -428,7 +494,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     ckpt = None
     if resume_from is not None:
         ckpt = checkpoint.load(resume_from)
-        checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
+        ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
     # Walks are generated on demand, batch by batch: walk w is a pure function of
     # (seed, w), so the run never holds all N*T walks (walks.WalkSource).
     source = walks_mod.WalkSource(indptr, indices, weights, cfg.walks_per_node, q,
@@ -452,7 +518,15 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     result = TrainResult(params=params, config=cfg, optimizer=opt)
     state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
     if ckpt is not None:
+        try:
+            checkpoint.check_arrays(ckpt, params, names)
+        except InputError as err:             # the latest is damaged: try the previous
+            ckpt = checkpoint.fall_back(ckpt, err)
+            ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
+            checkpoint.check_arrays(ckpt, params, names)
         arrays = ckpt["arrays"]
+        if checkpoint_extra is not None:
+            checkpoint_extra.restore_checkpoint(ckpt["extra"])
         for name in names:
             getattr(params, name)[...] = arrays[f"param_{name}"]
             opt.m[name][...] = arrays[f"m_{name}"]
@@ -466,14 +540,19 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
 
     def save_checkpoint():
         if checkpoint_dir is not None:
+            extra = checkpoint_extra.checkpoint_arrays() if checkpoint_extra is not None else None
             checkpoint.save(checkpoint_dir, params, opt, state, cfg.to_dict(), result.history,
-                            graph_hash)
+                            graph_hash, extra=extra)
 
     def diverged(what):
         where = (f"; the last good checkpoint is in {checkpoint_dir}" if checkpoint_dir
                  else "")
+        fix = f"lower --lr (now {lr:g})"
+        if cfg.routing_scale is not None and cfg.routing_scale > q - 1:
+            fix = (f"lower --routing-scale (now {cfg.routing_scale:g}; the authors' is q - 1 = "
+                   f"{q - 1}) or --lr (now {lr:g})")
         return TrainingDiverged(f"{what} at epoch {state['epoch'] + 1}, step "
-                                f"{state['batch'] + 1}; lower --lr (now {lr:g}){where}")
+                                f"{state['batch'] + 1}; {fix}{where}")
 
     n_walks = source.n_walks
     n_batches = walks_mod.batches_per_epoch(n_walks, cfg.batch_size)
@@ -551,11 +630,11 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
                          pairs_per_s=_rate(dict(state, seconds=seconds), epoch, first))
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
-            save_checkpoint()
             log.info("epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s", epoch + 1, cfg.epochs,
                      entry["loss"], entry["lr"], seconds, entry["pairs_per_s"])
-            if epoch_callback is not None:
+            if epoch_callback is not None:      # first: its state goes into the checkpoint
                 epoch_callback(epoch + 1, result)
+            save_checkpoint()
     finally:
         if bar is not None:
             bar.close()

@@ -76,7 +76,7 @@ def assert_error(result, where, what=(), code=1):
     assert "Traceback" not in result.stderr
     assert result.stdout == ""  # stdout carries only results
     last = result.stderr.rstrip("\n").splitlines()[-1]
-    prefix = "error: " if code == 1 else "Error: "
+    prefix = "Error: " if code == 2 else "error: "
     assert last.startswith(prefix + where), result.stderr
     for needle in (what,) if isinstance(what, str) else what:
         assert needle in last, result.stderr
@@ -706,7 +706,7 @@ def test_cli_interrupted_run_keeps_the_old_output(run, tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(walks.WalkSource, "walks", interrupted)
-    assert_error(train(run, "--overwrite", out="o.emb"), "interrupted; no output was written")
+    assert_error(train(run, "--overwrite", out="o.emb"), "interrupted; no output was written", code=130)
     assert (tmp_path / "o.emb").read_text() == "precious\n"
 
 

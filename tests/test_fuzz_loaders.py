@@ -7,7 +7,8 @@ the first check, so each loader is also fed well-formed files (valid ``.npy``/``
 archives, plausible text) with random damage.  Round trips: a random graph written
 as an edge list (string ids, float32 weights, comments, CRLF, mixed separators) reads
 back as the same CSR up to the id map; embeddings written as word2vec read back bit
-for bit.
+for bit.  The edge-list reader also gets the same bytes through a pipe (a stream it
+must read once), with the same outcome as from the file.
 
 Bounded for CI: at most 100 examples per property, no deadline.
 """
@@ -209,6 +210,59 @@ def test_edge_list_any_bytes_parse_or_raise_graph_format_error(tmp_path, content
     if not directed:
         A = g.to_scipy()
         assert (A != A.T).nnz == 0
+
+
+# ---- the same bytes through a pipe: read once, same graph or the same error ---------------------
+
+
+def _read_outcome(path, name, **kwargs):
+    """('ok', ids, indptr, indices, weights) or ('error', message with the name replaced by <src>)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InputWarning)
+            g = read_edgelist(path, **kwargs)
+    except GraphFormatError as err:
+        assert_one_line(err, name)
+        return ("error", str(err).replace(str(name), "<src>", 1))
+    w = None if g.weights is None else g.weights.tobytes()
+    return ("ok", g.node_ids, g.indptr.tobytes(), g.indices.tobytes(), w)
+
+
+def _through_pipe(data, **kwargs):
+    """read_edgelist of ``data`` fed through an os.pipe by a thread (a non-seekable stream)."""
+    import os
+    import threading
+
+    r, w = os.pipe()
+
+    def feed():
+        with os.fdopen(w, "wb") as fh:
+            try:
+                fh.write(data)
+            except BrokenPipeError:  # the reader stopped early (an error): fine
+                pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        return _read_outcome(f"/dev/fd/{r}", f"/dev/fd/{r}", **kwargs)
+    finally:
+        writer.join(30)
+        os.close(r)
+
+
+@FUZZ
+@given(content=st.one_of(
+    st.binary(max_size=80),
+    damaged(edge_list_files().map(lambda case: case[0])),
+    edge_list_files().map(lambda case: case[0]),
+), directed=st.booleans())
+@example(content=b"a b\nb c 1_0\nc\n", directed=False)      # the careful reader's case, then an error
+@example(content=b"a b\nb c 1_0\n" * 200, directed=False)    # the fast reader declines late
+def test_edge_list_through_a_pipe_equals_the_file(tmp_path, content, directed):
+    path = write(tmp_path, "g.txt", content)
+    from_file = _read_outcome(path, path, directed=directed)
+    assert _through_pipe(content, directed=directed) == from_file
 
 
 # ---- features (.npy / .npz) and embeddings (.npy) ---------------------------------------------------

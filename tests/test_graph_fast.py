@@ -379,7 +379,11 @@ def test_stale_cache_is_refused_and_rebuilt(tmp_path):
     g = read_graph(path, cache="use")
     assert g.node_ids == ["a", "b", "c", "d"]
     assert load_graph_cache(path).node_ids == g.node_ids  # rebuilt
-    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # same size, another mtime
+    stamp = os.stat(path)
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # touched, same content:
+    assert load_graph_cache(path).node_ids == g.node_ids                # still fresh (#15)
+    path.write_text("a b\nb c\nc e\n")                                # same size, other content,
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))           # same mtime (touch -r)
     with pytest.raises(StaleCacheError, match="stale"):
         load_graph_cache(path)
     os.unlink(path)
