@@ -90,8 +90,11 @@ def _trained(result):
     return any(line.startswith("trained ") for line in result.stderr.splitlines())
 
 
-def train(run, *extra, graph="g.txt", out="out.emb"):
-    return run("train", "--graph", graph, "--out", out, *TINY, *extra)
+def train(run, *extra, graph="g.txt", out="out.emb", quiet=True):
+    """A tiny training run; ``quiet=False`` keeps the default log level (-q prints only
+    errors, so tests of warnings and progress lines need it)."""
+    tiny = TINY if quiet else [a for a in TINY if a != "--quiet"]
+    return run("train", "--graph", graph, "--out", out, *tiny, *extra)
 
 
 # ---- 1. edge lists -----------------------------------------------------------------

@@ -31,6 +31,8 @@ from caps2ne_np.io import load_npy, load_npz, read_word2vec, save_npy, save_npz,
 from caps2ne_np.modelfile import read_model
 from test_bad_input import GRAPH, ROOT, TINY, _trained, assert_error, put, run, train  # noqa: F401
 
+LOUD = [a for a in TINY if a != "--quiet"]      # -q prints only errors: info and warnings need this
+
 # two 8-cliques joined by one edge, labelled by clique: enough for --eval-every-epoch
 CLIQUES = "".join(f"{c}{i} {c}{j}\n" for c in "ab" for i in range(8) for j in range(i + 1, 8)) + "a0 b0\n"
 CLIQUE_LABELS = "".join(f"{c}{i} {c}\n" for c in "ab" for i in range(8))
@@ -85,7 +87,7 @@ def test_special_output_path_is_refused_not_replaced(run, tmp_path, kind, comman
 
 def test_out_dash_writes_the_embeddings_to_stdout(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
-    result = train(run, out="-")
+    result = train(run, out="-", quiet=False)
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "4 4" and sorted(line.split()[0] for line in lines[1:]) == list("abcd")
@@ -143,7 +145,7 @@ def _big_graph(unusual_at=None):
 def test_graph_dash_reads_stdin_once_through_both_readers(run, tmp_path):
     data = _big_graph(unusual_at=3500)        # late: the fast reader declines after reading it all
     result = run_input = CliRunner().invoke(
-        cli, ["train", "--graph", "-", "--out", str(tmp_path / "o.emb"), *TINY], input=data)
+        cli, ["train", "--graph", "-", "--out", str(tmp_path / "o.emb"), *LOUD], input=data)
     assert run_input.exit_code == 0, result.stderr
     assert "graph: 3002 nodes" in result.stderr
     assert read_word2vec(tmp_path / "o.emb")[1].shape == (3002, 4)
@@ -156,7 +158,7 @@ def test_graph_dash_needs_out(run, tmp_path):
 def test_graph_from_a_real_pipe_is_read_in_full(tmp_path):
     (tmp_path / "g.txt").write_bytes(_big_graph(unusual_at=3500))
     cat = subprocess.Popen(["cat", str(tmp_path / "g.txt")], stdout=subprocess.PIPE)
-    result = process("train", "--graph", "/dev/stdin", "--out", "o.emb", *TINY, cwd=tmp_path,
+    result = process("train", "--graph", "/dev/stdin", "--out", "o.emb", *LOUD, cwd=tmp_path,
                      stdin=cat.stdout, timeout=600)
     cat.wait()
     assert result.returncode == 0, result.stderr
@@ -303,7 +305,7 @@ def test_stdin_with_graph_cache_is_refused(run, tmp_path):
 # accuracy), so a resumed run that forgot epochs 1-3 would keep another epoch
 EVAL = ["--eval-every-epoch", "--labels", "l.txt", "--splits", "s.json", "--lr-schedule", "constant",
         "--lr", "0.2", "--seed", "2", "--dim", "4", "--feat-dim", "4", "--walks-per-node", "2",
-        "--threads", "1", "--quiet", "--num-sampled", "4"]
+        "--threads", "1", "--num-sampled", "4"]
 
 
 def _kept(result):
@@ -343,7 +345,8 @@ def test_resuming_a_finished_eval_every_epoch_run_gives_its_output(eval_run, tmp
 def test_eval_every_epoch_resume_of_a_run_without_it_is_refused(eval_run, run, tmp_path):
     assert run("train", "--graph", "g.txt", "--out", "a.emb", "--epochs", "2", "--checkpoint-dir", "ck",
                *EVAL[5:]).exit_code == 0
-    result = run("train", "--graph", "g.txt", "--out", "b.emb", "--epochs", "3", "--resume", "ck", *EVAL)
+    result = run("train", "--graph", "g.txt", "--out", "b.emb", "--epochs", "3", "--resume", "ck", *EVAL,
+                 "--quiet")
     assert_error(result, "--eval-every-epoch: the checkpoint was written by a run without it")
 
 
@@ -545,7 +548,7 @@ def test_stale_lock_of_a_dead_process_is_taken_over(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "lock").write_text(f"{2 ** 22 + 12345}\n")
-    result = train(run, "--checkpoint-dir", "ck")
+    result = train(run, "--checkpoint-dir", "ck", quiet=False)
     assert result.exit_code == 0, result.stderr
     assert "warning: ck/lock: taking over the lock of process 4206649, which is gone" in result.stderr
     assert not (tmp_path / "ck" / "lock").exists()
@@ -598,7 +601,7 @@ def test_damaged_latest_checkpoint_falls_back_with_a_warning(run, tmp_path, chan
     if changes == "absurd-batch":
         changes = {"config": _config_with(ck / checkpoint.LATEST, batch_size=10 ** 9)}
     _damage(ck / checkpoint.LATEST, **changes)
-    result = train(run, "--epochs", "3", "--resume", "ck", "--overwrite")   # TINY has --quiet
+    result = train(run, "--epochs", "3", "--resume", "ck", "--overwrite", quiet=False)
     assert result.exit_code == 0, result.stderr
     warned = [line for line in result.stderr.splitlines() if "ck/checkpoint.prev.npz instead" in line]
     assert len(warned) == 1 and warned[0].startswith("warning: ck/checkpoint.npz: ")
@@ -691,7 +694,7 @@ def test_lr_that_underflows_float32_is_refused(run, tmp_path):
 
 def test_lr_below_float32_resolution_warns(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
-    result = train(run, "--lr", "1e-12")
+    result = train(run, "--lr", "1e-12", quiet=False)
     assert result.exit_code == 0, result.stderr
     assert "warning: --lr 1e-12: an Adam step" in result.stderr
 
