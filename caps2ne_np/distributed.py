@@ -61,8 +61,9 @@ INIT_CHUNK_ROWS = 1 << 16
 """Rows per chunk when the driver streams initial values to the servers."""
 
 
-class WorkerLost(RuntimeError):
-    """An actor died and the run could not continue on its own."""
+class WorkerLost(ConnectionError):
+    """An actor died and the run could not continue on its own (a ConnectionError, so
+    the command line reports it in one line, exit code 1)."""
 
 
 # ----------------------------------------------------------------------------- sharding
@@ -151,10 +152,13 @@ class ShardServer:
         return self.arrays[name]
 
     def stats(self):
-        held = sum(a.nbytes for a in self.arrays.values())
-        held += sum(self.opt.m[n].nbytes + self.opt.v[n].nbytes for n in self.trainable)
-        return dict(rows=self.n_rows, held_bytes=held, pulled=self.pulled, pushed=self.pushed,
-                    peak_rss=_peak_rss())
+        def size(n):
+            return self.arrays[n].nbytes + (self.opt.m[n].nbytes + self.opt.v[n].nbytes
+                                            if n in self.trainable else 0)
+
+        return dict(rows=self.n_rows, row_bytes=sum(size(n) for n in ("O", "bias", "X")),
+                    held_bytes=sum(size(n) for n in self.arrays), pulled=self.pulled,
+                    pushed=self.pushed, peak_rss=_peak_rss())
 
     def save(self, path):
         from .io import save_npz
@@ -222,7 +226,7 @@ class BatchWorker:
         self._epoch, self._order, self._walks = None, None, None
         self.mcfg = cfg.model_config()
         self.pulled = self.pushed = 0
-        self.max_rows = 0                      # most table rows held for one batch
+        self.max_rows = 0                      # most rows of one table held for a batch
 
     def pid(self):
         return os.getpid()
@@ -288,7 +292,7 @@ class BatchWorker:
             self.pulled += o_s.nbytes + b_s.nbytes + x_s.nbytes
         W = replies[0][3].transpose(0, 2, 1)          # slot-major view, as train.fit's W
         self.pulled += W.nbytes
-        self.max_rows = max(self.max_rows, o_nodes.shape[0] + x_nodes.shape[0])
+        self.max_rows = max(self.max_rows, o_nodes.shape[0], x_nodes.shape[0])
         params = Params(W, O, bias, X, fixed_features=self.fixed_features)
         d_W = slot_major(np.zeros(W.shape, dtype=np.float32))
         loss, d_W, rg = loss_and_row_grads(params, ctx_local, tgt_local, sampled_local, q_true,
@@ -459,6 +463,8 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
             except ray.exceptions.RayActorError as err:
                 have = checkpoint_dir is not None and (Path(checkpoint_dir) / DRIVER_FILE).is_file()
                 what = _one_line(err)
+                if stats is not None:
+                    stats.setdefault("failures", []).append(dict(time=time.time(), what=what))
                 if have and attempt < max_restarts:
                     attempt += 1
                     log.warning("an actor died (%s); restarting every actor from the checkpoint "
@@ -475,6 +481,17 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     finally:
         if started:
             ray.shutdown()
+
+
+def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **kwargs):
+    """``fit`` as ``caps2ne train --engine ray`` calls it: refuses to start a new run
+    over a sharded checkpoint unless ``overwrite``."""
+    directory = kwargs.get("checkpoint_dir")
+    if directory and not kwargs.get("resume_from") and not overwrite \
+            and (Path(directory) / DRIVER_FILE).exists():
+        raise InputError(f"{Path(directory) / DRIVER_FILE}: exists; pass --resume {directory} "
+                         "to continue that run, or --overwrite to start a new one there")
+    return fit(indptr, indices, weights, cfg, address=ray_address, **kwargs)
 
 
 def _one_line(err):
@@ -501,6 +518,8 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
                              f"resume with the same number of servers (now {S})")
     cluster = _Cluster(ray, indptr, indices, weights, cfg, n_nodes, feat_dim, fixed, P, S,
                        cfg.threads)
+    if stats is not None:                  # the actors of this attempt (tests kill one)
+        stats["actors"] = dict(servers=cluster.servers, workers=cluster.workers)
     try:
         servers, workers = cluster.servers, cluster.workers
         if cfg.sampler == "unigram":
