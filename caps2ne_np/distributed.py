@@ -106,6 +106,7 @@ class ShardServer:
                           if n in self.arrays and not (n == "X" and fixed_features)]
         self.opt = Adam({n: self.arrays[n] for n in self.trainable}, lr=1.0)
         self.pulled = self.pushed = 0          # bytes served / received
+        self.seconds = dict(apply=0.0, pushes=0)
 
     def pid(self):
         return os.getpid()
@@ -132,6 +133,7 @@ class ShardServer:
     def apply(self, steps, rates, *pushes):
         """Apply the pushes of a round in rank order: push r is one lazy-Adam step with
         step count ``steps[r]`` (1-based t) and rate ``rates[r]``."""
+        t0 = time.perf_counter()
         for t, lr, push in zip(steps, rates, pushes):
             self.pushed += sum(v.nbytes for v in push.values() if isinstance(v, np.ndarray))
             self.opt.t, self.opt.lr = t - 1, lr       # step() increments t
@@ -143,6 +145,8 @@ class ShardServer:
             if self.owns_W:
                 dense["W"] = push["d_W_t"].transpose(0, 2, 1)
             self.opt.step(dense, rows=rows)
+        self.seconds["apply"] += time.perf_counter() - t0
+        self.seconds["pushes"] += len(pushes)
         return True
 
     def finite(self):
@@ -158,7 +162,7 @@ class ShardServer:
 
         return dict(rows=self.n_rows, row_bytes=sum(size(n) for n in ("O", "bias", "X")),
                     held_bytes=sum(size(n) for n in self.arrays), pulled=self.pulled,
-                    pushed=self.pushed, peak_rss=_peak_rss())
+                    pushed=self.pushed, peak_rss=_peak_rss(), **self.seconds)
 
     def save(self, path):
         from .io import save_npz
@@ -225,8 +229,10 @@ class BatchWorker:
         self._walk_seed = walk_seed
         self._epoch, self._order, self._walks = None, None, None
         self.mcfg = cfg.model_config()
-        self.pulled = self.pushed = 0
+        self.pulled = self.pushed = self.requested = 0   # bytes: rows in, gradients out, ids out
         self.max_rows = 0                      # most rows of one table held for a batch
+        self.rows = dict(o=0, x=0)             # rows pulled: O and bias, x
+        self.seconds = dict(batch=0.0, pull=0.0, compute=0.0, steps=0)
 
     def pid(self):
         return os.getpid()
@@ -272,6 +278,7 @@ class BatchWorker:
     def step(self, epoch, b, step):
         """Batch b: pull its rows, run the core step on them, and return one push per
         server (server 0's push carries W's gradient) followed by (loss, #pairs)."""
+        t0 = time.perf_counter()
         ctx, tgt, sampled, q_true, q_sampled = self.make_batch(epoch, b, step)
         S = self.n_shards
         # local rows: ascending global ids, so sums run in the same order as on N rows
@@ -281,7 +288,11 @@ class BatchWorker:
                                    return_inverse=True)
         tgt_local, sampled_local = o_inv[:tgt.shape[0]], o_inv[tgt.shape[0]:]
         o_split, x_split = split_by_shard(o_nodes, S), split_by_shard(x_nodes, S)
+        t1 = time.perf_counter()
         replies = self._pull([(o_split[s][1], x_split[s][1], s == 0) for s in range(S)])
+        t2 = time.perf_counter()
+        self.requested += sum(o.nbytes + x.nbytes for o, x in
+                              ((o_split[s][1], x_split[s][1]) for s in range(S)))
         k = replies[0][0].shape[1]
         d = replies[0][2].shape[1]
         O = np.empty((o_nodes.shape[0], k), dtype=np.float32)
@@ -310,11 +321,20 @@ class BatchWorker:
                 push["d_W_t"] = np.ascontiguousarray(d_W.transpose(0, 2, 1))
             self.pushed += sum(v.nbytes for v in push.values())
             pushes.append(push)
+        t3 = time.perf_counter()
+        self.seconds["batch"] += t1 - t0
+        self.seconds["pull"] += t2 - t1
+        self.seconds["compute"] += t3 - t2
+        self.seconds["steps"] += 1
+        self.rows["o"] += o_nodes.shape[0]
+        self.rows["x"] += x_nodes.shape[0]
         return (*pushes, (loss, int(tgt.shape[0])))
 
     def stats(self):
-        return dict(pulled=self.pulled, pushed=self.pushed, max_rows=self.max_rows,
-                    peak_rss=_peak_rss())
+        return dict(pulled=self.pulled, pushed=self.pushed, requested=self.requested,
+                    max_rows=self.max_rows,
+                    o_rows=self.rows["o"], x_rows=self.rows["x"], peak_rss=_peak_rss(),
+                    **self.seconds)
 
 
 def _set_threads(threads):
