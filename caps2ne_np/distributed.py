@@ -56,6 +56,7 @@ from .samplers import make_sampler
 log = logging.getLogger(__name__)
 
 DRIVER_FILE = "driver.npz"
+W_PLACEMENTS = ("server", "workers")
 FORMAT = "caps2ne_np.distributed_checkpoint"
 INIT_CHUNK_ROWS = 1 << 16
 """Rows per chunk when the driver streams initial values to the servers."""
@@ -209,12 +210,20 @@ class BatchWorker:
     equality test would catch any drift."""
 
     def __init__(self, rank, indptr, indices, weights, cfg, counts, n_shards, pull,
-                 fixed_features=False, threads=1):
+                 fixed_features=False, threads=1, replicate_W=None):
         from .train import derive_seed, walk_seed
 
         _set_threads(threads)
         self.rank, self.cfg, self.n_shards, self._pull = rank, cfg, n_shards, pull
         self.fixed_features = fixed_features
+        # replicate_W = (n_workers, feat_dim): this worker keeps a replica of W and its
+        # moments, updated with every worker's gradient in rank order (apply_W)
+        self.W = self.W_opt = None
+        if replicate_W is not None:
+            self.n_workers, feat_dim = replicate_W
+            self.W = slot_major(np.zeros((cfg.walk_length - 1, cfg.dim, feat_dim),
+                                         dtype=np.float32))
+            self.W_opt = Adam({"W": self.W}, lr=1.0)
         n_nodes = int(indptr.shape[0] - 1)
         self.source = walks_mod.WalkSource(indptr, indices, weights, cfg.walks_per_node,
                                            cfg.walk_length, walk_seed(cfg.seed, 0))
@@ -232,10 +241,50 @@ class BatchWorker:
         self.pulled = self.pushed = self.requested = 0   # bytes: rows in, gradients out, ids out
         self.max_rows = 0                      # most rows of one table held for a batch
         self.rows = dict(o=0, x=0)             # rows pulled: O and bias, x
-        self.seconds = dict(batch=0.0, pull=0.0, compute=0.0, steps=0)
+        self.seconds = dict(batch=0.0, pull=0.0, compute=0.0, W_apply=0.0, steps=0)
 
     def pid(self):
         return os.getpid()
+
+    def set_W(self, values):
+        self.W[...] = values
+        return True
+
+    def apply_W(self, steps, rates, *d_W_ts):
+        """Replicated W: the Adam steps of a round's W gradients (every worker's, as
+        contiguous (I, d, k) buffers), in rank order, as server 0 would apply them."""
+        t0 = time.perf_counter()
+        for t, lr, d_W_t in zip(steps, rates, d_W_ts):
+            self.W_opt.t, self.W_opt.lr = t - 1, lr
+            self.W_opt.step({"W": d_W_t.transpose(0, 2, 1)})
+        if d_W_ts:                            # all but its own came from other workers
+            self.pulled += (len(d_W_ts) - 1) * d_W_ts[0].nbytes
+        self.seconds["W_apply"] += time.perf_counter() - t0
+        return True
+
+    def W_state(self):
+        """W and its moments as contiguous (I, d, k) buffers."""
+        return [np.ascontiguousarray(a.transpose(0, 2, 1))
+                for a in (self.W, self.W_opt.m["W"], self.W_opt.v["W"])]
+
+    def finite_W(self):
+        return bool(np.isfinite(self.W).all())
+
+    def save_W(self, path):
+        from .io import save_npz
+
+        W, m, v = self.W_state()
+        save_npz(path, overwrite=True, param_W=W, m_W=m, v_W=v)
+        return str(path)
+
+    def load_W(self, path):
+        from .io import load_npz
+
+        z = load_npz(path)
+        for dst, key in ((self.W, "param_W"), (self.W_opt.m["W"], "m_W"),
+                         (self.W_opt.v["W"], "v_W")):
+            dst.transpose(0, 2, 1)[...] = z[key]
+        return True
 
     def node_counts(self, lo, hi, chunk):
         """Node counts over walks [lo, hi) of epoch 0 (the unigram sampler's share)."""
@@ -275,9 +324,13 @@ class BatchWorker:
         return (ctx, tgt, sampled, self.sampler.expected_count(tgt, tries),
                 self.sampler.expected_count(sampled, tries))
 
-    def step(self, epoch, b, step):
+    def step(self, epoch, b, step, w_steps=(), w_rates=(), *d_W_ts):
         """Batch b: pull its rows, run the core step on them, and return one push per
-        server (server 0's push carries W's gradient) followed by (loss, #pairs)."""
+        server, W's gradient (None when server 0 holds W: its push carries it) and
+        (loss, #pairs).  With a replicated W, the previous round's W gradients
+        (``w_steps``, ``w_rates``, ``d_W_ts``) are applied first."""
+        if d_W_ts:
+            self.apply_W(w_steps, w_rates, *d_W_ts)
         t0 = time.perf_counter()
         ctx, tgt, sampled, q_true, q_sampled = self.make_batch(epoch, b, step)
         S = self.n_shards
@@ -289,7 +342,9 @@ class BatchWorker:
         tgt_local, sampled_local = o_inv[:tgt.shape[0]], o_inv[tgt.shape[0]:]
         o_split, x_split = split_by_shard(o_nodes, S), split_by_shard(x_nodes, S)
         t1 = time.perf_counter()
-        replies = self._pull([(o_split[s][1], x_split[s][1], s == 0) for s in range(S)])
+        own_W = self.W is not None
+        replies = self._pull([(o_split[s][1], x_split[s][1], s == 0 and not own_W)
+                              for s in range(S)])
         t2 = time.perf_counter()
         self.requested += sum(o.nbytes + x.nbytes for o, x in
                               ((o_split[s][1], x_split[s][1]) for s in range(S)))
@@ -301,8 +356,11 @@ class BatchWorker:
         for s, (o_s, b_s, x_s, _) in enumerate(replies):
             O[o_split[s][0]], bias[o_split[s][0]], X[x_split[s][0]] = o_s, b_s, x_s
             self.pulled += o_s.nbytes + b_s.nbytes + x_s.nbytes
-        W = replies[0][3].transpose(0, 2, 1)          # slot-major view, as train.fit's W
-        self.pulled += W.nbytes
+        if own_W:
+            W = self.W
+        else:
+            W = replies[0][3].transpose(0, 2, 1)      # slot-major view, as train.fit's W
+            self.pulled += W.nbytes
         self.max_rows = max(self.max_rows, o_nodes.shape[0], x_nodes.shape[0])
         params = Params(W, O, bias, X, fixed_features=self.fixed_features)
         d_W = slot_major(np.zeros(W.shape, dtype=np.float32))
@@ -317,10 +375,15 @@ class BatchWorker:
                 g_x = x_nodes[rg["X"].rows]
                 xpos, xlocal = split_by_shard(g_x, S)[s]
                 push.update(x_rows=xlocal, d_X=rg["X"].values[xpos])
-            if s == 0:
+            if s == 0 and not own_W:
                 push["d_W_t"] = np.ascontiguousarray(d_W.transpose(0, 2, 1))
             self.pushed += sum(v.nbytes for v in push.values())
             pushes.append(push)
+        d_W_t = None
+        if own_W:
+            d_W_t = np.ascontiguousarray(d_W.transpose(0, 2, 1))
+            if self.n_workers > 1:                   # to the other workers
+                self.pushed += d_W_t.nbytes
         t3 = time.perf_counter()
         self.seconds["batch"] += t1 - t0
         self.seconds["pull"] += t2 - t1
@@ -328,7 +391,7 @@ class BatchWorker:
         self.seconds["steps"] += 1
         self.rows["o"] += o_nodes.shape[0]
         self.rows["x"] += x_nodes.shape[0]
-        return (*pushes, (loss, int(tgt.shape[0])))
+        return (*pushes, d_W_t, (loss, int(tgt.shape[0])))
 
     def stats(self):
         return dict(pulled=self.pulled, pushed=self.pushed, requested=self.requested,
@@ -386,19 +449,21 @@ class _Cluster:
     """The actors of one run: S servers, P workers."""
 
     def __init__(self, ray, indptr, indices, weights, cfg, n_nodes, feat_dim, fixed, P, S,
-                 threads):
-        self.ray = ray
+                 threads, replicate_W):
+        self.ray, self.replicate_W = ray, replicate_W
         cpus = float(ray.available_resources().get("CPU", 1.0))
         worker_cpus = min(1.0, max(cpus, 0.01) / (P + S))
         Server = ray.remote(ShardServer).options(num_cpus=0, max_restarts=0,
                                                  scheduling_strategy="SPREAD")
         self.servers = [Server.remote(s, S, n_nodes, cfg.dim, feat_dim, cfg.walk_length - 1,
-                                      fixed, s == 0, threads) for s in range(S)]
+                                      fixed, s == 0 and not replicate_W, threads)
+                        for s in range(S)]
         csr = [ray.put(a) for a in (indptr, indices)] + [None if weights is None
                                                          else ray.put(weights)]
         Worker = ray.remote(_RayWorker).options(num_cpus=worker_cpus, max_restarts=0,
                                                 scheduling_strategy="SPREAD")
-        self.workers = [Worker.remote(r, *csr, cfg, None, S, self.servers, fixed, threads)
+        self.workers = [Worker.remote(r, *csr, cfg, None, S, self.servers, fixed, threads,
+                                      (P, feat_dim) if replicate_W else None)
                         for r in range(P)]
 
     def actors(self):
@@ -416,7 +481,7 @@ class _RayWorker(BatchWorker):
     """BatchWorker whose pulls go to the server actors."""
 
     def __init__(self, rank, indptr, indices, weights, cfg, counts, n_shards, servers, fixed,
-                 threads):
+                 threads, replicate_W):
         import ray
 
         def pull(requests):
@@ -424,7 +489,7 @@ class _RayWorker(BatchWorker):
                             for srv, (o, x, w) in zip(servers, requests)])
 
         super().__init__(rank, indptr, indices, weights, cfg, counts, n_shards, pull, fixed,
-                         threads)
+                         threads, replicate_W)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -432,7 +497,7 @@ class _RayWorker(BatchWorker):
 def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None,
         checkpoint_dir=None, checkpoint_every=0, resume_from=None, step_callback=None,
         workers=1, servers=1, address=None, max_restarts=2, max_rows_per_shard=None,
-        stats=None):
+        stats=None, w_placement="server"):
     """``train.fit`` on a Ray cluster (P = ``workers``, S = ``servers``): same
     arguments and result, plus the engine's own.
 
@@ -441,12 +506,18 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     checkpoint after an actor dies (needs ``checkpoint_dir``).  max_rows_per_shard:
     refuse a layout whose servers would each hold more rows (a guard for memory
     planning and the tests).  stats: a dict, filled with per-actor traffic and memory.
+    w_placement: 'server' (W and its moments on server 0: every worker pulls W and
+    pushes its gradient each round) or 'workers' (a replica on every worker, each
+    applying all P gradients of a round in rank order: no W traffic at P = 1,
+    (P - 1) gradients in per worker and round).  Same numbers either way.
     """
     from .train import prepare_features, resolve, validate
 
     P, S = int(workers), int(servers)
     if P < 1:
         raise InputError(f"--workers: must be >= 1, got {workers}")
+    if w_placement not in W_PLACEMENTS:
+        raise InputError(f"w_placement: must be one of {W_PLACEMENTS}, got {w_placement!r}")
     if S < 1:
         raise InputError(f"--servers: must be >= 1, got {servers}")
     n_nodes = int(indptr.shape[0] - 1)
@@ -479,7 +550,7 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
             try:
                 return _fit(ray, indptr, indices, weights, cfg, features, progress,
                             epoch_callback, checkpoint_dir, checkpoint_every, resume_from,
-                            step_callback, P, S, notes, stats)
+                            step_callback, P, S, notes, stats, w_placement == "workers")
             except ray.exceptions.RayActorError as err:
                 have = checkpoint_dir is not None and (Path(checkpoint_dir) / DRIVER_FILE).is_file()
                 what = _one_line(err)
@@ -520,12 +591,11 @@ def _one_line(err):
 
 
 def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback, checkpoint_dir,
-         checkpoint_every, resume_from, step_callback, P, S, notes, stats):
+         checkpoint_every, resume_from, step_callback, P, S, notes, stats, replicate_W):
     from . import checkpoint
     from .train import TrainingDiverged, TrainResult, _progress, learning_rate
 
     n_nodes = int(indptr.shape[0] - 1)
-    q = cfg.walk_length
     fixed = features is not None
     feat_dim = features.shape[1] if fixed else cfg.feat_dim
     graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
@@ -537,7 +607,7 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
             raise InputError(f"{ckpt['path']}: written with --servers {ckpt['n_shards']}; "
                              f"resume with the same number of servers (now {S})")
     cluster = _Cluster(ray, indptr, indices, weights, cfg, n_nodes, feat_dim, fixed, P, S,
-                       cfg.threads)
+                       cfg.threads, replicate_W)
     if stats is not None:                  # the actors of this attempt (tests kill one)
         stats["actors"] = dict(servers=cluster.servers, workers=cluster.workers)
     try:
@@ -552,10 +622,20 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
         state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
         history = []
         if ckpt is None:
-            _initialise(ray, servers, cfg, n_nodes, feat_dim, features)
+            _initialise(ray, cluster, cfg, n_nodes, feat_dim, features)
         else:
-            ray.get([srv.load.remote(str(Path(ckpt["dir"]) / name))
-                     for srv, name in zip(servers, ckpt["shards"])])
+            directory = Path(ckpt["dir"])
+            pending = [srv.load.remote(str(directory / name))
+                       for srv, name in zip(servers, ckpt["shards"])]
+            if replicate_W:
+                if not ckpt["w_file"]:
+                    raise InputError(f"{ckpt['path']}: W was held by server 0 in that run; "
+                                     "resume with the same W placement")
+                pending += [w.load_W.remote(str(directory / ckpt["w_file"])) for w in workers]
+            elif ckpt["w_file"]:
+                raise InputError(f"{ckpt['path']}: W was replicated on the workers in that "
+                                 "run; resume with the same W placement")
+            ray.get(pending)
             state.update(ckpt["state"])
             history = ckpt["history"]
             log.info("resumed from %s at epoch %d, batch %d", ckpt["path"], state["epoch"] + 1,
@@ -565,10 +645,26 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
         total_steps = cfg.epochs * n_batches
         result = TrainResult(params=None, config=cfg, history=history,
                              optimizer=SimpleNamespace(lr=lr, t=state["step"]), notes=notes)
+        no_W = [((), ()), ()]
+        w_pending = list(no_W)                 # replicated W: last round's (steps, rates), refs
+
+        def flush_W():
+            """Replicated W: apply the last round's W gradients on every worker now."""
+            if replicate_W and w_pending[1]:
+                (steps, rates), refs = w_pending
+                ray.get([w.apply_W.remote(steps, rates, *refs) for w in workers])
+                w_pending[:] = no_W
+
+        def finite():
+            checks = [srv.finite.remote() for srv in servers]
+            if replicate_W:
+                checks.append(workers[0].finite_W.remote())
+            return all(ray.get(checks))
 
         def save():
             if checkpoint_dir is not None:
-                save_checkpoint(ray, checkpoint_dir, servers, state, cfg, history, graph_hash, S)
+                save_checkpoint(ray, checkpoint_dir, cluster, state, cfg, history, graph_hash,
+                                S, replicate_W)
 
         def diverged(what):
             where = f"; the last good checkpoint is in {checkpoint_dir}" if checkpoint_dir else ""
@@ -583,13 +679,19 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
                 while state["batch"] < n_batches:
                     b0, step0 = state["batch"], state["step"]
                     bs = list(range(b0, min(b0 + P, n_batches)))
-                    refs = [workers[r].step.options(num_returns=S + 1).remote(epoch, b, step0 + r)
-                            for r, b in enumerate(bs)]
+                    (w_steps, w_rates), w_refs = w_pending
+                    refs = [workers[r].step.options(num_returns=S + 2).remote(
+                        epoch, b, step0 + r, w_steps, w_rates, *w_refs)
+                        for r, b in enumerate(bs)]
                     steps = [step0 + r + 1 for r in range(len(bs))]
-                    rates = [learning_rate(cfg, lr, step0 + r, total_steps) for r in range(len(bs))]
-                    applied = [srv.apply.remote(steps, rates, *[refs[r][s] for r in range(len(bs))])
+                    rates = [learning_rate(cfg, lr, step0 + r, total_steps)
+                             for r in range(len(bs))]
+                    applied = [srv.apply.remote(steps, rates,
+                                                *[refs[r][s] for r in range(len(bs))])
                                for s, srv in enumerate(servers)]
-                    done = ray.get([refs[r][S] for r in range(len(bs))])
+                    w_pending[:] = [(steps, rates), [refs[r][S] for r in range(len(bs))]] \
+                        if replicate_W else no_W
+                    done = ray.get([refs[r][S + 1] for r in range(len(bs))])
                     ray.get(applied)
                     loss_sum, n_pairs = state["loss_sum"], state["n_pairs"]
                     for loss, pairs in done:                      # rank order
@@ -602,14 +704,16 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
                                  n_pairs=n_pairs, seconds=time.perf_counter() - t_start)
                     if checkpoint_every and state["batch"] < n_batches and \
                             state["step"] // checkpoint_every > step0 // checkpoint_every:
-                        if not all(ray.get([srv.finite.remote() for srv in servers])):
+                        flush_W()
+                        if not finite():
                             raise diverged("a parameter became NaN or infinite")
                         save()
                     if bar is not None:
                         bar.update(len(bs))
                     if step_callback is not None:
                         step_callback(epoch, bs[-1], state["step"] - 1)
-                if not all(ray.get([srv.finite.remote() for srv in servers])):
+                flush_W()
+                if not finite():
                     raise diverged("a parameter became NaN or infinite")
                 seconds = time.perf_counter() - t_start
                 entry = dict(epoch=epoch + 1, loss=state["loss_sum"] / state["n_pairs"],
@@ -621,7 +725,7 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
                 log.info("epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s", epoch + 1,
                          cfg.epochs, entry["loss"], entry["lr"], seconds, entry["pairs_per_s"])
                 if epoch_callback is not None:
-                    result.params = gather(ray, servers, n_nodes, fixed, features)
+                    result.params = gather(ray, cluster, n_nodes, fixed, features, replicate_W)
                     epoch_callback(epoch + 1, result)
         finally:
             if bar is not None:
@@ -630,22 +734,27 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
             stats["servers"] = ray.get([srv.stats.remote() for srv in servers])
             stats["workers"] = ray.get([w.stats.remote() for w in workers])
             stats["driver_peak_rss"] = _peak_rss()
-        result.params = gather(ray, servers, n_nodes, fixed, features)
+        result.params = gather(ray, cluster, n_nodes, fixed, features, replicate_W)
         return result
     finally:
         cluster.kill()
 
 
-def _initialise(ray, servers, cfg, n_nodes, feat_dim, features):
+def _initialise(ray, cluster, cfg, n_nodes, feat_dim, features):
     """The initial values of ``core.init_params`` (same generator, same order of
     draws), streamed to the servers in chunks of rows: the driver never holds a
     whole table.  NumPy's generator gives the same numbers drawn in chunks."""
     from .train import derive_seed
 
+    servers = cluster.servers
     rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
     k, n_slots = cfg.dim, cfg.walk_length - 1
     W = slot_major(rng.normal(0.0, 0.01, size=(n_slots, k, feat_dim)).astype(np.float32))
-    pending = [servers[0].set_rows.remote("W", 0, W)]
+    if cluster.replicate_W:
+        W_ref = ray.put(W)
+        pending = [w.set_W.remote(W_ref) for w in cluster.workers]
+    else:
+        pending = [servers[0].set_rows.remote("W", 0, W)]
     limit = np.sqrt(6.0 / (n_nodes + k))
     a = np.sqrt(1.0 / feat_dim)
 
@@ -666,10 +775,14 @@ def _initialise(ray, servers, cfg, n_nodes, feat_dim, features):
     ray.get(pending)
 
 
-def gather(ray, servers, n_nodes, fixed, features=None):
+def gather(ray, cluster, n_nodes, fixed, features=None, replicate_W=False):
     """The whole parameters on the driver (``core.Params``), node v = row v."""
+    servers = cluster.servers
     S = len(servers)
-    W = ray.get(servers[0].table.remote("W"))
+    if replicate_W:
+        W = ray.get(cluster.workers[0].W_state.remote())[0].transpose(0, 2, 1)
+    else:
+        W = ray.get(servers[0].table.remote("W"))
     out = {}
     for name in ("O", "bias", "X"):
         if name == "X" and fixed:
@@ -685,23 +798,32 @@ def gather(ray, servers, n_nodes, fixed, features=None):
 
 # ----------------------------------------------------------------------------- checkpoints
 
-def save_checkpoint(ray, directory, servers, state, cfg, history, graph_hash, S):
-    """Every server writes its shard for this step, then the driver file naming them
-    replaces the previous one (atomic); older shard files are removed after."""
+def save_checkpoint(ray, directory, cluster, state, cfg, history, graph_hash, S, replicate_W):
+    """Every server writes its shard for this step (and worker 0 the replicated W),
+    then the driver file naming them replaces the previous one (atomic); older
+    files are removed after."""
     import json
 
     from .io import save_npz
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    names = [f"shard-{s}-of-{S}.{state['epoch']}-{state['step']}.npz" for s in range(S)]
-    ray.get([srv.save.remote(str(directory / name)) for srv, name in zip(servers, names)])
+    tag = f"{state['epoch']}-{state['step']}"
+    names = [f"shard-{s}-of-{S}.{tag}.npz" for s in range(S)]
+    pending = [srv.save.remote(str(directory / name))
+               for srv, name in zip(cluster.servers, names)]
+    w_file = f"W.{tag}.npz" if replicate_W else ""
+    if replicate_W:
+        pending.append(cluster.workers[0].save_W.remote(str(directory / w_file)))
+    ray.get(pending)
     save_npz(directory / DRIVER_FILE, overwrite=True, format=np.asarray(FORMAT),
              config=np.asarray(json.dumps(cfg.to_dict())), history=np.asarray(json.dumps(history)),
              state=np.asarray(json.dumps(state)), graph_hash=np.asarray(graph_hash),
-             n_shards=np.int64(S), shards=np.asarray(json.dumps(names)))
-    for old in directory.glob(f"shard-*-of-{S}.*.npz"):
-        if old.name not in names:
+             n_shards=np.int64(S), shards=np.asarray(json.dumps(names)),
+             w_file=np.asarray(w_file))
+    keep = set(names) | {w_file}
+    for old in list(directory.glob(f"shard-*-of-{S}.*.npz")) + list(directory.glob("W.*.npz")):
+        if old.name not in keep:
             old.unlink()
 
 
@@ -721,4 +843,4 @@ def load_driver(directory):
     return {"config": json.loads(str(z["config"])), "history": json.loads(str(z["history"])),
             "state": json.loads(str(z["state"])), "graph_hash": str(z["graph_hash"]),
             "n_shards": int(z["n_shards"]), "shards": json.loads(str(z["shards"])),
-            "path": str(path), "dir": str(directory)}
+            "w_file": str(z["w_file"]), "path": str(path), "dir": str(directory)}

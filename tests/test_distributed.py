@@ -67,16 +67,17 @@ def assert_same(a, b):
     assert [h["loss"] for h in a.history] == [h["loss"] for h in b.history]
 
 
-@pytest.mark.parametrize("S", [1, 2])
-def test_one_worker_equals_single_machine_lazy_adam_bitwise(ray_local, partition, single, S):
+@pytest.mark.parametrize("S,w_placement", [(1, "server"), (2, "server"), (2, "workers")])
+def test_one_worker_equals_single_machine_lazy_adam_bitwise(ray_local, partition, single, S,
+                                                            w_placement):
     g, _ = partition
-    assert_same(run(g, 1, S), single)
+    assert_same(run(g, 1, S, w_placement=w_placement), single)
 
 
 def test_fixed_workers_reproducible_and_independent_of_servers(ray_local, partition, single):
     g, _ = partition
-    a, b = run(g, 2, 1), run(g, 2, 2)
-    assert_same(a, b)
+    a, b = run(g, 2, 1), run(g, 2, 2, w_placement="workers")
+    assert_same(a, b)                 # nor of where W lives
     # two workers take the same batches one update stale: close to, not equal to, P = 1
     assert not np.array_equal(a.params.O, single.params.O)
     assert abs(a.history[-1]["loss"] - single.history[-1]["loss"]) < 0.05
@@ -132,8 +133,9 @@ def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(ray_local, part
             os.kill(ray_local.get(actor.pid.remote()), signal.SIGKILL)
             killed.append(time.time())
 
+    # a killed worker takes its replica of W with it: restored from the checkpoint too
     result = run(g, 1, 2, checkpoint_dir=tmp_path, checkpoint_every=25, step_callback=kill_at,
-                 stats=stats)
+                 stats=stats, w_placement="workers" if victim == "workers" else "server")
     assert len(stats["failures"]) == 1
     assert stats["failures"][0]["time"] - killed[0] < 10.0     # noticed within seconds
     assert_same(result, single)
