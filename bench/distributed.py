@@ -50,12 +50,13 @@ def run_single(g, cfg):
     return result, time.perf_counter() - t0
 
 
-def run_ray(g, cfg, P, S):
+def run_ray(g, cfg, P, S, w_placement):
     from caps2ne_np.distributed import fit
 
     stats = {}
     t0 = time.perf_counter()
-    result = fit(g.indptr, g.indices, g.weights, cfg, workers=P, servers=S, stats=stats)
+    result = fit(g.indptr, g.indices, g.weights, cfg, workers=P, servers=S, stats=stats,
+                 w_placement=w_placement)
     wall = time.perf_counter() - t0
     stats.pop("actors", None)
     return result, wall, stats
@@ -64,7 +65,8 @@ def run_ray(g, cfg, P, S):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", default="cora-bundled")
-    ap.add_argument("--layouts", default="1x1,1x2,2x1,2x2")
+    ap.add_argument("--layouts", default="1x1,1x2,2x1,2x2,1x1w,2x2w",
+                    help="PxS; a trailing w replicates W on the workers (else on server 0)")
     ap.add_argument("--threads", type=int, default=2, help="threads of the single-machine run")
     ap.add_argument("--ray-cpus", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=None, help="default: the preset's budget")
@@ -107,10 +109,11 @@ def main():
             n_steps = len(single.history) and cfg.epochs * -(-g.n_nodes * cfg.walks_per_node
                                                              // cfg.batch_size)
             for layout in args.layouts.split(","):
-                P, S = (int(x) for x in layout.split("x"))
+                w_placement = "workers" if layout.endswith("w") else "server"
+                P, S = (int(x) for x in layout.rstrip("w").split("x"))
                 rcfg = TrainConfig(**{**cfg.to_dict(), "threads": 1,
                                       "targets": cfg.targets})
-                result, wall, stats = run_ray(g, rcfg, P, S)
+                result, wall, stats = run_ray(g, rcfg, P, S, w_placement)
                 score = score_embedding(pg, result.params.O, shuffles=args.shuffles)
                 train_s = sum(h["seconds"] for h in result.history)
                 rounds = -(-n_steps // P) if P > 1 else n_steps
@@ -121,12 +124,14 @@ def main():
                 requested = sum(x["requested"] for x in w) / done
                 o_rows = sum(x["o_rows"] for x in w) / done
                 x_rows = sum(x["x_rows"] for x in w) / done
-                run = dict(layout=layout, P=P, S=S, wall=wall, train_seconds=train_s,
+                run = dict(layout=layout, P=P, S=S, w_placement=w_placement, wall=wall,
+                           train_seconds=train_s,
                            rounds=rounds, round_ms=1e3 * train_s / rounds,
                            step_ms=1e3 * train_s / n_steps,
                            worker_ms=dict(batch=1e3 * sum(x["batch"] for x in w) / done,
                                           pull=1e3 * sum(x["pull"] for x in w) / done,
-                                          compute=1e3 * sum(x["compute"] for x in w) / done),
+                                          compute=1e3 * sum(x["compute"] for x in w) / done,
+                                          W_apply=1e3 * sum(x["W_apply"] for x in w) / done),
                            server_apply_ms=[1e3 * s["apply"] / max(s["pushes"], 1)
                                             for s in stats["servers"]],
                            bytes_pulled=pulled, bytes_pushed=pushed, bytes_requested=requested,
@@ -149,6 +154,8 @@ def main():
                       f"{run['formula_bound']['total'] / 1e3:.1f} kB), loss {run['loss']:.4f}, "
                       f"score {score['headline']:.2f}, equal to single: {run['equal_to_single']}",
                       flush=True)
+                payload["graphs"][name] = entry             # keep what is measured so far
+                write_results(args.out, payload, markdown(payload))
             payload["graphs"][name] = entry
             payload["load_avg_after"] = os.getloadavg()
             write_results(args.out, payload, markdown(payload))
@@ -173,9 +180,10 @@ def markdown(payload):
                 continue
             f = r["formula_at_rows"]
             rows.append([
-                f"P={r['P']}, S={r['S']}", f"{r['train_seconds']:.1f}", f"{r['round_ms']:.2f}",
+                f"P={r['P']}, S={r['S']}, W on {r['w_placement']}", f"{r['train_seconds']:.1f}",
+                f"{r['round_ms']:.2f}",
                 f"{r['worker_ms']['batch']:.2f} / {r['worker_ms']['pull']:.2f} / "
-                f"{r['worker_ms']['compute']:.2f}",
+                f"{r['worker_ms']['compute']:.2f} / {r['worker_ms']['W_apply']:.2f}",
                 " / ".join(f"{x:.2f}" for x in r["server_apply_ms"]),
                 f"{r['bytes_pulled'] / 1e3:.1f} / {r['bytes_pushed'] / 1e3:.1f} "
                 f"(+{r['bytes_requested'] / 1e3:.1f} ids)",
@@ -184,11 +192,11 @@ def markdown(payload):
                 f"{r['loss']:.4f}", f"{r['score']['headline']:.2f}",
                 "yes" if r["equal_to_single"] else "no"])
         out.append(markdown_table(
-            ["layout", "train s", "round ms", "worker ms/step: batch / pull / compute",
+            ["layout", "train s", "round ms", "worker ms/step: batch / pull / compute / W Adam",
              "server ms per push (server 0 holds W)", "kB per step: pulled / pushed",
              "formula kB (docs/scaling.md) at measured rows", "final loss", "score",
              "O equal to single"], rows))
-        mem = [f"- P={r['P']}, S={r['S']}: server rows {r['server_rows']}, row tables "
+        mem = [f"- P={r['P']}, S={r['S']}, W on {r['w_placement']}: server rows {r['server_rows']}, row tables "
                f"{[round(b / 1e6, 2) for b in r['server_row_bytes']]} MB; peak RSS servers "
                f"{[round(b / 1e6) for b in r['peak_rss']['servers']]} MB, workers "
                f"{[round(b / 1e6) for b in r['peak_rss']['workers']]} MB, driver "

@@ -551,7 +551,7 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
                 return _fit(ray, indptr, indices, weights, cfg, features, progress,
                             epoch_callback, checkpoint_dir, checkpoint_every, resume_from,
                             step_callback, P, S, notes, stats, w_placement == "workers")
-            except ray.exceptions.RayActorError as err:
+            except _actor_lost_errors(ray) as err:
                 have = checkpoint_dir is not None and (Path(checkpoint_dir) / DRIVER_FILE).is_file()
                 what = _one_line(err)
                 if stats is not None:
@@ -572,6 +572,13 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     finally:
         if started:
             ray.shutdown()
+
+
+def _actor_lost_errors(ray):
+    """The errors by which Ray reports an actor gone: killed, crashed, or stopped by
+    Ray's memory monitor."""
+    e = ray.exceptions
+    return (e.RayActorError, e.WorkerCrashedError, e.OutOfMemoryError)
 
 
 def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **kwargs):
