@@ -42,6 +42,14 @@ def formula(cfg, n_nodes, num_sampled, o_rows=None, x_rows=None):
                 total=4 * d * x + 4 * (k + 1) * o + W)
 
 
+def ratio(r):
+    """Measured bytes pulled per step over the formula at the measured row counts (W
+    counted as the placement moves it)."""
+    f = r["formula_at_rows"]
+    W = f["W_bytes"] if r.get("w_placement", "server") == "server" else (r["P"] - 1) * f["W_bytes"]
+    return r["bytes_pulled"] / (f["x_bytes"] + f["o_bytes"] + W)
+
+
 def run_single(g, cfg):
     from caps2ne_np.train import fit
 
@@ -73,7 +81,17 @@ def main():
     ap.add_argument("--shuffles", type=int, default=5)
     ap.add_argument("--out", default="distributed")
     ap.add_argument("--update", action="store_true")
+    ap.add_argument("--render", action="store_true",
+                    help="only rewrite the .md from the stored .json")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a note for the .md (kept in the .json); repeatable")
     args = ap.parse_args()
+    path = RESULTS / f"{args.out}.json"
+    if args.render:
+        payload = json.loads(path.read_text())
+        payload.setdefault("notes", []).extend(args.note)
+        write_results(args.out, payload, markdown(payload))
+        return
 
     from caps2ne_np import graph as graph_mod
     from caps2ne_np.distributed import start_ray
@@ -81,10 +99,14 @@ def main():
 
     import ray
 
-    path = RESULTS / f"{args.out}.json"
     payload = json.loads(path.read_text()) if args.update and path.exists() else \
         dict(command=None, graphs={})
-    payload["command"] = "python bench/distributed.py " + " ".join(sys.argv[1:])
+    payload.setdefault("notes", []).extend(args.note)
+    if args.update and payload["command"]:
+        payload.setdefault("updates", []).append(
+            "python bench/distributed.py " + " ".join(sys.argv[1:]))
+    else:
+        payload["command"] = "python bench/distributed.py " + " ".join(sys.argv[1:])
     payload["machine"] = machine_info()
     payload["load_avg_before"] = os.getloadavg()
     start_ray(num_cpus=args.ray_cpus)
@@ -102,6 +124,7 @@ def main():
             steps = sum(h["pairs"] for h in single.history)      # for pairs/s only
             score = score_embedding(pg, single.params.O, shuffles=args.shuffles)
             entry["runs"].append(dict(layout="single", wall=wall,
+                                      load_avg_after=os.getloadavg()[0],
                                       train_seconds=sum(h["seconds"] for h in single.history),
                                       loss=single.history[-1]["loss"], score=score))
             print(f"  single ({args.threads} threads): {wall:.1f}s, loss "
@@ -143,6 +166,7 @@ def main():
                                          workers=[x["peak_rss"] for x in w],
                                          driver=stats["driver_peak_rss"]),
                            loss=result.history[-1]["loss"], score=score,
+                           load_avg_after=os.getloadavg()[0],
                            equal_to_single=bool(np.array_equal(result.params.O,
                                                                 single.params.O)))
                 entry["runs"].append(run)
@@ -169,6 +193,8 @@ def markdown(payload):
            f"`{payload['command']}`; load average {payload['load_avg_before'][0]:.1f} before, "
            f"{payload.get('load_avg_after', [float('nan')])[0]:.1f} after.\n",
            machine_markdown(info)]
+    out += [f"Updated by `{u}`.\n" for u in payload.get("updates", [])]
+    out += [f"Note: {n}\n" for n in payload.get("notes", [])]
     for name, e in payload["graphs"].items():
         out.append(f"\n## {name}: {e['n_nodes']:,} nodes, {e['n_edges']:,} directed edges\n")
         out.append("\n".join(f"- {n}" for n in e["notes"]) + "\n")
@@ -176,9 +202,12 @@ def markdown(payload):
         for r in e["runs"]:
             if r["layout"] == "single":
                 rows.append(["single machine", f"{r['train_seconds']:.1f}", "-", "-", "-", "-",
-                             "-", f"{r['loss']:.4f}", f"{r['score']['headline']:.2f}", "-"])
+                             "-", f"{r['loss']:.4f}", f"{r['score']['headline']:.2f}", "-",
+                             f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-"])
                 continue
-            f = r["formula_at_rows"]
+            f = dict(r["formula_at_rows"])
+            if r.get("w_placement") == "workers":   # no W pulled; P - 1 gradients gathered
+                f["total"] = f["x_bytes"] + f["o_bytes"] + (r["P"] - 1) * f["W_bytes"]
             rows.append([
                 f"P={r['P']}, S={r['S']}, W on {r['w_placement']}", f"{r['train_seconds']:.1f}",
                 f"{r['round_ms']:.2f}",
@@ -187,15 +216,17 @@ def markdown(payload):
                 " / ".join(f"{x:.2f}" for x in r["server_apply_ms"]),
                 f"{r['bytes_pulled'] / 1e3:.1f} / {r['bytes_pushed'] / 1e3:.1f} "
                 f"(+{r['bytes_requested'] / 1e3:.1f} ids)",
-                f"{f['total'] / 1e3:.1f} ({f['x_rows']:.0f} x, {f['o_rows']:.0f} o rows); "
+                f"{f['total'] / 1e3:.1f} ({f['x_rows']:.0f} x, {f['o_rows']:.0f} o rows; "
+                f"measured / formula {ratio(r):.3f}); "
                 f"bound {r['formula_bound']['total'] / 1e3:.1f}",
                 f"{r['loss']:.4f}", f"{r['score']['headline']:.2f}",
-                "yes" if r["equal_to_single"] else "no"])
+                "yes" if r["equal_to_single"] else "no",
+                f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-"])
         out.append(markdown_table(
             ["layout", "train s", "round ms", "worker ms/step: batch / pull / compute / W Adam",
-             "server ms per push (server 0 holds W)", "kB per step: pulled / pushed",
+             "server ms per push (server 0 also updates W when it holds it)", "kB per step: pulled / pushed",
              "formula kB (docs/scaling.md) at measured rows", "final loss", "score",
-             "O equal to single"], rows))
+             "O equal to single", "load avg after"], rows))
         mem = [f"- P={r['P']}, S={r['S']}, W on {r['w_placement']}: server rows {r['server_rows']}, row tables "
                f"{[round(b / 1e6, 2) for b in r['server_row_bytes']]} MB; peak RSS servers "
                f"{[round(b / 1e6) for b in r['peak_rss']['servers']]} MB, workers "
