@@ -593,7 +593,9 @@ def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **
 
 
 def _one_line(err):
-    text = str(err).strip().splitlines()
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err)).strip().splitlines()   # Ray colours
     return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
 
 
