@@ -2,7 +2,8 @@
 
 The N-row tables (O, the biases, x: trained or fixed) and their lazy-Adam moments
 are split by node id over S *server* actors: node v lives on server ``v % S`` at
-local row ``v // S``.  W (small) and its Adam moments live on server 0.  P *worker*
+local row ``v // S``.  W (small) and its Adam moments live on server 0, or on every
+worker (``w_placement='workers'``: a replica each, see ``fit``).  P *worker*
 actors hold the CSR (shared through Ray's object store) and nothing of size N
 except the sampler's table; each builds its own batches from (seed, epoch, batch)
 exactly as ``train.fit`` does, pulls the rows the batch needs, runs the unchanged
@@ -26,13 +27,13 @@ and it streams the initial values to the servers chunk by chunk.  At the end (an
 after an epoch when an ``epoch_callback`` is given) it gathers the tables to build
 the ``TrainResult`` the writers take.
 
-Checkpoints: one file per server (``shard-<s>-of-<S>.<step>.npz``, written by the
-server) plus the driver's state ``driver.npz``, which names the step; the driver
+Checkpoints: one file per server (``shard-<s>-of-<S>.<epoch>-<step>.npz``, written by
+the server) plus the driver's state ``driver.npz``, which names them; the driver
 file is replaced atomically after every shard file is complete, so the directory
-always holds one whole checkpoint.  A killed actor surfaces as ``RayActorError`` at
-the next round (within a second on one machine); the driver then restarts every
-actor from the last checkpoint (``max_restarts`` times) or stops with
-``WorkerLost``, naming the checkpoint to ``--resume`` from.
+always holds one whole checkpoint.  A killed actor surfaces as ``RayActorError`` in
+the current round (0.02 to 0.09 s after SIGKILL, measured on one machine); the driver
+then restarts every actor from the last checkpoint (``max_restarts`` times) or stops
+with ``WorkerLost``, naming the checkpoint to ``--resume`` from.
 
 Ray is imported only here, and only when this engine runs.
 """
