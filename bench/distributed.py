@@ -22,7 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, machine_info, machine_markdown, markdown_table, write_results  # noqa: E402
+from common import (RESULTS, machine_info, machine_markdown, markdown_table,  # noqa: E402
+                    write_results)
 from vs_deepwalk import panel_entry, score_embedding  # noqa: E402
 
 
@@ -121,7 +122,6 @@ def main():
                          config=cfg.to_dict(), runs=[])
             print(f"{name}: {g.n_nodes} nodes; {notes[0]}; {notes[-1]}", flush=True)
             single, wall = run_single(g, cfg)
-            steps = sum(h["pairs"] for h in single.history)      # for pairs/s only
             score = score_embedding(pg, single.params.O, shuffles=args.shuffles)
             entry["runs"].append(dict(layout="single", wall=wall,
                                       load_avg_after=os.getloadavg()[0],
@@ -129,8 +129,8 @@ def main():
                                       loss=single.history[-1]["loss"], score=score))
             print(f"  single ({args.threads} threads): {wall:.1f}s, loss "
                   f"{single.history[-1]['loss']:.4f}, score {score['headline']:.2f}", flush=True)
-            n_steps = len(single.history) and cfg.epochs * -(-g.n_nodes * cfg.walks_per_node
-                                                             // cfg.batch_size)
+            n_batches = -(-g.n_nodes * cfg.walks_per_node // cfg.batch_size)
+            n_steps = cfg.epochs * n_batches
             for layout in args.layouts.split(","):
                 w_placement = "workers" if layout.endswith("w") else "server"
                 P, S = (int(x) for x in layout.rstrip("w").split("x"))
@@ -139,7 +139,7 @@ def main():
                 result, wall, stats = run_ray(g, rcfg, P, S, w_placement)
                 score = score_embedding(pg, result.params.O, shuffles=args.shuffles)
                 train_s = sum(h["seconds"] for h in result.history)
-                rounds = -(-n_steps // P) if P > 1 else n_steps
+                rounds = cfg.epochs * -(-n_batches // P)
                 w = stats["workers"]
                 done = sum(x["steps"] for x in w)
                 pulled = sum(x["pulled"] for x in w) / done
@@ -224,10 +224,12 @@ def markdown(payload):
                 f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-"])
         out.append(markdown_table(
             ["layout", "train s", "round ms", "worker ms/step: batch / pull / compute / W Adam",
-             "server ms per push (server 0 also updates W when it holds it)", "kB per step: pulled / pushed",
+             "server ms per push (server 0 also updates W when it holds it)",
+             "kB per step: pulled / pushed",
              "formula kB (docs/scaling.md) at measured rows", "final loss", "score",
              "O equal to single", "load avg after"], rows))
-        mem = [f"- P={r['P']}, S={r['S']}, W on {r['w_placement']}: server rows {r['server_rows']}, row tables "
+        mem = [f"- P={r['P']}, S={r['S']}, W on {r['w_placement']}: server rows "
+               f"{r['server_rows']}, row tables "
                f"{[round(b / 1e6, 2) for b in r['server_row_bytes']]} MB; peak RSS servers "
                f"{[round(b / 1e6) for b in r['peak_rss']['servers']]} MB, workers "
                f"{[round(b / 1e6) for b in r['peak_rss']['workers']]} MB, driver "
