@@ -36,7 +36,10 @@ def ray_local():
     ray = pytest.importorskip("ray")
     from caps2ne_np.distributed import start_ray
 
-    started = start_ray(num_cpus=2)
+    try:
+        started = start_ray(num_cpus=2)
+    except Exception as err:  # noqa: BLE001 -- a machine where Ray cannot start (no shm, ...)
+        pytest.skip(f"Ray is installed but could not start here: {err}")
     yield ray
     if started:
         ray.shutdown()
