@@ -7,6 +7,7 @@ Exit codes: 0 success, 2 usage errors (click's own), 1 bad input data or a
 failed run, with one line on stderr; ``--debug`` shows the traceback instead.
 """
 
+import functools
 import logging
 import os
 import sys
@@ -249,6 +250,17 @@ def cli():
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False), default=None,
               help="Continue the run checkpointed in this folder (same input and options; "
                    "--epochs may grow). Keeps checkpointing there.")
+@click.option("--engine", default="single", show_default=True, type=click.Choice(["single", "ray"]),
+              help="single: train in this process; ray: sharded parameter server on Ray "
+                   "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="--engine ray: worker actors P; a round trains P batches at once.")
+@click.option("--servers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="--engine ray: server actors S holding O, x, the biases and their Adam "
+                   "moments, sharded by node id.")
+@click.option("--ray-address", default=None,
+              help="--engine ray: the Ray cluster to join ('auto', 'ray://head:10001') "
+                   "[default: a local Ray instance sized to this machine].")
 @click.option("--quiet", "-q", is_flag=True,
               help="Print only errors: no progress bar, log lines or warnings.")
 @click.option("--verbose", "-v", is_flag=True,
@@ -314,6 +326,11 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     if options["threads"] is None:
         options["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else (os.cpu_count() or 1)
+    engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
+    if engine.pop("engine") == "ray":         # issue 18: sharded training (distributed.py)
+        from .distributed import cli_fit
+
+        fit = functools.partial(cli_fit, overwrite=overwrite, **engine)
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None

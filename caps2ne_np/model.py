@@ -39,6 +39,9 @@ class Caps2NE(BaseEstimator):
     node as the input named it: an int stays an int), ``seed_``, ``history_``
     (per-epoch loss and throughput).  An unfitted model raises scikit-learn's
     ``NotFittedError``.
+
+    ``engine='ray'`` trains on a Ray cluster instead (``distributed.fit``): ``workers``
+    P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
     """
 
     def __init__(self, dim=PLAIN["dim"], feat_dim=PLAIN["feat_dim"],
@@ -48,7 +51,8 @@ class Caps2NE(BaseEstimator):
                  routing_scale=None, grad_mode=PLAIN["grad_mode"], targets=PLAIN["targets"],
                  batch_mode=PLAIN["batch_mode"], normalize_features=True, adam=None,
                  walk_chunk=PLAIN["walk_chunk"], n_jobs=1, random_state=0, progress=False,
-                 preset="auto", lr_schedule=None, lr_floor=PLAIN["lr_floor"], walks=None):
+                 preset="auto", lr_schedule=None, lr_floor=PLAIN["lr_floor"], walks=None,
+                 engine="single", workers=1, servers=1, ray_address=None):
         self.dim = dim
         self.feat_dim = feat_dim
         self.walk_length = walk_length
@@ -74,6 +78,10 @@ class Caps2NE(BaseEstimator):
         self.lr_schedule = lr_schedule
         self.lr_floor = lr_floor
         self.walks = walks
+        self.engine = engine              # 'ray': sharded training (distributed.py, issue 18)
+        self.workers = workers
+        self.servers = servers
+        self.ray_address = ray_address
 
     def train_config(self):
         """The TrainConfig these hyperparameters describe."""
@@ -109,10 +117,16 @@ class Caps2NE(BaseEstimator):
         graph, nodes = graph_mod.coerce_graph(graph, directed=directed,
                                               keep_self_loops=keep_self_loops)
         cfg = self.train_config()
-        result = fit(graph.indptr, graph.indices, graph.weights, cfg,
+        run, extra = fit, {}
+        if self.engine == "ray":
+            from .distributed import fit as run
+            extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)
+        elif self.engine != "single":
+            raise ValueError(f"engine must be 'single' or 'ray', got {self.engine!r}")
+        result = run(graph.indptr, graph.indices, graph.weights, cfg,
                      features=X, progress=self.progress, epoch_callback=epoch_callback,
                      checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                     resume_from=resume_from, step_callback=step_callback)
+                     resume_from=resume_from, step_callback=step_callback, **extra)
         p = result.params
         self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
         self.fixed_features_ = p.fixed_features

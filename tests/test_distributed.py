@@ -1,0 +1,211 @@
+"""Sharded training on Ray (caps2ne_np/distributed.py): P = 1 equals single-machine
+lazy-Adam training bit for bit, fixed P is reproducible whatever S, P = S = 2 learns as
+well as one machine, a killed actor costs nothing checkpointed, and no server holds
+all rows.  Skipped without Ray (``pip install -e ".[ray]"``); the import test runs
+without it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from caps2ne_np import graph as graph_mod
+from caps2ne_np.errors import InputError
+from caps2ne_np.train import TrainConfig, fit
+
+from test_train import planted_partition
+
+CFG = dict(dim=16, feat_dim=16, walks_per_node=4, epochs=2, num_sampled=16, lr=5e-3,
+           adam="lazy", threads=1)
+NAMES = ("W", "O", "bias", "X")
+
+
+def test_single_machine_path_does_not_import_ray():
+    code = ("import sys; import caps2ne_np, caps2ne_np.train, caps2ne_np.model, "
+            "caps2ne_np._cli; assert 'ray' not in sys.modules, 'ray imported'")
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    ray = pytest.importorskip("ray")
+    from caps2ne_np.distributed import start_ray
+
+    try:
+        started = start_ray(num_cpus=2)
+    except Exception as err:  # noqa: BLE001 -- a machine where Ray cannot start (no shm, ...)
+        pytest.skip(f"Ray is installed but could not start here: {err}")
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def partition():
+    adj, labels = planted_partition()
+    return graph_mod.from_scipy(adj, directed=True, keep_self_loops=False), labels
+
+
+@pytest.fixture(scope="module")
+def single(partition):
+    g, _ = partition
+    return fit(g.indptr, g.indices, g.weights, TrainConfig(**CFG))
+
+
+def run(g, P, S, **kwargs):
+    from caps2ne_np.distributed import fit as fit_ray
+
+    cfg = kwargs.pop("cfg", TrainConfig(**CFG))
+    return fit_ray(g.indptr, g.indices, g.weights, cfg, workers=P, servers=S, **kwargs)
+
+
+def assert_same(a, b):
+    for name in NAMES:
+        assert np.array_equal(getattr(a.params, name), getattr(b.params, name)), name
+    assert [h["loss"] for h in a.history] == [h["loss"] for h in b.history]
+
+
+@pytest.mark.parametrize("S,w_placement", [(1, "server"), (2, "server"), (2, "workers")])
+def test_one_worker_equals_single_machine_lazy_adam_bitwise(ray_local, partition, single, S,
+                                                            w_placement):
+    g, _ = partition
+    assert_same(run(g, 1, S, w_placement=w_placement), single)
+
+
+def test_fixed_workers_reproducible_and_independent_of_servers(ray_local, partition, single):
+    g, _ = partition
+    a, b = run(g, 2, 1), run(g, 2, 2, w_placement="workers")
+    assert_same(a, b)                 # nor of where W lives
+    # two workers take the same batches one update stale: close to, not equal to, P = 1
+    assert not np.array_equal(a.params.O, single.params.O)
+    assert abs(a.history[-1]["loss"] - single.history[-1]["loss"]) < 0.05
+
+
+def test_two_workers_two_servers_learn_as_well_as_one_machine(ray_local, partition):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+
+    g, labels = partition
+    cfg = TrainConfig(dim=32, feat_dim=32, walks_per_node=8, epochs=5, num_sampled=32, lr=5e-3,
+                      adam="lazy", threads=1)
+
+    def accuracy(result):
+        x_tr, x_te, y_tr, y_te = train_test_split(result.params.O, labels, test_size=0.5,
+                                                  random_state=0, stratify=labels)
+        return LogisticRegression(max_iter=2000).fit(x_tr, y_tr).score(x_te, y_te)
+
+    one = fit(g.indptr, g.indices, g.weights, cfg)
+    two = run(g, 2, 2, cfg=cfg)
+    assert two.history[-1]["loss"] < 0.85 * two.history[0]["loss"]
+    assert accuracy(two) >= 0.95 and accuracy(two) >= accuracy(one) - 0.02
+
+
+def test_checkpoint_per_shard_and_resume_is_exact(ray_local, partition, single, tmp_path):
+    g, _ = partition
+
+    class Stop(Exception):
+        pass
+
+    def stop_at(epoch, batch, step):
+        if step >= 70:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run(g, 1, 2, checkpoint_dir=tmp_path, checkpoint_every=30, step_callback=stop_at)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["driver.npz", "shard-0-of-2.1-60.npz", "shard-1-of-2.1-60.npz"]
+    assert_same(run(g, 1, 2, checkpoint_dir=tmp_path, resume_from=tmp_path), single)
+    with pytest.raises(InputError, match="--servers 2"):
+        run(g, 1, 1, resume_from=tmp_path)
+
+
+@pytest.mark.parametrize("victim", ["servers", "workers"])
+def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(ray_local, partition, single,
+                                                                 tmp_path, victim):
+    g, _ = partition
+    stats, killed = {}, []
+
+    def kill_at(epoch, batch, step):
+        if step == 70 and not killed:
+            actor = stats["actors"][victim][-1]
+            os.kill(ray_local.get(actor.pid.remote()), signal.SIGKILL)
+            killed.append(time.time())
+
+    # a killed worker takes its replica of W with it: restored from the checkpoint too
+    result = run(g, 1, 2, checkpoint_dir=tmp_path, checkpoint_every=25, step_callback=kill_at,
+                 stats=stats, w_placement="workers" if victim == "workers" else "server")
+    assert len(stats["failures"]) == 1
+    assert stats["failures"][0]["time"] - killed[0] < 10.0     # noticed within seconds
+    assert_same(result, single)
+
+
+def test_killed_actor_without_restarts_names_the_checkpoint(ray_local, partition, tmp_path):
+    from caps2ne_np.distributed import WorkerLost
+
+    g, _ = partition
+    stats = {}
+
+    def kill_at(epoch, batch, step):
+        if step == 40:
+            os.kill(ray_local.get(stats["actors"]["servers"][0].pid.remote()), signal.SIGKILL)
+
+    with pytest.raises(WorkerLost, match=f"--resume {tmp_path}"):
+        run(g, 1, 2, checkpoint_dir=tmp_path, checkpoint_every=25, step_callback=kill_at,
+            stats=stats, max_restarts=0)
+
+
+def test_row_limit_spreads_the_tables_and_no_actor_holds_all_rows(ray_local, partition):
+    g, _ = partition
+    n = g.n_nodes
+    with pytest.raises(InputError, match="use at least 2"):
+        run(g, 1, 1, max_rows_per_shard=n // 2)
+    stats = {}
+    run(g, 2, 2, max_rows_per_shard=n // 2, stats=stats)
+    k, d = CFG["dim"], CFG["feat_dim"]
+    full = n * (k + 1 + d) * 4 * 3                       # values, m and v of O, bias, x
+    rows = [s["rows"] for s in stats["servers"]]
+    assert rows == [n // 2, n // 2]
+    for s in stats["servers"]:
+        assert s["row_bytes"] == full // 2                # half the rows; W only on server 0
+        assert s["peak_rss"] > 0
+    for w in stats["workers"]:
+        assert 0 < w["max_rows"] < n                      # a batch's rows, never all
+        assert w["pulled"] > 0 and w["pushed"] > 0
+
+
+def test_estimator_engine_ray(ray_local, partition, single):
+    from caps2ne_np.model import Caps2NE
+
+    g, _ = partition
+    model = Caps2NE(**{k: v for k, v in CFG.items() if k != "threads"}, n_jobs=1,
+                    engine="ray", workers=1, servers=2).fit(g)
+    assert np.array_equal(model.get_embedding(), single.params.O)
+
+
+def test_cli_engine_ray_writes_the_single_machine_embeddings(ray_local, tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np._cli import cli
+
+    edges = tmp_path / "g.edgelist"
+    rng = np.random.default_rng(0)
+    edges.write_text("".join(f"{a} {b}\n" for a, b in rng.integers(0, 60, size=(200, 2))
+                             if a != b))
+    common = ["train", "--graph", str(edges), "--dim", "8", "--feat-dim", "8", "--epochs", "1",
+              "--walks-per-node", "2", "--num-sampled", "8", "--adam", "lazy", "--threads", "1",
+              "-q"]
+    runner = CliRunner()
+    one = runner.invoke(cli, common + ["--out", str(tmp_path / "one.emb")])
+    assert one.exit_code == 0, one.output
+    two = runner.invoke(cli, common + ["--out", str(tmp_path / "two.emb"), "--engine", "ray",
+                                       "--workers", "1", "--servers", "2"])
+    assert two.exit_code == 0, two.output
+    assert (tmp_path / "one.emb").read_text() == (tmp_path / "two.emb").read_text()
+    options = [a if a != "lazy" else "dense" for a in common]
+    dense = runner.invoke(cli, options + ["--engine", "ray", "--out", str(tmp_path / "x.emb")])
+    assert dense.exit_code == 1 and "needs --adam lazy" in dense.output
