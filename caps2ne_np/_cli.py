@@ -316,6 +316,12 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
                # a resumed run rewrites its own history, from the checkpoint's, every epoch in it
                ("--history", history_out, overwrite or resume)]
     _check_outputs(outputs, _inputs(source), checkpoint_dir=ckpt["checkpoint_dir"])
+    if options["engine"] == "ray" and eval_every_epoch and (ckpt["checkpoint_dir"] or resume):
+        # the Ray driver's checkpoint does not hold the best-epoch tracker yet (issue 15's
+        # checkpoint_extra), so a resumed run could keep another epoch: refuse, not guess
+        raise InputError("--eval-every-epoch with --checkpoint-dir or --resume is not "
+                         "supported with --engine ray yet; use one of them, or the "
+                         "single-machine engine")
     if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:
         checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
     g, features, labels, splits = _load_input(source, need_eval=eval_every_epoch)
@@ -327,7 +333,8 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
         options["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else (os.cpu_count() or 1)
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
-    if engine.pop("engine") == "ray":         # issue 18: sharded training (distributed.py)
+    on_ray = engine.pop("engine") == "ray"
+    if on_ray:                                # issue 18: sharded training (distributed.py)
         from .distributed import cli_fit
 
         fit = functools.partial(cli_fit, overwrite=overwrite, **engine)
@@ -337,8 +344,10 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     callback = tracker
     if history_out:
         callback = _HistoryWriter(history_out, overwrite, tracker)
+    if not on_ray:                            # the Ray driver checkpoints no tracker (above)
+        ckpt = dict(ckpt, checkpoint_extra=tracker)
     result = fit(g.indptr, g.indices, g.weights, cfg, features=features, progress=not quiet,
-                 epoch_callback=callback, checkpoint_extra=tracker, **ckpt)
+                 epoch_callback=callback, **ckpt)
     cfg = result.config                       # every preset value filled in
     last = result.history[-1]
     lr = cfg.lr

@@ -209,3 +209,23 @@ def test_cli_engine_ray_writes_the_single_machine_embeddings(ray_local, tmp_path
     options = [a if a != "lazy" else "dense" for a in common]
     dense = runner.invoke(cli, options + ["--engine", "ray", "--out", str(tmp_path / "x.emb")])
     assert dense.exit_code == 1 and "needs --adam lazy" in dense.output
+
+
+def test_cli_engine_ray_refuses_eval_every_epoch_with_checkpoints(tmp_path):
+    """The Ray driver's checkpoint holds no best-epoch tracker, so a resumed run could
+    keep another epoch than the uninterrupted one (issue 15, item 5): refused before
+    anything is read or Ray is started (no ray needed)."""
+    from click.testing import CliRunner
+
+    from caps2ne_np._cli import cli
+
+    (tmp_path / "g.txt").write_text("a b\nb c\nc a\n")
+    (tmp_path / "l.txt").write_text("a 0\nb 1\nc 0\n")
+    r = CliRunner().invoke(cli, ["train", "--graph", str(tmp_path / "g.txt"), "--out",
+                                 str(tmp_path / "o.emb"), "--engine", "ray", "--eval-every-epoch",
+                                 "--labels", str(tmp_path / "l.txt"), "--checkpoint-dir",
+                                 str(tmp_path / "ck"), "-q"])
+    assert r.exit_code == 1
+    assert "error: --eval-every-epoch with --checkpoint-dir or --resume is not supported with " \
+           "--engine ray" in r.output
+    assert not (tmp_path / "o.emb").exists() and not (tmp_path / "ck").exists()
