@@ -842,15 +842,17 @@ def gather(ray, cluster, n_nodes, fixed, features=None, replicate_W=False):
     return Params(slot_major(np.array(W)), out["O"], out["bias"], X, fixed_features=fixed)
 
 
-def row_blocks(ray, servers, name, shape, block_rows=OUTPUT_BLOCK_ROWS):
+def row_blocks(ray, servers, name, shape, block_rows=None):
     """Table ``name`` (of ``shape``, (N, width) or (N,)) as ``io.RowBlocks``: rows
     [a, a + block_rows) at a time, each pulled from every shard (one request per
     server, in parallel) and interleaved into node order.  The next block's requests
     go out before a block is handed on, so the transfer overlaps the writing; the
-    driver holds at most two blocks (and their shard parts) of the table."""
+    driver holds at most two blocks (and their shard parts) of the table.
+    ``block_rows`` defaults to ``OUTPUT_BLOCK_ROWS``."""
     from .io import RowBlocks
 
     n_nodes = shape[0]
+    block_rows = int(block_rows or OUTPUT_BLOCK_ROWS)
 
     def request(first):
         last = min(first + block_rows, n_nodes)
@@ -867,7 +869,7 @@ def row_blocks(ray, servers, name, shape, block_rows=OUTPUT_BLOCK_ROWS):
 
 
 def streamed_params(ray, cluster, n_nodes, dim, feat_dim, fixed, features=None,
-                    replicate_W=False, block_rows=OUTPUT_BLOCK_ROWS):
+                    replicate_W=False, block_rows=None):
     """``core.Params`` for the writers without gathering: W (small) on the driver, O, the
     biases and trained x as ``io.RowBlocks`` pulled from the servers (``row_blocks``);
     each can be iterated again (a new pass over the shards)."""

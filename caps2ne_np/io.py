@@ -598,7 +598,7 @@ def _write_npy_blocks(f, blocks: RowBlocks, hasher=None) -> None:
               "shape": blocks.shape}
     np.lib.format.write_array_header_1_0(f, header)
     for block in blocks:
-        raw = memoryview(block.astype("<f4", copy=False)).cast("B")
+        raw = block.astype("<f4", copy=False).reshape(-1).view(np.uint8)  # len(raw) = bytes
         if hasher is not None:
             hasher.update(raw)
         f.write(raw)
