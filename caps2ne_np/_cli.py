@@ -333,42 +333,53 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
         options["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else (os.cpu_count() or 1)
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
-    on_ray = engine.pop("engine") == "ray"
-    if on_ray:                                # issue 18: sharded training (distributed.py)
-        from .distributed import cli_fit
-
-        fit = functools.partial(cli_fit, overwrite=overwrite, **engine)
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
     callback = tracker
     if history_out:
         callback = _HistoryWriter(history_out, overwrite, tracker)
+
+    def finish(result):
+        """Report the run and write its outputs."""
+        cfg = result.config                       # every preset value filled in
+        last = result.history[-1]
+        lr = cfg.lr
+        seconds = sum(h["seconds"] for h in result.history)
+        log.info(f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
+                 f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
+                 f"{cfg.lr_schedule})")
+        log.debug("resolved configuration: %s", cfg.to_dict())
+        params = result.params
+        if tracker is not None:
+            params = tracker.params_like(result.params)
+            log.info(tracker.summary())
+        write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+        _wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
+        if npy_out:
+            save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
+            _wrote(npy_out)
+        if model_out:
+            save_model(model_out, params, g.node_ids, cfg.to_dict(), lr, result.history,
+                       overwrite=overwrite)
+            _wrote(model_out)
+
+    streamed = False
+    on_ray = engine.pop("engine") == "ray"
+    if on_ray:                                # issue 18: sharded training (distributed.py)
+        from .distributed import cli_fit
+
+        # the tables go from the shards to the writers block by block (the driver never
+        # holds one), unless --eval-every-epoch keeps a best epoch's tables anyway
+        streamed = tracker is None
+        fit = functools.partial(cli_fit, overwrite=overwrite,
+                                write_outputs=finish if streamed else None, **engine)
     if not on_ray:                            # the Ray driver checkpoints no tracker (above)
         ckpt = dict(ckpt, checkpoint_extra=tracker)
     result = fit(g.indptr, g.indices, g.weights, cfg, features=features, progress=not quiet,
                  epoch_callback=callback, **ckpt)
-    cfg = result.config                       # every preset value filled in
-    last = result.history[-1]
-    lr = cfg.lr
-    seconds = sum(h["seconds"] for h in result.history)
-    log.info(f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
-             f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
-             f"{cfg.lr_schedule})")
-    log.debug("resolved configuration: %s", cfg.to_dict())
-    params = result.params
-    if tracker is not None:
-        params = tracker.params_like(result.params)
-        log.info(tracker.summary())
-    write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
-    _wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
-    if npy_out:
-        save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
-        _wrote(npy_out)
-    if model_out:
-        save_model(model_out, params, g.node_ids, cfg.to_dict(), lr, result.history,
-                   overwrite=overwrite)
-        _wrote(model_out)
+    if not streamed:
+        finish(result)
 
 
 class _HistoryWriter:

@@ -23,9 +23,10 @@ other.  So:
   a run is reproducible for fixed P (any S gives the same bits).
 
 The driver (this process) only orchestrates: it never holds a table during training,
-and it streams the initial values to the servers chunk by chunk.  At the end (and
-after an epoch when an ``epoch_callback`` is given) it gathers the tables to build
-the ``TrainResult`` the writers take.
+and it streams the initial values to the servers chunk by chunk.  The outputs are
+streamed too (``write_outputs``: consecutive row blocks pulled from the shards into
+the block-wise writers of ``io``); only a caller that wants the arrays (the
+estimator's ``O_``, an ``epoch_callback``) makes the driver gather whole tables.
 
 Checkpoints: one file per server (``shard-<s>-of-<S>.<epoch>-<step>.npz``, written by
 the server) plus the driver's state ``driver.npz``, which names them; the driver
@@ -61,6 +62,8 @@ W_PLACEMENTS = ("server", "workers")
 FORMAT = "caps2ne_np.distributed_checkpoint"
 INIT_CHUNK_ROWS = 1 << 16
 """Rows per chunk when the driver streams initial values to the servers."""
+OUTPUT_BLOCK_ROWS = 1 << 14
+"""Rows per block when the driver streams a table from the servers into a writer."""
 
 
 class WorkerLost(ConnectionError):
@@ -83,6 +86,16 @@ def split_by_shard(nodes, n_shards):
     for s in range(n_shards):
         pos = np.flatnonzero(owner == s)
         out.append((pos, nodes[pos] // n_shards))
+    return out
+
+
+def interleave(parts, first, last, n_shards):
+    """Rows [first, last) of a table in node order, from each shard's rows of that range
+    (``parts[s]``: nodes v in [first, last) with v % S == s, ascending, as
+    ``ShardServer.rows`` returns them): node v is row v - first."""
+    out = np.empty((last - first,) + parts[0].shape[1:], dtype=np.float32)
+    for s, part in enumerate(parts):
+        out[(s - first) % n_shards::n_shards] = part
     return out
 
 
@@ -156,6 +169,12 @@ class ShardServer:
 
     def table(self, name):
         return self.arrays[name]
+
+    def rows(self, name, first, last):
+        """This shard's rows of global nodes [first, last) (a view: local rows
+        ceil((first - s) / S) .. ceil((last - s) / S))."""
+        S, s = self.n_shards, self.shard
+        return self.arrays[name][shard_rows(first, S, s):shard_rows(last, S, s)]
 
     def stats(self):
         def size(n):
@@ -498,7 +517,7 @@ class _RayWorker(BatchWorker):
 def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None,
         checkpoint_dir=None, checkpoint_every=0, resume_from=None, step_callback=None,
         workers=1, servers=1, address=None, max_restarts=2, max_rows_per_shard=None,
-        stats=None, w_placement="server"):
+        stats=None, w_placement="server", write_outputs=None):
     """``train.fit`` on a Ray cluster (P = ``workers``, S = ``servers``): same
     arguments and result, plus the engine's own.
 
@@ -511,6 +530,11 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     pushes its gradient each round) or 'workers' (a replica on every worker, each
     applying all P gradients of a round in rank order: no W traffic at P = 1,
     (P - 1) gradients in per worker and round).  Same numbers either way.
+    write_outputs: called as ``write_outputs(result)`` after training, while the actors
+    still live, with ``result.params`` holding W and, instead of the N-row tables,
+    ``io.RowBlocks`` that pull consecutive row blocks from the shards (see
+    ``streamed_params``): the writers of ``io`` stream them, and the driver never holds
+    a whole table.  The returned result then has ``params=None``.
     """
     from .train import prepare_features, resolve, validate
 
@@ -551,7 +575,8 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
             try:
                 return _fit(ray, indptr, indices, weights, cfg, features, progress,
                             epoch_callback, checkpoint_dir, checkpoint_every, resume_from,
-                            step_callback, P, S, notes, stats, w_placement == "workers")
+                            step_callback, P, S, notes, stats, w_placement == "workers",
+                            write_outputs)
             except _actor_lost_errors(ray) as err:
                 have = checkpoint_dir is not None and (Path(checkpoint_dir) / DRIVER_FILE).is_file()
                 what = _one_line(err)
@@ -584,8 +609,13 @@ def _actor_lost_errors(ray):
 
 def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **kwargs):
     """``fit`` as ``caps2ne train --engine ray`` calls it: refuses to start a new run
-    over a sharded checkpoint unless ``overwrite``."""
+    over a sharded checkpoint unless ``overwrite``.  ``checkpoint_extra`` (train.fit's:
+    the --eval-every-epoch tracker's state) is not stored in sharded checkpoints, so a
+    resumed run selects its epoch among the epochs it trains itself (a warning says so)."""
     directory = kwargs.get("checkpoint_dir")
+    if kwargs.pop("checkpoint_extra", None) is not None and directory:
+        log.warning("--engine ray: the --eval-every-epoch scores are not checkpointed; a "
+                    "resumed run chooses among the epochs it trains after resuming")
     if directory and not kwargs.get("resume_from") and not overwrite \
             and (Path(directory) / DRIVER_FILE).exists():
         raise InputError(f"{Path(directory) / DRIVER_FILE}: exists; pass --resume {directory} "
@@ -601,7 +631,8 @@ def _one_line(err):
 
 
 def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback, checkpoint_dir,
-         checkpoint_every, resume_from, step_callback, P, S, notes, stats, replicate_W):
+         checkpoint_every, resume_from, step_callback, P, S, notes, stats, replicate_W,
+         write_outputs=None):
     from . import checkpoint
     from .train import TrainingDiverged, TrainResult, _progress, learning_rate
 
@@ -744,6 +775,12 @@ def _fit(ray, indptr, indices, weights, cfg, features, progress, epoch_callback,
             stats["servers"] = ray.get([srv.stats.remote() for srv in servers])
             stats["workers"] = ray.get([w.stats.remote() for w in workers])
             stats["driver_peak_rss"] = _peak_rss()
+        if write_outputs is not None:
+            result.params = streamed_params(ray, cluster, n_nodes, cfg.dim, feat_dim, fixed,
+                                            features, replicate_W)
+            write_outputs(result)
+            result.params = None            # its blocks pull from actors about to stop
+            return result
         result.params = gather(ray, cluster, n_nodes, fixed, features, replicate_W)
         return result
     finally:
@@ -785,25 +822,63 @@ def _initialise(ray, cluster, cfg, n_nodes, feat_dim, features):
     ray.get(pending)
 
 
+def _gather_W(ray, cluster, replicate_W):
+    if replicate_W:
+        return ray.get(cluster.workers[0].W_state.remote())[0].transpose(0, 2, 1)
+    return ray.get(cluster.servers[0].table.remote("W"))
+
+
 def gather(ray, cluster, n_nodes, fixed, features=None, replicate_W=False):
     """The whole parameters on the driver (``core.Params``), node v = row v."""
     servers = cluster.servers
-    S = len(servers)
-    if replicate_W:
-        W = ray.get(cluster.workers[0].W_state.remote())[0].transpose(0, 2, 1)
-    else:
-        W = ray.get(servers[0].table.remote("W"))
+    W = _gather_W(ray, cluster, replicate_W)
     out = {}
     for name in ("O", "bias", "X"):
         if name == "X" and fixed:
             continue
-        parts = ray.get([srv.table.remote(name) for srv in servers])
-        full = np.empty((n_nodes,) + parts[0].shape[1:], dtype=np.float32)
-        for s, part in enumerate(parts):
-            full[s::S] = part
-        out[name] = full
+        out[name] = interleave(ray.get([srv.table.remote(name) for srv in servers]), 0, n_nodes,
+                               len(servers))
     X = features if fixed else out["X"]
     return Params(slot_major(np.array(W)), out["O"], out["bias"], X, fixed_features=fixed)
+
+
+def row_blocks(ray, servers, name, shape, block_rows=None):
+    """Table ``name`` (of ``shape``, (N, width) or (N,)) as ``io.RowBlocks``: rows
+    [a, a + block_rows) at a time, each pulled from every shard (one request per
+    server, in parallel) and interleaved into node order.  The next block's requests
+    go out before a block is handed on, so the transfer overlaps the writing; the
+    driver holds at most two blocks (and their shard parts) of the table.
+    ``block_rows`` defaults to ``OUTPUT_BLOCK_ROWS``."""
+    from .io import RowBlocks
+
+    n_nodes = shape[0]
+    block_rows = int(block_rows or OUTPUT_BLOCK_ROWS)
+
+    def request(first):
+        last = min(first + block_rows, n_nodes)
+        return first, last, [srv.rows.remote(name, first, last) for srv in servers]
+
+    def blocks():
+        ahead = request(0) if n_nodes else None
+        while ahead is not None:
+            first, last, refs = ahead
+            ahead = request(last) if last < n_nodes else None
+            yield interleave(ray.get(refs), first, last, len(servers))
+
+    return RowBlocks(shape, blocks)
+
+
+def streamed_params(ray, cluster, n_nodes, dim, feat_dim, fixed, features=None,
+                    replicate_W=False, block_rows=None):
+    """``core.Params`` for the writers without gathering: W (small) on the driver, O, the
+    biases and trained x as ``io.RowBlocks`` pulled from the servers (``row_blocks``);
+    each can be iterated again (a new pass over the shards)."""
+    servers = cluster.servers
+    W = _gather_W(ray, cluster, replicate_W)
+    O = row_blocks(ray, servers, "O", (n_nodes, dim), block_rows)
+    bias = row_blocks(ray, servers, "bias", (n_nodes,), block_rows)
+    X = features if fixed else row_blocks(ray, servers, "X", (n_nodes, feat_dim), block_rows)
+    return Params(slot_major(np.array(W)), O, bias, X, fixed_features=fixed)
 
 
 # ----------------------------------------------------------------------------- checkpoints

@@ -33,6 +33,7 @@ import os
 import secrets
 import stat
 import sys
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -42,6 +43,7 @@ import scipy.sparse as sp
 from caps2ne_np.errors import InputError
 
 __all__ = [
+    "RowBlocks",
     "atomic_write",
     "write_word2vec",
     "read_word2vec",
@@ -313,6 +315,42 @@ def _check_ids(node_ids, n: int, where: str) -> list[str]:
     return ids
 
 
+class RowBlocks:
+    """A matrix handed to the writers as consecutive blocks of rows, not as one array.
+
+    ``shape`` is (n, k) or (n,); ``blocks`` is a function returning a *fresh* iterator
+    over arrays holding rows [0, a), [a, b), ... whose row counts add up to n (the Ray
+    engine's driver pulls them from the shards, docs/distributed.md).  Every writer of
+    this module takes one wherever it takes a matrix and writes the same bytes as for
+    the whole array; iterating checks the blocks and gives them as C-contiguous float32.
+    """
+
+    def __init__(self, shape, blocks):
+        self.shape = tuple(int(s) for s in shape)
+        if len(self.shape) not in (1, 2) or self.shape[0] < 0:
+            raise ValueError(f"RowBlocks: shape must be (n,) or (n, k), got {shape}")
+        self._blocks = blocks
+
+    @classmethod
+    def of(cls, array, rows=_CHUNK_ROWS):
+        """``array`` (already float32 and C-contiguous, or it is converted per block) in
+        blocks of ``rows`` rows."""
+        n = array.shape[0]
+        return cls(array.shape, lambda: (array[a:a + rows] for a in range(0, n, rows)))
+
+    def __iter__(self):
+        n, tail, done = self.shape[0], self.shape[1:], 0
+        for block in self._blocks():
+            block = np.ascontiguousarray(block, dtype=np.float32)
+            if block.shape[1:] != tail or done + block.shape[0] > n:
+                raise ValueError(f"RowBlocks: a block of shape {block.shape} after {done} rows "
+                                 f"does not fit shape {self.shape}")
+            done += block.shape[0]
+            yield block
+        if done != n:
+            raise ValueError(f"RowBlocks: the blocks hold {done} rows, the shape says {n}")
+
+
 def _as_matrix(vectors) -> np.ndarray:
     v = np.asarray(vectors)
     if v.ndim != 2 or v.shape[1] < 1:
@@ -322,32 +360,39 @@ def _as_matrix(vectors) -> np.ndarray:
     return np.ascontiguousarray(v, dtype=np.float32)
 
 
+def _as_blocks(vectors) -> RowBlocks:
+    """``vectors`` (an (n, k) array or a RowBlocks of that shape) as RowBlocks."""
+    if isinstance(vectors, RowBlocks):
+        if len(vectors.shape) != 2 or vectors.shape[1] < 1:
+            raise ValueError(f"vectors must be (n, k) blocks with k >= 1, got shape {vectors.shape}")
+        return vectors
+    return RowBlocks.of(_as_matrix(vectors))
+
+
 def write_word2vec(path, node_ids, vectors, overwrite: bool = False, binary: bool = False) -> None:
-    """Write (n, k) vectors in word2vec text (``%.9g``, exact) or binary format, atomically."""
-    v = _as_matrix(vectors)
-    n, k = v.shape
+    """Write (n, k) vectors in word2vec text (``%.9g``, exact) or binary format, atomically.
+
+    ``vectors`` is an array or a :class:`RowBlocks` (same bytes either way)."""
+    blocks = _as_blocks(vectors)
+    n, k = blocks.shape
     ids = _check_ids(node_ids, n, os.fspath(path))
     header = f"{n} {k}\n"
-    if binary:
-        v = v.astype("<f4", copy=False)
-        row = 4 * k
-        with atomic_write(path, "wb", overwrite=overwrite) as f:
-            f.write(header.encode("ascii"))
-            for a in range(0, n, _CHUNK_ROWS):
-                b = min(a + _CHUNK_ROWS, n)
-                block = v[a:b].tobytes()
-                f.write(
-                    b"".join(
-                        ids[a + j].encode("utf-8") + b" " + block[j * row : (j + 1) * row] + b"\n" for j in range(b - a)
-                    )
-                )
-        return
     line = "%s" + " %.9g" * k + "\n"  # float32 -> Python float is exact; %.9g round-trips float32
-    with atomic_write(path, "w", overwrite=overwrite) as f:
-        f.write(header)
-        for a in range(0, n, _CHUNK_ROWS):
-            b = min(a + _CHUNK_ROWS, n)
-            f.write("".join([line % (node, *values) for node, values in zip(ids[a:b], v[a:b].tolist())]))
+    row = 4 * k
+    with atomic_write(path, "wb" if binary else "w", overwrite=overwrite) as f:
+        f.write(header.encode("ascii") if binary else header)
+        first = 0  # global row of the block's first row
+        for block in blocks:
+            for a in range(0, block.shape[0], _CHUNK_ROWS):  # bounds the formatted strings
+                chunk = block[a:a + _CHUNK_ROWS]
+                names = ids[first + a:first + a + chunk.shape[0]]
+                if binary:
+                    raw = chunk.astype("<f4", copy=False).tobytes()
+                    f.write(b"".join(node.encode("utf-8") + b" " + raw[j * row:(j + 1) * row] + b"\n"
+                                     for j, node in enumerate(names)))
+                else:
+                    f.write("".join([line % (node, *values) for node, values in zip(names, chunk.tolist())]))
+            first += block.shape[0]
 
 
 def _read_bytes(path) -> bytes:
@@ -531,12 +576,32 @@ def nodes_path(path) -> Path:
 _NODES_TAG = "# caps2ne_np ids of "
 
 
+def _matrix_hash(n: int, k: int):
+    """The blake2b-128 of :func:`_matrix_digest`, fed its shape; update it with the rows' bytes."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{n}x{k}".encode("ascii"))
+    return h
+
+
 def _matrix_digest(v: np.ndarray) -> str:
     """blake2b-128 of an (n, k) float32 matrix's shape and bytes: ties a ``.nodes.txt`` to its ``.npy``."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(f"{v.shape[0]}x{v.shape[1]}".encode("ascii"))
+    h = _matrix_hash(*v.shape)
     h.update(np.ascontiguousarray(v, dtype="<f4").data)
     return h.hexdigest()
+
+
+def _write_npy_blocks(f, blocks: RowBlocks, hasher=None) -> None:
+    """The ``.npy`` bytes ``np.save`` writes for the float32 matrix ``blocks`` holds: the
+    version 1.0 header of numpy.lib.format (what ``np.save`` chooses for any shape whose
+    header fits 64 KiB), then the rows, block by block; ``hasher`` sees each block."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False,
+              "shape": blocks.shape}
+    np.lib.format.write_array_header_1_0(f, header)
+    for block in blocks:
+        raw = block.astype("<f4", copy=False).reshape(-1).view(np.uint8)  # len(raw) = bytes
+        if hasher is not None:
+            hasher.update(raw)
+        f.write(raw)
 
 
 def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
@@ -552,9 +617,12 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     differ.  The matrix is published first and the nodes file (or its removal) last,
     so a kill in between leaves the new matrix with the old nodes file, which
     ``load_npy`` then refuses instead of pairing them.
+
+    ``vectors`` is an array or a :class:`RowBlocks` (same bytes either way: the
+    digest is computed from the blocks as they are written).
     """
-    v = _as_matrix(vectors)
-    n = v.shape[0]
+    blocks = _as_blocks(vectors)
+    n, k = blocks.shape
     ids = None if node_ids is None else _check_ids(node_ids, n, os.fspath(path))
     write_ids = ids is not None and ids != [str(i) for i in range(n)]
     nodes = nodes_path(path)
@@ -567,12 +635,13 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     # write (a full disk) leaves the old pair as it was, never a new matrix with old ids.
     pending = []
     try:
+        hasher = _matrix_hash(n, k)
         with _temp_file(target, binary=True) as (f, tmp_matrix):
-            np.save(f, v, allow_pickle=False)
+            _write_npy_blocks(f, blocks, hasher)
         pending.append(tmp_matrix)
         if write_ids:
             with _temp_file(nodes, binary=False) as (f, tmp_nodes):
-                f.write(f"{_NODES_TAG}{target.name}: {n} rows, blake2b {_matrix_digest(v)}\n")
+                f.write(f"{_NODES_TAG}{target.name}: {n} rows, blake2b {hasher.hexdigest()}\n")
                 f.write("\n".join(ids) + "\n")
             pending.append(tmp_nodes)
         _publish(tmp_matrix, target, overwrite)
@@ -712,15 +781,30 @@ def load_npy(path):
 
 
 def save_npz(path, overwrite: bool = False, **arrays) -> None:
-    """Atomically ``np.savez`` the named arrays (no object arrays, so no pickles)."""
+    """Atomically ``np.savez`` the named arrays (no object arrays, so no pickles).
+
+    An array may be a :class:`RowBlocks`: then the archive is written member by member
+    as ``np.savez`` writes it (an uncompressed zip64 member ``<name>.npy`` per array,
+    in order), each such member from its blocks, so the matrix is never whole in
+    memory; the members hold the bytes ``np.savez`` would write (only the zip's
+    timestamps differ, as they do between two ``np.savez`` calls)."""
     packed = {}
     for name, value in arrays.items():
-        a = np.asarray(value)
-        if a.dtype.hasobject:
+        a = value if isinstance(value, RowBlocks) else np.asarray(value)
+        if not isinstance(a, RowBlocks) and a.dtype.hasobject:
             raise ValueError(f"{name} has dtype object; store numbers or strings (e.g. JSON) instead")
         packed[name] = a
     with atomic_write(path, "wb", overwrite=overwrite) as f:
-        np.savez(f, **packed)  # no object arrays, hence no pickles (allow_pickle= needs NumPy >= 2.1)
+        if not any(isinstance(a, RowBlocks) for a in packed.values()):
+            np.savez(f, **packed)  # no object arrays, hence no pickles (allow_pickle= needs NumPy >= 2.1)
+            return
+        with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
+            for name, a in packed.items():
+                with z.open(name + ".npy", "w", force_zip64=True) as member:  # as np.savez (gh-10776)
+                    if isinstance(a, RowBlocks):
+                        _write_npy_blocks(member, a)
+                    else:
+                        np.lib.format.write_array(member, a, allow_pickle=False)
 
 
 def load_npz(path) -> dict:
