@@ -611,7 +611,9 @@ def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **
     """``fit`` as ``caps2ne train --engine ray`` calls it: refuses to start a new run
     over a sharded checkpoint unless ``overwrite``.  ``checkpoint_extra`` (train.fit's:
     the --eval-every-epoch tracker's state) is not stored in sharded checkpoints, so a
-    resumed run selects its epoch among the epochs it trains itself (a warning says so)."""
+    resumed run would select its epoch among the epochs it trains itself: the command
+    line refuses --eval-every-epoch with --checkpoint-dir/--resume on Ray before this is
+    called; a library caller who passes both gets a warning."""
     directory = kwargs.get("checkpoint_dir")
     if kwargs.pop("checkpoint_extra", None) is not None and directory:
         log.warning("--engine ray: the --eval-every-epoch scores are not checkpointed; a "
