@@ -475,7 +475,11 @@ def test_signal_ends_the_run_cleanly(tmp_path, sig, code, message):
                              "--out", "o.emb", "--epochs", "500", "--dim", "4", "--feat-dim", "4",
                              "--walks-per-node", "1", "--threads", "1", "--quiet",
                              "--checkpoint-dir", "ck", "--checkpoint-every", "5"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # a shell without job control starts background jobs with SIGINT
+                            # ignored, and Python then keeps it ignored: restore the default
+                            # so the test does not depend on how the suite was launched
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 300
         while not (tmp_path / "ck" / "checkpoint.npz").exists() and time.time() < deadline:
