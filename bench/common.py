@@ -12,8 +12,13 @@ import sys
 import time
 from pathlib import Path
 
-import caps2ne_np  # noqa: F401  (sets GOMP_SPINCOUNT before any OpenMP runtime starts)
-import numba
+from caps2ne_np import _threads
+
+# the package sets the spin only while Numba's libgomp loads; here it stays set for the
+# whole bench process, so that torch's own libgomp (the peer) spins the same way
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", _threads.SPIN_COUNT)
+import numba  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits
 
 BENCH = Path(__file__).resolve().parent
