@@ -27,6 +27,7 @@ def smoke_run(script, stem, results):
     return json.loads((results / f"{stem}.json").read_text()), (results / f"{stem}.md").read_text()
 
 
+@pytest.mark.slow
 @needs_data
 def test_perf_bench_smoke_runs_and_writes_its_table(tmp_path):
     data, md = smoke_run("perf.py", "perf_ci_smoke", tmp_path)
@@ -55,12 +56,14 @@ def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
     assert f"| {entry['test_mean']:.2f} +- {entry['test_std']:.2f} |" in md.split("## Selection")[1]
 
 
+@pytest.mark.slow
 @needs_data
 def test_inductive_bench_smoke_runs(tmp_path):
     _, md = smoke_run("inductive.py", "inductive_ci_smoke", tmp_path)
     assert "| cora |" in md
 
 
+@pytest.mark.slow
 @needs_data
 def test_feature_dim_bench_smoke_runs(tmp_path):
     data, md = smoke_run("feature_dim.py", "feature_dim_ci_smoke", tmp_path)
