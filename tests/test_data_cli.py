@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 from benchdata import DATA, needs_data
 
 from caps2ne_np import datasets
@@ -26,7 +25,6 @@ def run(args, cwd, **env):
                           capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow
 @needs_data
 def test_train_dataset_cora_from_files_placed_by_hand(tmp_path):
     data = tmp_path / "my-data"

@@ -224,7 +224,6 @@ def _cli(*args, cwd):
                           capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow
 def test_cli_history_csv_budget_line_and_paper_preset(tmp_path, adj):
     edges = tmp_path / "g.txt"
     rows, cols = sp.triu(adj, 1).nonzero()

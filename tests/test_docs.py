@@ -62,7 +62,6 @@ def test_every_picture_the_docs_show_exists_and_the_script_names_it():
     assert "examples/cora_pictures.py" in README
 
 
-@pytest.mark.slow
 def test_picture_script_runs(tmp_path):
     pytest.importorskip("matplotlib")
     proc = subprocess.run([sys.executable, str(ROOT / "examples" / "cora_pictures.py"), "--smoke",

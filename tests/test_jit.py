@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 from numba import prange
 
 from caps2ne_np import _jit, capsules
@@ -31,7 +30,6 @@ def test_cache_name_carries_the_compile_options():
         np.testing.assert_array_equal(fn(x), x + 1)
 
 
-@pytest.mark.slow
 def test_cache_name_is_the_same_in_every_process():
     # a set's iteration order changes with PYTHONHASHSEED; the tag must not
     code = ("from caps2ne_np import capsules; "

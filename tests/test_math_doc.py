@@ -120,7 +120,6 @@ def test_every_link_into_math_doc_hits_a_heading():
     assert not broken, f"links to missing headings of docs/math.md: {broken}"
 
 
-@pytest.mark.slow
 def test_one_step_example_runs_and_all_gradient_checks_pass():
     env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, str(EXAMPLE)], cwd=ROOT, env=env, capture_output=True,
