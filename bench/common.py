@@ -1,5 +1,9 @@
 """Shared helpers of the bench/ scripts: thread control, timing with medians, machine
-information, Markdown tables and result files (bench/results/<name>.json + .md)."""
+information, Markdown tables and result files (<RESULTS>/<name>.json + .md).
+
+``RESULTS`` is bench/results/, or the folder named by ``$CAPS2NE_BENCH_RESULTS``
+(the tests point it at a temporary folder so that smoke runs leave bench/results/
+alone); the scripts write their results there and read earlier results from there."""
 
 import contextlib
 import importlib.metadata
@@ -12,12 +16,17 @@ import sys
 import time
 from pathlib import Path
 
-import caps2ne_np  # noqa: F401  (sets GOMP_SPINCOUNT before any OpenMP runtime starts)
-import numba
+from caps2ne_np import _threads
+
+# the package sets the spin only while Numba's libgomp loads; here it stays set for the
+# whole bench process, so that torch's own libgomp (the peer) spins the same way
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", _threads.SPIN_COUNT)
+import numba  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits
 
 BENCH = Path(__file__).resolve().parent
-RESULTS = BENCH / "results"
+RESULTS = Path(os.environ.get("CAPS2NE_BENCH_RESULTS") or BENCH / "results")
 REPO = BENCH.parent
 ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
             "NUMBA_NUM_THREADS", "MKL_NUM_THREADS")
@@ -163,7 +172,7 @@ def machine_markdown(info):
 
 
 def write_results(name, payload, markdown):
-    """Write bench/results/<name>.json and <name>.md atomically; returns the two paths."""
+    """Write RESULTS/<name>.json and <name>.md atomically; returns the two paths."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     paths = []
     for suffix, text in ((".json", json.dumps(payload, indent=1, default=_jsonable) + "\n"),

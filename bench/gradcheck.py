@@ -63,8 +63,8 @@ def main():
     text = "\n".join(table)
     print(text)
     print(f"worst over {len(rows)} checks: {worst:.2e}")
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
+    from common import RESULTS as out   # bench/results or $CAPS2NE_BENCH_RESULTS
+    out.mkdir(parents=True, exist_ok=True)
     (out / "gradcheck.json").write_text(json.dumps(dict(worst=worst, checks=rows), indent=1))
     (out / "gradcheck.md").write_text(
         "# Gradient checks: hand-derived vs central differences (float64, h = 1e-6)\n\n"

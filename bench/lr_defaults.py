@@ -22,7 +22,7 @@ from caps2ne_np.evaluate import classify_splits
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.model import Caps2NE
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
 
 
 def main():
@@ -61,7 +61,7 @@ def main():
     print(table)
     meta = dict(command="python bench/" + Path(__file__).name, args=vars(args), machine=platform.processor() or platform.machine(),
                 python=platform.python_version(), numpy=np.__version__)
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
     (RESULTS / f"{args.out}.md").write_text(
         f"# Learning rate for featureless training (bundled Cora)\n\n`{meta['command']}` with {vars(args)}\n\n"

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
-import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before an OpenMP runtime starts)
+import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before torch's OpenMP runtime starts)
 from caps2ne_np import core
 from caps2ne_np import walks as walks_mod
 from caps2ne_np.core import ModelConfig, init_params

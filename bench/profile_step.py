@@ -19,13 +19,12 @@ import json
 import os
 import pstats
 import time
-from pathlib import Path
 
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.train import TrainConfig, fit
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
 GROUPS = {
     "W_i u, d_W, d_u on the distinct rows (segment GEMMs)": ("_seg_nn", "_seg_tn", "_seg_nt",
                                                              "_slot_nn", "_slot_tn", "_slot_nt"),
@@ -122,7 +121,7 @@ def main():
     lines.append("| **step** | " + " | ".join(f"**{r['ms_per_step']:.2f}**" for r in runs) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "profile_step.json").write_text(json.dumps(dict(args=vars(args), runs=runs), indent=1))
     (RESULTS / "profile_step.md").write_text(text)
 

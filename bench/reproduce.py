@@ -31,7 +31,7 @@ from caps2ne_np.evaluate import classify_splits, multilabel_f1, multilabel_selec
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.train import TrainConfig, fit
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
 PAPER = {
     "cora": {"acc": 80.53}, "citeseer": {"acc": 71.34}, "pubmed": {"acc": 78.45},
     "ppi": {"micro": [18.52, 23.15, 25.08], "macro": [15.20, 19.63, 20.27]},

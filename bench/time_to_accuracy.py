@@ -20,9 +20,6 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class _Reached(Exception):
@@ -74,6 +71,9 @@ def main():
                  epochs=len(log), curve=log, load_avg=os.getloadavg())
     print(f"{'reached' if reached else 'did not reach'} {100 * args.target:.0f}% "
           f"after {len(log)} epochs, {wall:.1f}s")
+    from common import RESULTS   # here, not at the top: the clock is running there
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{args.out}.json"
     stored = json.loads(path.read_text()) if path.exists() else []
     stored.append(entry)

@@ -8,29 +8,11 @@ the names below are loaded on first use (PEP 562 ``__getattr__``), so ``caps2ne
 --help`` stays instant.  Every Numba kernel is compiled lazily on first call and
 cached on disk (``cache=True``).
 
-Threads: Numba's parallel kernels run on its OpenMP threading layer; matrix
-products are single-threaded BLAS calls made from inside those threads
-(``blas.py``), so there is one pool of threads.  How long an idle OpenMP worker
-spins before it sleeps decides a step's speed, because a step is ~20 short kernels:
-
-* libgomp's default (spin ~300,000 iterations) is fastest on an idle machine and a
-  disaster on a busy one: with another process on one of 2 cores, a Cora epoch ran
-  at 2.4k pairs/s instead of 51k (the spinning worker holds the core the main
-  thread needs);
-* ``OMP_WAIT_POLICY=PASSIVE`` (sleep at once) is safe under load but pays a wake-up
-  per kernel: 60-64k pairs/s on the idle machine;
-* ``GOMP_SPINCOUNT=1000`` (a few microseconds) keeps most of the idle speed
-  (73-84k pairs/s) and loses little under load (43-46k vs 45-52k passive).
-
-So unless the user has set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``, the package
-sets ``GOMP_SPINCOUNT=1000`` here, before any OpenMP runtime starts (measured:
-``train.fit`` on Cora, sparse features, 2 threads, 2 alternating runs per setting).
+Threads: Numba's parallel kernels run on its OpenMP threading layer, whose idle
+workers spin briefly between kernels; ``_threads.py`` starts that layer with
+``GOMP_SPINCOUNT=1000`` unless you set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``
+(why: docs/training.md, Threads).  Importing this package leaves ``os.environ`` as it was.
 """
-
-import os
-
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 
 __version__ = "0.1.0"
 

@@ -34,6 +34,8 @@ from numba import njit
 from numba import types as _types
 from numba.extending import overload as _overload
 
+from . import _threads  # noqa: F401  (starts Numba's threads with a short OpenMP spin)
+
 FASTMATH = False
 
 REASSOC = frozenset({"reassoc"})

@@ -1,8 +1,10 @@
-"""Where the tests find the paper's benchmark data, and the skip marker for tests that need it.
+"""Where the tests find the paper's benchmark data, and the marker for tests that need it.
 
 conftest.py copies the data (SHA-256 checked, ``datasets.fetch``) into
 ``datasets.default_data_dir()`` from a local mirror when there is one; without
-one (a plain clone on a machine without the data) these tests skip and say why.
+one (a plain clone on a machine without the data) the tests marked ``needs_data``
+skip and say why (conftest.py), and ``-m "not needs_data"`` leaves them out.
+tests/test_markers.py checks that every test reading ``DATA`` carries the marker.
 """
 
 from pathlib import Path
@@ -22,4 +24,4 @@ def have(part="planetoid"):
     return (DATA / part).exists()
 
 
-needs_data = pytest.mark.skipif(not have(), reason=REASON)
+needs_data = pytest.mark.needs_data

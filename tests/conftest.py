@@ -1,6 +1,8 @@
 import os
 import sys
 
+import pytest
+
 # tests/naive.py and the other reference modules are imported by plain name.
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -27,3 +29,15 @@ def _fetch_benchmark_data():
 
 
 _fetch_benchmark_data()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the tests marked ``needs_data`` when the benchmark data are absent."""
+    from benchdata import REASON, have
+
+    if have():
+        return
+    skip = pytest.mark.skip(reason=REASON)
+    for item in items:
+        if item.get_closest_marker("needs_data") is not None:
+            item.add_marker(skip)

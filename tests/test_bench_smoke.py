@@ -1,7 +1,10 @@
 """The benchmark scripts run end to end in a small configuration, so they cannot rot
-(the full runs live in bench/, never in tests; these assert nothing about speed)."""
+(the full runs live in bench/, never in tests; these assert nothing about speed).
+Their result files go to a temporary folder ($CAPS2NE_BENCH_RESULTS), never to the
+tracked bench/results/."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,27 +14,23 @@ import pytest
 from benchdata import needs_data
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
 # these scripts read the paper's data sets (tests/benchdata.py says where from)
 
 
-def smoke_run(script, stem):
-    """Run ``bench/<script> --smoke --out <stem>``; return (json payload, markdown text),
-    removing both result files afterwards."""
-    try:
-        proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--smoke",
-                               "--out", stem], capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return (json.loads((RESULTS / f"{stem}.json").read_text()),
-                (RESULTS / f"{stem}.md").read_text())
-    finally:
-        for suffix in (".json", ".md"):
-            (RESULTS / f"{stem}{suffix}").unlink(missing_ok=True)
+def smoke_run(script, stem, results):
+    """Run ``bench/<script> --smoke --out <stem>`` writing into the folder ``results``;
+    return (json payload, markdown text)."""
+    env = dict(os.environ, CAPS2NE_BENCH_RESULTS=str(results))
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--smoke", "--out", stem],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads((results / f"{stem}.json").read_text()), (results / f"{stem}.md").read_text()
 
 
+@pytest.mark.slow
 @needs_data
-def test_perf_bench_smoke_runs_and_writes_its_table():
-    data, md = smoke_run("perf.py", "perf_ci_smoke")
+def test_perf_bench_smoke_runs_and_writes_its_table(tmp_path):
+    data, md = smoke_run("perf.py", "perf_ci_smoke", tmp_path)
     assert data and "| config |" in md
     assert all(r["adam_floor_ms"] > 0 and r["adam_elements"] > 0 for r in data["rows"])
     with_peer = [r for r in data["rows"] if "ratio" in r]
@@ -57,15 +56,17 @@ def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
     assert f"| {entry['test_mean']:.2f} +- {entry['test_std']:.2f} |" in md.split("## Selection")[1]
 
 
+@pytest.mark.slow
 @needs_data
-def test_inductive_bench_smoke_runs():
-    _, md = smoke_run("inductive.py", "inductive_ci_smoke")
+def test_inductive_bench_smoke_runs(tmp_path):
+    _, md = smoke_run("inductive.py", "inductive_ci_smoke", tmp_path)
     assert "| cora |" in md
 
 
+@pytest.mark.slow
 @needs_data
-def test_feature_dim_bench_smoke_runs():
-    data, md = smoke_run("feature_dim.py", "feature_dim_ci_smoke")
+def test_feature_dim_bench_smoke_runs(tmp_path):
+    data, md = smoke_run("feature_dim.py", "feature_dim_ci_smoke", tmp_path)
     assert [r["d"] for r in data["rows"]] == [128, 256]
     assert "| sparse, d = 256 |" in md
 

@@ -125,6 +125,7 @@ def pubmed_without_allx(tmp_path):
     return tmp_path
 
 
+@needs_data
 def test_pubmed_without_allx_names_the_missing_file(pubmed_without_allx):
     with pytest.raises(InputError, match=r"ind\.pubmed\.allx: file not found.*features=False"):
         load_planetoid("pubmed", pubmed_without_allx)
@@ -132,6 +133,7 @@ def test_pubmed_without_allx_names_the_missing_file(pubmed_without_allx):
         load_dataset("pubmed", pubmed_without_allx)
 
 
+@needs_data
 def test_pubmed_featureless_mode(pubmed_without_allx):
     ds = load_dataset("pubmed", pubmed_without_allx, features=False)
     assert ds.features is None and ds.n_nodes == 19717

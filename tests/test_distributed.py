@@ -70,6 +70,7 @@ def assert_same(a, b):
     assert [h["loss"] for h in a.history] == [h["loss"] for h in b.history]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("S,w_placement", [(1, "server"), (2, "server"), (2, "workers")])
 def test_one_worker_equals_single_machine_lazy_adam_bitwise(ray_local, partition, single, S,
                                                             w_placement):
@@ -77,6 +78,7 @@ def test_one_worker_equals_single_machine_lazy_adam_bitwise(ray_local, partition
     assert_same(run(g, 1, S, w_placement=w_placement), single)
 
 
+@pytest.mark.slow
 def test_fixed_workers_reproducible_and_independent_of_servers(ray_local, partition, single):
     g, _ = partition
     a, b = run(g, 2, 1), run(g, 2, 2, w_placement="workers")
@@ -86,6 +88,7 @@ def test_fixed_workers_reproducible_and_independent_of_servers(ray_local, partit
     assert abs(a.history[-1]["loss"] - single.history[-1]["loss"]) < 0.05
 
 
+@pytest.mark.slow
 def test_two_workers_two_servers_learn_as_well_as_one_machine(ray_local, partition):
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import train_test_split
@@ -105,6 +108,7 @@ def test_two_workers_two_servers_learn_as_well_as_one_machine(ray_local, partiti
     assert accuracy(two) >= 0.95 and accuracy(two) >= accuracy(one) - 0.02
 
 
+@pytest.mark.slow
 def test_checkpoint_per_shard_and_resume_is_exact(ray_local, partition, single, tmp_path):
     g, _ = partition
 
@@ -124,6 +128,7 @@ def test_checkpoint_per_shard_and_resume_is_exact(ray_local, partition, single, 
         run(g, 1, 1, resume_from=tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("victim", ["servers", "workers"])
 def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(ray_local, partition, single,
                                                                  tmp_path, victim):
@@ -144,6 +149,7 @@ def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(ray_local, part
     assert_same(result, single)
 
 
+@pytest.mark.slow
 def test_killed_actor_without_restarts_names_the_checkpoint(ray_local, partition, tmp_path):
     from caps2ne_np.distributed import WorkerLost
 
@@ -159,6 +165,7 @@ def test_killed_actor_without_restarts_names_the_checkpoint(ray_local, partition
             stats=stats, max_restarts=0)
 
 
+@pytest.mark.slow
 def test_row_limit_spreads_the_tables_and_no_actor_holds_all_rows(ray_local, partition):
     g, _ = partition
     n = g.n_nodes
@@ -178,6 +185,7 @@ def test_row_limit_spreads_the_tables_and_no_actor_holds_all_rows(ray_local, par
         assert w["pulled"] > 0 and w["pushed"] > 0
 
 
+@pytest.mark.slow
 def test_estimator_engine_ray(ray_local, partition, single):
     from caps2ne_np.model import Caps2NE
 
@@ -187,6 +195,7 @@ def test_estimator_engine_ray(ray_local, partition, single):
     assert np.array_equal(model.get_embedding(), single.params.O)
 
 
+@pytest.mark.slow
 def test_cli_engine_ray_writes_the_single_machine_embeddings(ray_local, tmp_path):
     from click.testing import CliRunner
 

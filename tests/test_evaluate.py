@@ -222,6 +222,7 @@ def test_format_table_shows_every_protocol():
 # --------------------------------------------------------------------------- epoch selection
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Label not")
 def test_multilabel_select_epoch_equals_naive_cross_validation():
     emb, Y = _multilabel_toy(60, 4, seed=6)

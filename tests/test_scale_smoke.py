@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "bench" / "scale.py"
@@ -52,6 +53,7 @@ def test_generated_graph_is_simple_power_law_without_isolated_nodes():
     np.testing.assert_array_equal(edges, scale.power_law_edges(n, m, seed=3))  # seeded
 
 
+@pytest.mark.slow
 def test_scale_smoke_reports_every_phase_at_both_sizes(tmp_path):
     sizes = (1500, 3000)
     cmd = [sys.executable, str(SCRIPT), "--smoke", "--sizes", ",".join(map(str, sizes)), "--steps", "8",

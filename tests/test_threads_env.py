@@ -1,23 +1,60 @@
-"""The package's OpenMP spin setting (caps2ne_np/__init__.py): set on import, never
-over what the user chose."""
+"""The OpenMP spin setting (caps2ne_np/_threads.py): Numba's threading layer starts with
+GOMP_SPINCOUNT=1000 unless the user chose a spin, and os.environ is never changed.
 
+Each case runs in a fresh interpreter: the layer starts once per process."""
+
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
+PROBE = """
+import json, os
+import numba
+seen = []                                  # GOMP_SPINCOUNT at each numba.get_num_threads call
+_get = numba.get_num_threads
+def spy():
+    seen.append(os.environ.get("GOMP_SPINCOUNT"))
+    return _get()
+numba.get_num_threads = spy
+before = dict(os.environ)
+import caps2ne_np
+after_package = dict(os.environ)
+import caps2ne_np.model                    # every kernel module: the layer starts here
+numba.get_num_threads = _get
+# threadpoolctl and scikit-learn set KMP_DUPLICATE_LIB_OK / KMP_INIT_AT_FORK on import
+try:
+    layer = numba.threading_layer()        # raises until the layer has started
+except ValueError:
+    layer = None
+ours = lambda env: {k: v for k, v in env.items() if not k.startswith("KMP_")}
+print(json.dumps(dict(package_kept=after_package == before, kernels_kept=ours(os.environ) == ours(before),
+                      layer=layer, seen=seen,
+                      spin=os.environ.get("GOMP_SPINCOUNT"), policy=os.environ.get("OMP_WAIT_POLICY"))))
+"""
 
-def spin_after_import(**env):
+
+def probe(**env):
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     base.update(env)
-    out = subprocess.run([sys.executable, "-c",
-                          "import os, caps2ne_np; print(os.environ.get('GOMP_SPINCOUNT'))"],
-                         env=base, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+    out = subprocess.run([sys.executable, "-c", PROBE], env=base, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("env,expected", [({}, "1000"), ({"GOMP_SPINCOUNT": "5"}, "5"),
-                                          ({"OMP_WAIT_POLICY": "PASSIVE"}, "None")])
-def test_spin_count_default_respects_the_user(env, expected):
-    assert spin_after_import(**env) == expected
+def test_threading_layer_starts_with_the_short_spin_and_environ_is_unchanged():
+    r = probe()
+    assert r["package_kept"] and r["kernels_kept"] and r["spin"] is None
+    assert r["seen"][:1] == ["1000"]       # set while the layer (and libgomp) started
+    assert r["layer"] in ("omp", "tbb", "workqueue")
+
+
+@pytest.mark.parametrize("env", [{"GOMP_SPINCOUNT": "5"}, {"OMP_WAIT_POLICY": "PASSIVE"}])
+def test_a_spin_the_user_chose_is_kept(env):
+    r = probe(**env)
+    assert r["package_kept"] and r["kernels_kept"]
+    assert r["spin"] == env.get("GOMP_SPINCOUNT") and r["policy"] == env.get("OMP_WAIT_POLICY")
+    assert "1000" not in r["seen"]
