@@ -5,7 +5,8 @@ over Numba's thread pool instead: one pool of threads for everything.  Two pools
 (Numba's OpenMP workers and OpenBLAS's own threads) fight over the cores, and a
 small GEMM split across BLAS threads on a busy machine can take 80x longer than
 on one thread (measured: a 256 x 128 x 256 product, 0.18 ms on 1 BLAS thread,
-16 ms on 2 while another process was running; bench/README).
+16 ms on 2 while another process was running; docs/benchmarks.md has the
+sgemm figures).
 
 * ``slot_matmul``: out[i] = a[i] @ b[i] for each context slot i (parallel over
   slots), where a and b may be transposed views of contiguous slices.
