@@ -41,3 +41,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("needs_data") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """A local Ray instance (2 CPUs) for one test module, shut down after it if this
+    fixture started it; skips without ray, or where Ray is installed but cannot start."""
+    ray = pytest.importorskip("ray")
+    from caps2ne_np.distributed import start_ray
+
+    try:
+        started = start_ray(num_cpus=2)
+    except Exception as err:  # noqa: BLE001 -- a machine where Ray cannot start (no shm, ...)
+        pytest.skip(f"Ray is installed but could not start here: {err}")
+    yield ray
+    if started:
+        ray.shutdown()

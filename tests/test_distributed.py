@@ -32,20 +32,6 @@ def test_single_machine_path_does_not_import_ray():
 
 
 @pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    from caps2ne_np.distributed import start_ray
-
-    try:
-        started = start_ray(num_cpus=2)
-    except Exception as err:  # noqa: BLE001 -- a machine where Ray cannot start (no shm, ...)
-        pytest.skip(f"Ray is installed but could not start here: {err}")
-    yield ray
-    if started:
-        ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def partition():
     adj, labels = planted_partition()
     return graph_mod.from_scipy(adj, directed=True, keep_self_loops=False), labels

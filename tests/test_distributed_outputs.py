@@ -249,20 +249,6 @@ def test_blocks_that_do_not_add_up_to_the_shape_are_refused(tmp_path):
 
 # --- end to end on a local Ray instance
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray")
-    from caps2ne_np.distributed import start_ray
-
-    try:
-        started = start_ray(num_cpus=2)
-    except Exception as err:  # noqa: BLE001 -- a machine where Ray cannot start (no shm, ...)
-        pytest.skip(f"Ray is installed but could not start here: {err}")
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 @pytest.mark.parametrize("binary", [False, True])
 def test_cli_engine_ray_streams_byte_identical_outputs(ray_local, tmp_path, monkeypatch, binary):
     """P = 1 trains the single-machine embeddings bit for bit, so every file must be the
