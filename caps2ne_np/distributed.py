@@ -329,20 +329,12 @@ class BatchWorker:
 
     def make_batch(self, epoch, b, step):
         """(ctx, targets, sampled, q_true, q_sampled) of batch b of the epoch."""
+        from .train import training_batch
+
         self._epoch_state(epoch)
-        B = self.cfg.batch_size
-        if self._order is None:
-            walk_ids = walks_mod.batch_walk_ids(self.source.n_walks, B, self.seed_batch, epoch, b)
-        else:
-            walk_ids = self._order[b * B:(b + 1) * B]
-        batch_walks = self._walks.walks(walk_ids)
-        ctx, tgt = walks_mod.training_pairs(
-            batch_walks, np.arange(batch_walks.shape[0]),
-            self.positions if self.positions is not None else "random", seed=self.seed_pos,
-            key=step)
-        sampled, tries = self.sampler.sample(self.num_sampled, self.seed_sample, step)
-        return (ctx, tgt, sampled, self.sampler.expected_count(tgt, tries),
-                self.sampler.expected_count(sampled, tries))
+        return training_batch(self._walks, self._order, epoch, b, step, self.cfg.batch_size,
+                              self.positions, self.sampler, self.num_sampled, self.seed_batch,
+                              self.seed_pos, self.seed_sample)
 
     def step(self, epoch, b, step, w_steps=(), w_rates=(), *d_W_ts):
         """Batch b: pull its rows, run the core step on them, and return one push per

@@ -322,6 +322,27 @@ def derive_seed(seed, purpose):
     return int(state[0] >> np.uint64(1))
 
 
+def training_batch(walks, order, epoch, b, step, batch_size, positions, sampler, num_sampled,
+                   seed_batch, seed_pos, seed_sample):
+    """(ctx, targets, sampled, q_true, q_sampled) of batch b of an epoch: its walks
+    (``walks``, a WalkSource; ``order`` the epoch's permutation with batch_mode
+    'shuffle', else None: drawn from (seed_batch, epoch, b)), their (context, target)
+    pairs at ``positions`` (None: one random position per walk, keyed by the global
+    ``step``) and the sampled softmax's nodes and expected counts (keyed by ``step``).
+    ``fit`` and the Ray workers (distributed.py) both build their batches here."""
+    if order is None:
+        walk_ids = walks_mod.batch_walk_ids(walks.n_walks, batch_size, seed_batch, epoch, b)
+    else:
+        walk_ids = order[b * batch_size:(b + 1) * batch_size]
+    batch_walks = walks.walks(walk_ids)
+    ctx, tgt = walks_mod.training_pairs(
+        batch_walks, np.arange(batch_walks.shape[0]),
+        positions if positions is not None else "random", seed=seed_pos, key=step)
+    sampled, tries = sampler.sample(num_sampled, seed_sample, step)
+    return (ctx, tgt, sampled, sampler.expected_count(tgt, tries),
+            sampler.expected_count(sampled, tries))
+
+
 @dataclass
 class TrainResult:
     """Fitted parameters, optimiser, walks and the per-epoch history."""
@@ -573,17 +594,9 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
             epoch_walks = source if cfg.walks == "fixed" else source.reseeded(
                 walk_seed(cfg.seed, epoch))
             def make_batch(b, step):
-                if order is None:
-                    walk_ids = walks_mod.batch_walk_ids(n_walks, cfg.batch_size, seed_batch, epoch, b)
-                else:
-                    walk_ids = order[b * cfg.batch_size:(b + 1) * cfg.batch_size]
-                batch_walks = epoch_walks.walks(walk_ids)
-                ctx, tgt = walks_mod.training_pairs(
-                    batch_walks, np.arange(batch_walks.shape[0]),
-                    positions if positions is not None else "random", seed=seed_pos, key=step)
-                sampled, tries = sampler.sample(num_sampled, seed_sample, step)
-                return (ctx, tgt, sampled, sampler.expected_count(tgt, tries),
-                        sampler.expected_count(sampled, tries))
+                return training_batch(epoch_walks, order, epoch, b, step, cfg.batch_size,
+                                      positions, sampler, num_sampled, seed_batch, seed_pos,
+                                      seed_sample)
 
             batch = None
             while state["batch"] < n_batches:
