@@ -109,21 +109,24 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
 def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibration_method,
            save_calibration, isolated, out, overwrite, threads, seed, quiet):
     from ._cli import _check_outputs, _inputs, _load_input, _wrote
+    from .core import Params
     from .datasets import _read_id_file
     from .errors import InputError
     from .infer import calibrate, infer_embeddings
     from .io import write_word2vec
     import numpy as np
 
-    from .model import Caps2NE
-    from .modelfile import read_calibration, save_calibration as store_calibration
+    from .modelfile import read_model, save_calibration as store_calibration
 
     _check_outputs([("--out", out, overwrite)],
                    [("--model", model_path), ("--nodes", nodes_path)] + _inputs(source))
-    model = Caps2NE.load(model_path)
-    model.calibration_ = read_calibration(model_path)
+    model = read_model(model_path)
+    params = Params(model["W"], model["O"], model["bias"], model["X"],
+                    fixed_features=model["fixed_features"])
+    trained = (params, model["config"], model["node_ids"])
+    calibration = model["calibration"]
     # A featureless model learned its own x: the dataset's features are not loaded.
-    source["featureless"] = not model.fixed_features_
+    source["featureless"] = not params.fixed_features
     g, features, _, _ = _load_input(source)
     ids = _read_id_file(nodes_path)
     if not ids:
@@ -134,21 +137,20 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
             where = source["graph"] or source["dataset"]
             raise InputError(f"{nodes_path}:{lineno}: node {nid!r} is not in {where}; the graph "
                              "must hold the new nodes and their edges (ids compared as strings)")
-    seen = set(model.node_ids_)
+    seen = set(model["node_ids"])
     n_old = sum(nid in seen for nid in ids)
     how = "stored in the model file"
-    if save_calibration or (aggregate == "calibrated" and model.calibration_ is None):
-        model.calibration_ = calibrate(model, g, features, samples=samples, seed=seed,
-                                       threads=threads, positions=positions,
-                                       method=calibration_method)
-        how = (f"{calibration_method}, fitted on {model.calibration_['n']} training nodes of "
+    if save_calibration or (aggregate == "calibrated" and calibration is None):
+        calibration = calibrate(*trained, g, features, samples=samples, seed=seed,
+                                threads=threads, positions=positions, method=calibration_method)
+        how = (f"{calibration_method}, fitted on {calibration['n']} training nodes of "
                f"{source['graph'] or source['dataset']}")
         if save_calibration:
-            store_calibration(model_path, model.calibration_)
+            store_calibration(model_path, calibration)
             how += f", stored in {model_path}"
-    node_ids, E = infer_embeddings(model, g, features, ids, samples=samples, seed=seed,
+    node_ids, E = infer_embeddings(*trained, g, features, ids, samples=samples, seed=seed,
                                    threads=threads, positions=positions, isolated=isolated,
-                                   aggregate=aggregate)
+                                   aggregate=aggregate, calibration=calibration)
     bad = ~np.isfinite(E).all(axis=1)
     if bad.any():
         raise InputError(f"{model_path}: {int(bad.sum())} of {len(node_ids)} embeddings came out "
@@ -156,7 +158,7 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
                          "the model's parameters are out of range: retrain it; nothing was written")
     write_word2vec(out, node_ids, E, overwrite=overwrite)
     if not quiet:
-        q = model.W_.shape[0] + 1
+        q = params.W.shape[0] + 1
         Z = samples or q
         what = {"mean": "the mean capsule output e", "sum": "the sum of the capsule outputs e",
                 "calibrated": f"the mean capsule output e calibrated to the o_v ({how})"}

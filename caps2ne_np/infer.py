@@ -51,67 +51,19 @@ import warnings
 import numba
 import numpy as np
 import scipy.sparse as sp
-from numba import prange
 from threadpoolctl import threadpool_limits
 
 from . import graph as graph_mod
-from ._jit import kernel
 from .core import ModelConfig, Params, SparseFeatures, forward, slot_major
-from .errors import InputError, InputWarning, check_memory
-from .rng import TAG_INFER, quiet_wraparound, stream3
-from .walks import _check_csr, _check_int, _check_seed, cumulative_weights, walk_step
+from .errors import InputError, InputWarning, check_int, check_memory
+from .rng import derive_seed, quiet_wraparound
+from .walks import check_csr, check_seed, cumulative_weights, walk_contexts
 
 log = logging.getLogger(__name__)
 
 ISOLATED = ("self", "error")
 PAIRS_BUDGET = 2**25
 """Upper bound on the elements of the (I, P, max(d, k)) intermediates of one chunk."""
-
-
-# --------------------------------------------------------------------------- kernels
-
-
-@kernel(parallel=True)
-def _walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, positions,
-                   seed, ctx):
-    """C_v of a walk of length q with v at position j, for each node a and sample z.
-
-    v_j = v;  v_{t-1} ~ N_in(v_t), t = j, ..., 1;  v_{t+1} ~ N_out(v_t), t = j, ..., q-2;
-    C_v = (v_t : t != j) in walk order.
-
-    indptr, indices, cum     : out-edges (CSR int64, int32; float64 row sums of the
-                               weights, empty when not ``weighted``)
-    in_indptr, in_indices, in_cum : in-edges (the transpose; the same arrays for an
-                               undirected graph)
-    nodes     : int64 (V,)    graph index of each node to embed
-    positions : int64 (L,)    0-based positions; sample z puts v at positions[z mod L]
-    seed      : int           sample z of node v draws from stream3(seed, TAG_INFER, v, z)
-    ctx       : int32 (V*Z, q-1)  out: row a*Z + z is sample z of nodes[a]
-
-    The backward steps are drawn first (t = j-1 down to 0), then the forward ones.
-
-    Notes: the authors take walks of the full graph started at every node and keep,
-    for each position j, one that has v at j.  Growing the walk outwards from v gives,
-    on an undirected graph, a stationary walk conditioned on v_j = v (reversibility),
-    and needs no search.  A node without edges in a direction stays put (walks.py).
-    """
-    n_rows, n_slots = ctx.shape
-    n_samples = n_rows // nodes.shape[0]
-    n_pos = positions.shape[0]
-    for p in prange(n_rows):
-        a = p // n_samples
-        z = p % n_samples
-        v = nodes[a]
-        j = positions[z % n_pos]
-        state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
-        cur = v
-        for t in range(j - 1, -1, -1):
-            state, cur = walk_step(in_indptr, in_indices, in_cum, weighted, state, cur)
-            ctx[p, t] = cur
-        cur = v
-        for t in range(j + 1, n_slots + 1):
-            state, cur = walk_step(indptr, indices, cum, weighted, state, cur)
-            ctx[p, t - 1] = cur
 
 
 # --------------------------------------------------------------------------- functional core
@@ -147,13 +99,13 @@ def context_positions(spec, walk_length):
     'all' -> 0..q-1 (the authors: one walk with v at each position); a sequence of ints
     -> those positions (e.g. the model's training targets (3, 4, 5, 6)).
     """
-    q = _check_int("walk_length", walk_length, 2)
+    q = check_int("walk_length", walk_length, 2)
     if isinstance(spec, str):
         if spec == "all":
             return np.arange(q, dtype=np.int64)
         raise InputError(f"positions must be 'all' or a list of 0-based positions, got {spec!r}")
     try:
-        values = [_check_int("positions", p, 0, q - 1) for p in spec]
+        values = [check_int("positions", p, 0, q - 1) for p in spec]
     except TypeError:
         raise InputError(f"positions must be 'all' or a list of 0-based positions, got {spec!r}") from None
     if not values or len(set(values)) != len(values):
@@ -171,12 +123,12 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all"):
 
     Row a*Z + z is sample z of nodes[a]; it depends only on (seed, nodes[a], z).
     """
-    q = _check_int("walk_length", walk_length, 2)
-    Z = _check_int("samples", samples, 1)
-    seed = _check_seed("seed", seed)
+    q = check_int("walk_length", walk_length, 2)
+    Z = check_int("samples", samples, 1)
+    seed = check_seed("seed", seed)
     pos = context_positions(positions, q)
-    indptr, indices, weights = _check_csr(graph.indptr, graph.indices, graph.weights)
-    in_indptr, in_indices, in_weights = _check_csr(*in_edges(graph))
+    indptr, indices, weights = check_csr(graph.indptr, graph.indices, graph.weights)
+    in_indptr, in_indices, in_weights = check_csr(*in_edges(graph))
     nodes = np.asarray(nodes)
     if nodes.ndim != 1 or not np.issubdtype(nodes.dtype, np.integer):
         raise InputError(f"nodes must be a 1-D integer array of graph indices, got "
@@ -194,7 +146,7 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all"):
     else:
         cum = in_cum = np.empty(0, dtype=np.float64)
     with quiet_wraparound():
-        _walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, pos,
+        walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, pos,
                        seed, ctx)
     return ctx
 
@@ -333,7 +285,7 @@ def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions=
     Raises InputError for a node whose every sampled context is unencodable (e = 0).
     """
     q = W.shape[0] + 1
-    Z = q if samples is None else _check_int("samples", samples, 1)
+    Z = q if samples is None else check_int("samples", samples, 1)
     check_memory(nodes_count(nodes) * Z * (4 * (q - 1) + 4 * W.shape[1] + 1),
                  f"--samples {Z} for {nodes_count(nodes)} node(s) (contexts and capsule outputs)",
                  "lower --samples")
@@ -366,7 +318,7 @@ def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions=
     return E
 
 
-# --------------------------------------------------------------------------- the model shell
+# --------------------------------------------------------------------------- a trained model's inputs
 
 
 def _graph_nodes(graph, nodes):
@@ -389,8 +341,12 @@ def _graph_nodes(graph, nodes):
     return idx
 
 
-def model_inputs(model, graph, features):
-    """(W, X in graph order, ModelConfig, known or None) for inference with a fitted model.
+def model_inputs(params, config, node_ids, graph, features):
+    """(W, X in graph order, ModelConfig, known or None) for inference with trained parameters.
+
+    params   : core.Params of the trained model (W, O, bias; X when it was trained)
+    config   : the model's TrainConfig as a dict (``TrainConfig.to_dict()``, a model file's)
+    node_ids : id strings of the model's training nodes (the rows of O and of a trained X)
 
     Fixed-feature model: ``features`` (N_graph, d) are required (the model file does not
     store them) and prepared as in training (row normalisation when the model used it).
@@ -399,26 +355,23 @@ def model_inputs(model, graph, features):
     """
     from .train import prepare_features
 
-    if not hasattr(model, "W_"):
-        raise ValueError("this Caps2NE model is not fitted yet; call fit() first")
-    config = model.config_
     cfg = ModelConfig(config["routing_iters"], config["routing_rule"], config["routing_scale"],
                       config["grad_mode"])
-    W = slot_major(np.asarray(model.W_, dtype=np.float32))
+    W = slot_major(np.asarray(params.W, dtype=np.float32))
     d = W.shape[2]
-    if model.fixed_features_:
+    if params.fixed_features:
         if features is None:
             raise InputError("the model was trained with fixed features, which it does not store; "
                              "give features for every node of the graph (old and new, --features)")
         if features.shape[1] != d:
-            raise InputError(f"features have d = {features.shape[1]} columns; the model was trained "
-                             f"with d = {d}")
+            raise InputError(f"features have d = {features.shape[1]} columns; the model was "
+                             f"trained with d = {d}")
         X = prepare_features(features, graph.n_nodes, config.get("normalize_features", True))
         return W, X, cfg, None
     if features is not None:
         raise InputError("the model was trained without fixed features (it learned its own x), so "
                          "other features are not in the space W was trained on; omit --features")
-    where = {nid: r for r, nid in enumerate(model.node_ids_)}
+    where = {nid: r for r, nid in enumerate(node_ids)}
     rows = np.fromiter((where.get(nid, -1) for nid in graph.node_ids), dtype=np.int64,
                        count=graph.n_nodes)
     known = rows >= 0
@@ -426,25 +379,13 @@ def model_inputs(model, graph, features):
         raise InputError("no node of the graph is a training node of this featureless model (ids "
                          "compared as strings); its learned x cannot encode any context")
     X = np.zeros((graph.n_nodes, d), dtype=np.float32)
-    X[known] = model.X_[rows[known]]
+    X[known] = params.X[rows[known]]
     return W, X, cfg, known
 
 
-def _load(model):
-    """A fitted Caps2NE: ``model`` itself, or the model file it names (with its calibration)."""
-    from .model import Caps2NE
-    from .modelfile import read_calibration
-
-    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
-        path = model
-        model = Caps2NE.load(path)
-        model.calibration_ = read_calibration(path)
-    return model
-
-
-def _positions(model, positions):
+def _positions(config, positions):
     if isinstance(positions, str) and positions == "train":
-        targets = model.config_.get("targets", "all")
+        targets = config.get("targets", "all")
         return "all" if isinstance(targets, str) else tuple(targets)
     return positions
 
@@ -459,15 +400,17 @@ def _run_threads(threads, fn, *args):
         numba.set_num_threads(old)
 
 
-def calibration_nodes(model, graph, max_nodes=CALIBRATION_NODES, seed=0):
+def calibration_nodes(node_ids, graph, max_nodes=CALIBRATION_NODES, seed=0):
     """Graph indices of the model's training nodes used to fit a calibration, int64.
+
+    node_ids : id strings of the model's training nodes
 
     The training nodes present in ``graph`` (ids compared as strings) that have an edge
     there (an edgeless node's o_v was learned from its own features alone); all present
     training nodes if none has one.  More than ``max_nodes``: a seeded sample of them.
     """
     index = {nid: i for i, nid in enumerate(graph.node_ids)}
-    idx = np.array(sorted(index[nid] for nid in model.node_ids_ if nid in index), dtype=np.int64)
+    idx = np.array(sorted(index[nid] for nid in node_ids if nid in index), dtype=np.int64)
     if idx.size < 2:
         raise InputError(f"the graph holds {idx.size} of the model's training nodes; calibration "
                          "needs the training nodes and their edges (at least 2)")
@@ -479,34 +422,33 @@ def calibration_nodes(model, graph, max_nodes=CALIBRATION_NODES, seed=0):
     return idx
 
 
-def calibrate(model, graph, features, samples=None, seed=0, threads=1, positions="all",
-              method=DEFAULT_CALIBRATION, max_nodes=CALIBRATION_NODES):
+def calibrate(params, config, node_ids, graph, features, samples=None, seed=0, threads=1,
+              positions="all", method=DEFAULT_CALIBRATION, max_nodes=CALIBRATION_NODES):
     """Fit the map from Algorithm 3's mean e to o_v on the model's training nodes.
 
-    model, features, samples, seed, threads, positions : as ``infer_embeddings``; use
-        the values inference will use (the norm of a mean of Z outputs depends on Z)
+    params, config, node_ids : the trained model (``model_inputs``); ``Caps2NE.calibrate``
+        passes its fitted state
+    features, samples, seed, threads, positions : as ``infer_embeddings``; use the values
+        inference will use (the norm of a mean of Z outputs depends on Z)
     graph  : a graph holding the training nodes and their edges: the training graph
              (best), or the full graph given to ``infer``
     method : 'diag' (default), 'scale' or 'linear' (``fit_calibration``)
 
     Returns the calibration dict (``fit_calibration``'s, plus samples, positions, seed);
-    ``model.calibration_ = cal`` makes ``aggregate='calibrated'`` use it and
-    ``modelfile.save_calibration(path, cal)`` stores it in a model file.
+    ``infer_embeddings(..., calibration=cal)`` uses it with ``aggregate='calibrated'``,
+    and ``modelfile.save_calibration(path, cal)`` stores it in a model file.
     """
-    from .train import derive_seed
-
-    model = _load(model)
     graph = _as_graph(graph)
-    threads = _check_int("threads", threads, 1)
-    seed = _check_seed("seed", seed)
-    W, X, cfg, known = model_inputs(model, graph, features)
+    threads = check_int("threads", threads, 1)
+    seed = check_seed("seed", seed)
+    W, X, cfg, known = model_inputs(params, config, node_ids, graph, features)
     q = W.shape[0] + 1
-    Z = q if samples is None else _check_int("samples", samples, 1)
-    positions = _positions(model, positions)
+    Z = q if samples is None else check_int("samples", samples, 1)
+    positions = _positions(config, positions)
     pos = context_positions(positions, q)
-    idx = calibration_nodes(model, graph, max_nodes, seed)
-    rows = {nid: r for r, nid in enumerate(model.node_ids_)}
-    O = np.asarray(model.O_)[[rows[graph.node_ids[int(i)]] for i in idx]]
+    idx = calibration_nodes(node_ids, graph, max_nodes, seed)
+    rows = {nid: r for r, nid in enumerate(node_ids)}
+    O = np.asarray(params.O)[[rows[graph.node_ids[int(i)]] for i in idx]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)     # edgeless training nodes: own features
         E = _run_threads(threads, capsule_embeddings, W, X, graph, idx, cfg, Z,
@@ -516,11 +458,15 @@ def calibrate(model, graph, features, samples=None, seed=0, threads=1, positions
     return cal
 
 
-def infer_embeddings(model, graph, features, nodes, samples=None, seed=0, threads=1,
-                     positions="all", isolated="self", aggregate=DEFAULT_AGGREGATE):
+def infer_embeddings(params, config, node_ids, graph, features, nodes, samples=None, seed=0,
+                     threads=1, positions="all", isolated="self", aggregate=DEFAULT_AGGREGATE,
+                     calibration=None):
     """Embeddings of (new) nodes from a trained model, Algorithm 3: ``(node_ids, E)``.
 
-    model    : a fitted ``Caps2NE`` or the path of a model .npz (``Caps2NE.save``)
+    params   : core.Params of the trained model (``Caps2NE.params_()``, or built from
+               ``modelfile.read_model``)
+    config   : its TrainConfig as a dict (``Caps2NE.config_``, a model file's ``config``)
+    node_ids : id strings of its training nodes (``Caps2NE.node_ids_``)
     graph    : graph.Graph (or scipy.sparse adjacency) holding the nodes to embed and
                their edges to old and new nodes
     features : (N_graph, d) fixed features in graph order (dense or scipy.sparse) for
@@ -534,34 +480,32 @@ def infer_embeddings(model, graph, features, nodes, samples=None, seed=0, thread
                when it trained on every or random positions) or 0-based positions
     isolated : 'self' or 'error' (see the module docstring)
     aggregate: how the Z capsule outputs e of a node become its embedding:
-               'calibrated' (default) the mean mapped onto the scale of the o_v by the
-               model's calibration (``model.calibration_``, or the one stored in the
-               model file; without one it is fitted here on the training nodes in
-               ``graph`` with the same Z, positions and seed: ``calibrate``); for a
-               classifier fitted on o_v.
+               'calibrated' (default) the mean mapped onto the scale of the o_v by
+               ``calibration`` (``calibrate``, or a model file's stored one); without one
+               it is fitted here on the training nodes in ``graph`` with the same Z,
+               positions and seed; for a classifier fitted on o_v.
                'mean' the paper's average (Algorithm 3); 'sum' the authors' code, Z x mean.
 
     Returns ``node_ids`` (list of str, in the order of ``nodes``) and ``E`` float32 (V, k).
+    ``Caps2NE.transform`` and the ``infer`` command call this.
     """
-    from .train import derive_seed
-
-    model = _load(model)
     graph = _as_graph(graph)
-    threads = _check_int("threads", threads, 1)
-    seed = _check_seed("seed", seed)
+    threads = check_int("threads", threads, 1)
+    seed = check_seed("seed", seed)
     if aggregate not in AGGREGATES:
         raise InputError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
     idx = _graph_nodes(graph, nodes)
-    W, X, cfg, known = model_inputs(model, graph, features)
-    positions = _positions(model, positions)
+    W, X, cfg, known = model_inputs(params, config, node_ids, graph, features)
+    positions = _positions(config, positions)
     q = W.shape[0] + 1
-    Z = q if samples is None else _check_int("samples", samples, 1)
+    Z = q if samples is None else check_int("samples", samples, 1)
     cal = None
     if aggregate == "calibrated":
-        cal = getattr(model, "calibration_", None)
+        cal = calibration
         if cal is None:
             log.info("no stored calibration: fitting one on the training nodes in the graph")
-            cal = calibrate(model, graph, features, Z, seed, threads, positions)
+            cal = calibrate(params, config, node_ids, graph, features, Z, seed, threads,
+                            positions)
         elif cal.get("samples") != Z or cal.get("positions") != \
                 [int(p) for p in context_positions(positions, q)]:
             warnings.warn(f"the calibration was fitted with Z = {cal.get('samples')} at positions "

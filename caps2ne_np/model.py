@@ -176,8 +176,9 @@ class Caps2NE(BaseEstimator):
         ``graph`` holds the nodes and their edges (Graph or scipy.sparse adjacency),
         ``X`` their fixed features in graph order (None for a featureless model),
         ``nodes`` the ids or indices to embed (default: every node of ``graph``).
-        ``aggregate``: 'calibrated' (None: the default; on the scale of the o_v), 'mean'
-        (the paper's average) or 'sum' (infer.infer_embeddings).
+        ``aggregate``: 'calibrated' (None: the default; on the scale of the o_v, with
+        ``calibration_`` when set, else a calibration fitted on the training nodes in
+        ``graph``), 'mean' (the paper's average) or 'sum' (infer.infer_embeddings).
         Returns (V, k) float32 from e over Z sampled contexts (infer.py).
         """
         from .infer import DEFAULT_AGGREGATE, infer_embeddings
@@ -186,11 +187,26 @@ class Caps2NE(BaseEstimator):
         if nodes is None:
             n = graph.n_nodes if isinstance(graph, graph_mod.Graph) else graph.shape[0]
             nodes = list(range(n))
-        _, E = infer_embeddings(self, graph, X, nodes, samples=samples,
-                                seed=_seed(random_state),
+        _, E = infer_embeddings(self.params_(), self.config_, self.node_ids_, graph, X, nodes,
+                                samples=samples, seed=_seed(random_state),
                                 threads=_threads(self.n_jobs),
-                                aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate)
+                                aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate,
+                                calibration=getattr(self, "calibration_", None))
         return E
+
+    def calibrate(self, graph, X=None, samples=None, random_state=0, positions="all",
+                  method=None):
+        """Fit the map from Algorithm 3's mean capsule output e onto the o_v (infer.calibrate)
+        on the training nodes in ``graph`` (best: the training graph) and return it; set
+        ``calibration_`` to it for ``transform``.  ``method``: None (the default, 'diag'),
+        'scale' or 'linear'."""
+        from .infer import DEFAULT_CALIBRATION, calibrate
+
+        _check_fitted(self)
+        return calibrate(self.params_(), self.config_, self.node_ids_, graph, X, samples=samples,
+                         seed=_seed(random_state), threads=_threads(self.n_jobs),
+                         positions=positions,
+                         method=DEFAULT_CALIBRATION if method is None else method)
 
     def save(self, path, overwrite=False):
         """Write every parameter, the config, node ids and history to one .npz (atomic)."""

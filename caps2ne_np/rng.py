@@ -31,6 +31,8 @@ uint64 with int64 gives float64), and values leave as int64 or float64 only at
 the end.  Seeds and keys are non-negative integers below 2**63.
 """
 
+import zlib
+
 import numpy as np
 
 from ._jit import kernel
@@ -138,3 +140,11 @@ def hash_slot(x, mask):
     x, mask: non-negative int64.  Used by the samplers' small hash sets.
     """
     return np.int64(mix64(np.uint64(x)) & np.uint64(mask))
+
+
+def derive_seed(seed, purpose):
+    """An independent 63-bit seed for one purpose ('walks', 'init', 'infer', ...) of a run
+    seed: the first word of ``SeedSequence([seed, crc32(purpose)])``, shifted right by one
+    bit so that it fits an int64 (the streams' keys are below 2**63)."""
+    words = np.random.SeedSequence([int(seed), zlib.crc32(purpose.encode())])
+    return int(words.generate_state(1, np.uint64)[0] >> np.uint64(1))

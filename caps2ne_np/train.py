@@ -19,7 +19,6 @@ a run is reproducible from its seed whatever the thread count (docs/training.md)
 import logging
 import math
 import time
-import zlib
 from dataclasses import asdict, dataclass, field, replace
 
 import numba
@@ -34,6 +33,7 @@ from .defaults import (ADAM_MODES, BATCH_MODES, BUDGET_MAX_STRETCH, BUDGET_PAIRS
                        WALK_MODES)
 from .errors import InputError
 from .optim import Adam, adam_sparse_W
+from .rng import derive_seed
 from .samplers import make_sampler
 
 log = logging.getLogger(__name__)
@@ -314,12 +314,6 @@ def learning_rate(cfg, lr, step, total_steps):
         return lr
     done = min(step / max(total_steps - 1, 1), 1.0)
     return lr * (1.0 - (1.0 - cfg.lr_floor) * done)
-
-
-def derive_seed(seed, purpose):
-    """An independent 63-bit seed for one purpose ('walks', 'init', ...) of a run seed."""
-    state = np.random.SeedSequence([int(seed), zlib.crc32(purpose.encode())]).generate_state(1, np.uint64)
-    return int(state[0] >> np.uint64(1))
 
 
 def training_batch(walks, order, epoch, b, step, batch_size, positions, sampler, num_sampled,

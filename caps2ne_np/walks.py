@@ -29,6 +29,7 @@ from ._jit import kernel
 from .errors import InputError, check_int
 from .rng import (
     TAG_BATCH,
+    TAG_INFER,
     TAG_PERMUTATION,
     TAG_POSITION,
     rand_below,
@@ -142,6 +143,49 @@ def _walks_by_id(indptr, indices, cum, weighted, seed, walk_ids, walks):
         _walk(indptr, indices, cum, weighted, seed, walk_ids[b], walks[b])
 
 
+@kernel(parallel=True)
+def walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, positions,
+                  seed, ctx):
+    """Contexts for inference (Algorithm 3, infer.sample_contexts): C_v of a walk of length q with v at position j, for each node a and sample z.
+
+    v_j = v;  v_{t-1} ~ N_in(v_t), t = j, ..., 1;  v_{t+1} ~ N_out(v_t), t = j, ..., q-2;
+    C_v = (v_t : t != j) in walk order.
+
+    indptr, indices, cum     : out-edges (CSR int64, int32; float64 row sums of the
+                               weights, empty when not ``weighted``)
+    in_indptr, in_indices, in_cum : in-edges (the transpose; the same arrays for an
+                               undirected graph)
+    nodes     : int64 (V,)    graph index of each node to embed
+    positions : int64 (L,)    0-based positions; sample z puts v at positions[z mod L]
+    seed      : int           sample z of node v draws from stream3(seed, TAG_INFER, v, z)
+    ctx       : int32 (V*Z, q-1)  out: row a*Z + z is sample z of nodes[a]
+
+    The backward steps are drawn first (t = j-1 down to 0), then the forward ones.
+
+    Notes: the authors take walks of the full graph started at every node and keep,
+    for each position j, one that has v at j.  Growing the walk outwards from v gives,
+    on an undirected graph, a stationary walk conditioned on v_j = v (reversibility),
+    and needs no search.  A node without edges in a direction stays put (``walk_step``).
+    """
+    n_rows, n_slots = ctx.shape
+    n_samples = n_rows // nodes.shape[0]
+    n_pos = positions.shape[0]
+    for p in prange(n_rows):
+        a = p // n_samples
+        z = p % n_samples
+        v = nodes[a]
+        j = positions[z % n_pos]
+        state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
+        cur = v
+        for t in range(j - 1, -1, -1):
+            state, cur = walk_step(in_indptr, in_indices, in_cum, weighted, state, cur)
+            ctx[p, t] = cur
+        cur = v
+        for t in range(j + 1, n_slots + 1):
+            state, cur = walk_step(indptr, indices, cum, weighted, state, cur)
+            ctx[p, t - 1] = cur
+
+
 @kernel
 def _context_of(walks, w, j, ctx_out, p, tgt_out):
     """tgt_out[p] = v_j; ctx_out[p] = (v_t for t != j, in walk order) for walk w."""
@@ -219,11 +263,11 @@ def _epoch_permutation(seed, epoch, out):
 _check_int = check_int
 
 
-def _check_seed(name, value):
+def check_seed(name, value):
     return _check_int(name, value, 0, _MAX_KEY - 1)
 
 
-def _check_csr(indptr, indices, weights):
+def check_csr(indptr, indices, weights):
     """Contiguous int64 indptr, int32 indices, float32 weights (or None), checked for consistency."""
     indptr = np.asarray(indptr)
     indices = np.asarray(indices)
@@ -312,10 +356,10 @@ def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
     q-1 valid context slots; a walk from an isolated node has the node as its own
     context.  DeepWalk/node2vec (the authors' code) stop such a walk early instead.
     """
-    indptr, indices, weights = _check_csr(indptr, indices, weights)
+    indptr, indices, weights = check_csr(indptr, indices, weights)
     T = _check_int("walks_per_node", walks_per_node, 1)
     q = _check_int("walk_length", walk_length, 2)
-    seed = _check_seed("seed", seed)
+    seed = check_seed("seed", seed)
     n = indptr.shape[0] - 1
     if weights is None:
         cum, weighted = np.empty(0, dtype=np.float64), False
@@ -335,10 +379,10 @@ class WalkSource:
     """
 
     def __init__(self, indptr, indices, weights, walks_per_node, walk_length, seed):
-        indptr, indices, weights = _check_csr(indptr, indices, weights)
+        indptr, indices, weights = check_csr(indptr, indices, weights)
         self.T = _check_int("walks_per_node", walks_per_node, 1)
         self.q = _check_int("walk_length", walk_length, 2)
-        self.seed = _check_seed("seed", seed)
+        self.seed = check_seed("seed", seed)
         self.indptr, self.indices = indptr, indices
         self.n_nodes = indptr.shape[0] - 1
         self.n_walks = self.n_nodes * self.T
@@ -351,7 +395,7 @@ class WalkSource:
         """The same walk distribution under another seed (fresh walks for a new epoch);
         shares the graph arrays."""
         other = copy.copy(self)
-        other.seed = _check_seed("seed", seed)
+        other.seed = check_seed("seed", seed)
         return other
 
     def walks(self, walk_ids):
@@ -419,8 +463,8 @@ def training_pairs(walks, walk_ids, positions="all", seed=0, key=0):
         positions = target_positions(positions, q)
     B = walk_ids.shape[0]
     if positions is None:
-        seed = _check_seed("seed", seed)
-        key = _check_seed("key", key)
+        seed = check_seed("seed", seed)
+        key = check_seed("key", key)
         ctx = np.empty((B, q - 1), dtype=np.int32)
         tgt = np.empty(B, dtype=np.int32)
         with quiet_wraparound():
@@ -448,9 +492,9 @@ def batch_walk_ids(n_walks, batch_size, seed, epoch, step):
     """
     n_walks = _check_int("n_walks", n_walks, 1)
     batch_size = _check_int("batch_size", batch_size, 1)
-    seed = _check_seed("seed", seed)
-    epoch = _check_seed("epoch", epoch)
-    step = _check_seed("step", step)
+    seed = check_seed("seed", seed)
+    epoch = check_seed("epoch", epoch)
+    step = check_seed("step", step)
     out = np.empty(batch_size, dtype=np.int64)
     with quiet_wraparound():
         _batch_walk_ids(n_walks, seed, epoch, step, out)
@@ -464,8 +508,8 @@ def epoch_permutation(n_walks, seed, epoch):
     consecutive batches of B (the last one shorter) to visit every walk once.
     """
     n_walks = _check_int("n_walks", n_walks, 1)
-    seed = _check_seed("seed", seed)
-    epoch = _check_seed("epoch", epoch)
+    seed = check_seed("seed", seed)
+    epoch = check_seed("epoch", epoch)
     out = np.empty(n_walks, dtype=np.int64)
     with quiet_wraparound():
         _epoch_permutation(seed, epoch, out)

@@ -23,7 +23,6 @@ from caps2ne_np.core import ModelConfig, SparseFeatures
 from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.graph import from_edges, from_scipy
 from caps2ne_np.infer import (
-    TAG_INFER,
     capsule_outputs,
     inductive_split,
     infer_embeddings,
@@ -31,6 +30,7 @@ from caps2ne_np.infer import (
 )
 from caps2ne_np.io import read_word2vec
 from caps2ne_np.model import Caps2NE
+from caps2ne_np.rng import TAG_INFER
 from caps2ne_np.walks import uniform_walks
 
 # --------------------------------------------------------------------------- naive reference
@@ -103,6 +103,11 @@ def fit_quiet(graph, X=None, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)
         return Caps2NE(**opts).fit(graph, X=X)
+
+
+def fitted(model):
+    """The trained state infer.py takes: (params, config, training node ids)."""
+    return model.params_(), model.config_, model.node_ids_
 
 
 @pytest.fixture(scope="module")
@@ -204,23 +209,23 @@ def test_capsule_outputs_match_naive(sparse, iters, rule):
 
 
 def test_deterministic_for_a_seed(full, featureless_model):
-    a = infer_embeddings(featureless_model, full, None, ["new", "n3"], seed=5)[1]
-    b = infer_embeddings(featureless_model, full, None, ["new", "n3"], seed=5)[1]
-    c = infer_embeddings(featureless_model, full, None, ["new", "n3"], seed=6)[1]
+    a = infer_embeddings(*fitted(featureless_model), full, None, ["new", "n3"], seed=5)[1]
+    b = infer_embeddings(*fitted(featureless_model), full, None, ["new", "n3"], seed=5)[1]
+    c = infer_embeddings(*fitted(featureless_model), full, None, ["new", "n3"], seed=6)[1]
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert a.dtype == np.float32 and a.shape == (2, 8)
 
 
 def test_identical_on_one_and_two_threads(full, fixed_model, features, restore_threads):
-    one = infer_embeddings(fixed_model, full, features, ["new", "n20"], samples=40, threads=1)[1]
-    two = infer_embeddings(fixed_model, full, features, ["new", "n20"], samples=40, threads=2)[1]
+    one = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n20"], samples=40, threads=1)[1]
+    two = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n20"], samples=40, threads=2)[1]
     np.testing.assert_array_equal(one, two)
 
 
 def test_a_node_does_not_depend_on_the_other_requested_nodes(full, fixed_model, features):
-    alone = infer_embeddings(fixed_model, full, features, ["new"], samples=30)[1]
-    ids, many = infer_embeddings(fixed_model, full, features, ["n9", "new", "n21"], samples=30)
+    alone = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=30)[1]
+    ids, many = infer_embeddings(*fitted(fixed_model), full, features, ["n9", "new", "n21"], samples=30)
     assert ids == ["n9", "new", "n21"]
     np.testing.assert_array_equal(alone[0], many[1])
 
@@ -230,10 +235,10 @@ def test_scipy_adjacency_and_indices_as_input(full, fixed_model, features):
     new = int(full.index_of("new")[0])
     # 'mean': the ids of a scipy adjacency ('0', '1', ...) are not the model's, so no
     # calibration can be fitted on it (tests/test_infer_aggregate.py)
-    ids, a = infer_embeddings(fixed_model, full.to_scipy(), features, [new, 3], samples=12,
+    ids, a = infer_embeddings(*fitted(fixed_model), full.to_scipy(), features, [new, 3], samples=12,
                               aggregate="mean")
     assert ids == [str(new), "3"]
-    b = infer_embeddings(fixed_model, full, features, ["new", "n3"], samples=12,
+    b = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n3"], samples=12,
                          aggregate="mean")[1]
     np.testing.assert_array_equal(a, b)
 
@@ -242,7 +247,7 @@ def test_samples_average_the_capsule_outputs(full, fixed_model, features):
     """E = (1/Z) sum_z e_z over the contexts sample_contexts draws (Algorithm 3)."""
     from caps2ne_np.train import derive_seed, prepare_features
 
-    E = infer_embeddings(fixed_model, full, features, ["new"], samples=13, seed=2,
+    E = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=13, seed=2,
                          aggregate="mean")[1]
     ctx = sample_contexts(full, full.index_of("new"), 10, 13, derive_seed(2, "infer"))
     X = prepare_features(features, full.n_nodes, normalize=False)
@@ -269,8 +274,8 @@ def test_renaming_ids_gives_identical_embeddings(full, featureless_model):
     for attr in ("W_", "O_", "bias_", "X_", "fixed_features_", "config_", "history_", "lr_"):
         setattr(renamed_model, attr, getattr(model, attr))
     renamed_model.node_ids_ = [rename[i] for i in model.node_ids_]
-    a = infer_embeddings(model, full, None, ["new", "n2", "n17"], samples=20)[1]
-    ids, b = infer_embeddings(renamed_model, renamed_graph, None,
+    a = infer_embeddings(*fitted(model), full, None, ["new", "n2", "n17"], samples=20)[1]
+    ids, b = infer_embeddings(*fitted(renamed_model), renamed_graph, None,
                               [rename["new"], rename["n2"], rename["n17"]], samples=20)
     assert ids == [rename["new"], rename["n2"], rename["n17"]]
     np.testing.assert_array_equal(a, b)
@@ -286,8 +291,8 @@ def test_permuting_node_order_gives_the_same_embedding_in_distribution(full, fix
     X2[perm] = features
     new2 = names[full.index_of("new")[0]]
     Z = 10000                                            # max |a - b| ~ 0.005 here
-    a = infer_embeddings(fixed_model, full, features, ["new"], samples=Z, aggregate="mean")[1][0]
-    b = infer_embeddings(fixed_model, g2, X2, [new2], samples=Z, aggregate="mean")[1][0]
+    a = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=Z, aggregate="mean")[1][0]
+    b = infer_embeddings(*fitted(fixed_model), g2, X2, [new2], samples=Z, aggregate="mean")[1][0]
     assert not np.array_equal(a, b)                      # different walks were drawn...
     np.testing.assert_allclose(a, b, atol=0.02)          # ...from the same distribution
     assert np.linalg.norm(a) > 0.1                       # so the tolerance is meaningful
@@ -298,7 +303,7 @@ def test_new_node_lands_next_to_its_community(kind, full, featureless_model, fix
                                               features):
     model, X = (featureless_model, None) if kind == "featureless" else (fixed_model, features)
     old = [f"n{i}" for i in range(30)]
-    ids, E = infer_embeddings(model, full, X, ["new"] + old, samples=50)
+    ids, E = infer_embeddings(*fitted(model), full, X, ["new"] + old, samples=50)
     e_new, E_old = E[0], E[1:]
     cos = E_old @ e_new / (np.linalg.norm(E_old, axis=1) * np.linalg.norm(e_new))
     assert np.argmax(cos) < 15                           # nearest old node: community 0
@@ -323,9 +328,9 @@ def test_isolated_node_error_or_own_features(full, fixed_model, features):
     g = _with_isolated(full)
     X = np.vstack([features, np.full((1, features.shape[1]), 0.5, dtype=np.float32)])
     with pytest.raises(InputError, match="'alone' has no edges"):
-        infer_embeddings(fixed_model, g, X, ["alone"], isolated="error")
+        infer_embeddings(*fitted(fixed_model), g, X, ["alone"], isolated="error")
     with pytest.warns(InputWarning, match="without edges"):
-        E = infer_embeddings(fixed_model, g, X, ["alone"], isolated="self", aggregate="mean")[1]
+        E = infer_embeddings(*fitted(fixed_model), g, X, ["alone"], isolated="self", aggregate="mean")[1]
     ctx = np.full((1, 9), g.n_nodes - 1, dtype=np.int32)   # the node itself in every slot
     e = capsule_outputs(fixed_model.W_, X, ctx, ModelConfig())
     np.testing.assert_allclose(E, e, rtol=1e-6)
@@ -337,21 +342,21 @@ def test_isolated_node_of_featureless_model_is_an_error_not_a_zero_vector(full, 
     with pytest.raises(InputError, match="zero embedding"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InputWarning)
-            infer_embeddings(featureless_model, g, None, ["alone"])
+            infer_embeddings(*fitted(featureless_model), g, None, ["alone"])
 
 
 def test_zero_feature_contexts_are_an_error(full, fixed_model, features):
     X = features.copy()
     X[:] = 0.0
     with pytest.raises(InputError, match="all-zero feature row"):
-        infer_embeddings(fixed_model, full, X, ["new"])
+        infer_embeddings(*fitted(fixed_model), full, X, ["new"])
 
 
 def test_featureless_model_masks_unknown_nodes(full, featureless_model):
     """A slot holding a node the model never saw contributes u = 0: the same e as an x of zeros."""
     from caps2ne_np.infer import model_inputs
 
-    W, X, cfg, known = model_inputs(featureless_model, full, None)
+    W, X, cfg, known = model_inputs(*fitted(featureless_model), full, None)
     new = full.index_of("new")[0]
     assert not known[new] and known.sum() == 30
     assert np.all(X[new] == 0)
@@ -369,23 +374,23 @@ def test_featureless_model_masks_unknown_nodes(full, featureless_model):
 def test_clear_errors(case, match, full, featureless_model, fixed_model, features):
     with pytest.raises(InputError, match=match):
         if case == "featureless+features":
-            infer_embeddings(featureless_model, full, features, ["new"])
+            infer_embeddings(*fitted(featureless_model), full, features, ["new"])
         elif case == "fixed-no-features":
-            infer_embeddings(fixed_model, full, None, ["new"])
+            infer_embeddings(*fitted(fixed_model), full, None, ["new"])
         elif case == "fixed-wrong-d":
-            infer_embeddings(fixed_model, full, features[:, :3], ["new"])
+            infer_embeddings(*fitted(fixed_model), full, features[:, :3], ["new"])
         elif case == "unknown-node":
-            infer_embeddings(fixed_model, full, features, ["nope"])
+            infer_embeddings(*fitted(fixed_model), full, features, ["nope"])
         else:
-            infer_embeddings(fixed_model, full, features, ["new", "new"])
+            infer_embeddings(*fitted(fixed_model), full, features, ["new", "new"])
 
 
 def test_positions_train_uses_the_models_target_positions(full, features):
     sub, kept = inductive_split(full, ["new"])
     model = fit_quiet(sub, X=features[kept], targets=(3, 4), epochs=1, walks_per_node=2)
-    a = infer_embeddings(model, full, features, ["new"], samples=6, positions="train")[1]
-    b = infer_embeddings(model, full, features, ["new"], samples=6, positions=(3, 4))[1]
-    c = infer_embeddings(model, full, features, ["new"], samples=6)[1]
+    a = infer_embeddings(*fitted(model), full, features, ["new"], samples=6, positions="train")[1]
+    b = infer_embeddings(*fitted(model), full, features, ["new"], samples=6, positions=(3, 4))[1]
+    c = infer_embeddings(*fitted(model), full, features, ["new"], samples=6)[1]
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
 
@@ -465,7 +470,7 @@ def test_cli_infer_matches_api(cli_files, featureless_model):
     ids, E = read_word2vec(out)
     assert ids == ["new", "n3"]
     g = read_graph(d / "full.txt")
-    np.testing.assert_array_equal(E, infer_embeddings(featureless_model, g, None, ids,
+    np.testing.assert_array_equal(E, infer_embeddings(*fitted(featureless_model), g, None, ids,
                                                       samples=10, seed=3)[1])
 
 
@@ -481,7 +486,7 @@ def test_cli_infer_with_features_and_ids(cli_files, fixed_model, features, full)
     ids, E = read_word2vec(out)
     g = read_graph(d / "full.txt")
     X = features[full.index_of(g.node_ids)]
-    np.testing.assert_array_equal(E, infer_embeddings(fixed_model, g, X, ids)[1])
+    np.testing.assert_array_equal(E, infer_embeddings(*fitted(fixed_model), g, X, ids)[1])
 
 
 @pytest.mark.parametrize("case,match", [
@@ -523,13 +528,16 @@ def test_cli_infer_through_the_dataset_loader(tmp_path):
     assert r.exit_code == 0, r.output
     got_ids, E = read_word2vec(tmp_path / "o.emb")
     assert got_ids == ids and E.shape == (5, 4)
-    np.testing.assert_array_equal(E, infer_embeddings(model, g, None, ids)[1])
+    np.testing.assert_array_equal(E, infer_embeddings(*fitted(model), g, None, ids)[1])
 
 
-def test_cli_dataset_choices_match_the_main_group():
-    from caps2ne_np import _cli, _cli_infer
+def test_cli_dataset_choices_are_the_dataset_registry():
+    from caps2ne_np.cli import cli as group
+    from caps2ne_np.cli.options import DATASET_NAMES
 
-    assert _cli_infer.DATASETS == _cli.DATASETS
+    for name in ("train", "infer", "evaluate"):
+        option = next(p for p in group.commands[name].params if p.name == "dataset")
+        assert tuple(option.type.choices) == DATASET_NAMES, name
 
 
 def test_estimator_transform_delegates_to_infer_embeddings():
@@ -542,5 +550,5 @@ def test_estimator_transform_delegates_to_infer_embeddings():
     X = rng.random((30, 6)).astype(np.float32)
     model = Caps2NE(dim=8, walks_per_node=2, epochs=1, num_sampled=8, random_state=1).fit(adj, X=X)
     E = model.transform(adj, X, nodes=[3, 7], random_state=2)
-    _, ref = infer_embeddings(model, adj, X, [3, 7], seed=2)
+    _, ref = infer_embeddings(*fitted(model), adj, X, [3, 7], seed=2)
     np.testing.assert_array_equal(E, ref)

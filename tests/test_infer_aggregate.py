@@ -30,7 +30,7 @@ from caps2ne_np.infer import (
 )
 from caps2ne_np.io import read_word2vec
 from caps2ne_np.modelfile import read_calibration, read_model, save_calibration
-from test_infer import features, fit_quiet, full  # noqa: F401 (shared fixtures)
+from test_infer import features, fit_quiet, fitted, full  # noqa: F401 (shared fixtures)
 
 OLD = [f"n{i}" for i in range(30)]
 
@@ -55,8 +55,8 @@ def _mean_norm(A):
 
 
 def test_sum_is_z_times_the_mean_exactly(full, features, model):
-    mean = infer_embeddings(model, full, features, ["new", "n3"], samples=7, aggregate="mean")[1]
-    total = infer_embeddings(model, full, features, ["new", "n3"], samples=7, aggregate="sum")[1]
+    mean = infer_embeddings(*fitted(model), full, features, ["new", "n3"], samples=7, aggregate="mean")[1]
+    total = infer_embeddings(*fitted(model), full, features, ["new", "n3"], samples=7, aggregate="sum")[1]
     np.testing.assert_array_equal(total, (mean.astype(np.float64) * 7).astype(np.float32))
     assert total.dtype == np.float32 and not np.allclose(total, mean)
 
@@ -68,10 +68,10 @@ def test_calibrated_scale_recovers_the_scale_of_o(full, features, split, model):
     sub, X_sub = split
     norm_o = _mean_norm(model.O_)
     m = fit_quiet(sub, X=X_sub, normalize_features=False)
-    m.calibration_ = calibrate(m, sub, X_sub, samples=10, seed=0, method="scale")
-    calibrated = infer_embeddings(m, full, features, OLD, samples=10, seed=1,
-                                  aggregate="calibrated")[1]
-    mean = infer_embeddings(m, full, features, OLD, samples=10, seed=1, aggregate="mean")[1]
+    m.calibration_ = calibrate(*fitted(m), sub, X_sub, samples=10, seed=0, method="scale")
+    calibrated = infer_embeddings(*fitted(m), full, features, OLD, samples=10, seed=1,
+                                  aggregate="calibrated", calibration=m.calibration_)[1]
+    mean = infer_embeddings(*fitted(m), full, features, OLD, samples=10, seed=1, aggregate="mean")[1]
     assert _mean_norm(calibrated) == pytest.approx(norm_o, rel=0.05)
     assert _mean_norm(mean) < 0.5 * norm_o
     # a positive rescaling: directions unchanged
@@ -86,8 +86,8 @@ def test_the_default_calibration_predicts_each_nodes_o(full, features, split, mo
     rows = [model.node_ids_.index(nid) for nid in OLD]
     err = {}
     for method in ("scale", "diag"):
-        cal = calibrate(model, sub, X_sub, samples=10, seed=0, method=method)
-        mean = infer_embeddings(model, full, features, OLD, samples=10, seed=1, aggregate="mean")[1]
+        cal = calibrate(*fitted(model), sub, X_sub, samples=10, seed=0, method=method)
+        mean = infer_embeddings(*fitted(model), full, features, OLD, samples=10, seed=1, aggregate="mean")[1]
         err[method] = np.mean((apply_calibration(mean, cal) - model.O_[rows]) ** 2)
     err["mean"] = np.mean((mean - model.O_[rows]) ** 2)
     assert infer.DEFAULT_CALIBRATION == "diag"
@@ -115,7 +115,7 @@ def test_fit_calibration_recovers_a_planted_map(method):
 
 def test_bad_aggregate_and_method_are_clear_errors(full, features, model):
     with pytest.raises(InputError, match="aggregate must be one of"):
-        infer_embeddings(model, full, features, ["new"], aggregate="median")
+        infer_embeddings(*fitted(model), full, features, ["new"], aggregate="median")
     with pytest.raises(InputError, match="calibration method must be one of"):
         fit_calibration(np.ones((3, 2)), np.ones((3, 2)), "quadratic")
 
@@ -124,10 +124,10 @@ def test_without_a_stored_calibration_it_is_fitted_on_the_given_graph(full, feat
     """An old model (no calibration_) gets one fitted on the training nodes in the graph,
     with the inference's Z, positions and seed: the same as calibrating explicitly."""
     assert getattr(model, "calibration_", None) is None
-    auto = infer_embeddings(model, full, features, ["new"], samples=6, seed=3)[1]
-    cal = calibrate(model, full, features, samples=6, seed=3)
+    auto = infer_embeddings(*fitted(model), full, features, ["new"], samples=6, seed=3)[1]
+    cal = calibrate(*fitted(model), full, features, samples=6, seed=3)
     np.testing.assert_array_equal(auto, apply_calibration(
-        infer_embeddings(model, full, features, ["new"], samples=6, seed=3, aggregate="mean")[1],
+        infer_embeddings(*fitted(model), full, features, ["new"], samples=6, seed=3, aggregate="mean")[1],
         cal))
     assert cal["n"] == 30 and cal["samples"] == 6 and cal["positions"] == list(range(10))
 
@@ -135,15 +135,16 @@ def test_without_a_stored_calibration_it_is_fitted_on_the_given_graph(full, feat
 def test_calibration_needs_the_training_nodes_in_the_graph(model):
     other = from_edges(np.array([0, 1]), np.array([1, 2]), None, ["a", "b", "c"])
     with pytest.raises(InputError, match="holds 0 of the model's training nodes"):
-        calibrate(model, other, np.ones((3, 6), dtype=np.float32))
+        calibrate(*fitted(model), other, np.ones((3, 6), dtype=np.float32))
 
 
 def test_a_calibration_for_other_settings_warns(full, features, split, model):
     sub, X_sub = split
     m = fit_quiet(sub, X=X_sub, normalize_features=False, epochs=1, walks_per_node=2)
-    m.calibration_ = calibrate(m, sub, X_sub, samples=10)
+    m.calibration_ = calibrate(*fitted(m), sub, X_sub, samples=10)
     with pytest.warns(InputWarning, match="fitted with Z = 10"):
-        infer_embeddings(m, full, features, ["new"], samples=4)
+        infer_embeddings(*fitted(m), full, features, ["new"], samples=4,
+                         calibration=m.calibration_)
 
 
 def test_transform_takes_the_aggregate(full, features, model):
@@ -151,7 +152,7 @@ def test_transform_takes_the_aggregate(full, features, model):
     for agg in ("mean", "sum"):
         np.testing.assert_array_equal(
             model.transform(full, features, nodes=idx, aggregate=agg),
-            infer_embeddings(model, full, features, idx, aggregate=agg)[1])
+            infer_embeddings(*fitted(model), full, features, idx, aggregate=agg)[1])
 
 
 # --------------------------------------------------------------------------- the model file
@@ -163,7 +164,7 @@ def test_calibration_is_stored_in_the_model_file(tmp_path, split, model):
     model.save(path)
     assert read_calibration(path) is None and read_model(path)["calibration"] is None  # old file
     before = read_model(path)
-    cal = calibrate(model, sub, X_sub, samples=5, method="linear")
+    cal = calibrate(*fitted(model), sub, X_sub, samples=5, method="linear")
     save_calibration(path, cal)
     got = read_calibration(path)
     np.testing.assert_array_equal(got["A"], cal["A"])
@@ -206,9 +207,9 @@ def test_infer_embeds_a_training_node_the_split_left_without_edges(full, feature
     m = fit_quiet(sub, X=features[kept], normalize_features=False, epochs=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error", InputWarning)     # n0 has edges in the full graph
-        E = infer_embeddings(m, full, features, ["n0"], aggregate="mean")[1]
+        E = infer_embeddings(*fitted(m), full, features, ["n0"], aggregate="mean")[1]
     with pytest.warns(InputWarning, match="without edges"):     # on the training graph
-        alone = infer_embeddings(m, sub, features[kept], ["n0"], aggregate="mean")[1]
+        alone = infer_embeddings(*fitted(m), sub, features[kept], ["n0"], aggregate="mean")[1]
     assert np.linalg.norm(E) > 0 and not np.allclose(E, alone, atol=1e-3)
 
 
@@ -243,7 +244,7 @@ def test_cli_aggregate_matches_the_api(files, full, features, model, aggregate):
     ids, E = read_word2vec(d / f"{aggregate}.emb")
     g = read_graph(d / "full.txt")
     X = features[full.index_of(g.node_ids)]
-    np.testing.assert_array_equal(E, infer_embeddings(model, g, X, ids, samples=8,
+    np.testing.assert_array_equal(E, infer_embeddings(*fitted(model), g, X, ids, samples=8,
                                                       aggregate=aggregate)[1])
     if aggregate == "calibrated":
         assert "fitted on 30 training nodes" in r.output
@@ -262,7 +263,7 @@ def test_cli_save_calibration_stores_it_and_later_runs_use_it(files, full, featu
     np.testing.assert_array_equal(read_word2vec(d / "s1.emb")[1], read_word2vec(d / "s2.emb")[1])
     g = read_graph(d / "full.txt")
     X = features[full.index_of(g.node_ids)]
-    mean = infer_embeddings(model, g, X, ["new", "n3"], samples=8, aggregate="mean")[1]
+    mean = infer_embeddings(*fitted(model), g, X, ["new", "n3"], samples=8, aggregate="mean")[1]
     np.testing.assert_array_equal(read_word2vec(d / "s2.emb")[1], apply_calibration(mean, cal))
 
 
