@@ -1,5 +1,5 @@
 """``python cli.py train --graph edges.txt``: the same commands as the ``caps2ne`` script."""
-from caps2ne_np._cli import cli
+from caps2ne_np.cli import cli
 
 if __name__ == "__main__":
     cli(prog_name="cli.py")

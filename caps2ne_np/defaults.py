@@ -1,16 +1,21 @@
-"""Every default of a training run, in one place (the command line, the ``Caps2NE``
-estimator and ``train.TrainConfig`` all read them from here).  No heavy import, so
-``caps2ne --help`` stays instant.
+"""Every default of a training run, in one place: ``OPTIONS``, one row per option of
+``train.TrainConfig``, gives its default, its range or choices and its help text.
+``TrainConfig``'s field defaults, the ``Caps2NE`` estimator's ``__init__`` defaults and
+the command line's ``train`` options (``cli/options.py``) are all read from it, and
+``train.validate`` checks ranges and choices against it (tests/test_defaults.py checks
+that the three agree).  No import, so ``caps2ne --help`` stays instant.
 
 Two kinds of defaults:
 
-* PLAIN: options with one default whatever the graph (the model's shape, routing).
-* PRESETS: the options a preset fills when they are left unset (None): batch size,
-  walks per node, learning rate and its schedule, walk reuse, sampler, Adam variant
-  and the number of epochs.  ``preset='auto'`` (the default) is 'converge' on a
+* a value: options with one default whatever the graph (the model's shape, routing).
+* None, marked [preset]: the options a preset fills when they are left unset: batch
+  size, walks per node, learning rate and its schedule, walk reuse, sampler, Adam
+  variant and the number of epochs.  ``preset='auto'`` (the default) is 'converge' on a
   featureless graph and 'paper' with fixed input features; ``train.resolve`` fills
   them and says where each value came from.
 """
+
+from typing import NamedTuple
 
 SAMPLERS = ("log_uniform", "unigram", "uniform")
 ADAM_MODES = ("dense", "lazy")
@@ -19,10 +24,6 @@ WALK_MODES = ("fresh", "fixed")
 LR_SCHEDULES = ("linear", "constant")
 ROUTING_RULES = ("paper", "sabour")
 GRAD_MODES = ("exact", "stop")
-
-PLAIN = dict(dim=128, feat_dim=128, walk_length=10, routing_iters=1, routing_rule="paper",
-             grad_mode="exact", targets="all", batch_mode="random", lr_floor=1e-2,
-             walk_chunk=1 << 20)
 
 LR_FEATURELESS = 5e-4
 """The 'paper' preset's Adam lr when the input features x are trained (no fixed
@@ -64,3 +65,110 @@ LR_PER_DEGREE = 2.5e-4
 LR_RANGE = (5e-4, 4e-3)
 """The 'converge' preset's peak rate: LR_PER_DEGREE * mean degree, clipped to LR_RANGE
 (``train.converge_lr``)."""
+
+
+def preset_summary(name):
+    """One line saying what preset ``name`` sets (the --preset help)."""
+    p = PRESETS[name]
+    lr = "5e-4 or 1e-4" if p["lr"] is None else f"{p['lr']:g}"
+    return (f"lr {lr} {p['lr_schedule']}, batch {p['batch_size']}, T {p['walks_per_node']} "
+            f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
+            + (f", {p['epochs']} epochs" if p["epochs"] else ""))
+
+
+# --------------------------------------------------------------------------- the options
+
+
+class Option(NamedTuple):
+    """One option of a training run (a ``TrainConfig`` field).
+
+    default : the value when it is not given (None: from the preset, or a rule in help)
+    kind    : 'int', 'float', 'choice', 'flag' or 'positions' (``walks.target_positions``)
+    help    : the command line's help text (units and paper symbol); a 'flag' is on by
+              default and its help is that of the --no-<name> flag that turns it off
+    low, high : the range of an int or float; ``open`` names the open ends ('low', 'high')
+    choices : the values of a 'choice'
+    """
+
+    default: object
+    kind: str
+    help: str
+    low: float | None = None
+    high: float | None = None
+    open: tuple = ()
+    choices: tuple = ()
+
+
+OPTIONS = {
+    "dim": Option(128, "int", "Embedding size k (size of e_v and o_v).", low=1),
+    "feat_dim": Option(128, "int", "Size d of the trainable input features x (featureless "
+                       "graphs).", low=1),
+    "walk_length": Option(10, "int", "Walk length q (q - 1 context nodes per target).", low=2),
+    "preset": Option("auto", "choice", "Where the options marked [preset] come from when not "
+                     f"given: 'converge' ({preset_summary('converge')}; epochs from the graph), "
+                     f"'paper' (the authors' settings: {preset_summary('paper')}); 'auto' is "
+                     "'converge' without and 'paper' with fixed --features. docs/training.md.",
+                     choices=PRESET_NAMES),
+    "walks_per_node": Option(None, "int", "Random walks T started from every node in each "
+                             "epoch. [preset]", low=1),
+    "epochs": Option(None, "int", "Epochs (exactly this many); each is ceil(N T / batch-size) "
+                     "batches [preset converge: a budget set by the graph, printed at the "
+                     "start].", low=1),
+    "batch_size": Option(None, "int", "Walks per batch B (each walk gives one pair per target "
+                         "position). [preset]", low=1),
+    "lr": Option(None, "float", "Adam learning rate (the peak rate with --lr-schedule linear) "
+                 "[preset; paper: 5e-4 with trained features x, 1e-4 with fixed features; the "
+                 "paper's grid is 1e-5, 5e-5, 1e-4].", low=0, open=("low",)),
+    "lr_schedule": Option(None, "choice", "linear: decay from --lr to --lr x --lr-floor over "
+                          "the run (word2vec); constant: the authors'. [preset]",
+                          choices=LR_SCHEDULES),
+    "lr_floor": Option(1e-2, "float", "Last rate of the linear schedule, as a fraction of --lr.",
+                       low=0, high=1, open=("low",)),
+    "walks": Option(None, "choice", "fresh: new walks every epoch; fixed: the same N x T walks "
+                    "every epoch (authors). [preset]", choices=WALK_MODES),
+    "num_sampled": Option(None, "int", "Sampled nodes |V'| per batch in the sampled softmax, < "
+                          "number of nodes [default: 256, or N - 1 on graphs of at most 256 "
+                          "nodes].", low=1),
+    "sampler": Option(None, "choice", "Candidate sampler for V': TensorFlow's log-uniform (by "
+                      "node index), walk-frequency^0.75, or uniform. [preset]", choices=SAMPLERS),
+    "routing_iters": Option(1, "int", "Routing iterations m (Algorithm 1).", low=1),
+    "routing_rule": Option("paper", "choice", "Logit update: paper b_i = u_hat_i.e, or Sabour "
+                           "et al. b_i += u_hat_i.e.", choices=ROUTING_RULES),
+    "routing_scale": Option(None, "float", "c = scale * softmax(b) [default: q - 1 as the "
+                            "authors' code; 1 = plain softmax].", low=0, open=("low",)),
+    "grad_mode": Option("exact", "choice", "exact: true gradient through routing; stop: c "
+                        "treated as constant (authors).", choices=GRAD_MODES),
+    "targets": Option("all", "positions", "Target positions in each walk: all, random (one per "
+                      "walk), or 0-based positions such as 3,4,5,6 (authors, citation graphs)."),
+    "batch_mode": Option("random", "choice", "random: B walks drawn with replacement "
+                         "(authors); shuffle: each walk once.", choices=BATCH_MODES),
+    "adam": Option(None, "choice", "dense: every row each step (authors); lazy: only rows a "
+                   "batch touches, so a step costs nothing per untouched node (large graphs). "
+                   "[preset]", choices=ADAM_MODES),
+    "walk_chunk": Option(1 << 20, "int", "Walks per chunk when counting node frequencies for "
+                         "--sampler unigram (memory about 40 bytes x chunk x q); training walks "
+                         "are made per batch.", low=1),
+    "threads": Option(1, "int", "Threads for the Numba kernels (BLAS runs single-threaded "
+                      "inside them) [default: all cores this process may use]. Results do not "
+                      "depend on it.", low=1),
+    "seed": Option(0, "int", "Seed of every random stream.", low=0),
+    "normalize_features": Option(True, "flag", "Use fixed features as given (default: divide "
+                                 "each row by its sum, as the authors)."),
+}
+"""The options of a training run, in the command line's order.  ``threads`` is 1 in
+``TrainConfig`` and the estimator (``n_jobs``) but all cores on the command line (its
+help says so); the estimator calls ``seed`` ``random_state``."""
+
+DEFAULTS = {name: option.default for name, option in OPTIONS.items()}
+"""name -> default of every option in OPTIONS."""
+
+
+# --------------------------------------------------------------------------- inference (infer.py)
+
+AGGREGATES = ("mean", "sum", "calibrated")
+DEFAULT_AGGREGATE = "calibrated"
+"""Chosen by bench/inductive.py (10 splits of Cora and Citeseer, o-path); see docs/inductive.md."""
+CALIBRATION_METHODS = ("scale", "diag", "linear")
+DEFAULT_CALIBRATION = "diag"
+ISOLATED = ("self", "error")
+"""What ``infer`` does with a node without edges: encode it from its own features, or refuse."""

@@ -55,13 +55,14 @@ from threadpoolctl import threadpool_limits
 
 from . import graph as graph_mod
 from .core import ModelConfig, Params, SparseFeatures, forward, slot_major
+from .defaults import (AGGREGATES, CALIBRATION_METHODS, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION,
+                       ISOLATED)
 from .errors import InputError, InputWarning, check_int, check_memory
 from .rng import derive_seed, quiet_wraparound
 from .walks import check_csr, check_seed, cumulative_weights, walk_contexts
 
 log = logging.getLogger(__name__)
 
-ISOLATED = ("self", "error")
 PAIRS_BUDGET = 2**25
 """Upper bound on the elements of the (I, P, max(d, k)) intermediates of one chunk."""
 
@@ -190,11 +191,6 @@ def average_samples(e, samples):
 # --------------------------------------------------------------------------- aggregation
 
 
-AGGREGATES = ("mean", "sum", "calibrated")
-DEFAULT_AGGREGATE = "calibrated"
-"""Chosen by bench/inductive.py (10 splits of Cora and Citeseer, o-path); see docs/inductive.md."""
-CALIBRATION_METHODS = ("scale", "diag", "linear")
-DEFAULT_CALIBRATION = "diag"
 CALIBRATION_NODES = 10000
 """At most this many training nodes (a seeded sample) are embedded to fit a calibration."""
 

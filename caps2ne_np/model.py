@@ -14,20 +14,19 @@ from sklearn.exceptions import NotFittedError
 
 from . import graph as graph_mod
 from .core import Params
-from .defaults import PLAIN
+from .defaults import DEFAULTS as D
 from .errors import InputError
 from .modelfile import read_model, save_model
 from .train import TrainConfig, fit
 
 
-
 class Caps2NE(BaseEstimator):
     """Caps2NE node embeddings (Nguyen et al., CIKM 2020).
 
-    Hyperparameters are those of ``train.TrainConfig`` (paper symbols there); those
-    left None (the default) come from ``preset`` (``defaults.PRESETS``: 'auto' is
-    'converge' for a featureless graph, 'paper' with fixed features X), the same
-    defaults as the command line; ``config_`` holds the values used.
+    Hyperparameters are those of ``train.TrainConfig`` (paper symbols there), with the
+    defaults of ``defaults.OPTIONS``, as on the command line.  Those left None come from
+    ``preset`` (``defaults.PRESETS``: 'auto' is 'converge' for a featureless graph,
+    'paper' with fixed features X); ``config_`` holds the values used.
     ``n_jobs`` is the thread count (Numba and BLAS, restored after ``fit``).
     ``random_state``: an int seed (same seed and input, same embeddings on any thread
     count), a ``numpy.random.Generator`` (one seed is drawn from it), or None: a fresh
@@ -44,15 +43,17 @@ class Caps2NE(BaseEstimator):
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
     """
 
-    def __init__(self, dim=PLAIN["dim"], feat_dim=PLAIN["feat_dim"],
-                 walk_length=PLAIN["walk_length"], walks_per_node=None, epochs=None,
-                 batch_size=None, lr=None, num_sampled=None, sampler=None,
-                 routing_iters=PLAIN["routing_iters"], routing_rule=PLAIN["routing_rule"],
-                 routing_scale=None, grad_mode=PLAIN["grad_mode"], targets=PLAIN["targets"],
-                 batch_mode=PLAIN["batch_mode"], normalize_features=True, adam=None,
-                 walk_chunk=PLAIN["walk_chunk"], n_jobs=1, random_state=0, progress=False,
-                 preset="auto", lr_schedule=None, lr_floor=PLAIN["lr_floor"], walks=None,
-                 engine="single", workers=1, servers=1, ray_address=None):
+    def __init__(self, dim=D["dim"], feat_dim=D["feat_dim"], walk_length=D["walk_length"],
+                 walks_per_node=D["walks_per_node"], epochs=D["epochs"],
+                 batch_size=D["batch_size"], lr=D["lr"], num_sampled=D["num_sampled"],
+                 sampler=D["sampler"], routing_iters=D["routing_iters"],
+                 routing_rule=D["routing_rule"], routing_scale=D["routing_scale"],
+                 grad_mode=D["grad_mode"], targets=D["targets"], batch_mode=D["batch_mode"],
+                 normalize_features=D["normalize_features"], adam=D["adam"],
+                 walk_chunk=D["walk_chunk"], n_jobs=D["threads"], random_state=D["seed"],
+                 progress=False, preset=D["preset"], lr_schedule=D["lr_schedule"],
+                 lr_floor=D["lr_floor"], walks=D["walks"], engine="single", workers=1,
+                 servers=1, ray_address=None):
         self.dim = dim
         self.feat_dim = feat_dim
         self.walk_length = walk_length

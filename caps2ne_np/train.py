@@ -27,10 +27,8 @@ from threadpoolctl import threadpool_limits
 
 from . import walks as walks_mod
 from .core import ModelConfig, init_params, loss_and_row_grads, prepare_sparse_batch, slot_major
-from .defaults import (ADAM_MODES, BATCH_MODES, BUDGET_MAX_STRETCH, BUDGET_PAIRS_PER_NODE,
-                       GRAD_MODES, LR_FEATURELESS, LR_FIXED_FEATURES, LR_PER_DEGREE, LR_RANGE,
-                       LR_SCHEDULES, PLAIN, PRESET_NAMES, PRESETS, ROUTING_RULES, SAMPLERS,
-                       WALK_MODES)
+from .defaults import (BUDGET_MAX_STRETCH, BUDGET_PAIRS_PER_NODE, DEFAULTS, LR_FEATURELESS,
+                       LR_FIXED_FEATURES, LR_PER_DEGREE, LR_RANGE, OPTIONS, PRESET_NAMES, PRESETS)
 from .errors import InputError
 from .optim import Adam, adam_sparse_W
 from .rng import derive_seed
@@ -44,7 +42,8 @@ class TrainingDiverged(RuntimeError):
 
 @dataclass
 class TrainConfig:
-    """Every option of a training run.  Paper symbols in brackets.
+    """Every option of a training run.  Paper symbols in brackets; the defaults, ranges
+    and choices are those of ``defaults.OPTIONS``.
 
     dim [k]              size of e_v and o_v (the embeddings)
     feat_dim [d]         size of the trainable input features x (featureless graphs)
@@ -79,30 +78,30 @@ class TrainConfig:
                          sampler (walks are otherwise generated per batch, never stored)
     """
 
-    dim: int = PLAIN["dim"]
-    feat_dim: int = PLAIN["feat_dim"]
-    walk_length: int = PLAIN["walk_length"]
-    walks_per_node: int | None = None
-    epochs: int | None = None
-    batch_size: int | None = None
-    lr: float | None = None
-    lr_schedule: str | None = None
-    lr_floor: float = PLAIN["lr_floor"]
-    walks: str | None = None
-    num_sampled: int | None = None
-    sampler: str | None = None
-    routing_iters: int = PLAIN["routing_iters"]
-    routing_rule: str = PLAIN["routing_rule"]
-    routing_scale: float | None = None
-    grad_mode: str = PLAIN["grad_mode"]
-    targets: object = PLAIN["targets"]
-    batch_mode: str = PLAIN["batch_mode"]
-    threads: int = 1
-    seed: int = 0
-    normalize_features: bool = True
-    adam: str | None = None
-    walk_chunk: int = PLAIN["walk_chunk"]
-    preset: str = "auto"
+    dim: int = DEFAULTS["dim"]
+    feat_dim: int = DEFAULTS["feat_dim"]
+    walk_length: int = DEFAULTS["walk_length"]
+    walks_per_node: int | None = DEFAULTS["walks_per_node"]
+    epochs: int | None = DEFAULTS["epochs"]
+    batch_size: int | None = DEFAULTS["batch_size"]
+    lr: float | None = DEFAULTS["lr"]
+    lr_schedule: str | None = DEFAULTS["lr_schedule"]
+    lr_floor: float = DEFAULTS["lr_floor"]
+    walks: str | None = DEFAULTS["walks"]
+    num_sampled: int | None = DEFAULTS["num_sampled"]
+    sampler: str | None = DEFAULTS["sampler"]
+    routing_iters: int = DEFAULTS["routing_iters"]
+    routing_rule: str = DEFAULTS["routing_rule"]
+    routing_scale: float | None = DEFAULTS["routing_scale"]
+    grad_mode: str = DEFAULTS["grad_mode"]
+    targets: object = DEFAULTS["targets"]
+    batch_mode: str = DEFAULTS["batch_mode"]
+    threads: int = DEFAULTS["threads"]
+    seed: int = DEFAULTS["seed"]
+    normalize_features: bool = DEFAULTS["normalize_features"]
+    adam: str | None = DEFAULTS["adam"]
+    walk_chunk: int = DEFAULTS["walk_chunk"]
+    preset: str = DEFAULTS["preset"]
 
     def model_config(self):
         return ModelConfig(self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode)
@@ -194,18 +193,18 @@ def budget_epochs(n_nodes, n_edges, cfg):
 
 
 def validate(cfg, n_nodes):
-    """Raise InputError (one line, naming the option) for an out-of-range option."""
+    """Raise InputError (one line, naming the option) for an out-of-range option: the
+    ranges and choices of ``defaults.OPTIONS``, then the rules that involve the graph."""
     def need(ok, option, what):
         if not ok:
             raise InputError(f"--{option.replace('_', '-')}: {what}")
 
-    for name in ("dim", "feat_dim", "walks_per_node", "epochs", "batch_size", "routing_iters",
-                 "threads", "walk_chunk"):
-        need(int(getattr(cfg, name)) >= 1, name, f"must be >= 1, got {getattr(cfg, name)}")
-    need(cfg.walk_length >= 2, "walk_length", f"must be >= 2, got {cfg.walk_length}")
+    for name, option in OPTIONS.items():           # integer ranges: --dim 0, --walk-length 1
+        value = getattr(cfg, name)
+        if option.kind == "int" and option.low and value is not None:
+            need(int(value) >= option.low, name, f"must be >= {option.low}, got {value}")
     need(n_nodes >= 2, "graph", f"needs at least 2 nodes, got {n_nodes}")
     if cfg.num_sampled is not None:
-        need(cfg.num_sampled >= 1, "num_sampled", f"must be >= 1, got {cfg.num_sampled}")
         need(cfg.num_sampled < n_nodes, "num_sampled",
              f"must be smaller than the number of nodes ({n_nodes}), got {cfg.num_sampled}")
     need(cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0), "lr",
@@ -215,13 +214,10 @@ def validate(cfg, n_nodes):
     need(cfg.lr is None or lr32 > 0, "lr",
          f"{cfg.lr:g} is 0 in float32 (below 1.4e-45): training would change nothing; "
          f"use a rate of 1e-6 or more")
-    need(cfg.sampler in SAMPLERS, "sampler", f"must be one of {SAMPLERS}")
-    need(cfg.routing_rule in ROUTING_RULES, "routing_rule", f"must be one of {ROUTING_RULES}")
-    need(cfg.grad_mode in GRAD_MODES, "grad_mode", f"must be one of {GRAD_MODES}")
-    need(cfg.batch_mode in BATCH_MODES, "batch_mode", f"must be one of {BATCH_MODES}")
-    need(cfg.adam in ADAM_MODES, "adam", f"must be one of {ADAM_MODES}")
-    need(cfg.walks in WALK_MODES, "walks", f"must be one of {WALK_MODES}")
-    need(cfg.lr_schedule in LR_SCHEDULES, "lr_schedule", f"must be one of {LR_SCHEDULES}")
+    for name, option in OPTIONS.items():           # --sampler, --routing-rule, --adam, ...
+        if option.kind == "choice" and name != "preset":      # preset: checked by preset_for
+            need(getattr(cfg, name) in option.choices, name,
+                 f"must be one of {option.choices}")
     need(math.isfinite(cfg.lr_floor) and 0 < cfg.lr_floor <= 1, "lr_floor",
          f"must be in (0, 1], got {cfg.lr_floor}")
     need(cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),

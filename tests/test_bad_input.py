@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 
 from caps2ne_np import checkpoint, io
-from caps2ne_np._cli import cli
+from caps2ne_np.cli import cli
 from caps2ne_np.io import load_npy, read_word2vec, save_npy, write_word2vec
 from caps2ne_np.model import Caps2NE
 

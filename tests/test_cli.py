@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from caps2ne_np._cli import cli
+from caps2ne_np.cli import cli
 from caps2ne_np.io import read_word2vec
 from caps2ne_np.model import Caps2NE
 

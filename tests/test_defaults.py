@@ -4,6 +4,7 @@ ends where the uninterrupted one does, and the paper's settings are one flag awa
 
 import csv
 import math
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -271,18 +272,71 @@ def test_cli_resumed_run_rewrites_its_history_with_every_epoch(tmp_path, adj):
         assert [int(r["epoch"]) for r in csv.DictReader(fh)] == [1, 2, 3]
 
 
+def _help_entries(text):
+    """{'--option': its help text on one line} from click's help output."""
+    entries, current = {}, None
+    for line in text.splitlines():
+        m = re.match(r"  (?:-\w, )?(--[\w-]+)", line)
+        if m:
+            current = m.group(1)
+            entries[current] = line[m.end():]
+        elif current and line.startswith("      "):
+            entries[current] += " " + line
+        else:
+            current = None
+    return {option: " ".join(text.split()) for option, text in entries.items()}
+
+
 def test_cli_estimator_and_trainconfig_share_every_default():
-    """One source of truth: each TrainConfig field's default is the estimator's and
-    the command line's (threads and seed have their own front-end defaults)."""
+    """One source of truth, defaults.OPTIONS: each TrainConfig field's default is the
+    estimator's and the command line's, shown in ``train --help`` with the table's help
+    text.  The command line's --threads defaults to all cores (the estimator's n_jobs
+    and TrainConfig to 1); the estimator spells threads n_jobs and seed random_state."""
     from dataclasses import fields
 
-    from caps2ne_np._cli import train as train_command
-    cli_defaults = {p.name: p.default for p in train_command.params}
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+    from caps2ne_np.cli import train as train_command
+
+    result = CliRunner().invoke(cli, ["train", "--help"], terminal_width=100)
+    assert result.exit_code == 0, result.output
+    shown = _help_entries(result.output)
+    cli_defaults = train_command.make_context("train", []).params     # what train() receives
     est = Caps2NE().get_params()
+    assert {f.name for f in fields(TrainConfig)} == set(defaults.OPTIONS)
     for f in fields(TrainConfig):
-        if f.name in ("threads", "seed"):
-            continue
-        assert est[f.name] == f.default, f.name
-        if f.name in cli_defaults:
+        option = defaults.OPTIONS[f.name]
+        assert f.default == option.default, f.name
+        assert est[{"threads": "n_jobs", "seed": "random_state"}.get(f.name, f.name)] == \
+            f.default, f.name
+        flag = "--" + f.name.replace("_", "-")
+        if option.kind == "flag":                        # on by default: --no-<name> turns it off
+            flag = "--no-" + flag[2:]
+            assert cli_defaults["no_" + f.name] is False
+        elif f.name == "threads":
+            assert cli_defaults[f.name] is None and "[default: all cores" in shown[flag]
+        else:
             assert cli_defaults[f.name] == f.default, f.name
-    assert {"preset", "epochs", "lr", "walks", "lr_schedule", "sampler", "adam"} <= set(cli_defaults)
+        assert " ".join(option.help.split()) in shown[flag], f.name
+        if f.default is not None and option.kind != "flag" and f.name != "threads":
+            assert f"[default: {f.default}" in shown[flag], (f.name, shown[flag])
+    assert "[default: 0.01; 0<x<=1]" in shown["--lr-floor"]           # the range is the table's
+    assert "[preset]" in shown["--sampler"] and "log_uniform|unigram|uniform" in result.output
+
+
+def test_validate_takes_ranges_and_choices_from_the_table(adj):
+    """train.validate checks every integer range and every choice of defaults.OPTIONS."""
+    from caps2ne_np.train import validate
+
+    good = resolve(TrainConfig(**TINY), adj.shape[0], adj.nnz)[0]
+    validate(good, adj.shape[0])
+    for name, option in defaults.OPTIONS.items():
+        if option.kind == "int" and option.low:
+            bad = replace(good, **{name: option.low - 1})
+        elif option.kind == "choice" and name != "preset":
+            bad = replace(good, **{name: "nope"})
+        else:
+            continue
+        with pytest.raises(InputError, match="--" + name.replace("_", "-")):
+            validate(bad, adj.shape[0])

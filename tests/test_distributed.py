@@ -26,7 +26,7 @@ NAMES = ("W", "O", "bias", "X")
 
 def test_single_machine_path_does_not_import_ray():
     code = ("import sys; import caps2ne_np, caps2ne_np.train, caps2ne_np.model, "
-            "caps2ne_np._cli; assert 'ray' not in sys.modules, 'ray imported'")
+            "caps2ne_np.cli; assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True,
                    env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
 
@@ -185,7 +185,7 @@ def test_estimator_engine_ray(ray_local, partition, single):
 def test_cli_engine_ray_writes_the_single_machine_embeddings(ray_local, tmp_path):
     from click.testing import CliRunner
 
-    from caps2ne_np._cli import cli
+    from caps2ne_np.cli import cli
 
     edges = tmp_path / "g.edgelist"
     rng = np.random.default_rng(0)
@@ -212,7 +212,7 @@ def test_cli_engine_ray_refuses_eval_every_epoch_with_checkpoints(tmp_path):
     anything is read or Ray is started (no ray needed)."""
     from click.testing import CliRunner
 
-    from caps2ne_np._cli import cli
+    from caps2ne_np.cli import cli
 
     (tmp_path / "g.txt").write_text("a b\nb c\nc a\n")
     (tmp_path / "l.txt").write_text("a 0\nb 1\nc 0\n")

@@ -256,7 +256,7 @@ def test_cli_engine_ray_streams_byte_identical_outputs(ray_local, tmp_path, monk
     from click.testing import CliRunner
 
     from caps2ne_np import distributed
-    from caps2ne_np._cli import cli
+    from caps2ne_np.cli import cli
 
     monkeypatch.setattr(distributed, "OUTPUT_BLOCK_ROWS", 7)
     gathered = []

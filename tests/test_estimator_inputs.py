@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from sklearn.exceptions import NotFittedError
 
 from caps2ne_np import Caps2NE, read_edgelist
-from caps2ne_np._cli import cli
+from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError
 from caps2ne_np.graph import coerce_graph, read_graph
 from caps2ne_np.io import load_npy, read_word2vec
@@ -175,7 +175,7 @@ def test_npy_output_order_and_its_ids_file(tmp_path):
 
 
 def test_package_exports_are_lazy_and_python_m_works():
-    code = ("import sys, caps2ne_np._cli; heavy = [m for m in ('numba', 'sklearn', 'scipy') "
+    code = ("import sys, caps2ne_np.cli; heavy = [m for m in ('numba', 'sklearn', 'scipy') "
             "if m in sys.modules]; print(heavy); from caps2ne_np import Caps2NE, read_edgelist; "
             "print(Caps2NE.__name__, read_edgelist.__name__)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

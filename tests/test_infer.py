@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import naive
 from naive_walks import pyrng
 from caps2ne_np import rng
-from caps2ne_np._cli import cli
+from caps2ne_np.cli import cli
 from caps2ne_np.core import ModelConfig, SparseFeatures
 from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.graph import from_edges, from_scipy

@@ -17,8 +17,8 @@ import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
 
-from caps2ne_np import _cli_infer, infer
-from caps2ne_np._cli import cli
+from caps2ne_np import infer
+from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.graph import from_edges, read_graph
 from caps2ne_np.infer import (
@@ -276,10 +276,18 @@ def test_cli_rejects_an_unknown_aggregate(files):
 
 
 def test_cli_and_api_defaults_agree():
-    assert _cli_infer.AGGREGATES == infer.AGGREGATES
-    assert _cli_infer.DEFAULT_AGGREGATE == infer.DEFAULT_AGGREGATE
-    assert _cli_infer.CALIBRATIONS == infer.CALIBRATION_METHODS
-    assert _cli_infer.DEFAULT_CALIBRATION == infer.DEFAULT_CALIBRATION
+    """The infer command offers the API's aggregates and calibrations, with its defaults."""
+    from inspect import signature
+
+    params = {p.name: p for p in cli.commands["infer"].params}
+    assert tuple(params["aggregate"].type.choices) == infer.AGGREGATES
+    assert params["aggregate"].default == infer.DEFAULT_AGGREGATE
+    assert signature(infer.infer_embeddings).parameters["aggregate"].default == \
+        infer.DEFAULT_AGGREGATE
+    assert tuple(params["calibration_method"].type.choices) == infer.CALIBRATION_METHODS
+    assert params["calibration_method"].default == infer.DEFAULT_CALIBRATION
+    assert signature(infer.calibrate).parameters["method"].default == infer.DEFAULT_CALIBRATION
+    assert tuple(params["isolated"].type.choices) == infer.ISOLATED
 
 
 def test_the_default_is_the_measured_best():

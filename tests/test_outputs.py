@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from caps2ne_np._cli import cli
+from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError
 from caps2ne_np.evaluate import random_splits
 from caps2ne_np.io import read_word2vec, write_word2vec

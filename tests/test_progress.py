@@ -15,7 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from caps2ne_np import train as train_mod
-from caps2ne_np._cli import _BarSafeHandler, _reset_logging, cli
+from caps2ne_np.cli import cli
+from caps2ne_np.cli.run import BarSafeHandler as _BarSafeHandler
+from caps2ne_np.cli.run import reset_logging as _reset_logging
 from caps2ne_np.graph import read_edgelist
 from caps2ne_np.train import TrainConfig, fit
 

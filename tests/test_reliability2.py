@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 from caps2ne_np import checkpoint, io
-from caps2ne_np._cli import cli
+from caps2ne_np.cli import cli
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
 from caps2ne_np.graph import cache_path, read_graph
 from caps2ne_np.io import load_npy, load_npz, read_word2vec, save_npy, save_npz, write_word2vec

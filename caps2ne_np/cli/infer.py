@@ -1,22 +1,19 @@
-"""The ``infer`` command: embeddings of new nodes from a trained model (Algorithm 3).
-
-Registered on the click group in ``_cli.py`` (``cli.add_command(infer)``).  Like the
-other commands it imports nothing heavy until it runs, and turns every input error
-into one line on stderr with exit code 1 (``_cli._run``).
-"""
+"""The ``infer`` command: embeddings of new nodes from a trained model (Algorithm 3,
+infer.py).  The model file is read with modelfile.read_model: no scikit-learn import."""
 
 from pathlib import Path
 
 import click
 
-DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled"]
-AGGREGATES = ("mean", "sum", "calibrated")            # infer.AGGREGATES (a test checks)
-DEFAULT_AGGREGATE = "calibrated"                      # infer.DEFAULT_AGGREGATE
-CALIBRATIONS = ("scale", "diag", "linear")            # infer.CALIBRATION_METHODS
-DEFAULT_CALIBRATION = "diag"                          # infer.DEFAULT_CALIBRATION
+from ..defaults import (AGGREGATES, CALIBRATION_METHODS, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION,
+                        ISOLATED)
+from . import options as opt
+from .files import check_outputs, input_paths, load_input
+from .run import reset_logging, run, wrote
 
 
-def _parse_positions(value):
+def parse_positions(value):
+    """--positions: 'all', 'train' or a tuple of 0-based positions."""
     value = value.strip().lower()
     if value in ("all", "train"):
         return value
@@ -27,28 +24,23 @@ def _parse_positions(value):
                                  "such as 3,4,5,6") from None
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.command(context_settings=opt.CONTEXT)
 @click.option("--model", "model_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Trained model .npz (train --model-out).")
 @click.option("--graph", type=click.Path(dir_okay=False), default=None,
               help="Edge list (or .npz/.mat) of the whole graph: the training nodes, the new nodes "
                    "and all their edges.")
-@click.option("--dataset", type=click.Choice(DATASETS), default=None,
-              help="A benchmark set instead of --graph (its graph and features).")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the benchmark data; files missing there are downloaded (SHA-256 "
-                   "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
-@click.option("--features", "features_path", type=click.Path(dir_okay=False), default=None,
-              help="Fixed features x of every node of the graph, old and new: scipy .npz or .npy "
-                   "(needed for a model trained with --features; normalised as in training).")
-@click.option("--feature-ids", type=click.Path(dir_okay=False), default=None,
-              help="Node id of each --features row, one per line [default: graph node order].")
+@opt.dataset("A benchmark set instead of --graph (its graph and features).")
+@opt.data_dir()
+@opt.features("Fixed features x of every node of the graph, old and new: scipy .npz or .npy "
+              "(needed for a model trained with --features; normalised as in training).")
+@opt.feature_ids()
 @click.option("--nodes", "nodes_path", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Ids of the nodes to embed, one per line; written in this order.")
 @click.option("--samples", default=None, type=click.IntRange(min=1),
               help="Contexts Z per node (Algorithm 3); sample z puts the node at walk position "
                    "z mod L [default: q, every position once, as the authors].")
-@click.option("--positions", default="all", callback=lambda c, p, v: _parse_positions(v),
+@click.option("--positions", default="all", callback=lambda c, p, v: parse_positions(v),
               help="Walk positions of the node: all (0..q-1), train (the model's training target "
                    "positions) or 0-based positions such as 3,4,5,6.")
 @click.option("--aggregate", default=DEFAULT_AGGREGATE, type=click.Choice(AGGREGATES),
@@ -57,7 +49,7 @@ def _parse_positions(value):
                    "the paper's average (to re-embed every node, old and new); sum = Z x mean "
                    "(the authors' code).")
 @click.option("--calibration", "calibration_method", default=DEFAULT_CALIBRATION,
-              type=click.Choice(CALIBRATIONS),
+              type=click.Choice(CALIBRATION_METHODS),
               help="Map fitted when the model file stores no calibration (or with "
                    "--save-calibration): scale = one factor |o|/|e|, diag = per dimension, "
                    "linear = a ridge least-squares map from e to o_v, fitted on the model's "
@@ -66,20 +58,17 @@ def _parse_positions(value):
               help="Fit the calibration on the training nodes in --graph (with these --samples, "
                    "--positions and --seed) and store it in the --model file (rewritten "
                    "atomically), replacing a stored one.")
-@click.option("--isolated", default="self", type=click.Choice(["self", "error"]),
+@click.option("--isolated", default=ISOLATED[0], type=click.Choice(ISOLATED),
               help="A node without edges: self = encode it from its own features (a warning), "
                    "error = refuse.")
-@click.option("--directed", is_flag=True, help="Treat each line as u->v only (as in training).")
-@click.option("--keep-self-loops", is_flag=True, help="Keep u-u edges (as in training).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Embeddings in word2vec text format ('-': standard output) "
-                   "[default: <nodes stem>.emb].")
-@click.option("--overwrite", is_flag=True, help="Replace an existing --out file.")
+@opt.edges("Treat each line as u->v only (as in training).", "Keep u-u edges (as in training).")
+@opt.out("Embeddings in word2vec text format ('-': standard output) [default: <nodes stem>.emb].")
+@opt.overwrite("Replace an existing --out file.")
 @click.option("--threads", default=1, type=click.IntRange(min=1),
               help="Threads for the Numba kernels.")
-@click.option("--seed", default=0, type=click.IntRange(min=0), help="Seed of the sampled walks.")
-@click.option("--quiet", "-q", is_flag=True, help="No summary lines on stderr.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@opt.seed("Seed of the sampled walks.")
+@opt.quiet("No summary lines on stderr.")
+@opt.debug()
 def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, nodes_path, samples,
           positions, aggregate, calibration_method, save_calibration, isolated, directed,
           keep_self_loops, out, overwrite, threads, seed, quiet, debug):
@@ -90,9 +79,7 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
     of the model's o_v, so a classifier fitted on o_v applies (docs/inductive.md).
     The embeddings are written in word2vec text format, ids as given in --nodes.
     """
-    from ._cli import _reset_logging, _run
-
-    _reset_logging()
+    reset_logging()
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:
@@ -102,24 +89,24 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
     source = dict(graph=graph, dataset=dataset, data_dir=data_dir, features=features_path,
                   feature_ids=feature_ids, labels=None, splits=None, directed=directed,
                   keep_self_loops=keep_self_loops)
-    _run(debug, _infer, model_path, source, nodes_path, samples, positions, aggregate,
+    run(debug, _infer, model_path, source, nodes_path, samples, positions, aggregate,
          calibration_method, save_calibration, isolated, out, overwrite, threads, seed, quiet)
 
 
 def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibration_method,
            save_calibration, isolated, out, overwrite, threads, seed, quiet):
-    from ._cli import _check_outputs, _inputs, _load_input, _wrote
-    from .core import Params
-    from .datasets import _read_id_file
-    from .errors import InputError
-    from .infer import calibrate, infer_embeddings
-    from .io import write_word2vec
     import numpy as np
 
-    from .modelfile import read_model, save_calibration as store_calibration
+    from ..core import Params
+    from ..datasets import _read_id_file
+    from ..errors import InputError
+    from ..infer import calibrate, infer_embeddings
+    from ..io import write_word2vec
+    from ..modelfile import read_model
+    from ..modelfile import save_calibration as store_calibration
 
-    _check_outputs([("--out", out, overwrite)],
-                   [("--model", model_path), ("--nodes", nodes_path)] + _inputs(source))
+    check_outputs([("--out", out, overwrite)],
+                   [("--model", model_path), ("--nodes", nodes_path)] + input_paths(source))
     model = read_model(model_path)
     params = Params(model["W"], model["O"], model["bias"], model["X"],
                     fixed_features=model["fixed_features"])
@@ -127,7 +114,7 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
     calibration = model["calibration"]
     # A featureless model learned its own x: the dataset's features are not loaded.
     source["featureless"] = not params.fixed_features
-    g, features, _, _ = _load_input(source)
+    g, features, _, _ = load_input(source)
     ids = _read_id_file(nodes_path)
     if not ids:
         raise InputError(f"{nodes_path}: no node ids; list the nodes to embed, one per line")
@@ -165,4 +152,4 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
         click.echo(f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
                    f"training nodes) as {what[aggregate]} of {Z} context(s) each (walk length "
                    f"q = {q})", err=True)
-    _wrote(out)
+    wrote(out)

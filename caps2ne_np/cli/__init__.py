@@ -1,0 +1,36 @@
+"""The command line: ``caps2ne`` (the installed script), ``python cli.py`` and
+``python -m caps2ne_np``, all running the group ``cli`` below.
+
+One module per command (train.py, infer.py, evaluate.py, data.py's fetch-data);
+options.py holds the options they share and generates train's options from
+``defaults.OPTIONS``; files.py the input loading and output checks; run.py the error
+handling (exit codes there) and logging.  Importing this package compiles nothing and
+imports no heavy dependency: every command imports what it needs when it runs, so
+``--help`` is instant.
+"""
+
+import os
+
+import click
+
+from .. import __version__
+from .data import fetch_data
+from .evaluate import evaluate
+from .infer import infer
+from .options import CONTEXT
+from .train import train
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(version=__version__, message="caps2ne_np %(version)s")
+def cli():
+    """Caps2NE node embeddings (Nguyen et al., CIKM 2020) on CPU with NumPy + Numba."""
+
+
+for command in (train, evaluate, fetch_data, infer):
+    cli.add_command(command)
+
+
+def main():
+    """Entry point of the ``caps2ne`` console script."""
+    cli(prog_name=os.environ.get("CAPS2NE_PROG", "caps2ne"))

@@ -1,0 +1,113 @@
+"""The files a command reads and writes: the graph and its features, labels and splits
+from the options (``load_input``), and the checks made before any work: every output
+writable, no output replacing an input or another output (``check_outputs``)."""
+
+import os
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def load_input(source, need_eval=False):
+    """(Graph, features or None, labels or None, splits or None) from the CLI options."""
+    from .. import datasets
+    from ..graph import from_scipy, read_graph
+
+    labels = splits = features = None
+    if source["dataset"]:
+        data_dir = source["data_dir"] or datasets.default_data_dir()
+        kwargs = {"features": False} if (source["featureless"] and source["dataset"] in
+                                         datasets.PLANETOID_NAMES) else {}
+        ds = datasets.load_dataset(source["dataset"], data_dir, **kwargs)
+        g = from_scipy(ds.adj, ds.node_ids, directed=False,
+                       keep_self_loops=source["keep_self_loops"])
+        features = None if source["featureless"] else ds.features
+        labels, splits = ds.labels, ds.splits
+        if need_eval and ds.multilabel:
+            raise InputError(f"--eval-every-epoch: {source['dataset']} is multi-label; score its "
+                             "embeddings with 'evaluate' instead")
+    else:
+        cache = source.get("graph_cache", "off")
+        g = read_graph(source["graph"], directed=source["directed"],
+                       keep_self_loops=source["keep_self_loops"],
+                       cache=None if cache == "off" else cache)
+    if source["features"]:
+        features = datasets.load_features(source["features"], source["feature_ids"],
+                                          node_ids=g.node_ids)
+    if source["labels"]:
+        labels, multilabel = datasets.load_labels(source["labels"], g.node_ids)
+        if need_eval and multilabel:
+            raise InputError(f"{source['labels']}: --eval-every-epoch needs one label per node")
+    if source["splits"]:
+        splits = datasets.load_splits(source["splits"], g.n_nodes, node_ids=g.node_ids)
+    if need_eval and (labels is None or splits is None):
+        raise InputError("--eval-every-epoch needs labels and splits: --dataset, or --labels "
+                         "and --splits")
+    return g, features, labels, splits
+
+
+def check_writable(path, overwrite):
+    """InputError now if writing ``path`` would be refused or fail later ('-' is stdout)."""
+    from ..io import check_output_path, is_stdout, probe_writable
+
+    if is_stdout(path):
+        return
+    check_output_path(path, overwrite)
+    probe_writable(path)
+
+
+def input_paths(source):
+    """[(option, path)] of the files a command reads, which no output may replace."""
+    from ..graph import cache_path
+
+    inputs = [("--graph", source.get("graph")), ("--features", source.get("features")),
+              ("--feature-ids", source.get("feature_ids")), ("--labels", source.get("labels")),
+              ("--splits", source.get("splits"))]
+    if source.get("graph") and source["graph"] != "-" and source.get("graph_cache", "off") != "off":
+        inputs.append(("--graph-cache", str(cache_path(source["graph"]))))
+    return [(option, path) for option, path in inputs if path and path != "-"]
+
+
+def check_outputs(outputs, inputs, checkpoint_dir=None):
+    """Before any work: every output (option, path, overwrite) is writable, and no two
+    outputs, nor an output and an input, nor an output and a checkpoint file, are the
+    same file once symbolic links and '..' are resolved (os.path.realpath)."""
+    from .. import checkpoint
+    from ..io import is_stdout, probe_writable
+
+    taken = {os.path.realpath(path): (f"input {option}", path) for option, path in inputs
+             if path and path != "-"}
+    if checkpoint_dir:
+        if os.path.realpath(checkpoint_dir) in taken:
+            what, other = taken[os.path.realpath(checkpoint_dir)]
+            raise InputError(f"--checkpoint-dir {checkpoint_dir}: the same path as {what} {other}")
+        taken[os.path.realpath(checkpoint_dir)] = ("--checkpoint-dir", checkpoint_dir)
+        for name in (checkpoint.LATEST, checkpoint.PREVIOUS, checkpoint.NEW,
+                     checkpoint.PREVIOUS_NEW, checkpoint.LOCK):
+            path = os.path.join(checkpoint_dir, name)
+            taken[os.path.realpath(path)] = ("checkpoint file", path)
+    for option, path, overwrite in outputs:
+        if path is None or is_stdout(path):
+            continue
+        if path != "":
+            key = os.path.realpath(path)
+            if key in taken:
+                what, other = taken[key]
+                fix = ("writing it would replace that input" if what.startswith("input")
+                       else "give each output its own file name")
+                raise InputError(f"{option} {path}: the same file as {what} {other}; {fix}")
+            taken[key] = (option, path)
+        check_writable(path, overwrite)
+    if checkpoint_dir:
+        target = Path(checkpoint_dir)
+        if target.exists() and not target.is_dir():
+            raise InputError(f"--checkpoint-dir {checkpoint_dir}: exists and is not a folder")
+        existing = target
+        while not existing.exists():
+            if existing.is_symlink():
+                raise InputError(f"--checkpoint-dir {checkpoint_dir}: {existing} is a dangling "
+                                 "symbolic link")
+            existing = existing.parent
+        if not existing.is_dir():
+            raise InputError(f"--checkpoint-dir {checkpoint_dir}: {existing} is not a folder")
+        probe_writable(existing / "checkpoint.npz")

@@ -1,0 +1,159 @@
+"""Running a command: user errors as one line on stderr, signals, log lines above the
+progress bar, and the list of outputs written (for the interruption message).
+
+Exit codes: 0 success, 2 usage errors (click's own), 1 bad input data or a failed
+run, with one line on stderr; ``--debug`` shows the traceback instead; 130 after
+Ctrl-C and 143 after SIGTERM, as shells report a process ended by those signals.
+"""
+
+import logging
+import sys
+import warnings
+
+import click
+
+from ..errors import InputError, InputWarning
+
+log = logging.getLogger("caps2ne_np.cli")
+
+
+class Failure(click.ClickException):
+    """One-line error, exit code 1."""
+
+    def show(self, file=None):
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so that
+    the same clean-up runs (temp files removed, the lock released)."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+_WRITTEN = []   # outputs written by the running command, for the interruption message
+
+
+def wrote(path, what="embeddings"):
+    """Say on stderr that ``path`` was written ('-': standard output) and remember it."""
+    from ..io import is_stdout
+
+    _WRITTEN.append(str(path))
+    log.info(f"wrote {what} to standard output" if is_stdout(path) else f"wrote {path}")
+
+
+def run(debug, fn, *args, **kwargs):
+    """Call fn; turn user-facing errors into one-line messages unless --debug.
+
+    InputWarnings (self loops dropped, duplicates merged, ...) are printed as
+    ``warning: ...`` lines the moment they are raised, before training starts.
+    SIGTERM is handled as Ctrl-C: one line, temp files removed, exit code 143
+    (130 for Ctrl-C).
+    """
+    import signal
+    import threading
+
+    from ..train import TrainingDiverged
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, InputWarning):
+            if logging.getLogger("caps2ne_np").isEnabledFor(logging.WARNING):   # not with -q
+                write_line(f"warning: {message}")
+        else:
+            default_show(message, category, filename, lineno, file, line)
+
+    _WRITTEN.clear()
+    main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", InputWarning)
+        default_show = warnings.showwarning
+        warnings.showwarning = show
+        try:
+            return fn(*args, **kwargs)
+        except (InputError, TrainingDiverged, OSError) as err:
+            if debug:
+                raise
+            raise Failure(one_line(err)) from None
+        except KeyboardInterrupt as err:
+            term = isinstance(err, Terminated)
+            done = (f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN
+                    else "no output was written")
+            failure = Failure(f"{'terminated (SIGTERM)' if term else 'interrupted'}; {done}")
+            failure.exit_code = 143 if term else 130
+            raise failure from None
+        except Exception as err:  # noqa: BLE001 -- last resort: never a bare traceback
+            if debug:
+                raise
+            raise Failure(f"internal error ({type(err).__name__}: {one_line(err)}); "
+                          "rerun with --debug for the traceback and please report it") from None
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+
+
+def one_line(err):
+    """The message of ``err`` on one line (an OSError: 'file: reason')."""
+    if isinstance(err, OSError) and err.filename:
+        return f"{err.filename}: {err.strerror or err}"
+    return " ".join(str(err).split())
+
+
+def write_line(text):
+    """One line on stderr through tqdm's writer: above a running progress bar, not glued
+    onto it.  sys.stderr is looked up per line (click's test runner swaps it)."""
+    from tqdm import tqdm
+
+    tqdm.write(text, file=sys.stderr)
+
+
+class BarSafeHandler(logging.Handler):
+    """The package's log lines, written with :func:`write_line`."""
+
+    def emit(self, record):
+        try:
+            write_line(self.format(record))
+        except Exception:  # noqa: BLE001 -- logging must never raise
+            self.handleError(record)
+
+
+def reset_logging():
+    """Undo :func:`setup_logging` (commands without -q/-v: the default logging rules);
+    click's test runner runs several commands in one process."""
+    logger = logging.getLogger("caps2ne_np")
+    for handler in list(logger.handlers):
+        if isinstance(handler, BarSafeHandler):
+            logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True
+
+
+def setup_logging(quiet, verbose=False):
+    """Log lines of the ``caps2ne_np`` loggers on stderr: info (default), errors only
+    (-q), or debug details too (-v)."""
+    logger = logging.getLogger("caps2ne_np")
+    for handler in list(logger.handlers):
+        if isinstance(handler, BarSafeHandler):
+            logger.removeHandler(handler)
+    handler = BarSafeHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
+    logger.propagate = False
+
+
+def jsonable(obj):
+    """``obj`` with NumPy arrays and scalars turned into lists and Python numbers."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
