@@ -155,6 +155,24 @@ def test_transform_takes_the_aggregate(full, features, model):
             infer_embeddings(*fitted(model), full, features, idx, aggregate=agg)[1])
 
 
+def test_estimator_calibrate_and_transform_use_the_fitted_state(full, features, split, model):
+    """Caps2NE.calibrate is infer.calibrate on the fitted state; transform then uses the
+    model's calibration_ (the one a model file stores), not one fitted on its graph."""
+    import copy
+
+    sub, X_sub = split
+    m = copy.deepcopy(model)
+    cal = m.calibrate(sub, X_sub, samples=5, random_state=2, method="scale")
+    ref = calibrate(*fitted(m), sub, X_sub, samples=5, seed=2, method="scale")
+    np.testing.assert_array_equal(cal["A"], ref["A"])
+    m.calibration_ = cal
+    idx = [int(full.index_of("new")[0])]
+    with pytest.warns(InputWarning, match="fitted with Z = 5"):      # transform's Z is q
+        E = m.transform(full, features, nodes=idx)
+    mean = m.transform(full, features, nodes=idx, aggregate="mean")
+    np.testing.assert_array_equal(E, apply_calibration(mean, cal))
+
+
 # --------------------------------------------------------------------------- the model file
 
 
