@@ -31,8 +31,8 @@ import numbers
 
 import numpy as np
 
-from .defaults import SAMPLERS
 from ._jit import kernel
+from .defaults import SAMPLERS
 from .errors import InputError, check_int
 from .rng import TAG_SAMPLER, hash_slot, quiet_wraparound, rand_below, rand_uniform, stream2
 
@@ -307,7 +307,8 @@ class UnigramSampler(_Sampler):
 
 
 def make_sampler(name, n, counts=None, power=0.75):
-    """The sampler ``name`` in {'log_uniform', 'unigram', 'uniform'} over n nodes.
+    """The sampler ``name`` (one of ``defaults.SAMPLERS``: 'log_uniform', 'unigram',
+    'uniform') over n nodes.
 
     'unigram' needs ``counts`` (n,) (node frequencies in the walks) and uses ``power``.
     """
