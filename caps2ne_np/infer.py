@@ -108,7 +108,8 @@ def context_positions(spec, walk_length):
     try:
         values = [check_int("positions", p, 0, q - 1) for p in spec]
     except TypeError:
-        raise InputError(f"positions must be 'all' or a list of 0-based positions, got {spec!r}") from None
+        raise InputError(f"positions must be 'all' or a list of 0-based positions, got "
+                         f"{spec!r}") from None
     if not values or len(set(values)) != len(values):
         raise InputError(f"positions must be non-empty and distinct, got {values}")
     return np.asarray(values, dtype=np.int64)
@@ -170,7 +171,8 @@ def capsule_outputs(W, X, ctx, cfg, chunk=None):
     if ctx.ndim != 2 or ctx.shape[1] != n_slots:
         raise InputError(f"ctx must have q-1 = {n_slots} columns, got shape {ctx.shape}")
     if X.shape[1] != d:
-        raise InputError(f"features have d = {X.shape[1]} columns; the model was trained with d = {d}")
+        raise InputError(f"features have d = {X.shape[1]} columns; the model was trained with "
+                         f"d = {d}")
     dense_d = k if isinstance(X, SparseFeatures) else max(d, k)
     if chunk is None:
         chunk = max(1, PAIRS_BUDGET // (n_slots * dense_d))
@@ -212,13 +214,15 @@ def fit_calibration(E, O, method=DEFAULT_CALIBRATION):
     E = np.asarray(E, dtype=np.float64)
     O = np.asarray(O, dtype=np.float64)
     if E.ndim != 2 or E.shape != O.shape or E.shape[0] < 2:
-        raise InputError(f"calibration needs two (n, k) arrays with n >= 2, got {E.shape} and {O.shape}")
+        raise InputError(f"calibration needs two (n, k) arrays with n >= 2, got {E.shape} and "
+                         f"{O.shape}")
     n, k = E.shape
     b = np.zeros(k)
     if method == "scale":
         norm_e = np.linalg.norm(E, axis=1).mean()
         if not norm_e > 0:
-            raise InputError("every capsule output of the calibration nodes is zero; cannot calibrate")
+            raise InputError("every capsule output of the calibration nodes is zero; cannot "
+                             "calibrate")
         A = np.eye(k) * (np.linalg.norm(O, axis=1).mean() / norm_e)
     elif method == "diag":
         Ec, Oc = E - E.mean(axis=0), O - O.mean(axis=0)
@@ -292,9 +296,9 @@ def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions=
     if lone.size:
         first = graph.node_ids[int(lone[0])]
         if isolated == "error":
-            raise InputError(f"node {first!r} has no edges ({lone.size} such node(s)); a new node "
-                             "needs edges to be embedded, or pass isolated='self' (--isolated self) "
-                             "to encode it from its own features")
+            raise InputError(f"node {first!r} has no edges ({lone.size} such node(s)); a new "
+                             "node needs edges to be embedded, or pass isolated='self' (--isolated "
+                             "self) to encode it from its own features")
         warnings.warn(f"{lone.size} node(s) without edges, e.g. {first!r}: each is embedded from "
                       "its own features alone (its walks stay on it)", InputWarning, stacklevel=3)
     ctx = sample_contexts(graph, nodes, q, Z, seed, positions)
@@ -314,7 +318,7 @@ def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions=
     return E
 
 
-# --------------------------------------------------------------------------- a trained model's inputs
+# --------------------------------------------------------------------- a trained model's inputs
 
 
 def _graph_nodes(graph, nodes):
@@ -536,7 +540,8 @@ def inductive_split(graph_or_adj, test_nodes):
             and graph_or_adj.shape[0] == graph_or_adj.shape[1]:
         adj, n = sp.csr_matrix(graph_or_adj), graph_or_adj.shape[0]
     else:
-        raise InputError("graph_or_adj must be a caps2ne_np.graph.Graph or a square scipy.sparse matrix")
+        raise InputError("graph_or_adj must be a caps2ne_np.graph.Graph or a square scipy.sparse "
+                         "matrix")
     test = np.asarray(test_nodes)
     if test.size and not np.issubdtype(test.dtype, np.integer):
         if not is_graph:

@@ -104,7 +104,8 @@ def stream3(seed, key1, key2, key3):
 
 @kernel
 def next_u64(state):
-    """(state + GAMMA, mix64(state + GAMMA)): advance the counter, return (state, value), both uint64."""
+    """(state + GAMMA, mix64(state + GAMMA)): advance the counter; returns (state, value),
+    both uint64."""
     state = state + GAMMA
     return state, mix64(state)
 
@@ -135,7 +136,8 @@ def rand_uniform(state):
 
 @kernel
 def hash_slot(x, mask):
-    """mix64(x) & mask as int64: a slot of an open-addressing table of size mask + 1 (a power of two).
+    """mix64(x) & mask as int64: a slot of an open-addressing table of size mask + 1 (a
+    power of two).
 
     x, mask: non-negative int64.  Used by the samplers' small hash sets.
     """

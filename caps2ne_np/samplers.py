@@ -46,7 +46,8 @@ KIND_ALIAS = 2
 
 @kernel
 def build_alias(p, prob, alias):
-    """Vose's alias table for P = p (float64 (n,), sums to 1): prob float64 (n,), alias int64 (n,), written.
+    """Vose's alias table for P = p (float64 (n,), sums to 1): prob float64 (n,), alias
+    int64 (n,), written.
 
     A draw i ~ Uniform{0..n-1}, u ~ U[0, 1) returns i if u < prob[i] else alias[i], so
     P(c) = (prob[c] + sum_{i: alias[i] = c} (1 - prob[i])) / n.  O(n).
@@ -117,7 +118,8 @@ def _draw(kind, n, log_range, prob, alias, state):
 
 @kernel
 def _draws(kind, n, log_range, prob, alias, seed, key, out):
-    """out[t] ~ P independently (with replacement), t = 0..len(out)-1; the stream of ``_sample_unique``."""
+    """out[t] ~ P independently (with replacement), t = 0..len(out)-1; the stream of
+    ``_sample_unique``."""
     state = stream2(seed, TAG_SAMPLER, key)
     for t in range(out.shape[0]):
         state, c = _draw(kind, n, log_range, prob, alias, state)
@@ -126,7 +128,8 @@ def _draws(kind, n, log_range, prob, alias, seed, key, out):
 
 @kernel
 def _sample_unique(kind, n, log_range, prob, alias, seed, key, out, table):
-    """V' = the first len(out) distinct draws of c ~ P, in order of appearance; returns num_tries (int64).
+    """V' = the first len(out) distinct draws of c ~ P, in order of appearance; returns
+    num_tries (int64).
 
     out int64 (|V'|,) written; table int64 (2^m,) scratch, 2^m >= 2|V'|, an
     open-addressing hash set (linear probing, -1 = empty).  The caller guarantees
@@ -161,7 +164,8 @@ _check_int = check_int
 
 
 class _Sampler:
-    """Shared machinery: subclasses set ``n``, ``_kind``, ``_log_range``, ``_prob``, ``_alias``, ``_support``."""
+    """Shared machinery: subclasses set ``n``, ``_kind``, ``_log_range``, ``_prob``,
+    ``_alias``, ``_support``."""
 
     name = ""
 
@@ -211,7 +215,8 @@ class _Sampler:
         num_sampled = _check_int("num_sampled", num_sampled, 1, self.n - 1)
         if num_sampled > self._support:
             raise InputError(
-                f"num_sampled must be at most the {self._support} nodes of positive probability, got {num_sampled}"
+                f"num_sampled must be at most the {self._support} nodes of positive "
+                f"probability, got {num_sampled}"
             )
         seed = _check_int("seed", seed, 0, 2**63 - 1)
         key = _check_int("key", key, 0, 2**63 - 1)
@@ -227,7 +232,8 @@ class _Sampler:
         return out, int(num_tries)
 
     def expected_count(self, ids, num_tries, num_sampled=None):
-        """Q(c) = 1 - (1 - P(c))^num_tries = -expm1(num_tries log1p(-P(c))), float64 of the shape of ids.
+        """Q(c) = 1 - (1 - P(c))^num_tries = -expm1(num_tries log1p(-P(c))), float64 of the
+        shape of ids.
 
         With ``num_sampled`` given and equal to ``num_tries`` (no repeats were
         drawn), returns P(c) * num_sampled instead, as TensorFlow's unique samplers
@@ -285,7 +291,8 @@ class UnigramSampler(_Sampler):
         super().__init__(counts.shape[0])
         if not np.all(np.isfinite(counts)) or np.any(counts < 0):
             raise InputError("counts must be finite and non-negative")
-        if isinstance(power, bool) or not isinstance(power, numbers.Real) or not np.isfinite(power) or power < 0:
+        if (isinstance(power, bool) or not isinstance(power, numbers.Real)
+                or not np.isfinite(power) or power < 0):
             raise InputError(f"power must be a finite number >= 0, got {power!r}")
         self.power = float(power)
         weights = counts**self.power

@@ -146,7 +146,8 @@ def _walks_by_id(indptr, indices, cum, weighted, seed, walk_ids, walks):
 @kernel(parallel=True)
 def walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, positions,
                   seed, ctx):
-    """Contexts for inference (Algorithm 3, infer.sample_contexts): C_v of a walk of length q with v at position j, for each node a and sample z.
+    """Contexts for inference (Algorithm 3, infer.sample_contexts): C_v of a walk of
+    length q with v at position j, for each node a and sample z.
 
     v_j = v;  v_{t-1} ~ N_in(v_t), t = j, ..., 1;  v_{t+1} ~ N_out(v_t), t = j, ..., q-2;
     C_v = (v_t : t != j) in walk order.
@@ -232,7 +233,8 @@ def make_random_pairs(walks, walk_ids, seed, key, ctx_out, tgt_out):
 
 @kernel
 def _batch_walk_ids(n_walks, seed, epoch, step, out):
-    """out[b] ~ Uniform{0..n_walks-1}, independently (with replacement), from one stream (seed, epoch, step)."""
+    """out[b] ~ Uniform{0..n_walks-1}, independently (with replacement), from one stream
+    (seed, epoch, step)."""
     state = stream3(seed, TAG_BATCH, epoch, step)
     for b in range(out.shape[0]):
         state, w = rand_below(state, n_walks)
@@ -268,7 +270,8 @@ def check_seed(name, value):
 
 
 def check_csr(indptr, indices, weights):
-    """Contiguous int64 indptr, int32 indices, float32 weights (or None), checked for consistency."""
+    """Contiguous int64 indptr, int32 indices, float32 weights (or None), checked for
+    consistency."""
     indptr = np.asarray(indptr)
     indices = np.asarray(indices)
     if indptr.ndim != 1 or indptr.shape[0] < 2:
@@ -289,7 +292,8 @@ def check_csr(indptr, indices, weights):
     if weights is not None:
         weights = np.asarray(weights)
         if weights.shape != indices.shape:
-            raise InputError(f"weights must have the shape of indices {indices.shape}, got {weights.shape}")
+            raise InputError(f"weights must have the shape of indices {indices.shape}, got "
+                             f"{weights.shape}")
         weights = np.ascontiguousarray(weights, dtype=np.float32)
         if not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise InputError("weights must be finite and non-negative")
@@ -299,7 +303,8 @@ def check_csr(indptr, indices, weights):
 def _check_walks(walks):
     walks = np.asarray(walks)
     if walks.ndim != 2 or walks.shape[0] < 1 or walks.shape[1] < 2:
-        raise InputError(f"walks must be 2-D (n_walks >= 1, walk_length >= 2), got shape {walks.shape}")
+        raise InputError(f"walks must be 2-D (n_walks >= 1, walk_length >= 2), got shape "
+                         f"{walks.shape}")
     if not np.issubdtype(walks.dtype, np.integer):
         raise InputError(f"walks must hold integer node indices, got dtype {walks.dtype}")
     return np.ascontiguousarray(walks, dtype=np.int32)
@@ -308,7 +313,8 @@ def _check_walks(walks):
 def _check_walk_ids(walk_ids, n_walks):
     walk_ids = np.asarray(walk_ids)
     if walk_ids.ndim != 1 or not np.issubdtype(walk_ids.dtype, np.integer):
-        raise InputError(f"walk_ids must be a 1-D integer array, got shape {walk_ids.shape}, dtype {walk_ids.dtype}")
+        raise InputError(f"walk_ids must be a 1-D integer array, got shape {walk_ids.shape}, "
+                         f"dtype {walk_ids.dtype}")
     if walk_ids.shape[0] and (walk_ids.min() < 0 or walk_ids.max() >= n_walks):
         raise InputError(f"walk_ids must lie in [0, {n_walks})")
     return np.ascontiguousarray(walk_ids, dtype=np.int64)
@@ -434,11 +440,13 @@ def target_positions(spec, walk_length):
             return np.arange(q, dtype=np.int64)
         if spec == "random":
             return None
-        raise InputError(f"target_positions must be 'all', 'random' or a list of positions, got {spec!r}")
+        raise InputError("target_positions must be 'all', 'random' or a list of positions, "
+                         f"got {spec!r}")
     try:
         values = [_check_int("target_positions", p, 0, q - 1) for p in spec]
     except TypeError:
-        raise InputError(f"target_positions must be 'all', 'random' or a list of positions, got {spec!r}") from None
+        raise InputError("target_positions must be 'all', 'random' or a list of positions, "
+                         f"got {spec!r}") from None
     if not values:
         raise InputError("target_positions must not be empty")
     if len(set(values)) != len(values):

@@ -147,7 +147,8 @@ def small_graph(weighted=False, directed=False):
     w = r.uniform(0.5, 3.0, src.size) if weighted else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)
-        return from_edges(src, dst, w, [str(i) for i in range(13)], directed=directed)  # 12: isolated
+        # node 12 is isolated
+        return from_edges(src, dst, w, [str(i) for i in range(13)], directed=directed)
 
 
 # --------------------------------------------------------------------------- the sampler
@@ -218,14 +219,17 @@ def test_deterministic_for_a_seed(full, featureless_model):
 
 
 def test_identical_on_one_and_two_threads(full, fixed_model, features, restore_threads):
-    one = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n20"], samples=40, threads=1)[1]
-    two = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n20"], samples=40, threads=2)[1]
+    one = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n20"], samples=40,
+                           threads=1)[1]
+    two = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n20"], samples=40,
+                           threads=2)[1]
     np.testing.assert_array_equal(one, two)
 
 
 def test_a_node_does_not_depend_on_the_other_requested_nodes(full, fixed_model, features):
     alone = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=30)[1]
-    ids, many = infer_embeddings(*fitted(fixed_model), full, features, ["n9", "new", "n21"], samples=30)
+    ids, many = infer_embeddings(*fitted(fixed_model), full, features, ["n9", "new", "n21"],
+                                 samples=30)
     assert ids == ["n9", "new", "n21"]
     np.testing.assert_array_equal(alone[0], many[1])
 
@@ -291,7 +295,8 @@ def test_permuting_node_order_gives_the_same_embedding_in_distribution(full, fix
     X2[perm] = features
     new2 = names[full.index_of("new")[0]]
     Z = 10000                                            # max |a - b| ~ 0.005 here
-    a = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=Z, aggregate="mean")[1][0]
+    a = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=Z,
+                         aggregate="mean")[1][0]
     b = infer_embeddings(*fitted(fixed_model), g2, X2, [new2], samples=Z, aggregate="mean")[1][0]
     assert not np.array_equal(a, b)                      # different walks were drawn...
     np.testing.assert_allclose(a, b, atol=0.02)          # ...from the same distribution
@@ -330,7 +335,8 @@ def test_isolated_node_error_or_own_features(full, fixed_model, features):
     with pytest.raises(InputError, match="'alone' has no edges"):
         infer_embeddings(*fitted(fixed_model), g, X, ["alone"], isolated="error")
     with pytest.warns(InputWarning, match="without edges"):
-        E = infer_embeddings(*fitted(fixed_model), g, X, ["alone"], isolated="self", aggregate="mean")[1]
+        E = infer_embeddings(*fitted(fixed_model), g, X, ["alone"], isolated="self",
+                             aggregate="mean")[1]
     ctx = np.full((1, 9), g.n_nodes - 1, dtype=np.int32)   # the node itself in every slot
     e = capsule_outputs(fixed_model.W_, X, ctx, ModelConfig())
     np.testing.assert_allclose(E, e, rtol=1e-6)

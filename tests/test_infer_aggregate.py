@@ -55,8 +55,10 @@ def _mean_norm(A):
 
 
 def test_sum_is_z_times_the_mean_exactly(full, features, model):
-    mean = infer_embeddings(*fitted(model), full, features, ["new", "n3"], samples=7, aggregate="mean")[1]
-    total = infer_embeddings(*fitted(model), full, features, ["new", "n3"], samples=7, aggregate="sum")[1]
+    mean = infer_embeddings(*fitted(model), full, features, ["new", "n3"], samples=7,
+                            aggregate="mean")[1]
+    total = infer_embeddings(*fitted(model), full, features, ["new", "n3"], samples=7,
+                             aggregate="sum")[1]
     np.testing.assert_array_equal(total, (mean.astype(np.float64) * 7).astype(np.float32))
     assert total.dtype == np.float32 and not np.allclose(total, mean)
 
@@ -71,7 +73,8 @@ def test_calibrated_scale_recovers_the_scale_of_o(full, features, split, model):
     m.calibration_ = calibrate(*fitted(m), sub, X_sub, samples=10, seed=0, method="scale")
     calibrated = infer_embeddings(*fitted(m), full, features, OLD, samples=10, seed=1,
                                   aggregate="calibrated", calibration=m.calibration_)[1]
-    mean = infer_embeddings(*fitted(m), full, features, OLD, samples=10, seed=1, aggregate="mean")[1]
+    mean = infer_embeddings(*fitted(m), full, features, OLD, samples=10, seed=1,
+                            aggregate="mean")[1]
     assert _mean_norm(calibrated) == pytest.approx(norm_o, rel=0.05)
     assert _mean_norm(mean) < 0.5 * norm_o
     # a positive rescaling: directions unchanged
@@ -87,7 +90,8 @@ def test_the_default_calibration_predicts_each_nodes_o(full, features, split, mo
     err = {}
     for method in ("scale", "diag"):
         cal = calibrate(*fitted(model), sub, X_sub, samples=10, seed=0, method=method)
-        mean = infer_embeddings(*fitted(model), full, features, OLD, samples=10, seed=1, aggregate="mean")[1]
+        mean = infer_embeddings(*fitted(model), full, features, OLD, samples=10, seed=1,
+                                aggregate="mean")[1]
         err[method] = np.mean((apply_calibration(mean, cal) - model.O_[rows]) ** 2)
     err["mean"] = np.mean((mean - model.O_[rows]) ** 2)
     assert infer.DEFAULT_CALIBRATION == "diag"
@@ -127,7 +131,8 @@ def test_without_a_stored_calibration_it_is_fitted_on_the_given_graph(full, feat
     auto = infer_embeddings(*fitted(model), full, features, ["new"], samples=6, seed=3)[1]
     cal = calibrate(*fitted(model), full, features, samples=6, seed=3)
     np.testing.assert_array_equal(auto, apply_calibration(
-        infer_embeddings(*fitted(model), full, features, ["new"], samples=6, seed=3, aggregate="mean")[1],
+        infer_embeddings(*fitted(model), full, features, ["new"], samples=6, seed=3,
+                         aggregate="mean")[1],
         cal))
     assert cal["n"] == 30 and cal["samples"] == 6 and cal["positions"] == list(range(10))
 
