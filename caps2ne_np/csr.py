@@ -216,7 +216,8 @@ def build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_l
     del src, dst
     w = None
     if weights is None:
-        key = np.unique(keys)
+        keys.sort()   # np.unique without inverse hashes: several times slower on 1M keys
+        key = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
     else:
         key, inverse = np.unique(keys, return_inverse=True)
         w = np.bincount(inverse.ravel(), weights=weights, minlength=key.shape[0])  # in input order

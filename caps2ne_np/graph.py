@@ -305,7 +305,7 @@ def _noncanonical_ints(data: bytes) -> bool:
     """True when a token of ``data`` (spaces and newlines only) starts with '+', '-0' or
     '0' and a digit: a spelling that loadtxt reads as an integer other tokens also name."""
     b = np.frombuffer(data + b" ", dtype=np.uint8)
-    starts = np.isin(b, (43, 45, 48))              # '+', '-', '0' ...
+    starts = (b == 43) | (b == 45) | (b == 48)     # '+', '-', '0' ...
     starts[1:] &= b[:-1] <= 32                     # ... at the start of a token
     at = np.flatnonzero(starts)
     head, nxt = b[at], b[at + 1]
