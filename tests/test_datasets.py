@@ -4,15 +4,16 @@ import io
 import json
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from caps2ne_np import datasets
+from caps2ne_np import datasets, planetoid
 from caps2ne_np.datasets import (
-    RestrictedUnpickler,
     default_data_dir,
     load_bundled_cora,
     load_dataset,
@@ -23,6 +24,7 @@ from caps2ne_np.datasets import (
     load_splits,
 )
 from caps2ne_np.errors import InputError
+from caps2ne_np.planetoid import RestrictedUnpickler
 
 from benchdata import DATA, REASON, needs_data
 CITESEER_UNLABELLED = [2407, 2489, 2553, 2682, 2781, 2953, 3042, 3063, 3212, 3214, 3250, 3292, 3305, 3306, 3309]
@@ -38,8 +40,8 @@ def naive_planetoid(name, pdir):
         with open(pdir / f"ind.{name}.{part}", "rb") as fh:
             return RestrictedUnpickler(fh).load()
 
-    allx, ally = datasets._as_csr(read("allx"), "allx"), read("ally")
-    tx, ty = datasets._as_csr(read("tx"), "tx"), read("ty")
+    allx, ally = planetoid._as_csr(read("allx"), "allx"), read("ally")
+    tx, ty = planetoid._as_csr(read("tx"), "tx"), read("ty")
     test_idx = np.loadtxt(pdir / f"ind.{name}.test.index", dtype=np.int64)
     test_sorted = np.sort(test_idx)
     full = np.arange(test_sorted.min(), test_sorted.max() + 1)
@@ -166,7 +168,7 @@ def test_restricted_unpickler_refuses_os_system_before_it_runs(tmp_path, capfd):
     path = tmp_path / "ind.cora.allx"
     path.write_bytes(pickle.dumps(_Evil(marker), protocol=2))
     with pytest.raises(InputError, match=r"ind\.cora\.allx: refusing to unpickle global (posix|os|nt)\.system"):
-        datasets._unpickle(path)
+        planetoid._unpickle(path)
     assert not marker.exists()
     assert "pwned" not in capfd.readouterr().out
 
@@ -180,7 +182,7 @@ def test_corrupt_pickle_is_an_input_error_naming_the_file(tmp_path):
     path = tmp_path / "ind.cora.ty"
     path.write_bytes(pickle.dumps([1, 2, 3], protocol=2)[:-4])
     with pytest.raises(InputError, match=r"ind\.cora\.ty: not a readable Planetoid pickle"):
-        datasets._unpickle(path)
+        planetoid._unpickle(path)
 
 
 def test_restricted_unpickler_reads_csr_and_arrays_under_old_module_paths():
@@ -190,7 +192,7 @@ def test_restricted_unpickler_reads_csr_and_arrays_under_old_module_paths():
     blob = blob.replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n")
     assert b"scipy.sparse.csr\n" in blob and b"numpy.core.multiarray\n" in blob
     obj, arr = RestrictedUnpickler(io.BytesIO(blob), "f.pkl").load()
-    assert (datasets._as_csr(obj, "f.pkl") != x).nnz == 0
+    assert (planetoid._as_csr(obj, "f.pkl") != x).nnz == 0
     np.testing.assert_array_equal(arr, np.arange(6).reshape(2, 3))
 
 
@@ -395,6 +397,19 @@ def _fake_mirror(root, rel, content):
     (root / rel).parent.mkdir(parents=True, exist_ok=True)
     (root / rel).write_bytes(content)
     return root
+
+
+def test_one_registry_names_every_set_in_order_and_imports_light():
+    assert datasets.NAMES == ("cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled")
+    assert datasets.NAMES == datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES) + ("cora-bundled",)
+    assert all(isinstance(datasets.dataset_files(name), list) for name in datasets.NAMES)
+    with pytest.raises(InputError, match="choose one of cora, citeseer, pubmed, ppi, pos, blogcatalog"):
+        datasets.dataset_files("flickr")
+    code = ("import sys, caps2ne_np.datasets\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'\n"
+            "             or m in ('caps2ne_np.planetoid', 'caps2ne_np.io', 'caps2ne_np.graph')))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr[-2000:]
 
 
 def test_registry_covers_every_file_the_loaders_read():
