@@ -59,7 +59,9 @@ class Graph:
     directed: bool
     stats: dict = field(default_factory=dict)
     _index: dict | None = field(default=None, init=False, repr=False)
-    _weight_column: bool | None = field(default=None, init=False, repr=False)  # the input had weights
+    _weight_column: bool | None = field(
+        default=None, init=False, repr=False
+    )  # the input had weights
 
     @property
     def n_nodes(self) -> int:
@@ -114,8 +116,9 @@ def _fail(source, lineno, what, fix):
     raise GraphFormatError(f"{where}: {what}; {fix}")
 
 
-
-def from_edges(src, dst, weights, node_ids, directed: bool = False, keep_self_loops: bool = False) -> Graph:
+def from_edges(
+    src, dst, weights, node_ids, directed: bool = False, keep_self_loops: bool = False
+) -> Graph:
     """Graph from edge arrays: edge e goes ``src[e] -> dst[e]`` with weight ``weights[e]``.
 
     ``src``, ``dst``: integer arrays (m,) of node indices in [0, n); ``weights``: (m,)
@@ -129,9 +132,13 @@ def from_edges(src, dst, weights, node_ids, directed: bool = False, keep_self_lo
     dst = np.asarray(dst)
     for name, arr in (("src", src), ("dst", dst)):
         if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
-            raise InputError(f"{name} must be a 1-D integer array of node indices, got {arr.dtype} {arr.shape}")
+            raise InputError(
+                f"{name} must be a 1-D integer array of node indices, got {arr.dtype} {arr.shape}"
+            )
     if src.shape != dst.shape:
-        raise InputError(f"src and dst must have the same length, got {src.shape[0]} and {dst.shape[0]}")
+        raise InputError(
+            f"src and dst must have the same length, got {src.shape[0]} and {dst.shape[0]}"
+        )
     src = src.astype(np.int64)
     dst = dst.astype(np.int64)
     if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
@@ -145,8 +152,15 @@ def from_edges(src, dst, weights, node_ids, directed: bool = False, keep_self_lo
     return build(src, dst, weights, ids, directed, keep_self_loops, source="edges", stacklevel=3)
 
 
-def from_scipy(adj, node_ids=None, directed: bool = False, keep_self_loops: bool = False, *,
-               source="adj", stacklevel=1) -> Graph:
+def from_scipy(
+    adj,
+    node_ids=None,
+    directed: bool = False,
+    keep_self_loops: bool = False,
+    *,
+    source="adj",
+    stacklevel=1,
+) -> Graph:
     """Graph from a square scipy.sparse matrix; entry (i, j) != 0 is the edge i -> j.
 
     Stored zeros are not edges; duplicate entries of a COO matrix are summed (scipy's
@@ -171,10 +185,16 @@ def from_scipy(adj, node_ids=None, directed: bool = False, keep_self_loops: bool
         raise InputError(f"adj must have a real numeric dtype, got {csr.dtype}")
     csr.sum_duplicates()
     csr.eliminate_zeros()
-    ids = [str(i) for i in range(n)] if node_ids is None else check_ids([str(x) for x in node_ids], n, "node_ids", rows="nodes")
+    ids = (
+        [str(i) for i in range(n)]
+        if node_ids is None
+        else check_ids([str(x) for x in node_ids], n, "node_ids", rows="nodes")
+    )
     data = csr.data.astype(np.float64)
     if not np.all(np.isfinite(data) & (data > 0) & (data <= _F32_MAX)):
-        raise InputError("adj entries must be finite, > 0 and fit in float32 (stored zeros are ignored)")
+        raise InputError(
+            "adj entries must be finite, > 0 and fit in float32 (stored zeros are ignored)"
+        )
     coo = csr.tocoo()
     rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
     data = coo.data.astype(np.float64)
@@ -182,11 +202,21 @@ def from_scipy(adj, node_ids=None, directed: bool = False, keep_self_loops: bool
         upper = rows <= cols
         rows, cols, data = rows[upper], cols[upper], data[upper]
     weights = None if np.all(data == 1.0) else data
-    return build(rows, cols, weights, ids, directed, keep_self_loops, source=source,
-                 stacklevel=stacklevel + 2)
+    return build(
+        rows,
+        cols,
+        weights,
+        ids,
+        directed,
+        keep_self_loops,
+        source=source,
+        stacklevel=stacklevel + 2,
+    )
 
 
-def build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_lines=0, stacklevel=2):
+def build(
+    src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_lines=0, stacklevel=2
+):
     """The one CSR builder: validated int64 src/dst, float64 weights or None -> Graph.
 
     Drops/keeps self loops, canonicalises undirected pairs to (min, max), merges
@@ -194,7 +224,9 @@ def build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_l
     """
     n = len(node_ids)
     if n > _INT32_MAX:
-        _fail(source, None, f"{n} nodes", f"at most {_INT32_MAX} nodes are supported (int32 indices)")
+        _fail(
+            source, None, f"{n} nodes", f"at most {_INT32_MAX} nodes are supported (int32 indices)"
+        )
     m_read = int(src.shape[0])
     loop = src == dst
     n_loops = int(np.count_nonzero(loop))
@@ -204,7 +236,12 @@ def build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_l
         weights = weights[keep] if weights is not None else None
     if src.size == 0:
         if n_loops and not keep_self_loops:
-            _fail(source, None, f"no edges left after dropping {n_loops} self loops", "pass --keep-self-loops (keep_self_loops=True) to keep them")
+            _fail(
+                source,
+                None,
+                f"no edges left after dropping {n_loops} self loops",
+                "pass --keep-self-loops (keep_self_loops=True) to keep them",
+            )
         _fail(source, None, "no edges", "expected at least one edge")
     m = int(src.shape[0])
     if directed:
@@ -216,7 +253,7 @@ def build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_l
     del src, dst
     w = None
     if weights is None:
-        keys.sort()   # np.unique without inverse hashes: several times slower on 1M keys
+        keys.sort()  # np.unique without inverse hashes: several times slower on 1M keys
         key = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
     else:
         key, inverse = np.unique(keys, return_inverse=True)
@@ -225,7 +262,12 @@ def build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_l
         with np.errstate(over="ignore"):
             overflow = not np.all(np.isfinite(w.astype(np.float32)))
         if overflow:
-            _fail(source, None, "summed weights of duplicate edges overflow float32", "rescale the weights")
+            _fail(
+                source,
+                None,
+                "summed weights of duplicate edges overflow float32",
+                "rescale the weights",
+            )
     del keys
     n_dup = m - int(key.shape[0])
     if not directed:  # add v -> u; the keys stay distinct, so any sort gives the one order
@@ -255,9 +297,17 @@ def build(src, dst, weights, node_ids, directed, keep_self_loops, *, source, n_l
         "duplicates": n_dup,
         "isolated_nodes": n_isolated,
     }
-    warn_stats(source, stats, weights is not None, directed, keep_self_loops, stacklevel=stacklevel + 1)
-    graph = Graph(indptr=indptr, indices=indices, weights=w, node_ids=list(node_ids), directed=bool(directed),
-                  stats=stats)
+    warn_stats(
+        source, stats, weights is not None, directed, keep_self_loops, stacklevel=stacklevel + 1
+    )
+    graph = Graph(
+        indptr=indptr,
+        indices=indices,
+        weights=w,
+        node_ids=list(node_ids),
+        directed=bool(directed),
+        stats=stats,
+    )
     graph._weight_column = weights is not None
     return graph
 
@@ -268,7 +318,8 @@ def warn_stats(source, stats, weight_column, directed, keep_self_loops, *, stack
     n_loops, n_dup, n_isolated = stats["self_loops"], stats["duplicates"], stats["isolated_nodes"]
     if n_loops and not keep_self_loops:
         warnings.warn(
-            f"{source}: dropped {n_loops} self loop(s); pass --keep-self-loops (keep_self_loops=True) to keep them",
+            f"{source}: dropped {n_loops} self loop(s); pass --keep-self-loops "
+            "(keep_self_loops=True) to keep them",
             InputWarning,
             stacklevel=stacklevel,
         )

@@ -83,8 +83,8 @@ PLANETOID_NAMES = ("cora", "citeseer", "pubmed")
 MAT_FILES = {"ppi": "PPI.mat", "pos": "POS.mat", "blogcatalog": "blogcatalog.mat"}
 NAMES = PLANETOID_NAMES + tuple(MAT_FILES) + ("cora-bundled",)
 """Every name :func:`load_dataset` takes, in the order the CLI lists them."""
-DATASET_NAMES = NAMES   # the former name
-_read_id_file = read_id_file   # the former name (caps2ne_np._cli_infer imports it)
+DATASET_NAMES = NAMES  # the former name
+_read_id_file = read_id_file  # the former name (caps2ne_np._cli_infer imports it)
 
 
 @dataclass
@@ -183,7 +183,7 @@ def fetch(name: str, data_dir=None, *, features: bool = True, timeout: float = 6
     base = Path(data_dir if data_dir is not None else default_data_dir())
     missing = [rel for rel in dataset_files(name, features=features) if not (base / rel).is_file()]
     for k, rel in enumerate(missing):
-        more = [Path(r).name for r in missing[k + 1:]]
+        more = [Path(r).name for r in missing[k + 1 :]]
         hint = ""
         if more:
             hint += f" (then the same for {', '.join(more)})"
@@ -221,7 +221,9 @@ def paper_splits(name: str) -> str:
     """
     key = str(name).lower()
     if key not in PLANETOID_NAMES:
-        raise InputError(f"no paper splits for {name!r}; they exist for {', '.join(PLANETOID_NAMES)}")
+        raise InputError(
+            f"no paper splits for {name!r}; they exist for {', '.join(PLANETOID_NAMES)}"
+        )
     return _bundled(f"{key}.splits.json")
 
 
@@ -231,7 +233,8 @@ def _subdir(data_dir, sub: str) -> Path:
     if not base.is_dir():
         raise InputError(
             f"{base}: data directory not found; pass --data-dir (data_dir=) or set CAPS2NE_DATA "
-            "to the folder holding planetoid/ and multilabel/, or use load_dataset, which downloads them"
+            "to the folder holding planetoid/ and multilabel/, or use load_dataset, which "
+            "downloads them"
         )
     return base / sub if (base / sub).is_dir() else base
 
@@ -272,7 +275,9 @@ def load_planetoid(name: str, data_dir=None, *, features: bool = True, splits=No
 
     name = str(name).lower()
     if name not in PLANETOID_NAMES:
-        raise InputError(f"unknown Planetoid dataset {name!r}; choose one of {', '.join(PLANETOID_NAMES)}")
+        raise InputError(
+            f"unknown Planetoid dataset {name!r}; choose one of {', '.join(PLANETOID_NAMES)}"
+        )
     pdir = _subdir(data_dir, "planetoid")
     adj, feats, labels, n = planetoid.read(name, pdir, features)
     if splits is None:
@@ -283,8 +288,10 @@ def load_planetoid(name: str, data_dir=None, *, features: bool = True, splits=No
         for part in ("train", "val", "test"):
             unlabelled = split[part][labels[split[part]] < 0]
             if unlabelled.size:
-                raise InputError(f"{splits}: split {s} '{part}' contains unlabelled node "
-                                 f"{int(unlabelled[0])}; use splits drawn from labelled nodes only")
+                raise InputError(
+                    f"{splits}: split {s} '{part}' contains unlabelled node "
+                    f"{int(unlabelled[0])}; use splits drawn from labelled nodes only"
+                )
     return Dataset(name, adj, feats, labels, False, [str(i) for i in range(n)], split_list)
 
 
@@ -311,7 +318,9 @@ def load_mat(path_or_name, data_dir=None) -> Dataset:
     try:
         mat = scipy.io.loadmat(str(path))
     except FileNotFoundError:
-        raise InputError(f"{path}: file not found; expected a DeepWalk .mat file with 'network' and 'group'") from None
+        raise InputError(
+            f"{path}: file not found; expected a DeepWalk .mat file with 'network' and 'group'"
+        ) from None
     except Exception as err:
         raise InputError(
             f"{path}: not a readable MATLAB 5 .mat file ({type(err).__name__}: {err}); "
@@ -319,18 +328,26 @@ def load_mat(path_or_name, data_dir=None) -> Dataset:
         ) from None
     for var in ("network", "group"):
         if var not in mat:
-            raise InputError(f"{path}: no variable {var!r}; expected 'network' (N x N) and 'group' (N x L)")
+            raise InputError(
+                f"{path}: no variable {var!r}; expected 'network' (N x N) and 'group' (N x L)"
+            )
     adj = sp.csr_matrix(mat["network"], dtype=np.float32)
     adj.sum_duplicates()
     adj.sort_indices()
     n = adj.shape[0]
     if adj.shape != (n, n):
-        raise InputError(f"{path}: 'network' has shape {adj.shape}; expected a square N x N adjacency matrix")
+        raise InputError(
+            f"{path}: 'network' has shape {adj.shape}; expected a square N x N adjacency matrix"
+        )
     group = sp.csr_matrix(mat["group"])
     if group.shape[0] != n:
-        raise InputError(f"{path}: 'group' has {group.shape[0]} rows but 'network' has {n} nodes; expected N x L")
+        raise InputError(
+            f"{path}: 'group' has {group.shape[0]} rows but 'network' has {n} nodes; expected N x L"
+        )
     group.eliminate_zeros()
-    labels = sp.csr_matrix((np.ones(group.nnz, dtype=np.int64), group.indices, group.indptr), shape=group.shape)
+    labels = sp.csr_matrix(
+        (np.ones(group.nnz, dtype=np.int64), group.indices, group.indptr), shape=group.shape
+    )
     labels.sort_indices()
     return Dataset(name, adj, None, labels, True, [str(i) for i in range(n)])
 
@@ -351,12 +368,21 @@ def _load_bundled_cora() -> Dataset:
     ids = np.array(g.node_ids, dtype=np.int64)  # index in the Graph -> Cora id
     n = int(ids.max()) + 1
     rows = np.repeat(ids, g.degree())
-    adj = sp.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, ids[g.indices])), shape=(n, n))
+    adj = sp.csr_matrix(
+        (np.ones(rows.size, dtype=np.float32), (rows, ids[g.indices])), shape=(n, n)
+    )
     adj.sort_indices()
     node_ids = [str(i) for i in range(n)]
     labels, multilabel = load_labels(labels_path, node_ids)
-    return Dataset("cora-bundled", adj, None, labels, multilabel, node_ids,
-                   load_splits(bundled_cora_splits(), n))
+    return Dataset(
+        "cora-bundled",
+        adj,
+        None,
+        labels,
+        multilabel,
+        node_ids,
+        load_splits(bundled_cora_splits(), n),
+    )
 
 
 def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -> Dataset:

@@ -15,8 +15,10 @@ log = logging.getLogger(__name__)
 
 #: Every file is fetched from the authors' repository at a fixed commit, so the bytes,
 #: and therefore the SHA-256 held here, cannot change (shared/data/README.md, section 4).
-UPSTREAM = ("https://raw.githubusercontent.com/daiquocnguyen/Caps2NE/"
-            "bb9dc9f2a2eb8a40d193473c5c3424084e0918ed/")
+UPSTREAM = (
+    "https://raw.githubusercontent.com/daiquocnguyen/Caps2NE/"
+    "bb9dc9f2a2eb8a40d193473c5c3424084e0918ed/"
+)
 
 _SHA256 = """
 planetoid/ind.cora.allx           9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543
@@ -42,8 +44,10 @@ multilabel/POS.mat                b40977b48dec1d5016af0f6d5d2bce6f1c1037ccab948c
 multilabel/blogcatalog.mat        d4f4fb89ce1ccd4b7e2a183386c000773cc9362cc61f1be5b246a6d9c259da8f
 """
 #: path inside the data folder -> (path in the upstream repository, SHA-256 of the file)
-FILES = {rel: (rel.replace("planetoid/", "data/").replace("multilabel/", "graph/"), sha)
-         for rel, sha in (line.split() for line in _SHA256.strip().split("\n"))}
+FILES = {
+    rel: (rel.replace("planetoid/", "data/").replace("multilabel/", "graph/"), sha)
+    for rel, sha in (line.split() for line in _SHA256.strip().split("\n"))
+}
 
 
 def default_data_dir() -> str:
@@ -62,7 +66,7 @@ def default_data_dir() -> str:
 
 
 def data_mirror() -> str | None:
-    """Where missing files are copied from instead of GitHub, or None (download from :data:`UPSTREAM`).
+    """Where missing files are copied from instead of GitHub; None: from :data:`UPSTREAM`.
 
     ``$CAPS2NE_DATA_MIRROR`` (a folder laid out as ``shared/data``, or a ``file://``,
     ``http://`` or ``https://`` URL of one); else, in a source checkout with a
@@ -118,8 +122,10 @@ def download(rel: str, dest: Path, timeout: float, hint: str = "") -> None:
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InputError(f"{dest.parent}: cannot create the data folder ({err.strerror or err}); "
-                         "pass a writable --data-dir or set CAPS2NE_DATA") from None
+        raise InputError(
+            f"{dest.parent}: cannot create the data folder ({err.strerror or err}); "
+            "pass a writable --data-dir or set CAPS2NE_DATA"
+        ) from None
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
     log.info("downloading %s to %s", url, dest)
     try:
@@ -129,15 +135,18 @@ def download(rel: str, dest: Path, timeout: float, hint: str = "") -> None:
                 digest.update(block)
                 fh.write(block)
         if digest.hexdigest() != sha:
-            raise InputError(f"{url}: SHA-256 {digest.hexdigest()} differs from the expected {sha} "
-                             f"(corrupt or changed copy); {by_hand}")
+            raise InputError(
+                f"{url}: SHA-256 {digest.hexdigest()} differs from the expected {sha} "
+                f"(corrupt or changed copy); {by_hand}"
+            )
         os.replace(tmp, dest)
     except (urllib.error.URLError, OSError, ValueError) as err:
         if isinstance(err, InputError):
             raise
         reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
         where = f"the mirror {mirror}" if mirror is not None else "GitHub"
-        raise InputError(f"{rel}: cannot get it from {where} ({reason}); without network, "
-                         f"{by_hand}{hint}") from None
+        raise InputError(
+            f"{rel}: cannot get it from {where} ({reason}); without network, {by_hand}{hint}"
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)

@@ -27,7 +27,9 @@ def read_bytes(path, name=None, *, what="the file", error=InputError) -> bytes:
     except FileNotFoundError:
         raise error(f"{name}: no such file; check the path to {what}") from None
     except OSError as err:
-        raise error(f"{name}: cannot be read ({err.strerror or err}); check its permissions") from None
+        raise error(
+            f"{name}: cannot be read ({err.strerror or err}); check its permissions"
+        ) from None
 
 
 def decode(data: bytes, name, *, expected="text", error=InputError) -> str:
@@ -41,14 +43,18 @@ def decode(data: bytes, name, *, expected="text", error=InputError) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise error(f"{name}:{line}: invalid UTF-8 (byte 0x{data[err.start]:02x}); expected {expected} "
-                    "(re-encode the file, e.g. iconv -t UTF-8)") from None
+        raise error(
+            f"{name}:{line}: invalid UTF-8 (byte 0x{data[err.start]:02x}); expected {expected} "
+            "(re-encode the file, e.g. iconv -t UTF-8)"
+        ) from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
 def read_lines(path, expected: str, *, error=InputError) -> list[str]:
     """The lines of a UTF-8 text file (``\\n``, ``\\r\\n`` or ``\\r`` endings), without the ends."""
-    text = decode(read_bytes(path, what=expected, error=error), path, expected=expected, error=error)
+    text = decode(
+        read_bytes(path, what=expected, error=error), path, expected=expected, error=error
+    )
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -79,11 +85,15 @@ def check_ids(ids, n: int, where: str, *, rows: str = "rows") -> list[str]:
     first bad or repeated one (``rows``: what the n things are, "rows" or "nodes")."""
     ids = list(ids)
     if len(ids) != n:
-        raise InputError(f"{where}: {len(ids)} node ids for {n} {rows}; give one id per {rows[:-1]}")
+        raise InputError(
+            f"{where}: {len(ids)} node ids for {n} {rows}; give one id per {rows[:-1]}"
+        )
     for node in ids:
         if not is_token(node):
-            raise InputError(f"{where}: node id {node!r} is not a non-empty string without whitespace; "
-                             "ids are written as tokens (word2vec files, .nodes.txt)")
+            raise InputError(
+                f"{where}: node id {node!r} is not a non-empty string without whitespace; "
+                "ids are written as tokens (word2vec files, .nodes.txt)"
+            )
     repeat = first_repeat(ids)
     if repeat is not None:
         raise InputError(f"{where}: node id {ids[repeat[1]]!r} occurs twice; ids must be unique")

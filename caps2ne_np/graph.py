@@ -84,7 +84,7 @@ def _fail(source, lineno, what, fix):
     raise GraphFormatError(f"{where}: {what}; {fix}")
 
 
-MAX_LINE_BYTES = 1 << 20   # a longer line in a stream is refused (no edge line is that long)
+MAX_LINE_BYTES = 1 << 20  # a longer line in a stream is refused (no edge line is that long)
 _STREAM_CHUNK = 1 << 20
 COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
 STDIN = "-"
@@ -108,7 +108,9 @@ def _is_stream(source: str) -> bool:
     if source == STDIN or Path(source).suffix.lower() in COMPRESSED:
         return True
     try:
-        return not stat.S_ISREG(os.stat(source).st_mode) and not stat.S_ISDIR(os.stat(source).st_mode)
+        return not stat.S_ISREG(os.stat(source).st_mode) and not stat.S_ISDIR(
+            os.stat(source).st_mode
+        )
     except OSError:
         return False
 
@@ -132,21 +134,30 @@ def _read_stream(source: str) -> bytes:
     except OSError as err:
         _fail(name, None, f"cannot be read ({err.strerror or err})", "check the file's permissions")
     cap = max_stream_bytes()
-    parts, total, line, run = [], 0, 1, 0   # run: bytes since the last newline
+    parts, total, line, run = [], 0, 1, 0  # run: bytes since the last newline
     try:
         while True:
             try:
                 chunk = fh.read(_STREAM_CHUNK)
             except (OSError, EOFError, ValueError) as err:  # gzip/bz2/lzma errors are among these
                 kind = f"a damaged {suffix} file" if suffix in COMPRESSED else "a read error"
-                _fail(name, None, f"{kind} ({type(err).__name__}: {' '.join(str(err).split())})",
-                      "check the file" + (f" (e.g. {COMPRESSED[suffix]} -t)" if suffix == ".gz" else ""))
+                _fail(
+                    name,
+                    None,
+                    f"{kind} ({type(err).__name__}: {' '.join(str(err).split())})",
+                    "check the file"
+                    + (f" (e.g. {COMPRESSED[suffix]} -t)" if suffix == ".gz" else ""),
+                )
             if not chunk:
                 break
             nul = chunk.find(b"\x00")
             if nul >= 0:
-                _fail(name, line + chunk.count(b"\n", 0, nul), "binary content (NUL byte)",
-                      "expected a UTF-8 text edge list")
+                _fail(
+                    name,
+                    line + chunk.count(b"\n", 0, nul),
+                    "binary content (NUL byte)",
+                    "expected a UTF-8 text edge list",
+                )
             last = chunk.rfind(b"\n")
             longest = run + (len(chunk) if last < 0 else chunk.find(b"\n"))
             if last >= 0:
@@ -156,13 +167,21 @@ def _read_stream(source: str) -> bytes:
             else:
                 run += len(chunk)
             if max(longest, run) > MAX_LINE_BYTES:
-                _fail(name, None, f"a line longer than {MAX_LINE_BYTES} bytes",
-                      "expected an edge list ('u v [w]' per line); is this the right file?")
+                _fail(
+                    name,
+                    None,
+                    f"a line longer than {MAX_LINE_BYTES} bytes",
+                    "expected an edge list ('u v [w]' per line); is this the right file?",
+                )
             line += chunk.count(b"\n")
             total += len(chunk)
             if total > cap:
-                _fail(name, None, f"more than {cap} bytes from a stream (half the available memory)",
-                      "give a regular file instead")
+                _fail(
+                    name,
+                    None,
+                    f"more than {cap} bytes from a stream (half the available memory)",
+                    "give a regular file instead",
+                )
             parts.append(chunk)
     finally:
         if fh is not sys.stdin.buffer:
@@ -179,11 +198,20 @@ def _parse_weights(tokens, linenos, source):
             try:
                 float(tok)
             except ValueError:
-                _fail(source, int(line), f"weight {_short(tok)} is not a number", "expected a number > 0 in the third column")
+                _fail(
+                    source,
+                    int(line),
+                    f"weight {_short(tok)} is not a number",
+                    "expected a number > 0 in the third column",
+                )
         _fail(source, None, "a weight is not a number", "expected a number > 0 in the third column")
     with np.errstate(over="ignore"):
-        w32 = w.astype(np.float32)  # the stored value: '3.40282347e+38' is float32's max, not beyond it
-    bad = ~(np.isfinite(w) & (w > 0) & np.isfinite(w32) & (w32 > 0))  # NaN, <= 0, overflows or underflows float32
+        w32 = w.astype(
+            np.float32
+        )  # the stored value: '3.40282347e+38' is float32's max, not beyond it
+    bad = ~(
+        np.isfinite(w) & (w > 0) & np.isfinite(w32) & (w32 > 0)
+    )  # NaN, <= 0, overflows or underflows float32
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         _fail(
@@ -213,7 +241,9 @@ def _read_edgelist(path, directed, keep_self_loops, *, stacklevel):
     """
     source = os.fspath(path)
     if source == "":
-        raise GraphFormatError("graph path is empty; give the edge-list file (or '-' for standard input)")
+        raise GraphFormatError(
+            "graph path is empty; give the edge-list file (or '-' for standard input)"
+        )
     name = _display(source)
     if _is_stream(source):
         data = _read_stream(source)
@@ -221,8 +251,9 @@ def _read_edgelist(path, directed, keep_self_loops, *, stacklevel):
         data = read_bytes(source, name, what="the edge list", error=GraphFormatError)
     graph = _read_edgelist_fast(source, directed, keep_self_loops, stacklevel=stacklevel, data=data)
     if graph is None:
-        graph = _read_edgelist_careful(source, directed, keep_self_loops, stacklevel=stacklevel,
-                                       data=data, name=name)
+        graph = _read_edgelist_careful(
+            source, directed, keep_self_loops, stacklevel=stacklevel, data=data, name=name
+        )
     return graph
 
 
@@ -250,7 +281,9 @@ def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=
         _fail(source, i + 1, f"line has {what}", "expected " + _FORMAT)
     has_edge = np.flatnonzero(lens >= 2)
     if has_edge.size == 0:
-        _fail(source, None, f"no edges in {n_lines} line(s)", "expected one edge per line: " + _FORMAT)
+        _fail(
+            source, None, f"no edges in {n_lines} line(s)", "expected one edge per line: " + _FORMAT
+        )
     edges = [rows[i] for i in has_edge]
     m = len(edges)
     flat = [None] * (2 * m)
@@ -295,30 +328,36 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _COMMENT = re.compile(rb"#[^\n]*")
 _SPACES = bytes.maketrans(b"\t\r\x0b\x0c\x1c\x1d\x1e\x1f", b" " * 8)  # str.split()'s ASCII blanks
 _UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
-"""The whitespace ``str.split()`` knows beyond ASCII (tests check the list against ``str.isspace``)."""
+"""The whitespace ``str.split()`` knows beyond ASCII (a test checks it against ``str.isspace``)."""
 _FIRST_LINE = re.compile(rb"[^ \n][^\n]*")
 _LONG_LINE = 256  # a file with longer lines goes to the careful reader (loadtxt's string array
-                  # takes 4 bytes per character of the longest token for every token)
+# takes 4 bytes per character of the longest token for every token)
 
 
 def _noncanonical_ints(data: bytes) -> bool:
     """True when a token of ``data`` (spaces and newlines only) starts with '+', '-0' or
     '0' and a digit: a spelling that loadtxt reads as an integer other tokens also name."""
     b = np.frombuffer(data + b" ", dtype=np.uint8)
-    starts = (b == 43) | (b == 45) | (b == 48)     # '+', '-', '0' ...
-    starts[1:] &= b[:-1] <= 32                     # ... at the start of a token
+    starts = (b == 43) | (b == 45) | (b == 48)  # '+', '-', '0' ...
+    starts[1:] &= b[:-1] <= 32  # ... at the start of a token
     at = np.flatnonzero(starts)
     head, nxt = b[at], b[at + 1]
-    return bool(np.any((head == 43) | ((head == 45) & (nxt == 48)) | ((head == 48) & (nxt >= 48) & (nxt <= 57))))
+    return bool(
+        np.any(
+            (head == 43) | ((head == 45) & (nxt == 48)) | ((head == 48) & (nxt >= 48) & (nxt <= 57))
+        )
+    )
 
 
 def _loadtxt(data: bytes, dtype, ndmin):
     """np.loadtxt of whitespace-separated columns of UTF-8 bytes, or None where it objects."""
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)         # "line N contained no data"
-            warnings.simplefilter("error", DeprecationWarning)   # e.g. an integer read via a float
-            return np.loadtxt(io.BytesIO(data), dtype=dtype, comments=None, ndmin=ndmin, encoding="utf-8")
+            warnings.simplefilter("ignore", UserWarning)  # "line N contained no data"
+            warnings.simplefilter("error", DeprecationWarning)  # e.g. an integer read via a float
+            return np.loadtxt(
+                io.BytesIO(data), dtype=dtype, comments=None, ndmin=ndmin, encoding="utf-8"
+            )
     except (ValueError, OverflowError, DeprecationWarning):
         return None
 
@@ -392,8 +431,17 @@ def _read_edgelist_fast(source, directed, keep_self_loops, *, stacklevel, data=N
         return None
     node_ids, src, dst, weights = parsed
     try:
-        return build(src, dst, weights, node_ids, directed, keep_self_loops, source=_display(source),
-                      n_lines=n_lines, stacklevel=stacklevel + 1)
+        return build(
+            src,
+            dst,
+            weights,
+            node_ids,
+            directed,
+            keep_self_loops,
+            source=_display(source),
+            n_lines=n_lines,
+            stacklevel=stacklevel + 1,
+        )
     except GraphFormatError:
         return None
 
@@ -417,11 +465,16 @@ def read_graph(path, directed: bool = False, keep_self_loops: bool = False, cach
         raise InputError(f"cache must be None, 'use' or 'write', got {cache!r}")
     source = os.fspath(path)
     if source == "":
-        raise GraphFormatError("graph path is empty; give the edge-list file (or '-' for standard input)")
-    if cache is not None and (source == STDIN or (_is_stream(source) and
-                                                  Path(source).suffix.lower() not in COMPRESSED)):
-        raise InputError(f"{_display(source)}: a pipe, FIFO or device has no file to cache; "
-                         "read it without the cache (--graph-cache off)")
+        raise GraphFormatError(
+            "graph path is empty; give the edge-list file (or '-' for standard input)"
+        )
+    if cache is not None and (
+        source == STDIN or (_is_stream(source) and Path(source).suffix.lower() not in COMPRESSED)
+    ):
+        raise InputError(
+            f"{_display(source)}: a pipe, FIFO or device has no file to cache; "
+            "read it without the cache (--graph-cache off)"
+        )
     if cache == "use":
         try:
             return graph_cache.load(source, directed, keep_self_loops, stacklevel=3)
@@ -435,7 +488,9 @@ def read_graph(path, directed: bool = False, keep_self_loops: bool = False, cach
         except (InputError, OSError) as err:
             if cache == "write":
                 raise
-            warnings.warn(f"{cache_path(source)}: graph cache not written ({err})", InputWarning, stacklevel=2)
+            warnings.warn(
+                f"{cache_path(source)}: graph cache not written ({err})", InputWarning, stacklevel=2
+            )
     return graph
 
 
@@ -449,9 +504,19 @@ def _read_graph_file(source, directed, keep_self_loops):
     except GraphFormatError:
         raise
     except InputError as err:
-        _fail(source, None, f"bad adjacency matrix ({err})", "expected a square sparse matrix of finite weights > 0")
+        _fail(
+            source,
+            None,
+            f"bad adjacency matrix ({err})",
+            "expected a square sparse matrix of finite weights > 0",
+        )
     except MemoryError:
-        _fail(source, None, f"a {adj.shape[0]}-node graph does not fit in memory", "check the matrix shape")
+        _fail(
+            source,
+            None,
+            f"a {adj.shape[0]}-node graph does not fit in memory",
+            "check the matrix shape",
+        )
 
 
 # --------------------------------------------------------------------------- in-memory inputs
@@ -486,8 +551,11 @@ def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False):
     edges = edges_of(obj)
     if edges is None:
         raise InputError(
-            f"cannot read a graph from {type(obj).__name__}; give a scipy.sparse matrix, a networkx "
+            f"cannot read a graph from {type(obj).__name__}; give a scipy.sparse matrix, a "
+            "networkx "
             "graph, an (m, 2|3) edge array, a pandas DataFrame of edges or a caps2ne_np Graph"
         )
     src, dst, weights, ids, labels = edges
-    return from_edges(src, dst, weights, ids, directed=directed, keep_self_loops=keep_self_loops), labels
+    return from_edges(
+        src, dst, weights, ids, directed=directed, keep_self_loops=keep_self_loops
+    ), labels

@@ -23,7 +23,7 @@ from caps2ne_np.errors import GraphFormatError, InputError
 from caps2ne_np.io import load_npz, save_npz
 
 _FORMAT = "caps2ne_np.graph-cache"
-_VERSION = 2   # 2: keyed on a hash of the content (1: size and mtime)
+_VERSION = 2  # 2: keyed on a hash of the content (1: size and mtime)
 _REBUILD = "read_graph(..., cache='use') rebuilds it"
 
 
@@ -75,10 +75,14 @@ def save(graph, source, key, keep_self_loops) -> Path:
     ``keep_self_loops``, to ``cache_path(source)``."""
     if not graph.stats.get("self_loops"):
         keep_self_loops = None  # no self loop in the input: the same graph either way
-    weight_column = graph._weight_column if graph._weight_column is not None else graph.weights is not None
+    weight_column = (
+        graph._weight_column if graph._weight_column is not None else graph.weights is not None
+    )
     target = cache_path(source)
     if target.exists() and not _is_cache(target):
-        raise InputError(f"{target}: exists and is not a graph cache; remove or rename it to cache {source}")
+        raise InputError(
+            f"{target}: exists and is not a graph cache; remove or rename it to cache {source}"
+        )
     ids = "\n".join(graph.node_ids).encode("utf-8")
     weights = graph.weights if graph.weights is not None else np.empty(0, dtype=np.float32)
     save_npz(
@@ -110,12 +114,28 @@ def _is_cache(target) -> bool:
         return False
 
 
-_NAMES = ("format", "version", "indptr", "indices", "weights", "weighted", "node_ids", "n_nodes",
-          "directed", "keep_self_loops", "weight_column", "stats", "source_size", "source_hash")
+_NAMES = (
+    "format",
+    "version",
+    "indptr",
+    "indices",
+    "weights",
+    "weighted",
+    "node_ids",
+    "n_nodes",
+    "directed",
+    "keep_self_loops",
+    "weight_column",
+    "stats",
+    "source_size",
+    "source_hash",
+)
 
 
-def load_graph_cache(path, directed: bool | None = None, keep_self_loops: bool | None = None) -> Graph:
-    """The Graph cached for the file ``path`` by :func:`save_graph_cache` (or ``read_graph(cache=...)``).
+def load_graph_cache(
+    path, directed: bool | None = None, keep_self_loops: bool | None = None
+) -> Graph:
+    """The Graph cached for the file ``path`` by :func:`save_graph_cache` or ``read_graph(cache=)``.
 
     Raises :class:`StaleCacheError` when ``path`` no longer has the size and content
     hash recorded in the cache (or is gone), or when ``directed`` /
@@ -129,7 +149,9 @@ def load(source, directed, keep_self_loops, *, stacklevel) -> Graph:
     """:func:`load_graph_cache` with its warnings ``stacklevel`` frames up."""
     target = cache_path(source)
     if not target.is_file():
-        raise GraphFormatError(f"{target}: no such file; write it with read_graph({source!r}, cache='write')")
+        raise GraphFormatError(
+            f"{target}: no such file; write it with read_graph({source!r}, cache='write')"
+        )
     try:
         z = load_npz(target)
     except InputError as err:
@@ -141,28 +163,46 @@ def load(source, directed, keep_self_loops, *, stacklevel) -> Graph:
     if "format" not in z or z["format"].dtype.kind != "U" or str(z["format"]) != _FORMAT:
         raise GraphFormatError(f"{target}: not a graph cache; delete it; {_REBUILD}")
     if "version" in z and np.ndim(z["version"]) == 0 and int(z["version"]) != _VERSION:
-        raise StaleCacheError(f"{target}: cache format version {int(z['version'])}, this reader writes "
-                              f"{_VERSION}; {_REBUILD}")
+        raise StaleCacheError(
+            f"{target}: cache format version {int(z['version'])}, this reader writes "
+            f"{_VERSION}; {_REBUILD}"
+        )
     if any(name not in z for name in _NAMES):
         raise GraphFormatError(f"{target}: not a graph cache; delete it; {_REBUILD}")
     size = int(z["source_size"])
     now = stamp(source, size_only=size)
     if now != (size, str(z["source_hash"])):
-        what = "is gone" if now is None else "has other content than the file the cache was written from"
+        what = (
+            "is gone"
+            if now is None
+            else "has other content than the file the cache was written from"
+        )
         raise StaleCacheError(f"{target}: stale: {source} {what}; {_REBUILD}")
     cached_directed, cached_keep = bool(z["directed"]), int(z["keep_self_loops"])
     if directed is not None and bool(directed) != cached_directed:
-        raise StaleCacheError(f"{target}: cached with directed={cached_directed}, asked for "
-                              f"directed={bool(directed)}; rebuild it with cache='write'")
-    if keep_self_loops is not None and cached_keep >= 0 and bool(keep_self_loops) != bool(cached_keep):
-        raise StaleCacheError(f"{target}: cached with keep_self_loops={bool(cached_keep)}, asked for "
-                              f"keep_self_loops={bool(keep_self_loops)}; rebuild it with cache='write'")
+        raise StaleCacheError(
+            f"{target}: cached with directed={cached_directed}, asked for "
+            f"directed={bool(directed)}; rebuild it with cache='write'"
+        )
+    if (
+        keep_self_loops is not None
+        and cached_keep >= 0
+        and bool(keep_self_loops) != bool(cached_keep)
+    ):
+        raise StaleCacheError(
+            f"{target}: cached with keep_self_loops={bool(cached_keep)}, asked for "
+            f"keep_self_loops={bool(keep_self_loops)}; rebuild it with cache='write'"
+        )
     indptr, indices, weights = z["indptr"], z["indices"], z["weights"]
     n = int(z["n_nodes"])
     if indptr.dtype != np.int64 or indices.dtype != np.int32 or weights.dtype != np.float32:
         damaged("array types")
-    if (indptr.shape != (n + 1,) or indptr[0] != 0 or indptr[-1] != indices.shape[0]
-            or np.any(np.diff(indptr) < 0)):
+    if (
+        indptr.shape != (n + 1,)
+        or indptr[0] != 0
+        or indptr[-1] != indices.shape[0]
+        or np.any(np.diff(indptr) < 0)
+    ):
         damaged("row pointers")
     if indices.shape[0] and (int(indices.min()) < 0 or int(indices.max()) >= n):
         damaged("neighbour indices")
@@ -178,11 +218,25 @@ def load(source, directed, keep_self_loops, *, stacklevel) -> Graph:
         damaged("ids or stats")
     if len(node_ids) != n:
         damaged(f"{len(node_ids)} ids for {n} nodes")
-    if not isinstance(stats, dict) or any(k not in stats for k in ("self_loops", "duplicates", "isolated_nodes")):
+    if not isinstance(stats, dict) or any(
+        k not in stats for k in ("self_loops", "duplicates", "isolated_nodes")
+    ):
         damaged("stats")
-    warn_stats(source, stats, bool(z["weight_column"]), cached_directed, cached_keep != 0,
-               stacklevel=stacklevel + 1)
-    graph = Graph(indptr=indptr, indices=indices, weights=weights, node_ids=node_ids,
-                  directed=cached_directed, stats=stats)
+    warn_stats(
+        source,
+        stats,
+        bool(z["weight_column"]),
+        cached_directed,
+        cached_keep != 0,
+        stacklevel=stacklevel + 1,
+    )
+    graph = Graph(
+        indptr=indptr,
+        indices=indices,
+        weights=weights,
+        node_ids=node_ids,
+        directed=cached_directed,
+        stats=stats,
+    )
     graph._weight_column = bool(z["weight_column"])
     return graph

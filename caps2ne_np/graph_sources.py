@@ -38,7 +38,7 @@ def factorise(values):
     by_first = np.argsort(first, kind="stable")
     rank = np.empty(starts.size, dtype=np.int64)
     rank[by_first] = np.arange(starts.size)
-    group = np.cumsum(new, dtype=np.int64)      # 1 + the sorted rank of each sorted value
+    group = np.cumsum(new, dtype=np.int64)  # 1 + the sorted rank of each sorted value
     group -= 1
     codes = np.empty(values.size, dtype=np.int64)
     codes[order] = rank.take(group, out=group)
@@ -61,25 +61,37 @@ def read_matrix(source: str):
         try:
             adj = read_sparse_npz(source)
         except Exception as err:  # noqa: BLE001 -- any failure of the reader is a bad file
-            fail(f"not a scipy.sparse .npz ({type(err).__name__}: {err})", "write it with scipy.sparse.save_npz")
+            fail(
+                f"not a scipy.sparse .npz ({type(err).__name__}: {err})",
+                "write it with scipy.sparse.save_npz",
+            )
     else:
         import scipy.io
 
         try:
             mat = scipy.io.loadmat(source)
         except Exception as err:  # noqa: BLE001 -- any failure of the reader is a bad file
-            fail(f"not a MATLAB .mat file ({type(err).__name__}: {err})", "save it with scipy.io.savemat")
+            fail(
+                f"not a MATLAB .mat file ({type(err).__name__}: {err})",
+                "save it with scipy.io.savemat",
+            )
         names = [k for k in mat if not k.startswith("__")]
         sparse = [k for k in names if sp.issparse(mat[k])]
         if "network" not in names and len(sparse) != 1:
-            fail(f"holds variables {names}", "expected a sparse matrix named 'network' or exactly one sparse matrix")
+            fail(
+                f"holds variables {names}",
+                "expected a sparse matrix named 'network' or exactly one sparse matrix",
+            )
         adj = mat["network"] if "network" in names else mat[sparse[0]]
     try:
         adj = sp.csr_matrix(adj)
         if adj.format == "csr":
             adj.check_format(full_check=True)
     except MemoryError:
-        fail(f"a {adj.shape[0]} x {adj.shape[1]} matrix does not fit in memory", "check the matrix shape")
+        fail(
+            f"a {adj.shape[0]} x {adj.shape[1]} matrix does not fit in memory",
+            "check the matrix shape",
+        )
     except Exception as err:  # noqa: BLE001 -- a .mat variable may be of any type
         fail(f"not a matrix ({type(err).__name__}: {err})")
     return adj
@@ -110,7 +122,9 @@ def _id_column(col, name):
     col = np.asarray(col)
     if col.dtype.kind == "f":
         if not np.all(np.isfinite(col)) or not np.all(col == np.round(col)):
-            raise InputError(f"{name}: node ids must be integers or strings, got non-integer floats")
+            raise InputError(
+                f"{name}: node ids must be integers or strings, got non-integer floats"
+            )
         col = col.astype(np.int64)
     elif col.dtype.kind not in "iuUSO":
         raise InputError(f"{name}: node ids must be integers or strings, got dtype {col.dtype}")
@@ -121,7 +135,9 @@ def _id_column(col, name):
 
 def _edge_array(arr, name, weights=None):
     if arr.ndim != 2 or arr.shape[1] not in (2, 3):
-        raise InputError(f"{name}: expected an (m, 2) or (m, 3) edge array 'u v [weight]', got shape {arr.shape}")
+        raise InputError(
+            f"{name}: expected an (m, 2) or (m, 3) edge array 'u v [weight]', got shape {arr.shape}"
+        )
     if arr.shape[0] == 0:
         raise InputError(f"{name}: no edges")
     if arr.shape[1] == 3 and weights is None:
@@ -151,10 +167,14 @@ def _frame(df):
             try:
                 w = df.iloc[:, 2].to_numpy(dtype=np.float64)
             except (TypeError, ValueError):
-                raise InputError(f"DataFrame column {cols[2]!r}: expected numeric edge weights") from None
+                raise InputError(
+                    f"DataFrame column {cols[2]!r}: expected numeric edge weights"
+                ) from None
     else:
-        raise InputError(f"DataFrame with columns {cols}: expected 'source', 'target' (and 'weight'), "
-                         "or two (three) columns u, v (weight)")
+        raise InputError(
+            f"DataFrame with columns {cols}: expected 'source', 'target' (and 'weight'), "
+            "or two (three) columns u, v (weight)"
+        )
     arr = np.empty((len(u), 2), dtype=object)
     arr[:, 0], arr[:, 1] = u, v
     if u.dtype.kind in "iuf" and v.dtype.kind in "iuf":

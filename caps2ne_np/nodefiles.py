@@ -29,21 +29,28 @@ def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(
-            f"{path}: malformed JSON at line {err.lineno}, column {err.colno} ({err.msg}); expected {expected}"
+            f"{path}: malformed JSON at line {err.lineno}, column {err.colno} ({err.msg}); "
+            f"expected {expected}"
         ) from None
     except (ValueError, RecursionError) as err:  # an integer of > 4300 digits; nesting too deep
-        raise InputError(f"{path}: unreadable JSON ({type(err).__name__}: {err}); expected {expected}") from None
+        raise InputError(
+            f"{path}: unreadable JSON ({type(err).__name__}: {err}); expected {expected}"
+        ) from None
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:
-        raise InputError(f"{path}: expected a non-empty JSON list of {{\"train\", \"val\", \"test\"}} objects")
+        raise InputError(
+            f'{path}: expected a non-empty JSON list of {{"train", "val", "test"}} objects'
+        )
     index = {nid: i for i, nid in enumerate(node_ids)} if node_ids is not None else None
     limit = len(node_ids) if node_ids is not None else int(n_nodes)
     out = []
     for s, split in enumerate(data):
         if not isinstance(split, dict) or set(split) != {"train", "val", "test"}:
             got = sorted(split) if isinstance(split, dict) else type(split).__name__
-            raise InputError(f"{path}: split {s}: expected exactly the keys train, val, test; got {got}")
+            raise InputError(
+                f"{path}: split {s}: expected exactly the keys train, val, test; got {got}"
+            )
         parts = {}
         for part in ("train", "val", "test"):
             parts[part] = _split_part(split[part], path, s, part, index, limit)
@@ -61,13 +68,17 @@ def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
 
 def _split_part(values, path, s, part, index, limit):
     if not isinstance(values, list):
-        raise InputError(f"{path}: split {s} '{part}': expected a list of node ids, got {type(values).__name__}")
+        raise InputError(
+            f"{path}: split {s} '{part}': expected a list of node ids, got {type(values).__name__}"
+        )
     ids = np.empty(len(values), dtype=np.int64)
     for j, v in enumerate(values):
         if index is not None and isinstance(v, (str, int)) and not isinstance(v, bool):
             i = index.get(str(v), -1)
             if i < 0:
-                raise InputError(f"{path}: split {s} '{part}': unknown node id {v!r}; use ids of the graph")
+                raise InputError(
+                    f"{path}: split {s} '{part}': unknown node id {v!r}; use ids of the graph"
+                )
         elif isinstance(v, int) and not isinstance(v, bool):
             i = v
             if not 0 <= i < limit:
@@ -76,32 +87,40 @@ def _split_part(values, path, s, part, index, limit):
                     "use 0-based node indices of the graph"
                 )
         else:
-            raise InputError(f"{path}: split {s} '{part}': expected integer node indices, got {v!r}")
+            raise InputError(
+                f"{path}: split {s} '{part}': expected integer node indices, got {v!r}"
+            )
         ids[j] = i
     repeat = first_repeat(ids.tolist())
     if repeat is not None:
-        raise InputError(f"{path}: split {s} '{part}': node {values[repeat[1]]!r} listed twice; remove repeats")
+        raise InputError(
+            f"{path}: split {s} '{part}': node {values[repeat[1]]!r} listed twice; remove repeats"
+        )
     return ids
 
 
 def read_id_file(path) -> list[str]:
-    """The node ids of a file with one id per line (no blanks inside, no blank lines, no repeats)."""
+    """The node ids of a file with one id per line (no blanks, no empty lines, no repeats)."""
     ids = []
     for lineno, line in enumerate(read_lines(path, "one node id per feature row"), 1):
         text = line.strip()
         if not text or len(text.split()) != 1:
-            raise InputError(f"{path}:{lineno}: expected one node id per line (no spaces, no blank lines)")
+            raise InputError(
+                f"{path}:{lineno}: expected one node id per line (no spaces, no blank lines)"
+            )
         ids.append(text)
     repeat = first_repeat(ids)
     if repeat is not None:
         first, again = repeat
-        raise InputError(f"{path}:{again + 1}: node id {ids[again]!r} repeats line {first + 1}; "
-                         "list each node once")
+        raise InputError(
+            f"{path}:{again + 1}: node id {ids[again]!r} repeats line {first + 1}; "
+            "list each node once"
+        )
     return ids
 
 
 def load_features(path, node_ids_path=None, node_ids=None):
-    """Node features from ``.npz`` (``scipy.sparse.save_npz``, -> CSR) or ``.npy`` (-> ndarray), float32.
+    """Node features, float32, from ``.npz`` (``scipy.sparse.save_npz``: CSR) or ``.npy`` (ndarray).
 
     Row ``r`` belongs to the node on line ``r`` of ``node_ids_path`` (one id per line);
     without it, row ``i`` is node ``i``. With ``node_ids`` (the graph's IDs, in index
@@ -114,7 +133,9 @@ def load_features(path, node_ids_path=None, node_ids=None):
 
     path = str(path)
     if not os.path.isfile(path):
-        raise InputError(f"{path}: file not found; expected node features as .npz (scipy.sparse) or .npy")
+        raise InputError(
+            f"{path}: file not found; expected node features as .npz (scipy.sparse) or .npy"
+        )
     if path.endswith(".npz"):
         try:
             x = read_sparse_npz(path).tocsr()
@@ -128,22 +149,32 @@ def load_features(path, node_ids_path=None, node_ids=None):
         try:
             x = np.load(path, allow_pickle=False)
         except Exception as err:
-            raise InputError(f"{path}: not a readable .npy array ({err}); save with numpy.save") from None
+            raise InputError(
+                f"{path}: not a readable .npy array ({err}); save with numpy.save"
+            ) from None
     else:
-        raise InputError(f"{path}: unknown feature format; use .npz (scipy.sparse.save_npz) or .npy (numpy.save)")
-    if x.ndim != 2 or not (x.dtype.kind in "biuf"):
-        raise InputError(f"{path}: expected a 2-D real (nodes x features) matrix, got shape {x.shape} dtype {x.dtype}")
+        raise InputError(
+            f"{path}: unknown feature format; use .npz (scipy.sparse.save_npz) or .npy (numpy.save)"
+        )
+    if x.ndim != 2 or x.dtype.kind not in "biuf":
+        raise InputError(
+            f"{path}: expected a 2-D real (nodes x features) matrix, got shape {x.shape} dtype "
+            f"{x.dtype}"
+        )
     with np.errstate(over="ignore"):  # values beyond float32 become inf and are reported below
         x = x.astype(np.float32)
     values = x.data if sp.issparse(x) else x
     if not np.all(np.isfinite(values)):
-        raise InputError(f"{path}: features contain NaN or inf (or values beyond float32); clean or rescale them")
+        raise InputError(
+            f"{path}: features contain NaN or inf (or values beyond float32); clean or rescale them"
+        )
 
     if node_ids_path is not None:
         row_ids = read_id_file(node_ids_path)
         if len(row_ids) != x.shape[0]:
             raise InputError(
-                f"{node_ids_path}: {len(row_ids)} node ids for {x.shape[0]} feature rows in {path}; "
+                f"{node_ids_path}: {len(row_ids)} node ids for {x.shape[0]} feature rows in "
+                f"{path}; "
                 "list one id per feature row, in row order"
             )
     else:
@@ -154,7 +185,8 @@ def load_features(path, node_ids_path=None, node_ids=None):
     if row_ids is None:
         if x.shape[0] != len(node_ids):
             raise InputError(
-                f"{path}: {x.shape[0]} feature rows for {len(node_ids)} nodes; give one row per node "
+                f"{path}: {x.shape[0]} feature rows for {len(node_ids)} nodes; give one row per "
+                "node "
                 "in node order, or a node-id file naming each row"
             )
         return x
@@ -163,12 +195,14 @@ def load_features(path, node_ids_path=None, node_ids=None):
     unknown = [nid for nid in row_ids if nid not in known]
     if unknown:
         raise InputError(
-            f"{node_ids_path}: node {unknown[0]!r} is not in the graph ({len(unknown)} such ids); remove those rows"
+            f"{node_ids_path}: node {unknown[0]!r} is not in the graph ({len(unknown)} such ids); "
+            "remove those rows"
         )
     missing = [nid for nid in node_ids if nid not in where]
     if missing:
         raise InputError(
-            f"{node_ids_path}: no feature row for node {missing[0]!r} ({len(missing)} nodes missing); add their rows"
+            f"{node_ids_path}: no feature row for node {missing[0]!r} ({len(missing)} nodes "
+            "missing); add their rows"
         )
     order = np.fromiter((where[nid] for nid in node_ids), dtype=np.int64, count=len(node_ids))
     return x[order].tocsr() if sp.issparse(x) else np.ascontiguousarray(x[order])
@@ -197,10 +231,15 @@ def load_labels(path, node_ids, *, return_classes: bool = False):
             continue
         fields = text.split()
         if len(fields) != 2:
-            raise InputError(f"{path}:{lineno}: expected 'node label' (two fields), got {len(fields)} fields")
+            raise InputError(
+                f"{path}:{lineno}: expected 'node label' (two fields), got {len(fields)} fields"
+            )
         node = index.get(fields[0], -1)
         if node < 0:
-            raise InputError(f"{path}:{lineno}: node {fields[0]!r} is not in the graph; remove the line or fix the id")
+            raise InputError(
+                f"{path}:{lineno}: node {fields[0]!r} is not in the graph; remove the line or fix "
+                "the id"
+            )
         pairs.add((node, fields[1]))
     if not pairs:
         raise InputError(f"{path}: no labels found; expected 'node label' lines")
@@ -215,7 +254,9 @@ def load_labels(path, node_ids, *, return_classes: bool = False):
     n = len(index)
     multilabel = np.unique(nodes).size != nodes.size
     if multilabel:
-        labels = sp.csr_matrix((np.ones(nodes.size, dtype=np.int64), (nodes, ks)), shape=(n, len(classes)))
+        labels = sp.csr_matrix(
+            (np.ones(nodes.size, dtype=np.int64), (nodes, ks)), shape=(n, len(classes))
+        )
         labels.sort_indices()
     else:
         labels = np.full(n, -1, dtype=np.int64)

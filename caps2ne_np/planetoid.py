@@ -96,19 +96,25 @@ def _as_csr(obj, path: Path) -> sp.csr_matrix:
     """A fresh float32 CSR matrix from an unpickled ``_PickledCSR``, checked in full."""
     state = getattr(obj, "state", None)
     if not isinstance(obj, _PickledCSR) or not isinstance(state, dict):
-        raise InputError(f"{path}: expected a pickled scipy.sparse CSR matrix, got {type(obj).__name__}")
+        raise InputError(
+            f"{path}: expected a pickled scipy.sparse CSR matrix, got {type(obj).__name__}"
+        )
     shape = state.get("_shape", state.get("shape"))
     try:
         mat = sp.csr_matrix((state["data"], state["indices"], state["indptr"]), shape=tuple(shape))
         mat.check_format(full_check=True)
     except (KeyError, TypeError, ValueError) as err:
-        raise InputError(f"{path}: malformed CSR matrix in pickle ({err}); replace the file") from None
+        raise InputError(
+            f"{path}: malformed CSR matrix in pickle ({err}); replace the file"
+        ) from None
     return mat.astype(np.float32)
 
 
 def _as_dense(obj, path: Path) -> np.ndarray:
     if not isinstance(obj, np.ndarray) or obj.ndim != 2:
-        raise InputError(f"{path}: expected a 2-D NumPy array of one-hot labels, got {type(obj).__name__}")
+        raise InputError(
+            f"{path}: expected a 2-D NumPy array of one-hot labels, got {type(obj).__name__}"
+        )
     return obj
 
 
@@ -140,14 +146,18 @@ def read(name: str, pdir: Path, features: bool = True):
     ty = _as_dense(_unpickle(path("ty")), path("ty"))
     n_known = ally.shape[0]
     if ty.shape[1] != ally.shape[1]:
-        raise InputError(f"{path('ty')}: {ty.shape[1]} classes but ally has {ally.shape[1]}; use matching files")
+        raise InputError(
+            f"{path('ty')}: {ty.shape[1]} classes but ally has {ally.shape[1]}; use matching files"
+        )
     if ty.shape[0] != test_idx.size:
         raise InputError(
-            f"{path('ty')}: {ty.shape[0]} rows but test.index lists {test_idx.size} nodes; use matching files"
+            f"{path('ty')}: {ty.shape[0]} rows but test.index lists {test_idx.size} nodes; use "
+            "matching files"
         )
     if test_idx.min() < n_known or np.unique(test_idx).size != test_idx.size:
         raise InputError(
-            f"{path('test.index')}: test ids must be unique and >= {n_known} (the number of ally rows); "
+            f"{path('test.index')}: test ids must be unique and >= {n_known} (the number of ally "
+            "rows); "
             "use the file matching ind.*.ally"
         )
     n = int(test_idx.max()) + 1
@@ -161,7 +171,9 @@ def read(name: str, pdir: Path, features: bool = True):
     counts = np.count_nonzero(onehot, axis=1)
     if counts.max() > 1:
         bad = int(np.argmax(counts > 1))
-        raise InputError(f"{pdir}/ind.{name}.ally|ty: label rows must be one-hot, node {bad} has several classes")
+        raise InputError(
+            f"{pdir}/ind.{name}.ally|ty: label rows must be one-hot, node {bad} has several classes"
+        )
     labels = np.where(counts == 1, np.argmax(onehot, axis=1), -1).astype(np.int64)
 
     feats = None
@@ -170,10 +182,13 @@ def read(name: str, pdir: Path, features: bool = True):
         tx = _as_csr(_unpickle(path("tx")), path("tx"))
         if allx.shape[0] != n_known or tx.shape[0] != test_idx.size or allx.shape[1] != tx.shape[1]:
             raise InputError(
-                f"{path('allx')}: shapes allx {allx.shape}, tx {tx.shape} do not match ally ({n_known} rows) "
+                f"{path('allx')}: shapes allx {allx.shape}, tx {tx.shape} do not match ally "
+                f"({n_known} rows) "
                 f"and test.index ({test_idx.size} ids); use files from one Planetoid download"
             )
-        stacked = sp.vstack([allx, tx, sp.csr_matrix((1, allx.shape[1]), dtype=np.float32)], format="csr")
+        stacked = sp.vstack(
+            [allx, tx, sp.csr_matrix((1, allx.shape[1]), dtype=np.float32)], format="csr"
+        )
         feats = stacked[source].tocsr()
         feats.sort_indices()
 
@@ -191,7 +206,9 @@ def _read_test_index(path: Path) -> np.ndarray:
         try:
             ids.append(int(text))
         except ValueError:
-            raise InputError(f"{path}:{lineno}: expected one integer node id per line, got {text!r}") from None
+            raise InputError(
+                f"{path}:{lineno}: expected one integer node id per line, got {text!r}"
+            ) from None
     if not ids:
         raise InputError(f"{path}: no node ids; use the original Planetoid test.index file")
     return np.asarray(ids, dtype=np.int64)
@@ -204,15 +221,20 @@ def _graph_dict_to_csr(graph, n: int, path: Path) -> sp.csr_matrix:
     try:
         keys = np.fromiter(graph.keys(), dtype=np.int64, count=len(graph))
         degrees = np.fromiter((len(v) for v in graph.values()), dtype=np.int64, count=len(graph))
-        cols = np.fromiter(itertools.chain.from_iterable(graph.values()), dtype=np.int64, count=int(degrees.sum()))
+        cols = np.fromiter(
+            itertools.chain.from_iterable(graph.values()), dtype=np.int64, count=int(degrees.sum())
+        )
     except (TypeError, ValueError):
-        raise InputError(f"{path}: adjacency lists must map integer node ids to lists of integer ids") from None
+        raise InputError(
+            f"{path}: adjacency lists must map integer node ids to lists of integer ids"
+        ) from None
     rows = np.repeat(keys, degrees)
     bad = (rows < 0) | (rows >= n) | (cols < 0) | (cols >= n)
     if bad.any():
         i = int(np.argmax(bad))
         raise InputError(
-            f"{path}: edge {rows[i]} -> {cols[i]} names a node outside 0..{n - 1} (the nodes of the "
+            f"{path}: edge {rows[i]} -> {cols[i]} names a node outside 0..{n - 1} (the nodes of "
+            "the "
             "feature/label files); use files from one Planetoid download"
         )
     adj = sp.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, cols)), shape=(n, n))
