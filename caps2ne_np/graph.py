@@ -235,7 +235,7 @@ def read_edgelist(path, directed: bool = False, keep_self_loops: bool = False) -
 
 
 def _read_edgelist(path, directed, keep_self_loops, *, stacklevel):
-    """The fast reader, or the careful one when the fast one declines (returns None).
+    """The NumPy reader, or the careful one when the NumPy reader declines (returns None).
 
     ``stacklevel`` is that of a function called from here (as ``csr.build``).
     """

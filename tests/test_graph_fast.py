@@ -128,6 +128,41 @@ def test_blank_lists_are_every_space_str_split_knows():
     assert ascii_split == sorted(c for c in range(128) if c != 32 and G._SPACES[c] == 32) + [32]
 
 
+ODD_FILES = [
+    "1 2\r\n2 3\r\n", "a\u00a0b\nb c\n", "a\u2028b\n", "1 2 # c\n# x\n\n  \n3 4\n",
+    "99999999999999999999 1\n1 2\n", "9223372036854775807 -9223372036854775808\n", "+1 1\n1 01\n01 2\n",
+    "-0 0\n0 00\n", "1 2 1_000\n", "1 2 +2.5\n", "\ufeff1 2\n", "1\x1c2\n3\x0b4\x0c\n", "1 2\n3 4 5\n",
+    "a b\nc\n", "x y 0\n", "1 2 1e39\n", "1 2 nan\n", "\u00e9 \u6771\n", "1 2\n2 1\n1 1\n",
+    "1 2 2\n2 1 3\n", "0x1 2\n", "1.0 2\n", "\t1\t2\t\n", "1 2", "", "#\n", "\u0661 \u0662\n",
+    "1 2 \u0661\n", "1 2 5e-324\n", "1 2 3.4028235e38\n", "1 2 3.4028236e38\n",
+]
+
+
+@pytest.mark.parametrize("content", ODD_FILES)
+def test_odd_files_read_as_the_careful_reader_reads_them(tmp_path, content):
+    """CRLF, Unicode blanks, comments, huge and non-canonical integers, odd weights: the
+    public reader gives the careful reader's graph and warnings, or its error (these
+    cases also gave the Numba reader's results, compared when it was replaced)."""
+    path = write(tmp_path, content)
+    for directed, keep in ((False, False), (True, False), (False, True)):
+        outcomes = []
+        for read in (read_edgelist, G._read_edgelist_careful):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    if read is read_edgelist:
+                        g = read(path, directed=directed, keep_self_loops=keep)
+                    else:
+                        g = read(os.fspath(path), directed, keep, stacklevel=2)
+                except GraphFormatError as err:
+                    outcomes.append(("error", str(err)))
+                    continue
+            outcomes.append(("ok", g.node_ids, g.indptr.tobytes(), g.indices.tobytes(),
+                             None if g.weights is None else g.weights.tobytes(), g.stats,
+                             [str(w.message) for w in caught]))
+        assert outcomes[0] == outcomes[1]
+
+
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("kind", ["int", "str", "mixed"])
 def test_fast_reader_equals_careful_reader_on_random_files(tmp_path, seed, kind):
