@@ -51,8 +51,13 @@ def load_module(path: str):
 def same(a, b) -> bool:
     wa = None if a.weights is None else a.weights.tobytes()
     wb = None if b.weights is None else b.weights.tobytes()
-    return (a.node_ids == b.node_ids and a.stats == b.stats and wa == wb
-            and a.indptr.tobytes() == b.indptr.tobytes() and a.indices.tobytes() == b.indices.tobytes())
+    return (
+        a.node_ids == b.node_ids
+        and a.stats == b.stats
+        and wa == wb
+        and a.indptr.tobytes() == b.indptr.tobytes()
+        and a.indices.tobytes() == b.indices.tobytes()
+    )
 
 
 def main():
@@ -75,10 +80,14 @@ def main():
                     t = time.perf_counter()
                     read(path)
                     times[key].append(time.perf_counter() - t)
-            line = f"{name:22s}" + "".join(f"  {key} {statistics.median(t):.3f} s" for key, t in times.items())
+            line = f"{name:22s}" + "".join(
+                f"  {key} {statistics.median(t):.3f} s" for key, t in times.items()
+            )
             if args.against:
                 ratio = statistics.median(times["this"]) / statistics.median(times["other"])
-                line += f"  this/other {ratio:.2f}  same graph: {same(graphs['this'], graphs['other'])}"
+                line += (
+                    f"  this/other {ratio:.2f}  same graph: {same(graphs['this'], graphs['other'])}"
+                )
             print(line, flush=True)
 
 

@@ -30,11 +30,39 @@ from caps2ne_np.graph import (
 
 SEPARATORS = [" ", "\t", "  ", " \t ", "\x0b", "\x0c", "\r", "\x1c", "\x1f"]
 INT_IDS = ["0", "7", "42", "-3", "123456789012345678", "999999999999999999"]
-ODD_IDS = ["07", "-0", "+7", "00", "1234567890123456789", "-1234567890123456789012", "1e3", "0x1f", "1.5"]
+ODD_IDS = [
+    "07",
+    "-0",
+    "+7",
+    "00",
+    "1234567890123456789",
+    "-1234567890123456789012",
+    "1e3",
+    "0x1f",
+    "1.5",
+]
 STR_IDS = ["a", "alice", "bob", "köln", "東京", "x-y", "a.b", "\ufeffz", "n\x01", "(", "é"]
-WEIGHTS = ["1", "2", "0.5", ".5", "5.", "+2", "3.25", "1e-3", "2E+2", "0.1", "%.17g", "%.9g", "%.3e",
-           "007.50", "123456789012345678901234", "2.50000000000000000000001", "1.0000000000000000000",
-           "4.9e-30", "3.4e30"]
+WEIGHTS = [
+    "1",
+    "2",
+    "0.5",
+    ".5",
+    "5.",
+    "+2",
+    "3.25",
+    "1e-3",
+    "2E+2",
+    "0.1",
+    "%.17g",
+    "%.9g",
+    "%.3e",
+    "007.50",
+    "123456789012345678901234",
+    "2.50000000000000000000001",
+    "1.0000000000000000000",
+    "4.9e-30",
+    "3.4e30",
+]
 PLAIN_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -129,12 +157,37 @@ def test_blank_lists_are_every_space_str_split_knows():
 
 
 ODD_FILES = [
-    "1 2\r\n2 3\r\n", "a\u00a0b\nb c\n", "a\u2028b\n", "1 2 # c\n# x\n\n  \n3 4\n",
-    "99999999999999999999 1\n1 2\n", "9223372036854775807 -9223372036854775808\n", "+1 1\n1 01\n01 2\n",
-    "-0 0\n0 00\n", "1 2 1_000\n", "1 2 +2.5\n", "\ufeff1 2\n", "1\x1c2\n3\x0b4\x0c\n", "1 2\n3 4 5\n",
-    "a b\nc\n", "x y 0\n", "1 2 1e39\n", "1 2 nan\n", "\u00e9 \u6771\n", "1 2\n2 1\n1 1\n",
-    "1 2 2\n2 1 3\n", "0x1 2\n", "1.0 2\n", "\t1\t2\t\n", "1 2", "", "#\n", "\u0661 \u0662\n",
-    "1 2 \u0661\n", "1 2 5e-324\n", "1 2 3.4028235e38\n", "1 2 3.4028236e38\n",
+    "1 2\r\n2 3\r\n",
+    "a\u00a0b\nb c\n",
+    "a\u2028b\n",
+    "1 2 # c\n# x\n\n  \n3 4\n",
+    "99999999999999999999 1\n1 2\n",
+    "9223372036854775807 -9223372036854775808\n",
+    "+1 1\n1 01\n01 2\n",
+    "-0 0\n0 00\n",
+    "1 2 1_000\n",
+    "1 2 +2.5\n",
+    "\ufeff1 2\n",
+    "1\x1c2\n3\x0b4\x0c\n",
+    "1 2\n3 4 5\n",
+    "a b\nc\n",
+    "x y 0\n",
+    "1 2 1e39\n",
+    "1 2 nan\n",
+    "\u00e9 \u6771\n",
+    "1 2\n2 1\n1 1\n",
+    "1 2 2\n2 1 3\n",
+    "0x1 2\n",
+    "1.0 2\n",
+    "\t1\t2\t\n",
+    "1 2",
+    "",
+    "#\n",
+    "\u0661 \u0662\n",
+    "1 2 \u0661\n",
+    "1 2 5e-324\n",
+    "1 2 3.4028235e38\n",
+    "1 2 3.4028236e38\n",
 ]
 
 
@@ -157,9 +210,17 @@ def test_odd_files_read_as_the_careful_reader_reads_them(tmp_path, content):
                 except GraphFormatError as err:
                     outcomes.append(("error", str(err)))
                     continue
-            outcomes.append(("ok", g.node_ids, g.indptr.tobytes(), g.indices.tobytes(),
-                             None if g.weights is None else g.weights.tobytes(), g.stats,
-                             [str(w.message) for w in caught]))
+            outcomes.append(
+                (
+                    "ok",
+                    g.node_ids,
+                    g.indptr.tobytes(),
+                    g.indices.tobytes(),
+                    None if g.weights is None else g.weights.tobytes(),
+                    g.stats,
+                    [str(w.message) for w in caught],
+                )
+            )
         assert outcomes[0] == outcomes[1]
 
 
@@ -167,19 +228,25 @@ def test_odd_files_read_as_the_careful_reader_reads_them(tmp_path, content):
 @pytest.mark.parametrize("kind", ["int", "str", "mixed"])
 def test_fast_reader_equals_careful_reader_on_random_files(tmp_path, seed, kind):
     rng = np.random.default_rng(1000 * seed + len(kind))
-    ids = {"int": INT_IDS + [str(i) for i in range(40)],
-           "str": STR_IDS,
-           "mixed": INT_IDS + ODD_IDS + STR_IDS}[kind]
+    ids = {
+        "int": INT_IDS + [str(i) for i in range(40)],
+        "str": STR_IDS,
+        "mixed": INT_IDS + ODD_IDS + STR_IDS,
+    }[kind]
     weighted = [False, "all", "all", True][seed % 4]  # True: some lines without a weight
     path = write(tmp_path, random_edge_list(rng, int(rng.integers(1, 300)), ids, weighted))
     for directed in (False, True):
         for keep in (False, True):
             try:
                 fast, careful, w_fast, w_careful = read_both(path, directed, keep)
-            except GraphFormatError:  # e.g. only comments, or only self loops: the careful reader decides
+            except (
+                GraphFormatError
+            ):  # e.g. only comments, or only self loops: the careful reader decides
                 assert G._read_edgelist_fast(os.fspath(path), directed, keep, stacklevel=2) is None
                 continue
-            assert fast is not None or weighted is True, "the fast reader declined a well-formed file"
+            assert fast is not None or weighted is True, (
+                "the fast reader declined a well-formed file"
+            )
             if fast is None:
                 continue
             assert_same_graph(fast, careful)
@@ -189,7 +256,9 @@ def test_fast_reader_equals_careful_reader_on_random_files(tmp_path, seed, kind)
 def test_long_lines_go_to_the_careful_reader(tmp_path):
     rng = np.random.default_rng(7)
     text = "# " + "x" * 300 + "\n" + random_edge_list(rng, 400, INT_IDS + STR_IDS, weighted="all")
-    text += "\n" + "long_" * 100 + " " + "id_" * 90 + " 2.5"  # no final newline, longer than _LONG_LINE
+    text += (
+        "\n" + "long_" * 100 + " " + "id_" * 90 + " 2.5"
+    )  # no final newline, longer than _LONG_LINE
     path = write(tmp_path, text)
     fast, careful, _, w_careful = read_both(path)
     assert fast is None
@@ -218,9 +287,9 @@ def test_many_int_and_string_ids(tmp_path):
 @pytest.mark.parametrize(
     "content",
     [
-        "a b\nlonely\n",                 # 1 field
-        "a b\n\nc d e f\n",             # 4 fields
-        "a b x\n",                      # weight not a number
+        "a b\nlonely\n",  # 1 field
+        "a b\n\nc d e f\n",  # 4 fields
+        "a b x\n",  # weight not a number
         "a b 1\nb c nan\n",
         "a b inf\n",
         "a b 0\n",
@@ -231,8 +300,8 @@ def test_many_int_and_string_ids(tmp_path):
         "a b 1,5\n",
         "a b 1e\n",
         "a b .\n",
-        "a b 3.4028236e38\n",           # rounds beyond float32's max
-        "a b 2e38\na b 2e38\n",         # the summed duplicate overflows float32
+        "a b 3.4028236e38\n",  # rounds beyond float32's max
+        "a b 2e38\na b 2e38\n",  # the summed duplicate overflows float32
         b"a b\nc\x00d e\n",
         b"a b\n# \x00\n",
         b"a b\nc \xff\xfe\n",
@@ -241,7 +310,7 @@ def test_many_int_and_string_ids(tmp_path):
         "a b\nb c\n".encode("utf-16"),
         "",
         "# only\n\n   \n",
-        "a a\nb b\n",                   # only self loops
+        "a a\nb b\n",  # only self loops
     ],
 )
 def test_malformed_files_give_the_careful_readers_error(tmp_path, content):
@@ -260,9 +329,9 @@ def test_malformed_files_give_the_careful_readers_error(tmp_path, content):
 @pytest.mark.parametrize(
     "content",
     [
-        "a b 1\nb c\n",                 # a weight on some lines only
-        "a\u00a0b\n",                   # no-break space separates for str.split()
-        "a\u2028b\n",                   # so does the line separator (within one line)
+        "a b 1\nb c\n",  # a weight on some lines only
+        "a\u00a0b\n",  # no-break space separates for str.split()
+        "a\u2028b\n",  # so does the line separator (within one line)
         "x\x85y\n",
     ],
 )
@@ -285,13 +354,34 @@ def test_weights_parse_to_the_same_double_as_float(tmp_path, seed):
         point = int(rng.integers(0, len(mant) + 1))
         token = mant[:point] + ("." if rng.random() < 0.7 else "") + mant[point:]
         if rng.random() < 0.5:
-            token += rng.choice(["e", "E"]) + rng.choice(["", "+", "-"]) + str(int(rng.integers(0, 40)))
+            token += (
+                rng.choice(["e", "E"]) + rng.choice(["", "+", "-"]) + str(int(rng.integers(0, 40)))
+            )
         tokens.append(rng.choice(["", "+", "-"]) + token)
-    tokens += ["9007199254740993", "9007199254740992", "0.1", "1e22", "1e23", "1e-22", "123456789012345678e-5",
-               "4.35", "5e-324", "1.7976931348623157e308", "1.5e5000", "1_0", "inf", "nan", "--1", "1..2", "e5"]
+    tokens += [
+        "9007199254740993",
+        "9007199254740992",
+        "0.1",
+        "1e22",
+        "1e23",
+        "1e-22",
+        "123456789012345678e-5",
+        "4.35",
+        "5e-324",
+        "1.7976931348623157e308",
+        "1.5e5000",
+        "1_0",
+        "inf",
+        "nan",
+        "--1",
+        "1..2",
+        "e5",
+    ]
     cols = [("u", np.int64), ("v", np.int64), ("w", np.float64)]
     n_parsed = 0
-    for token in tokens:  # NumPy's parser accepts a subset of float()'s spellings, to the same double
+    for (
+        token
+    ) in tokens:  # NumPy's parser accepts a subset of float()'s spellings, to the same double
         rows = G._loadtxt(f"1 2 {token}\n".encode(), cols, 1)
         try:
             expected = float(token)
@@ -305,14 +395,29 @@ def test_weights_parse_to_the_same_double_as_float(tmp_path, seed):
             assert not PLAIN_DECIMAL.fullmatch(token), token
     assert n_parsed > 1000
     text = "".join(f"{i} {i + 1} {t}\n" for i, t in enumerate(tokens) if PLAIN_DECIMAL.fullmatch(t))
-    rows = G._loadtxt(text.encode(), cols, 1)                 # the same in one file
-    assert rows["w"].tobytes() == np.array([float(t) for t in tokens if PLAIN_DECIMAL.fullmatch(t)]).tobytes()
+    rows = G._loadtxt(text.encode(), cols, 1)  # the same in one file
+    assert (
+        rows["w"].tobytes()
+        == np.array([float(t) for t in tokens if PLAIN_DECIMAL.fullmatch(t)]).tobytes()
+    )
 
 
 @pytest.mark.parametrize(
     "token,canonical",
-    [("0", True), ("7", True), ("-12", True), ("999999999999999999", True), ("-0", False), ("07", False),
-     ("+7", False), ("00", False), ("-07", False), ("0.5", True), ("-0.5", False), ("a0", True)],
+    [
+        ("0", True),
+        ("7", True),
+        ("-12", True),
+        ("999999999999999999", True),
+        ("-0", False),
+        ("07", False),
+        ("+7", False),
+        ("00", False),
+        ("-07", False),
+        ("0.5", True),
+        ("-0.5", False),
+        ("a0", True),
+    ],
 )
 def test_only_canonical_integers_are_read_as_integers(token, canonical):
     for data in (f"{token} 1\n", f"1 {token}", f"1  {token}  2.5\n"):
@@ -322,7 +427,9 @@ def test_only_canonical_integers_are_read_as_integers(token, canonical):
 def test_integer_spellings_stay_distinct_nodes(tmp_path):
     g = read_edgelist(write(tmp_path, "7 07\n-0 0\n+7 7\n0 00\n"))
     assert g.node_ids == ["7", "07", "-0", "0", "+7", "00"]
-    assert G._read_edgelist_fast(os.fspath(tmp_path / "g.txt"), False, False, stacklevel=2) is not None
+    assert (
+        G._read_edgelist_fast(os.fspath(tmp_path / "g.txt"), False, False, stacklevel=2) is not None
+    )
 
 
 def test_fast_reader_memory_stays_within_eight_times_the_result(tmp_path):
@@ -339,7 +446,12 @@ def test_fast_reader_memory_stays_within_eight_times_the_result(tmp_path):
         current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    result = g.indptr.nbytes + g.indices.nbytes + sum(sys.getsizeof(s) for s in g.node_ids) + sys.getsizeof(g.node_ids)
+    result = (
+        g.indptr.nbytes
+        + g.indices.nbytes
+        + sum(sys.getsizeof(s) for s in g.node_ids)
+        + sys.getsizeof(g.node_ids)
+    )
     assert peak <= 8 * result, (peak, result)
 
 
@@ -386,9 +498,9 @@ def test_stale_cache_is_refused_and_rebuilt(tmp_path):
     assert load_graph_cache(path).node_ids == g.node_ids  # rebuilt
     stamp = os.stat(path)
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # touched, same content:
-    assert load_graph_cache(path).node_ids == g.node_ids                # still fresh (#15)
-    path.write_text("a b\nb c\nc e\n")                                # same size, other content,
-    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))           # same mtime (touch -r)
+    assert load_graph_cache(path).node_ids == g.node_ids  # still fresh (#15)
+    path.write_text("a b\nb c\nc e\n")  # same size, other content,
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same mtime (touch -r)
     with pytest.raises(StaleCacheError, match="stale"):
         load_graph_cache(path)
     os.unlink(path)
