@@ -398,7 +398,9 @@ def _check_unique(path, ids, first: int, unit: str) -> None:
     if repeat is not None:
         i, j = repeat
         where = f"{path}:{first + j}" if unit == "line" else f"{path}: row {first + j}"
-        raise InputError(f"{where}: duplicate id {ids[j]!r} (first at {unit} {first + i}); ids must be unique")
+        raise InputError(
+            f"{where}: duplicate id {ids[j]!r} (first at {unit} {first + i}); ids must be unique"
+        )
 
 
 def _read_text_rows(path, text: str, n: int, k: int):
