@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from caps2ne_np.errors import InputError
+from caps2ne_np.files import check_ids, first_repeat, is_token, read_bytes
 
 __all__ = [
     "RowBlocks",
@@ -295,26 +296,6 @@ def atomic_write(path, mode: str = "w", overwrite: bool = False):
     remove_stale_temps(target)
 
 
-def _check_ids(node_ids, n: int, where: str) -> list[str]:
-    """node_ids as a list of n unique, non-empty, whitespace-free strings."""
-    ids = list(node_ids)
-    if len(ids) != n:
-        raise InputError(f"{where}: {len(ids)} node ids for {n} rows; give one id per row")
-    for node in ids:
-        if not isinstance(node, str) or not node or node.split() != [node]:
-            raise InputError(
-                f"{where}: node id {node!r} is not a non-empty string without whitespace; "
-                "word2vec and .nodes.txt files store ids as tokens"
-            )
-    if len(set(ids)) != n:
-        seen = set()
-        for node in ids:
-            if node in seen:
-                raise InputError(f"{where}: node id {node!r} occurs twice; ids must be unique")
-            seen.add(node)
-    return ids
-
-
 class RowBlocks:
     """A matrix handed to the writers as consecutive blocks of rows, not as one array.
 
@@ -375,7 +356,7 @@ def write_word2vec(path, node_ids, vectors, overwrite: bool = False, binary: boo
     ``vectors`` is an array or a :class:`RowBlocks` (same bytes either way)."""
     blocks = _as_blocks(vectors)
     n, k = blocks.shape
-    ids = _check_ids(node_ids, n, os.fspath(path))
+    ids = check_ids(node_ids, n, os.fspath(path))
     header = f"{n} {k}\n"
     line = "%s" + " %.9g" * k + "\n"  # float32 -> Python float is exact; %.9g round-trips float32
     row = 4 * k
@@ -393,18 +374,6 @@ def write_word2vec(path, node_ids, vectors, overwrite: bool = False, binary: boo
                 else:
                     f.write("".join([line % (node, *values) for node, values in zip(names, chunk.tolist())]))
             first += block.shape[0]
-
-
-def _read_bytes(path) -> bytes:
-    p = Path(os.fspath(path))
-    if p.is_dir():
-        raise InputError(f"{path}: is a directory; give the path of a file")
-    try:
-        return p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file; check the path") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot be read ({err.strerror or err}); check its permissions") from None
 
 
 def _parse_header(path, data: bytes):
@@ -425,16 +394,13 @@ def _parse_header(path, data: bytes):
 
 def _check_unique(path, ids, first: int, unit: str) -> None:
     """InputError naming the second occurrence of a repeated id (``unit`` 'line' or 'row')."""
-    if len(set(ids)) == len(ids):
-        return
-    where = (lambda i: f"{path}:{first + i}") if unit == "line" else (lambda i: f"{path}: row {first + i}")
-    seen = {}
-    for i, node in enumerate(ids):
-        if node in seen:
-            raise InputError(
-                f"{where(i)}: duplicate id {node!r} (first at {unit} {first + seen[node]}); ids must be unique"
-            )
-        seen[node] = i
+    repeat = first_repeat(ids)
+    if repeat is not None:
+        i, j = repeat
+        where = f"{path}:{first + j}" if unit == "line" else f"{path}: row {first + j}"
+        raise InputError(
+            f"{where}: duplicate id {ids[j]!r} (first at {unit} {first + i}); ids must be unique"
+        )
 
 
 def _read_text_rows(path, text: str, n: int, k: int):
@@ -511,7 +477,7 @@ def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
     if data[pos:].strip():
         raise InputError(f"{path}: {len(data) - pos} bytes after the {n} rows the header promises; fix the header")
     for r, node in enumerate(ids):
-        if not node or node.split() != [node]:
+        if not is_token(node):
             raise InputError(f"{path}: row {r + 1}: node id {node!r} is empty or contains whitespace")
     bad = np.flatnonzero(~np.isfinite(out).ravel())
     if bad.size:
@@ -531,7 +497,7 @@ def read_word2vec(path, binary: bool | None = None):
     is raised.  Raises ``InputError`` (path:line) for a bad header, row count, row
     length, value or a duplicate id.
     """
-    data = _read_bytes(path)
+    data = read_bytes(path)
     n, k, start = _parse_header(path, data)
     if binary:
         return _read_binary_rows(path, data, start, n, k)
@@ -623,7 +589,7 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     """
     blocks = _as_blocks(vectors)
     n, k = blocks.shape
-    ids = None if node_ids is None else _check_ids(node_ids, n, os.fspath(path))
+    ids = None if node_ids is None else check_ids(node_ids, n, os.fspath(path))
     write_ids = ids is not None and ids != [str(i) for i in range(n)]
     nodes = nodes_path(path)
     target = _check_target(path, overwrite)
@@ -756,7 +722,7 @@ def load_npy(path):
     nodes = nodes_path(p)
     if not _exists(nodes):
         return [str(i) for i in range(n)], v
-    raw = _read_bytes(nodes)
+    raw = read_bytes(nodes)
     try:
         ids = raw.decode("utf-8").splitlines()
     except UnicodeDecodeError as err:
@@ -774,7 +740,7 @@ def load_npy(path):
     if len(ids) != n:
         raise InputError(f"{nodes}: {len(ids)} ids for the {n} rows of {path}; expected one id per row")
     for i, node in enumerate(ids):
-        if not node or node.split() != [node]:
+        if not is_token(node):
             raise InputError(f"{nodes}:{i + first}: id {node!r} is empty or contains whitespace; expected one id per line")
     _check_unique(nodes, ids, first, unit="line")
     return ids, v

@@ -1,18 +1,19 @@
-"""Dataset loaders: counts from shared/data/README.md, safe unpickling, user-file errors, bundled Cora."""
+"""Dataset loaders: counts from shared/data/README.md, safe unpickling, user files, bundled Cora."""
 
 import io
 import json
 import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from caps2ne_np import datasets
+from caps2ne_np import datasets, planetoid
 from caps2ne_np.datasets import (
-    RestrictedUnpickler,
     default_data_dir,
     load_bundled_cora,
     load_dataset,
@@ -23,9 +24,27 @@ from caps2ne_np.datasets import (
     load_splits,
 )
 from caps2ne_np.errors import InputError
+from caps2ne_np.planetoid import RestrictedUnpickler
 
 from benchdata import DATA, REASON, needs_data
-CITESEER_UNLABELLED = [2407, 2489, 2553, 2682, 2781, 2953, 3042, 3063, 3212, 3214, 3250, 3292, 3305, 3306, 3309]
+
+CITESEER_UNLABELLED = [
+    2407,
+    2489,
+    2553,
+    2682,
+    2781,
+    2953,
+    3042,
+    3063,
+    3212,
+    3214,
+    3250,
+    3292,
+    3305,
+    3306,
+    3309,
+]
 
 
 # --------------------------------------------------------------------------- naive reference
@@ -38,8 +57,8 @@ def naive_planetoid(name, pdir):
         with open(pdir / f"ind.{name}.{part}", "rb") as fh:
             return RestrictedUnpickler(fh).load()
 
-    allx, ally = datasets._as_csr(read("allx"), "allx"), read("ally")
-    tx, ty = datasets._as_csr(read("tx"), "tx"), read("ty")
+    allx, ally = planetoid._as_csr(read("allx"), "allx"), read("ally")
+    tx, ty = planetoid._as_csr(read("tx"), "tx"), read("ty")
     test_idx = np.loadtxt(pdir / f"ind.{name}.test.index", dtype=np.int64)
     test_sorted = np.sort(test_idx)
     full = np.arange(test_sorted.min(), test_sorted.max() + 1)
@@ -74,7 +93,9 @@ def test_planetoid_counts_match_readme(name):
     assert ds.n_nodes == n and ds.node_ids[:2] == ["0", "1"] and len(ds.node_ids) == n
     assert isinstance(ds.adj, sp.csr_matrix) and isinstance(ds.features, sp.csr_matrix)
     assert ds.adj.dtype == np.float32 and ds.adj.shape == (n, n)
-    assert ds.features.shape == (n, d) and ds.features.nnz == nnz and ds.features.dtype == np.float32
+    assert (
+        ds.features.shape == (n, d) and ds.features.nnz == nnz and ds.features.dtype == np.float32
+    )
     assert np.all(ds.features.data == 1.0)  # binary bag of words, not row-normalised
     assert ds.labels.dtype == np.int64 and not ds.multilabel
     assert np.bincount(ds.labels[ds.labels >= 0]).tolist() == sizes
@@ -102,7 +123,9 @@ def test_citeseer_has_the_15_unlabelled_zero_feature_nodes():
 
 
 @needs_data
-@pytest.mark.parametrize("name,n_train,n_classes", [("cora", 140, 7), ("citeseer", 120, 6), ("pubmed", 60, 3)])
+@pytest.mark.parametrize(
+    "name,n_train,n_classes", [("cora", 140, 7), ("citeseer", 120, 6), ("pubmed", 60, 3)]
+)
 def test_splits_sizes_disjoint_and_balanced(name, n_train, n_classes):
     ds = load_planetoid(name, DATA, features=False)
     assert len(ds.splits) == 10
@@ -121,7 +144,9 @@ def pubmed_without_allx(tmp_path):
         pytest.skip(REASON)
     (tmp_path / "planetoid").mkdir()
     for part in ("x", "y", "tx", "ty", "ally", "graph", "test.index"):
-        os.symlink(DATA / "planetoid" / f"ind.pubmed.{part}", tmp_path / "planetoid" / f"ind.pubmed.{part}")
+        os.symlink(
+            DATA / "planetoid" / f"ind.pubmed.{part}", tmp_path / "planetoid" / f"ind.pubmed.{part}"
+        )
     return tmp_path
 
 
@@ -137,7 +162,7 @@ def test_pubmed_without_allx_names_the_missing_file(pubmed_without_allx):
 def test_pubmed_featureless_mode(pubmed_without_allx):
     ds = load_dataset("pubmed", pubmed_without_allx, features=False)
     assert ds.features is None and ds.n_nodes == 19717
-    assert len(ds.splits) == 10 and ds.splits[0]["train"].size == 60   # the package's copy
+    assert len(ds.splits) == 10 and ds.splits[0]["train"].size == 60  # the package's copy
     assert load_dataset("pubmed", pubmed_without_allx, features=False, splits=False).splits is None
     assert np.bincount(ds.labels).tolist() == [4103, 7739, 7875]
     assert sp.triu(ds.adj, k=1).nnz == 44324
@@ -165,14 +190,18 @@ def test_restricted_unpickler_refuses_os_system_before_it_runs(tmp_path, capfd):
     marker = tmp_path / "pwned"
     path = tmp_path / "ind.cora.allx"
     path.write_bytes(pickle.dumps(_Evil(marker), protocol=2))
-    with pytest.raises(InputError, match=r"ind\.cora\.allx: refusing to unpickle global (posix|os|nt)\.system"):
-        datasets._unpickle(path)
+    with pytest.raises(
+        InputError, match=r"ind\.cora\.allx: refusing to unpickle global (posix|os|nt)\.system"
+    ):
+        planetoid._unpickle(path)
     assert not marker.exists()
     assert "pwned" not in capfd.readouterr().out
 
 
 def test_restricted_unpickler_refuses_globals_outside_the_list():
-    with pytest.raises(InputError, match=r"refusing to unpickle global (builtins|__builtin__)\.set"):
+    with pytest.raises(
+        InputError, match=r"refusing to unpickle global (builtins|__builtin__)\.set"
+    ):
         RestrictedUnpickler(io.BytesIO(pickle.dumps({1, 2}, protocol=2)), "f.pkl").load()
 
 
@@ -180,17 +209,23 @@ def test_corrupt_pickle_is_an_input_error_naming_the_file(tmp_path):
     path = tmp_path / "ind.cora.ty"
     path.write_bytes(pickle.dumps([1, 2, 3], protocol=2)[:-4])
     with pytest.raises(InputError, match=r"ind\.cora\.ty: not a readable Planetoid pickle"):
-        datasets._unpickle(path)
+        planetoid._unpickle(path)
 
 
 def test_restricted_unpickler_reads_csr_and_arrays_under_old_module_paths():
-    x = sp.random(5, 4, density=0.5, format="csr", dtype=np.float32, random_state=np.random.default_rng(0))
-    blob = pickle.dumps((x, np.arange(6, dtype=np.int32).reshape(2, 3)), protocol=3)  # text GLOBALs, no framing
-    blob = blob.replace(b"scipy.sparse._csr\n", b"scipy.sparse.csr\n")  # the paths the Planetoid files use
+    x = sp.random(
+        5, 4, density=0.5, format="csr", dtype=np.float32, random_state=np.random.default_rng(0)
+    )
+    blob = pickle.dumps(
+        (x, np.arange(6, dtype=np.int32).reshape(2, 3)), protocol=3
+    )  # text GLOBALs, no framing
+    blob = blob.replace(
+        b"scipy.sparse._csr\n", b"scipy.sparse.csr\n"
+    )  # the paths the Planetoid files use
     blob = blob.replace(b"numpy._core.multiarray\n", b"numpy.core.multiarray\n")
     assert b"scipy.sparse.csr\n" in blob and b"numpy.core.multiarray\n" in blob
     obj, arr = RestrictedUnpickler(io.BytesIO(blob), "f.pkl").load()
-    assert (datasets._as_csr(obj, "f.pkl") != x).nnz == 0
+    assert (planetoid._as_csr(obj, "f.pkl") != x).nnz == 0
     np.testing.assert_array_equal(arr, np.arange(6).reshape(2, 3))
 
 
@@ -256,12 +291,17 @@ def test_load_splits_maps_node_ids(tmp_path):
     "content,match",
     [
         ([{"train": [0], "val": [1], "test": [5]}], r"split 0 'test': node 5 out of range 0\.\.4"),
-        ([{"train": [0], "val": [1], "test": [2]}, {"train": [0, 1], "val": [1], "test": [2]}],
-         r"split 1: 'train' and 'val' share 1 node"),
+        (
+            [{"train": [0], "val": [1], "test": [2]}, {"train": [0, 1], "val": [1], "test": [2]}],
+            r"split 1: 'train' and 'val' share 1 node",
+        ),
         ([{"train": [0], "val": [1], "test": [0]}], r"split 0: 'train' and 'test' share"),
         ([{"train": [0], "test": [2]}], r"split 0: expected exactly the keys train, val, test"),
         ([{"train": [0, 0], "val": [1], "test": [2]}], r"split 0 'train': node 0 listed twice"),
-        ([{"train": [0.5], "val": [1], "test": [2]}], r"split 0 'train': expected integer node indices"),
+        (
+            [{"train": [0.5], "val": [1], "test": [2]}],
+            r"split 0 'train': expected integer node indices",
+        ),
         ({"no": 1}, r"split 0: expected exactly the keys"),
     ],
 )
@@ -375,7 +415,7 @@ def test_load_labels_errors_give_path_and_line(tmp_path, text, match):
         load_labels(path, ["a", "b"])
 
 
-# --------------------------------------------------------------------------- dispatch and bundled data
+# ------------------------------------------------------------------------ dispatch and bundled data
 
 
 def test_default_data_dir_env_override(monkeypatch, tmp_path):
@@ -397,13 +437,43 @@ def _fake_mirror(root, rel, content):
     return root
 
 
+def test_one_registry_names_every_set_in_order_and_imports_light():
+    assert datasets.NAMES == (
+        "cora",
+        "citeseer",
+        "pubmed",
+        "ppi",
+        "pos",
+        "blogcatalog",
+        "cora-bundled",
+    )
+    assert datasets.NAMES == datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES) + (
+        "cora-bundled",
+    )
+    assert all(isinstance(datasets.dataset_files(name), list) for name in datasets.NAMES)
+    with pytest.raises(
+        InputError, match="choose one of cora, citeseer, pubmed, ppi, pos, blogcatalog"
+    ):
+        datasets.dataset_files("flickr")
+    code = (
+        "import sys, caps2ne_np.datasets\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'\n"
+        "             or m in ('caps2ne_np.planetoid', 'caps2ne_np.io', 'caps2ne_np.graph')))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr[-2000:]
+
+
 def test_registry_covers_every_file_the_loaders_read():
     for name in datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES):
         files = datasets.dataset_files(name)
         assert files and all(rel in datasets.FILES for rel in files)
     assert datasets.dataset_files("cora", features=False) == [
-        "planetoid/ind.cora.ally", "planetoid/ind.cora.ty", "planetoid/ind.cora.graph",
-        "planetoid/ind.cora.test.index"]
+        "planetoid/ind.cora.ally",
+        "planetoid/ind.cora.ty",
+        "planetoid/ind.cora.graph",
+        "planetoid/ind.cora.test.index",
+    ]
     assert all(len(sha) == 64 and int(sha, 16) >= 0 for _, sha in datasets.FILES.values())
     assert datasets.UPSTREAM.startswith("https://raw.githubusercontent.com/daiquocnguyen/Caps2NE/")
     if (DATA / "planetoid").is_dir():  # the hashes held in the code are those of the data
@@ -444,25 +514,33 @@ def test_fetch_over_http_from_a_loopback_server(monkeypatch, tmp_path):
         server.shutdown()
         server.server_close()
     assert ds.n_nodes == 3890 and ds.multilabel
-    assert datasets.sha256_file(tmp_path / "multilabel" / "PPI.mat") == datasets.FILES["multilabel/PPI.mat"][1]
+    assert (
+        datasets.sha256_file(tmp_path / "multilabel" / "PPI.mat")
+        == datasets.FILES["multilabel/PPI.mat"][1]
+    )
 
 
 def test_fetch_refuses_a_copy_whose_sha256_differs(monkeypatch, tmp_path):
     mirror = _fake_mirror(tmp_path / "mirror", "multilabel/PPI.mat", b"not the PPI graph")
     monkeypatch.setenv("CAPS2NE_DATA_MIRROR", str(mirror))
-    with pytest.raises(InputError, match=r"PPI\.mat: SHA-256 [0-9a-f]{64} differs from the expected "
-                                         r"8a32b88b.*put it at .*cache/multilabel/PPI\.mat"):
+    with pytest.raises(
+        InputError,
+        match=r"PPI\.mat: SHA-256 [0-9a-f]{64} differs from the expected "
+        r"8a32b88b.*put it at .*cache/multilabel/PPI\.mat",
+    ):
         load_dataset("ppi", tmp_path / "cache")
     assert not (tmp_path / "cache" / "multilabel" / "PPI.mat").exists()
     assert not list((tmp_path / "cache").rglob("*.part"))
 
 
 def test_fetch_without_network_says_which_file_to_put_where(monkeypatch, tmp_path):
-    monkeypatch.setenv("CAPS2NE_DATA_MIRROR", "http://127.0.0.1:9/")   # the discard port: refused
+    monkeypatch.setenv("CAPS2NE_DATA_MIRROR", "http://127.0.0.1:9/")  # the discard port: refused
     with pytest.raises(InputError) as err:
         load_dataset("citeseer", tmp_path)
     msg = str(err.value)
-    assert msg.startswith("planetoid/ind.citeseer.ally: cannot get it from the mirror http://127.0.0.1:9/")
+    assert msg.startswith(
+        "planetoid/ind.citeseer.ally: cannot get it from the mirror http://127.0.0.1:9/"
+    )
     assert f"put it at {tmp_path / 'planetoid' / 'ind.citeseer.ally'}" in msg
     assert datasets.UPSTREAM + "data/ind.citeseer.ally" in msg
     assert "then the same for ind.citeseer.ty, ind.citeseer.graph" in msg and "\n" not in msg
@@ -474,15 +552,17 @@ def test_files_placed_by_hand_are_used_without_any_download(monkeypatch, tmp_pat
     assert not datasets.available("ppi", tmp_path / "cache")
     mirror = _fake_mirror(tmp_path / "mirror", "multilabel/PPI.mat", b"")
     monkeypatch.setenv("CAPS2NE_DATA_MIRROR", str(mirror))
-    assert datasets.available("ppi", tmp_path / "cache")      # a local mirror counts
+    assert datasets.available("ppi", tmp_path / "cache")  # a local mirror counts
     monkeypatch.setenv("CAPS2NE_DATA_MIRROR", "http://127.0.0.1:9/")
     import scipy.io
 
     (tmp_path / "cache" / "multilabel").mkdir(parents=True)
-    scipy.io.savemat(tmp_path / "cache" / "multilabel" / "PPI.mat",
-                     {"network": sp.csc_matrix(np.ones((3, 3)) - np.eye(3)), "group": sp.csc_matrix(np.eye(3))})
+    scipy.io.savemat(
+        tmp_path / "cache" / "multilabel" / "PPI.mat",
+        {"network": sp.csc_matrix(np.ones((3, 3)) - np.eye(3)), "group": sp.csc_matrix(np.eye(3))},
+    )
     assert datasets.available("ppi", tmp_path / "cache")
-    assert load_dataset("ppi", tmp_path / "cache").n_nodes == 3   # not its hash: the user's own copy
+    assert load_dataset("ppi", tmp_path / "cache").n_nodes == 3  # not its hash: the user's own copy
 
 
 def test_paper_splits_ship_with_the_package():
@@ -493,8 +573,11 @@ def test_paper_splits_ship_with_the_package():
         assert len(data) == 10 and len(data[0]["train"]) == n_train and len(data[0]["test"]) == 1000
         if (DATA / "splits" / f"{name}.json").is_file():
             assert Path(path).read_bytes() == (DATA / "splits" / f"{name}.json").read_bytes()
-    assert datasets.paper_splits("cora") == datasets.bundled_cora_splits() or \
-        Path(datasets.paper_splits("cora")).read_bytes() == Path(datasets.bundled_cora_splits()).read_bytes()
+    assert (
+        datasets.paper_splits("cora") == datasets.bundled_cora_splits()
+        or Path(datasets.paper_splits("cora")).read_bytes()
+        == Path(datasets.bundled_cora_splits()).read_bytes()
+    )
 
 
 def test_unknown_dataset_name():
@@ -505,7 +588,10 @@ def test_unknown_dataset_name():
 def test_bundled_cora_files_parse():
     edges_path, labels_path = load_bundled_cora()
     assert os.path.isfile(edges_path) and os.path.isfile(labels_path)
-    assert all(os.path.getsize(p) < 100_000 for p in (edges_path, labels_path, datasets.bundled_cora_splits()))
+    assert all(
+        os.path.getsize(p) < 100_000
+        for p in (edges_path, labels_path, datasets.bundled_cora_splits())
+    )
     edges = np.loadtxt(edges_path, dtype=np.int64, comments="#")
     assert edges.shape == (5278, 2) and np.all(edges[:, 0] < edges[:, 1])
     assert np.unique(edges, axis=0).shape[0] == 5278 and edges.max() == 2707

@@ -29,12 +29,17 @@ from caps2ne_np.graph import read_edgelist
 from caps2ne_np.io import load_npy, read_word2vec, write_word2vec
 
 F32_MAX = float(np.finfo(np.float32).max)
-FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                         HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 # a node id: a token that str.split() keeps whole, not a comment, encodable as UTF-8
 TOKEN = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp"), blacklist_characters="#\ufeff"),
+    alphabet=st.characters(
+        blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp"), blacklist_characters="#\ufeff"
+    ),
     min_size=1,
     max_size=6,
 ).filter(lambda t: t.split() == [t])
@@ -64,7 +69,7 @@ def damaged(draw, base):
     if how == "truncate":
         return data[:at]
     if how == "flip":
-        return data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1:]
+        return data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1 :]
     junk = draw(st.binary(min_size=1, max_size=8))
     return data + junk if how == "append" else data[:at] + junk + data[at:]
 
@@ -75,10 +80,23 @@ def _npy(array):
     return buf.getvalue()
 
 
-NPY_DTYPES = st.sampled_from([np.float64, np.float32, np.float16, np.int64, np.int8, np.uint16, np.bool_,
-                              np.complex64, np.dtype("<U2"), np.dtype(">f8")])
-arrays = NPY_DTYPES.flatmap(lambda dt: hnp.arrays(dt, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0,
-                                                                         max_side=4)))
+NPY_DTYPES = st.sampled_from(
+    [
+        np.float64,
+        np.float32,
+        np.float16,
+        np.int64,
+        np.int8,
+        np.uint16,
+        np.bool_,
+        np.complex64,
+        np.dtype("<U2"),
+        np.dtype(">f8"),
+    ]
+)
+arrays = NPY_DTYPES.flatmap(
+    lambda dt: hnp.arrays(dt, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4))
+)
 npy_bytes = damaged(arrays.map(_npy))
 
 
@@ -89,8 +107,13 @@ def _npz(draw):
     buf = pyio.BytesIO()
     kind = draw(st.sampled_from(["matrix", "bad-csr", "fields"]))
     if kind == "bad-csr":
-        m = sp.random(draw(st.integers(1, 5)), draw(st.integers(1, 5)), density=0.6, format="csr",
-                      random_state=draw(st.integers(0, 2**16)))
+        m = sp.random(
+            draw(st.integers(1, 5)),
+            draw(st.integers(1, 5)),
+            density=0.6,
+            format="csr",
+            random_state=draw(st.integers(0, 2**16)),
+        )
         m.sort_indices()
         fields = {"indices": m.indices.copy(), "indptr": m.indptr.copy()}
         name = draw(st.sampled_from(sorted(fields)))
@@ -100,15 +123,28 @@ def _npz(draw):
             arr[at] = draw(st.integers(-3, max(m.shape) + 3))
         np.savez(buf, format=np.array("csr"), shape=np.array(m.shape), data=m.data, **fields)
     elif kind == "matrix":
-        dense = draw(hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=5),
-                                elements=st.floats(allow_nan=True, allow_infinity=True, width=64)))
+        dense = draw(
+            hnp.arrays(
+                np.float64,
+                hnp.array_shapes(min_dims=2, max_dims=2, min_side=1, max_side=5),
+                elements=st.floats(allow_nan=True, allow_infinity=True, width=64),
+            )
+        )
         fmt = draw(st.sampled_from(["csr", "csc", "coo", "bsr", "dia"]))
         sp.save_npz(buf, sp.csr_matrix(dense).asformat(fmt), compressed=draw(st.booleans()))
     else:
         small = hnp.arrays(np.int64, st.integers(0, 6), elements=st.integers(-2, 6))
-        fields = {"format": np.array(draw(st.sampled_from(["csr", "csc", "coo", "bsr", "dia", "lil", "xyz"]))),
-                  "shape": np.array(draw(st.lists(st.integers(-1, 5), min_size=0, max_size=3)), dtype=np.int64)}
-        for name in draw(st.sets(st.sampled_from(["data", "indices", "indptr", "row", "col", "offsets"]))):
+        fields = {
+            "format": np.array(
+                draw(st.sampled_from(["csr", "csc", "coo", "bsr", "dia", "lil", "xyz"]))
+            ),
+            "shape": np.array(
+                draw(st.lists(st.integers(-1, 5), min_size=0, max_size=3)), dtype=np.int64
+            ),
+        }
+        for name in draw(
+            st.sets(st.sampled_from(["data", "indices", "indptr", "row", "col", "offsets"]))
+        ):
             fields[name] = draw(small)
         np.savez(buf, **fields)
     return buf.getvalue()
@@ -133,15 +169,20 @@ def assert_valid_features(x, n_rows):
 
 @st.composite
 def edge_list_files(draw):
-    """(file bytes, directed, expected {(u, v): weight} over ids, ids in order of first appearance)."""
+    """(file bytes, directed, expected {(u, v): weight} over ids, ids by first appearance)."""
     ids = draw(st.lists(TOKEN, min_size=2, max_size=8, unique=True))
     n = len(ids)
     directed = draw(st.booleans())
     pair = st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda p: p[0] != p[1])
     key = (lambda p: p) if directed else (lambda p: (min(p), max(p)))
     pairs = draw(st.lists(pair, min_size=1, max_size=20, unique_by=key))
-    weight = st.one_of(st.just(1.0), st.floats(min_value=0, max_value=F32_MAX, exclude_min=True, width=32))
-    weights = [float(np.float32(w)) for w in draw(st.lists(weight, min_size=len(pairs), max_size=len(pairs)))]
+    weight = st.one_of(
+        st.just(1.0), st.floats(min_value=0, max_value=F32_MAX, exclude_min=True, width=32)
+    )
+    weights = [
+        float(np.float32(w))
+        for w in draw(st.lists(weight, min_size=len(pairs), max_size=len(pairs)))
+    ]
     sep = st.sampled_from([" ", "\t", "  ", " \t "])
     eol = draw(st.sampled_from(["\n", "\r\n"]))
     lines = [f"# random graph{eol}"] if draw(st.booleans()) else []
@@ -174,13 +215,15 @@ def test_edge_list_round_trip_gives_the_same_csr(tmp_path, case):
     path = write(tmp_path, "g.txt", data)
     with warnings.catch_warnings():
         warnings.simplefilter("error", InputWarning)  # no self loops or duplicates were written...
-        warnings.filterwarnings("ignore", message=".*no out-edges", category=InputWarning)  # ...sinks may be
+        warnings.filterwarnings(
+            "ignore", message=".*no out-edges", category=InputWarning
+        )  # ...sinks may be
         g = read_edgelist(path, directed=directed)
     assert g.node_ids == first_seen and g.directed == directed
     assert g.indptr.dtype == np.int64 and g.indices.dtype == np.int32 and g.indptr[0] == 0
     got = {}
     for i in range(g.n_nodes):
-        row = g.indices[g.indptr[i]:g.indptr[i + 1]]
+        row = g.indices[g.indptr[i] : g.indptr[i + 1]]
         assert np.all(np.diff(row) > 0)  # sorted, no duplicates
         for e, j in zip(range(g.indptr[i], g.indptr[i + 1]), row):
             got[(g.node_ids[i], g.node_ids[j])] = 1.0 if g.weights is None else float(g.weights[e])
@@ -188,13 +231,43 @@ def test_edge_list_round_trip_gives_the_same_csr(tmp_path, case):
 
 
 @FUZZ
-@given(content=st.one_of(
-    st.binary(max_size=80),
-    damaged(edge_list_files().map(lambda case: case[0])),
-    st.lists(st.sampled_from(["a", "b", "é", "1", "-1", "0", "nan", "inf", "1e39", "1e-46", "#", " ", "\t", "\n",
-                              "\r", "\x00", "\x85", "\u2028", "\ufeff"]), max_size=24)
-      .map(lambda parts: "".join(parts).encode("utf-8")),
-), directed=st.booleans(), keep=st.booleans())
+@given(
+    content=st.one_of(
+        st.binary(max_size=80),
+        damaged(edge_list_files().map(lambda case: case[0])),
+        st.lists(
+            st.sampled_from(
+                [
+                    "a",
+                    "b",
+                    "é",
+                    "1",
+                    "-1",
+                    "0",
+                    "7",
+                    "07",
+                    "x y",
+                    "nan",
+                    "inf",
+                    "1e39",
+                    "1e-46",
+                    "#",
+                    " ",
+                    "\t",
+                    "\n",
+                    "\r",
+                    "\x00",
+                    "\x85",
+                    "\u2028",
+                    "\ufeff",
+                ]
+            ),
+            max_size=24,
+        ).map(lambda parts: "".join(parts).encode("utf-8")),
+    ),
+    directed=st.booleans(),
+    keep=st.booleans(),
+)
 def test_edge_list_any_bytes_parse_or_raise_graph_format_error(tmp_path, content, directed, keep):
     path = write(tmp_path, "g.txt", content)
     try:
@@ -205,8 +278,15 @@ def test_edge_list_any_bytes_parse_or_raise_graph_format_error(tmp_path, content
         assert_one_line(err, path)
         return
     assert g.n_edges > 0 and len(set(g.node_ids)) == g.n_nodes
+    assert g.indptr.dtype == np.int64 and g.indices.dtype == np.int32
+    assert g.indptr[0] == 0 and g.indptr[-1] == g.n_edges and np.all(np.diff(g.indptr) >= 0)
     assert np.all((g.indices >= 0) & (g.indices < g.n_nodes))
-    assert g.weights is None or np.all(np.isfinite(g.weights) & (g.weights > 0))
+    assert all(
+        np.all(np.diff(g.indices[a:b]) > 0) for a, b in zip(g.indptr[:-1], g.indptr[1:])
+    )  # sorted
+    assert g.weights is None or (
+        g.weights.dtype == np.float32 and np.all(np.isfinite(g.weights) & (g.weights > 0))
+    )
     if not directed:
         A = g.to_scipy()
         assert (A != A.T).nnz == 0
@@ -216,7 +296,7 @@ def test_edge_list_any_bytes_parse_or_raise_graph_format_error(tmp_path, content
 
 
 def _read_outcome(path, name, **kwargs):
-    """('ok', ids, indptr, indices, weights) or ('error', message with the name replaced by <src>)."""
+    """('ok', ids, indptr, indices, weights) or ('error', message, the name replaced by <src>)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InputWarning)
@@ -252,42 +332,62 @@ def _through_pipe(data, **kwargs):
 
 
 @FUZZ
-@given(content=st.one_of(
-    st.binary(max_size=80),
-    damaged(edge_list_files().map(lambda case: case[0])),
-    edge_list_files().map(lambda case: case[0]),
-), directed=st.booleans())
-@example(content=b"a b\nb c 1_0\nc\n", directed=False)      # the careful reader's case, then an error
-@example(content=b"a b\nb c 1_0\n" * 200, directed=False)    # the fast reader declines late
+@given(
+    content=st.one_of(
+        st.binary(max_size=80),
+        damaged(edge_list_files().map(lambda case: case[0])),
+        edge_list_files().map(lambda case: case[0]),
+    ),
+    directed=st.booleans(),
+)
+@example(content=b"a b\nb c 1_0\nc\n", directed=False)  # the careful reader's case, then an error
+@example(
+    content=b"a b\nb c 1_0\n" * 200, directed=False
+)  # mixed 2 and 3 fields: the careful reader
 def test_edge_list_through_a_pipe_equals_the_file(tmp_path, content, directed):
     path = write(tmp_path, "g.txt", content)
     from_file = _read_outcome(path, path, directed=directed)
     assert _through_pipe(content, directed=directed) == from_file
 
 
-# ---- features (.npy / .npz) and embeddings (.npy) ---------------------------------------------------
+# ---- features (.npy / .npz) and embeddings (.npy) ------------------------------------------------
 
 
 def _csr_npz(indices, indptr):
     buf = pyio.BytesIO()
-    np.savez(buf, format=np.array("csr"), shape=np.array([2, 2]), data=np.ones(len(indices)),
-             indices=np.array(indices), indptr=np.array(indptr))
+    np.savez(
+        buf,
+        format=np.array("csr"),
+        shape=np.array([2, 2]),
+        data=np.ones(len(indices)),
+        indices=np.array(indices),
+        indptr=np.array(indptr),
+    )
     return buf.getvalue()
 
 
 def _npy_header_only(shape):
     buf = pyio.BytesIO()
-    np.lib.format.write_array_header_1_0(buf, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": "<f8", "fortran_order": False, "shape": shape}
+    )
     return buf.getvalue() + b"\0" * 16
 
 
 @FUZZ
-@given(data=st.one_of(st.binary(max_size=200), npy_bytes, npz_bytes), suffix=st.sampled_from([".npy", ".npz"]),
-       n_nodes=st.one_of(st.none(), st.integers(1, 5)))
+@given(
+    data=st.one_of(st.binary(max_size=200), npy_bytes, npz_bytes),
+    suffix=st.sampled_from([".npy", ".npz"]),
+    n_nodes=st.one_of(st.none(), st.integers(1, 5)),
+)
 @example(data=_csr_npz([0, -1], [0, 1, 2]), suffix=".npz", n_nodes=None)  # scipy trusts the indices
 @example(data=_csr_npz([0, 1], [0, 5, 2]), suffix=".npz", n_nodes=2)
-@example(data=_csr_npz([0], [0, 1, 0]), suffix=".npz", n_nodes=2)  # indptr[-1] == 0: scipy checks nothing
-@example(data=_npy_header_only((2**40, 3)), suffix=".npy", n_nodes=None)  # 24 TiB promised, 16 bytes given
+@example(
+    data=_csr_npz([0], [0, 1, 0]), suffix=".npz", n_nodes=2
+)  # indptr[-1] == 0: scipy checks nothing
+@example(
+    data=_npy_header_only((2**40, 3)), suffix=".npy", n_nodes=None
+)  # 24 TiB promised, 16 bytes given
 @example(data=_npy(np.ones((2, 2))), suffix=".npz", n_nodes=2)  # an array named .npz
 @example(data=_csr_npz([0], [0, 1, 1]), suffix=".npy", n_nodes=2)  # an archive named .npy
 def test_load_features_any_bytes(tmp_path, data, suffix, n_nodes):
@@ -313,15 +413,23 @@ def test_load_npy_any_bytes(tmp_path, data):
     except InputError as err:
         assert_one_line(err, path)
         return
-    assert v.ndim == 2 and v.dtype == np.float32 and np.all(np.isfinite(v)) and ids == [str(i) for i in range(len(v))]
+    assert (
+        v.ndim == 2
+        and v.dtype == np.float32
+        and np.all(np.isfinite(v))
+        and ids == [str(i) for i in range(len(v))]
+    )
 
 
-# ---- labels ---------------------------------------------------------------------------------------
+# ---- labels --------------------------------------------------------------------------------------
 
 NODES = ["a", "b", "c", "7"]
 label_text = st.lists(
-    st.lists(st.sampled_from(["a", "b", "c", "7", "07", "x", "0", "1", "10", "#", "é", "\x00"]), max_size=3)
-      .map(" ".join), max_size=8,
+    st.lists(
+        st.sampled_from(["a", "b", "c", "7", "07", "x", "0", "1", "10", "#", "é", "\x00"]),
+        max_size=3,
+    ).map(" ".join),
+    max_size=8,
 ).map(lambda rows: "\n".join(rows).encode("utf-8"))
 
 
@@ -343,28 +451,45 @@ def test_load_labels_any_bytes(tmp_path, data):
         assert labels.min() >= -1 and labels.max() < len(classes) and labels.max() >= 0
 
 
-# ---- splits -----------------------------------------------------------------------------------------
+# ---- splits --------------------------------------------------------------------------------------
 
 SPLIT_NODES = ["a", "b", "c", "d", "5"]
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 8) | st.floats(allow_nan=False) | st.sampled_from(SPLIT_NODES + ["z"]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["train", "val", "test", "x"]), inner,
-                                                                  max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 8)
+    | st.floats(allow_nan=False)
+    | st.sampled_from(SPLIT_NODES + ["z"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["train", "val", "test", "x"]), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 split_like = st.lists(
-    st.fixed_dictionaries({part: st.lists(st.sampled_from(SPLIT_NODES + ["z", 5, 1]), max_size=3)
-                           for part in ("train", "val", "test")}),
-    min_size=0, max_size=3,
+    st.fixed_dictionaries(
+        {
+            part: st.lists(st.sampled_from(SPLIT_NODES + ["z", 5, 1]), max_size=3)
+            for part in ("train", "val", "test")
+        }
+    ),
+    min_size=0,
+    max_size=3,
 )
 
 
 @FUZZ
-@given(data=st.one_of(st.binary(max_size=80), damaged(st.one_of(json_values, split_like)
-                                                      .map(lambda v: json.dumps(v).encode("utf-8")))),
-       by_id=st.booleans())
+@given(
+    data=st.one_of(
+        st.binary(max_size=80),
+        damaged(st.one_of(json_values, split_like).map(lambda v: json.dumps(v).encode("utf-8"))),
+    ),
+    by_id=st.booleans(),
+)
 @example(data=b"[" * 100_000, by_id=False)  # RecursionError inside json
-@example(data=b'[{"train": [' + b"1" * 5000 + b'], "val": [], "test": []}]', by_id=False)  # int digit limit
+@example(
+    data=b'[{"train": [' + b"1" * 5000 + b'], "val": [], "test": []}]', by_id=False
+)  # int digit limit
 @example(data=b'[{"train": [' + b"1" * 5000 + b'], "val": [], "test": []}]', by_id=True)
 @example(data='[{"train": ["caf\xe9"]}]'.encode("latin-1"), by_id=True)
 def test_load_splits_any_bytes(tmp_path, data, by_id):
@@ -385,7 +510,7 @@ def test_load_splits_any_bytes(tmp_path, data, by_id):
         assert np.unique(all_).size == all_.size  # train, val and test are disjoint
 
 
-# ---- word2vec --------------------------------------------------------------------------------------
+# ---- word2vec ------------------------------------------------------------------------------------
 
 finite32 = st.floats(width=32, allow_nan=False, allow_infinity=False)
 
@@ -402,15 +527,23 @@ def _w2v_bytes(case, binary):
     ids, vectors = case
     header = f"{len(ids)} {vectors.shape[1]}\n".encode()
     if binary:
-        return header + b"".join(i.encode() + b" " + v.astype("<f4").tobytes() + b"\n" for i, v in zip(ids, vectors))
-    return header + "".join(i + "".join(" %.9g" % x for x in v) + "\n" for i, v in zip(ids, vectors)).encode()
+        return header + b"".join(
+            i.encode() + b" " + v.astype("<f4").tobytes() + b"\n" for i, v in zip(ids, vectors)
+        )
+    return (
+        header
+        + "".join(i + "".join(" %.9g" % x for x in v) + "\n" for i, v in zip(ids, vectors)).encode()
+    )
 
 
 w2v_bytes = st.tuples(embeddings(), st.booleans()).map(lambda t: _w2v_bytes(*t))
 
 
 @FUZZ
-@given(data=st.one_of(st.binary(max_size=120), damaged(w2v_bytes)), binary=st.sampled_from([None, False, True]))
+@given(
+    data=st.one_of(st.binary(max_size=120), damaged(w2v_bytes)),
+    binary=st.sampled_from([None, False, True]),
+)
 @example(data=b"1 2\na nan 1\n", binary=None)
 @example(data=b"1 99999999999\na 1\n", binary=None)  # the header's k alone would need 400 GB
 @example(data=b"99999999 999999\n\xff\xfe", binary=None)
@@ -435,4 +568,6 @@ def test_word2vec_round_trip_is_bit_exact(tmp_path, case, binary, detect):
     write_word2vec(path, ids, vectors, overwrite=True, binary=binary)
     got_ids, got = read_word2vec(path, binary=None if detect else binary)
     assert got_ids == ids
-    assert np.array_equal(got.view(np.int32), vectors.view(np.int32))  # -0.0 and subnormals included
+    assert np.array_equal(
+        got.view(np.int32), vectors.view(np.int32)
+    )  # -0.0 and subnormals included

@@ -1,19 +1,19 @@
-"""The fast edge-list reader and the binary graph cache (caps2ne_np.graph).
+"""The NumPy edge-list reader and the binary graph cache (caps2ne_np.graph).
 
 The careful reader (``_read_edgelist_careful``, plain Python string handling) is the
-reference: on every well-formed file the fast reader must return the same Graph,
-array for array and bit for bit, with the same stats and warnings; on anything else
-it must decline, so that the careful reader raises its one-line ``path:line`` error.
+reference: on every well-formed file the NumPy reader (``_read_edgelist_fast``) must
+return the same Graph, array for array and bit for bit, with the same stats and
+warnings, or decline (return None) where it does not vouch for the file (Unicode
+whitespace, lines with and without a weight, very long lines); on anything else it
+must decline, so that the careful reader raises its one-line ``path:line`` error.
 """
 
 import os
 import re
-import subprocess
 import sys
 import tracemalloc
 import warnings
 
-import numba
 import numpy as np
 import pytest
 
@@ -30,11 +30,39 @@ from caps2ne_np.graph import (
 
 SEPARATORS = [" ", "\t", "  ", " \t ", "\x0b", "\x0c", "\r", "\x1c", "\x1f"]
 INT_IDS = ["0", "7", "42", "-3", "123456789012345678", "999999999999999999"]
-ODD_IDS = ["07", "-0", "+7", "00", "1234567890123456789", "-1234567890123456789012", "1e3", "0x1f", "1.5"]
+ODD_IDS = [
+    "07",
+    "-0",
+    "+7",
+    "00",
+    "1234567890123456789",
+    "-1234567890123456789012",
+    "1e3",
+    "0x1f",
+    "1.5",
+]
 STR_IDS = ["a", "alice", "bob", "köln", "東京", "x-y", "a.b", "\ufeffz", "n\x01", "(", "é"]
-WEIGHTS = ["1", "2", "0.5", ".5", "5.", "+2", "3.25", "1e-3", "2E+2", "0.1", "%.17g", "%.9g", "%.3e",
-           "007.50", "123456789012345678901234", "2.50000000000000000000001", "1.0000000000000000000",
-           "4.9e-30", "3.4e30"]
+WEIGHTS = [
+    "1",
+    "2",
+    "0.5",
+    ".5",
+    "5.",
+    "+2",
+    "3.25",
+    "1e-3",
+    "2E+2",
+    "0.1",
+    "%.17g",
+    "%.9g",
+    "%.3e",
+    "007.50",
+    "123456789012345678901234",
+    "2.50000000000000000000001",
+    "1.0000000000000000000",
+    "4.9e-30",
+    "3.4e30",
+]
 PLAIN_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -94,7 +122,7 @@ def random_edge_list(rng, n_lines, ids, weighted):
             u, v = v, u
         sep = SEPARATORS[rng.integers(len(SEPARATORS))]
         line = sep * int(rng.random() < 0.2) + u + sep + v
-        if weighted and rng.random() < 0.8:
+        if weighted and (weighted == "all" or rng.random() < 0.8):
             line += SEPARATORS[rng.integers(len(SEPARATORS))] + weight_token(rng)
         if rng.random() < 0.1:
             line += " #" + ("trailing" if rng.random() < 0.5 else "ü")
@@ -119,70 +147,149 @@ def write(tmp_path, content, name="g.txt"):
 # ---- the fast reader equals the careful one -----------------------------------
 
 
-def test_unicode_whitespace_list_is_every_non_ascii_space():
+def test_blank_lists_are_every_space_str_split_knows():
     spaces = [chr(c) for c in range(128, 0x110000) if chr(c).isspace()]
     assert all(G._UNICODE_SPACE.fullmatch(c) for c in spaces)
     others = [chr(c) for c in range(128, 0x3100) if not chr(c).isspace()]
     assert not any(G._UNICODE_SPACE.fullmatch(c) for c in others)
     ascii_split = [c for c in range(128) if c != 10 and len(("a" + chr(c) + "b").split()) == 2]
-    assert ascii_split == [c for c in range(128) if G._is_space(c)]
+    assert ascii_split == sorted(c for c in range(128) if c != 32 and G._SPACES[c] == 32) + [32]
+
+
+ODD_FILES = [
+    "1 2\r\n2 3\r\n",
+    "a\u00a0b\nb c\n",
+    "a\u2028b\n",
+    "1 2 # c\n# x\n\n  \n3 4\n",
+    "99999999999999999999 1\n1 2\n",
+    "9223372036854775807 -9223372036854775808\n",
+    "+1 1\n1 01\n01 2\n",
+    "-0 0\n0 00\n",
+    "1 2 1_000\n",
+    "1 2 +2.5\n",
+    "\ufeff1 2\n",
+    "1\x1c2\n3\x0b4\x0c\n",
+    "1 2\n3 4 5\n",
+    "a b\nc\n",
+    "x y 0\n",
+    "1 2 1e39\n",
+    "1 2 nan\n",
+    "\u00e9 \u6771\n",
+    "1 2\n2 1\n1 1\n",
+    "1 2 2\n2 1 3\n",
+    "0x1 2\n",
+    "1.0 2\n",
+    "\t1\t2\t\n",
+    "1 2",
+    "",
+    "#\n",
+    "\u0661 \u0662\n",
+    "1 2 \u0661\n",
+    "1 2 5e-324\n",
+    "1 2 3.4028235e38\n",
+    "1 2 3.4028236e38\n",
+]
+
+
+@pytest.mark.parametrize("content", ODD_FILES)
+def test_odd_files_read_as_the_careful_reader_reads_them(tmp_path, content):
+    """CRLF, Unicode blanks, comments, huge and non-canonical integers, odd weights: the
+    public reader gives the careful reader's graph and warnings, or its error (these
+    cases also gave the Numba reader's results, compared when it was replaced)."""
+    path = write(tmp_path, content)
+    for directed, keep in ((False, False), (True, False), (False, True)):
+        outcomes = []
+        for read in (read_edgelist, G._read_edgelist_careful):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    if read is read_edgelist:
+                        g = read(path, directed=directed, keep_self_loops=keep)
+                    else:
+                        g = read(os.fspath(path), directed, keep, stacklevel=2)
+                except GraphFormatError as err:
+                    outcomes.append(("error", str(err)))
+                    continue
+            outcomes.append(
+                (
+                    "ok",
+                    g.node_ids,
+                    g.indptr.tobytes(),
+                    g.indices.tobytes(),
+                    None if g.weights is None else g.weights.tobytes(),
+                    g.stats,
+                    [str(w.message) for w in caught],
+                )
+            )
+        assert outcomes[0] == outcomes[1]
 
 
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("kind", ["int", "str", "mixed"])
 def test_fast_reader_equals_careful_reader_on_random_files(tmp_path, seed, kind):
     rng = np.random.default_rng(1000 * seed + len(kind))
-    ids = {"int": INT_IDS + [str(i) for i in range(40)],
-           "str": STR_IDS,
-           "mixed": INT_IDS + ODD_IDS + STR_IDS}[kind]
-    weighted = bool(seed % 2)
+    ids = {
+        "int": INT_IDS + [str(i) for i in range(40)],
+        "str": STR_IDS,
+        "mixed": INT_IDS + ODD_IDS + STR_IDS,
+    }[kind]
+    weighted = [False, "all", "all", True][seed % 4]  # True: some lines without a weight
     path = write(tmp_path, random_edge_list(rng, int(rng.integers(1, 300)), ids, weighted))
     for directed in (False, True):
         for keep in (False, True):
             try:
                 fast, careful, w_fast, w_careful = read_both(path, directed, keep)
-            except GraphFormatError:  # e.g. only comments, or only self loops: the careful reader decides
+            except (
+                GraphFormatError
+            ):  # e.g. only comments, or only self loops: the careful reader decides
                 assert G._read_edgelist_fast(os.fspath(path), directed, keep, stacklevel=2) is None
                 continue
-            assert fast is not None, "the fast reader declined a well-formed file"
+            assert fast is not None or weighted is True, (
+                "the fast reader declined a well-formed file"
+            )
+            if fast is None:
+                continue
             assert_same_graph(fast, careful)
             assert w_fast == w_careful
 
 
-@pytest.mark.parametrize("block", [7, 16, 64, 1000])
-def test_block_boundaries_and_lines_longer_than_a_block(tmp_path, monkeypatch, block):
-    rng = np.random.default_rng(block)
-    text = "# " + "x" * 300 + "\n" + random_edge_list(rng, 400, INT_IDS + STR_IDS, weighted=True)
-    text += "\n" + "long_" * 100 + " " + "id_" * 90 + " 2.5"  # no final newline, longer than a block
+def test_long_lines_go_to_the_careful_reader(tmp_path):
+    rng = np.random.default_rng(7)
+    text = "# " + "x" * 300 + "\n" + random_edge_list(rng, 400, INT_IDS + STR_IDS, weighted="all")
+    text += (
+        "\n" + "long_" * 100 + " " + "id_" * 90 + " 2.5"
+    )  # no final newline, longer than _LONG_LINE
     path = write(tmp_path, text)
-    monkeypatch.setattr(G, "_BLOCK", block)
-    fast, careful, w_fast, w_careful = read_both(path)
-    assert fast is not None
-    assert_same_graph(fast, careful)
-    assert w_fast == w_careful
+    fast, careful, _, w_careful = read_both(path)
+    assert fast is None
+    with warnings.catch_warnings(record=True) as w_public:
+        warnings.simplefilter("always")
+        public = read_edgelist(path)
+    assert_same_graph(public, careful)
+    assert [str(w.message) for w in w_public] == w_careful
 
 
-def test_tables_and_pool_grow(tmp_path):
+def test_many_int_and_string_ids(tmp_path):
     rng = np.random.default_rng(5)
-    ints = [str(i) for i in rng.permutation(200_000)[:60_000]]    # > the 32,768 ids of the first table
-    strs = ["s" + "q" * 500 + str(i) for i in range(2_500)]         # > 1 MiB of id bytes, > 512 string ids
-    ids = ints + strs
-    u = rng.integers(0, len(ids), 80_000)
-    v = rng.integers(0, len(ids), 80_000)
-    text = "\n".join(f"{ids[a]} {ids[b]}" for a, b in zip(u, v)) + "\n"
-    path = write(tmp_path, "# header\n" * 2000 + text)              # the first block overestimates line length
-    fast, careful, w_fast, w_careful = read_both(path)
-    assert fast is not None
-    assert_same_graph(fast, careful)
-    assert w_fast == w_careful
+    ints = [str(i) for i in rng.permutation(200_000)[:60_000]]
+    strs = ["s" + "q" * 50 + str(i) for i in range(2_500)]
+    for ids in (ints, ints + strs):
+        u = rng.integers(0, len(ids), 80_000)
+        v = rng.integers(0, len(ids), 80_000)
+        text = "\n".join(f"{ids[a]} {ids[b]}" for a, b in zip(u, v)) + "\n"
+        path = write(tmp_path, "# header\n" * 2000 + text)
+        fast, careful, w_fast, w_careful = read_both(path)
+        assert fast is not None
+        assert_same_graph(fast, careful)
+        assert w_fast == w_careful
 
 
 @pytest.mark.parametrize(
     "content",
     [
-        "a b\nlonely\n",                 # 1 field
-        "a b\n\nc d e f\n",             # 4 fields
-        "a b x\n",                      # weight not a number
+        "a b\nlonely\n",  # 1 field
+        "a b\n\nc d e f\n",  # 4 fields
+        "a b x\n",  # weight not a number
         "a b 1\nb c nan\n",
         "a b inf\n",
         "a b 0\n",
@@ -193,8 +300,8 @@ def test_tables_and_pool_grow(tmp_path):
         "a b 1,5\n",
         "a b 1e\n",
         "a b .\n",
-        "a b 3.4028236e38\n",           # rounds beyond float32's max
-        "a b 2e38\na b 2e38\n",         # the summed duplicate overflows float32
+        "a b 3.4028236e38\n",  # rounds beyond float32's max
+        "a b 2e38\na b 2e38\n",  # the summed duplicate overflows float32
         b"a b\nc\x00d e\n",
         b"a b\n# \x00\n",
         b"a b\nc \xff\xfe\n",
@@ -203,7 +310,7 @@ def test_tables_and_pool_grow(tmp_path):
         "a b\nb c\n".encode("utf-16"),
         "",
         "# only\n\n   \n",
-        "a a\nb b\n",                   # only self loops
+        "a a\nb b\n",  # only self loops
     ],
 )
 def test_malformed_files_give_the_careful_readers_error(tmp_path, content):
@@ -222,9 +329,9 @@ def test_malformed_files_give_the_careful_readers_error(tmp_path, content):
 @pytest.mark.parametrize(
     "content",
     [
-        "a b 1_000\n",                  # float() takes underscores; the fast scanner does not
-        "a\u00a0b\n",                   # no-break space separates for str.split()
-        "a\u2028b\n",                   # so does the line separator (within one line)
+        "a b 1\nb c\n",  # a weight on some lines only
+        "a\u00a0b\n",  # no-break space separates for str.split()
+        "a\u2028b\n",  # so does the line separator (within one line)
         "x\x85y\n",
     ],
 )
@@ -239,7 +346,7 @@ def test_valid_but_unusual_files_are_read_by_the_careful_reader(tmp_path, conten
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_weights_parse_to_the_same_double_as_float(seed):
+def test_weights_parse_to_the_same_double_as_float(tmp_path, seed):
     rng = np.random.default_rng(seed)
     tokens = []
     for _ in range(3000):
@@ -247,69 +354,90 @@ def test_weights_parse_to_the_same_double_as_float(seed):
         point = int(rng.integers(0, len(mant) + 1))
         token = mant[:point] + ("." if rng.random() < 0.7 else "") + mant[point:]
         if rng.random() < 0.5:
-            token += rng.choice(["e", "E"]) + rng.choice(["", "+", "-"]) + str(int(rng.integers(0, 40)))
+            token += (
+                rng.choice(["e", "E"]) + rng.choice(["", "+", "-"]) + str(int(rng.integers(0, 40)))
+            )
         tokens.append(rng.choice(["", "+", "-"]) + token)
-    tokens += ["9007199254740993", "9007199254740992", "0.1", "1e22", "1e23", "1e-22", "123456789012345678e-5",
-               "4.35", "5e-324", "1.7976931348623157e308", "1.5e5000", "1_0", "inf", "nan", "--1", "1..2", "e5"]
-    n_exact = 0
-    for token in tokens:
-        buf = np.frombuffer(token.encode(), dtype=np.uint8)
-        code, value = G._parse_weight(buf, 0, buf.shape[0])
+    tokens += [
+        "9007199254740993",
+        "9007199254740992",
+        "0.1",
+        "1e22",
+        "1e23",
+        "1e-22",
+        "123456789012345678e-5",
+        "4.35",
+        "5e-324",
+        "1.7976931348623157e308",
+        "1.5e5000",
+        "1_0",
+        "inf",
+        "nan",
+        "--1",
+        "1..2",
+        "e5",
+    ]
+    cols = [("u", np.int64), ("v", np.int64), ("w", np.float64)]
+    n_parsed = 0
+    for (
+        token
+    ) in tokens:  # NumPy's parser accepts a subset of float()'s spellings, to the same double
+        rows = G._loadtxt(f"1 2 {token}\n".encode(), cols, 1)
         try:
             expected = float(token)
         except ValueError:
-            assert code == 2, token
+            assert rows is None, token
             continue
-        if code == 0:
-            n_exact += 1
-            assert np.float64(value).tobytes() == np.float64(expected).tobytes(), token
-        elif code == 2:
+        if rows is not None:
+            n_parsed += 1
+            assert rows["w"].tobytes() == np.float64(expected).tobytes(), token
+        else:
             assert not PLAIN_DECIMAL.fullmatch(token), token
-    assert n_exact > 1000
+    assert n_parsed > 1000
+    text = "".join(f"{i} {i + 1} {t}\n" for i, t in enumerate(tokens) if PLAIN_DECIMAL.fullmatch(t))
+    rows = G._loadtxt(text.encode(), cols, 1)  # the same in one file
+    assert (
+        rows["w"].tobytes()
+        == np.array([float(t) for t in tokens if PLAIN_DECIMAL.fullmatch(t)]).tobytes()
+    )
 
 
 @pytest.mark.parametrize(
-    "token,expected",
-    [("0", (True, 0)), ("7", (True, 7)), ("-12", (True, -12)), ("999999999999999999", (True, 999999999999999999)),
-     ("-0", (False, 0)), ("07", (False, 0)), ("+7", (False, 0)), ("1234567890123456789", (False, 0)),
-     ("-", (False, 0)), ("1a", (False, 0)), ("٣", (False, 0))],
+    "token,canonical",
+    [
+        ("0", True),
+        ("7", True),
+        ("-12", True),
+        ("999999999999999999", True),
+        ("-0", False),
+        ("07", False),
+        ("+7", False),
+        ("00", False),
+        ("-07", False),
+        ("0.5", True),
+        ("-0.5", False),
+        ("a0", True),
+    ],
 )
-def test_only_canonical_integers_share_the_integer_table(token, expected):
-    buf = np.frombuffer(token.encode(), dtype=np.uint8)
-    assert G._canonical_int(buf, 0, buf.shape[0]) == expected
+def test_only_canonical_integers_are_read_as_integers(token, canonical):
+    for data in (f"{token} 1\n", f"1 {token}", f"1  {token}  2.5\n"):
+        assert G._noncanonical_ints(data.encode()) == (not canonical), data
 
 
 def test_integer_spellings_stay_distinct_nodes(tmp_path):
     g = read_edgelist(write(tmp_path, "7 07\n-0 0\n+7 7\n0 00\n"))
     assert g.node_ids == ["7", "07", "-0", "0", "+7", "00"]
-    assert G._read_edgelist_fast(os.fspath(tmp_path / "g.txt"), False, False, stacklevel=2) is not None
+    assert (
+        G._read_edgelist_fast(os.fspath(tmp_path / "g.txt"), False, False, stacklevel=2) is not None
+    )
 
 
-def test_row_sort_does_not_depend_on_threads(tmp_path):
-    rng = np.random.default_rng(3)
-    n = 300
-    hub = [f"0 {v} {rng.uniform(0.5, 2):.3f}" for v in rng.integers(1, n, 2000)]  # a row longer than 32
-    rest = [f"{u} {v} {rng.uniform(0.5, 2):.3f}" for u, v in rng.integers(0, n, (3000, 2))]
-    path = write(tmp_path, "\n".join(hub + rest) + "\n")
-    old = numba.get_num_threads()
-    out = []
-    try:
-        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
-            numba.set_num_threads(threads)
-            out.append(read_both(path, directed=False, keep=True))
-    finally:
-        numba.set_num_threads(old)
-    (a, ref, _, _), (b, _, _, _) = out
-    assert_same_graph(a, b)
-    assert_same_graph(a, ref)
-
-
-def test_fast_reader_memory_stays_within_three_times_the_result(tmp_path):
+def test_fast_reader_memory_stays_within_eight_times_the_result(tmp_path):
+    # measured 6.4x on 200k edges (the Numba reader it replaced: 1.33x; docs/scaling.md)
     rng = np.random.default_rng(11)
     n, m = 20_000, 200_000
     u, v = rng.integers(0, n, m), rng.integers(0, n, m)
     path = write(tmp_path, "\n".join(f"{a} {b}" for a, b in zip(u.tolist(), v.tolist())) + "\n")
-    G._read_edgelist_fast(os.fspath(write(tmp_path, "1 2\n", "warm.txt")), False, False, stacklevel=2)  # compile
     tracemalloc.start()
     try:
         with warnings.catch_warnings():
@@ -318,24 +446,13 @@ def test_fast_reader_memory_stays_within_three_times_the_result(tmp_path):
         current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    result = g.indptr.nbytes + g.indices.nbytes + sum(sys.getsizeof(s) for s in g.node_ids) + sys.getsizeof(g.node_ids)
-    assert peak <= 3 * result, (peak, result)
-
-
-def test_kernels_run_without_jit(tmp_path):
-    path = write(tmp_path, random_edge_list(np.random.default_rng(2), 60, INT_IDS + STR_IDS + ODD_IDS, True))
-    code = (
-        "import sys, warnings; warnings.simplefilter('ignore')\n"
-        "from caps2ne_np import graph as G\n"
-        "a = G._read_edgelist_fast(sys.argv[1], False, False, stacklevel=2)\n"
-        "b = G._read_edgelist_careful(sys.argv[1], False, False, stacklevel=2)\n"
-        "assert a is not None and a.node_ids == b.node_ids and a.stats == b.stats\n"
-        "assert (a.indptr == b.indptr).all() and (a.indices == b.indices).all()\n"
-        "assert (a.weights is None and b.weights is None) or a.weights.tobytes() == b.weights.tobytes()\n"
+    result = (
+        g.indptr.nbytes
+        + g.indices.nbytes
+        + sum(sys.getsizeof(s) for s in g.node_ids)
+        + sys.getsizeof(g.node_ids)
     )
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
-    run = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert peak <= 8 * result, (peak, result)
 
 
 # ---- the binary cache -----------------------------------------------------------
@@ -381,9 +498,9 @@ def test_stale_cache_is_refused_and_rebuilt(tmp_path):
     assert load_graph_cache(path).node_ids == g.node_ids  # rebuilt
     stamp = os.stat(path)
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # touched, same content:
-    assert load_graph_cache(path).node_ids == g.node_ids                # still fresh (#15)
-    path.write_text("a b\nb c\nc e\n")                                # same size, other content,
-    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))           # same mtime (touch -r)
+    assert load_graph_cache(path).node_ids == g.node_ids  # still fresh (#15)
+    path.write_text("a b\nb c\nc e\n")  # same size, other content,
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same mtime (touch -r)
     with pytest.raises(StaleCacheError, match="stale"):
         load_graph_cache(path)
     os.unlink(path)

@@ -22,7 +22,12 @@ def awkward_vectors(n=5, k=4, seed=0):
     """float32 values that a lossy format would not survive."""
     rng = np.random.default_rng(seed)
     v = rng.standard_normal((n, k)).astype(np.float32)
-    v[0, :4] = [np.float32(1) / 3, -0.0, np.finfo(np.float32).max, np.finfo(np.float32).smallest_subnormal]
+    v[0, :4] = [
+        np.float32(1) / 3,
+        -0.0,
+        np.finfo(np.float32).max,
+        np.finfo(np.float32).smallest_subnormal,
+    ]
     v[1, 0] = np.nextafter(np.float32(1), np.float32(2))
     return v
 
@@ -212,7 +217,11 @@ def test_load_npy_checks_nodes_file(tmp_path):
 
 def test_npz_round_trip_and_no_pickles(tmp_path):
     path = tmp_path / "ckpt.npz"
-    arrays = {"W": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.int64(7), "config": np.array('{"dim": 2}')}
+    arrays = {
+        "W": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "step": np.int64(7),
+        "config": np.array('{"dim": 2}'),
+    }
     save_npz(path, **arrays)
     loaded = load_npz(path)
     assert sorted(loaded) == ["W", "config", "step"]
