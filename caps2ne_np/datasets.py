@@ -84,7 +84,6 @@ MAT_FILES = {"ppi": "PPI.mat", "pos": "POS.mat", "blogcatalog": "blogcatalog.mat
 NAMES = PLANETOID_NAMES + tuple(MAT_FILES) + ("cora-bundled",)
 """Every name :func:`load_dataset` takes, in the order the CLI lists them."""
 DATASET_NAMES = NAMES  # the former name
-_read_id_file = read_id_file  # the former name (caps2ne_np._cli_infer imports it)
 
 
 @dataclass

@@ -539,11 +539,11 @@ def test_cli_infer_through_the_dataset_loader(tmp_path):
 
 def test_cli_dataset_choices_are_the_dataset_registry():
     from caps2ne_np.cli import cli as group
-    from caps2ne_np.cli.options import DATASET_NAMES
+    from caps2ne_np.datasets import NAMES
 
     for name in ("train", "infer", "evaluate"):
         option = next(p for p in group.commands[name].params if p.name == "dataset")
-        assert tuple(option.type.choices) == DATASET_NAMES, name
+        assert tuple(option.type.choices) == NAMES, name
 
 
 def test_estimator_transform_delegates_to_infer_embeddings():

@@ -98,7 +98,7 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
     import numpy as np
 
     from ..core import Params
-    from ..datasets import _read_id_file
+    from ..nodefiles import read_id_file
     from ..errors import InputError
     from ..infer import calibrate, infer_embeddings
     from ..io import write_word2vec
@@ -115,7 +115,7 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
     # A featureless model learned its own x: the dataset's features are not loaded.
     source["featureless"] = not params.fixed_features
     g, features, _, _ = load_input(source)
-    ids = _read_id_file(nodes_path)
+    ids = read_id_file(nodes_path)
     if not ids:
         raise InputError(f"{nodes_path}: no node ids; list the nodes to embed, one per line")
     index = {nid: i for i, nid in enumerate(g.node_ids)}

@@ -8,12 +8,8 @@ the order written, as stacked ``@click.option`` lines would.
 
 import click
 
+from ..datasets import NAMES as DATASET_NAMES  # the one registry; a light import
 from ..defaults import OPTIONS
-
-# TODO(lead): from ..datasets import NAMES once datasets.py is light to import (issue 17)
-DATASET_NAMES = ("cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog", "cora-bundled")
-"""The benchmark sets: --dataset NAME; all but cora-bundled (shipped with the package)
-are downloaded by fetch-data."""
 
 DATA_DIR_HELP = ("Folder of the benchmark data; files missing there are downloaded (SHA-256 "
                  "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
