@@ -8,6 +8,7 @@ alone); the scripts write their results there and read earlier results from ther
 import contextlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import statistics
@@ -171,23 +172,45 @@ def machine_markdown(info):
             f"- commit: {info['git_commit']}{dirty}\n")
 
 
-def write_results(name, payload, markdown):
-    """Write RESULTS/<name>.json and <name>.md atomically; returns the two paths."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for suffix, text in ((".json", json.dumps(payload, indent=1, default=_jsonable) + "\n"),
-                         (".md", markdown)):
-        path = RESULTS / f"{name}{suffix}"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-        paths.append(path)
-    return paths
+DIGITS = 6   # significant digits kept in result files: timings on a shared machine vary more
 
 
-def _jsonable(obj):
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if hasattr(obj, "item"):
-        return obj.item()
+def rounded(obj, digits=DIGITS):
+    """``obj`` with every float rounded to ``digits`` significant digits (NumPy arrays and
+    scalars become lists and Python numbers); ints, strings and None are kept."""
+    if isinstance(obj, dict):
+        return {k: rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [rounded(v, digits) for v in obj]
+    if hasattr(obj, "tolist"):          # NumPy arrays and scalars
+        return rounded(obj.tolist(), digits)
+    if isinstance(obj, float) and math.isfinite(obj):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def json_text(payload):
+    """Compact JSON of ``payload`` (no indent, rounded floats, one line) for result files."""
+    return json.dumps(rounded(payload), separators=(",", ":")) + "\n"
+
+
+def write_text_atomic(path, text):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def write_json(path, payload):
+    """Write ``payload`` to ``path`` as compact JSON (``json_text``), atomically."""
+    return write_text_atomic(path, json_text(payload))
+
+
+def write_results(name, payload, markdown):
+    """Write RESULTS/<name>.json (compact) and <name>.md atomically; returns the two paths."""
+    return [write_json(RESULTS / f"{name}.json", payload),
+            write_text_atomic(RESULTS / f"{name}.md", markdown)]

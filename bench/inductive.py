@@ -215,8 +215,7 @@ def run_split(ds, full, X_full, split, s, args):
                 val_edgeless=int(np.isin(split["val"], edgeless).sum()),
                 test_isolated_in_full_graph=int(np.count_nonzero(deg_full[test] == 0)),
                 pairs_per_s=float(np.mean([h["pairs_per_s"] for h in model.history_])),
-                config={key: (list(v) if isinstance(v, tuple) else v) for key, v in cfg.items()},
-                curves=curves, chosen=chosen)
+                chosen=chosen)
 
 
 def run_dataset(name, args):
@@ -241,9 +240,26 @@ def run_dataset(name, args):
         summary[path] = dict(test_mean=float(tests.mean()), test_std=float(tests.std()),
                              val_mean=float(vals.mean()),
                              epochs=[sp["chosen"][path]["epoch"] for sp in splits])
+    for sp in splits:                  # the result file keeps what markdown() shows
+        sp["chosen"] = stored_choices(sp["chosen"])
+    cfg = config(args)
     return dict(dataset=name, nodes=full.n_nodes, edges=full.n_edges // 2,
-                feature_dim=int(ds.features.shape[1]), paper=PAPER[name], summary=summary,
-                splits=splits)
+                feature_dim=int(ds.features.shape[1]), paper=PAPER[name],
+                config={key: (list(v) if isinstance(v, tuple) else v) for key, v in cfg.items()},
+                summary=summary, splits=splits)
+
+
+SHOWN_PATHS = ("o:mean", "o:sum", "e:mean")   # per split in markdown(), beside the default
+
+
+def stored_choices(chosen):
+    """A split's chosen epochs as the result file keeps them: epoch, val and test of the
+    paths markdown() lists per split, and the norms and scales of the default path
+    (every path's mean over the splits is in the summary)."""
+    kept = {p: {key: c[key] for key in ("epoch", "val", "test")}
+            for p, c in chosen.items() if p in SHOWN_PATHS}
+    kept[DEFAULT_PATH] = chosen[DEFAULT_PATH]
+    return kept
 
 
 def _pct(summary):

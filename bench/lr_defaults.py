@@ -10,7 +10,6 @@ bench/results/lr_defaults.json + .md.
 """
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from caps2ne_np.evaluate import classify_splits
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.model import Caps2NE
 
-from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
+from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
 
 def main():
@@ -61,9 +60,7 @@ def main():
     print(table)
     meta = dict(command="python bench/" + Path(__file__).name, args=vars(args), machine=platform.processor() or platform.machine(),
                 python=platform.python_version(), numpy=np.__version__)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (RESULTS / f"{args.out}.md").write_text(
+    write_results(args.out, dict(meta=meta, rows=rows),
         f"# Learning rate for featureless training (bundled Cora)\n\n`{meta['command']}` with {vars(args)}\n\n"
         "Embeddings o_v scored after every epoch: logistic regression on each split's training "
         "nodes, accuracy on its test nodes, mean over the paper's 10 splits. Featureless: x is "

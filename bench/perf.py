@@ -670,7 +670,7 @@ def render(p, keys):
     lines.append("This run's targets, then those of the other scripts of the suite as their "
                  "latest result files hold them (walks_vs_pecanpy.md, time_to_accuracy.md; "
                  "re-render with `--report-only` after running them). The causes of the gaps, "
-                 "measured: [perf_notes.md](perf_notes.md).\n")
+                 "measured: [docs/results/perf_notes.md](../../docs/results/perf_notes.md).\n")
     rows = [[t["target"], t["value"], "yes" if t["met"] else "**no**"] for t in p["targets"]]
     rows += other_targets()
     lines.append(common.markdown_table(["target", "measured", "met"], rows) + "\n")

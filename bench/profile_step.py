@@ -15,7 +15,6 @@ Python call; the shares, not the absolute times, are the point.
 
 import argparse
 import cProfile
-import json
 import os
 import pstats
 import time
@@ -24,7 +23,7 @@ from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.train import TrainConfig, fit
 
-from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
+from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 GROUPS = {
     "W_i u, d_W, d_u on the distinct rows (segment GEMMs)": ("_seg_nn", "_seg_tn", "_seg_nt",
                                                              "_slot_nn", "_slot_tn", "_slot_nt"),
@@ -121,9 +120,7 @@ def main():
     lines.append("| **step** | " + " | ".join(f"**{r['ms_per_step']:.2f}**" for r in runs) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "profile_step.json").write_text(json.dumps(dict(args=vars(args), runs=runs), indent=1))
-    (RESULTS / "profile_step.md").write_text(text)
+    write_results("profile_step", dict(args=vars(args), runs=runs), text)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from caps2ne_np.evaluate import classify_splits, multilabel_f1, multilabel_selec
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.train import TrainConfig, fit
 
-from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
+from common import RESULTS, write_json  # bench/results or $CAPS2NE_BENCH_RESULTS
 PAPER = {
     "cora": {"acc": 80.53}, "citeseer": {"acc": 71.34}, "pubmed": {"acc": 78.45},
     "ppi": {"micro": [18.52, 23.15, 25.08], "macro": [15.20, 19.63, 20.27]},
@@ -118,19 +118,17 @@ def main(argv=None):
                  config=cfg.to_dict(), lr_used=result.optimizer.lr, epochs_run=len(result.history),
                  wall_seconds=wall, command="python bench/reproduce.py " + " ".join(sys.argv[1:] if argv is None else argv),
                  machine=f"{cpu_model()}, {len(__import__('os').sched_getaffinity(0))} cores",
-                 numpy=np.__version__, history=result.history)
+                 numpy=np.__version__, final_loss=result.history[-1]["loss"])
     if citation:
         sel = select_epoch(per_epoch)
         entry.update(test_mean=100 * sel["test_mean"], test_std=100 * sel["test_std"],
-                     chosen_epochs=[int(e) for e in sel["epochs"]],
-                     val_curve=[100 * r["val_mean"] for r in per_epoch],
-                     test_curve=[100 * r["test_mean"] for r in per_epoch],
-                     # per epoch and split, for selections pooled over runs (write_markdown)
-                     split_val=[[float(v) for v in r["val"]] for r in per_epoch],
-                     split_test=[[float(v) for v in r["test"]] for r in per_epoch],
-                     split_val_ovr=[[float(v) for v in r["val"]] for r in per_epoch_ovr],
-                     split_test_ovr=[[float(v) for v in r["test"]] for r in per_epoch_ovr])
+                     chosen_epochs=[int(e) for e in sel["epochs"]])
         sel_ovr = select_epoch(per_epoch_ovr)
+        # per split, the chosen epoch's val and test: the selection pooled over runs
+        # (pooled_section) is the same selection over these, run by run
+        entry.update(split_best=dict(val=sel["val"].tolist(), test=sel["test"].tolist()),
+                     split_best_ovr=dict(val=sel_ovr["val"].tolist(),
+                                         test=sel_ovr["test"].tolist()))
         entry.update(test_mean_ovr=100 * sel_ovr["test_mean"], test_std_ovr=100 * sel_ovr["test_std"])
         print(f"{name}: test acc {entry['test_mean']:.2f} +- {entry['test_std']:.2f} "
               f"(paper {PAPER[name]['acc']})")
@@ -173,9 +171,7 @@ def main(argv=None):
     stored = json.loads(path.read_text()) if path.exists() else []
     stored.append(entry)
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(stored, indent=1))
-    tmp.replace(path)
+    write_json(path, stored)
     write_markdown(stored, path.with_suffix(".md"))
 
 
@@ -184,28 +180,29 @@ def pooled_section(stored):
     daiquocnguyen/Caps2NE) picks, per split, the embedding file of best validation
     accuracy among *every* file of the run folder for the dataset, i.e. over the epochs
     of all hyper-parameter settings tried, and reports that file's test accuracy.  Here:
-    the same over every stored run of a dataset that kept its per-split curves."""
+    the same over every stored run of a dataset that kept its per-split choices.  Each
+    run stores, per split, the val and test accuracy of its own first best-val epoch;
+    the first maximum over (run, epoch) is the first maximum over those, run by run."""
     lines = []
     for name in CITATION:
-        runs = [e for e in stored if e["dataset"] == name and "split_val" in e
+        runs = [e for e in stored if e["dataset"] == name and "split_best" in e
                 and e["config"].get("adam", "dense") == "dense"]    # the authors' optimizer
         if not runs:
             continue
         if not lines:
             lines = ["", "## Selection pooled over runs (the authors' scoring protocol)", "",
                      "Per split, the (run, epoch) of best validation accuracy among every stored "
-                     "run of the dataset that kept its per-split curves, and its test accuracy "
+                     "run of the dataset that kept its per-split choices, and its test accuracy "
                      "(as the authors' scoring_transductive.py does over its run folder). Test "
                      "accuracies never choose.", "",
                      "| dataset | runs pooled (T, m, lr, epochs) | classifier | ours | paper | gap |",
                      "| --- | --- | --- | --- | --- | --- |"]
         desc = ", ".join(f"({e['config']['walks_per_node']}, {e['config']['routing_iters']}, "
                          f"{e['lr_used']:g}, {e['epochs_run']})" for e in runs)
-        for label, kv, kt in (("multinomial lbfgs, C = 1", "split_val", "split_test"),
-                              ("one-vs-rest liblinear, C = 1", "split_val_ovr", "split_test_ovr")):
-            per_epoch = [dict(val=np.asarray(v), test=np.asarray(t))
-                         for e in runs for v, t in zip(e[kv], e[kt])]
-            sel = select_epoch(per_epoch)
+        for label, key in (("multinomial lbfgs, C = 1", "split_best"),
+                           ("one-vs-rest liblinear, C = 1", "split_best_ovr")):
+            sel = select_epoch([dict(val=np.asarray(e[key]["val"]), test=np.asarray(e[key]["test"]))
+                                for e in runs])
             paper = PAPER[name]["acc"]
             ours = 100 * sel["test_mean"]
             lines.append(f"| {name} | {desc} | {label} | {ours:.2f} +- {100 * sel['test_std']:.2f} "
@@ -263,7 +260,9 @@ def write_markdown(stored, path):
             lines.append(head + f"{ours} | {theirs} | {gap}" + tail)
     lines += pooled_section(stored)
     lines += ["", f"Machine: {stored[-1]['machine']}; numpy {stored[-1]['numpy']}.", "",
-              "What the gaps mean: [transductive_notes.md](transductive_notes.md).", ""]
+              "What the gaps mean: "
+              "[docs/results/transductive_notes.md](../../docs/results/transductive_notes.md).",
+              ""]
     path.write_text("\n".join(lines))
 
 

@@ -634,12 +634,8 @@ def write_report(results, name, res):
     import common
 
     text = markdown(res)
-    results.mkdir(parents=True, exist_ok=True)
-    for suffix, body in ((".json", json.dumps(res, indent=1, default=common._jsonable) + "\n"), (".md", text)):
-        path = results / f"{name}{suffix}"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(body)
-        os.replace(tmp, path)
+    common.write_json(results / f"{name}.json", res)
+    common.write_text_atomic(results / f"{name}.md", text)
     print(text)
 
 

@@ -71,13 +71,12 @@ def main():
                  epochs=len(log), curve=log, load_avg=os.getloadavg())
     print(f"{'reached' if reached else 'did not reach'} {100 * args.target:.0f}% "
           f"after {len(log)} epochs, {wall:.1f}s")
-    from common import RESULTS   # here, not at the top: the clock is running there
+    from common import RESULTS, write_json, write_text_atomic   # not at the top: the clock runs
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{args.out}.json"
     stored = json.loads(path.read_text()) if path.exists() else []
     stored.append(entry)
-    path.write_text(json.dumps(stored, indent=1))
+    write_json(path, stored)
     lines = ["# Time to 80% Cora transductive accuracy (cold start of the command)", "",
              "Clock from the script's first line: imports, data, JIT/cache, walks, training "
              "and per-epoch evaluation. Accuracy: per split the epoch of best validation "
@@ -88,7 +87,7 @@ def main():
         seconds = "" if e["seconds"] is None else f"{e['seconds']:.1f}"
         lines.append(f"| `{e['command']}` | {e['reached']} | {seconds} | {e['epochs']} | "
                      f"{e['load_avg'][0]:.1f} |")
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(RESULTS / f"{args.out}.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -42,8 +42,8 @@ gensim epoch.
 
 Writes bench/results/<out>.json + .md after every graph, so an interrupted run keeps
 what it measured.  ``panel_entry(name)`` (the loaders) and ``score_embedding`` are
-the hooks bench/plot_vs_deepwalk.py reuses; its curves, when
-bench/results/vs_deepwalk_curves.json exists, are copied into each graph's entry.
+the hooks bench/plot_vs_deepwalk.py reuses (its curves stay in its own
+vs_deepwalk_curves.json).
 """
 
 import argparse
@@ -77,7 +77,6 @@ TIME_FACTOR = 2.0              # ours may take this many times DeepWalk's wall t
 # --smoke only: budgets cut so CI finishes in seconds; the results say so
 SMOKE_OURS_FLAGS = ["--epochs", "1"]
 SMOKE_DW_FLAGS = ["--walks-per-node", "2", "--epochs", "1"]
-CURVES = common.RESULTS / "vs_deepwalk_curves.json"
 STDERR_LINES = 20
 
 
@@ -189,8 +188,7 @@ def score_embedding(graph, emb, shuffles=5, fractions=FRACTIONS):
                     headline=micro[fractions.index(0.5) if 0.5 in fractions else 0])
     r = classify_splits(emb, graph.labels, graph.splits)
     out = dict(protocol="single-label", splits=len(graph.splits), accuracy=100 * r["test_mean"],
-               accuracy_std=100 * r["test_std"], per_split=[100 * float(x) for x in r["test"]],
-               headline=100 * r["test_mean"])
+               accuracy_std=100 * r["test_std"], headline=100 * r["test_mean"])
     if not np.isnan(r["val_mean"]):
         out["val_accuracy"] = 100 * r["val_mean"]
     return out
@@ -294,7 +292,6 @@ def measure(graph, workdir, args, usable):
                 os.unlink(out)            # the CLI never overwrites without --overwrite
             seconds, proc = run_timed(s["cmd"], common.REPO)
             s["stderr_tail"] = _screen_lines(proc.stderr)
-            s["stdout_tail"] = _screen_lines(proc.stdout)
             if proc.returncode != 0:
                 s["error"] = f"exit {proc.returncode} in rep {rep + 1}"
                 continue
@@ -312,6 +309,8 @@ def measure(graph, workdir, args, usable):
         if s["seconds"]:
             s["seconds_median"] = common.median(s["seconds"])
             s["score"] = _median_score(s["scores"])
+            if len(s["scores"]) == 1:       # the result file keeps one copy
+                del s["scores"]
         entry[side] = s
     dw, ours = entry["deepwalk"], entry["ours"]
     if "score" in dw and "score" in ours:
@@ -346,19 +345,6 @@ def warm_up(args, usable):
                 print(f"warm-up failed: {_shown(cmd)}\n{proc.stderr[-2000:]}", file=sys.stderr)
                 return None
         return time.perf_counter() - t0
-
-
-def attach_curves(entries):
-    """Copy the curves of bench/plot_vs_deepwalk.py (if that file exists) into entries."""
-    if not CURVES.exists():
-        return
-    try:
-        curves = json.loads(CURVES.read_text()).get("graphs", {})
-    except (OSError, ValueError):
-        return
-    for e in entries:
-        if e["name"] in curves:
-            e["curves"] = curves[e["name"]]
 
 
 def main(argv=None):
@@ -435,7 +421,6 @@ def main(argv=None):
             entry = measure(graph, os.path.join(root, name), args, usable)
             entry["git_commit"] = common.machine_info()["git_commit"]
             payload["graphs"].append(entry)
-            attach_curves(payload["graphs"])
             payload["load_avg_after"] = os.getloadavg()
             common.write_results(args.out, payload, render(payload))
             print(f"[{i}/{len(names)}] {progress_line(entry)}", flush=True)

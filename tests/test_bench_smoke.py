@@ -48,7 +48,7 @@ def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     entry = json.loads(out.read_text())[0]
     assert entry["dataset"] == "cora" and len(entry["chosen_epochs"]) == 10
-    assert len(entry["split_val"]) == 1 and len(entry["split_val"][0]) == 10
+    assert len(entry["split_best"]["val"]) == 10 and len(entry["split_best_ovr"]["test"]) == 10
     md = out.with_suffix(".md").read_text()
     assert "| cora |" in md
     # the pooled (authors') selection over the stored run equals the run's own selection
