@@ -18,6 +18,8 @@ from caps2ne_np.core import ModelConfig, Params, loss_and_grads  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
 from peers.torch_caps2ne import TorchCaps2NE  # noqa: E402
 
+import cases  # noqa: E402
+
 RTOL = 1e-10
 # Gradient entries that cancel to ~0 cannot meet a relative bar; anything below 1e-12 of
 # the array's largest entry is compared absolutely (float64 rounding is ~1e-16 of it).
@@ -26,25 +28,11 @@ ATOL_FRACTION = 1e-12
 HAS_SPARSE_CORE = hasattr(core, "SparseFeatures")
 
 
-def make_case(seed, n_nodes=9, n_pairs=4, n_slots=4, d=6, k=5, n_sampled=5):
-    """A tiny random float64 problem with one accidental hit and a repeated target,
-    features with zeros (one all-zero row, as Citeseer's), away from |s| ~ 0."""
-    rng = np.random.default_rng(seed)
-    W = rng.normal(0, 0.6, size=(n_slots, k, d))
-    O = rng.normal(0, 0.5, size=(n_nodes, k))
-    bias = rng.normal(0, 0.1, size=n_nodes)
-    X = rng.normal(0, 0.8, size=(n_nodes, d))
-    X[rng.random(X.shape) < 0.5] = 0.0
-    X[3] = 0.0
-    ctx = rng.integers(0, n_nodes, size=(n_pairs, n_slots))
-    targets = rng.integers(0, n_nodes, size=n_pairs)
-    targets[-1] = targets[0]
-    others = np.setdiff1d(np.arange(n_nodes), targets[:1])
-    sampled = np.concatenate([targets[:1], rng.choice(others, size=n_sampled - 1, replace=False)])
-    rng.shuffle(sampled)
-    q_true = rng.uniform(0.2, 1.0, size=n_pairs)
-    q_sampled = rng.uniform(0.2, 1.0, size=n_sampled)
-    return W, O, bias, X, ctx, targets, sampled, q_true, q_sampled
+def make_case(seed):
+    """A tiny float64 problem with one accidental hit and a repeated target, features
+    with zeros (one all-zero row, as Citeseer's)."""
+    return cases.make_case(seed, n_nodes=9, n_pairs=4, n_slots=4, d=6, k=5, n_sampled=5,
+                           zero_fraction=0.5, zero_row=3, repeat_target=True)
 
 
 def assert_close(ours, theirs, name):
