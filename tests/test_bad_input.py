@@ -413,6 +413,11 @@ def test_missing_embeddings_file(run, eval_files):
     assert_error(run("evaluate", "-e", "nope.txt", "--labels", "l.txt"), "nope.txt: ", "no such file")
 
 
+def test_missing_labels_file(run, eval_files):
+    assert_error(run("evaluate", "-e", "e.txt", "--labels", "missing.txt"), "missing.txt: ",
+                 "file not found")
+
+
 def test_labels_for_nodes_without_embedding(run, eval_files):
     put(eval_files, "l2.txt", "n0 0\nn1 1\nzz 0\n")
     assert_error(run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json"),
@@ -435,6 +440,11 @@ def test_evaluate_single_label_needs_splits(run, eval_files):
 @pytest.mark.parametrize("fractions", ["0,x", "0.5,1", "0"])
 def test_evaluate_bad_fractions(run, eval_files, fractions):
     assert_error(run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--fractions", fractions), "--fractions: ")
+
+
+def test_evaluate_bad_fraction_with_a_dataset(run, eval_files):
+    assert_error(run("evaluate", "-e", "e.txt", "--dataset", "cora-bundled", "--fractions", "2"),
+                 "--fractions: ", "each fraction must be in (0, 1), got '2'")
 
 
 @pytest.mark.parametrize("args,option", [(["--shuffles", "0"], "'--shuffles'"), (["--C", "0"], "'--C'")])
