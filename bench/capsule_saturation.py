@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import common
+import report
 import vs_deepwalk
 from caps2ne_np import walks as walks_mod
 from caps2ne_np.core import forward
@@ -107,7 +108,7 @@ def main(argv=None):
     def mid(x):
         return f"{x[1]:.3g}"
 
-    table = common.markdown_table(
+    table = report.markdown_table(
         ["variant", "epochs", "peak lr", "score", "median abs(s)", "median abs(e)",
          "median abs(o)", "logit: target / random (medians)", "W_i Frobenius (median; init)", "s"],
         [[r["variant"], r["epochs"], f"{r['lr']:.3g}", f"{r['score']:.2f}", mid(r["s_norm"]),
@@ -122,7 +123,7 @@ def main(argv=None):
           f", {args.threads} threads, seed {args.seed}.  Score: the panel's protocol on o_v "
           "(bench/vs_deepwalk.py).  Norms and logits on 2,000 fresh walks, target at "
           f"position 4.  Load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
-          "(the seconds column is only comparable within a quiet run).\n\n" + table + "\n\n" + common.machine_markdown(info))
+          "(the seconds column is only comparable within a quiet run).\n\n" + table + "\n\n" + report.machine_markdown(info))
     common.write_results(args.out, dict(graph=args.graph, rows=rows, machine=info), md)
     print(md)
 

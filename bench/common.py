@@ -1,5 +1,6 @@
 """Shared helpers of the bench/ scripts: thread control, timing with medians, machine
-information, Markdown tables and result files (<RESULTS>/<name>.json + .md).
+information and result files (<RESULTS>/<name>.json + .md); the Markdown of the
+reports is bench/report.py's.
 
 ``RESULTS`` is bench/results/, or the folder named by ``$CAPS2NE_BENCH_RESULTS``
 (the tests point it at a temporary folder so that smoke runs leave bench/results/
@@ -146,33 +147,7 @@ def _threading_layer():
         return None
 
 
-def markdown_table(headers, rows):
-    """A GitHub Markdown table; cells are formatted with str()."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def fmt_int(x):
-    return f"{x:,.0f}"
-
-
-def machine_markdown(info):
-    v = info["versions"]
-    blas = ", ".join(f"{b['library']} {b['version'] or ''} ({b['architecture'] or b['path']})".strip()
-                     for b in info["blas_and_openmp"])
-    env = ", ".join(f"{k}={val}" for k, val in info["env"].items() if val is not None) or "none set"
-    dirty = " (with uncommitted changes)" if info.get("git_dirty") else ""
-    return (f"- CPU: {info['cpu_model']}, {info['usable_cores']} usable cores "
-            f"({', '.join(info['cpu_flags'][:6])}...)\n"
-            f"- Python {info['python']}, numpy {v['numpy']}, numba {v['numba']} "
-            f"(threading layer {info['numba_threading_layer']}), scipy {v['scipy']}, torch {v['torch']}\n"
-            f"- BLAS / OpenMP runtimes: {blas}\n"
-            f"- environment: {env}\n"
-            f"- commit: {info['git_commit']}{dirty}\n")
-
-
-DIGITS = 6   # significant digits kept in result files: timings on a shared machine vary more
+DIGITS = 7   # significant digits kept in result files: timings on a shared machine vary more
 
 
 def rounded(obj, digits=DIGITS):

@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (RESULTS, machine_info, machine_markdown, markdown_table,  # noqa: E402
-                    write_results)
+from common import RESULTS, machine_info, write_results  # noqa: E402
+from report import machine_markdown, markdown_table  # noqa: E402
 from vs_deepwalk import panel_entry, score_embedding  # noqa: E402
 
 

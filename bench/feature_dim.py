@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import common
+import report
 import perf
 
 NNZ_PER_ROW = 32          # Citeseer: 105,165 nonzeros over 3,327 nodes (31.6)
@@ -90,11 +91,11 @@ def main(argv=None):
     ref = rows[0]
     table = []
     for e in rows:
-        cells = [e["case"], common.fmt_int(e["w_params"]),
+        cells = [e["case"], report.fmt_int(e["w_params"]),
                  f"{3 * 4 * e['w_params'] / 2**20:.1f}"]
         for adam in ("dense", "lazy"):
             r = e[adam]
-            cells += [common.fmt_int(1e3 * pairs / r["step_ms"]), f"{r['step_ms']:.2f}",
+            cells += [report.fmt_int(1e3 * pairs / r["step_ms"]), f"{r['step_ms']:.2f}",
                       f"{r['adam_ms']:.2f}", f"{r['step_ms'] - r['adam_ms']:.2f}",
                       f"{ref[adam]['step_ms'] / r['step_ms']:.2f}"]
         table.append(cells)
@@ -107,14 +108,14 @@ def main(argv=None):
           f"--reps {args.reps}` ({args.reps} rounds of {args.steps} steps of every case, "
           f"interleaved, after {args.warmup} warm-up steps; medians; "
           f"{time.perf_counter() - t_start:.0f} s in all)",
-          "", common.machine_markdown(info),
+          "", report.machine_markdown(info),
           "Citeseer graph, perf.py's config (d): 256 pairs per step, k = 128, |V'| = 256, "
           f"m = 1. Sparse rows: {NNZ_PER_ROW} random features per node, row-normalised "
           "(Citeseer's density), so forward and backward do the same work at every d. "
           "'vs featureless' is the featureless model's ms/step over this row's, with the "
           "same optimizer (>= 1 meets issue 3's parity). 'Adam ms' is the optimizer's "
           "share of the step; 'rest ms' everything else (pairs, forward, backward).", "",
-          common.markdown_table(headers, table), ""]
+          report.markdown_table(headers, table), ""]
     common.write_results(args.out, dict(args=vars(args), machine=info, rows=rows),
                          "\n".join(md))
     print("\n".join(md))

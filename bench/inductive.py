@@ -48,6 +48,7 @@ import warnings
 import numpy as np
 
 import common
+import report
 from caps2ne_np.core import ModelConfig
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.errors import InputWarning
@@ -277,7 +278,7 @@ def markdown(payload):
                      _pct(e), len(r["splits"]), ", ".join(map(str, o["epochs"])),
                      f"{sum(sp['seconds'] for sp in r['splits']):.0f}"])
     rows.append(["pubmed", f"{PAPER['pubmed']:.2f}", "not run", "", "not run", "not run", 0, "", ""])
-    table = common.markdown_table(
+    table = report.markdown_table(
         ["dataset", "paper", f"ours, o-path, infer's default ({default[2:]})", "vs paper",
          "o-path, mean (paper's Alg. 3)", "e-path (mean)", "splits", "epochs chosen (default)",
          "seconds"], rows)
@@ -287,7 +288,7 @@ def markdown(payload):
         variants.append([path + (" (default)" if path == default else "")]
                         + [_pct(r["summary"][path]) for r in payload["results"]]
                         + [f"{100 * r['summary'][path]['val_mean']:.2f}" for r in payload["results"]])
-    variant_table = common.markdown_table(
+    variant_table = report.markdown_table(
         ["variant"] + [f"{d} test" for d in names] + [f"{d} val" for d in names], variants)
     scale_rows = []
     for r in payload["results"]:
@@ -297,7 +298,7 @@ def markdown(payload):
                            f"{mean('norm_mean_cal'):.3g}", f"{mean('norm_mean_test'):.3g}",
                            f"{mean('scale'):.2f}", f"{mean('scale_full'):.2f}",
                            f"{mean('norm_scale_test'):.2f}"])
-    scale_table = common.markdown_table(
+    scale_table = report.markdown_table(
         ["dataset", "mean |o_v|, labelled train nodes", "mean |o_v|, calibration nodes",
          "mean |mean e|, calibration nodes", "mean |mean e|, test nodes",
          "scale s (training graph)", "scale s (full graph)", "mean |s mean e|, test nodes"],
@@ -314,8 +315,8 @@ def markdown(payload):
                            f"{100 * ch[default]['val']:.2f}", f"{100 * ch[default]['test']:.2f}",
                            f"{100 * ch['e:mean']['val']:.2f}", f"{100 * ch['e:mean']['test']:.2f}",
                            f"{sp['train_seconds']:.0f}", f"{sp['infer_seconds']:.1f}",
-                           common.fmt_int(sp["pairs_per_s"])])
-    detail_table = common.markdown_table(
+                           report.fmt_int(sp["pairs_per_s"])])
+    detail_table = report.markdown_table(
         ["dataset", "split", "training nodes", "stored edges removed", "isolated after removal",
          "labelled train / val nodes without edges", "test nodes without edges", "o:mean test",
          "o:sum test", "default val", "default test", "e val", "e test", "train s",
@@ -362,7 +363,7 @@ Per split:
 
 Machine:
 
-{common.machine_markdown(payload['machine'])}"""
+{report.machine_markdown(payload['machine'])}"""
 
 
 def load_average():

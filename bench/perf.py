@@ -38,6 +38,7 @@ from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
 import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before torch's OpenMP runtime starts)
+import report
 from caps2ne_np import core
 from caps2ne_np import walks as walks_mod
 from caps2ne_np.core import ModelConfig, init_params
@@ -66,12 +67,9 @@ LABELS = {
     "d": "Citeseer, fixed features d=3,703, as (a)",
     "e": "Citeseer featureless, trained x d=128, as (a)",
 }
-PEER_TARGETS = {"a": 4.0, "b": 1.5, "c": 4.0, "d": 6.0}
 FEATURE_PARITY = ("d", "e")   # issue 3: d = 3,703 sparse at least as fast as trained d = 128
-"""Issue targets: ours / peer throughput at least this."""
-SCALING_TARGET = 1.7          # 2-thread / 1-thread throughput, configs a and b
-SCALING_CONFIGS = ("a", "b")
-GEMM_FRACTION_TARGET = 0.5    # config b: achieved model GFLOP/s over the measured GEMM rate
+SCALING_CONFIGS = ("a", "b")  # the 2-thread speed-up target's configs
+# the thresholds: report.TARGETS
 LR = {True: 1e-4, False: 1e-3}  # the library's defaults (fixed features / trained x)
 
 
@@ -491,39 +489,42 @@ def main(argv=None):
 
 
 def evaluate_targets(rows, gemm, thread_counts):
-    """Every issue target that this run can check: [{target, value, met}]."""
+    """Every issue target that this run can check (report.TARGETS): [{target, value, met}]."""
+    T = report.TARGETS
     out = []
     for r in rows:
         if "ratio" in r:
-            goal = PEER_TARGETS[r["config"]]
-            out.append(dict(target=f"({r['config']}) ours >= {goal:g}x peer, {r['threads']} thread(s)",
-                            value=round(r["ratio"], 3), met=r["ratio"] >= goal))
+            goal = T["peer_ratio"][r["config"]]
+            out.append(report.target(f"({r['config']}) ours >= {goal:g}x peer, {r['threads']} thread(s)",
+                                     round(r["ratio"], 3), r["ratio"] >= goal))
     by = {(r["config"], r["threads"]): r["impl"]["ours"]["pairs_per_s"] for r in rows}
     if 1 in thread_counts and 2 in thread_counts:
         for key in SCALING_CONFIGS:
             if (key, 1) in by and (key, 2) in by:
                 s = by[(key, 2)] / by[(key, 1)]
-                out.append(dict(target=f"({key}) 2 threads >= {SCALING_TARGET}x 1 thread (ours)",
-                                value=round(s, 3), met=s >= SCALING_TARGET))
+                out.append(report.target(f"({key}) 2 threads >= {T['thread_scaling']}x 1 thread (ours)",
+                                         round(s, 3), s >= T["thread_scaling"]))
     a, b = FEATURE_PARITY
     for n_threads in thread_counts:
         if (a, n_threads) in by and (b, n_threads) in by:
             s = by[(a, n_threads)] / by[(b, n_threads)]
-            out.append(dict(target=f"(issue 3) ({a}) sparse d=3,703 >= ({b}) trained d=128, "
-                                   f"{n_threads} thread(s)", value=round(s, 3), met=s >= 1.0))
+            out.append(report.target(f"(issue 3) ({a}) sparse d=3,703 >= ({b}) trained d=128, "
+                                     f"{n_threads} thread(s)", round(s, 3), s >= T["feature_parity"]))
+    goal = T["gemm_fraction"]
     for n_threads, g in (gemm or {}).items():
-        out.append(dict(target=f"(b) >= {GEMM_FRACTION_TARGET:.0%} of the GEMM rate, FLOPs executed "
-                               f"(shared rows), {n_threads} thread(s)",
-                        value=round(g["fraction"], 3), met=g["fraction"] >= GEMM_FRACTION_TARGET))
+        out.append(report.target(f"(b) >= {goal:.0%} of the GEMM rate, FLOPs executed "
+                                 f"(shared rows), {n_threads} thread(s)",
+                                 round(g["fraction"], 3), g["fraction"] >= goal))
         model = g["model_gflops"] / g["gemm_model_shapes_gflops"]
-        out.append(dict(target=f"(b) >= {GEMM_FRACTION_TARGET:.0%} of the GEMM rate, model FLOPs per "
-                               f"pair (the issue's analytic count), {n_threads} thread(s)",
-                        value=round(model, 3), met=model >= GEMM_FRACTION_TARGET))
+        out.append(report.target(f"(b) >= {goal:.0%} of the GEMM rate, model FLOPs per "
+                                 f"pair (the issue's analytic count), {n_threads} thread(s)",
+                                 round(model, 3), model >= goal))
     return out
 
 
 def other_targets():
-    """The walk and time-to-accuracy targets from their scripts' latest result files."""
+    """The walk and time-to-accuracy targets from their scripts' latest result files, as
+    rows of report.targets_table."""
     rows = []
     walks = common.RESULTS / "walks_vs_pecanpy.json"
     if walks.exists():
@@ -532,15 +533,16 @@ def other_targets():
             if "simulate_walks" in t["target"]:
                 rows.append([f"walks: {t['target']} (walks_vs_pecanpy.md, commit "
                              f"{w['machine'].get('git_commit', '?')})", t["value"],
-                             "yes" if t["met"] else "**no**"])
+                             report.yes_no(t["met"])])
     tta = common.RESULTS / "time_to_accuracy.json"
     if tta.exists():
         runs = json.loads(tta.read_text())
         last = runs[-1] if isinstance(runs, list) else runs
-        ok = bool(last["reached"]) and last["seconds"] <= 120
-        rows.append([f"Cora 80% transductive accuracy <= 120 s from a cold start "
+        limit = report.TARGETS["cora_80_seconds"]
+        ok = bool(last["reached"]) and last["seconds"] <= limit
+        rows.append([f"Cora 80% transductive accuracy <= {limit:.0f} s from a cold start "
                      f"(time_to_accuracy.md, `{last['command']}`)", f"{last['seconds']:.1f} s",
-                     "yes" if ok else "**no**"])
+                     report.yes_no(ok)])
     return rows
 
 
@@ -551,21 +553,14 @@ def bounds_section(p):
     if not rows:
         return scaling_bounds(p)
     lines = ["## What bounds the ratio (same run)\n",
-             "Both sides end every step with a dense Adam update of every weight (the "
-             "authors' optimizer): p, m and v of every weight are read and written whatever "
-             "the batch touched, so that part of a step is set by memory bandwidth, not by "
-             "the model. 'Adam floor' is the time to stream p, m and v of this many weights "
-             "in and out once with no arithmetic (`perf._adam_traffic`, same run, same "
-             "threads): dense Adam cannot go below it. Our Adam time with sparse features "
-             "includes the two sparse products fused into the same pass. 'ceiling' is the "
-             "peer's step over our Adam time: our ratio if the rest of our step took no time "
-             "at all. 'rest "
-             "allowed' is what the rest of our step may take for the target to hold with our "
-             "Adam as measured.\n"]
+             "Each step split into the optimizer and the rest, on both sides; 'Adam floor': "
+             "streaming p, m and v once (`_adam_traffic`); 'ceiling': the peer's step over our "
+             "Adam time; 'rest allowed': what the rest of our step may take for the target "
+             "(docs/benchmarks.md, `bench/perf.py`).\n"]
     table = []
     for r in rows:
         o, q = r["impl"]["ours"], r["impl"][r["best_peer"]]
-        goal = PEER_TARGETS[r["config"]]
+        goal = report.TARGETS["peer_ratio"][r["config"]]
         floor = r.get("adam_floor_ms", float("nan"))
         rest_o, rest_q = o["step_ms"] - o["adam_ms"], q["step_ms"] - q["adam_ms"]
         allowed = q["step_ms"] / goal - o["adam_ms"]
@@ -576,7 +571,7 @@ def bounds_section(p):
                       f"{rest_q / rest_o:.2f}", f"{r['ratio']:.2f}",
                       f"{q['step_ms'] / o['adam_ms']:.1f}", f"{goal:g}x",
                       f"{allowed:.2f}" if allowed > 0 else "none"])
-    lines.append(common.markdown_table(
+    lines.append(report.markdown_table(
         ["config", "threads", "weights", "ours ms/step", "ours Adam ms", "Adam floor ms",
          "ours rest ms", "peer ms/step", "peer Adam ms", "peer rest ms", "Adam ratio",
          "rest ratio", "step ratio", "ceiling", "target", "rest allowed ms"], table) + "\n")
@@ -595,39 +590,31 @@ def scaling_bounds(p):
             table.append([f"({key})", f"{one['step_ms']:.2f}", f"{one['adam_ms']:.2f}",
                           f"{two['step_ms']:.2f}", f"{two['adam_ms']:.2f}",
                           f"{one['step_ms'] / two['step_ms']:.2f}", f"{bound:.2f}",
-                          f"{SCALING_TARGET:g}x"])
+                          f"{report.TARGETS['thread_scaling']:g}x"])
     if not table:
         return []
-    return ["The 2-thread speed-up against its bound: 'bound' is the speed-up if the "
-            "update took its measured 2-thread time and every other part of the step ran "
-            "exactly twice as fast (Amdahl).\n",
-            common.markdown_table(["config", "1 thread ms/step", "1 thread update ms",
+    return ["The 2-thread speed-up against Amdahl's bound (the update at its measured "
+            "2-thread time, the rest exactly twice as fast).\n",
+            report.markdown_table(["config", "1 thread ms/step", "1 thread update ms",
                                    "2 threads ms/step", "2 threads update ms", "speed-up",
                                    "bound", "target"], table) + "\n"]
 
 
 def render(p, keys):
-    m = p["machine"]
+    a = p["args"]
     lines = ["# Training throughput: caps2ne_np vs a PyTorch peer\n",
-             f"`{p['command'].strip()}` ({p['args']['reps']} repetitions of {p['args']['steps']} steps after "
-             f"{p['args']['warmup']} warm-up steps; medians; {p['seconds']:.0f} s in all; load average "
-             f"{p['load_avg_before'][0]:.1f} before, {p['load_avg_after'][0]:.1f} after)\n",
-             common.machine_markdown(m)
-             + (f"- BLAS threads fixed at {p['args']['blas_threads']} for ours (--blas-threads)\n"
-                if p["args"]["blas_threads"] else ""),
-             "Pairs/s are end to end per step: pairs and V' generation, forward, backward and the Adam "
-             "update of every parameter. q = 10, |V'| = 256 (log-uniform), routing 'paper', grad 'exact'. "
-             "Ours: `train.TrainStep` (`core.loss_and_row_grads` + dense `optim.Adam`), the step of "
-             "`train.fit`, BLAS at one thread; 'ours Adam ms' is the part of a step spent in the "
-             "optimizer call (dense TF1 Adam over every parameter: memory-bound, it bounds the step "
-             "from below; with sparse features the same pass also forms W's gradient and the next "
-             "batch's W_i u, `optim.adam_sparse_W`). Ours computes W_i u once per "
-             "distinct (slot, node) row of a batch (core.share_slots); the peer, like the authors' "
-             "code, once per pair and slot. Peer: bench/peers/torch_caps2ne.py "
-             f"(autograd, torch.optim.Adam '{p['args']['peer_adam']}'); for fixed features both its "
-             "embedding-bag (sparse) and dense paths are timed and the ratio uses the faster. "
-             "'first loss' compares the losses of the first step (same parameters and batch). "
-             "Config (e) is timed for issue 3's feature-size parity only (no peer).\n"]
+             report.run_line(p["command"], p["seconds"], p["load_avg_before"][0],
+                             p["load_avg_after"][0], how=f"{a['reps']} repetitions of {a['steps']} "
+                             f"steps after {a['warmup']} warm-up steps; medians"),
+             report.machine_markdown(p["machine"])
+             + (f"- BLAS threads fixed at {a['blas_threads']} for ours (--blas-threads)\n"
+                if a["blas_threads"] else ""),
+             "Pairs/s end to end per step (pairs, V', forward, backward, the Adam update of every "
+             "parameter); q = 10, |V'| = 256 (log-uniform), routing 'paper', grad 'exact'. Ours: "
+             "`train.TrainStep`, BLAS at one thread. Peer: bench/peers/torch_caps2ne.py, "
+             f"torch.optim.Adam '{a['peer_adam']}'; the ratio uses its faster feature path. "
+             "Config (e): issue 3's feature-size parity only (no peer).\n",
+             report.doc_pointer("`bench/perf.py`: training throughput")]
     headers = ["config", "threads", "ours features", "ours pairs/s", "ours ms/step", "ours Adam ms"]
     peer_names = sorted({n for r in p["rows"] for n in r["impl"] if n != "ours"})
     # 'ours-lazy' (if timed) shows as a column of its own; ratios use the peers only
@@ -636,44 +623,38 @@ def render(p, keys):
     for r in p["rows"]:
         o = r["impl"]["ours"]
         row = [f"({r['config']}) {LABELS[r['config']]}", r["threads"], r["ours_features"],
-               common.fmt_int(o["pairs_per_s"]), f"{o['step_ms']:.2f}", f"{o.get('adam_ms', 0):.2f}"]
-        row += [common.fmt_int(r["impl"][n]["pairs_per_s"]) if n in r["impl"] else "" for n in peer_names]
+               report.fmt_int(o["pairs_per_s"]), f"{o['step_ms']:.2f}", f"{o.get('adam_ms', 0):.2f}"]
+        row += [report.fmt_int(r["impl"][n]["pairs_per_s"]) if n in r["impl"] else "" for n in peer_names]
         row += [f"{r['ratio']:.2f}" if "ratio" in r else "",
                 f"{r['first_loss_rel_diff']:.1e}" if "first_loss_rel_diff" in r else ""]
         table.append(row)
-    lines.append(common.markdown_table(headers, table) + "\n")
+    lines.append(report.markdown_table(headers, table) + "\n")
     if p["flops"]:
         fl = p["flops"]
         f, x = fl["per_pair"], fl["executed_per_pair"]
         lines.append("## Config (b) against the hardware ceiling\n")
-        lines.append(f"Model FLOPs per pair (forward + backward, multiply-add = 2, every slot of every "
-                     f"pair, as the peer computes): {f['total']:,} ({f['gemm_total']:,} in GEMMs: "
+        lines.append(f"Model FLOPs per pair (every slot of every pair, as the peer computes): "
+                     f"{f['total']:,} ({f['gemm_total']:,} in GEMMs: "
                      + ", ".join(f"{k} {v:,}" for k, v in f["gemm"].items()) + ").\n")
         lines.append(f"Executed by ours: {fl['rows_per_pair']:.2f} distinct (slot, node) rows per pair "
                      f"instead of 9 ({fl['rows_per_slot']:.0f} rows per slot GEMM for "
                      f"{fl['pairs_per_step']:,} pairs), so {x['total']:,} FLOPs per pair "
                      f"({x['gemm_total']:,} in GEMMs). Adam excluded: {fl['adam_elements']:,} "
                      "parameters updated per step.\n")
-        lines.append("The fraction uses the executed FLOPs and the GEMM rate measured on the shapes "
-                     "ours runs (per slot: R x d by d x k); the model-FLOP rate is shown for "
-                     "comparison with the per-pair formulation.\n")
         grows = [[t, f"{g['gemm_gflops']:.1f}", f"{g['gemm_model_shapes_gflops']:.1f}",
                   f"{g['square_1024_gflops']:.1f}" if g["square_1024_gflops"] else "",
                   f"{g['achieved_gflops']:.1f}", f"{g['model_gflops']:.1f}", f"{g['fraction']:.0%}"]
                  for t, g in p["gemm"].items()]
-        lines.append(common.markdown_table(
+        lines.append(report.markdown_table(
             ["threads", "GEMM GFLOP/s (our shapes)", "GEMM GFLOP/s (per-pair shapes)",
              "GEMM GFLOP/s (1024^3)", "ours executed GFLOP/s", "ours model GFLOP/s",
              "executed / GEMM rate"], grows) + "\n")
     lines += bounds_section(p)
     lines.append("## Targets (issue)\n")
-    lines.append("This run's targets, then those of the other scripts of the suite as their "
-                 "latest result files hold them (walks_vs_pecanpy.md, time_to_accuracy.md; "
-                 "re-render with `--report-only` after running them). The causes of the gaps, "
-                 "measured: [docs/results/perf_notes.md](../../docs/results/perf_notes.md).\n")
-    rows = [[t["target"], t["value"], "yes" if t["met"] else "**no**"] for t in p["targets"]]
-    rows += other_targets()
-    lines.append(common.markdown_table(["target", "measured", "met"], rows) + "\n")
+    lines.append("This run's, then the other scripts' from their latest result files "
+                 "(`--report-only` re-reads them). The causes of the gaps, measured: "
+                 "[docs/results/perf_notes.md](../../docs/results/perf_notes.md).\n")
+    lines.append(report.targets_table(p["targets"], other_targets()) + "\n")
     return "\n".join(lines)
 
 

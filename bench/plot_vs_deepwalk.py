@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 import common
+import report
 import graphgen
 import vs_deepwalk
 
@@ -130,14 +131,14 @@ def plot(curves, path, plt):
 def render(p):
     lines = ["# Score against time: Caps2NE defaults and DeepWalk (issue 14)\n",
              f"`{p['command'].strip()}`, {p['threads']} threads; time axis: {p['time_axis']}.\n",
-             common.machine_markdown(p["machine"])]
+             report.machine_markdown(p["machine"])]
     for name, c in p["graphs"].items():
         rows = [["DeepWalk", f"{q['epochs']} gensim epoch(s)", f"{q['seconds']:.1f}",
                  f"{q['process_seconds']:.1f}", f"{q['score']:.2f}"] for q in c["deepwalk"]]
         rows += [["Caps2NE", f"epoch {q['epoch']}", f"{q['seconds']:.1f}", "", f"{q['score']:.2f}"]
                  for q in c["caps2ne"]]
         lines.append(f"## {name} (N={c['n_nodes']:,}; {c['metric']}; {c['protocol']})\n")
-        lines.append(common.markdown_table(["method", "point", "seconds", "process seconds", "score"],
+        lines.append(report.markdown_table(["method", "point", "seconds", "process seconds", "score"],
                                            rows) + "\n")
     if p["skipped"]:
         lines.append("Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n")

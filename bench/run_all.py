@@ -32,8 +32,9 @@ import sys
 import time
 
 import common
+import report
 
-BUDGET_S = 15 * 60
+BUDGET_S = report.TARGETS["suite_s"]
 SUITE = [
     ("perf", ["perf.py", "--ours-lazy", "--reps", "9"]),
     ("walks", ["walks_vs_pecanpy.py"]),
@@ -101,8 +102,8 @@ def render(p):
         "# The performance suite, end to end\n",
         f"`{p['command'].strip()}` (load average {p['load_avg_before'][0]:.1f} before, "
         f"{p['load_avg_after'][0]:.1f} after)\n",
-        common.machine_markdown(p["machine"]),
-        common.markdown_table(["part", "command", "seconds", "status"], rows) + "\n"])
+        report.machine_markdown(p["machine"]),
+        report.markdown_table(["part", "command", "seconds", "status"], rows) + "\n"])
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+import report  # bench/report.py: no import of its own, so the workers may load it too
+
 BENCH = Path(__file__).resolve().parent
 EDGES_PER_NODE = 10
 GAMMA = 2.5           # degree exponent of the generated graph: P(deg = x) ~ x^-GAMMA
@@ -55,17 +57,8 @@ BLOGCATALOG = "blogcatalog"
 BLOGCATALOG_NODES, BLOGCATALOG_EDGES = 10_312, 333_983
 TRAIN = dict(adam="lazy", walks_per_node=1, targets="all", dim=128, feat_dim=128, batch_size=128,
              threads=2, walk_length=10, seed=0, preset="paper")
-TARGETS = dict(load_s=20.0, load_peak_ratio=3.0, cache_load_s=2.0, throughput_ratio=0.7, rss_ratio=1.5,
-               total_s=15 * 60)
 REFERENCE_WINDOW_WARMUP = 2  # steps not timed after each fresh reference fit (new parameters, cold caches)
 FULL_SIZES = (100_000, 1_000_000)
-BLAS_NOTE = (
-    "The training workers import scipy.linalg.cython_blas before calling train.fit. Numba's np.dot calls "
-    "SciPy's own OpenBLAS, which is loaded lazily by the first kernel that uses it, i.e. inside fit, after "
-    "fit's threadpool_limits(1) has taken its snapshot of the loaded libraries: in a fresh process the first "
-    "fit then runs every GEMM on 2 OpenBLAS threads inside Numba's 2 threads (measured on a loaded 2-core "
-    "machine: 950 ms per step instead of 35 ms). Loading SciPy's BLAS before fit (in train.py or blas.py) fixes it."
-)
 SMOKE_SIZES = (20_000,)
 
 
@@ -393,22 +386,19 @@ def mb(x):
 
 
 def markdown(res):
-    import common
-
     lines = [f"# Scale: one machine, {' and '.join(f'{s:,}' for s in res['sizes'])} nodes", ""]
-    lines.append(f"`{res['command']}` ({res['total_s']:.0f} s in all; load average {res['load_before'][0]:.1f} "
-                 f"before, {res['load_after'][0]:.1f} after; each phase in a fresh process)\n")
-    lines.append(common.machine_markdown(res["machine"]))
-    lines.append(f"Graph: seeded power law (Chung-Lu weights (i + {OFFSET})^(-1/(gamma-1)), gamma = {GAMMA}, "
-                 f"plus one edge per node so none is isolated), {EDGES_PER_NODE} undirected edges per node, "
-                 "written as a text edge list with integer ids (`123 456`) and with string ids (`v123 v456`). "
-                 f"Training: TrainConfig({', '.join(f'{k}={v!r}' for k, v in res['train_config'].items())}), "
-                 "log-uniform sampler, |V'| = 256, featureless (x trained), 1,280 pairs per step; each run stops "
-                 f"after {res['train_seconds']:.0f} s at the latest. Reference for the throughput target: "
-                 f"{res['reference'] or 'none'}, trained in the same process in turns of {res['window']} steps "
-                 "(a fresh `train.fit` each turn, its first "
-                 f"{REFERENCE_WINDOW_WARMUP} steps not timed), so that both see the same machine load; our "
-                 "steps are timed within our turns, after the first turn's warm-up.\n")
+    lines.append(report.run_line(res["command"], res["total_s"], res["load_before"][0],
+                                 res["load_after"][0], how="each phase in a fresh process"))
+    lines.append(report.machine_markdown(res["machine"]))
+    lines.append(f"- graph: seeded power law, gamma = {GAMMA}, offset {OFFSET}, {EDGES_PER_NODE} "
+                 "undirected edges per node, none isolated; text edge lists with integer and string ids\n"
+                 f"- training: TrainConfig({', '.join(f'{k}={v!r}' for k, v in res['train_config'].items())}), "
+                 "featureless, |V'| = 256 (log-uniform), 1,280 pairs per step, at most "
+                 f"{res['train_seconds']:.0f} s per run\n"
+                 f"- reference for the throughput target: {res['reference'] or 'none'}, in turns of "
+                 f"{res['window']} steps with ours (its first {REFERENCE_WINDOW_WARMUP} steps per turn "
+                 "not timed)\n")
+    lines.append(report.doc_pointer("`bench/scale.py`: from 100,000 to 1,000,000 nodes"))
     rows = []
     for s in res["sizes"]:
         r = res["runs"][str(s)]
@@ -417,7 +407,7 @@ def markdown(res):
                      f"{gen['generate_s']:.1f}", f"{gen['files']['int']['write_s']:.1f}",
                      mb(gen["files"]["int"]["bytes"]), mb(gen["files"]["str"]["bytes"])])
     lines.append("## The graphs\n")
-    lines.append(common.markdown_table(["nodes", "edges (lines)", "CSR entries", "max degree", "generate s",
+    lines.append(report.markdown_table(["nodes", "edges (lines)", "CSR entries", "max degree", "generate s",
                                         "write s", "int-id file MB", "string-id file MB"], rows))
     lines.append("\n## Each phase\n")
     rows = []
@@ -449,7 +439,7 @@ def markdown(res):
                          f"{ref['pairs_per_s']:,.0f} pairs/s ({ref['step_ms']:.0f} ms/step; median step "
                          f"{ref['pairs_per_s_median_step']:,.0f} pairs/s); ours / reference {tr['ratio']:.2f} "
                          f"(median steps {tr['ratio_median_step']:.2f})"])
-    lines.append(common.markdown_table(["nodes", "phase", "seconds", "memory", "rate"], rows))
+    lines.append(report.markdown_table(["nodes", "phase", "seconds", "memory", "rate"], rows))
     if len(res["sizes"]) > 1:
         lines.append("\nGrowth from the smallest to the largest size (ratio of seconds; the graph grows "
                      f"{res['sizes'][-1] / res['sizes'][0]:.0f}x):\n")
@@ -466,7 +456,7 @@ def markdown(res):
             ["one epoch (steps x step time)",
              f"{b['train']['epoch_s_estimate'] / a['train']['epoch_s_estimate']:.1f}x"],
         ]
-        lines.append(common.markdown_table(["phase", "largest / smallest"], rows))
+        lines.append(report.markdown_table(["phase", "largest / smallest"], rows))
     big = res["runs"][str(res["sizes"][-1])]["train"]
     f = big["formula"]
     lines.append("\n## Memory of a training run\n")
@@ -485,46 +475,44 @@ def markdown(res):
         rows.append(["of which: the reference graph, loaded first (its model lives only during its turns, "
                      f"{mb(big['reference']['formula']['total'])} MB)", f"{big['rss_reference']:,}",
                      mb(big["rss_reference"])])
-    lines.append(common.markdown_table([f"N = {big['n_nodes']:,}", "bytes", "MB"], rows))
+    lines.append(report.markdown_table([f"N = {big['n_nodes']:,}", "bytes", "MB"], rows))
     lines.append("\n## Targets (issue)\n")
-    lines.append(common.markdown_table(["target", "measured", "met"],
-                                       [[t["what"], t["measured"], "yes" if t["met"] else "**no**"]
-                                        for t in res["targets"]]))
+    lines.append(report.targets_table(res["targets"]))
     if res.get("notes"):
         lines.append("\n" + "\n".join(f"- {n}" for n in res["notes"]))
     return "\n".join(lines) + "\n"
 
 
 def targets(res):
+    """The issue's targets at the largest size (report.TARGETS): [{target, value, met}]."""
+    T, target = report.TARGETS, report.target
     out = []
     big_size = res["sizes"][-1]
     big = res["runs"][str(big_size)]
     for kind in ("int", "str"):
         ld = big["load"][kind]
-        out.append(dict(what=f"load {big['generate']['n_edges']:,}-edge text ({kind} ids) <= "
-                             f"{TARGETS['load_s']:.0f} s", measured=f"{ld['load_s']:.1f} s",
-                        met=ld["load_s"] <= TARGETS["load_s"]))
+        out.append(target(f"load {big['generate']['n_edges']:,}-edge text ({kind} ids) <= "
+                          f"{T['load_s']:.0f} s", f"{ld['load_s']:.1f} s", ld["load_s"] <= T["load_s"]))
         ratio = ld["peak_above_before"] / ld["result_bytes"]
-        out.append(dict(what=f"load peak <= {TARGETS['load_peak_ratio']:.0f}x (CSR + id map) ({kind} ids)",
-                        measured=f"{ratio:.2f}x", met=ratio <= TARGETS["load_peak_ratio"]))
+        out.append(target(f"load peak <= {T['load_peak_ratio']:.0f}x (CSR + id map) ({kind} ids)",
+                          f"{ratio:.2f}x", ratio <= T["load_peak_ratio"]))
     cl = big["cache_walks"]["cache_load_s"]
-    out.append(dict(what=f"cache reload <= {TARGETS['cache_load_s']:.0f} s", measured=f"{cl:.2f} s",
-                    met=cl <= TARGETS["cache_load_s"]))
+    out.append(target(f"cache reload <= {T['cache_load_s']:.0f} s", f"{cl:.2f} s",
+                      cl <= T["cache_load_s"]))
     tr = big["train"]
     if tr.get("reference"):
         ref = tr["reference"]
-        out.append(dict(what=f"{big_size:,}-node throughput >= {TARGETS['throughput_ratio']:.0%} of the reference's "
-                             "(same process, alternating turns)",
-                        measured=f"{tr['ratio']:.0%} ({tr['pairs_per_s']:,.0f} vs {ref['pairs_per_s']:,.0f} pairs/s; "
-                                 f"median steps {tr['ratio_median_step']:.0%})",
-                        met=tr["ratio"] >= TARGETS["throughput_ratio"]))
-    tr = big["train"]
+        out.append(target(f"{big_size:,}-node throughput >= {T['throughput_ratio']:.0%} of the "
+                          "reference's (same process, alternating turns)",
+                          f"{tr['ratio']:.0%} ({tr['pairs_per_s']:,.0f} vs {ref['pairs_per_s']:,.0f} "
+                          f"pairs/s; median steps {tr['ratio_median_step']:.0%})",
+                          tr["ratio"] >= T["throughput_ratio"]))
     ratio = tr["peak_rss"] / tr["formula"]["total"]
-    out.append(dict(what=f"{big_size:,}-node peak RSS <= {TARGETS['rss_ratio']}x formula",
-                    measured=f"{ratio:.2f}x ({mb(tr['peak_rss'])} of {mb(tr['formula']['total'])} MB)",
-                    met=ratio <= TARGETS["rss_ratio"]))
-    out.append(dict(what=f"whole benchmark < {TARGETS['total_s'] // 60:.0f} min", measured=f"{res['total_s']:.0f} s",
-                    met=res["total_s"] < TARGETS["total_s"]))
+    out.append(target(f"{big_size:,}-node peak RSS <= {T['rss_ratio']}x formula",
+                      f"{ratio:.2f}x ({mb(tr['peak_rss'])} of {mb(tr['formula']['total'])} MB)",
+                      ratio <= T["rss_ratio"]))
+    out.append(target(f"whole benchmark < {T['scale_total_s'] // 60:.0f} min",
+                      f"{res['total_s']:.0f} s", res["total_s"] < T["scale_total_s"]))
     return out
 
 
@@ -589,7 +577,6 @@ def main():
                train_config=dict(TRAIN, threads=args.threads), machine=common.machine_info(),
                load_before=os.getloadavg(), runs={}, notes=[], reference=None, train_seconds=train_seconds)
     res["window"] = args.window if args.window is not None else (4 if args.smoke else 25)
-    res["notes"].append(BLAS_NOTE)
     if args.smoke:
         res["notes"].append("A smoke run: the targets are set for 1,000,000 nodes; at this size the interpreter's "
                             "own memory dominates the RSS ratio.")

@@ -61,6 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import common
+import report
 import graphgen
 
 DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog"]
@@ -466,7 +467,7 @@ def render(p):
                  f"DeepWalk's (accuracy; micro-F1 at every training fraction for multi-label graphs) and "
                  f"wall time at most {p['targets']['time_factor']:g}x DeepWalk's.  Wall time is the "
                  "whole process, start-up to written file (Numba caches warm).\n")
-    lines.append(common.machine_markdown(p["machine"]))
+    lines.append(report.machine_markdown(p["machine"]))
     for note in p.get("notes", []):
         lines.append(f"Note: {note}\n")
     for u in p.get("updates", []):
@@ -490,7 +491,7 @@ def render(p):
                      (f"{fast['score']['headline']:.2f} in {fast['seconds_median']:.1f} s "
                       f"(ours x{e['time_ratio_1ep']:.2f})") if "score" in fast else "-"])
     lines.append("## Summary\n")
-    lines.append(common.markdown_table(
+    lines.append(report.markdown_table(
         ["graph", "N", "edges", "classes", "metric", "DeepWalk", "ours", "gap (points)", "DeepWalk s",
          "ours s", "time ratio", "score target", "time target", "DeepWalk, 1 gensim epoch"],
         rows) + "\n")
@@ -537,19 +538,19 @@ def render_graph(e):
             rows.append([f"{100 * f:.0f}%", _f(dw["score"]["micro"][j]), _f(ours["score"]["micro"][j]),
                          f"{gap:+.2f}", _f(dw["score"]["macro"][j]), _f(ours["score"]["macro"][j]),
                          _met(gap >= -SCORE_TOLERANCE)])
-        lines.append(common.markdown_table(
+        lines.append(report.markdown_table(
             ["train fraction", "DeepWalk micro-F1", "ours micro-F1", "gap", "DeepWalk macro-F1",
              "ours macro-F1", "score target"], rows) + "\n")
         lines.append(f"({dw['score']['shuffles']} shuffles per fraction.)\n")
     else:
-        lines.append(common.markdown_table(
+        lines.append(report.markdown_table(
             ["", "DeepWalk", "ours", "gap", "target"],
             [["accuracy (%)", f"{dw['score']['accuracy']:.2f} +- {dw['score']['accuracy_std']:.2f}",
               f"{ours['score']['accuracy']:.2f} +- {ours['score']['accuracy_std']:.2f}",
               f"{e['score_gap'][0]:+.2f}", _met(e["targets"]["score"])]]) + "\n")
     times = [["wall seconds (median)", f"{dw['seconds_median']:.2f}", f"{ours['seconds_median']:.2f}",
               f"x{e['time_ratio']:.2f}", _met(e["targets"]["time"])]]
-    lines.append(common.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], times) + "\n")
+    lines.append(report.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], times) + "\n")
     if dw.get("phases"):
         ph = dw["phases"][-1]
         lines.append("DeepWalk's phases (last run): " + ", ".join(

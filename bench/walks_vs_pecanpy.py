@@ -32,7 +32,6 @@ import time
 
 WALKS_PER_NODE = 10
 STEPS_PER_WALK = 80
-TARGET = 5.0          # issue: ours >= 5x PecanPy (steps/s)
 
 
 # --------------------------------------------------------------------------- PecanPy side
@@ -131,6 +130,7 @@ def main(argv=None):
     import numpy as np
 
     import common
+    import report
     from caps2ne_np.datasets import default_data_dir, load_dataset
     from caps2ne_np.graph import from_scipy
     from caps2ne_np.walks import uniform_walks
@@ -174,8 +174,9 @@ def main(argv=None):
         for kind in ("kernel", "api"):
             if f"ratio_{kind}" in r:
                 what = "walk kernel" if kind == "kernel" else "simulate_walks"
-                targets.append(dict(target=f"ours >= {TARGET:g}x PecanPy ({what}), {r['threads']} thread(s)",
-                                    value=round(r[f"ratio_{kind}"], 3), met=r[f"ratio_{kind}"] >= TARGET))
+                goal = report.TARGETS["walks_vs_pecanpy"]
+                targets.append(report.target(f"ours >= {goal:g}x PecanPy ({what}), {r['threads']} thread(s)",
+                                             round(r[f"ratio_{kind}"], 3), r[f"ratio_{kind}"] >= goal))
     payload = dict(command="python bench/walks_vs_pecanpy.py " + " ".join(sys.argv[1:] if argv is None else argv),
                    args=vars(args), machine=common.machine_info(), pecanpy_python=exe,
                    graph=dict(name="blogcatalog", nodes=n, directed_edges=g.n_edges),
@@ -189,13 +190,13 @@ def main(argv=None):
 
 
 def render(p):
-    import common
+    import report
 
     lines = ["# Walk generation: caps2ne_np vs PecanPy\n",
              f"`{p['command'].strip()}` ({p['args']['reps']} repetitions after a warm-up; medians; "
              f"{p['seconds']:.0f} s in all; load average {p['load_avg_before'][0]:.1f} before, "
              f"{p['load_avg_after'][0]:.1f} after)\n",
-             common.machine_markdown(p["machine"]),
+             report.machine_markdown(p["machine"]),
              f"BlogCatalog ({p['graph']['nodes']:,} nodes, {p['graph']['directed_edges']:,} directed edges), "
              f"{p['walks_per_node']} walks per node of {p['steps_per_walk']} steps (81 nodes): "
              f"{p['steps_total']:,} steps per run. Ours: `walks.uniform_walks` (int32 matrix). PecanPy "
@@ -213,12 +214,10 @@ def render(p):
     if any("ratio_kernel" in r for r in p["rows"]):
         headers += ["PecanPy kernel M steps/s", "PecanPy simulate_walks M steps/s",
                     "ours / kernel", "ours / simulate_walks"]
-    lines.append(common.markdown_table(headers, rows) + "\n")
+    lines.append(report.markdown_table(headers, rows) + "\n")
     if p["targets"]:
-        lines.append("## Target (issue): ours >= 5x PecanPy\n")
-        lines.append(common.markdown_table(["target", "measured", "met"],
-                                           [[t["target"], t["value"], "yes" if t["met"] else "**no**"]
-                                            for t in p["targets"]]) + "\n")
+        lines.append(f"## Target (issue): ours >= {report.TARGETS['walks_vs_pecanpy']:g}x PecanPy\n")
+        lines.append(report.targets_table(p["targets"]) + "\n")
     return "\n".join(lines)
 
 

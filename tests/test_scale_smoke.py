@@ -77,7 +77,7 @@ def test_scale_smoke_reports_every_phase_at_both_sizes(tmp_path):
         assert f["total"] == f["params"] + f["adam"] + f["csr"] + f["walk_chunk"]
         assert f["params"] == 4 * (n * (128 + 128 + 1) + 9 * 128 * 128)
         assert tr["peak_rss"] > f["params"]
-    whats = [t["what"] for t in res["targets"]]
+    whats = [t["target"] for t in res["targets"]]
     assert any("throughput" in w for w in whats) and any("peak RSS" in w for w in whats)
     text = (tmp_path / "scale_smoke.md").read_text()
     assert "## Targets (issue)" in text and "largest / smallest" in text and "params = 4 (N (k + d + 1)" in text
