@@ -79,6 +79,9 @@ TIME_FACTOR = 2.0              # ours may take this many times DeepWalk's wall t
 SMOKE_OURS_FLAGS = ["--epochs", "1"]
 SMOKE_DW_FLAGS = ["--walks-per-node", "2", "--epochs", "1"]
 STDERR_LINES = 20
+# the lines of the CLI's log that the report shows for a run that worked: its choices
+# and its result (the whole tail is kept only for a run that failed)
+SUMMARY_LINES = ("graph:", "preset", "peak lr", "budget:", "trained ")
 
 
 @dataclass
@@ -307,6 +310,10 @@ def measure(graph, workdir, args, usable):
     for side, s in sides.items():
         s.pop("cmd")
         s.pop("file")
+        if "error" not in s:
+            tail = s.pop("stderr_tail", [])
+            if side == "ours":
+                s["stderr_summary"] = [line for line in tail if line.startswith(SUMMARY_LINES)]
         if s["seconds"]:
             s["seconds_median"] = common.median(s["seconds"])
             s["score"] = _median_score(s["scores"])
@@ -556,8 +563,9 @@ def render_graph(e):
         lines.append("DeepWalk's phases (last run): " + ", ".join(
             f"{k[:-2]} {ph[k]:.2f} s" for k in ("imports_s", "read_s", "walks_s", "train_s", "write_s")
             if k in ph) + ".\n")
-    if ours.get("stderr_tail"):
-        lines.append("ours, stderr (last lines):\n\n```\n" + "\n".join(ours["stderr_tail"]) + "\n```\n")
+    if ours.get("stderr_summary"):
+        lines.append("ours, its choices and result on stderr:\n\n```\n"
+                     + "\n".join(ours["stderr_summary"]) + "\n```\n")
     lines.append(f"- DeepWalk: `{e['commands']['deepwalk']}`\n- ours: `{e['commands']['ours']}`\n")
     return "\n".join(lines)
 
