@@ -30,8 +30,15 @@ from threadpoolctl import threadpool_info, threadpool_limits
 BENCH = Path(__file__).resolve().parent
 RESULTS = Path(os.environ.get("CAPS2NE_BENCH_RESULTS") or BENCH / "results")
 REPO = BENCH.parent
-ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
-            "NUMBA_NUM_THREADS", "MKL_NUM_THREADS")
+ENV_VARS = (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "OMP_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
 
 
 def torch_or_none():
@@ -120,15 +127,24 @@ def _git(*args):
 def machine_info():
     """CPU model, cores, library versions, BLAS/OpenMP runtimes, the relevant environment
     variables and the git commit (with a flag when the work tree has changes)."""
-    blas = [dict(library=i.get("internal_api"), version=i.get("version"), threads=i.get("num_threads"),
-                 architecture=i.get("architecture"), path=os.path.basename(i.get("filepath", "")))
-            for i in threadpool_info()]
+    blas = [
+        dict(
+            library=i.get("internal_api"),
+            version=i.get("version"),
+            threads=i.get("num_threads"),
+            architecture=i.get("architecture"),
+            path=os.path.basename(i.get("filepath", "")),
+        )
+        for i in threadpool_info()
+    ]
     status = _git("status", "--porcelain", "--untracked-files=no")
     return dict(
         cpu_model=cpu_model(),
         cpu_flags=cpu_flags(),
         logical_cores=os.cpu_count(),
-        usable_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        usable_cores=len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         python=platform.python_version(),
         platform=platform.platform(),
         versions={p: _version(p) for p in ("caps2ne_np", "numpy", "numba", "scipy", "torch")},
@@ -143,11 +159,11 @@ def machine_info():
 def _threading_layer():
     try:
         return numba.threading_layer()
-    except ValueError:          # no parallel kernel has run yet
+    except ValueError:  # no parallel kernel has run yet
         return None
 
 
-DIGITS = 7   # significant digits kept in result files: timings on a shared machine vary more
+DIGITS = 7  # significant digits kept in result files: timings on a shared machine vary more
 
 
 def rounded(obj, digits=DIGITS):
@@ -157,7 +173,7 @@ def rounded(obj, digits=DIGITS):
         return {k: rounded(v, digits) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [rounded(v, digits) for v in obj]
-    if hasattr(obj, "tolist"):          # NumPy arrays and scalars
+    if hasattr(obj, "tolist"):  # NumPy arrays and scalars
         return rounded(obj.tolist(), digits)
     if isinstance(obj, float) and math.isfinite(obj):
         return float(f"{obj:.{digits}g}")
@@ -187,5 +203,7 @@ def write_json(path, payload):
 
 def write_results(name, payload, markdown):
     """Write RESULTS/<name>.json (compact) and <name>.md atomically; returns the two paths."""
-    return [write_json(RESULTS / f"{name}.json", payload),
-            write_text_atomic(RESULTS / f"{name}.md", markdown)]
+    return [
+        write_json(RESULTS / f"{name}.json", payload),
+        write_text_atomic(RESULTS / f"{name}.md", markdown),
+    ]

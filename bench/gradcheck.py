@@ -24,20 +24,35 @@ BAR = 1e-6
 def recorded_cases(junit_xml):
     """The ``gradcheck`` properties the test recorded, one dict per case."""
     root = ET.parse(junit_xml).getroot()
-    return [json.loads(p.get("value")) for p in root.iter("property")
-            if p.get("name") == "gradcheck"]
+    return [
+        json.loads(p.get("value")) for p in root.iter("property") if p.get("name") == "gradcheck"
+    ]
 
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "gradcheck.xml"
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               TEST, f"--junitxml={xml}"], cwd=REPO, capture_output=True,
-                              text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                TEST,
+                f"--junitxml={xml}",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         cases = recorded_cases(xml) if xml.exists() else []
     if not cases:
-        sys.exit(f"pytest recorded no gradient check (exit {proc.returncode}):\n"
-                 f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        sys.exit(
+            f"pytest recorded no gradient check (exit {proc.returncode}):\n"
+            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
     worst_by_param, counts = {}, {}
     for case in cases:
         for name, err in case["errors"].items():
@@ -50,16 +65,26 @@ def main():
     text = "\n".join(table)
     print(text)
     print(f"worst over {n_checks} checks: {worst:.2e} (pytest exit {proc.returncode})")
-    payload = dict(worst=float(f"{worst:.3g}"), bar=BAR, checks=n_checks, cases=len(cases),
-                   worst_by_param={k: float(f"{v:.3g}") for k, v in worst_by_param.items()},
-                   pytest_exit=proc.returncode, command=f"python -m pytest {TEST}")
-    write_results("gradcheck", payload,
-                  "# Gradient checks: hand-derived vs central differences (float64, h = 1e-6)\n\n"
-                  "`python bench/gradcheck.py`: every case of tests/test_grads.py's finite-"
-                  "difference test (m in {1,2,3}, rules paper/sabour, modes exact/stop, scale "
-                  "q-1 / 1, trainable, fixed dense and fixed sparse features, 2 random problems "
-                  "each). Relative error = max |a - n| / max(|a| + |n|).\n\n" + text +
-                  f"\n\nWorst over {n_checks} checks: {worst:.2e} (bar: {BAR:g}).\n")
+    payload = dict(
+        worst=float(f"{worst:.3g}"),
+        bar=BAR,
+        checks=n_checks,
+        cases=len(cases),
+        worst_by_param={k: float(f"{v:.3g}") for k, v in worst_by_param.items()},
+        pytest_exit=proc.returncode,
+        command=f"python -m pytest {TEST}",
+    )
+    write_results(
+        "gradcheck",
+        payload,
+        "# Gradient checks: hand-derived vs central differences (float64, h = 1e-6)\n\n"
+        "`python bench/gradcheck.py`: every case of tests/test_grads.py's finite-"
+        "difference test (m in {1,2,3}, rules paper/sabour, modes exact/stop, scale "
+        "q-1 / 1, trainable, fixed dense and fixed sparse features, 2 random problems "
+        "each). Relative error = max |a - n| / max(|a| + |n|).\n\n"
+        + text
+        + f"\n\nWorst over {n_checks} checks: {worst:.2e} (bar: {BAR:g}).\n",
+    )
     sys.exit(proc.returncode)
 
 

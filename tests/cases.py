@@ -4,8 +4,20 @@ central differences, tests/test_torch_peer.py against PyTorch autograd)."""
 import numpy as np
 
 
-def make_case(seed, n_nodes=7, n_pairs=3, n_slots=3, d=4, k=5, n_sampled=4, scale_w=0.6, *,
-              zero_fraction=0.0, zero_row=None, repeat_target=False):
+def make_case(
+    seed,
+    n_nodes=7,
+    n_pairs=3,
+    n_slots=3,
+    d=4,
+    k=5,
+    n_sampled=4,
+    scale_w=0.6,
+    *,
+    zero_fraction=0.0,
+    zero_row=None,
+    repeat_target=False,
+):
     """(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled) in float64, away from
     |s| ~ 0 (W large enough for a non-trivial squash).  The sampled set is distinct and
     holds the first pair's target (an accidental hit).  ``zero_fraction`` zeroes that
