@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import common
+import report
 import vs_deepwalk
 from caps2ne_np import walks as walks_mod
 from caps2ne_np.core import forward
@@ -54,10 +55,14 @@ def saturation(params, cfg, indptr, indices, n_walks=2000, position=4, seed=1234
     def pct(a):
         return [float(x) for x in np.percentile(a, [5, 50, 95])]
 
-    return dict(s_norm=pct(np.linalg.norm(s, axis=1)), e_norm=pct(np.linalg.norm(e, axis=1)),
-                o_norm=pct(np.linalg.norm(params.O, axis=1)),
-                logit_target=pct(logits(tgt)), logit_random=pct(logits(other)),
-                W_fro=[float(np.linalg.norm(params.W[i])) for i in range(params.W.shape[0])])
+    return dict(
+        s_norm=pct(np.linalg.norm(s, axis=1)),
+        e_norm=pct(np.linalg.norm(e, axis=1)),
+        o_norm=pct(np.linalg.norm(params.O, axis=1)),
+        logit_target=pct(logits(tgt)),
+        logit_random=pct(logits(other)),
+        W_fro=[float(np.linalg.norm(params.W[i])) for i in range(params.W.shape[0])],
+    )
 
 
 def run(graph, name, options, threads, seed):
@@ -66,26 +71,36 @@ def run(graph, name, options, threads, seed):
     options = dict(options)
     lr_scale = options.pop("lr_scale", None)
     cfg = TrainConfig(threads=threads, seed=seed, **options)
-    if lr_scale is not None:                 # the default peak rate times lr_scale
+    if lr_scale is not None:  # the default peak rate times lr_scale
         from caps2ne_np.train import resolve
+
         base, _ = resolve(cfg, adj.shape[0], indices.shape[0])
         cfg = TrainConfig(threads=threads, seed=seed, lr=base.lr * lr_scale, **options)
     t0 = time.perf_counter()
     res = fit(indptr, indices, None, cfg)
     seconds = time.perf_counter() - t0
-    init_W = np.sqrt(res.params.W[0].size) * 0.01       # E|W_i|_F at initialisation
+    init_W = np.sqrt(res.params.W[0].size) * 0.01  # E|W_i|_F at initialisation
     score = vs_deepwalk.score_embedding(graph, np.asarray(res.params.O), fractions=(0.5,))
-    return dict(variant=name, options=options | ({"lr_scale": lr_scale} if lr_scale else {}),
-                epochs=res.config.epochs, lr=res.config.lr, seconds=seconds,
-                score=score["headline"], W_fro_init=float(init_W),
-                **saturation(res.params, res.config, indptr, indices))
+    return dict(
+        variant=name,
+        options=options | ({"lr_scale": lr_scale} if lr_scale else {}),
+        epochs=res.config.epochs,
+        lr=res.config.lr,
+        seconds=seconds,
+        score=score["headline"],
+        W_fro_init=float(init_W),
+        **saturation(res.params, res.config, indptr, indices),
+    )
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graph", default="syn-3k-mu0.7")
-    ap.add_argument("--variants", default="default,epochs15,lr2x,routing_scale1",
-                    help=f"comma-separated, of {sorted(VARIANTS)}")
+    ap.add_argument(
+        "--variants",
+        default="default,epochs15,lr2x,routing_scale1",
+        help=f"comma-separated, of {sorted(VARIANTS)}",
+    )
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
@@ -101,28 +116,56 @@ def main(argv=None):
     for name in names:
         r = run(graph, name, VARIANTS[name], args.threads, args.seed)
         rows.append(r)
-        print(json.dumps({k: r[k] for k in ("variant", "epochs", "score", "s_norm", "e_norm")}),
-              flush=True)
+        print(
+            json.dumps({k: r[k] for k in ("variant", "epochs", "score", "s_norm", "e_norm")}),
+            flush=True,
+        )
 
     def mid(x):
         return f"{x[1]:.3g}"
 
-    table = common.markdown_table(
-        ["variant", "epochs", "peak lr", "score", "median abs(s)", "median abs(e)",
-         "median abs(o)", "logit: target / random (medians)", "W_i Frobenius (median; init)", "s"],
-        [[r["variant"], r["epochs"], f"{r['lr']:.3g}", f"{r['score']:.2f}", mid(r["s_norm"]),
-          mid(r["e_norm"]), mid(r["o_norm"]),
-          f"{r['logit_target'][1]:.2f} / {r['logit_random'][1]:.2f}",
-          f"{np.median(r['W_fro']):.1f}; {r['W_fro_init']:.2f}", f"{r['seconds']:.0f}"]
-         for r in rows])
+    table = report.markdown_table(
+        [
+            "variant",
+            "epochs",
+            "peak lr",
+            "score",
+            "median abs(s)",
+            "median abs(e)",
+            "median abs(o)",
+            "logit: target / random (medians)",
+            "W_i Frobenius (median; init)",
+            "s",
+        ],
+        [
+            [
+                r["variant"],
+                r["epochs"],
+                f"{r['lr']:.3g}",
+                f"{r['score']:.2f}",
+                mid(r["s_norm"]),
+                mid(r["e_norm"]),
+                mid(r["o_norm"]),
+                f"{r['logit_target'][1]:.2f} / {r['logit_random'][1]:.2f}",
+                f"{np.median(r['W_fro']):.1f}; {r['W_fro_init']:.2f}",
+                f"{r['seconds']:.0f}",
+            ]
+            for r in rows
+        ],
+    )
     info = common.machine_info()
     info["load_average"] = [load_before, os.getloadavg()[0]]
-    md = (f"# Capsule saturation on {args.graph} (issue 14)\n\n"
-          f"`python bench/capsule_saturation.py --graph {args.graph} --variants {args.variants}`"
-          f", {args.threads} threads, seed {args.seed}.  Score: the panel's protocol on o_v "
-          "(bench/vs_deepwalk.py).  Norms and logits on 2,000 fresh walks, target at "
-          f"position 4.  Load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
-          "(the seconds column is only comparable within a quiet run).\n\n" + table + "\n\n" + common.machine_markdown(info))
+    md = (
+        f"# Capsule saturation on {args.graph} (issue 14)\n\n"
+        f"`python bench/capsule_saturation.py --graph {args.graph} --variants {args.variants}`"
+        f", {args.threads} threads, seed {args.seed}.  Score: the panel's protocol on o_v "
+        "(bench/vs_deepwalk.py).  Norms and logits on 2,000 fresh walks, target at "
+        f"position 4.  Load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
+        "(the seconds column is only comparable within a quiet run).\n\n"
+        + table
+        + "\n\n"
+        + report.machine_markdown(info)
+    )
     common.write_results(args.out, dict(graph=args.graph, rows=rows, machine=info), md)
     print(md)
 

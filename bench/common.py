@@ -1,5 +1,6 @@
 """Shared helpers of the bench/ scripts: thread control, timing with medians, machine
-information, Markdown tables and result files (<RESULTS>/<name>.json + .md).
+information and result files (<RESULTS>/<name>.json + .md); the Markdown of the
+reports is bench/report.py's.
 
 ``RESULTS`` is bench/results/, or the folder named by ``$CAPS2NE_BENCH_RESULTS``
 (the tests point it at a temporary folder so that smoke runs leave bench/results/
@@ -8,6 +9,7 @@ alone); the scripts write their results there and read earlier results from ther
 import contextlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import statistics
@@ -28,8 +30,15 @@ from threadpoolctl import threadpool_info, threadpool_limits
 BENCH = Path(__file__).resolve().parent
 RESULTS = Path(os.environ.get("CAPS2NE_BENCH_RESULTS") or BENCH / "results")
 REPO = BENCH.parent
-ENV_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
-            "NUMBA_NUM_THREADS", "MKL_NUM_THREADS")
+ENV_VARS = (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "OMP_WAIT_POLICY",
+    "GOMP_SPINCOUNT",
+    "OMP_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
 
 
 def torch_or_none():
@@ -118,15 +127,24 @@ def _git(*args):
 def machine_info():
     """CPU model, cores, library versions, BLAS/OpenMP runtimes, the relevant environment
     variables and the git commit (with a flag when the work tree has changes)."""
-    blas = [dict(library=i.get("internal_api"), version=i.get("version"), threads=i.get("num_threads"),
-                 architecture=i.get("architecture"), path=os.path.basename(i.get("filepath", "")))
-            for i in threadpool_info()]
+    blas = [
+        dict(
+            library=i.get("internal_api"),
+            version=i.get("version"),
+            threads=i.get("num_threads"),
+            architecture=i.get("architecture"),
+            path=os.path.basename(i.get("filepath", "")),
+        )
+        for i in threadpool_info()
+    ]
     status = _git("status", "--porcelain", "--untracked-files=no")
     return dict(
         cpu_model=cpu_model(),
         cpu_flags=cpu_flags(),
         logical_cores=os.cpu_count(),
-        usable_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        usable_cores=len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         python=platform.python_version(),
         platform=platform.platform(),
         versions={p: _version(p) for p in ("caps2ne_np", "numpy", "numba", "scipy", "torch")},
@@ -141,53 +159,51 @@ def machine_info():
 def _threading_layer():
     try:
         return numba.threading_layer()
-    except ValueError:          # no parallel kernel has run yet
+    except ValueError:  # no parallel kernel has run yet
         return None
 
 
-def markdown_table(headers, rows):
-    """A GitHub Markdown table; cells are formatted with str()."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+DIGITS = 7  # significant digits kept in result files: timings on a shared machine vary more
 
 
-def fmt_int(x):
-    return f"{x:,.0f}"
+def rounded(obj, digits=DIGITS):
+    """``obj`` with every float rounded to ``digits`` significant digits (NumPy arrays and
+    scalars become lists and Python numbers); ints, strings and None are kept."""
+    if isinstance(obj, dict):
+        return {k: rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [rounded(v, digits) for v in obj]
+    if hasattr(obj, "tolist"):  # NumPy arrays and scalars
+        return rounded(obj.tolist(), digits)
+    if isinstance(obj, float) and math.isfinite(obj):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, (str, int, float, bool)) or obj is None:
+        return obj
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def machine_markdown(info):
-    v = info["versions"]
-    blas = ", ".join(f"{b['library']} {b['version'] or ''} ({b['architecture'] or b['path']})".strip()
-                     for b in info["blas_and_openmp"])
-    env = ", ".join(f"{k}={val}" for k, val in info["env"].items() if val is not None) or "none set"
-    dirty = " (with uncommitted changes)" if info.get("git_dirty") else ""
-    return (f"- CPU: {info['cpu_model']}, {info['usable_cores']} usable cores "
-            f"({', '.join(info['cpu_flags'][:6])}...)\n"
-            f"- Python {info['python']}, numpy {v['numpy']}, numba {v['numba']} "
-            f"(threading layer {info['numba_threading_layer']}), scipy {v['scipy']}, torch {v['torch']}\n"
-            f"- BLAS / OpenMP runtimes: {blas}\n"
-            f"- environment: {env}\n"
-            f"- commit: {info['git_commit']}{dirty}\n")
+def json_text(payload):
+    """Compact JSON of ``payload`` (no indent, rounded floats, one line) for result files."""
+    return json.dumps(rounded(payload), separators=(",", ":")) + "\n"
+
+
+def write_text_atomic(path, text):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def write_json(path, payload):
+    """Write ``payload`` to ``path`` as compact JSON (``json_text``), atomically."""
+    return write_text_atomic(path, json_text(payload))
 
 
 def write_results(name, payload, markdown):
-    """Write RESULTS/<name>.json and <name>.md atomically; returns the two paths."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for suffix, text in ((".json", json.dumps(payload, indent=1, default=_jsonable) + "\n"),
-                         (".md", markdown)):
-        path = RESULTS / f"{name}{suffix}"
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-        paths.append(path)
-    return paths
-
-
-def _jsonable(obj):
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if hasattr(obj, "item"):
-        return obj.item()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+    """Write RESULTS/<name>.json (compact) and <name>.md atomically; returns the two paths."""
+    return [
+        write_json(RESULTS / f"{name}.json", payload),
+        write_text_atomic(RESULTS / f"{name}.md", markdown),
+    ]

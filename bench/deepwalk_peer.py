@@ -26,7 +26,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graph", required=True, help="edge list 'u v [w]' (read undirected)")
     ap.add_argument("--out", required=True, help="embeddings, word2vec text format (overwritten)")
-    ap.add_argument("--threads", type=int, default=1, help="gensim workers (walks use Numba's default)")
+    ap.add_argument(
+        "--threads", type=int, default=1, help="gensim workers (walks use Numba's default)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--walks-per-node", type=int, default=10)
     ap.add_argument("--walk-length", type=int, default=80)
@@ -48,17 +50,29 @@ def main(argv=None):
     t_read = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    walks = uniform_walks(g.indptr, g.indices, None, args.walks_per_node, args.walk_length, args.seed)
+    walks = uniform_walks(
+        g.indptr, g.indices, None, args.walks_per_node, args.walk_length, args.seed
+    )
     tokens = np.array(g.node_ids, dtype=object)
     sentences = []
-    for a in range(0, walks.shape[0], 1 << 15):           # chunks bound the object array's size
-        sentences.extend(tokens[walks[a:a + (1 << 15)]].tolist())
+    for a in range(0, walks.shape[0], 1 << 15):  # chunks bound the object array's size
+        sentences.extend(tokens[walks[a : a + (1 << 15)]].tolist())
     del walks
     t_walks = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    model = Word2Vec(sentences, vector_size=args.dim, window=args.window, min_count=0, sg=1, hs=0,
-                     negative=5, workers=args.threads, seed=args.seed, epochs=args.epochs)
+    model = Word2Vec(
+        sentences,
+        vector_size=args.dim,
+        window=args.window,
+        min_count=0,
+        sg=1,
+        hs=0,
+        negative=5,
+        workers=args.threads,
+        seed=args.seed,
+        epochs=args.epochs,
+    )
     t_train = time.perf_counter() - t0
 
     t0 = time.perf_counter()

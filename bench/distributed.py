@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (RESULTS, machine_info, machine_markdown, markdown_table,  # noqa: E402
-                    write_results)
+from common import RESULTS, machine_info, write_results  # noqa: E402
+from report import machine_markdown, markdown_table  # noqa: E402
 from vs_deepwalk import panel_entry, score_embedding  # noqa: E402
 
 
@@ -39,8 +39,14 @@ def formula(cfg, n_nodes, num_sampled, o_rows=None, x_rows=None):
     x = min(B * q, n_nodes) if x_rows is None else x_rows
     o = min(B * L + num_sampled, n_nodes) if o_rows is None else o_rows
     W = 4 * (q - 1) * k * d
-    return dict(x_rows=x, o_rows=o, x_bytes=4 * d * x, o_bytes=4 * (k + 1) * o, W_bytes=W,
-                total=4 * d * x + 4 * (k + 1) * o + W)
+    return dict(
+        x_rows=x,
+        o_rows=o,
+        x_bytes=4 * d * x,
+        o_bytes=4 * (k + 1) * o,
+        W_bytes=W,
+        total=4 * d * x + 4 * (k + 1) * o + W,
+    )
 
 
 def ratio(r):
@@ -64,8 +70,16 @@ def run_ray(g, cfg, P, S, w_placement):
 
     stats = {}
     t0 = time.perf_counter()
-    result = fit(g.indptr, g.indices, g.weights, cfg, workers=P, servers=S, stats=stats,
-                 w_placement=w_placement)
+    result = fit(
+        g.indptr,
+        g.indices,
+        g.weights,
+        cfg,
+        workers=P,
+        servers=S,
+        stats=stats,
+        w_placement=w_placement,
+    )
     wall = time.perf_counter() - t0
     stats.pop("actors", None)
     return result, wall, stats
@@ -74,18 +88,26 @@ def run_ray(g, cfg, P, S, w_placement):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graphs", default="cora-bundled")
-    ap.add_argument("--layouts", default="1x1,1x2,2x1,2x2,1x1w,2x2w",
-                    help="PxS; a trailing w replicates W on the workers (else on server 0)")
+    ap.add_argument(
+        "--layouts",
+        default="1x1,1x2,2x1,2x2,1x1w,2x2w",
+        help="PxS; a trailing w replicates W on the workers (else on server 0)",
+    )
     ap.add_argument("--threads", type=int, default=2, help="threads of the single-machine run")
     ap.add_argument("--ray-cpus", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=None, help="default: the preset's budget")
     ap.add_argument("--shuffles", type=int, default=5)
     ap.add_argument("--out", default="distributed")
     ap.add_argument("--update", action="store_true")
-    ap.add_argument("--render", action="store_true",
-                    help="only rewrite the .md from the stored .json")
-    ap.add_argument("--note", action="append", default=[],
-                    help="a note for the .md (kept in the .json); repeatable")
+    ap.add_argument(
+        "--render", action="store_true", help="only rewrite the .md from the stored .json"
+    )
+    ap.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        help="a note for the .md (kept in the .json); repeatable",
+    )
     args = ap.parse_args()
     path = RESULTS / f"{args.out}.json"
     if args.render:
@@ -94,18 +116,22 @@ def main():
         write_results(args.out, payload, markdown(payload))
         return
 
+    import ray
+
     from caps2ne_np import graph as graph_mod
     from caps2ne_np.distributed import start_ray
     from caps2ne_np.train import TrainConfig, resolve
 
-    import ray
-
-    payload = json.loads(path.read_text()) if args.update and path.exists() else \
-        dict(command=None, graphs={})
+    payload = (
+        json.loads(path.read_text())
+        if args.update and path.exists()
+        else dict(command=None, graphs={})
+    )
     payload.setdefault("notes", []).extend(args.note)
     if args.update and payload["command"]:
         payload.setdefault("updates", []).append(
-            "python bench/distributed.py " + " ".join(sys.argv[1:]))
+            "python bench/distributed.py " + " ".join(sys.argv[1:])
+        )
     else:
         payload["command"] = "python bench/distributed.py " + " ".join(sys.argv[1:])
     payload["machine"] = machine_info()
@@ -118,24 +144,37 @@ def main():
             base = TrainConfig(adam="lazy", epochs=args.epochs, threads=args.threads)
             cfg, notes = resolve(base, g.n_nodes, g.indices.shape[0])
             num_sampled = cfg.num_sampled or min(256, g.n_nodes - 1)
-            entry = dict(n_nodes=g.n_nodes, n_edges=int(g.indices.shape[0]), notes=notes,
-                         config=cfg.to_dict(), runs=[])
+            entry = dict(
+                n_nodes=g.n_nodes,
+                n_edges=int(g.indices.shape[0]),
+                notes=notes,
+                config=cfg.to_dict(),
+                runs=[],
+            )
             print(f"{name}: {g.n_nodes} nodes; {notes[0]}; {notes[-1]}", flush=True)
             single, wall = run_single(g, cfg)
             score = score_embedding(pg, single.params.O, shuffles=args.shuffles)
-            entry["runs"].append(dict(layout="single", wall=wall,
-                                      load_avg_after=os.getloadavg()[0],
-                                      train_seconds=sum(h["seconds"] for h in single.history),
-                                      loss=single.history[-1]["loss"], score=score))
-            print(f"  single ({args.threads} threads): {wall:.1f}s, loss "
-                  f"{single.history[-1]['loss']:.4f}, score {score['headline']:.2f}", flush=True)
+            entry["runs"].append(
+                dict(
+                    layout="single",
+                    wall=wall,
+                    load_avg_after=os.getloadavg()[0],
+                    train_seconds=sum(h["seconds"] for h in single.history),
+                    loss=single.history[-1]["loss"],
+                    score=score,
+                )
+            )
+            print(
+                f"  single ({args.threads} threads): {wall:.1f}s, loss "
+                f"{single.history[-1]['loss']:.4f}, score {score['headline']:.2f}",
+                flush=True,
+            )
             n_batches = -(-g.n_nodes * cfg.walks_per_node // cfg.batch_size)
             n_steps = cfg.epochs * n_batches
             for layout in args.layouts.split(","):
                 w_placement = "workers" if layout.endswith("w") else "server"
                 P, S = (int(x) for x in layout.rstrip("w").split("x"))
-                rcfg = TrainConfig(**{**cfg.to_dict(), "threads": 1,
-                                      "targets": cfg.targets})
+                rcfg = TrainConfig(**{**cfg.to_dict(), "threads": 1, "targets": cfg.targets})
                 result, wall, stats = run_ray(g, rcfg, P, S, w_placement)
                 score = score_embedding(pg, result.params.O, shuffles=args.shuffles)
                 train_s = sum(h["seconds"] for h in result.history)
@@ -147,38 +186,54 @@ def main():
                 requested = sum(x["requested"] for x in w) / done
                 o_rows = sum(x["o_rows"] for x in w) / done
                 x_rows = sum(x["x_rows"] for x in w) / done
-                run = dict(layout=layout, P=P, S=S, w_placement=w_placement, wall=wall,
-                           train_seconds=train_s,
-                           rounds=rounds, round_ms=1e3 * train_s / rounds,
-                           step_ms=1e3 * train_s / n_steps,
-                           worker_ms=dict(batch=1e3 * sum(x["batch"] for x in w) / done,
-                                          pull=1e3 * sum(x["pull"] for x in w) / done,
-                                          compute=1e3 * sum(x["compute"] for x in w) / done,
-                                          W_apply=1e3 * sum(x["W_apply"] for x in w) / done),
-                           server_apply_ms=[1e3 * s["apply"] / max(s["pushes"], 1)
-                                            for s in stats["servers"]],
-                           bytes_pulled=pulled, bytes_pushed=pushed, bytes_requested=requested,
-                           formula_bound=formula(cfg, g.n_nodes, num_sampled),
-                           formula_at_rows=formula(cfg, g.n_nodes, num_sampled, o_rows, x_rows),
-                           server_rows=[s["rows"] for s in stats["servers"]],
-                           server_row_bytes=[s["row_bytes"] for s in stats["servers"]],
-                           peak_rss=dict(servers=[s["peak_rss"] for s in stats["servers"]],
-                                         workers=[x["peak_rss"] for x in w],
-                                         driver=stats["driver_peak_rss"]),
-                           loss=result.history[-1]["loss"], score=score,
-                           load_avg_after=os.getloadavg()[0],
-                           equal_to_single=bool(np.array_equal(result.params.O,
-                                                                single.params.O)))
+                run = dict(
+                    layout=layout,
+                    P=P,
+                    S=S,
+                    w_placement=w_placement,
+                    wall=wall,
+                    train_seconds=train_s,
+                    rounds=rounds,
+                    round_ms=1e3 * train_s / rounds,
+                    step_ms=1e3 * train_s / n_steps,
+                    worker_ms=dict(
+                        batch=1e3 * sum(x["batch"] for x in w) / done,
+                        pull=1e3 * sum(x["pull"] for x in w) / done,
+                        compute=1e3 * sum(x["compute"] for x in w) / done,
+                        W_apply=1e3 * sum(x["W_apply"] for x in w) / done,
+                    ),
+                    server_apply_ms=[
+                        1e3 * s["apply"] / max(s["pushes"], 1) for s in stats["servers"]
+                    ],
+                    bytes_pulled=pulled,
+                    bytes_pushed=pushed,
+                    bytes_requested=requested,
+                    formula_bound=formula(cfg, g.n_nodes, num_sampled),
+                    formula_at_rows=formula(cfg, g.n_nodes, num_sampled, o_rows, x_rows),
+                    server_rows=[s["rows"] for s in stats["servers"]],
+                    server_row_bytes=[s["row_bytes"] for s in stats["servers"]],
+                    peak_rss=dict(
+                        servers=[s["peak_rss"] for s in stats["servers"]],
+                        workers=[x["peak_rss"] for x in w],
+                        driver=stats["driver_peak_rss"],
+                    ),
+                    loss=result.history[-1]["loss"],
+                    score=score,
+                    load_avg_after=os.getloadavg()[0],
+                    equal_to_single=bool(np.array_equal(result.params.O, single.params.O)),
+                )
                 entry["runs"].append(run)
-                print(f"  {layout}: {wall:.1f}s, round {run['round_ms']:.2f} ms (worker "
-                      f"batch {run['worker_ms']['batch']:.2f} pull {run['worker_ms']['pull']:.2f}"
-                      f" compute {run['worker_ms']['compute']:.2f}), pulled {pulled / 1e3:.1f} kB"
-                      f" pushed {pushed / 1e3:.1f} kB per step (formula at rows "
-                      f"{run['formula_at_rows']['total'] / 1e3:.1f} kB, bound "
-                      f"{run['formula_bound']['total'] / 1e3:.1f} kB), loss {run['loss']:.4f}, "
-                      f"score {score['headline']:.2f}, equal to single: {run['equal_to_single']}",
-                      flush=True)
-                payload["graphs"][name] = entry             # keep what is measured so far
+                print(
+                    f"  {layout}: {wall:.1f}s, round {run['round_ms']:.2f} ms (worker "
+                    f"batch {run['worker_ms']['batch']:.2f} pull {run['worker_ms']['pull']:.2f}"
+                    f" compute {run['worker_ms']['compute']:.2f}), pulled {pulled / 1e3:.1f} kB"
+                    f" pushed {pushed / 1e3:.1f} kB per step (formula at rows "
+                    f"{run['formula_at_rows']['total'] / 1e3:.1f} kB, bound "
+                    f"{run['formula_bound']['total'] / 1e3:.1f} kB), loss {run['loss']:.4f}, "
+                    f"score {score['headline']:.2f}, equal to single: {run['equal_to_single']}",
+                    flush=True,
+                )
+                payload["graphs"][name] = entry  # keep what is measured so far
                 write_results(args.out, payload, markdown(payload))
             payload["graphs"][name] = entry
             payload["load_avg_after"] = os.getloadavg()
@@ -189,10 +244,12 @@ def main():
 
 def markdown(payload):
     info = payload["machine"]
-    out = [f"# Sharded training on a local Ray instance (issue 18)\n",
-           f"`{payload['command']}`; load average {payload['load_avg_before'][0]:.1f} before, "
-           f"{payload.get('load_avg_after', [float('nan')])[0]:.1f} after.\n",
-           machine_markdown(info)]
+    out = [
+        "# Sharded training on a local Ray instance (issue 18)\n",
+        f"`{payload['command']}`; load average {payload['load_avg_before'][0]:.1f} before, "
+        f"{payload.get('load_avg_after', [float('nan')])[0]:.1f} after.\n",
+        machine_markdown(info),
+    ]
     out += [f"Updated by `{u}`.\n" for u in payload.get("updates", [])]
     out += [f"Note: {n}\n" for n in payload.get("notes", [])]
     for name, e in payload["graphs"].items():
@@ -201,40 +258,72 @@ def markdown(payload):
         rows = []
         for r in e["runs"]:
             if r["layout"] == "single":
-                rows.append(["single machine", f"{r['train_seconds']:.1f}", "-", "-", "-", "-",
-                             "-", f"{r['loss']:.4f}", f"{r['score']['headline']:.2f}", "-",
-                             f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-"])
+                rows.append(
+                    [
+                        "single machine",
+                        f"{r['train_seconds']:.1f}",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        f"{r['loss']:.4f}",
+                        f"{r['score']['headline']:.2f}",
+                        "-",
+                        f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-",
+                    ]
+                )
                 continue
             f = dict(r["formula_at_rows"])
-            if r.get("w_placement") == "workers":   # no W pulled; P - 1 gradients gathered
+            if r.get("w_placement") == "workers":  # no W pulled; P - 1 gradients gathered
                 f["total"] = f["x_bytes"] + f["o_bytes"] + (r["P"] - 1) * f["W_bytes"]
-            rows.append([
-                f"P={r['P']}, S={r['S']}, W on {r['w_placement']}", f"{r['train_seconds']:.1f}",
-                f"{r['round_ms']:.2f}",
-                f"{r['worker_ms']['batch']:.2f} / {r['worker_ms']['pull']:.2f} / "
-                f"{r['worker_ms']['compute']:.2f} / {r['worker_ms']['W_apply']:.2f}",
-                " / ".join(f"{x:.2f}" for x in r["server_apply_ms"]),
-                f"{r['bytes_pulled'] / 1e3:.1f} / {r['bytes_pushed'] / 1e3:.1f} "
-                f"(+{r['bytes_requested'] / 1e3:.1f} ids)",
-                f"{f['total'] / 1e3:.1f} ({f['x_rows']:.0f} x, {f['o_rows']:.0f} o rows; "
-                f"measured / formula {ratio(r):.3f}); "
-                f"bound {r['formula_bound']['total'] / 1e3:.1f}",
-                f"{r['loss']:.4f}", f"{r['score']['headline']:.2f}",
-                "yes" if r["equal_to_single"] else "no",
-                f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-"])
-        out.append(markdown_table(
-            ["layout", "train s", "round ms", "worker ms/step: batch / pull / compute / W Adam",
-             "server ms per push (server 0 also updates W when it holds it)",
-             "kB per step: pulled / pushed",
-             "formula kB (docs/scaling.md) at measured rows", "final loss", "score",
-             "O equal to single", "load avg after"], rows))
-        mem = [f"- P={r['P']}, S={r['S']}, W on {r['w_placement']}: server rows "
-               f"{r['server_rows']}, row tables "
-               f"{[round(b / 1e6, 2) for b in r['server_row_bytes']]} MB; peak RSS servers "
-               f"{[round(b / 1e6) for b in r['peak_rss']['servers']]} MB, workers "
-               f"{[round(b / 1e6) for b in r['peak_rss']['workers']]} MB, driver "
-               f"{r['peak_rss']['driver'] / 1e6:.0f} MB"
-               for r in e["runs"] if r["layout"] != "single"]
+            rows.append(
+                [
+                    f"P={r['P']}, S={r['S']}, W on {r['w_placement']}",
+                    f"{r['train_seconds']:.1f}",
+                    f"{r['round_ms']:.2f}",
+                    f"{r['worker_ms']['batch']:.2f} / {r['worker_ms']['pull']:.2f} / "
+                    f"{r['worker_ms']['compute']:.2f} / {r['worker_ms']['W_apply']:.2f}",
+                    " / ".join(f"{x:.2f}" for x in r["server_apply_ms"]),
+                    f"{r['bytes_pulled'] / 1e3:.1f} / {r['bytes_pushed'] / 1e3:.1f} "
+                    f"(+{r['bytes_requested'] / 1e3:.1f} ids)",
+                    f"{f['total'] / 1e3:.1f} ({f['x_rows']:.0f} x, {f['o_rows']:.0f} o rows; "
+                    f"measured / formula {ratio(r):.3f}); "
+                    f"bound {r['formula_bound']['total'] / 1e3:.1f}",
+                    f"{r['loss']:.4f}",
+                    f"{r['score']['headline']:.2f}",
+                    "yes" if r["equal_to_single"] else "no",
+                    f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-",
+                ]
+            )
+        out.append(
+            markdown_table(
+                [
+                    "layout",
+                    "train s",
+                    "round ms",
+                    "worker ms/step: batch / pull / compute / W Adam",
+                    "server ms per push (server 0 also updates W when it holds it)",
+                    "kB per step: pulled / pushed",
+                    "formula kB (docs/scaling.md) at measured rows",
+                    "final loss",
+                    "score",
+                    "O equal to single",
+                    "load avg after",
+                ],
+                rows,
+            )
+        )
+        mem = [
+            f"- P={r['P']}, S={r['S']}, W on {r['w_placement']}: server rows "
+            f"{r['server_rows']}, row tables "
+            f"{[round(b / 1e6, 2) for b in r['server_row_bytes']]} MB; peak RSS servers "
+            f"{[round(b / 1e6) for b in r['peak_rss']['servers']]} MB, workers "
+            f"{[round(b / 1e6) for b in r['peak_rss']['workers']]} MB, driver "
+            f"{r['peak_rss']['driver'] / 1e6:.0f} MB"
+            for r in e["runs"]
+            if r["layout"] != "single"
+        ]
         out.append("\nMemory:\n\n" + "\n".join(mem) + "\n")
     return "\n".join(out) + "\n"
 

@@ -76,15 +76,29 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
     for name in ("e.emb", "e.npy", "e.nodes.txt"):
         digests[name] = hashlib.sha256((Path(out_dir) / name).read_bytes()).hexdigest()[:16]
     import zipfile
+
     with zipfile.ZipFile(Path(out_dir) / "m.npz") as z:
         digests["m.npz members"] = hashlib.sha256(
-            b"".join(z.read(i) for i in z.infolist())).hexdigest()[:16]
+            b"".join(z.read(i) for i in z.infolist())
+        ).hexdigest()[:16]
     table_bytes = nodes * (2 * dim + 1) * 4
-    print(json.dumps(dict(mode=mode, nodes=nodes, dim=dim, servers=servers,
-                          block_rows=block_rows or distributed.OUTPUT_BLOCK_ROWS,
-                          table_mb=table_bytes / 1e6, traced_peak_mb=peak / 1e6,
-                          rss_growth_mb=(rss1 - rss0) / 1e6, rss_peak_mb=rss1 / 1e6,
-                          seconds=seconds, digests=digests)))
+    print(
+        json.dumps(
+            dict(
+                mode=mode,
+                nodes=nodes,
+                dim=dim,
+                servers=servers,
+                block_rows=block_rows or distributed.OUTPUT_BLOCK_ROWS,
+                table_mb=table_bytes / 1e6,
+                traced_peak_mb=peak / 1e6,
+                rss_growth_mb=(rss1 - rss0) / 1e6,
+                rss_peak_mb=rss1 / 1e6,
+                seconds=seconds,
+                digests=digests,
+            )
+        )
+    )
 
 
 def main():
@@ -93,7 +107,9 @@ def main():
     ap.add_argument("--dim", type=int, default=16, help="k = d")
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument("--block-rows", type=int, default=0, help="0: distributed.OUTPUT_BLOCK_ROWS")
-    ap.add_argument("--update", action="store_true", help="write bench/results/distributed_outputs.md")
+    ap.add_argument(
+        "--update", action="store_true", help="write bench/results/distributed_outputs.md"
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out-dir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -103,29 +119,51 @@ def main():
     rows = []
     for mode in ("gather", "stream"):
         with tempfile.TemporaryDirectory() as tmp:
-            done = subprocess.run([sys.executable, __file__, "--child", mode, "--out-dir", tmp,
-                                   "--nodes", str(args.nodes), "--dim", str(args.dim),
-                                   "--servers", str(args.servers), "--block-rows",
-                                   str(args.block_rows)],
-                                  check=True, capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    mode,
+                    "--out-dir",
+                    tmp,
+                    "--nodes",
+                    str(args.nodes),
+                    "--dim",
+                    str(args.dim),
+                    "--servers",
+                    str(args.servers),
+                    "--block-rows",
+                    str(args.block_rows),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(json.dumps(rows[-1]), flush=True)
     same = rows[0]["digests"] == rows[1]["digests"]
     load = os.getloadavg()[0]
     r = rows[0]
-    lines = ["# The Ray engine's outputs: driver memory while writing\n",
-             f"`python bench/distributed_outputs.py --nodes {r['nodes']} --dim {r['dim']} --servers "
-             f"{r['servers']} --update`\n",
-             f"N = {r['nodes']:,} nodes, k = d = {r['dim']}, S = {r['servers']} servers on a local Ray "
-             f"instance; O, biases and x hold {r['table_mb']:.0f} MB; the driver writes --out (text), "
-             f"--npy (+ .nodes.txt) and --model-out; load average {load:.1f}. Same bytes in both "
-             f"modes: {'yes' if same else 'NO'}.\n",
-             "| mode | block rows | traced peak MB (tracemalloc) | peak RSS growth MB (getrusage) | peak RSS MB | seconds |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "# The Ray engine's outputs: driver memory while writing\n",
+        f"`python bench/distributed_outputs.py --nodes {r['nodes']} --dim {r['dim']} --servers "
+        f"{r['servers']} --update`\n",
+        f"N = {r['nodes']:,} nodes, k = d = {r['dim']}, S = {r['servers']} servers on a local Ray "
+        f"instance; O, biases and x hold {r['table_mb']:.0f} MB; the driver writes --out (text), "
+        f"--npy (+ .nodes.txt) and --model-out; load average {load:.1f}. Same bytes in both "
+        f"modes: {'yes' if same else 'NO'}.\n",
+        "| mode | block rows | traced peak MB (tracemalloc) | peak RSS growth MB (getrusage) "
+        "| peak RSS MB | seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for row in rows:
-        lines.append(f"| {row['mode']} | {row['block_rows'] if row['mode'] == 'stream' else '-'} | "
-                     f"{row['traced_peak_mb']:.1f} | {row['rss_growth_mb']:.1f} | {row['rss_peak_mb']:.0f} | "
-                     f"{row['seconds']:.1f} |")
+        lines.append(
+            f"| {row['mode']} | {row['block_rows'] if row['mode'] == 'stream' else '-'} | "
+            f"{row['traced_peak_mb']:.1f} | {row['rss_growth_mb']:.1f} | "
+            f"{row['rss_peak_mb']:.0f} | "
+            f"{row['seconds']:.1f} |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.update:

@@ -23,8 +23,9 @@ import scipy.sparse as sp
 
 import common
 import perf
+import report
 
-NNZ_PER_ROW = 32          # Citeseer: 105,165 nonzeros over 3,327 nodes (31.6)
+NNZ_PER_ROW = 32  # Citeseer: 105,165 nonzeros over 3,327 nodes (31.6)
 CONFIG = dict(perf.CONFIGS["d"])
 
 
@@ -35,8 +36,9 @@ def random_features(n_nodes, d, seed=0):
     per_row = min(NNZ_PER_ROW, d)
     cols = np.stack([rng.choice(d, per_row, replace=False) for _ in range(n_nodes)])
     rows = np.repeat(np.arange(n_nodes), per_row)
-    x = sp.csr_matrix((np.ones(rows.shape[0], dtype=np.float32), (rows, cols.ravel())),
-                      shape=(n_nodes, d))
+    x = sp.csr_matrix(
+        (np.ones(rows.shape[0], dtype=np.float32), (rows, cols.ravel())), shape=(n_nodes, d)
+    )
     return perf.row_normalise(x)
 
 
@@ -50,9 +52,14 @@ def time_runners(runners, warmup, steps, reps):
     for _ in range(reps):
         for r, t in zip(runners, times):
             t.append(common.timed(r.run, steps))
-    return [dict(step_ms=1e3 * common.median(t) / steps,
-                 adam_ms=1e3 * r.adam_seconds / (reps * steps),
-                 spread_pct=common.spread(t)) for r, t in zip(runners, times)]
+    return [
+        dict(
+            step_ms=1e3 * common.median(t) / steps,
+            adam_ms=1e3 * r.adam_seconds / (reps * steps),
+            spread_pct=common.spread(t),
+        )
+        for r, t in zip(runners, times)
+    ]
 
 
 def main(argv=None):
@@ -69,7 +76,7 @@ def main(argv=None):
         args.dims, args.reps, args.steps, args.warmup = "256", 1, 2, 1
     dims = [int(v) for v in args.dims.split(",")]
     t_start = time.perf_counter()
-    base = perf.load_problem(CONFIG)              # Citeseer graph and walks
+    base = perf.load_problem(CONFIG)  # Citeseer graph and walks
     n_nodes = base["n_nodes"]
     n_slots = perf.COMMON["walk_length"] - 1
     k = CONFIG["dim"]
@@ -79,44 +86,68 @@ def main(argv=None):
     with common.threads(args.threads):
         for label, d, cfg, feats in cases:
             rows.append(dict(case=label, d=d, w_params=n_slots * d * k))
-            runners += [perf.Ours(dict(base, features=feats), cfg, "sparse", adam=adam)
-                        for adam in ("dense", "lazy")]
+            runners += [
+                perf.Ours(dict(base, features=feats), cfg, "sparse", adam=adam)
+                for adam in ("dense", "lazy")
+            ]
         timings = time_runners(runners, args.warmup, args.steps, args.reps)
     for i, entry in enumerate(rows):
         entry["dense"], entry["lazy"] = timings[2 * i], timings[2 * i + 1]
-        print(f"{entry['case']}: dense {entry['dense']['step_ms']:.2f} ms/step "
-              f"(Adam {entry['dense']['adam_ms']:.2f}), lazy {entry['lazy']['step_ms']:.2f}")
+        print(
+            f"{entry['case']}: dense {entry['dense']['step_ms']:.2f} ms/step "
+            f"(Adam {entry['dense']['adam_ms']:.2f}), lazy {entry['lazy']['step_ms']:.2f}"
+        )
     pairs = CONFIG["batch"] * 4
     ref = rows[0]
     table = []
     for e in rows:
-        cells = [e["case"], common.fmt_int(e["w_params"]),
-                 f"{3 * 4 * e['w_params'] / 2**20:.1f}"]
+        cells = [e["case"], report.fmt_int(e["w_params"]), f"{3 * 4 * e['w_params'] / 2**20:.1f}"]
         for adam in ("dense", "lazy"):
             r = e[adam]
-            cells += [common.fmt_int(1e3 * pairs / r["step_ms"]), f"{r['step_ms']:.2f}",
-                      f"{r['adam_ms']:.2f}", f"{r['step_ms'] - r['adam_ms']:.2f}",
-                      f"{ref[adam]['step_ms'] / r['step_ms']:.2f}"]
+            cells += [
+                report.fmt_int(1e3 * pairs / r["step_ms"]),
+                f"{r['step_ms']:.2f}",
+                f"{r['adam_ms']:.2f}",
+                f"{r['step_ms'] - r['adam_ms']:.2f}",
+                f"{ref[adam]['step_ms'] / r['step_ms']:.2f}",
+            ]
         table.append(cells)
-    headers = ["input", "weights in W", "W + Adam moments (MiB)",
-               "dense: pairs/s", "ms/step", "Adam ms", "rest ms", "vs featureless",
-               "lazy: pairs/s", "ms/step", "Adam ms", "rest ms", "vs featureless"]
+    headers = [
+        "input",
+        "weights in W",
+        "W + Adam moments (MiB)",
+        "dense: pairs/s",
+        "ms/step",
+        "Adam ms",
+        "rest ms",
+        "vs featureless",
+        "lazy: pairs/s",
+        "ms/step",
+        "Adam ms",
+        "rest ms",
+        "vs featureless",
+    ]
     info = common.machine_info()
-    md = ["# Throughput against the feature dimension d", "",
-          f"`python bench/feature_dim.py --threads {args.threads} --dims {args.dims} "
-          f"--reps {args.reps}` ({args.reps} rounds of {args.steps} steps of every case, "
-          f"interleaved, after {args.warmup} warm-up steps; medians; "
-          f"{time.perf_counter() - t_start:.0f} s in all)",
-          "", common.machine_markdown(info),
-          "Citeseer graph, perf.py's config (d): 256 pairs per step, k = 128, |V'| = 256, "
-          f"m = 1. Sparse rows: {NNZ_PER_ROW} random features per node, row-normalised "
-          "(Citeseer's density), so forward and backward do the same work at every d. "
-          "'vs featureless' is the featureless model's ms/step over this row's, with the "
-          "same optimizer (>= 1 meets issue 3's parity). 'Adam ms' is the optimizer's "
-          "share of the step; 'rest ms' everything else (pairs, forward, backward).", "",
-          common.markdown_table(headers, table), ""]
-    common.write_results(args.out, dict(args=vars(args), machine=info, rows=rows),
-                         "\n".join(md))
+    md = [
+        "# Throughput against the feature dimension d",
+        "",
+        f"`python bench/feature_dim.py --threads {args.threads} --dims {args.dims} "
+        f"--reps {args.reps}` ({args.reps} rounds of {args.steps} steps of every case, "
+        f"interleaved, after {args.warmup} warm-up steps; medians; "
+        f"{time.perf_counter() - t_start:.0f} s in all)",
+        "",
+        report.machine_markdown(info),
+        "Citeseer graph, perf.py's config (d): 256 pairs per step, k = 128, |V'| = 256, "
+        f"m = 1. Sparse rows: {NNZ_PER_ROW} random features per node, row-normalised "
+        "(Citeseer's density), so forward and backward do the same work at every d. "
+        "'vs featureless' is the featureless model's ms/step over this row's, with the "
+        "same optimizer (>= 1 meets issue 3's parity). 'Adam ms' is the optimizer's "
+        "share of the step; 'rest ms' everything else (pairs, forward, backward).",
+        "",
+        report.markdown_table(headers, table),
+        "",
+    ]
+    common.write_results(args.out, dict(args=vars(args), machine=info, rows=rows), "\n".join(md))
     print("\n".join(md))
 
 

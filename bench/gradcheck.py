@@ -1,78 +1,91 @@
 """Worst relative error of every hand-derived gradient against central differences
-(float64, h = 1e-6), over the configurations the tests check: m in {1, 2, 3}, both
-routing rules, both gradient modes, both coupling scales, trainable / fixed dense /
-fixed sparse features, two random problems each.  Prints a table and writes
-bench/results/gradcheck.json + .md.
+(float64, h = 1e-6): runs tests/test_grads.py's finite-difference test (m in {1, 2, 3},
+both routing rules, both gradient modes, both coupling scales, trainable / fixed dense /
+fixed sparse features, two random problems each) under pytest, reads the errors each
+case records from the JUnit XML, prints a table and writes gradcheck.json + .md to the
+results folder.  The checks live once, in the test; this script only reports them.
 
     python bench/gradcheck.py
 """
 
 import json
+import subprocess
 import sys
+import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import numpy as np
-import scipy.sparse as sp
+from common import REPO, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+TEST = "tests/test_grads.py::test_loss_and_grads_match_central_differences"
+BAR = 1e-6
 
-import naive  # noqa: E402
-from test_grads import CONFIGS, make_case  # noqa: E402
 
-from caps2ne_np.core import ModelConfig, Params, SparseFeatures, forward, loss_and_grads  # noqa: E402
+def recorded_cases(junit_xml):
+    """The ``gradcheck`` properties the test recorded, one dict per case."""
+    root = ET.parse(junit_xml).getroot()
+    return [
+        json.loads(p.get("value")) for p in root.iter("property") if p.get("name") == "gradcheck"
+    ]
 
 
 def main():
-    rows, worst = [], 0.0
-    for m, rule, mode, scale in CONFIGS:
-        for features in ("trainable", "fixed", "sparse"):
-            for seed in (0, 1):
-                W, O, bias, X, ctx, targets, sampled, q_t, q_s = make_case(seed)
-                cfg = ModelConfig(routing_iters=m, routing_rule=rule, routing_scale=scale,
-                                  grad_mode=mode)
-                if features == "sparse":
-                    X[np.random.default_rng(seed + 100).random(X.shape) < 0.6] = 0.0
-                    X[2] = 0.0
-                    params = Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X),
-                                                                          np.float64), True)
-                else:
-                    params = Params(W, O, bias, X, fixed_features=features != "trainable")
-                _, g = loss_and_grads(params, ctx, targets, sampled, q_t, q_s, cfg)
-                sc = float(ctx.shape[1]) if scale is None else scale
-                c_fixed = forward(params, ctx, cfg)["c"][m - 1] if mode == "stop" else None
-
-                def f():
-                    return naive.loss(W, O, bias, X, ctx, targets, sampled, q_t, q_s, m, sc, rule,
-                                      c_fixed)
-
-                named = [("W", W, g.W), ("O", O, g.O), ("bias", bias, g.bias)]
-                if features == "trainable":
-                    named.append(("X", X, g.X))
-                for name, arr, analytic in named:
-                    err = naive.rel_error(analytic, naive.numeric_grad(f, arr, h=1e-6))
-                    worst = max(worst, err)
-                    rows.append(dict(m=m, rule=rule, mode=mode, scale=scale, features=features,
-                                     seed=seed, param=name, rel_error=err))
-    by_param = {}
-    for r in rows:
-        by_param[r["param"]] = max(by_param.get(r["param"], 0.0), r["rel_error"])
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = Path(tmp) / "gradcheck.xml"
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                TEST,
+                f"--junitxml={xml}",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        cases = recorded_cases(xml) if xml.exists() else []
+    if not cases:
+        sys.exit(
+            f"pytest recorded no gradient check (exit {proc.returncode}):\n"
+            f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
+    worst_by_param, counts = {}, {}
+    for case in cases:
+        for name, err in case["errors"].items():
+            worst_by_param[name] = max(worst_by_param.get(name, 0.0), err)
+            counts[name] = counts.get(name, 0) + 1
+    worst = max(worst_by_param.values())
+    n_checks = sum(counts.values())
     table = ["| parameter | worst relative error | checks |", "| --- | --- | --- |"]
-    for name, err in by_param.items():
-        table.append(f"| {name} | {err:.2e} | {sum(r['param'] == name for r in rows)} |")
+    table += [f"| {name} | {err:.2e} | {counts[name]} |" for name, err in worst_by_param.items()]
     text = "\n".join(table)
     print(text)
-    print(f"worst over {len(rows)} checks: {worst:.2e}")
-    from common import RESULTS as out   # bench/results or $CAPS2NE_BENCH_RESULTS
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gradcheck.json").write_text(json.dumps(dict(worst=worst, checks=rows), indent=1))
-    (out / "gradcheck.md").write_text(
+    print(f"worst over {n_checks} checks: {worst:.2e} (pytest exit {proc.returncode})")
+    payload = dict(
+        worst=float(f"{worst:.3g}"),
+        bar=BAR,
+        checks=n_checks,
+        cases=len(cases),
+        worst_by_param={k: float(f"{v:.3g}") for k, v in worst_by_param.items()},
+        pytest_exit=proc.returncode,
+        command=f"python -m pytest {TEST}",
+    )
+    write_results(
+        "gradcheck",
+        payload,
         "# Gradient checks: hand-derived vs central differences (float64, h = 1e-6)\n\n"
-        "`python bench/gradcheck.py`: every configuration of tests/test_grads.py "
-        "(m in {1,2,3}, rules paper/sabour, modes exact/stop, scale q-1 / 1, trainable, "
-        "fixed dense and fixed sparse features, 2 random problems each). Relative error = "
-        "max |a - n| / max(|a| + |n|).\n\n" + text + f"\n\nWorst over {len(rows)} checks: "
-        f"{worst:.2e} (bar: 1e-6).\n")
+        "`python bench/gradcheck.py`: every case of tests/test_grads.py's finite-"
+        "difference test (m in {1,2,3}, rules paper/sabour, modes exact/stop, scale "
+        "q-1 / 1, trainable, fixed dense and fixed sparse features, 2 random problems "
+        "each). Relative error = max |a - n| / max(|a| + |n|).\n\n"
+        + text
+        + f"\n\nWorst over {n_checks} checks: {worst:.2e} (bar: {BAR:g}).\n",
+    )
+    sys.exit(proc.returncode)
 
 
 if __name__ == "__main__":

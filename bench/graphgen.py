@@ -46,14 +46,14 @@ def default_sizes(n):
 def _powerlaw_mean(x_min, x_max, exponent):
     """Mean of the continuous law p(x) ~ x^-exponent on [x_min, x_max] (exponent != 1, 2)."""
     a, b = 1.0 - exponent, 2.0 - exponent
-    return (a / b) * (x_max ** b - x_min ** b) / (x_max ** a - x_min ** a)
+    return (a / b) * (x_max**b - x_min**b) / (x_max**a - x_min**a)
 
 
 def _powerlaw_sample(rng, size, x_min, x_max, exponent):
     """Inverse-CDF draws of the continuous law p(x) ~ x^-exponent on [x_min, x_max]."""
     a = 1.0 - exponent
     u = rng.random(size)
-    return (x_min ** a + u * (x_max ** a - x_min ** a)) ** (1.0 / a)
+    return (x_min**a + u * (x_max**a - x_min**a)) ** (1.0 / a)
 
 
 def _solve_x_min(mean, x_max, exponent):
@@ -158,13 +158,13 @@ def _match(rng, stubs, labels, n, rounds, internal):
             a, b = _match_within(rng, stubs, labels[stubs])
         else:
             stubs = rng.permutation(stubs)
-            a, b = stubs[:stubs.size // 2], stubs[stubs.size // 2:2 * (stubs.size // 2)]
+            a, b = stubs[: stubs.size // 2], stubs[stubs.size // 2 : 2 * (stubs.size // 2)]
         lo, hi = np.minimum(a, b), np.maximum(a, b)
         key = lo * n + hi
         ok = (lo != hi) & ~_in_sorted(key, made)
         if not internal:
             ok &= labels[a] != labels[b]
-        order = np.argsort(key, kind="stable")         # one copy of a pair repeated in this round
+        order = np.argsort(key, kind="stable")  # one copy of a pair repeated in this round
         repeat = np.zeros(key.size, dtype=bool)
         repeat[order[1:]] = key[order[1:]] == key[order[:-1]]
         ok &= ~repeat
@@ -180,9 +180,18 @@ def _match(rng, stubs, labels, n, rounds, internal):
     return np.concatenate(us), np.concatenate(vs)
 
 
-def lfr_like(n, mu=0.3, avg_degree=15.0, max_degree=None, degree_exponent=2.5,
-             community_exponent=1.5, min_community=None, max_community=None, seed=0,
-             external_rounds=8):
+def lfr_like(
+    n,
+    mu=0.3,
+    avg_degree=15.0,
+    max_degree=None,
+    degree_exponent=2.5,
+    community_exponent=1.5,
+    min_community=None,
+    max_community=None,
+    seed=0,
+    external_rounds=8,
+):
     """A planted-community graph: (adj, labels).
 
     Parameters
@@ -291,7 +300,7 @@ def write_edgelist(path, adj):
     edges = undirected_edges(adj)
     with open(path, "w") as f:
         for a in range(0, edges.shape[0], 1 << 16):
-            f.write("".join(f"{u} {v}\n" for u, v in edges[a:a + (1 << 16)].tolist()))
+            f.write("".join(f"{u} {v}\n" for u, v in edges[a : a + (1 << 16)].tolist()))
     return edges.shape[0]
 
 
@@ -315,9 +324,12 @@ def main(argv=None):
     deg = np.diff(adj.indptr)
     per_node, per_edge = mixing(adj, labels)
     sizes = np.bincount(labels)
-    print(f"n={args.n} mu={args.mu}: built in {built:.2f} s; edges {adj.nnz // 2:,}, degree mean "
-          f"{deg.mean():.2f} max {deg.max()}, {sizes.size} communities of {sizes.min()}..{sizes.max()}, "
-          f"realized mixing {per_node:.3f} (per node) {per_edge:.3f} (per edge)")
+    print(
+        f"n={args.n} mu={args.mu}: built in {built:.2f} s; edges {adj.nnz // 2:,}, degree mean "
+        f"{deg.mean():.2f} max {deg.max()}, {sizes.size} communities of "
+        f"{sizes.min()}..{sizes.max()}, "
+        f"realized mixing {per_node:.3f} (per node) {per_edge:.3f} (per edge)"
+    )
     if args.out:
         t0 = time.perf_counter()
         write_edgelist(args.out, adj)

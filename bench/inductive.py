@@ -33,7 +33,7 @@ Paper: 76.54 (Cora), 69.84 (Citeseer).  Pubmed (78.98) needs the bag-of-words fe
 
     python bench/inductive.py                          # 10 splits x 50 epochs, both sets (hours)
     python bench/inductive.py --datasets cora --splits 2 --epochs 5
-    python bench/inductive.py --smoke                  # 1 split, 1 epoch, T = 1 -> inductive_smoke.*
+    python bench/inductive.py --smoke          # 1 split, 1 epoch, T = 1 -> inductive_smoke.*
     python bench/inductive.py --render bench/results/inductive.json   # the .md again
 
 Writes bench/results/<--out>.json (every split and epoch) and <--out>.md.
@@ -48,6 +48,7 @@ import warnings
 import numpy as np
 
 import common
+import report
 from caps2ne_np.core import ModelConfig
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.errors import InputWarning
@@ -68,30 +69,48 @@ PAPER = {"cora": 76.54, "citeseer": 69.84, "pubmed": 78.98}
 CALIBRATIONS = ("scale", "diag", "linear")
 O_VARIANTS = ("mean", "sum", "scale", "scale-full", "diag", "diag-full", "linear")
 FILL_VARIANTS = ("sum", "scale", "diag", "linear")
-PATHS = (tuple(f"o:{v}" for v in O_VARIANTS) + tuple(f"o+fill:{v}" for v in FILL_VARIANTS)
-         + ("e:mean",))
-DEFAULT_PATH = "o:" + (DEFAULT_CALIBRATION if DEFAULT_AGGREGATE == "calibrated" else DEFAULT_AGGREGATE)
+PATHS = (
+    tuple(f"o:{v}" for v in O_VARIANTS) + tuple(f"o+fill:{v}" for v in FILL_VARIANTS) + ("e:mean",)
+)
+DEFAULT_PATH = "o:" + (
+    DEFAULT_CALIBRATION if DEFAULT_AGGREGATE == "calibrated" else DEFAULT_AGGREGATE
+)
 """The o-path of ``infer``'s default aggregate (the calibration stored in the model)."""
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="cora,citeseer", help="comma-separated: cora, citeseer")
-    ap.add_argument("--splits", type=int, default=10, help="how many of the 10 splits (the first n)")
+    ap.add_argument(
+        "--splits", type=int, default=10, help="how many of the 10 splits (the first n)"
+    )
     ap.add_argument("--epochs", type=int, default=50, help="epochs per split (paper: up to 50)")
     ap.add_argument("--threads", type=int, default=1, help="Numba and BLAS threads")
     ap.add_argument("--walks-per-node", type=int, default=32, help="T (paper grid 8..64)")
     ap.add_argument("--routing-iters", type=int, default=1, help="m (paper grid 1, 3, 5, 7)")
     ap.add_argument("--lr", type=float, default=1e-4, help="Adam lr (paper's best: 1e-4)")
     ap.add_argument("--batch-size", type=int, default=64, help="B (paper: 64 for Cora, Citeseer)")
-    ap.add_argument("--samples", type=int, default=10, help="Z contexts per inferred node (paper: 10)")
+    ap.add_argument(
+        "--samples", type=int, default=10, help="Z contexts per inferred node (paper: 10)"
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data-dir", default=None, help="default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np")
-    ap.add_argument("--out", default=None, help="result name [default: inductive, or inductive_smoke]")
-    ap.add_argument("--render", default=None, metavar="JSON",
-                    help="only rewrite <--out>.md from a results .json, with the current default")
-    ap.add_argument("--smoke", action="store_true",
-                    help="1 split, 1 epoch, T = 1, cora only: checks the pipeline in a minute")
+    ap.add_argument(
+        "--data-dir", default=None, help="default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np"
+    )
+    ap.add_argument(
+        "--out", default=None, help="result name [default: inductive, or inductive_smoke]"
+    )
+    ap.add_argument(
+        "--render",
+        default=None,
+        metavar="JSON",
+        help="only rewrite <--out>.md from a results .json, with the current default",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="1 split, 1 epoch, T = 1, cora only: checks the pipeline in a minute",
+    )
     args = ap.parse_args(argv)
     if args.smoke:
         args.datasets, args.splits, args.epochs, args.walks_per_node = "cora", 1, 1, 1
@@ -109,16 +128,37 @@ def parse_args(argv=None):
 def config(args):
     """The training options: the paper's transductive settings (Sec. 4.2), every one given
     explicitly so that a change of the library's defaults does not change this bench."""
-    cfg = dict(dim=128, feat_dim=128, walk_length=10, walks_per_node=args.walks_per_node,
-               epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, num_sampled=256,
-               sampler="log_uniform", routing_iters=args.routing_iters, routing_rule="paper",
-               routing_scale=None, grad_mode="exact", targets=(3, 4, 5, 6), batch_mode="random",
-               normalize_features=True, adam="dense", n_jobs=args.threads, random_state=args.seed)
+    cfg = dict(
+        dim=128,
+        feat_dim=128,
+        walk_length=10,
+        walks_per_node=args.walks_per_node,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        num_sampled=256,
+        sampler="log_uniform",
+        routing_iters=args.routing_iters,
+        routing_rule="paper",
+        routing_scale=None,
+        grad_mode="exact",
+        targets=(3, 4, 5, 6),
+        batch_mode="random",
+        normalize_features=True,
+        adam="dense",
+        n_jobs=args.threads,
+        random_state=args.seed,
+    )
     # Options newer than this bench: the authors' choice (constant lr, the same walks
     # every epoch, the 'paper' preset), whenever the estimator has them.
     known = Caps2NE().get_params()
-    cfg.update({key: value for key, value in (("lr_schedule", "constant"), ("walks", "fixed"),
-                                              ("preset", "paper")) if key in known})
+    cfg.update(
+        {
+            key: value
+            for key, value in (("lr_schedule", "constant"), ("walks", "fixed"), ("preset", "paper"))
+            if key in known
+        }
+    )
     return cfg
 
 
@@ -135,13 +175,14 @@ def run_split(ds, full, X_full, split, s, args):
     features = ds.features[kept]
     X_sub = prepare_features(features, sub.n_nodes, normalize=True)
     cfg = config(args)
-    mcfg = ModelConfig(cfg["routing_iters"], cfg["routing_rule"], cfg["routing_scale"],
-                       cfg["grad_mode"])
+    mcfg = ModelConfig(
+        cfg["routing_iters"], cfg["routing_rule"], cfg["routing_scale"], cfg["grad_mode"]
+    )
     seed = derive_seed(args.seed, "infer")
     Z = args.samples
     n, k = full.n_nodes, cfg["dim"]
     deg_sub = np.diff(sub.indptr)
-    cal_sub = np.flatnonzero(deg_sub > 0).astype(np.int64)   # infer.calibration_nodes
+    cal_sub = np.flatnonzero(deg_sub > 0).astype(np.int64)  # infer.calibration_nodes
     cal_full = kept[cal_sub]
     sub_row = np.full(n, -1, dtype=np.int64)
     sub_row[kept] = np.arange(kept.size)
@@ -167,7 +208,7 @@ def run_split(ds, full, X_full, split, s, args):
         for v in O_VARIANTS:
             emb = np.zeros((n, k), dtype=np.float32)
             emb[kept] = O
-            emb[test] = agg[v][-test.size:]
+            emb[test] = agg[v][-test.size :]
             embs[f"o:{v}"] = emb
         for v in FILL_VARIANTS:
             emb = embs[f"o:{v}"].copy()
@@ -176,74 +217,130 @@ def run_split(ds, full, X_full, split, s, args):
         emb = np.zeros((n, k), dtype=np.float32)
         emb[evaluated] = E_eval
         embs["e:mean"] = emb
-        stats = dict(loss=result.history[-1]["loss"], norm_o_train=_norm(O[sub_row[split["train"]]]),
-                     norm_o_cal=_norm(O[cal_sub]), norm_mean_test=_norm(E_eval[-test.size:]),
-                     norm_mean_cal=_norm(E_cal), scale=float(cals["scale"]["A"][0, 0]),
-                     scale_full=float(cals["scale-full"]["A"][0, 0]),
-                     norm_scale_test=_norm(agg["scale"][-test.size:]))
+        stats = dict(
+            loss=result.history[-1]["loss"],
+            norm_o_train=_norm(O[sub_row[split["train"]]]),
+            norm_o_cal=_norm(O[cal_sub]),
+            norm_mean_test=_norm(E_eval[-test.size :]),
+            norm_mean_cal=_norm(E_cal),
+            scale=float(cals["scale"]["A"][0, 0]),
+            scale_full=float(cals["scale-full"]["A"][0, 0]),
+            norm_scale_test=_norm(agg["scale"][-test.size :]),
+        )
         for path in PATHS:
             r = classify_splits(embs[path], ds.labels, [split])
-            curves[path].append(dict(epoch=epoch, val=float(r["val"][0]), test=float(r["test"][0]),
-                                     **stats))
+            curves[path].append(
+                dict(epoch=epoch, val=float(r["val"][0]), test=float(r["test"][0]), **stats)
+            )
         timing["infer"] += t1 - t0
         timing["score"] += time.perf_counter() - t1
-        print(f"  {ds.name} split {s} epoch {epoch}: loss {stats['loss']:.4f}; |o| "
-              f"{stats['norm_o_cal']:.2f}, |mean e| test {stats['norm_mean_test']:.2f}, scale "
-              f"{stats['scale']:.2f}; " + "; ".join(
-                  f"{p} {100 * curves[p][-1]['val']:.1f}/{100 * curves[p][-1]['test']:.1f}"
-                  for p in PATHS), flush=True)
+        print(
+            f"  {ds.name} split {s} epoch {epoch}: loss {stats['loss']:.4f}; |o| "
+            f"{stats['norm_o_cal']:.2f}, |mean e| test {stats['norm_mean_test']:.2f}, scale "
+            f"{stats['scale']:.2f}; "
+            + "; ".join(
+                f"{p} {100 * curves[p][-1]['val']:.1f}/{100 * curves[p][-1]['test']:.1f}"
+                for p in PATHS
+            ),
+            flush=True,
+        )
 
     t0 = time.perf_counter()
     model = Caps2NE(**cfg).fit(sub, X=features, epoch_callback=each_epoch)
     seconds = time.perf_counter() - t0
     chosen = {}
     for path in PATHS:
-        sel = select_epoch([dict(val=[c["val"]], test=[c["test"]]) for c in curves[path]],
-                           epochs=[c["epoch"] for c in curves[path]])
+        sel = select_epoch(
+            [dict(val=[c["val"]], test=[c["test"]]) for c in curves[path]],
+            epochs=[c["epoch"] for c in curves[path]],
+        )
         e = int(sel["epochs"][0])
-        chosen[path] = dict(epoch=e, val=float(sel["val"][0]), test=float(sel["test"][0]),
-                            **{key: val for key, val in
-                               next(c for c in curves[path] if c["epoch"] == e).items()
-                               if key.startswith(("norm", "scale"))})
+        chosen[path] = dict(
+            epoch=e,
+            val=float(sel["val"][0]),
+            test=float(sel["test"][0]),
+            **{
+                key: val
+                for key, val in next(c for c in curves[path] if c["epoch"] == e).items()
+                if key.startswith(("norm", "scale"))
+            },
+        )
     deg_full = np.diff(full.indptr)
-    return dict(split=s, seconds=seconds, train_seconds=seconds - timing["infer"] - timing["score"],
-                infer_seconds=timing["infer"], score_seconds=timing["score"],
-                train_nodes=int(sub.n_nodes), train_edges=int(sub.n_edges),
-                removed_edges=int(sub.stats["removed_edges"]),
-                train_graph_isolated=int(sub.stats["isolated_nodes"]),
-                train_labelled_edgeless=int(np.isin(split["train"], edgeless).sum()),
-                val_edgeless=int(np.isin(split["val"], edgeless).sum()),
-                test_isolated_in_full_graph=int(np.count_nonzero(deg_full[test] == 0)),
-                pairs_per_s=float(np.mean([h["pairs_per_s"] for h in model.history_])),
-                config={key: (list(v) if isinstance(v, tuple) else v) for key, v in cfg.items()},
-                curves=curves, chosen=chosen)
+    return dict(
+        split=s,
+        seconds=seconds,
+        train_seconds=seconds - timing["infer"] - timing["score"],
+        infer_seconds=timing["infer"],
+        score_seconds=timing["score"],
+        train_nodes=int(sub.n_nodes),
+        train_edges=int(sub.n_edges),
+        removed_edges=int(sub.stats["removed_edges"]),
+        train_graph_isolated=int(sub.stats["isolated_nodes"]),
+        train_labelled_edgeless=int(np.isin(split["train"], edgeless).sum()),
+        val_edgeless=int(np.isin(split["val"], edgeless).sum()),
+        test_isolated_in_full_graph=int(np.count_nonzero(deg_full[test] == 0)),
+        pairs_per_s=float(np.mean([h["pairs_per_s"] for h in model.history_])),
+        chosen=chosen,
+    )
 
 
 def run_dataset(name, args):
     ds = load_dataset(name, args.data_dir or default_data_dir())
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InputWarning)   # self loops dropped, isolated nodes
+        warnings.simplefilter("ignore", InputWarning)  # self loops dropped, isolated nodes
         full = from_scipy(ds.adj, ds.node_ids)
     X_full = prepare_features(ds.features, full.n_nodes, normalize=True)
     splits = []
     for s in range(args.splits):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", InputWarning)   # isolated test nodes: own features
+            warnings.simplefilter("ignore", InputWarning)  # isolated test nodes: own features
             splits.append(run_split(ds, full, X_full, ds.splits[s], s, args))
         c = splits[-1]["chosen"]
-        print(f"{name} split {s}: " + "; ".join(
-            f"{p} test {100 * c[p]['test']:.2f} (epoch {c[p]['epoch']})" for p in PATHS)
-            + f"; {splits[-1]['seconds']:.0f}s", flush=True)
+        print(
+            f"{name} split {s}: "
+            + "; ".join(f"{p} test {100 * c[p]['test']:.2f} (epoch {c[p]['epoch']})" for p in PATHS)
+            + f"; {splits[-1]['seconds']:.0f}s",
+            flush=True,
+        )
     summary = {}
     for path in PATHS:
         tests = np.array([sp["chosen"][path]["test"] for sp in splits])
         vals = np.array([sp["chosen"][path]["val"] for sp in splits])
-        summary[path] = dict(test_mean=float(tests.mean()), test_std=float(tests.std()),
-                             val_mean=float(vals.mean()),
-                             epochs=[sp["chosen"][path]["epoch"] for sp in splits])
-    return dict(dataset=name, nodes=full.n_nodes, edges=full.n_edges // 2,
-                feature_dim=int(ds.features.shape[1]), paper=PAPER[name], summary=summary,
-                splits=splits)
+        summary[path] = dict(
+            test_mean=float(tests.mean()),
+            test_std=float(tests.std()),
+            val_mean=float(vals.mean()),
+            epochs=[sp["chosen"][path]["epoch"] for sp in splits],
+        )
+    for sp in splits:  # the result file keeps what markdown() shows
+        sp["chosen"] = stored_choices(sp["chosen"])
+    cfg = config(args)
+    return dict(
+        dataset=name,
+        nodes=full.n_nodes,
+        edges=full.n_edges // 2,
+        feature_dim=int(ds.features.shape[1]),
+        paper=PAPER[name],
+        config={key: (list(v) if isinstance(v, tuple) else v) for key, v in cfg.items()},
+        summary=summary,
+        splits=splits,
+    )
+
+
+SHOWN_PATHS = ("o:mean", "o:sum", "e:mean")  # per split in markdown(), beside the default
+
+
+def stored_choices(chosen):
+    """A split's chosen epochs as the result file keeps them: epoch, val and test of the
+    paths markdown() lists per split, and the norms and scales of the default path
+    (every path's mean over the splits is in the summary)."""
+    kept = {
+        p: {key: c[key] for key in ("epoch", "val", "test")}
+        for p, c in chosen.items()
+        if p in SHOWN_PATHS
+    }
+    kept[DEFAULT_PATH] = chosen[DEFAULT_PATH]
+    return kept
 
 
 def _pct(summary):
@@ -256,65 +353,139 @@ def markdown(payload):
     rows = []
     for r in payload["results"]:
         o, e = r["summary"][default], r["summary"]["e:mean"]
-        rows.append([r["dataset"], f"{r['paper']:.2f}", _pct(o),
-                     f"{100 * o['test_mean'] - r['paper']:+.2f}", _pct(r["summary"]["o:mean"]),
-                     _pct(e), len(r["splits"]), ", ".join(map(str, o["epochs"])),
-                     f"{sum(sp['seconds'] for sp in r['splits']):.0f}"])
-    rows.append(["pubmed", f"{PAPER['pubmed']:.2f}", "not run", "", "not run", "not run", 0, "", ""])
-    table = common.markdown_table(
-        ["dataset", "paper", f"ours, o-path, infer's default ({default[2:]})", "vs paper",
-         "o-path, mean (paper's Alg. 3)", "e-path (mean)", "splits", "epochs chosen (default)",
-         "seconds"], rows)
+        rows.append(
+            [
+                r["dataset"],
+                f"{r['paper']:.2f}",
+                _pct(o),
+                f"{100 * o['test_mean'] - r['paper']:+.2f}",
+                _pct(r["summary"]["o:mean"]),
+                _pct(e),
+                len(r["splits"]),
+                ", ".join(map(str, o["epochs"])),
+                f"{sum(sp['seconds'] for sp in r['splits']):.0f}",
+            ]
+        )
+    rows.append(
+        ["pubmed", f"{PAPER['pubmed']:.2f}", "not run", "", "not run", "not run", 0, "", ""]
+    )
+    table = report.markdown_table(
+        [
+            "dataset",
+            "paper",
+            f"ours, o-path, infer's default ({default[2:]})",
+            "vs paper",
+            "o-path, mean (paper's Alg. 3)",
+            "e-path (mean)",
+            "splits",
+            "epochs chosen (default)",
+            "seconds",
+        ],
+        rows,
+    )
     names = [r["dataset"] for r in payload["results"]]
     variants = []
     for path in [p for p in PATHS if p in payload["results"][0]["summary"]]:
-        variants.append([path + (" (default)" if path == default else "")]
-                        + [_pct(r["summary"][path]) for r in payload["results"]]
-                        + [f"{100 * r['summary'][path]['val_mean']:.2f}" for r in payload["results"]])
-    variant_table = common.markdown_table(
-        ["variant"] + [f"{d} test" for d in names] + [f"{d} val" for d in names], variants)
+        variants.append(
+            [path + (" (default)" if path == default else "")]
+            + [_pct(r["summary"][path]) for r in payload["results"]]
+            + [f"{100 * r['summary'][path]['val_mean']:.2f}" for r in payload["results"]]
+        )
+    variant_table = report.markdown_table(
+        ["variant"] + [f"{d} test" for d in names] + [f"{d} val" for d in names], variants
+    )
     scale_rows = []
     for r in payload["results"]:
         ch = [sp["chosen"][default] for sp in r["splits"]]
-        mean = lambda key: float(np.mean([c[key] for c in ch]))  # noqa: E731
-        scale_rows.append([r["dataset"], f"{mean('norm_o_train'):.2f}", f"{mean('norm_o_cal'):.2f}",
-                           f"{mean('norm_mean_cal'):.3g}", f"{mean('norm_mean_test'):.3g}",
-                           f"{mean('scale'):.2f}", f"{mean('scale_full'):.2f}",
-                           f"{mean('norm_scale_test'):.2f}"])
-    scale_table = common.markdown_table(
-        ["dataset", "mean |o_v|, labelled train nodes", "mean |o_v|, calibration nodes",
-         "mean |mean e|, calibration nodes", "mean |mean e|, test nodes",
-         "scale s (training graph)", "scale s (full graph)", "mean |s mean e|, test nodes"],
-        scale_rows)
+
+        def mean(key, ch=ch):
+            return float(np.mean([c[key] for c in ch]))
+
+        scale_rows.append(
+            [
+                r["dataset"],
+                f"{mean('norm_o_train'):.2f}",
+                f"{mean('norm_o_cal'):.2f}",
+                f"{mean('norm_mean_cal'):.3g}",
+                f"{mean('norm_mean_test'):.3g}",
+                f"{mean('scale'):.2f}",
+                f"{mean('scale_full'):.2f}",
+                f"{mean('norm_scale_test'):.2f}",
+            ]
+        )
+    scale_table = report.markdown_table(
+        [
+            "dataset",
+            "mean |o_v|, labelled train nodes",
+            "mean |o_v|, calibration nodes",
+            "mean |mean e|, calibration nodes",
+            "mean |mean e|, test nodes",
+            "scale s (training graph)",
+            "scale s (full graph)",
+            "mean |s mean e|, test nodes",
+        ],
+        scale_rows,
+    )
     detail = []
     for r in payload["results"]:
         for sp in r["splits"]:
             ch = sp["chosen"]
-            detail.append([r["dataset"], sp["split"], sp["train_nodes"], sp["removed_edges"],
-                           sp["train_graph_isolated"],
-                           f"{sp['train_labelled_edgeless']} / {sp['val_edgeless']}",
-                           sp["test_isolated_in_full_graph"],
-                           f"{100 * ch['o:mean']['test']:.2f}", f"{100 * ch['o:sum']['test']:.2f}",
-                           f"{100 * ch[default]['val']:.2f}", f"{100 * ch[default]['test']:.2f}",
-                           f"{100 * ch['e:mean']['val']:.2f}", f"{100 * ch['e:mean']['test']:.2f}",
-                           f"{sp['train_seconds']:.0f}", f"{sp['infer_seconds']:.1f}",
-                           common.fmt_int(sp["pairs_per_s"])])
-    detail_table = common.markdown_table(
-        ["dataset", "split", "training nodes", "stored edges removed", "isolated after removal",
-         "labelled train / val nodes without edges", "test nodes without edges", "o:mean test",
-         "o:sum test", "default val", "default test", "e val", "e test", "train s",
-         "infer s (all epochs)", "pairs/s"], detail)
-    smoke = ("\n**Smoke configuration**: a pipeline check, not a result; the accuracies mean "
-             "nothing.\n" if a["smoke"] else "")
+            detail.append(
+                [
+                    r["dataset"],
+                    sp["split"],
+                    sp["train_nodes"],
+                    sp["removed_edges"],
+                    sp["train_graph_isolated"],
+                    f"{sp['train_labelled_edgeless']} / {sp['val_edgeless']}",
+                    sp["test_isolated_in_full_graph"],
+                    f"{100 * ch['o:mean']['test']:.2f}",
+                    f"{100 * ch['o:sum']['test']:.2f}",
+                    f"{100 * ch[default]['val']:.2f}",
+                    f"{100 * ch[default]['test']:.2f}",
+                    f"{100 * ch['e:mean']['val']:.2f}",
+                    f"{100 * ch['e:mean']['test']:.2f}",
+                    f"{sp['train_seconds']:.0f}",
+                    f"{sp['infer_seconds']:.1f}",
+                    report.fmt_int(sp["pairs_per_s"]),
+                ]
+            )
+    detail_table = report.markdown_table(
+        [
+            "dataset",
+            "split",
+            "training nodes",
+            "stored edges removed",
+            "isolated after removal",
+            "labelled train / val nodes without edges",
+            "test nodes without edges",
+            "o:mean test",
+            "o:sum test",
+            "default val",
+            "default test",
+            "e val",
+            "e test",
+            "train s",
+            "infer s (all epochs)",
+            "pairs/s",
+        ],
+        detail,
+    )
+    smoke = (
+        "\n**Smoke configuration**: a pipeline check, not a result; the accuracies mean nothing.\n"
+        if a["smoke"]
+        else ""
+    )
     return f"""# Inductive setting (paper Sec. 4.3, Table 3)
 
-`{payload['command']}`  ({payload['wall_seconds']:.0f} s wall, load average {payload['load_before']} before, {payload['load_after']} after)
+`{payload["command"]}`  ({payload["wall_seconds"]:.0f} s wall, load average \
+{payload["load_before"]} before, {payload["load_after"]} after)
 {smoke}
 {table}
 
 Test accuracy of logistic regression, mean ± std over the splits, each split at the epoch
 of its best validation accuracy. **o-path** (the paper's protocol): train and val nodes
-use o_v, each test node Algorithm 3 over Z = {a['samples']} contexts on the full graph,
+use o_v, each test node Algorithm 3 over Z = {a["samples"]} contexts on the full graph,
 aggregated as `infer` does by default. **e-path**: every evaluated node is embedded by
 Algorithm 3 (mean). Pubmed's 78.98 needs its bag-of-words features (`ind.pubmed.allx`),
 which our data folder lacks; it is not run and nothing is substituted.
@@ -333,10 +504,10 @@ Scales at the chosen epoch of the default (mean over splits):
 {scale_table}
 
 Settings (the paper's transductive ones, Sec. 4.2, all passed explicitly): k = 128, q = 10,
-T = {a['walks_per_node']}, m = {a['routing_iters']} (rule 'paper', exact gradients), |V'| = 256
-(log-uniform), batch {a['batch_size']} walks x targets at positions 3-6, dense Adam, constant lr
-{a['lr']:g}, {a['epochs']} epoch(s), fixed row-normalised bag-of-words features, seed
-{a['seed']}, {a['threads']} thread(s).  Each split trains its own model on the graph without
+T = {a["walks_per_node"]}, m = {a["routing_iters"]} (rule 'paper', exact gradients), |V'| = 256
+(log-uniform), batch {a["batch_size"]} walks x targets at positions 3-6, dense Adam, constant lr
+{a["lr"]:g}, {a["epochs"]} epoch(s), fixed row-normalised bag-of-words features, seed
+{a["seed"]}, {a["threads"]} thread(s).  Each split trains its own model on the graph without
 its 1,000 test nodes and their edges.  Test nodes without any edge in the full graph
 (Citeseer) are encoded from their own features (`isolated='self'`).
 
@@ -346,7 +517,7 @@ Per split:
 
 Machine:
 
-{common.machine_markdown(payload['machine'])}"""
+{report.machine_markdown(payload["machine"])}"""
 
 
 def load_average():
@@ -370,16 +541,24 @@ def main(argv=None):
         for path in common.write_results(args.out, payload, md):
             print(f"wrote {path}", file=sys.stderr)
         return
-    command = "python bench/inductive.py " + " ".join(map(shlex.quote, sys.argv[1:] if argv is None
-                                                          else argv))
+    command = "python bench/inductive.py " + " ".join(
+        map(shlex.quote, sys.argv[1:] if argv is None else argv)
+    )
     load_before = load_average()
     t0 = time.perf_counter()
     results = [run_dataset(name, args) for name in args.datasets]
     wall = time.perf_counter() - t0
-    payload = dict(command=command.strip(), args=vars(args), default_path=DEFAULT_PATH,
-                   wall_seconds=wall,
-                   load_before=load_before, load_after=load_average(), paper=PAPER,
-                   results=results, machine=common.machine_info())
+    payload = dict(
+        command=command.strip(),
+        args=vars(args),
+        default_path=DEFAULT_PATH,
+        wall_seconds=wall,
+        load_before=load_before,
+        load_after=load_average(),
+        paper=PAPER,
+        results=results,
+        machine=common.machine_info(),
+    )
     md = markdown(payload)
     print(md)
     for path in common.write_results(args.out, payload, md):

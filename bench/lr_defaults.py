@@ -10,7 +10,6 @@ bench/results/lr_defaults.json + .md.
 """
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
@@ -21,8 +20,7 @@ from caps2ne_np.datasets import load_dataset
 from caps2ne_np.evaluate import classify_splits
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.model import Caps2NE
-
-from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
+from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
 
 def main():
@@ -39,36 +37,70 @@ def main():
     for lr in [float(v) for v in args.lrs.split(",")]:
         curve = []
 
-        def score(epoch, result):
+        def score(epoch, result, curve=curve):
             r = classify_splits(result.params.O, ds.labels, ds.splits)
-            curve.append(dict(epoch=epoch, val=r["val_mean"], test=r["test_mean"],
-                              loss=result.history[-1]["loss"]))
+            curve.append(
+                dict(
+                    epoch=epoch,
+                    val=r["val_mean"],
+                    test=r["test_mean"],
+                    loss=result.history[-1]["loss"],
+                )
+            )
 
         t0 = time.perf_counter()
-        Caps2NE(walks_per_node=args.walks_per_node, epochs=args.epochs, lr=lr, n_jobs=args.threads,
-                preset="paper",
-                random_state=0).fit(g, epoch_callback=score)
+        Caps2NE(
+            walks_per_node=args.walks_per_node,
+            epochs=args.epochs,
+            lr=lr,
+            n_jobs=args.threads,
+            preset="paper",
+            random_state=0,
+        ).fit(g, epoch_callback=score)
         best = max(curve, key=lambda c: c["val"])
-        rows.append(dict(lr=lr, seconds=time.perf_counter() - t0, curve=curve, best_epoch=best["epoch"],
-                         best_val=best["val"], test_at_best_val=best["test"], final_test=curve[-1]["test"]))
+        rows.append(
+            dict(
+                lr=lr,
+                seconds=time.perf_counter() - t0,
+                curve=curve,
+                best_epoch=best["epoch"],
+                best_val=best["val"],
+                test_at_best_val=best["test"],
+                final_test=curve[-1]["test"],
+            )
+        )
         print(f"lr {lr:g}: " + " ".join(f"{c['test']:.3f}" for c in curve), flush=True)
-    lines = ["| lr | test acc after epoch 1..%d (mean of 10 splits) | best val epoch | test there |" % args.epochs,
-             "| --- | --- | --- | --- |"]
+    lines = [
+        f"| lr | test acc after epoch 1..{args.epochs} (mean of 10 splits) | best val epoch "
+        "| test there |",
+        "| --- | --- | --- | --- |",
+    ]
     for r in rows:
-        lines.append(f"| {r['lr']:g} | " + " ".join(f"{c['test'] * 100:.1f}" for c in r["curve"])
-                     + f" | {r['best_epoch']} | {r['test_at_best_val'] * 100:.2f} |")
+        lines.append(
+            f"| {r['lr']:g} | "
+            + " ".join(f"{c['test'] * 100:.1f}" for c in r["curve"])
+            + f" | {r['best_epoch']} | {r['test_at_best_val'] * 100:.2f} |"
+        )
     table = "\n".join(lines)
     print(table)
-    meta = dict(command="python bench/" + Path(__file__).name, args=vars(args), machine=platform.processor() or platform.machine(),
-                python=platform.python_version(), numpy=np.__version__)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (RESULTS / f"{args.out}.md").write_text(
-        f"# Learning rate for featureless training (bundled Cora)\n\n`{meta['command']}` with {vars(args)}\n\n"
+    meta = dict(
+        command="python bench/" + Path(__file__).name,
+        args=vars(args),
+        machine=platform.processor() or platform.machine(),
+        python=platform.python_version(),
+        numpy=np.__version__,
+    )
+    write_results(
+        args.out,
+        dict(meta=meta, rows=rows),
+        "# Learning rate for featureless training (bundled Cora)\n\n"
+        f"`{meta['command']}` with {vars(args)}\n\n"
         "Embeddings o_v scored after every epoch: logistic regression on each split's training "
         "nodes, accuracy on its test nodes, mean over the paper's 10 splits. Featureless: x is "
         "trained (d = k = 128), q = 10, every position a target, B = 64, |V'| = 256, m = 1.\n\n"
-        + table + "\n")
+        + table
+        + "\n",
+    )
 
 
 if __name__ == "__main__":

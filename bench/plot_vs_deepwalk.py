@@ -29,7 +29,6 @@ results.  matplotlib is an optional bench dependency.
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,9 +38,10 @@ import numpy as np
 
 import common
 import graphgen
+import report
 import vs_deepwalk
 
-DEFAULT_GRAPHS = ["cora", "ppi", "syn-3k-mu0.7"]   # met, met, the gap that remains
+DEFAULT_GRAPHS = ["cora", "ppi", "syn-3k-mu0.7"]  # met, met, the gap that remains
 PNG = common.REPO / "docs" / "img" / "vs_deepwalk.png"
 
 
@@ -50,19 +50,41 @@ def deepwalk_points(workdir, graph, epochs_list, threads, shuffles):
     points = []
     for epochs in epochs_list:
         out = os.path.join(workdir, f"dw{epochs}.emb")
-        cmd = [sys.executable, str(common.BENCH / "deepwalk_peer.py"), "--graph",
-               os.path.join(workdir, "g.txt"), "--out", out, "--threads", str(threads), "--seed", "0",
-               "--epochs", str(epochs)]
+        cmd = [
+            sys.executable,
+            str(common.BENCH / "deepwalk_peer.py"),
+            "--graph",
+            os.path.join(workdir, "g.txt"),
+            "--out",
+            out,
+            "--threads",
+            str(threads),
+            "--seed",
+            "0",
+            "--epochs",
+            str(epochs),
+        ]
         wall, proc = vs_deepwalk.run_timed(cmd, common.REPO)
         if proc.returncode != 0:
             raise RuntimeError(f"deepwalk_peer.py failed:\n{proc.stderr[-2000:]}")
         phases = vs_deepwalk._parse_peer(proc.stdout)
         emb, _ = vs_deepwalk.load_embedding(out, graph.n_nodes)
         score = vs_deepwalk.score_embedding(graph, emb, shuffles, fractions=(0.5,))
-        points.append(dict(epochs=epochs, seconds=phases["read_s"] + phases["walks_s"] + phases["train_s"],
-                           process_seconds=wall, phases=phases, score=score["headline"]))
-        print(f"  DeepWalk, {epochs} epoch(s): {score['headline']:.2f} at {points[-1]['seconds']:.1f} s "
-              f"(process {wall:.1f} s)", flush=True)
+        points.append(
+            dict(
+                epochs=epochs,
+                seconds=phases["read_s"] + phases["walks_s"] + phases["train_s"],
+                process_seconds=wall,
+                phases=phases,
+                score=score["headline"],
+            )
+        )
+        print(
+            f"  DeepWalk, {epochs} epoch(s): {score['headline']:.2f} at "
+            f"{points[-1]['seconds']:.1f} s "
+            f"(process {wall:.1f} s)",
+            flush=True,
+        )
     return points
 
 
@@ -108,13 +130,29 @@ def plot(curves, path, plt):
     for ax, name in zip(axes[0], names):
         c = curves[name]
         dw, ours = c["deepwalk"], c["caps2ne"]
-        ax.plot([p["seconds"] for p in dw], [p["score"] for p in dw], "s--", color="tab:orange",
-                label="DeepWalk (gensim epochs " + ",".join(str(p["epochs"]) for p in dw) + ")")
-        ax.plot([p["seconds"] for p in ours], [p["score"] for p in ours], "o-", color="tab:blue",
-                label=f"Caps2NE defaults ({len(ours)} epochs)")
+        ax.plot(
+            [p["seconds"] for p in dw],
+            [p["score"] for p in dw],
+            "s--",
+            color="tab:orange",
+            label="DeepWalk (gensim epochs " + ",".join(str(p["epochs"]) for p in dw) + ")",
+        )
+        ax.plot(
+            [p["seconds"] for p in ours],
+            [p["score"] for p in ours],
+            "o-",
+            color="tab:blue",
+            label=f"Caps2NE defaults ({len(ours)} epochs)",
+        )
         for p in dw:
-            ax.annotate(str(p["epochs"]), (p["seconds"], p["score"]), textcoords="offset points",
-                        xytext=(4, -10), fontsize=7, color="tab:orange")
+            ax.annotate(
+                str(p["epochs"]),
+                (p["seconds"], p["score"]),
+                textcoords="offset points",
+                xytext=(4, -10),
+                fontsize=7,
+                color="tab:orange",
+            )
         ax.set_title(f"{name} (N={c['n_nodes']:,})")
         ax.set_xlabel("seconds (read + walks + training)")
         ax.set_ylabel(c["metric"])
@@ -128,40 +166,66 @@ def plot(curves, path, plt):
 
 
 def render(p):
-    lines = ["# Score against time: Caps2NE defaults and DeepWalk (issue 14)\n",
-             f"`{p['command'].strip()}`, {p['threads']} threads; time axis: {p['time_axis']}.\n",
-             common.machine_markdown(p["machine"])]
+    lines = [
+        "# Score against time: Caps2NE defaults and DeepWalk (issue 14)\n",
+        f"`{p['command'].strip()}`, {p['threads']} threads; time axis: {p['time_axis']}.\n",
+        report.machine_markdown(p["machine"]),
+    ]
     for name, c in p["graphs"].items():
-        rows = [["DeepWalk", f"{q['epochs']} gensim epoch(s)", f"{q['seconds']:.1f}",
-                 f"{q['process_seconds']:.1f}", f"{q['score']:.2f}"] for q in c["deepwalk"]]
-        rows += [["Caps2NE", f"epoch {q['epoch']}", f"{q['seconds']:.1f}", "", f"{q['score']:.2f}"]
-                 for q in c["caps2ne"]]
+        rows = [
+            [
+                "DeepWalk",
+                f"{q['epochs']} gensim epoch(s)",
+                f"{q['seconds']:.1f}",
+                f"{q['process_seconds']:.1f}",
+                f"{q['score']:.2f}",
+            ]
+            for q in c["deepwalk"]
+        ]
+        rows += [
+            ["Caps2NE", f"epoch {q['epoch']}", f"{q['seconds']:.1f}", "", f"{q['score']:.2f}"]
+            for q in c["caps2ne"]
+        ]
         lines.append(f"## {name} (N={c['n_nodes']:,}; {c['metric']}; {c['protocol']})\n")
-        lines.append(common.markdown_table(["method", "point", "seconds", "process seconds", "score"],
-                                           rows) + "\n")
+        lines.append(
+            report.markdown_table(["method", "point", "seconds", "process seconds", "score"], rows)
+            + "\n"
+        )
     if p["skipped"]:
-        lines.append("Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n")
+        lines.append(
+            "Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--graphs", default=",".join(DEFAULT_GRAPHS),
-                    help="comma-separated panel names (a missing dataset is skipped)")
-    ap.add_argument("--dw-epochs", default="1,2,3,5", help="gensim epoch counts of the DeepWalk runs")
+    ap.add_argument(
+        "--graphs",
+        default=",".join(DEFAULT_GRAPHS),
+        help="comma-separated panel names (a missing dataset is skipped)",
+    )
+    ap.add_argument(
+        "--dw-epochs", default="1,2,3,5", help="gensim epoch counts of the DeepWalk runs"
+    )
     ap.add_argument("--threads", type=int, default=None, help="default: the usable cores")
     ap.add_argument("--shuffles", type=int, default=3, help="multi-label shuffles per score")
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--png", default=str(PNG), help=f"figure path (default {PNG.relative_to(common.REPO)})")
+    ap.add_argument(
+        "--png", default=str(PNG), help=f"figure path (default {PNG.relative_to(common.REPO)})"
+    )
     ap.add_argument("--out", default="vs_deepwalk_curves", help="result stem in bench/results")
     args = ap.parse_args(argv)
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        ap.error("matplotlib is needed to draw the figure (an optional bench dependency): "
-                 "pip install matplotlib")
+        ap.error(
+            "matplotlib is needed to draw the figure (an optional bench dependency): "
+            "pip install matplotlib"
+        )
     try:
         import gensim  # noqa: F401
     except ImportError:
@@ -170,16 +234,23 @@ def main(argv=None):
     epochs_list = [int(e) for e in args.dw_epochs.split(",")]
     warm = warm_up(threads)
     curves, skipped = {}, []
-    payload = dict(command="python bench/plot_vs_deepwalk.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                   machine=common.machine_info(), threads=threads, warmup_seconds=warm,
-                   load_avg_before=os.getloadavg(), graphs=curves, skipped=skipped,
-                   time_axis="in-process seconds: read + walks + training (Caps2NE: scoring "
-                             "callbacks excluded); start-up and imports excluded on both sides")
+    payload = dict(
+        command="python bench/plot_vs_deepwalk.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        machine=common.machine_info(),
+        threads=threads,
+        warmup_seconds=warm,
+        load_avg_before=os.getloadavg(),
+        graphs=curves,
+        skipped=skipped,
+        time_axis="in-process seconds: read + walks + training (Caps2NE: scoring "
+        "callbacks excluded); start-up and imports excluded on both sides",
+    )
     with tempfile.TemporaryDirectory(prefix="plot_vs_dw_") as tmp:
         for name in [n.strip() for n in args.graphs.split(",") if n.strip()]:
             try:
                 graph = vs_deepwalk.panel_entry(name, args.data_dir)
-            except Exception as err:      # noqa: BLE001 -- a missing dataset skips the graph
+            except Exception as err:  # noqa: BLE001 -- a missing dataset skips the graph
                 skipped.append(dict(name=name, reason=f"{type(err).__name__}: {err}"))
                 print(f"{name}: skipped ({err})", flush=True)
                 continue
@@ -188,11 +259,18 @@ def main(argv=None):
             graphgen.write_edgelist(os.path.join(workdir, "g.txt"), graph.adj)
             print(f"{name}: N={graph.n_nodes:,}", flush=True)
             dw = deepwalk_points(workdir, graph, epochs_list, threads, args.shuffles)
-            ours, params = caps2ne_points(os.path.join(workdir, "g.txt"), graph, threads, args.shuffles)
-            curves[name] = dict(n_nodes=graph.n_nodes, threads=threads,
-                                metric="micro-F1 @50% (%)" if graph.multilabel else "accuracy (%)",
-                                deepwalk=dw, caps2ne=ours, caps2ne_params=params,
-                                protocol=graph.split_note or f"{args.shuffles} shuffles")
+            ours, params = caps2ne_points(
+                os.path.join(workdir, "g.txt"), graph, threads, args.shuffles
+            )
+            curves[name] = dict(
+                n_nodes=graph.n_nodes,
+                threads=threads,
+                metric="micro-F1 @50% (%)" if graph.multilabel else "accuracy (%)",
+                deepwalk=dw,
+                caps2ne=ours,
+                caps2ne_params=params,
+                protocol=graph.split_note or f"{args.shuffles} shuffles",
+            )
             payload["load_avg_after"] = os.getloadavg()
             common.write_results(args.out, payload, render(payload))
     if not curves:

@@ -15,7 +15,6 @@ Python call; the shares, not the absolute times, are the point.
 
 import argparse
 import cProfile
-import json
 import os
 import pstats
 import time
@@ -23,25 +22,48 @@ import time
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.train import TrainConfig, fit
+from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
-from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
 GROUPS = {
-    "W_i u, d_W, d_u on the distinct rows (segment GEMMs)": ("_seg_nn", "_seg_tn", "_seg_nt",
-                                                             "_slot_nn", "_slot_tn", "_slot_nt"),
+    "W_i u, d_W, d_u on the distinct rows (segment GEMMs)": (
+        "_seg_nn",
+        "_seg_tn",
+        "_seg_nt",
+        "_slot_nn",
+        "_slot_tn",
+        "_slot_nt",
+    ),
     "output-layer products (row GEMMs)": ("_rows_nn", "_rows_nt", "_rows_tn"),
-    "sparse W_i u and d_W (sparse features)": ("predict_sparse", "predict_sparse_backward_cols",
-                                               "predict_sparse_backward", "_batch_columns"),
+    "sparse W_i u and d_W (sparse features)": (
+        "predict_sparse",
+        "predict_sparse_backward_cols",
+        "predict_sparse_backward",
+        "_batch_columns",
+    ),
     "squash of x, forward + backward": ("squash", "squash_backward"),
     "expand / sum the shared rows": ("gather_rows", "gather_rows_backward"),
     "routing forward + backward": ("route", "route_backward"),
-    "softmax rows and output-layer small kernels": ("softmax_rows", "_target_logits", "_add_to_rows",
-                                                    "_add_scaled_rows", "_column_sums"),
+    "softmax rows and output-layer small kernels": (
+        "softmax_rows",
+        "_target_logits",
+        "_add_to_rows",
+        "_add_scaled_rows",
+        "_column_sums",
+    ),
     "scatter-adds (targets, x rows)": ("_scatter_rows_serial", "_scatter_scalars"),
     "Adam (dense, dense from rows, or lazy rows; with sparse features fused with W's "
-    "gradient and the next batch's W_i u)": ("_adam_dense", "_adam_rows", "_adam_dense_rowgrad",
-                                            "adam_sparse_W"),
-    "walks, pairs, V', shared-row bookkeeping": ("_walks_by_id", "make_pairs", "_sample_unique",
-                                                 "_share_slots"),
+    "gradient and the next batch's W_i u)": (
+        "_adam_dense",
+        "_adam_rows",
+        "_adam_dense_rowgrad",
+        "adam_sparse_W",
+    ),
+    "walks, pairs, V', shared-row bookkeeping": (
+        "_walks_by_id",
+        "make_pairs",
+        "_sample_unique",
+        "_share_slots",
+    ),
 }
 
 
@@ -53,11 +75,12 @@ def _stop_after(n):
     def callback(epoch, batch, step):
         if step + 1 >= n:
             raise _Stop
+
     return callback
 
 
 def profile(name, g, features, cfg, steps):
-    try:                                              # compile / load the cache first
+    try:  # compile / load the cache first
         fit(g.indptr, g.indices, g.weights, cfg, features=features, step_callback=_stop_after(3))
     except _Stop:
         pass
@@ -65,8 +88,9 @@ def profile(name, g, features, cfg, steps):
     t0 = time.perf_counter()
     pr.enable()
     try:
-        fit(g.indptr, g.indices, g.weights, cfg, features=features,
-            step_callback=_stop_after(steps))
+        fit(
+            g.indptr, g.indices, g.weights, cfg, features=features, step_callback=_stop_after(steps)
+        )
     except _Stop:
         pass
     pr.disable()
@@ -95,24 +119,66 @@ def main():
     cora = load_dataset("cora", data)
     g_blog, g_cite = from_scipy(blog.adj, blog.node_ids), from_scipy(cite.adj, cite.node_ids)
     g_cora = from_scipy(cora.adj, cora.node_ids)
-    runs = [profile("(a) Cora, sparse features d=1,433, 256 pairs/step, dense Adam", g_cora,
-                    cora.features, TrainConfig(walks_per_node=8, epochs=1, batch_size=64,
-                                               targets=(3, 4, 5, 6), threads=args.threads,
-                                               preset="paper"),
-                    args.steps)]
+    runs = [
+        profile(
+            "(a) Cora, sparse features d=1,433, 256 pairs/step, dense Adam",
+            g_cora,
+            cora.features,
+            TrainConfig(
+                walks_per_node=8,
+                epochs=1,
+                batch_size=64,
+                targets=(3, 4, 5, 6),
+                threads=args.threads,
+                preset="paper",
+            ),
+            args.steps,
+        )
+    ]
     for adam in ("dense", "lazy"):
-        cfg_b = TrainConfig(walks_per_node=2, epochs=1, batch_size=128, threads=args.threads,
-                            adam=adam, preset="paper")
-        cfg_d = TrainConfig(walks_per_node=8, epochs=1, batch_size=64, targets=(3, 4, 5, 6),
-                            threads=args.threads, adam=adam, preset="paper")
-        runs.append(profile(f"(b) BlogCatalog, trained x, 1,280 pairs/step, {adam} Adam", g_blog,
-                            None, cfg_b, args.steps))
-        runs.append(profile(f"(d) Citeseer, sparse features d=3,703, 256 pairs/step, {adam} Adam",
-                            g_cite, cite.features, cfg_d, args.steps))
-    lines = ["# Where a training step's time goes", "",
-             f"`python bench/profile_step.py --threads {args.threads} --steps {args.steps}` "
-             f"(cProfile over train.fit; load average {os.getloadavg()[0]:.1f} at the end). "
-             "Milliseconds per step by kernel group.", ""]
+        cfg_b = TrainConfig(
+            walks_per_node=2,
+            epochs=1,
+            batch_size=128,
+            threads=args.threads,
+            adam=adam,
+            preset="paper",
+        )
+        cfg_d = TrainConfig(
+            walks_per_node=8,
+            epochs=1,
+            batch_size=64,
+            targets=(3, 4, 5, 6),
+            threads=args.threads,
+            adam=adam,
+            preset="paper",
+        )
+        runs.append(
+            profile(
+                f"(b) BlogCatalog, trained x, 1,280 pairs/step, {adam} Adam",
+                g_blog,
+                None,
+                cfg_b,
+                args.steps,
+            )
+        )
+        runs.append(
+            profile(
+                f"(d) Citeseer, sparse features d=3,703, 256 pairs/step, {adam} Adam",
+                g_cite,
+                cite.features,
+                cfg_d,
+                args.steps,
+            )
+        )
+    lines = [
+        "# Where a training step's time goes",
+        "",
+        f"`python bench/profile_step.py --threads {args.threads} --steps {args.steps}` "
+        f"(cProfile over train.fit; load average {os.getloadavg()[0]:.1f} at the end). "
+        "Milliseconds per step by kernel group.",
+        "",
+    ]
     names = [r["name"] for r in runs]
     lines.append("| kernel group | " + " | ".join(names) + " |")
     lines.append("| --- |" + " --- |" * len(runs))
@@ -121,9 +187,7 @@ def main():
     lines.append("| **step** | " + " | ".join(f"**{r['ms_per_step']:.2f}**" for r in runs) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "profile_step.json").write_text(json.dumps(dict(args=vars(args), runs=runs), indent=1))
-    (RESULTS / "profile_step.md").write_text(text)
+    write_results("profile_step", dict(args=vars(args), runs=runs), text)
 
 
 if __name__ == "__main__":

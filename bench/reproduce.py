@@ -27,13 +27,20 @@ from pathlib import Path
 import numpy as np
 
 from caps2ne_np.datasets import default_data_dir, load_dataset
-from caps2ne_np.evaluate import classify_splits, multilabel_f1, multilabel_select_epoch, select_epoch
+from caps2ne_np.evaluate import (
+    classify_splits,
+    multilabel_f1,
+    multilabel_select_epoch,
+    select_epoch,
+)
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.train import TrainConfig, fit
+from common import RESULTS, write_json  # bench/results or $CAPS2NE_BENCH_RESULTS
 
-from common import RESULTS  # bench/results or $CAPS2NE_BENCH_RESULTS
 PAPER = {
-    "cora": {"acc": 80.53}, "citeseer": {"acc": 71.34}, "pubmed": {"acc": 78.45},
+    "cora": {"acc": 80.53},
+    "citeseer": {"acc": 71.34},
+    "pubmed": {"acc": 78.45},
     "ppi": {"micro": [18.52, 23.15, 25.08], "macro": [15.20, 19.63, 20.27]},
     "pos": {"micro": [46.01, 50.93, 53.92], "macro": [9.71, 13.16, 14.11]},
     "blogcatalog": {"micro": [34.31, 38.35, 40.79], "macro": [18.40, 24.80, 26.63]},
@@ -62,18 +69,34 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=None, help="default 64 (citation), 128")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--featureless", action="store_true",
-                    help="train x instead of the bag-of-words features (forced for pubmed, "
-                         "whose ind.pubmed.allx is missing)")
-    ap.add_argument("--adam", choices=("dense", "lazy"), default="dense",
-                    help="dense: TF1 Adam over every weight (the authors'); lazy: touched rows only")
-    ap.add_argument("--select-every", type=int, default=0, metavar="K",
-                    help="multi-label graphs: also choose the epoch among every K-th epoch (and "
-                         "the last) by cross-validation on each training part "
-                         "(evaluate.multilabel_select_epoch); 0 = off")
+    ap.add_argument(
+        "--featureless",
+        action="store_true",
+        help="train x instead of the bag-of-words features (forced for pubmed, "
+        "whose ind.pubmed.allx is missing)",
+    )
+    ap.add_argument(
+        "--adam",
+        choices=("dense", "lazy"),
+        default="dense",
+        help="dense: TF1 Adam over every weight (the authors'); lazy: touched rows only",
+    )
+    ap.add_argument(
+        "--select-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="multi-label graphs: also choose the epoch among every K-th epoch (and "
+        "the last) by cross-validation on each training part "
+        "(evaluate.multilabel_select_epoch); 0 = off",
+    )
     ap.add_argument("--cv-folds", type=int, default=3, help="folds of that cross-validation")
-    ap.add_argument("--save-embeddings", default=None, metavar="PATH.npy",
-                    help="also keep the last epoch's embeddings (O) as .npy, for re-scoring")
+    ap.add_argument(
+        "--save-embeddings",
+        default=None,
+        metavar="PATH.npy",
+        help="also keep the last epoch's embeddings (O) as .npy, for re-scoring",
+    )
     ap.add_argument("--results", default=str(RESULTS / "transductive.json"))
     args = ap.parse_args(argv)
     if args.select_every < 0 or args.cv_folds < 2:
@@ -86,14 +109,19 @@ def main(argv=None):
     ds = load_dataset(name, args.data_dir or default_data_dir(), **kwargs)
     g = from_scipy(ds.adj, ds.node_ids)
     cfg = TrainConfig(
-        walks_per_node=args.walks_per_node, epochs=args.epochs,
+        walks_per_node=args.walks_per_node,
+        epochs=args.epochs,
         batch_size=args.batch_size or (64 if citation else 128),
         lr=args.lr if args.lr is not None else (1e-4 if not featureless else 5e-4),
-        routing_iters=args.routing_iters, targets=(3, 4, 5, 6) if citation else "all",
-        threads=args.threads, seed=args.seed, adam=args.adam,
-        preset="paper")              # the authors' settings: constant lr, walks fixed per run
+        routing_iters=args.routing_iters,
+        targets=(3, 4, 5, 6) if citation else "all",
+        threads=args.threads,
+        seed=args.seed,
+        adam=args.adam,
+        preset="paper",
+    )  # the authors' settings: constant lr, walks fixed per run
     per_epoch, per_epoch_ovr, t0 = [], [], time.perf_counter()
-    candidates = {}                      # epoch -> a copy of O, for --select-every
+    candidates = {}  # epoch -> a copy of O, for --select-every
 
     def score(epoch, result):
         if citation:
@@ -101,70 +129,122 @@ def main(argv=None):
             per_epoch.append(r)
             # also one-vs-rest LIBLINEAR: the authors' scoring script's classifier
             # (LogisticRegression(tol=0.001) under scikit-learn < 0.22 defaults)
-            per_epoch_ovr.append(classify_splits(result.params.O, ds.labels, ds.splits,
-                                                 multinomial=False))
-            print(f"epoch {epoch}: loss {result.history[-1]['loss']:.4f} val {100 * r['val_mean']:.2f} "
-                  f"test {100 * r['test_mean']:.2f} ({time.perf_counter() - t0:.0f}s)", flush=True)
+            per_epoch_ovr.append(
+                classify_splits(result.params.O, ds.labels, ds.splits, multinomial=False)
+            )
+            print(
+                f"epoch {epoch}: loss {result.history[-1]['loss']:.4f} "
+                f"val {100 * r['val_mean']:.2f} "
+                f"test {100 * r['test_mean']:.2f} ({time.perf_counter() - t0:.0f}s)",
+                flush=True,
+            )
         else:
             if args.select_every and (epoch % args.select_every == 0 or epoch == args.epochs):
                 candidates[epoch] = result.params.O.copy()
-            print(f"epoch {epoch}: loss {result.history[-1]['loss']:.4f} "
-                  f"({time.perf_counter() - t0:.0f}s)", flush=True)
+            print(
+                f"epoch {epoch}: loss {result.history[-1]['loss']:.4f} "
+                f"({time.perf_counter() - t0:.0f}s)",
+                flush=True,
+            )
 
-    result = fit(g.indptr, g.indices, g.weights, cfg,
-                 features=None if featureless else ds.features, epoch_callback=score)
+    result = fit(
+        g.indptr,
+        g.indices,
+        g.weights,
+        cfg,
+        features=None if featureless else ds.features,
+        epoch_callback=score,
+    )
     wall = time.perf_counter() - t0
-    entry = dict(dataset=name, features="trained x (featureless)" if featureless else "bag-of-words",
-                 config=cfg.to_dict(), lr_used=result.optimizer.lr, epochs_run=len(result.history),
-                 wall_seconds=wall, command="python bench/reproduce.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                 machine=f"{cpu_model()}, {len(__import__('os').sched_getaffinity(0))} cores",
-                 numpy=np.__version__, history=result.history)
+    entry = dict(
+        dataset=name,
+        features="trained x (featureless)" if featureless else "bag-of-words",
+        config=cfg.to_dict(),
+        lr_used=result.optimizer.lr,
+        epochs_run=len(result.history),
+        wall_seconds=wall,
+        command="python bench/reproduce.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        machine=f"{cpu_model()}, {len(__import__('os').sched_getaffinity(0))} cores",
+        numpy=np.__version__,
+        final_loss=result.history[-1]["loss"],
+    )
     if citation:
         sel = select_epoch(per_epoch)
-        entry.update(test_mean=100 * sel["test_mean"], test_std=100 * sel["test_std"],
-                     chosen_epochs=[int(e) for e in sel["epochs"]],
-                     val_curve=[100 * r["val_mean"] for r in per_epoch],
-                     test_curve=[100 * r["test_mean"] for r in per_epoch],
-                     # per epoch and split, for selections pooled over runs (write_markdown)
-                     split_val=[[float(v) for v in r["val"]] for r in per_epoch],
-                     split_test=[[float(v) for v in r["test"]] for r in per_epoch],
-                     split_val_ovr=[[float(v) for v in r["val"]] for r in per_epoch_ovr],
-                     split_test_ovr=[[float(v) for v in r["test"]] for r in per_epoch_ovr])
+        entry.update(
+            test_mean=100 * sel["test_mean"],
+            test_std=100 * sel["test_std"],
+            chosen_epochs=[int(e) for e in sel["epochs"]],
+        )
         sel_ovr = select_epoch(per_epoch_ovr)
-        entry.update(test_mean_ovr=100 * sel_ovr["test_mean"], test_std_ovr=100 * sel_ovr["test_std"])
-        print(f"{name}: test acc {entry['test_mean']:.2f} +- {entry['test_std']:.2f} "
-              f"(paper {PAPER[name]['acc']})")
+        # per split, the chosen epoch's val and test: the selection pooled over runs
+        # (pooled_section) is the same selection over these, run by run
+        entry.update(
+            split_best=dict(val=sel["val"].tolist(), test=sel["test"].tolist()),
+            split_best_ovr=dict(val=sel_ovr["val"].tolist(), test=sel_ovr["test"].tolist()),
+        )
+        entry.update(
+            test_mean_ovr=100 * sel_ovr["test_mean"], test_std_ovr=100 * sel_ovr["test_std"]
+        )
+        print(
+            f"{name}: test acc {entry['test_mean']:.2f} +- {entry['test_std']:.2f} "
+            f"(paper {PAPER[name]['acc']})"
+        )
     else:
         t1 = time.perf_counter()
-        r = multilabel_f1(result.params.O, ds.labels, (0.1, 0.5, 0.9), n_shuffles=10, seed=args.seed)
-        entry.update(micro=[100 * float(v) for v in r["micro_mean"]],
-                     macro=[100 * float(v) for v in r["macro_mean"]],
-                     micro_std=[100 * float(v) for v in r["micro_std"]],
-                     macro_std=[100 * float(v) for v in r["macro_std"]],
-                     eval_seconds=time.perf_counter() - t1)
+        r = multilabel_f1(
+            result.params.O, ds.labels, (0.1, 0.5, 0.9), n_shuffles=10, seed=args.seed
+        )
+        entry.update(
+            micro=[100 * float(v) for v in r["micro_mean"]],
+            macro=[100 * float(v) for v in r["macro_mean"]],
+            micro_std=[100 * float(v) for v in r["micro_std"]],
+            macro_std=[100 * float(v) for v in r["macro_std"]],
+            eval_seconds=time.perf_counter() - t1,
+        )
         # DeepWalk's scorer (example_graphs/scoring.py), which the paper's multi-label
         # protocol comes from: one-vs-rest LIBLINEAR, same shuffles
-        r = multilabel_f1(result.params.O, ds.labels, (0.1, 0.5, 0.9), n_shuffles=10,
-                          seed=args.seed, solver="liblinear")
-        entry.update(micro_liblinear=[100 * float(v) for v in r["micro_mean"]],
-                     macro_liblinear=[100 * float(v) for v in r["macro_mean"]])
+        r = multilabel_f1(
+            result.params.O,
+            ds.labels,
+            (0.1, 0.5, 0.9),
+            n_shuffles=10,
+            seed=args.seed,
+            solver="liblinear",
+        )
+        entry.update(
+            micro_liblinear=[100 * float(v) for v in r["micro_mean"]],
+            macro_liblinear=[100 * float(v) for v in r["macro_mean"]],
+        )
         if candidates:
             # the paper's protocol: the epoch chosen per fraction by cross-validation
             # (here per fraction and shuffle, on the training part only)
             t2 = time.perf_counter()
-            sel = multilabel_select_epoch(list(candidates.values()), ds.labels, (0.1, 0.5, 0.9),
-                                          n_shuffles=10, seed=args.seed, n_folds=args.cv_folds,
-                                          epochs=list(candidates))
-            entry.update(micro_selected=[100 * float(v) for v in sel["micro_mean"]],
-                         macro_selected=[100 * float(v) for v in sel["macro_mean"]],
-                         epochs_micro=sel["epochs_micro"].tolist(),
-                         epochs_macro=sel["epochs_macro"].tolist(),
-                         candidate_epochs=list(candidates), cv_folds=args.cv_folds,
-                         select_seconds=time.perf_counter() - t2)
+            sel = multilabel_select_epoch(
+                list(candidates.values()),
+                ds.labels,
+                (0.1, 0.5, 0.9),
+                n_shuffles=10,
+                seed=args.seed,
+                n_folds=args.cv_folds,
+                epochs=list(candidates),
+            )
+            entry.update(
+                micro_selected=[100 * float(v) for v in sel["micro_mean"]],
+                macro_selected=[100 * float(v) for v in sel["macro_mean"]],
+                epochs_micro=sel["epochs_micro"].tolist(),
+                epochs_macro=sel["epochs_macro"].tolist(),
+                candidate_epochs=list(candidates),
+                cv_folds=args.cv_folds,
+                select_seconds=time.perf_counter() - t2,
+            )
         for key in ("", "_liblinear") + (("_selected",) if candidates else ()):
-            print(f"{name}{key}: micro-F1 " + " / ".join(f"{v:.2f}" for v in entry["micro" + key])
-                  + " macro-F1 " + " / ".join(f"{v:.2f}" for v in entry["macro" + key])
-                  + f" (paper {PAPER[name]})")
+            print(
+                f"{name}{key}: micro-F1 "
+                + " / ".join(f"{v:.2f}" for v in entry["micro" + key])
+                + " macro-F1 "
+                + " / ".join(f"{v:.2f}" for v in entry["macro" + key])
+                + f" (paper {PAPER[name]})"
+            )
     if args.save_embeddings:
         tmp_npy = Path(args.save_embeddings + ".tmp.npy")
         np.save(tmp_npy, result.params.O)
@@ -173,9 +253,7 @@ def main(argv=None):
     stored = json.loads(path.read_text()) if path.exists() else []
     stored.append(entry)
     path.parent.mkdir(exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(stored, indent=1))
-    tmp.replace(path)
+    write_json(path, stored)
     write_markdown(stored, path.with_suffix(".md"))
 
 
@@ -184,61 +262,90 @@ def pooled_section(stored):
     daiquocnguyen/Caps2NE) picks, per split, the embedding file of best validation
     accuracy among *every* file of the run folder for the dataset, i.e. over the epochs
     of all hyper-parameter settings tried, and reports that file's test accuracy.  Here:
-    the same over every stored run of a dataset that kept its per-split curves."""
+    the same over every stored run of a dataset that kept its per-split choices.  Each
+    run stores, per split, the val and test accuracy of its own first best-val epoch;
+    the first maximum over (run, epoch) is the first maximum over those, run by run."""
     lines = []
     for name in CITATION:
-        runs = [e for e in stored if e["dataset"] == name and "split_val" in e
-                and e["config"].get("adam", "dense") == "dense"]    # the authors' optimizer
+        runs = [
+            e
+            for e in stored
+            if e["dataset"] == name
+            and "split_best" in e
+            and e["config"].get("adam", "dense") == "dense"
+        ]  # the authors' optimizer
         if not runs:
             continue
         if not lines:
-            lines = ["", "## Selection pooled over runs (the authors' scoring protocol)", "",
-                     "Per split, the (run, epoch) of best validation accuracy among every stored "
-                     "run of the dataset that kept its per-split curves, and its test accuracy "
-                     "(as the authors' scoring_transductive.py does over its run folder). Test "
-                     "accuracies never choose.", "",
-                     "| dataset | runs pooled (T, m, lr, epochs) | classifier | ours | paper | gap |",
-                     "| --- | --- | --- | --- | --- | --- |"]
-        desc = ", ".join(f"({e['config']['walks_per_node']}, {e['config']['routing_iters']}, "
-                         f"{e['lr_used']:g}, {e['epochs_run']})" for e in runs)
-        for label, kv, kt in (("multinomial lbfgs, C = 1", "split_val", "split_test"),
-                              ("one-vs-rest liblinear, C = 1", "split_val_ovr", "split_test_ovr")):
-            per_epoch = [dict(val=np.asarray(v), test=np.asarray(t))
-                         for e in runs for v, t in zip(e[kv], e[kt])]
-            sel = select_epoch(per_epoch)
+            lines = [
+                "",
+                "## Selection pooled over runs (the authors' scoring protocol)",
+                "",
+                "Per split, the (run, epoch) of best validation accuracy among every stored "
+                "run of the dataset that kept its per-split choices, and its test accuracy "
+                "(as the authors' scoring_transductive.py does over its run folder). Test "
+                "accuracies never choose.",
+                "",
+                "| dataset | runs pooled (T, m, lr, epochs) | classifier | ours | paper | gap |",
+                "| --- | --- | --- | --- | --- | --- |",
+            ]
+        desc = ", ".join(
+            f"({e['config']['walks_per_node']}, {e['config']['routing_iters']}, "
+            f"{e['lr_used']:g}, {e['epochs_run']})"
+            for e in runs
+        )
+        for label, key in (
+            ("multinomial lbfgs, C = 1", "split_best"),
+            ("one-vs-rest liblinear, C = 1", "split_best_ovr"),
+        ):
+            sel = select_epoch(
+                [dict(val=np.asarray(e[key]["val"]), test=np.asarray(e[key]["test"])) for e in runs]
+            )
             paper = PAPER[name]["acc"]
             ours = 100 * sel["test_mean"]
-            lines.append(f"| {name} | {desc} | {label} | {ours:.2f} +- {100 * sel['test_std']:.2f} "
-                         f"| {paper} | {ours - paper:+.2f} |")
+            lines.append(
+                f"| {name} | {desc} | {label} | {ours:.2f} +- {100 * sel['test_std']:.2f} "
+                f"| {paper} | {ours - paper:+.2f} |"
+            )
     return lines
 
 
 def write_markdown(stored, path):
-    lines = ["# Transductive results: measured next to the paper", "",
-             "Written by `bench/reproduce.py` (every run it stores is listed; nothing is "
-             "copied from the paper except the 'paper' columns). Citation graphs: accuracy "
-             "(%), mean +- std over the paper's 10 splits, epoch chosen per split on "
-             "validation, multinomial logistic regression (lbfgs, C = 1); runs since the "
-             "per-split curves were added also give the authors' classifier (one-vs-rest "
-             "liblinear, C = 1) on the same embeddings. Multi-label graphs: micro/macro-F1 (%) at gamma = 10/50/90 %, 10 "
-             "shuffles, embeddings of the last epoch (no epoch selection), one-vs-rest "
-             "logistic regression (lbfgs, C = 1); runs since it was added also give "
-             "DeepWalk's scorer (one-vs-rest liblinear, C = 1) on the same embeddings and "
-             "shuffles; runs with --select-every also give the paper's protocol, the epoch "
-             "chosen among the stored ones by cross-validation on each training part "
-             "(micro and macro each at its own best epoch; test nodes never choose).", "",
-             "| dataset | features | lr | T | m | epochs | ours | paper | gap | wall | command |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "# Transductive results: measured next to the paper",
+        "",
+        "Written by `bench/reproduce.py` (every run it stores is listed; nothing is "
+        "copied from the paper except the 'paper' columns). Citation graphs: accuracy "
+        "(%), mean +- std over the paper's 10 splits, epoch chosen per split on "
+        "validation, multinomial logistic regression (lbfgs, C = 1); runs since the "
+        "per-split curves were added also give the authors' classifier (one-vs-rest "
+        "liblinear, C = 1) on the same embeddings. Multi-label graphs: micro/macro-F1 (%) "
+        "at gamma = 10/50/90 %, 10 "
+        "shuffles, embeddings of the last epoch (no epoch selection), one-vs-rest "
+        "logistic regression (lbfgs, C = 1); runs since it was added also give "
+        "DeepWalk's scorer (one-vs-rest liblinear, C = 1) on the same embeddings and "
+        "shuffles; runs with --select-every also give the paper's protocol, the epoch "
+        "chosen among the stored ones by cross-validation on each training part "
+        "(micro and macro each at its own best epoch; test nodes never choose).",
+        "",
+        "| dataset | features | lr | T | m | epochs | ours | paper | gap | wall | command |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for e in stored:
         c = e["config"]
         features = e["features"] + (", lazy Adam" if c.get("adam") == "lazy" else "")
-        head = (f"| {e['dataset']} | {features} | {e['lr_used']:g} | {c['walks_per_node']} | "
-                f"{c['routing_iters']} | {e['epochs_run']} | ")
+        head = (
+            f"| {e['dataset']} | {features} | {e['lr_used']:g} | {c['walks_per_node']} | "
+            f"{c['routing_iters']} | {e['epochs_run']} | "
+        )
         tail = f" | {e['wall_seconds'] / 60:.1f} min | `{e['command']}` |"
         if "test_mean" in e:
             paper = PAPER[e["dataset"]]["acc"]
-            ours, gap = f"{e['test_mean']:.2f} +- {e['test_std']:.2f}", f"{e['test_mean'] - paper:+.2f}"
-            if "test_mean_ovr" in e:       # the authors' classifier, same embeddings
+            ours, gap = (
+                f"{e['test_mean']:.2f} +- {e['test_std']:.2f}",
+                f"{e['test_mean'] - paper:+.2f}",
+            )
+            if "test_mean_ovr" in e:  # the authors' classifier, same embeddings
                 ours += f"; one-vs-rest: {e['test_mean_ovr']:.2f} +- {e['test_std_ovr']:.2f}"
                 gap += f"; {e['test_mean_ovr'] - paper:+.2f}"
             lines.append(head + f"{ours} | {paper} | {gap}" + tail)
@@ -246,24 +353,38 @@ def write_markdown(stored, path):
             p = PAPER[e["dataset"]]
             ours = " / ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(e["micro"], e["macro"]))
             theirs = " / ".join(f"{a}/{b}" for a, b in zip(p["micro"], p["macro"]))
-            gap = " / ".join(f"{a - pa:+.2f}/{b - pb:+.2f}" for a, b, pa, pb in
-                             zip(e["micro"], e["macro"], p["micro"], p["macro"]))
-            if "micro_selected" in e:      # epoch chosen by cross-validation on train parts
+            gap = " / ".join(
+                f"{a - pa:+.2f}/{b - pb:+.2f}"
+                for a, b, pa, pb in zip(e["micro"], e["macro"], p["micro"], p["macro"])
+            )
+            if "micro_selected" in e:  # epoch chosen by cross-validation on train parts
                 mi, ma = e["micro_selected"], e["macro_selected"]
-                ours += (f"; epoch chosen by {e['cv_folds']}-fold CV among "
-                         f"{len(e['candidate_epochs'])}: " + " / ".join(
-                             f"{a:.2f}/{b:.2f}" for a, b in zip(mi, ma)))
-                gap += "; " + " / ".join(f"{a - pa:+.2f}/{b - pb:+.2f}" for a, b, pa, pb in
-                                         zip(mi, ma, p["micro"], p["macro"]))
-            if "micro_liblinear" in e:     # DeepWalk's scorer, same embeddings
+                ours += (
+                    f"; epoch chosen by {e['cv_folds']}-fold CV among "
+                    f"{len(e['candidate_epochs'])}: "
+                    + " / ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(mi, ma))
+                )
+                gap += "; " + " / ".join(
+                    f"{a - pa:+.2f}/{b - pb:+.2f}"
+                    for a, b, pa, pb in zip(mi, ma, p["micro"], p["macro"])
+                )
+            if "micro_liblinear" in e:  # DeepWalk's scorer, same embeddings
                 mi, ma = e["micro_liblinear"], e["macro_liblinear"]
                 ours += "; liblinear: " + " / ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(mi, ma))
-                gap += "; " + " / ".join(f"{a - pa:+.2f}/{b - pb:+.2f}" for a, b, pa, pb in
-                                         zip(mi, ma, p["micro"], p["macro"]))
+                gap += "; " + " / ".join(
+                    f"{a - pa:+.2f}/{b - pb:+.2f}"
+                    for a, b, pa, pb in zip(mi, ma, p["micro"], p["macro"])
+                )
             lines.append(head + f"{ours} | {theirs} | {gap}" + tail)
     lines += pooled_section(stored)
-    lines += ["", f"Machine: {stored[-1]['machine']}; numpy {stored[-1]['numpy']}.", "",
-              "What the gaps mean: [transductive_notes.md](transductive_notes.md).", ""]
+    lines += [
+        "",
+        f"Machine: {stored[-1]['machine']}; numpy {stored[-1]['numpy']}.",
+        "",
+        "What the gaps mean: "
+        "[docs/results/transductive_notes.md](../../docs/results/transductive_notes.md).",
+        "",
+    ]
     path.write_text("\n".join(lines))
 
 

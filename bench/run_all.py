@@ -32,8 +32,9 @@ import sys
 import time
 
 import common
+import report
 
-BUDGET_S = 15 * 60
+BUDGET_S = report.TARGETS["suite_s"]
 SUITE = [
     ("perf", ["perf.py", "--ours-lazy", "--reps", "9"]),
     ("walks", ["walks_vs_pecanpy.py"]),
@@ -45,15 +46,25 @@ SUITE = [
     ("perf_report", ["perf.py", "--report-only"]),
     # issue 14: the CLI defaults against DeepWalk on a quick subset of the panel (the
     # whole panel, hours, is `python bench/vs_deepwalk.py`); needs gensim
-    ("vs_deepwalk", ["vs_deepwalk.py", "--graphs", "syn-1k-mu0.3,syn-3k-mu0.7,cora",
-                     "--out", "vs_deepwalk_suite", "--no-fast-peer"]),
+    (
+        "vs_deepwalk",
+        [
+            "vs_deepwalk.py",
+            "--graphs",
+            "syn-1k-mu0.3,syn-3k-mu0.7,cora",
+            "--out",
+            "vs_deepwalk_suite",
+            "--no-fast-peer",
+        ],
+    ),
 ]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=None,
-                    help="comma-separated subset of " + ",".join(n for n, _ in SUITE))
+    ap.add_argument(
+        "--only", default=None, help="comma-separated subset of " + ",".join(n for n, _ in SUITE)
+    )
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     ap.add_argument("--out", default="suite", help="result file stem (default suite)")
     args = ap.parse_args(argv)
@@ -62,11 +73,14 @@ def main(argv=None):
     bad = [n for n in chosen if n not in names]
     if bad:
         ap.error(f"unknown part(s) {bad}; choose from {names}")
-    plan = [(n, [sys.executable, str(common.BENCH / cmd[0])] + cmd[1:]) for n, cmd in SUITE
-            if n in chosen]
+    plan = [
+        (n, [sys.executable, str(common.BENCH / cmd[0])] + cmd[1:])
+        for n, cmd in SUITE
+        if n in chosen
+    ]
     if args.dry_run:
         for name, cmd in plan:
-            print(f"{name}: python bench/{' '.join(cmd[1:])[len(str(common.BENCH)) + 1:]}")
+            print(f"{name}: python bench/{' '.join(cmd[1:])[len(str(common.BENCH)) + 1 :]}")
         return 0
     load_before = os.getloadavg()
     steps = []
@@ -77,14 +91,21 @@ def main(argv=None):
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=common.BENCH.parent)
         seconds = time.perf_counter() - t0
-        steps.append(dict(name=name, command=shown.strip(), seconds=seconds,
-                          returncode=proc.returncode))
+        steps.append(
+            dict(name=name, command=shown.strip(), seconds=seconds, returncode=proc.returncode)
+        )
         print(f"== {name}: exit {proc.returncode} after {seconds:.0f} s", flush=True)
     total = time.perf_counter() - t_all
-    payload = dict(command="python bench/run_all.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                   machine=common.machine_info(), steps=steps, seconds=total,
-                   budget_seconds=BUDGET_S, within_budget=total <= BUDGET_S,
-                   load_avg_before=load_before, load_avg_after=os.getloadavg())
+    payload = dict(
+        command="python bench/run_all.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        machine=common.machine_info(),
+        steps=steps,
+        seconds=total,
+        budget_seconds=BUDGET_S,
+        within_budget=total <= BUDGET_S,
+        load_avg_before=load_before,
+        load_avg_after=os.getloadavg(),
+    )
     md = render(payload)
     print(md)
     common.write_results(args.out, payload, md)
@@ -92,17 +113,33 @@ def main(argv=None):
 
 
 def render(p):
-    rows = [[s["name"], f"`{s['command']}`", f"{s['seconds']:.0f}",
-             "ok" if s["returncode"] == 0 else f"**exit {s['returncode']}**"] for s in p["steps"]]
-    rows.append(["**total**", "", f"**{p['seconds']:.0f}**",
-                 f"{'within' if p['within_budget'] else '**over**'} the "
-                 f"{p['budget_seconds'] // 60:.0f}-minute budget"])
-    return "\n".join([
-        "# The performance suite, end to end\n",
-        f"`{p['command'].strip()}` (load average {p['load_avg_before'][0]:.1f} before, "
-        f"{p['load_avg_after'][0]:.1f} after)\n",
-        common.machine_markdown(p["machine"]),
-        common.markdown_table(["part", "command", "seconds", "status"], rows) + "\n"])
+    rows = [
+        [
+            s["name"],
+            f"`{s['command']}`",
+            f"{s['seconds']:.0f}",
+            "ok" if s["returncode"] == 0 else f"**exit {s['returncode']}**",
+        ]
+        for s in p["steps"]
+    ]
+    rows.append(
+        [
+            "**total**",
+            "",
+            f"**{p['seconds']:.0f}**",
+            f"{'within' if p['within_budget'] else '**over**'} the "
+            f"{p['budget_seconds'] // 60:.0f}-minute budget",
+        ]
+    )
+    return "\n".join(
+        [
+            "# The performance suite, end to end\n",
+            f"`{p['command'].strip()}` (load average {p['load_avg_before'][0]:.1f} before, "
+            f"{p['load_avg_after'][0]:.1f} after)\n",
+            report.machine_markdown(p["machine"]),
+            report.markdown_table(["part", "command", "seconds", "status"], rows) + "\n",
+        ]
+    )
 
 
 if __name__ == "__main__":

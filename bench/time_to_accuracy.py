@@ -45,9 +45,16 @@ def main():
 
     ds = load_dataset("cora", default_data_dir())
     g = from_scipy(ds.adj, ds.node_ids)
-    cfg = TrainConfig(walks_per_node=args.walks_per_node, epochs=args.max_epochs,
-                      batch_size=args.batch_size, lr=args.lr, targets=(3, 4, 5, 6),
-                      threads=args.threads, seed=args.seed, preset="paper")
+    cfg = TrainConfig(
+        walks_per_node=args.walks_per_node,
+        epochs=args.max_epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        targets=(3, 4, 5, 6),
+        threads=args.threads,
+        seed=args.seed,
+        preset="paper",
+    )
     per_epoch, log = [], []
 
     def score(epoch, result):
@@ -55,8 +62,11 @@ def main():
         sel = select_epoch(per_epoch)
         wall = time.perf_counter() - T0
         log.append(dict(epoch=epoch, wall=wall, acc=100 * sel["test_mean"]))
-        print(f"epoch {epoch}: {wall:.1f}s from start, accuracy (epoch chosen on val) "
-              f"{100 * sel['test_mean']:.2f}", flush=True)
+        print(
+            f"epoch {epoch}: {wall:.1f}s from start, accuracy (epoch chosen on val) "
+            f"{100 * sel['test_mean']:.2f}",
+            flush=True,
+        )
         if sel["test_mean"] >= args.target:
             raise _Reached
 
@@ -66,29 +76,42 @@ def main():
     except _Reached:
         reached = True
     wall = time.perf_counter() - T0
-    entry = dict(command="python bench/time_to_accuracy.py " + " ".join(sys.argv[1:]),
-                 args=vars(args), reached=reached, seconds=wall if reached else None,
-                 epochs=len(log), curve=log, load_avg=os.getloadavg())
-    print(f"{'reached' if reached else 'did not reach'} {100 * args.target:.0f}% "
-          f"after {len(log)} epochs, {wall:.1f}s")
-    from common import RESULTS   # here, not at the top: the clock is running there
+    entry = dict(
+        command="python bench/time_to_accuracy.py " + " ".join(sys.argv[1:]),
+        args=vars(args),
+        reached=reached,
+        seconds=wall if reached else None,
+        epochs=len(log),
+        curve=log,
+        load_avg=os.getloadavg(),
+    )
+    print(
+        f"{'reached' if reached else 'did not reach'} {100 * args.target:.0f}% "
+        f"after {len(log)} epochs, {wall:.1f}s"
+    )
+    from common import RESULTS, write_json, write_text_atomic  # not at the top: the clock runs
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{args.out}.json"
     stored = json.loads(path.read_text()) if path.exists() else []
     stored.append(entry)
-    path.write_text(json.dumps(stored, indent=1))
-    lines = ["# Time to 80% Cora transductive accuracy (cold start of the command)", "",
-             "Clock from the script's first line: imports, data, JIT/cache, walks, training "
-             "and per-epoch evaluation. Accuracy: per split the epoch of best validation "
-             "accuracy so far, its test accuracy, mean of the 10 splits.", "",
-             "| command | reached | seconds | epochs | load average at end |",
-             "| --- | --- | --- | --- | --- |"]
+    write_json(path, stored)
+    lines = [
+        "# Time to 80% Cora transductive accuracy (cold start of the command)",
+        "",
+        "Clock from the script's first line: imports, data, JIT/cache, walks, training "
+        "and per-epoch evaluation. Accuracy: per split the epoch of best validation "
+        "accuracy so far, its test accuracy, mean of the 10 splits.",
+        "",
+        "| command | reached | seconds | epochs | load average at end |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for e in stored:
         seconds = "" if e["seconds"] is None else f"{e['seconds']:.1f}"
-        lines.append(f"| `{e['command']}` | {e['reached']} | {seconds} | {e['epochs']} | "
-                     f"{e['load_avg'][0]:.1f} |")
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
+        lines.append(
+            f"| `{e['command']}` | {e['reached']} | {seconds} | {e['epochs']} | "
+            f"{e['load_avg'][0]:.1f} |"
+        )
+    write_text_atomic(RESULTS / f"{args.out}.md", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

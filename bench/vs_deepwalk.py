@@ -37,13 +37,13 @@ missing is skipped with a note) and the LFR-like graphs of bench/graphgen.py:
 syn-{1k,3k,10k,30k,100k}-mu0.3 and syn-{3k,10k}-mu0.5 (seed 0).  Any
 ``syn-<n>[k]-mu<mu>`` name works with ``--graphs``.  ``--smoke`` runs a 300-node
 synthetic graph and the bundled Cora (``cora-bundled``) with a reduced budget on both
-sides (marked in the results): ours ``--epochs 1``, DeepWalk 2 walks per node and 1
-gensim epoch.
+sides (marked in the results): 2 walks per node and 1 epoch (for DeepWalk, 1 gensim
+epoch).
 
 Writes bench/results/<out>.json + .md after every graph, so an interrupted run keeps
 what it measured.  ``panel_entry(name)`` (the loaders) and ``score_embedding`` are
-the hooks bench/plot_vs_deepwalk.py reuses; its curves, when
-bench/results/vs_deepwalk_curves.json exists, are copied into each graph's entry.
+the hooks bench/plot_vs_deepwalk.py reuses (its curves stay in its own
+vs_deepwalk_curves.json).
 """
 
 import argparse
@@ -62,23 +62,32 @@ import scipy.sparse as sp
 
 import common
 import graphgen
+import report
 
 DATASETS = ["cora", "citeseer", "pubmed", "ppi", "pos", "blogcatalog"]
 # mu 0.3 is easy (DeepWalk ~99.9% after one gensim epoch at 1k nodes); mu 0.6-0.7 is
 # where the two methods can differ (DeepWalk 89% at mu 0.6, 58% at 0.7 on 1k nodes)
-SYNTHETIC = ["syn-1k-mu0.3", "syn-3k-mu0.5", "syn-3k-mu0.7", "syn-10k-mu0.6", "syn-30k-mu0.6",
-             "syn-100k-mu0.5"]
+SYNTHETIC = [
+    "syn-1k-mu0.3",
+    "syn-3k-mu0.5",
+    "syn-3k-mu0.7",
+    "syn-10k-mu0.6",
+    "syn-30k-mu0.6",
+    "syn-100k-mu0.5",
+]
 PANEL = DATASETS + SYNTHETIC
 SMOKE_GRAPHS = ["syn-300-mu0.3", "cora-bundled"]
 SYN_SEED = 0
 FRACTIONS = (0.1, 0.5, 0.9)
-SCORE_TOLERANCE = 1.0          # points (percent) below DeepWalk still counted as met
-TIME_FACTOR = 2.0              # ours may take this many times DeepWalk's wall time
+SCORE_TOLERANCE = 1.0  # points (percent) below DeepWalk still counted as met
+TIME_FACTOR = 2.0  # ours may take this many times DeepWalk's wall time
 # --smoke only: budgets cut so CI finishes in seconds; the results say so
-SMOKE_OURS_FLAGS = ["--epochs", "1"]
+SMOKE_OURS_FLAGS = ["--walks-per-node", "2", "--epochs", "1"]
 SMOKE_DW_FLAGS = ["--walks-per-node", "2", "--epochs", "1"]
-CURVES = common.RESULTS / "vs_deepwalk_curves.json"
 STDERR_LINES = 20
+# the lines of the CLI's log that the report shows for a run that worked: its choices
+# and its result (the whole tail is kept only for a run that failed)
+SUMMARY_LINES = ("graph:", "preset", "peak lr", "budget:", "trained ")
 
 
 @dataclass
@@ -86,11 +95,11 @@ class PanelGraph:
     """One graph of the panel: adjacency (symmetric CSR), labels and evaluation splits."""
 
     name: str
-    kind: str                          # "synthetic" or "dataset"
+    kind: str  # "synthetic" or "dataset"
     adj: sp.csr_matrix
-    labels: object                     # int64 (N,) or CSR (N, L) 0/1
+    labels: object  # int64 (N,) or CSR (N, L) 0/1
     multilabel: bool
-    splits: list = None                # single-label only: [{train, val, test}, ...]
+    splits: list = None  # single-label only: [{train, val, test}, ...]
     split_note: str = ""
     info: dict = field(default_factory=dict)
 
@@ -126,8 +135,13 @@ def stratified_splits(labels, n_splits=10, train_fraction=0.5, seed=0):
             k = max(1, int(round(train_fraction * perm.size)))
             train.append(perm[:k])
             test.append(perm[k:])
-        splits.append(dict(train=np.sort(np.concatenate(train)), val=np.empty(0, dtype=np.int64),
-                           test=np.sort(np.concatenate(test))))
+        splits.append(
+            dict(
+                train=np.sort(np.concatenate(train)),
+                val=np.empty(0, dtype=np.int64),
+                test=np.sort(np.concatenate(test)),
+            )
+        )
     return splits
 
 
@@ -140,9 +154,16 @@ def panel_entry(name, data_dir=None):
         n, mu = syn
         adj, labels = graphgen.lfr_like(n, mu=mu, seed=SYN_SEED)
         per_node, _ = graphgen.mixing(adj, labels)
-        return PanelGraph(name, "synthetic", adj, labels, False, stratified_splits(labels),
-                          "10 seeded stratified 50/50 splits",
-                          dict(n=n, mu=mu, seed=SYN_SEED, realized_mixing=per_node))
+        return PanelGraph(
+            name,
+            "synthetic",
+            adj,
+            labels,
+            False,
+            stratified_splits(labels),
+            "10 seeded stratified 50/50 splits",
+            dict(n=n, mu=mu, seed=SYN_SEED, realized_mixing=per_node),
+        )
     from caps2ne_np.datasets import default_data_dir, load_dataset
 
     if name == "cora-bundled":
@@ -155,10 +176,24 @@ def panel_entry(name, data_dir=None):
     if ds.multilabel:
         return PanelGraph(name, "dataset", adj, sp.csr_matrix(ds.labels), True)
     if ds.splits:
-        return PanelGraph(name, "dataset", adj, np.asarray(ds.labels), False, ds.splits,
-                          f"the paper's {len(ds.splits)} splits")
-    return PanelGraph(name, "dataset", adj, np.asarray(ds.labels), False,
-                      stratified_splits(ds.labels), "10 seeded stratified 50/50 splits (no splits file)")
+        return PanelGraph(
+            name,
+            "dataset",
+            adj,
+            np.asarray(ds.labels),
+            False,
+            ds.splits,
+            f"the paper's {len(ds.splits)} splits",
+        )
+    return PanelGraph(
+        name,
+        "dataset",
+        adj,
+        np.asarray(ds.labels),
+        False,
+        stratified_splits(ds.labels),
+        "10 seeded stratified 50/50 splits (no splits file)",
+    )
 
 
 def load_embedding(path, n):
@@ -184,13 +219,23 @@ def score_embedding(graph, emb, shuffles=5, fractions=FRACTIONS):
         r = multilabel_f1(emb, graph.labels, fractions, n_shuffles=shuffles, seed=0)
         micro = [100 * float(x) for x in r["micro_mean"]]
         macro = [100 * float(x) for x in r["macro_mean"]]
-        return dict(protocol="multi-label", fractions=list(fractions), shuffles=shuffles,
-                    micro=micro, macro=macro, micro_std=[100 * float(x) for x in r["micro_std"]],
-                    headline=micro[fractions.index(0.5) if 0.5 in fractions else 0])
+        return dict(
+            protocol="multi-label",
+            fractions=list(fractions),
+            shuffles=shuffles,
+            micro=micro,
+            macro=macro,
+            micro_std=[100 * float(x) for x in r["micro_std"]],
+            headline=micro[fractions.index(0.5) if 0.5 in fractions else 0],
+        )
     r = classify_splits(emb, graph.labels, graph.splits)
-    out = dict(protocol="single-label", splits=len(graph.splits), accuracy=100 * r["test_mean"],
-               accuracy_std=100 * r["test_std"], per_split=[100 * float(x) for x in r["test"]],
-               headline=100 * r["test_mean"])
+    out = dict(
+        protocol="single-label",
+        splits=len(graph.splits),
+        accuracy=100 * r["test_mean"],
+        accuracy_std=100 * r["test_std"],
+        headline=100 * r["test_mean"],
+    )
     if not np.isnan(r["val_mean"]):
         out["val_accuracy"] = 100 * r["val_mean"]
     return out
@@ -219,7 +264,7 @@ def _screen_lines(text, keep=STDERR_LINES):
         if m:
             last_bar = len(out)
             out.append(m.group(0).strip())
-            line = line[m.end():]
+            line = line[m.end() :]
         if line.strip():
             out.append(line)
     out = [line for i, line in enumerate(out) if i == last_bar or not _BAR.match(line)]
@@ -258,11 +303,28 @@ def _parse_peer(stdout):
 
 def commands(workdir, threads, smoke, usable):
     graph = os.path.join(workdir, "g.txt")
-    dw = [sys.executable, str(common.BENCH / "deepwalk_peer.py"), "--graph", graph,
-          "--out", os.path.join(workdir, "dw.emb"), "--threads", str(threads), "--seed", "0"]
-    ours = [sys.executable, str(common.REPO / "cli.py"), "train", "--graph", graph,
-            "--out", os.path.join(workdir, "ours.emb")]
-    if threads != usable:          # --threads asked for another count than the CLI's default
+    dw = [
+        sys.executable,
+        str(common.BENCH / "deepwalk_peer.py"),
+        "--graph",
+        graph,
+        "--out",
+        os.path.join(workdir, "dw.emb"),
+        "--threads",
+        str(threads),
+        "--seed",
+        "0",
+    ]
+    ours = [
+        sys.executable,
+        str(common.REPO / "cli.py"),
+        "train",
+        "--graph",
+        graph,
+        "--out",
+        os.path.join(workdir, "ours.emb"),
+    ]
+    if threads != usable:  # --threads asked for another count than the CLI's default
         ours += ["--threads", str(threads)]
     if smoke:
         dw += SMOKE_DW_FLAGS
@@ -278,23 +340,31 @@ def measure(graph, workdir, args, usable):
         graphgen.write_labels(os.path.join(workdir, "g.labels"), graph.labels)
     dw_cmd, ours_cmd = commands(workdir, args.threads, args.smoke, usable)
     dw1_cmd = [c.replace("dw.emb", "dw1.emb") for c in dw_cmd] + ["--epochs", "1"]
-    entry = dict(name=graph.name, kind=graph.kind, n_nodes=graph.n_nodes, n_edges=n_edges,
-                 n_classes=graph.n_classes, multilabel=graph.multilabel, info=graph.info,
-                 split_note=graph.split_note,
-                 commands=dict(deepwalk=_shown(dw_cmd), ours=_shown(ours_cmd)))
-    sides = dict(deepwalk=dict(cmd=dw_cmd, file="dw.emb", seconds=[], scores=[]),
-                 ours=dict(cmd=ours_cmd, file="ours.emb", seconds=[], scores=[]))
-    if args.fast_peer and not args.smoke:    # DeepWalk with one gensim epoch (node2vec's default)
+    entry = dict(
+        name=graph.name,
+        kind=graph.kind,
+        n_nodes=graph.n_nodes,
+        n_edges=n_edges,
+        n_classes=graph.n_classes,
+        multilabel=graph.multilabel,
+        info=graph.info,
+        split_note=graph.split_note,
+        commands=dict(deepwalk=_shown(dw_cmd), ours=_shown(ours_cmd)),
+    )
+    sides = dict(
+        deepwalk=dict(cmd=dw_cmd, file="dw.emb", seconds=[], scores=[]),
+        ours=dict(cmd=ours_cmd, file="ours.emb", seconds=[], scores=[]),
+    )
+    if args.fast_peer and not args.smoke:  # DeepWalk with one gensim epoch (node2vec's default)
         sides["deepwalk_1ep"] = dict(cmd=dw1_cmd, file="dw1.emb", seconds=[], scores=[])
         entry["commands"]["deepwalk_1ep"] = _shown(dw1_cmd)
     for rep in range(args.reps):
         for side, s in sides.items():
             out = os.path.join(workdir, s["file"])
             if os.path.exists(out):
-                os.unlink(out)            # the CLI never overwrites without --overwrite
+                os.unlink(out)  # the CLI never overwrites without --overwrite
             seconds, proc = run_timed(s["cmd"], common.REPO)
             s["stderr_tail"] = _screen_lines(proc.stderr)
-            s["stdout_tail"] = _screen_lines(proc.stdout)
             if proc.returncode != 0:
                 s["error"] = f"exit {proc.returncode} in rep {rep + 1}"
                 continue
@@ -309,21 +379,32 @@ def measure(graph, workdir, args, usable):
     for side, s in sides.items():
         s.pop("cmd")
         s.pop("file")
+        if "error" not in s:
+            tail = s.pop("stderr_tail", [])
+            if side == "ours":
+                s["stderr_summary"] = [line for line in tail if line.startswith(SUMMARY_LINES)]
         if s["seconds"]:
             s["seconds_median"] = common.median(s["seconds"])
             s["score"] = _median_score(s["scores"])
+            if len(s["scores"]) == 1:  # the result file keeps one copy
+                del s["scores"]
         entry[side] = s
     dw, ours = entry["deepwalk"], entry["ours"]
     if "score" in dw and "score" in ours:
         score_ok, gaps = targets(dw["score"], ours["score"])
         ratio = ours["seconds_median"] / dw["seconds_median"]
-        entry.update(time_ratio=ratio, score_gap=gaps, score_gap_headline=ours["score"]["headline"]
-                     - dw["score"]["headline"],
-                     targets=dict(score=score_ok, time=ratio <= TIME_FACTOR))
+        entry.update(
+            time_ratio=ratio,
+            score_gap=gaps,
+            score_gap_headline=ours["score"]["headline"] - dw["score"]["headline"],
+            targets=dict(score=score_ok, time=ratio <= TIME_FACTOR),
+        )
     fast = entry.get("deepwalk_1ep", {})
     if "score" in fast and "score" in ours:
-        entry.update(time_ratio_1ep=ours["seconds_median"] / fast["seconds_median"],
-                     score_gap_1ep=targets(fast["score"], ours["score"])[1])
+        entry.update(
+            time_ratio_1ep=ours["seconds_median"] / fast["seconds_median"],
+            score_gap_1ep=targets(fast["score"], ours["score"])[1],
+        )
     return entry
 
 
@@ -348,40 +429,51 @@ def warm_up(args, usable):
         return time.perf_counter() - t0
 
 
-def attach_curves(entries):
-    """Copy the curves of bench/plot_vs_deepwalk.py (if that file exists) into entries."""
-    if not CURVES.exists():
-        return
-    try:
-        curves = json.loads(CURVES.read_text()).get("graphs", {})
-    except (OSError, ValueError):
-        return
-    for e in entries:
-        if e["name"] in curves:
-            e["curves"] = curves[e["name"]]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--graphs", default=None, help="comma-separated subset (default: the panel: "
-                    + ",".join(PANEL) + ")")
-    ap.add_argument("--smoke", action="store_true", help="tiny run: " + ",".join(SMOKE_GRAPHS)
-                    + ", reduced budgets on both sides")
+    ap.add_argument(
+        "--graphs",
+        default=None,
+        help="comma-separated subset (default: the panel: " + ",".join(PANEL) + ")",
+    )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny run: " + ",".join(SMOKE_GRAPHS) + ", reduced budgets on both sides",
+    )
     ap.add_argument("--out", default="vs_deepwalk", help="result stem (default vs_deepwalk)")
-    ap.add_argument("--data-dir", default=None, help="benchmark data (default: "
-                    "caps2ne_np.datasets.default_data_dir())")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="DeepWalk's workers (default: the usable cores, the CLI's default)")
-    ap.add_argument("--reps", type=int, default=1, help="runs per side; the median time is reported")
+    ap.add_argument(
+        "--data-dir",
+        default=None,
+        help="benchmark data (default: caps2ne_np.datasets.default_data_dir())",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="DeepWalk's workers (default: the usable cores, the CLI's default)",
+    )
+    ap.add_argument(
+        "--reps", type=int, default=1, help="runs per side; the median time is reported"
+    )
     ap.add_argument("--shuffles", type=int, default=5, help="shuffles of the multi-label protocol")
     ap.add_argument("--keep-dir", default=None, help="keep graphs and embeddings in this directory")
-    ap.add_argument("--no-warmup", action="store_true", help="skip the untimed run that fills Numba's cache")
-    ap.add_argument("--update", action="store_true",
-                    help="measure --graphs and replace (or add) their entries in the existing "
-                         "bench/results/<out>.json, keeping the other graphs as measured before")
-    ap.add_argument("--no-fast-peer", dest="fast_peer", action="store_false",
-                    help="skip the extra DeepWalk run with one gensim epoch (shown beside the "
-                         "reference, which runs gensim's default 5 epochs as DeepWalk's code does)")
+    ap.add_argument(
+        "--no-warmup", action="store_true", help="skip the untimed run that fills Numba's cache"
+    )
+    ap.add_argument(
+        "--update",
+        action="store_true",
+        help="measure --graphs and replace (or add) their entries in the existing "
+        "bench/results/<out>.json, keeping the other graphs as measured before",
+    )
+    ap.add_argument(
+        "--no-fast-peer",
+        dest="fast_peer",
+        action="store_false",
+        help="skip the extra DeepWalk run with one gensim epoch (shown beside the "
+        "reference, which runs gensim's default 5 epochs as DeepWalk's code does)",
+    )
     args = ap.parse_args(argv)
     try:
         import gensim  # noqa: F401
@@ -394,28 +486,48 @@ def main(argv=None):
     names = SMOKE_GRAPHS if args.smoke else PANEL
     if args.graphs:
         names = [n.strip() for n in args.graphs.split(",") if n.strip()]
-        bad = [n for n in names if n not in DATASETS + ["cora-bundled"] and parse_synthetic(n) is None]
+        bad = [
+            n for n in names if n not in DATASETS + ["cora-bundled"] and parse_synthetic(n) is None
+        ]
         if bad:
-            ap.error(f"unknown graph(s) {bad}; choose from {PANEL + ['cora-bundled']} or syn-<n>[k]-mu<mu>")
+            ap.error(
+                f"unknown graph(s) {bad}; choose from {PANEL + ['cora-bundled']} "
+                "or syn-<n>[k]-mu<mu>"
+            )
 
     dw_t, ours_t = commands("<dir>", args.threads, args.smoke, usable)
     payload = dict(
         command="python bench/vs_deepwalk.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        machine=common.machine_info(), threads=args.threads, usable_cores=usable, reps=args.reps,
-        multilabel_shuffles=args.shuffles, smoke=args.smoke,
-        smoke_note=(f"SMOKE: reduced budgets, ours {' '.join(SMOKE_OURS_FLAGS)}, DeepWalk "
-                    f"{' '.join(SMOKE_DW_FLAGS)}; not a measurement of issue 14's targets")
-        if args.smoke else None,
+        machine=common.machine_info(),
+        threads=args.threads,
+        usable_cores=usable,
+        reps=args.reps,
+        multilabel_shuffles=args.shuffles,
+        smoke=args.smoke,
+        smoke_note=(
+            f"SMOKE: reduced budgets, ours {' '.join(SMOKE_OURS_FLAGS)}, DeepWalk "
+            f"{' '.join(SMOKE_DW_FLAGS)}; not a measurement of issue 14's targets"
+        )
+        if args.smoke
+        else None,
         command_templates=dict(deepwalk=_shown(dw_t), ours=_shown(ours_t)),
         targets=dict(score_points_below_deepwalk=SCORE_TOLERANCE, time_factor=TIME_FACTOR),
-        load_avg_before=os.getloadavg(), graphs=[], skipped=[])
+        load_avg_before=os.getloadavg(),
+        graphs=[],
+        skipped=[],
+    )
     if args.update:
         if not (common.RESULTS / f"{args.out}.json").exists() or not args.graphs:
             ap.error(f"--update needs --graphs and an existing bench/results/{args.out}.json")
         old = json.loads((common.RESULTS / f"{args.out}.json").read_text())
-        payload["updates"] = old.get("updates", []) + [dict(
-            command=payload["command"], graphs=names, git_commit=payload["machine"]["git_commit"],
-            load_avg_before=payload["load_avg_before"])]
+        payload["updates"] = old.get("updates", []) + [
+            dict(
+                command=payload["command"],
+                graphs=names,
+                git_commit=payload["machine"]["git_commit"],
+                load_avg_before=payload["load_avg_before"],
+            )
+        ]
         payload["command"], payload["machine"] = old["command"], old["machine"]
         payload["load_avg_before"] = old["load_avg_before"]
         payload["graphs"] = [g for g in old["graphs"] if g["name"] not in names]
@@ -428,14 +540,13 @@ def main(argv=None):
         for i, name in enumerate(names, 1):
             try:
                 graph = panel_entry(name, args.data_dir)
-            except Exception as err:          # noqa: BLE001 -- a missing dataset skips the graph
+            except Exception as err:  # noqa: BLE001 -- a missing dataset skips the graph
                 payload["skipped"].append(dict(name=name, reason=f"{type(err).__name__}: {err}"))
                 print(f"[{i}/{len(names)}] {name}: skipped ({err})", flush=True)
                 continue
             entry = measure(graph, os.path.join(root, name), args, usable)
             entry["git_commit"] = common.machine_info()["git_commit"]
             payload["graphs"].append(entry)
-            attach_curves(payload["graphs"])
             payload["load_avg_after"] = os.getloadavg()
             common.write_results(args.out, payload, render(payload))
             print(f"[{i}/{len(names)}] {progress_line(entry)}", flush=True)
@@ -457,12 +568,17 @@ def progress_line(e):
     dw, ours = e["deepwalk"], e["ours"]
     head = f"{e['name']}: N={e['n_nodes']:,}, E={e['n_edges']:,}"
     if "targets" not in e:
-        errors = "; ".join(f"{side} {e[side]['error']}" for side in ("deepwalk", "ours") if "error" in e[side])
+        errors = "; ".join(
+            f"{side} {e[side]['error']}" for side in ("deepwalk", "ours") if "error" in e[side]
+        )
         return f"{head}: FAILED ({errors})"
     metric = "micro-F1@50%" if e["multilabel"] else "accuracy"
-    return (f"{head}: {metric} DeepWalk {dw['score']['headline']:.2f} in {dw['seconds_median']:.1f} s, "
-            f"ours {ours['score']['headline']:.2f} in {ours['seconds_median']:.1f} s "
-            f"(x{e['time_ratio']:.2f}); score {_met(e['targets']['score'])}, time {_met(e['targets']['time'])}")
+    return (
+        f"{head}: {metric} DeepWalk {dw['score']['headline']:.2f} in {dw['seconds_median']:.1f} s, "
+        f"ours {ours['score']['headline']:.2f} in {ours['seconds_median']:.1f} s "
+        f"(x{e['time_ratio']:.2f}); score {_met(e['targets']['score'])}, "
+        f"time {_met(e['targets']['time'])}"
+    )
 
 
 def _f(x, fmt="{:.2f}"):
@@ -473,55 +589,117 @@ def render(p):
     lines = ["# Caps2NE CLI defaults against DeepWalk (issue 14)\n"]
     if p["smoke"]:
         lines.append(f"**{p['smoke_note']}**\n")
-    lines.append(f"`{p['command'].strip()}`: {p['threads']} threads on both sides ({p['usable_cores']} "
-                 f"usable cores), {p['reps']} run(s) per side (median), load average "
-                 f"{p['load_avg_before'][0]:.1f} before"
-                 + (f", {p['load_avg_after'][0]:.1f} after" if "load_avg_after" in p else "") + ".\n")
-    lines.append(f"Targets: score at most {p['targets']['score_points_below_deepwalk']:g} point below "
-                 f"DeepWalk's (accuracy; micro-F1 at every training fraction for multi-label graphs) and "
-                 f"wall time at most {p['targets']['time_factor']:g}x DeepWalk's.  Wall time is the "
-                 "whole process, start-up to written file (Numba caches warm).\n")
-    lines.append(common.machine_markdown(p["machine"]))
+    lines.append(
+        f"`{p['command'].strip()}`: {p['threads']} threads on both sides ({p['usable_cores']} "
+        f"usable cores), {p['reps']} run(s) per side (median), load average "
+        f"{p['load_avg_before'][0]:.1f} before"
+        + (f", {p['load_avg_after'][0]:.1f} after" if "load_avg_after" in p else "")
+        + ".\n"
+    )
+    lines.append(
+        f"Targets: score at most {p['targets']['score_points_below_deepwalk']:g} point below "
+        f"DeepWalk's (accuracy; micro-F1 at every training fraction for multi-label graphs) and "
+        f"wall time at most {p['targets']['time_factor']:g}x DeepWalk's.  Wall time is the "
+        "whole process, start-up to written file (Numba caches warm).\n"
+    )
+    lines.append(report.machine_markdown(p["machine"]))
     for note in p.get("notes", []):
         lines.append(f"Note: {note}\n")
     for u in p.get("updates", []):
-        lines.append(f"Updated later: {', '.join(u['graphs'])} re-measured by `{u['command'].strip()}` "
-                     f"at commit {u['git_commit']} (load average {u['load_avg_before'][0]:.1f} "
-                     "before); each graph's section names its commit.\n")
+        lines.append(
+            f"Updated later: {', '.join(u['graphs'])} re-measured by `{u['command'].strip()}` "
+            f"at commit {u['git_commit']} (load average {u['load_avg_before'][0]:.1f} "
+            "before); each graph's section names its commit.\n"
+        )
     rows = []
     for e in p["graphs"]:
         if "targets" not in e:
-            rows.append([e["name"], f"{e['n_nodes']:,}", f"{e['n_edges']:,}", e["n_classes"], "failed",
-                         "", "", "", "", "", "", "", "", ""])
+            rows.append(
+                [
+                    e["name"],
+                    f"{e['n_nodes']:,}",
+                    f"{e['n_edges']:,}",
+                    e["n_classes"],
+                    "failed",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                ]
+            )
             continue
         dw, ours = e["deepwalk"], e["ours"]
         fast = e.get("deepwalk_1ep", {})
-        rows.append([e["name"], f"{e['n_nodes']:,}", f"{e['n_edges']:,}", e["n_classes"],
-                     "micro-F1 @50%" if e["multilabel"] else "accuracy",
-                     _f(dw["score"]["headline"]), _f(ours["score"]["headline"]),
-                     f"{e['score_gap_headline']:+.2f}", _f(dw["seconds_median"], "{:.1f}"),
-                     _f(ours["seconds_median"], "{:.1f}"), f"{e['time_ratio']:.2f}",
-                     _met(e["targets"]["score"]), _met(e["targets"]["time"]),
-                     (f"{fast['score']['headline']:.2f} in {fast['seconds_median']:.1f} s "
-                      f"(ours x{e['time_ratio_1ep']:.2f})") if "score" in fast else "-"])
+        rows.append(
+            [
+                e["name"],
+                f"{e['n_nodes']:,}",
+                f"{e['n_edges']:,}",
+                e["n_classes"],
+                "micro-F1 @50%" if e["multilabel"] else "accuracy",
+                _f(dw["score"]["headline"]),
+                _f(ours["score"]["headline"]),
+                f"{e['score_gap_headline']:+.2f}",
+                _f(dw["seconds_median"], "{:.1f}"),
+                _f(ours["seconds_median"], "{:.1f}"),
+                f"{e['time_ratio']:.2f}",
+                _met(e["targets"]["score"]),
+                _met(e["targets"]["time"]),
+                (
+                    f"{fast['score']['headline']:.2f} in {fast['seconds_median']:.1f} s "
+                    f"(ours x{e['time_ratio_1ep']:.2f})"
+                )
+                if "score" in fast
+                else "-",
+            ]
+        )
     lines.append("## Summary\n")
-    lines.append(common.markdown_table(
-        ["graph", "N", "edges", "classes", "metric", "DeepWalk", "ours", "gap (points)", "DeepWalk s",
-         "ours s", "time ratio", "score target", "time target", "DeepWalk, 1 gensim epoch"],
-        rows) + "\n")
-    lines.append("DeepWalk is gensim's skip-gram with its default 5 epochs over the walks, as "
-                 "DeepWalk's reference code runs it; the targets are measured against it.  The "
-                 "last column is the same peer with one gensim epoch (node2vec's reference "
-                 "default), shown so that the faster peer is in view too.\n")
+    lines.append(
+        report.markdown_table(
+            [
+                "graph",
+                "N",
+                "edges",
+                "classes",
+                "metric",
+                "DeepWalk",
+                "ours",
+                "gap (points)",
+                "DeepWalk s",
+                "ours s",
+                "time ratio",
+                "score target",
+                "time target",
+                "DeepWalk, 1 gensim epoch",
+            ],
+            rows,
+        )
+        + "\n"
+    )
+    lines.append(
+        "DeepWalk is gensim's skip-gram with its default 5 epochs over the walks, as "
+        "DeepWalk's reference code runs it; the targets are measured against it.  The "
+        "last column is the same peer with one gensim epoch (node2vec's reference "
+        "default), shown so that the faster peer is in view too.\n"
+    )
     if p["skipped"]:
-        lines.append("Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n")
+        lines.append(
+            "Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n"
+        )
     for e in p["graphs"]:
         lines.append(render_graph(e))
     lines.append("## Commands\n")
     lines.append(f"- DeepWalk: `{p['command_templates']['deepwalk']}`")
     lines.append(f"- ours: `{p['command_templates']['ours']}`")
-    lines.append("- `<dir>/g.txt` is the graph as written by bench/graphgen.write_edgelist "
-                 "(each undirected edge once, self loops dropped).\n")
+    lines.append(
+        "- `<dir>/g.txt` is the graph as written by bench/graphgen.write_edgelist "
+        "(each undirected edge once, self loops dropped).\n"
+    )
     return "\n".join(lines)
 
 
@@ -532,16 +710,28 @@ def render_graph(e):
     extra = ""
     if e.get("info", {}).get("realized_mixing") is not None:
         i = e["info"]
-        extra = f", LFR-like (bench/graphgen.py) mu={i['mu']}, realized {i['realized_mixing']:.3f}, seed {i['seed']}"
-    lines.append(f"N={e['n_nodes']:,}, {e['n_edges']:,} edges, {e['n_classes']} "
-                 f"{'labels (multi-label)' if e['multilabel'] else 'classes'}{extra}."
-                 + (f" Protocol: {e['split_note']}." if e["split_note"] else "")
-                 + (f" {e['nodes_without_embedding']} node(s) without edges get zero vectors on both sides."
-                    if e.get("nodes_without_embedding") else "") + "\n")
+        extra = (
+            f", LFR-like (bench/graphgen.py) mu={i['mu']}, "
+            f"realized {i['realized_mixing']:.3f}, seed {i['seed']}"
+        )
+    lines.append(
+        f"N={e['n_nodes']:,}, {e['n_edges']:,} edges, {e['n_classes']} "
+        f"{'labels (multi-label)' if e['multilabel'] else 'classes'}{extra}."
+        + (f" Protocol: {e['split_note']}." if e["split_note"] else "")
+        + (
+            f" {e['nodes_without_embedding']} node(s) without edges get zero vectors on both sides."
+            if e.get("nodes_without_embedding")
+            else ""
+        )
+        + "\n"
+    )
     for side in ("deepwalk", "ours"):
         if "error" in e[side]:
-            lines.append(f"- **{side} failed** ({e[side]['error']}):\n\n```\n"
-                         + "\n".join(e[side]["stderr_tail"]) + "\n```\n")
+            lines.append(
+                f"- **{side} failed** ({e[side]['error']}):\n\n```\n"
+                + "\n".join(e[side]["stderr_tail"])
+                + "\n```\n"
+            )
     if "targets" not in e:
         return "\n".join(lines)
     dw, ours = e["deepwalk"], e["ours"]
@@ -549,29 +739,76 @@ def render_graph(e):
         rows = []
         for j, f in enumerate(dw["score"]["fractions"]):
             gap = e["score_gap"][j]
-            rows.append([f"{100 * f:.0f}%", _f(dw["score"]["micro"][j]), _f(ours["score"]["micro"][j]),
-                         f"{gap:+.2f}", _f(dw["score"]["macro"][j]), _f(ours["score"]["macro"][j]),
-                         _met(gap >= -SCORE_TOLERANCE)])
-        lines.append(common.markdown_table(
-            ["train fraction", "DeepWalk micro-F1", "ours micro-F1", "gap", "DeepWalk macro-F1",
-             "ours macro-F1", "score target"], rows) + "\n")
+            rows.append(
+                [
+                    f"{100 * f:.0f}%",
+                    _f(dw["score"]["micro"][j]),
+                    _f(ours["score"]["micro"][j]),
+                    f"{gap:+.2f}",
+                    _f(dw["score"]["macro"][j]),
+                    _f(ours["score"]["macro"][j]),
+                    _met(gap >= -SCORE_TOLERANCE),
+                ]
+            )
+        lines.append(
+            report.markdown_table(
+                [
+                    "train fraction",
+                    "DeepWalk micro-F1",
+                    "ours micro-F1",
+                    "gap",
+                    "DeepWalk macro-F1",
+                    "ours macro-F1",
+                    "score target",
+                ],
+                rows,
+            )
+            + "\n"
+        )
         lines.append(f"({dw['score']['shuffles']} shuffles per fraction.)\n")
     else:
-        lines.append(common.markdown_table(
-            ["", "DeepWalk", "ours", "gap", "target"],
-            [["accuracy (%)", f"{dw['score']['accuracy']:.2f} +- {dw['score']['accuracy_std']:.2f}",
-              f"{ours['score']['accuracy']:.2f} +- {ours['score']['accuracy_std']:.2f}",
-              f"{e['score_gap'][0]:+.2f}", _met(e["targets"]["score"])]]) + "\n")
-    times = [["wall seconds (median)", f"{dw['seconds_median']:.2f}", f"{ours['seconds_median']:.2f}",
-              f"x{e['time_ratio']:.2f}", _met(e["targets"]["time"])]]
-    lines.append(common.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], times) + "\n")
+        lines.append(
+            report.markdown_table(
+                ["", "DeepWalk", "ours", "gap", "target"],
+                [
+                    [
+                        "accuracy (%)",
+                        f"{dw['score']['accuracy']:.2f} +- {dw['score']['accuracy_std']:.2f}",
+                        f"{ours['score']['accuracy']:.2f} +- {ours['score']['accuracy_std']:.2f}",
+                        f"{e['score_gap'][0]:+.2f}",
+                        _met(e["targets"]["score"]),
+                    ]
+                ],
+            )
+            + "\n"
+        )
+    times = [
+        [
+            "wall seconds (median)",
+            f"{dw['seconds_median']:.2f}",
+            f"{ours['seconds_median']:.2f}",
+            f"x{e['time_ratio']:.2f}",
+            _met(e["targets"]["time"]),
+        ]
+    ]
+    lines.append(report.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], times) + "\n")
     if dw.get("phases"):
         ph = dw["phases"][-1]
-        lines.append("DeepWalk's phases (last run): " + ", ".join(
-            f"{k[:-2]} {ph[k]:.2f} s" for k in ("imports_s", "read_s", "walks_s", "train_s", "write_s")
-            if k in ph) + ".\n")
-    if ours.get("stderr_tail"):
-        lines.append("ours, stderr (last lines):\n\n```\n" + "\n".join(ours["stderr_tail"]) + "\n```\n")
+        lines.append(
+            "DeepWalk's phases (last run): "
+            + ", ".join(
+                f"{k[:-2]} {ph[k]:.2f} s"
+                for k in ("imports_s", "read_s", "walks_s", "train_s", "write_s")
+                if k in ph
+            )
+            + ".\n"
+        )
+    if ours.get("stderr_summary"):
+        lines.append(
+            "ours, its choices and result on stderr:\n\n```\n"
+            + "\n".join(ours["stderr_summary"])
+            + "\n```\n"
+        )
     lines.append(f"- DeepWalk: `{e['commands']['deepwalk']}`\n- ours: `{e['commands']['ours']}`\n")
     return "\n".join(lines)
 

@@ -17,7 +17,8 @@ Threads: ours through ``numba.set_num_threads``; PecanPy's ``workers`` option do
 nothing in 2.0.9 (its own TODO), so its subprocess gets ``NUMBA_NUM_THREADS``.
 
     python -m venv /tmp/pecan && /tmp/pecan/bin/pip install pecanpy     # once
-    python bench/walks_vs_pecanpy.py [--reps 5] [--threads 1,2] [--pecanpy-python /tmp/pecan/bin/python]
+    python bench/walks_vs_pecanpy.py [--reps 5] [--threads 1,2] \\
+        [--pecanpy-python /tmp/pecan/bin/python]
 
 Writes bench/results/walks_vs_pecanpy.json and .md.
 """
@@ -32,7 +33,6 @@ import time
 
 WALKS_PER_NODE = 10
 STEPS_PER_WALK = 80
-TARGET = 5.0          # issue: ours >= 5x PecanPy (steps/s)
 
 
 # --------------------------------------------------------------------------- PecanPy side
@@ -59,7 +59,7 @@ def worker(npz_path, reps, walks_per_node, steps):
         with ProgressBar(total=starts.size, disable=True) as progress:
             return g._random_walks(starts.size, steps, 0, starts, has_nbrs, move_forward, progress)
 
-    walks = kernel()                                      # warm-up: compiles once
+    walks = kernel()  # warm-up: compiles once
     kernel_times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -71,11 +71,22 @@ def worker(npz_path, reps, walks_per_node, steps):
         out = g.simulate_walks(walks_per_node, steps)
         api_times.append(time.perf_counter() - t0)
     full = int(np.sum(walks[:, -1] == steps + 1))
-    print(json.dumps(dict(kernel=kernel_times, simulate_walks=api_times, n_walks=len(out),
-                          nodes_per_walk=len(out[0]), full_length_walks=full,
-                          numba_threads=numba.get_num_threads(), numba=numba.__version__,
-                          numpy=np.__version__, pecanpy=_pecanpy_version(),
-                          threading_layer=_layer(numba))))
+    print(
+        json.dumps(
+            dict(
+                kernel=kernel_times,
+                simulate_walks=api_times,
+                n_walks=len(out),
+                nodes_per_walk=len(out[0]),
+                full_length_walks=full,
+                numba_threads=numba.get_num_threads(),
+                numba=numba.__version__,
+                numpy=np.__version__,
+                pecanpy=_pecanpy_version(),
+                threading_layer=_layer(numba),
+            )
+        )
+    )
 
 
 def _pecanpy_version():
@@ -96,7 +107,9 @@ def find_pecanpy_python(explicit):
     candidates = [explicit] if explicit else [sys.executable, "/tmp/pecan/bin/python"]
     for exe in candidates:
         if exe and os.path.exists(exe):
-            ok = subprocess.run([exe, "-c", "import pecanpy"], capture_output=True, cwd=tempfile.gettempdir())
+            ok = subprocess.run(
+                [exe, "-c", "import pecanpy"], capture_output=True, cwd=tempfile.gettempdir()
+            )
             if ok.returncode == 0:
                 return exe
     return None
@@ -105,8 +118,9 @@ def find_pecanpy_python(explicit):
 def run_pecanpy(exe, npz_path, n_threads, reps):
     env = dict(os.environ, NUMBA_NUM_THREADS=str(n_threads), OMP_NUM_THREADS=str(n_threads))
     cmd = [exe, os.path.abspath(__file__), "--worker", npz_path, "--reps", str(reps)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(),
-                         timeout=600)
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), timeout=600
+    )
     if out.returncode != 0:
         raise RuntimeError(f"PecanPy worker failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -119,8 +133,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="timed repetitions (medians reported)")
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
-    ap.add_argument("--pecanpy-python", default=None,
-                    help="interpreter with pecanpy installed (default: this one, else /tmp/pecan/bin/python)")
+    ap.add_argument(
+        "--pecanpy-python",
+        default=None,
+        help="interpreter with pecanpy installed (default: this one, else /tmp/pecan/bin/python)",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", default="walks_vs_pecanpy", help="result file stem")
     args = ap.parse_args(argv)
@@ -131,6 +148,7 @@ def main(argv=None):
     import numpy as np
 
     import common
+    import report
     from caps2ne_np.datasets import default_data_dir, load_dataset
     from caps2ne_np.graph import from_scipy
     from caps2ne_np.walks import uniform_walks
@@ -143,45 +161,82 @@ def main(argv=None):
     steps_total = n * WALKS_PER_NODE * STEPS_PER_WALK
     exe = find_pecanpy_python(args.pecanpy_python)
     if exe is None:
-        print("pecanpy not found: run `python -m venv /tmp/pecan && /tmp/pecan/bin/pip install pecanpy` "
-              "(it needs numpy < 2, so not in this environment); timing ours only", file=sys.stderr)
+        print(
+            "pecanpy not found: run "
+            "`python -m venv /tmp/pecan && /tmp/pecan/bin/pip install pecanpy` "
+            "(it needs numpy < 2, so not in this environment); timing ours only",
+            file=sys.stderr,
+        )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         npz = os.path.join(tmp, "blogcatalog.csr.npz")
         np.savez(npz, indptr=g.indptr, indices=g.indices, data=np.ones(g.n_edges, dtype=np.float32))
         for n_threads in [int(t) for t in args.threads.split(",")]:
             with common.threads(n_threads):
-                w = uniform_walks(g.indptr, g.indices, g.weights, WALKS_PER_NODE, q, 0)   # warm-up
-                ours = [common.timed(uniform_walks, g.indptr, g.indices, g.weights, WALKS_PER_NODE, q, s)
-                        for s in range(1, args.reps + 1)]
-            row = dict(threads=n_threads, ours_s=ours, ours_steps_per_s=steps_total / common.median(ours),
-                       ours_walk_shape=list(w.shape))
+                w = uniform_walks(g.indptr, g.indices, g.weights, WALKS_PER_NODE, q, 0)  # warm-up
+                ours = [
+                    common.timed(
+                        uniform_walks, g.indptr, g.indices, g.weights, WALKS_PER_NODE, q, s
+                    )
+                    for s in range(1, args.reps + 1)
+                ]
+            row = dict(
+                threads=n_threads,
+                ours_s=ours,
+                ours_steps_per_s=steps_total / common.median(ours),
+                ours_walk_shape=list(w.shape),
+            )
             if exe is not None:
                 pp = run_pecanpy(exe, npz, n_threads, args.reps)
-                row.update(pecanpy=pp,
-                           pecanpy_kernel_steps_per_s=steps_total / common.median(pp["kernel"]),
-                           pecanpy_api_steps_per_s=steps_total / common.median(pp["simulate_walks"]))
+                row.update(
+                    pecanpy=pp,
+                    pecanpy_kernel_steps_per_s=steps_total / common.median(pp["kernel"]),
+                    pecanpy_api_steps_per_s=steps_total / common.median(pp["simulate_walks"]),
+                )
                 row["ratio_kernel"] = row["ours_steps_per_s"] / row["pecanpy_kernel_steps_per_s"]
                 row["ratio_api"] = row["ours_steps_per_s"] / row["pecanpy_api_steps_per_s"]
             rows.append(row)
-            print(f"{n_threads} thr: ours {row['ours_steps_per_s'] / 1e6:7.1f} M steps/s"
-                  + (f"  pecanpy kernel {row['pecanpy_kernel_steps_per_s'] / 1e6:7.1f}"
-                     f"  simulate_walks {row['pecanpy_api_steps_per_s'] / 1e6:7.1f}"
-                     f"  ratio {row['ratio_kernel']:.2f} / {row['ratio_api']:.2f}" if exe else ""), flush=True)
+            print(
+                f"{n_threads} thr: ours {row['ours_steps_per_s'] / 1e6:7.1f} M steps/s"
+                + (
+                    f"  pecanpy kernel {row['pecanpy_kernel_steps_per_s'] / 1e6:7.1f}"
+                    f"  simulate_walks {row['pecanpy_api_steps_per_s'] / 1e6:7.1f}"
+                    f"  ratio {row['ratio_kernel']:.2f} / {row['ratio_api']:.2f}"
+                    if exe
+                    else ""
+                ),
+                flush=True,
+            )
 
     targets = []
     for r in rows:
         for kind in ("kernel", "api"):
             if f"ratio_{kind}" in r:
                 what = "walk kernel" if kind == "kernel" else "simulate_walks"
-                targets.append(dict(target=f"ours >= {TARGET:g}x PecanPy ({what}), {r['threads']} thread(s)",
-                                    value=round(r[f"ratio_{kind}"], 3), met=r[f"ratio_{kind}"] >= TARGET))
-    payload = dict(command="python bench/walks_vs_pecanpy.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                   args=vars(args), machine=common.machine_info(), pecanpy_python=exe,
-                   graph=dict(name="blogcatalog", nodes=n, directed_edges=g.n_edges),
-                   walks_per_node=WALKS_PER_NODE, steps_per_walk=STEPS_PER_WALK, steps_total=steps_total,
-                   rows=rows, targets=targets, load_avg_before=load_before, load_avg_after=os.getloadavg(),
-                   seconds=time.perf_counter() - t_start)
+                goal = report.TARGETS["walks_vs_pecanpy"]
+                targets.append(
+                    report.target(
+                        f"ours >= {goal:g}x PecanPy ({what}), {r['threads']} thread(s)",
+                        round(r[f"ratio_{kind}"], 3),
+                        r[f"ratio_{kind}"] >= goal,
+                    )
+                )
+    payload = dict(
+        command="python bench/walks_vs_pecanpy.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        args=vars(args),
+        machine=common.machine_info(),
+        pecanpy_python=exe,
+        graph=dict(name="blogcatalog", nodes=n, directed_edges=g.n_edges),
+        walks_per_node=WALKS_PER_NODE,
+        steps_per_walk=STEPS_PER_WALK,
+        steps_total=steps_total,
+        rows=rows,
+        targets=targets,
+        load_avg_before=load_before,
+        load_avg_after=os.getloadavg(),
+        seconds=time.perf_counter() - t_start,
+    )
     md = render(payload)
     print(md)
     common.write_results(args.out, payload, md)
@@ -189,36 +244,48 @@ def main(argv=None):
 
 
 def render(p):
-    import common
+    import report
 
-    lines = ["# Walk generation: caps2ne_np vs PecanPy\n",
-             f"`{p['command'].strip()}` ({p['args']['reps']} repetitions after a warm-up; medians; "
-             f"{p['seconds']:.0f} s in all; load average {p['load_avg_before'][0]:.1f} before, "
-             f"{p['load_avg_after'][0]:.1f} after)\n",
-             common.machine_markdown(p["machine"]),
-             f"BlogCatalog ({p['graph']['nodes']:,} nodes, {p['graph']['directed_edges']:,} directed edges), "
-             f"{p['walks_per_node']} walks per node of {p['steps_per_walk']} steps (81 nodes): "
-             f"{p['steps_total']:,} steps per run. Ours: `walks.uniform_walks` (int32 matrix). PecanPy "
-             f"`FirstOrderUnweighted` in `{p['pecanpy_python']}` (its own venv: it needs numpy < 2), timed in "
-             "a subprocess: its walk kernel alone (compiled once) and its public `simulate_walks` "
-             "(recompiles per call, maps walks to ID strings).\n"]
+    lines = [
+        "# Walk generation: caps2ne_np vs PecanPy\n",
+        f"`{p['command'].strip()}` ({p['args']['reps']} repetitions after a warm-up; medians; "
+        f"{p['seconds']:.0f} s in all; load average {p['load_avg_before'][0]:.1f} before, "
+        f"{p['load_avg_after'][0]:.1f} after)\n",
+        report.machine_markdown(p["machine"]),
+        f"BlogCatalog ({p['graph']['nodes']:,} nodes, "
+        f"{p['graph']['directed_edges']:,} directed edges), "
+        f"{p['walks_per_node']} walks per node of {p['steps_per_walk']} steps (81 nodes): "
+        f"{p['steps_total']:,} steps per run. Ours: `walks.uniform_walks` (int32 matrix). PecanPy "
+        f"`FirstOrderUnweighted` in `{p['pecanpy_python']}` (its own venv: it needs numpy < 2), "
+        "timed in "
+        "a subprocess: its walk kernel alone (compiled once) and its public `simulate_walks` "
+        "(recompiles per call, maps walks to ID strings).\n",
+    ]
     rows = []
     for r in p["rows"]:
         row = [r["threads"], f"{r['ours_steps_per_s'] / 1e6:.1f}"]
         if "ratio_kernel" in r:
-            row += [f"{r['pecanpy_kernel_steps_per_s'] / 1e6:.1f}", f"{r['pecanpy_api_steps_per_s'] / 1e6:.1f}",
-                    f"{r['ratio_kernel']:.2f}", f"{r['ratio_api']:.2f}"]
+            row += [
+                f"{r['pecanpy_kernel_steps_per_s'] / 1e6:.1f}",
+                f"{r['pecanpy_api_steps_per_s'] / 1e6:.1f}",
+                f"{r['ratio_kernel']:.2f}",
+                f"{r['ratio_api']:.2f}",
+            ]
         rows.append(row)
     headers = ["threads", "ours M steps/s"]
     if any("ratio_kernel" in r for r in p["rows"]):
-        headers += ["PecanPy kernel M steps/s", "PecanPy simulate_walks M steps/s",
-                    "ours / kernel", "ours / simulate_walks"]
-    lines.append(common.markdown_table(headers, rows) + "\n")
+        headers += [
+            "PecanPy kernel M steps/s",
+            "PecanPy simulate_walks M steps/s",
+            "ours / kernel",
+            "ours / simulate_walks",
+        ]
+    lines.append(report.markdown_table(headers, rows) + "\n")
     if p["targets"]:
-        lines.append("## Target (issue): ours >= 5x PecanPy\n")
-        lines.append(common.markdown_table(["target", "measured", "met"],
-                                           [[t["target"], t["value"], "yes" if t["met"] else "**no**"]
-                                            for t in p["targets"]]) + "\n")
+        lines.append(
+            f"## Target (issue): ours >= {report.TARGETS['walks_vs_pecanpy']:g}x PecanPy\n"
+        )
+        lines.append(report.targets_table(p["targets"]) + "\n")
     return "\n".join(lines)
 
 

@@ -1,27 +1,17 @@
 """One place for the Numba compilation options shared by every kernel.
 
-``FASTMATH`` is off: the float64 finite-difference gradient checks and the
-naive-reference tests are the bar any change here must pass.  Measured: fastmath on
-the Adam kernels breaks the 1-vs-2-thread bitwise equality (the vectorised body and
-the scalar remainder of each thread's chunk round differently, and the chunks move
-with the thread count), so it stays off there.
+``FASTMATH`` is off: the float64 finite-difference gradient checks, the naive-reference
+tests and the 1-vs-2-thread bitwise equality are the bar any change here must pass.
+``error_model="numpy"``: a float division does not check for a zero divisor (which stops
+LLVM from vectorising); a division by zero gives inf or nan, which the training loop's
+finite checks catch.
 
-``error_model="numpy"``: with Numba's default ("python") every float division checks
-for a zero divisor so that it can raise ZeroDivisionError, and that branch stops
-LLVM from vectorising the loop.  ``prange`` loops are compiled with the numpy model
-anyway, so the serial twins were the slow ones: measured, Adam over 1.65 M float32
-elements took 4.1 ms serial against 0.9 ms for the parallel version on one thread,
-and 0.86 ms serial with the numpy model (a division by zero now gives inf or nan,
-which the training loop's finite checks catch).
+Parallel kernels are compiled two ways, parallel (``prange`` on Numba's threads) and
+serial, and each call site picks one by the work it is about to do (``Kernel.for_work``):
+forking threads for a kernel of a few microseconds costs more than it saves.
 
-Parallel kernels are compiled two ways, parallel (``prange`` on Numba's threads)
-and serial, and each call site picks one by the work it is about to do
-(``Kernel.for_work``).  Forking threads for a kernel of a few microseconds costs
-more than it saves, and on a busy machine every parallel region waits at its
-barrier for the slowest thread's next time slice: measured on 2 cores with other
-processes running, a Cora step (256 pairs) took 35 ms on 2 threads against 9 ms on
-one (bench/results/perf.md, first run).  PyTorch applies the same rule (a grain
-size below which an op stays on one thread).
+The measurements behind each choice: docs/benchmarks.md, "Measurements behind the
+compilation and threading choices".
 """
 
 import hashlib

@@ -1,12 +1,9 @@
 """Batched matrix products on Numba's threads, each product one single-threaded BLAS call.
 
-Training keeps BLAS at one thread (``threadpoolctl``) and spreads the products
-over Numba's thread pool instead: one pool of threads for everything.  Two pools
-(Numba's OpenMP workers and OpenBLAS's own threads) fight over the cores, and a
-small GEMM split across BLAS threads on a busy machine can take 80x longer than
-on one thread (measured: a 256 x 128 x 256 product, 0.18 ms on 1 BLAS thread,
-16 ms on 2 while another process was running; docs/benchmarks.md has the
-sgemm figures).
+Training keeps BLAS at one thread (``threadpoolctl``) and spreads the products over
+Numba's thread pool instead: one pool of threads for everything, not two fighting over
+the cores (measured: docs/benchmarks.md, "Measurements behind the compilation and
+threading choices").
 
 * ``slot_matmul``: out[i] = a[i] @ b[i] for each context slot i (parallel over
   slots), where a and b may be transposed views of contiguous slices.
@@ -17,9 +14,7 @@ sgemm figures).
 Inside ``@njit``, ``np.dot`` on 2-D contiguous (C or F order) float arrays calls
 BLAS ``gemm`` through SciPy's BLAS, a library of its own.  It is imported here, at
 import time, so that it is already loaded when ``train.fit`` limits every BLAS to
-one thread: ``threadpoolctl`` only sees libraries loaded before the limit is set,
-and left alone SciPy's OpenBLAS ran 2 threads inside each of Numba's 2 threads
-(measured: 950 ms per step instead of 35 ms in a fresh process on a busy machine).
+one thread: ``threadpoolctl`` only sees libraries loaded before the limit is set.
 """
 
 import numpy as np

@@ -19,7 +19,7 @@ def _fetch_benchmark_data():
     if mirror is None or mirror.startswith(("http://", "https://")):
         return
     for name in datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES):
-        for features in (True, False):   # Pubmed's allx is missing from shared/data
+        for features in (True, False):  # Pubmed's allx is missing from shared/data
             if datasets.available(name, features=features):
                 try:
                     datasets.fetch(name, features=features)

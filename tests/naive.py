@@ -70,8 +70,7 @@ def sampled_softmax_loss(e, O, bias, targets, sampled, q_true, q_sampled):
     return float(np.mean(losses))
 
 
-def loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, iters, scale, rule,
-         c_fixed=None):
+def loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, iters, scale, rule, c_fixed=None):
     """The whole Caps2NE batch loss, in float64."""
     e, _ = capsule_output(W, X, ctx, iters, scale, rule, c_fixed)
     return sampled_softmax_loss(e, O, bias, targets, sampled, q_true, q_sampled)
@@ -91,7 +90,7 @@ def adam_tf1(param, grad, m, v, t, lr, beta1=0.9, beta2=0.999, eps=1e-8):
     Returns new (param, m, v) without touching the inputs."""
     m = beta1 * m + (1 - beta1) * grad
     v = beta2 * v + (1 - beta2) * grad * grad
-    lr_t = lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+    lr_t = lr * np.sqrt(1 - beta2**t) / (1 - beta1**t)
     return param - lr_t * m / (np.sqrt(v) + eps), m, v
 
 

@@ -33,7 +33,19 @@ from caps2ne_np.io import load_npy, read_word2vec, save_npy, write_word2vec
 from caps2ne_np.model import Caps2NE
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--epochs", "1", "--dim", "4", "--feat-dim", "4", "--walks-per-node", "1", "--threads", "1", "--quiet"]
+TINY = [
+    "--epochs",
+    "1",
+    "--dim",
+    "4",
+    "--feat-dim",
+    "4",
+    "--walks-per-node",
+    "1",
+    "--threads",
+    "1",
+    "--quiet",
+]
 GRAPH = "a b\nb c\nc d\nd a\na c\n"  # 4 nodes a, b, c, d; every node has edges
 LABELS = "a 0\nb 1\nc 0\nd 1\n"
 SPLIT = {"train": ["a", "b"], "val": ["c"], "test": ["d"]}
@@ -54,7 +66,8 @@ def run(tmp_path, monkeypatch):
 
 
 def put(tmp_path, name, content):
-    """Write text, bytes, an array (.npy), a sparse matrix (.npz) or JSON-able data to tmp_path/name."""
+    """Write text, bytes, an array (.npy), a sparse matrix (.npz) or JSON-able data to
+    tmp_path/name."""
     path = tmp_path / name
     if isinstance(content, bytes):
         path.write_bytes(content)
@@ -72,7 +85,9 @@ def put(tmp_path, name, content):
 def assert_error(result, where, what=(), code=1):
     """Exit ``code``; the last stderr line is one ``error:`` line starting with ``where``."""
     assert result.exit_code == code, (result.exit_code, result.stderr, result.exception)
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
     assert "Traceback" not in result.stderr
     assert result.stdout == ""  # stdout carries only results
     last = result.stderr.rstrip("\n").splitlines()[-1]
@@ -82,7 +97,9 @@ def assert_error(result, where, what=(), code=1):
         assert needle in last, result.stderr
     others = result.stderr.rstrip("\n").splitlines()[:-1]
     if code == 1:  # before the error: only warnings and the run's own summary lines
-        assert all(line.startswith(("warning:", "graph:", "trained ", "wrote ")) for line in others), result.stderr
+        assert all(
+            line.startswith(("warning:", "graph:", "trained ", "wrote ")) for line in others
+        ), result.stderr
     return last
 
 
@@ -104,19 +121,35 @@ EDGE_LISTS = [
     pytest.param("# header only\n\n   \n", "g.txt: ", "no edges in 3 line(s)", id="comments-only"),
     pytest.param("a b\nc\n", "g.txt:2: ", "line has 1 field 'c'", id="one-token"),
     pytest.param("a b\nb c 1 2\n", "g.txt:2: ", "line has 4 fields", id="four-tokens"),
-    pytest.param("a b\nb c heavy\n", "g.txt:2: ", "weight 'heavy' is not a number", id="weight-not-numeric"),
-    pytest.param("a b 1,5\n", "g.txt:1: ", "weight '1,5' is not a number", id="weight-decimal-comma"),
-    pytest.param("a b\nb c -1\n", "g.txt:2: ", "weight '-1' is not a finite number > 0", id="weight-negative"),
+    pytest.param(
+        "a b\nb c heavy\n", "g.txt:2: ", "weight 'heavy' is not a number", id="weight-not-numeric"
+    ),
+    pytest.param(
+        "a b 1,5\n", "g.txt:1: ", "weight '1,5' is not a number", id="weight-decimal-comma"
+    ),
+    pytest.param(
+        "a b\nb c -1\n", "g.txt:2: ", "weight '-1' is not a finite number > 0", id="weight-negative"
+    ),
     pytest.param("a b 0\n", "g.txt:1: ", "weight '0' is not a finite number > 0", id="weight-zero"),
-    pytest.param("a b nan\n", "g.txt:1: ", "weight 'nan' is not a finite number > 0", id="weight-nan"),
-    pytest.param("a b inf\n", "g.txt:1: ", "weight 'inf' is not a finite number > 0", id="weight-inf"),
-    pytest.param("a b -inf\n", "g.txt:1: ", "weight '-inf' is not a finite number > 0", id="weight-minus-inf"),
+    pytest.param(
+        "a b nan\n", "g.txt:1: ", "weight 'nan' is not a finite number > 0", id="weight-nan"
+    ),
+    pytest.param(
+        "a b inf\n", "g.txt:1: ", "weight 'inf' is not a finite number > 0", id="weight-inf"
+    ),
+    pytest.param(
+        "a b -inf\n", "g.txt:1: ", "weight '-inf' is not a finite number > 0", id="weight-minus-inf"
+    ),
     pytest.param("a b 1e39\n", "g.txt:1: ", "fits in float32", id="weight-overflows-float32"),
     pytest.param("a b 1e-50\n", "g.txt:1: ", "fits in float32", id="weight-underflows-float32"),
     pytest.param(b"a b\nc\x00d e\n", "g.txt:2: ", "binary content (NUL byte)", id="binary-nul"),
     pytest.param("a b\nb c\n".encode("utf-16"), "g.txt:1: ", "binary content", id="utf16"),
-    pytest.param("a b\nb caf\xe9\n".encode("latin-1"), "g.txt:2: ", "invalid UTF-8 (byte 0xe9)", id="latin1"),
-    pytest.param("a a\nb b\n", "g.txt: ", "no edges left after dropping 2 self loops", id="only-self-loops"),
+    pytest.param(
+        "a b\nb caf\xe9\n".encode("latin-1"), "g.txt:2: ", "invalid UTF-8 (byte 0xe9)", id="latin1"
+    ),
+    pytest.param(
+        "a a\nb b\n", "g.txt: ", "no edges left after dropping 2 self loops", id="only-self-loops"
+    ),
 ]
 
 
@@ -141,25 +174,86 @@ def _npz_with(tmp_path, name, fmt, **arrays):
 
 
 MATRIX_GRAPHS = [
-    pytest.param(lambda d: put(d, "g.npz", b"not a zip at all"), "g.npz", "g.npz: ", "not a scipy.sparse .npz",
-                 id="npz-junk"),
-    pytest.param(lambda d: _npz_with(d, "g.npz", "csr", shape=np.array([2, 2]), data=np.ones(2),
-                                     indices=np.array([0, 7]), indptr=np.array([0, 1, 2])),
-                 "g.npz", "g.npz: ", "not a scipy.sparse .npz", id="npz-index-out-of-range"),
-    pytest.param(lambda d: _npz_with(d, "g.npz", "csr", shape=np.array([2, 2]), data=np.ones(2),
-                                     indices=np.array([0, 1]), indptr=np.array([0, 5, 2])),
-                 "g.npz", "g.npz: ", "not a scipy.sparse .npz", id="npz-bad-indptr"),
-    pytest.param(lambda d: _npz_with(d, "g.npz", "csr", shape=np.array([2, 2]), data=np.ones(1),
-                                     indices=np.array([1]), indptr=np.array([0, 1, 0])),
-                 "g.npz", "g.npz: ", "not a scipy.sparse .npz", id="npz-indptr-ends-at-0"),
-    pytest.param(lambda d: sp.save_npz(d / "g.npz", sp.csr_matrix(np.array([[0.0, -1.0], [-1.0, 0.0]]))),
-                 "g.npz", "g.npz: ", "bad adjacency matrix", id="npz-negative-weight"),
-    pytest.param(lambda d: sp.save_npz(d / "g.npz", sp.csr_matrix(np.ones((2, 3)))),
-                 "g.npz", "g.npz: ", "square", id="npz-not-square"),
-    pytest.param(lambda d: put(d, "g.mat", b"MATLAB junk"), "g.mat", "g.mat: ", "not a MATLAB .mat file",
-                 id="mat-junk"),
-    pytest.param(lambda d: scipy.io.savemat(d / "g.mat", {"a": np.ones(2), "b": np.ones(3)}), "g.mat",
-                 "g.mat: ", "expected a sparse matrix named 'network'", id="mat-no-network"),
+    pytest.param(
+        lambda d: put(d, "g.npz", b"not a zip at all"),
+        "g.npz",
+        "g.npz: ",
+        "not a scipy.sparse .npz",
+        id="npz-junk",
+    ),
+    pytest.param(
+        lambda d: _npz_with(
+            d,
+            "g.npz",
+            "csr",
+            shape=np.array([2, 2]),
+            data=np.ones(2),
+            indices=np.array([0, 7]),
+            indptr=np.array([0, 1, 2]),
+        ),
+        "g.npz",
+        "g.npz: ",
+        "not a scipy.sparse .npz",
+        id="npz-index-out-of-range",
+    ),
+    pytest.param(
+        lambda d: _npz_with(
+            d,
+            "g.npz",
+            "csr",
+            shape=np.array([2, 2]),
+            data=np.ones(2),
+            indices=np.array([0, 1]),
+            indptr=np.array([0, 5, 2]),
+        ),
+        "g.npz",
+        "g.npz: ",
+        "not a scipy.sparse .npz",
+        id="npz-bad-indptr",
+    ),
+    pytest.param(
+        lambda d: _npz_with(
+            d,
+            "g.npz",
+            "csr",
+            shape=np.array([2, 2]),
+            data=np.ones(1),
+            indices=np.array([1]),
+            indptr=np.array([0, 1, 0]),
+        ),
+        "g.npz",
+        "g.npz: ",
+        "not a scipy.sparse .npz",
+        id="npz-indptr-ends-at-0",
+    ),
+    pytest.param(
+        lambda d: sp.save_npz(d / "g.npz", sp.csr_matrix(np.array([[0.0, -1.0], [-1.0, 0.0]]))),
+        "g.npz",
+        "g.npz: ",
+        "bad adjacency matrix",
+        id="npz-negative-weight",
+    ),
+    pytest.param(
+        lambda d: sp.save_npz(d / "g.npz", sp.csr_matrix(np.ones((2, 3)))),
+        "g.npz",
+        "g.npz: ",
+        "square",
+        id="npz-not-square",
+    ),
+    pytest.param(
+        lambda d: put(d, "g.mat", b"MATLAB junk"),
+        "g.mat",
+        "g.mat: ",
+        "not a MATLAB .mat file",
+        id="mat-junk",
+    ),
+    pytest.param(
+        lambda d: scipy.io.savemat(d / "g.mat", {"a": np.ones(2), "b": np.ones(3)}),
+        "g.mat",
+        "g.mat: ",
+        "expected a sparse matrix named 'network'",
+        id="mat-no-network",
+    ),
 ]
 
 
@@ -179,22 +273,45 @@ _huge = np.ones((4, 2))
 _huge[1, 0] = 1e300  # finite in float64, inf in float32
 
 FEATURES = [
-    pytest.param("f.npy", np.ones((3, 2)), "f.npy: ", "3 feature rows for 4 nodes", id="too-few-rows"),
-    pytest.param("f.npy", np.ones((5, 2)), "f.npy: ", "5 feature rows for 4 nodes", id="too-many-rows"),
+    pytest.param(
+        "f.npy", np.ones((3, 2)), "f.npy: ", "3 feature rows for 4 nodes", id="too-few-rows"
+    ),
+    pytest.param(
+        "f.npy", np.ones((5, 2)), "f.npy: ", "5 feature rows for 4 nodes", id="too-many-rows"
+    ),
     pytest.param("f.npy", _nan, "f.npy: ", "features contain NaN or inf", id="nan"),
     pytest.param("f.npy", _inf, "f.npy: ", "features contain NaN or inf", id="inf"),
     pytest.param("f.npy", _huge, "f.npy: ", "beyond float32", id="beyond-float32"),
-    pytest.param("f.npz", sp.csr_matrix(_inf), "f.npz: ", "features contain NaN or inf", id="sparse-inf"),
-    pytest.param("f.npz", sp.csr_matrix(_nan), "f.npz: ", "features contain NaN or inf", id="sparse-nan"),
+    pytest.param(
+        "f.npz", sp.csr_matrix(_inf), "f.npz: ", "features contain NaN or inf", id="sparse-inf"
+    ),
+    pytest.param(
+        "f.npz", sp.csr_matrix(_nan), "f.npz: ", "features contain NaN or inf", id="sparse-nan"
+    ),
     pytest.param("f.npy", np.ones(4), "f.npy: ", "expected a 2-D real", id="one-dimensional"),
-    pytest.param("f.npy", np.array([["x", "y"]] * 4), "f.npy: ", "expected a 2-D real", id="strings"),
-    pytest.param("f.npy", np.ones((4, 2), dtype=complex), "f.npy: ", "expected a 2-D real", id="complex"),
-    pytest.param("f.npy", np.array([[{}, 1]] * 4, dtype=object), "f.npy: ", "holds Python objects",
-                 id="pickled-objects"),
+    pytest.param(
+        "f.npy", np.array([["x", "y"]] * 4), "f.npy: ", "expected a 2-D real", id="strings"
+    ),
+    pytest.param(
+        "f.npy", np.ones((4, 2), dtype=complex), "f.npy: ", "expected a 2-D real", id="complex"
+    ),
+    pytest.param(
+        "f.npy",
+        np.array([[{}, 1]] * 4, dtype=object),
+        "f.npy: ",
+        "holds Python objects",
+        id="pickled-objects",
+    ),
     pytest.param("f.npy", b"1,2\n3,4\n", "f.npy: ", "not an .npy file", id="npy-junk"),
     pytest.param("f.npy", "truncated", "f.npy: ", "truncated", id="npy-truncated"),
     pytest.param("f.npz", b"junk", "f.npz: ", "not a scipy.sparse.save_npz file", id="npz-junk"),
-    pytest.param("f.npz", "bad-index", "f.npz: ", "not a scipy.sparse.save_npz file", id="npz-index-out-of-range"),
+    pytest.param(
+        "f.npz",
+        "bad-index",
+        "f.npz: ",
+        "not a scipy.sparse.save_npz file",
+        id="npz-index-out-of-range",
+    ),
     pytest.param("f.csv", "1,2\n", "f.csv: ", "unknown feature format", id="unknown-suffix"),
 ]
 
@@ -206,8 +323,15 @@ def test_bad_features(run, tmp_path, name, content, where, what):
         np.save(tmp_path / name, np.ones((4, 2)))
         (tmp_path / name).write_bytes((tmp_path / name).read_bytes()[:-5])
     elif isinstance(content, str) and content == "bad-index":
-        _npz_with(tmp_path, name, "csr", shape=np.array([4, 2]), data=np.ones(4),
-                  indices=np.array([0, 1, -1, 0]), indptr=np.array([0, 1, 2, 3, 4]))
+        _npz_with(
+            tmp_path,
+            name,
+            "csr",
+            shape=np.array([4, 2]),
+            data=np.ones(4),
+            indices=np.array([0, 1, -1, 0]),
+            indptr=np.array([0, 1, 2, 3, 4]),
+        )
     else:
         put(tmp_path, name, content)
     assert_error(train(run, "--features", name), where, what)
@@ -224,7 +348,9 @@ FEATURE_IDS = [
     pytest.param("a\nb\nc\n", 4, "ids.txt: ", "3 node ids for 4 feature rows", id="count-mismatch"),
     pytest.param("a\nb\nc\nc\n", 4, "ids.txt:4: ", "node id 'c' repeats line 3", id="duplicate"),
     pytest.param("a\nb c\nd\n", 3, "ids.txt:2: ", "one node id per line", id="two-tokens"),
-    pytest.param("a\nb\nc\nd\xe9\n".encode("latin-1"), 4, "ids.txt:4: ", "invalid UTF-8", id="latin1"),
+    pytest.param(
+        "a\nb\nc\nd\xe9\n".encode("latin-1"), 4, "ids.txt:4: ", "invalid UTF-8", id="latin1"
+    ),
     pytest.param(b"a\nb\n\x00\x00\n", 3, "ids.txt:3: ", "binary content", id="binary"),
 ]
 
@@ -241,8 +367,12 @@ def test_feature_rows_that_do_not_match_the_node_set(run, tmp_path, ids, rows, w
 
 LABEL_FILES = [
     pytest.param("a 0\nz 1\n", "l.txt:2: ", "node 'z' is not in the graph", id="unknown-node"),
-    pytest.param("a 0 extra\n", "l.txt:1: ", "expected 'node label' (two fields), got 3", id="three-fields"),
-    pytest.param("a 0\nb\n", "l.txt:2: ", "expected 'node label' (two fields), got 1", id="one-field"),
+    pytest.param(
+        "a 0 extra\n", "l.txt:1: ", "expected 'node label' (two fields), got 3", id="three-fields"
+    ),
+    pytest.param(
+        "a 0\nb\n", "l.txt:2: ", "expected 'node label' (two fields), got 1", id="one-field"
+    ),
     pytest.param("a 0\nb caf\xe9\n".encode("latin-1"), "l.txt:2: ", "invalid UTF-8", id="latin1"),
     pytest.param(b"a 0\n\x00\x01\x02", "l.txt:2: ", "binary content", id="binary"),
     pytest.param("", "l.txt: ", "no labels found", id="empty"),
@@ -262,25 +392,60 @@ def _unreadable_json():
 
 
 SPLIT_FILES = [
-    pytest.param([{"train": ["a"], "val": ["b"], "test": ["z"]}], "s.json: ", "split 0 'test': unknown node id 'z'",
-                 id="unknown-node"),
-    pytest.param([SPLIT, {"train": ["q"], "val": [], "test": ["a"]}], "s.json: ",
-                 "split 1 'train': unknown node id 'q'", id="unknown-node-second-split"),
-    pytest.param([{"train": ["a", "b"], "val": ["c"], "test": ["b"]}], "s.json: ",
-                 "split 0: 'train' and 'test' share 1 node(s), e.g. b", id="train-test-overlap"),
-    pytest.param([{"train": ["a", "b"], "val": ["a"], "test": ["d"]}], "s.json: ", "'train' and 'val' share",
-                 id="train-val-overlap"),
-    pytest.param([{"train": ["a"], "val": ["c"], "test": ["c", "d"]}], "s.json: ", "'val' and 'test' share",
-                 id="val-test-overlap"),
-    pytest.param([{"train": ["a", "a"], "val": ["c"], "test": ["d"]}], "s.json: ", "listed twice", id="repeat"),
-    pytest.param([{"train": ["a"], "test": ["d"]}], "s.json: ", "expected exactly the keys train, val, test",
-                 id="missing-key"),
-    pytest.param([{"train": [0.5], "val": [], "test": []}], "s.json: ", "expected integer node indices",
-                 id="float-id"),
+    pytest.param(
+        [{"train": ["a"], "val": ["b"], "test": ["z"]}],
+        "s.json: ",
+        "split 0 'test': unknown node id 'z'",
+        id="unknown-node",
+    ),
+    pytest.param(
+        [SPLIT, {"train": ["q"], "val": [], "test": ["a"]}],
+        "s.json: ",
+        "split 1 'train': unknown node id 'q'",
+        id="unknown-node-second-split",
+    ),
+    pytest.param(
+        [{"train": ["a", "b"], "val": ["c"], "test": ["b"]}],
+        "s.json: ",
+        "split 0: 'train' and 'test' share 1 node(s), e.g. b",
+        id="train-test-overlap",
+    ),
+    pytest.param(
+        [{"train": ["a", "b"], "val": ["a"], "test": ["d"]}],
+        "s.json: ",
+        "'train' and 'val' share",
+        id="train-val-overlap",
+    ),
+    pytest.param(
+        [{"train": ["a"], "val": ["c"], "test": ["c", "d"]}],
+        "s.json: ",
+        "'val' and 'test' share",
+        id="val-test-overlap",
+    ),
+    pytest.param(
+        [{"train": ["a", "a"], "val": ["c"], "test": ["d"]}],
+        "s.json: ",
+        "listed twice",
+        id="repeat",
+    ),
+    pytest.param(
+        [{"train": ["a"], "test": ["d"]}],
+        "s.json: ",
+        "expected exactly the keys train, val, test",
+        id="missing-key",
+    ),
+    pytest.param(
+        [{"train": [0.5], "val": [], "test": []}],
+        "s.json: ",
+        "expected integer node indices",
+        id="float-id",
+    ),
     pytest.param([], "s.json: ", "non-empty JSON list", id="empty-list"),
     pytest.param('[{"train": ["a"],', "s.json: ", "malformed JSON at line 1", id="malformed"),
     pytest.param('[{"train": ["a"]}]'.encode("utf-16"), "s.json:1: ", "binary content", id="utf16"),
-    pytest.param('[{"train": ["caf\xe9"]}]'.encode("latin-1"), "s.json:1: ", "invalid UTF-8", id="latin1"),
+    pytest.param(
+        '[{"train": ["caf\xe9"]}]'.encode("latin-1"), "s.json:1: ", "invalid UTF-8", id="latin1"
+    ),
     pytest.param(_unreadable_json(), "s.json: ", "unreadable JSON", id="5000-digit-integer"),
     pytest.param("[" * 100_000, "s.json: ", "JSON", id="nested-too-deep"),
 ]
@@ -327,7 +492,9 @@ USAGE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("args,option", USAGE_ERRORS, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+@pytest.mark.parametrize(
+    "args,option", USAGE_ERRORS, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+)
 def test_option_out_of_range_is_a_usage_error(run, tmp_path, args, option):
     put(tmp_path, "g.txt", GRAPH)
     assert_error(train(run, *args), f"Invalid value for {option}", code=2)
@@ -335,18 +502,33 @@ def test_option_out_of_range_is_a_usage_error(run, tmp_path, args, option):
 
 def test_graph_and_dataset_together_or_neither(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
-    assert_error(train(run, "--dataset", "cora-bundled"), "give exactly one of --graph and --dataset", code=2)
+    assert_error(
+        train(run, "--dataset", "cora-bundled"), "give exactly one of --graph and --dataset", code=2
+    )
     assert_error(run("train", *TINY), "give exactly one of --graph and --dataset", code=2)
 
 
 DATA_DEPENDENT = [  # valid for some graph, wrong for this one (4 nodes): exit 1, naming the option
-    pytest.param(["--num-sampled", "4"], "--num-sampled: ", "smaller than the number of nodes (4), got 4",
-                 id="num-sampled-equals-n"),
-    pytest.param(["--num-sampled", "100"], "--num-sampled: ", "smaller than the number of nodes (4)",
-                 id="num-sampled-above-n"),
+    pytest.param(
+        ["--num-sampled", "4"],
+        "--num-sampled: ",
+        "smaller than the number of nodes (4), got 4",
+        id="num-sampled-equals-n",
+    ),
+    pytest.param(
+        ["--num-sampled", "100"],
+        "--num-sampled: ",
+        "smaller than the number of nodes (4)",
+        id="num-sampled-above-n",
+    ),
     pytest.param(["--lr", "nan"], "--lr: ", "positive number, got nan", id="lr-nan"),
     pytest.param(["--lr", "inf"], "--lr: ", "positive number, got inf", id="lr-inf"),
-    pytest.param(["--routing-scale", "nan"], "--routing-scale: ", "must be a finite number > 0", id="routing-scale-nan"),
+    pytest.param(
+        ["--routing-scale", "nan"],
+        "--routing-scale: ",
+        "must be a finite number > 0",
+        id="routing-scale-nan",
+    ),
 ]
 
 
@@ -363,9 +545,12 @@ def test_targets_outside_the_walk_name_the_option(run, tmp_path, targets):
 
 
 def test_targets_outside_the_walk_fail_before_training(run, tmp_path):
-    """What the user sees today: exit 1, one line, no traceback (only the option name is missing)."""
+    """What the user sees today: exit 1, one line, no traceback (only the option name is
+    missing)."""
     put(tmp_path, "g.txt", GRAPH)
-    assert_error(train(run, "--walk-length", "10", "--targets", "0,10"), "", "must be in [0, 9], got 10")
+    assert_error(
+        train(run, "--walk-length", "10", "--targets", "0,10"), "", "must be in [0, 9], got 10"
+    )
     assert not (tmp_path / "out.emb").exists()
 
 
@@ -390,14 +575,32 @@ def eval_files(tmp_path):
 BAD_EMBEDDINGS = [
     pytest.param("e2.txt", "", "e2.txt:1: ", "header", id="empty"),
     pytest.param("e2.txt", "eight four\n", "e2.txt:1: ", "header", id="bad-header"),
-    pytest.param("e2.txt", "2 2\nn0 1 2\n", "e2.txt:3: ", "header promises 2 rows, the file has 1", id="rows-missing"),
-    pytest.param("e2.txt", "1 2\nn0 1 x\n", "e2.txt:2: ", "value 'x' is not a number", id="not-a-number"),
+    pytest.param(
+        "e2.txt",
+        "2 2\nn0 1 2\n",
+        "e2.txt:3: ",
+        "header promises 2 rows, the file has 1",
+        id="rows-missing",
+    ),
+    pytest.param(
+        "e2.txt", "1 2\nn0 1 x\n", "e2.txt:2: ", "value 'x' is not a number", id="not-a-number"
+    ),
     pytest.param("e2.txt", "2 2\nn0 1 2\nn1 1\n", "e2.txt:3: ", "row has 2 fields", id="short-row"),
-    pytest.param("e2.txt", "2 2\nn0 1 2\nn0 3 4\n", "e2.txt:3: ", "duplicate id 'n0'", id="duplicate-id"),
-    pytest.param("e2.txt", "2 2\nn0 1 2\nn1 nan 4\n", "e2.txt:3: ", "value 'nan' is not finite", id="nan"),
-    pytest.param("e2.txt", "2 2\nn0 1 -inf\nn1 1 4\n", "e2.txt:2: ", "value '-inf' is not finite", id="inf"),
-    pytest.param("e2.txt", "1 99999999999\nn0 1\n", "e2.txt:2: ", "row has 2 fields", id="huge-dim"),
-    pytest.param("e2.txt", b"99999999 3\n\xff\xfe\x00", "e2.txt: ", "truncated", id="binary-truncated"),
+    pytest.param(
+        "e2.txt", "2 2\nn0 1 2\nn0 3 4\n", "e2.txt:3: ", "duplicate id 'n0'", id="duplicate-id"
+    ),
+    pytest.param(
+        "e2.txt", "2 2\nn0 1 2\nn1 nan 4\n", "e2.txt:3: ", "value 'nan' is not finite", id="nan"
+    ),
+    pytest.param(
+        "e2.txt", "2 2\nn0 1 -inf\nn1 1 4\n", "e2.txt:2: ", "value '-inf' is not finite", id="inf"
+    ),
+    pytest.param(
+        "e2.txt", "1 99999999999\nn0 1\n", "e2.txt:2: ", "row has 2 fields", id="huge-dim"
+    ),
+    pytest.param(
+        "e2.txt", b"99999999 3\n\xff\xfe\x00", "e2.txt: ", "truncated", id="binary-truncated"
+    ),
     pytest.param("e2.npy", b"junk", "e2.npy: ", "not an .npy file", id="npy-junk"),
     pytest.param("e2.npy", np.array([[1.0, np.nan]]), "e2.npy: ", "not finite", id="npy-nan"),
 ]
@@ -406,65 +609,138 @@ BAD_EMBEDDINGS = [
 @pytest.mark.parametrize("name,content,where,what", BAD_EMBEDDINGS)
 def test_bad_embeddings_in_evaluate(run, eval_files, name, content, where, what):
     put(eval_files, name, content)
-    assert_error(run("evaluate", "-e", name, "--labels", "l.txt", "--splits", "s.json"), where, what)
+    assert_error(
+        run("evaluate", "-e", name, "--labels", "l.txt", "--splits", "s.json"), where, what
+    )
 
 
 def test_missing_embeddings_file(run, eval_files):
-    assert_error(run("evaluate", "-e", "nope.txt", "--labels", "l.txt"), "nope.txt: ", "no such file")
+    assert_error(
+        run("evaluate", "-e", "nope.txt", "--labels", "l.txt"), "nope.txt: ", "no such file"
+    )
+
+
+def test_missing_labels_file(run, eval_files):
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "missing.txt"), "missing.txt: ", "file not found"
+    )
 
 
 def test_labels_for_nodes_without_embedding(run, eval_files):
     put(eval_files, "l2.txt", "n0 0\nn1 1\nzz 0\n")
-    assert_error(run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json"),
-                 "l2.txt:3: ", "node 'zz' is not in the graph")
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json"),
+        "l2.txt:3: ",
+        "node 'zz' is not in the graph",
+    )
 
 
-@pytest.mark.parametrize("split,what", [
-    ({"train": ["n0", "n1"], "val": ["n2"], "test": ["n1"]}, "'train' and 'test' share 1 node(s), e.g. n1"),
-    ({"train": ["n0", "n1"], "val": ["n2"], "test": ["zz"]}, "split 0 'test': unknown node id 'zz'"),
-], ids=["overlap", "unknown-node"])
+@pytest.mark.parametrize(
+    "split,what",
+    [
+        (
+            {"train": ["n0", "n1"], "val": ["n2"], "test": ["n1"]},
+            "'train' and 'test' share 1 node(s), e.g. n1",
+        ),
+        (
+            {"train": ["n0", "n1"], "val": ["n2"], "test": ["zz"]},
+            "split 0 'test': unknown node id 'zz'",
+        ),
+    ],
+    ids=["overlap", "unknown-node"],
+)
 def test_bad_splits_in_evaluate(run, eval_files, split, what):
     put(eval_files, "s2.json", [split])
-    assert_error(run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s2.json"), "s2.json: ", what)
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s2.json"),
+        "s2.json: ",
+        what,
+    )
 
 
 def test_evaluate_single_label_needs_splits(run, eval_files):
-    assert_error(run("evaluate", "-e", "e.txt", "--labels", "l.txt"), "single-label evaluation needs --splits")
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt"),
+        "single-label evaluation needs --splits",
+    )
 
 
 @pytest.mark.parametrize("fractions", ["0,x", "0.5,1", "0"])
 def test_evaluate_bad_fractions(run, eval_files, fractions):
-    assert_error(run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--fractions", fractions), "--fractions: ")
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--fractions", fractions),
+        "--fractions: ",
+    )
 
 
-@pytest.mark.parametrize("args,option", [(["--shuffles", "0"], "'--shuffles'"), (["--C", "0"], "'--C'")])
+def test_evaluate_bad_fraction_with_a_dataset(run, eval_files):
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--dataset", "cora-bundled", "--fractions", "2"),
+        "--fractions: ",
+        "each fraction must be in (0, 1), got '2'",
+    )
+
+
+@pytest.mark.parametrize(
+    "args,option", [(["--shuffles", "0"], "'--shuffles'"), (["--C", "0"], "'--C'")]
+)
 def test_evaluate_option_out_of_range(run, eval_files, args, option):
-    assert_error(run("evaluate", "-e", "e.txt", "--labels", "l.txt", *args), f"Invalid value for {option}", code=2)
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt", *args),
+        f"Invalid value for {option}",
+        code=2,
+    )
 
 
 def test_evaluate_embeddings_missing_dataset_nodes(run, eval_files):
-    assert_error(run("evaluate", "-e", "e.txt", "--dataset", "cora-bundled"), "e.txt: ",
-                 "no embedding for node '0' (2708 of 2708 nodes missing)")
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--dataset", "cora-bundled"),
+        "e.txt: ",
+        "no embedding for node '0' (2708 of 2708 nodes missing)",
+    )
 
 
 # ---- 1. warnings: legitimate but surprising -------------------------------------------------
 
 WARNINGS = [  # (edge list, options, one line per warning: the phrases it must hold)
-    pytest.param("a b\nb c\nc d\nd a\nb b\nc c\n", [], [["dropped 2 self loop(s)"]], id="self-loops"),
-    pytest.param("a b\nb a\na b\nb c\nc d\nd a\n", [], [["merged 2 duplicate edge(s)", "kept at weight 1"]],
-                 id="duplicates"),
-    pytest.param("a b 1\na b 2\nb c\nc d\nd a\n", [], [["merged 1 duplicate edge(s)", "weights summed"]],
-                 id="weighted-duplicates"),
-    pytest.param("a b\nb c\nc d\n", ["--directed"], [["1 node(s) have no out-edges"]], id="directed-sink"),
-    pytest.param("a b\nb c\nc a\nd d\ne e\n", [],
-                 [["dropped 2 self loop(s)"], ["2 node(s) have no out-edges"]], id="isolated-by-dropped-loops"),
+    pytest.param(
+        "a b\nb c\nc d\nd a\nb b\nc c\n", [], [["dropped 2 self loop(s)"]], id="self-loops"
+    ),
+    pytest.param(
+        "a b\nb a\na b\nb c\nc d\nd a\n",
+        [],
+        [["merged 2 duplicate edge(s)", "kept at weight 1"]],
+        id="duplicates",
+    ),
+    pytest.param(
+        "a b 1\na b 2\nb c\nc d\nd a\n",
+        [],
+        [["merged 1 duplicate edge(s)", "weights summed"]],
+        id="weighted-duplicates",
+    ),
+    pytest.param(
+        "a b\nb c\nc d\n", ["--directed"], [["1 node(s) have no out-edges"]], id="directed-sink"
+    ),
+    pytest.param(
+        "a b\nb c\nc a\nd d\ne e\n",
+        [],
+        [["dropped 2 self loop(s)"], ["2 node(s) have no out-edges"]],
+        id="isolated-by-dropped-loops",
+    ),
 ]
 
 
 def train_not_quiet(run, *extra):
     """train without --quiet: -q prints only errors, so warnings need the default level."""
-    return run("train", "--graph", "g.txt", "--out", "out.emb",
-               *[a for a in TINY if a != "--quiet"], *extra)
+    return run(
+        "train",
+        "--graph",
+        "g.txt",
+        "--out",
+        "out.emb",
+        *[a for a in TINY if a != "--quiet"],
+        *extra,
+    )
 
 
 @pytest.mark.parametrize("content,extra,expected", WARNINGS)
@@ -475,7 +751,9 @@ def test_surprising_input_warns_with_counts_and_trains(run, tmp_path, content, e
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == len(expected), result.stderr
     for line, phrases in zip(warnings, expected):
-        assert line.startswith("warning: g.txt: ") and all(p in line for p in phrases), result.stderr
+        assert line.startswith("warning: g.txt: ") and all(p in line for p in phrases), (
+            result.stderr
+        )
     assert "error" not in result.stderr.lower() and "Traceback" not in result.stderr
     assert (tmp_path / "out.emb").is_file()
 
@@ -516,8 +794,19 @@ def test_overwrite_replaces_every_output(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
     for name in ("o.emb", "o.npy", "m.npz"):
         put(tmp_path, name, "old\n")
-    result = run("train", "--graph", "g.txt", *TINY, "--out", "o.emb", "--npy", "o.npy", "--model-out", "m.npz",
-                 "--overwrite")
+    result = run(
+        "train",
+        "--graph",
+        "g.txt",
+        *TINY,
+        "--out",
+        "o.emb",
+        "--npy",
+        "o.npy",
+        "--model-out",
+        "m.npz",
+        "--overwrite",
+    )
     assert result.exit_code == 0, result.stderr
     ids, vectors = read_word2vec(tmp_path / "o.emb")
     assert load_npy(tmp_path / "o.npy")[0] == ids == ["a", "b", "c", "d"]
@@ -527,8 +816,12 @@ def test_overwrite_replaces_every_output(run, tmp_path):
 
 def test_evaluate_refuses_existing_json(run, eval_files):
     put(eval_files, "r.json", "old")
-    assert_error(run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s.json", "--json", "r.json"),
-                 "r.json: exists; pass --overwrite")
+    assert_error(
+        run(
+            "evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s.json", "--json", "r.json"
+        ),
+        "r.json: exists; pass --overwrite",
+    )
     assert (eval_files / "r.json").read_text() == "old"
 
 
@@ -558,7 +851,8 @@ def test_existing_checkpoint_is_not_replaced_without_overwrite(run, tmp_path):
 
 
 class _FailingFile:
-    """A file that accepts ``room`` bytes (characters in text mode), then fails: a full disk or a kill."""
+    """A file that accepts ``room`` bytes (characters in text mode), then fails: a full disk
+    or a kill."""
 
     def __init__(self, f, room, exc):
         self._f, self._room, self._exc = f, room, exc
@@ -586,7 +880,8 @@ def _disk_full():
 
 
 def _fail_temp_files(monkeypatch, room, exc=_disk_full, which=None):
-    """Temp files io creates from now on fail after ``room`` bytes (only the ``which``-th one, if given)."""
+    """Temp files io creates from now on fail after ``room`` bytes (only the ``which``-th one,
+    if given)."""
     real, created = io._create_temp, []
 
     def create(target, binary):
@@ -609,7 +904,9 @@ def model():
     from caps2ne_np.graph import from_edges
 
     g = from_edges([0, 1, 2, 3], [1, 2, 3, 0], None, ["a", "b", "c", "d"])
-    return Caps2NE(dim=4, feat_dim=4, walks_per_node=1, epochs=1, num_sampled=2, n_jobs=1, random_state=0).fit(g)
+    return Caps2NE(
+        dim=4, feat_dim=4, walks_per_node=1, epochs=1, num_sampled=2, n_jobs=1, random_state=0
+    ).fit(g)
 
 
 def _save_checkpoint(directory, scale):
@@ -622,29 +919,42 @@ def _save_checkpoint(directory, scale):
 
 # writer: (write the previous output, write the new one with overwrite, the files that must survive)
 WRITERS = {
-    "word2vec-text": (lambda p, m: write_word2vec(p / "e.txt", list("abcd"), _vectors()),
-                      lambda p, m: write_word2vec(p / "e.txt", list("abcd"), _vectors() + 1, overwrite=True),
-                      ["e.txt"]),
-    "word2vec-binary": (lambda p, m: write_word2vec(p / "e.bin", list("abcd"), _vectors(), binary=True),
-                        lambda p, m: write_word2vec(p / "e.bin", list("abcd"), _vectors() + 1, overwrite=True,
-                                                    binary=True),
-                        ["e.bin"]),
-    "npy": (lambda p, m: save_npy(p / "e.npy", _vectors(), list("abcd")),
-            lambda p, m: save_npy(p / "e.npy", _vectors() + 1, list("wxyz"), overwrite=True),
-            ["e.npy", "e.nodes.txt"]),
-    "model-npz": (lambda p, m: m.save(p / "m.npz"),
-                  lambda p, m: m.save(p / "m.npz", overwrite=True),
-                  ["m.npz"]),
-    "checkpoint": (lambda p, m: (_save_checkpoint(p / "ck", 1.0), _save_checkpoint(p / "ck", 2.0)),
-                   lambda p, m: _save_checkpoint(p / "ck", 3.0),
-                   ["ck/checkpoint.npz", "ck/checkpoint.prev.npz"]),
+    "word2vec-text": (
+        lambda p, m: write_word2vec(p / "e.txt", list("abcd"), _vectors()),
+        lambda p, m: write_word2vec(p / "e.txt", list("abcd"), _vectors() + 1, overwrite=True),
+        ["e.txt"],
+    ),
+    "word2vec-binary": (
+        lambda p, m: write_word2vec(p / "e.bin", list("abcd"), _vectors(), binary=True),
+        lambda p, m: write_word2vec(
+            p / "e.bin", list("abcd"), _vectors() + 1, overwrite=True, binary=True
+        ),
+        ["e.bin"],
+    ),
+    "npy": (
+        lambda p, m: save_npy(p / "e.npy", _vectors(), list("abcd")),
+        lambda p, m: save_npy(p / "e.npy", _vectors() + 1, list("wxyz"), overwrite=True),
+        ["e.npy", "e.nodes.txt"],
+    ),
+    "model-npz": (
+        lambda p, m: m.save(p / "m.npz"),
+        lambda p, m: m.save(p / "m.npz", overwrite=True),
+        ["m.npz"],
+    ),
+    "checkpoint": (
+        lambda p, m: (_save_checkpoint(p / "ck", 1.0), _save_checkpoint(p / "ck", 2.0)),
+        lambda p, m: _save_checkpoint(p / "ck", 3.0),
+        ["ck/checkpoint.npz", "ck/checkpoint.prev.npz"],
+    ),
 }
 
 
 @pytest.mark.parametrize("room", [0, 20, 60], ids=lambda r: f"after-{r}-bytes")
 @pytest.mark.parametrize("exc", [_disk_full, KeyboardInterrupt], ids=["disk-full", "killed"])
 @pytest.mark.parametrize("writer", sorted(WRITERS))
-def test_interrupted_write_keeps_the_previous_output(tmp_path, monkeypatch, model, writer, exc, room):
+def test_interrupted_write_keeps_the_previous_output(
+    tmp_path, monkeypatch, model, writer, exc, room
+):
     write_old, write_new, names = WRITERS[writer]
     write_old(tmp_path, model)
     before = {name: (tmp_path / name).read_bytes() for name in names}
@@ -661,10 +971,13 @@ def test_interrupted_write_keeps_the_previous_output(tmp_path, monkeypatch, mode
 
 
 def test_failed_nodes_file_keeps_the_previous_npy_pair(tmp_path, monkeypatch):
-    """The .npy and its .nodes.txt are written in full before either is renamed: no new matrix with old ids."""
+    """The .npy and its .nodes.txt are written in full before either is renamed: no new
+    matrix with old ids."""
     save_npy(tmp_path / "e.npy", _vectors(), list("abcd"))
     before = load_npy(tmp_path / "e.npy")
-    created = _fail_temp_files(monkeypatch, 0, which=2)  # the second temp file, the ids, hits a full disk
+    created = _fail_temp_files(
+        monkeypatch, 0, which=2
+    )  # the second temp file, the ids, hits a full disk
     with pytest.raises(OSError, match="No space left"):
         save_npy(tmp_path / "e.npy", _vectors() + 1, list("wxyz"), overwrite=True)
     assert [t.name for t in created] == ["e.npy", "e.nodes.txt"]
@@ -709,7 +1022,9 @@ def test_cli_interrupted_run_keeps_the_old_output(run, tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(walks.WalkSource, "walks", interrupted)
-    assert_error(train(run, "--overwrite", out="o.emb"), "interrupted; no output was written", code=130)
+    assert_error(
+        train(run, "--overwrite", out="o.emb"), "interrupted; no output was written", code=130
+    )
     assert (tmp_path / "o.emb").read_text() == "precious\n"
 
 
@@ -717,16 +1032,23 @@ def test_cli_interrupted_run_keeps_the_old_output(run, tmp_path, monkeypatch):
 
 
 def cli_process(*args, cwd):
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_process_bad_line_is_one_line_exit_1(tmp_path):
     put(tmp_path, "g.txt", "a b\nc\n")
     proc = cli_process("train", "--graph", "g.txt", *TINY, cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == ("error: g.txt:2: line has 1 field 'c'; expected 'u v' or 'u v w' "
-                           "(whitespace separated, '#' starts a comment)\n")
+    assert proc.stderr == (
+        "error: g.txt:2: line has 1 field 'c'; expected 'u v' or 'u v w' "
+        "(whitespace separated, '#' starts a comment)\n"
+    )
 
 
 def test_process_usage_error_exit_2(tmp_path):
@@ -740,4 +1062,6 @@ def test_process_debug_shows_the_traceback(tmp_path):
     put(tmp_path, "g.txt", "a b\nc\n")
     proc = cli_process("train", "--graph", "g.txt", *TINY, "--debug", cwd=tmp_path)
     assert proc.returncode == 1
-    assert "Traceback" in proc.stderr and "GraphFormatError: g.txt:2: line has 1 field" in proc.stderr
+    assert (
+        "Traceback" in proc.stderr and "GraphFormatError: g.txt:2: line has 1 field" in proc.stderr
+    )

@@ -21,8 +21,13 @@ def smoke_run(script, stem, results):
     """Run ``bench/<script> --smoke --out <stem>`` writing into the folder ``results``;
     return (json payload, markdown text)."""
     env = dict(os.environ, CAPS2NE_BENCH_RESULTS=str(results))
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--smoke", "--out", stem],
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--smoke", "--out", stem],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((results / f"{stem}.json").read_text()), (results / f"{stem}.md").read_text()
 
@@ -34,7 +39,7 @@ def test_perf_bench_smoke_runs_and_writes_its_table(tmp_path):
     assert data and "| config |" in md
     assert all(r["adam_floor_ms"] > 0 and r["adam_elements"] > 0 for r in data["rows"])
     with_peer = [r for r in data["rows"] if "ratio" in r]
-    if with_peer:                      # torch installed: both optimizers were timed
+    if with_peer:  # torch installed: both optimizers were timed
         assert "## What bounds the ratio" in md
         assert all(r["impl"][r["best_peer"]]["adam_ms"] > 0 for r in with_peer)
 
@@ -42,13 +47,27 @@ def test_perf_bench_smoke_runs_and_writes_its_table(tmp_path):
 @needs_data
 def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
     out = tmp_path / "t.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "reproduce.py"), "--dataset", "cora",
-                           "--epochs", "1", "--walks-per-node", "1", "--results", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "reproduce.py"),
+            "--dataset",
+            "cora",
+            "--epochs",
+            "1",
+            "--walks-per-node",
+            "1",
+            "--results",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     entry = json.loads(out.read_text())[0]
     assert entry["dataset"] == "cora" and len(entry["chosen_epochs"]) == 10
-    assert len(entry["split_val"]) == 1 and len(entry["split_val"][0]) == 10
+    assert len(entry["split_best"]["val"]) == 10 and len(entry["split_best_ovr"]["test"]) == 10
     md = out.with_suffix(".md").read_text()
     assert "| cora |" in md
     # the pooled (authors') selection over the stored run equals the run's own selection
@@ -73,13 +92,26 @@ def test_feature_dim_bench_smoke_runs(tmp_path):
 
 def test_run_all_lists_the_whole_suite_and_rejects_unknown_parts():
     script = str(ROOT / "bench" / "run_all.py")
-    proc = subprocess.run([sys.executable, script, "--dry-run"], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, script, "--dry-run"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
-    for name in ("perf.py --ours-lazy", "walks_vs_pecanpy.py", "time_to_accuracy.py", "scale.py",
-                 "profile_step.py", "gradcheck.py", "feature_dim.py", "perf.py --report-only"):
+    for name in (
+        "perf.py --ours-lazy",
+        "walks_vs_pecanpy.py",
+        "time_to_accuracy.py",
+        "scale.py",
+        "profile_step.py",
+        "gradcheck.py",
+        "feature_dim.py",
+        "perf.py --report-only",
+    ):
         assert f"python bench/{name}" in proc.stdout
         assert (ROOT / "bench" / name.split()[0]).exists()
-    bad = subprocess.run([sys.executable, script, "--only", "perf,nosuch", "--dry-run"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, script, "--only", "perf,nosuch", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "nosuch" in bad.stderr

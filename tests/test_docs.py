@@ -19,13 +19,13 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 def section(text, title):
     start = text.index(f"## {title}\n")
     end = text.find("\n## ", start + 1)
-    return text[start:end if end >= 0 else None]
+    return text[start : end if end >= 0 else None]
 
 
 def table_numbers(text):
     """Every number in the Markdown table rows of ``text`` (thousands separators removed)."""
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
-    cells = " ".join(rows[1:] if rows else [])   # skip the header row
+    cells = " ".join(rows[1:] if rows else [])  # skip the header row
     return {n.replace(",", "") for n in re.findall(r"\d[\d,]*\.?\d*", cells)}
 
 
@@ -34,7 +34,7 @@ def test_readme_figures_are_quoted_from_the_benchmark_results(title):
     text = section(README, title)
     source = (ROOT / "bench" / "results" / "vs_deepwalk.md").read_text(encoding="utf-8")
     known = {n.replace(",", "") for n in re.findall(r"\d[\d,]*\.?\d*", source)}
-    numbers = table_numbers(text) - {"3", "30", "0.5", "0.6", "0.7"}   # LFR names: size, mixing
+    numbers = table_numbers(text) - {"3", "30", "0.5", "0.6", "0.7"}  # LFR names: size, mixing
     assert len(numbers) > 20
     assert numbers <= known, sorted(numbers - known)
 
@@ -45,7 +45,10 @@ def test_readme_quotes_the_inductive_figures_and_the_scaling_rate():
     for figure in ("77.34", "76.54", "69.67", "69.84"):
         assert figure in text and figure in inductive
     scaling = (ROOT / "docs" / "scaling.md").read_text(encoding="utf-8")
-    assert "122,000 pairs/s" in section(README, "How long will it take") and "122,000 pairs/s" in scaling
+    assert (
+        "122,000 pairs/s" in section(README, "How long will it take")
+        and "122,000 pairs/s" in scaling
+    )
 
 
 def test_every_picture_the_docs_show_exists_and_the_script_names_it():
@@ -64,10 +67,23 @@ def test_every_picture_the_docs_show_exists_and_the_script_names_it():
 
 def test_picture_script_runs(tmp_path):
     pytest.importorskip("matplotlib")
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / "cora_pictures.py"), "--smoke",
-                           "--out-dir", str(tmp_path)], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin",
-                               "MPLCONFIGDIR": str(tmp_path / "mpl")}, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "cora_pictures.py"),
+            "--smoke",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env={
+            "PYTHONPATH": str(ROOT),
+            "PATH": "/usr/bin:/bin",
+            "MPLCONFIGDIR": str(tmp_path / "mpl"),
+        },
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "epoch 1: loss" in proc.stdout
     for name in ("cora_embedding_2d.png", "cora_accuracy_by_epoch.png"):
@@ -95,8 +111,10 @@ def test_citation_file_cites_the_paper_and_this_software():
 
 def test_math_page_has_the_architecture_diagram():
     text = (ROOT / "docs" / "math.md").read_text(encoding="utf-8")
-    glance = text[text.index("## The pipeline at a glance"):text.index("## Where a batch comes from")]
-    diagram = glance[glance.index("```"):glance.index("```", glance.index("```") + 3)]
+    glance = text[
+        text.index("## The pipeline at a glance") : text.index("## Where a batch comes from")
+    ]
+    diagram = glance[glance.index("```") : glance.index("```", glance.index("```") + 3)]
     for step in ("random walk", "squash", "W_i u_i", "routing", "e_v", "sampled softmax", "loss"):
         assert step in diagram
     assert diagram.index("squash") < diagram.index("routing") < diagram.index("sampled softmax")

@@ -2,34 +2,19 @@
 differences in float64 (relative error < 1e-6), and the fast forward kernels
 against the naive references in tests/naive.py."""
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import naive
 from caps2ne_np import capsules, grads
 from caps2ne_np.core import ModelConfig, Params, SparseFeatures, forward, loss_and_grads
-
-import naive
+from cases import make_case
 
 H = 1e-6
 BAR = 1e-6
-
-
-def make_case(seed, n_nodes=7, n_pairs=3, n_slots=3, d=4, k=5, n_sampled=4, scale_w=0.6):
-    """A tiny random problem, away from |s| ~ 0 (W large enough for non-trivial squash)."""
-    rng = np.random.default_rng(seed)
-    W = rng.normal(0, scale_w, size=(n_slots, k, d))
-    O = rng.normal(0, 0.5, size=(n_nodes, k))
-    bias = rng.normal(0, 0.1, size=n_nodes)
-    X = rng.normal(0, 0.8, size=(n_nodes, d))
-    ctx = rng.integers(0, n_nodes, size=(n_pairs, n_slots))
-    targets = rng.integers(0, n_nodes, size=n_pairs)
-    others = np.setdiff1d(np.arange(n_nodes), targets[:1])
-    sampled = np.concatenate([targets[:1], rng.choice(others, size=n_sampled - 1, replace=False)])
-    rng.shuffle(sampled)                        # distinct, with one accidental hit
-    q_true = rng.uniform(0.2, 1.0, size=n_pairs)
-    q_sampled = rng.uniform(0.2, 1.0, size=n_sampled)
-    return W, O, bias, X, ctx, targets, sampled, q_true, q_sampled
 
 
 CONFIGS = [
@@ -38,48 +23,64 @@ CONFIGS = [
     for rule in ("paper", "sabour")
     for mode in ("exact", "stop")
     for scale in (None, 1.0)
-    if not (m == 1 and rule == "sabour")        # one iteration never updates b
+    if not (m == 1 and rule == "sabour")  # one iteration never updates b
 ]
 
 
 @pytest.mark.parametrize("m,rule,mode,scale", CONFIGS)
 @pytest.mark.parametrize("features", ["trainable", "fixed", "sparse"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_loss_and_grads_match_central_differences(m, rule, mode, scale, features, seed):
+def test_loss_and_grads_match_central_differences(
+    m, rule, mode, scale, features, seed, record_property
+):
+    """Also records each case's errors (bench/gradcheck.py reports them from --junitxml)."""
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(seed)
     n_slots = ctx.shape[1]
     cfg = ModelConfig(routing_iters=m, routing_rule=rule, routing_scale=scale, grad_mode=mode)
     fixed = features != "trainable"
-    if features == "sparse":                   # bag-of-words-like: most entries zero
+    if features == "sparse":  # bag-of-words-like: most entries zero
         X[np.random.default_rng(seed + 100).random(X.shape) < 0.6] = 0.0
-        X[2] = 0.0                             # an all-zero feature row (as in Citeseer)
-        params = Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64),
-                        fixed_features=True)
+        X[2] = 0.0  # an all-zero feature row (as in Citeseer)
+        params = Params(
+            W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64), fixed_features=True
+        )
     else:
         params = Params(W, O, bias, X, fixed_features=fixed)
     loss, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
 
     sc = float(n_slots) if scale is None else scale
     c_fixed = None
-    if mode == "stop":                         # finite differences with c frozen
+    if mode == "stop":  # finite differences with c frozen
         fw = forward(params, ctx, cfg)
         c_fixed = fw["c"][m - 1]
 
     def f():
-        return naive.loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, sc, rule,
-                          c_fixed)
+        return naive.loss(
+            W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, sc, rule, c_fixed
+        )
 
-    assert loss == pytest.approx(naive.loss(W, O, bias, X, ctx, targets, sampled, q_true,
-                                            q_sampled, m, sc, rule), rel=1e-12)
+    assert loss == pytest.approx(
+        naive.loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, sc, rule), rel=1e-12
+    )
     named = [("W", W, g.W), ("O", O, g.O), ("bias", bias, g.bias)]
     if not fixed:
         named.append(("X", X, g.X))
     else:
         assert g.X is None
-    for name, arr, analytic in named:
-        numeric = naive.numeric_grad(f, arr, h=H)
-        err = naive.rel_error(analytic, numeric)
-        assert err < BAR, f"{name}: relative error {err:.2e}"
+    errors = {
+        name: naive.rel_error(analytic, naive.numeric_grad(f, arr, h=H))
+        for name, arr, analytic in named
+    }
+    record_property(
+        "gradcheck",
+        json.dumps(
+            dict(
+                m=m, rule=rule, mode=mode, scale=scale, features=features, seed=seed, errors=errors
+            )
+        ),
+    )
+    bad = {name: f"{err:.2e}" for name, err in errors.items() if not err < BAR}
+    assert not bad, f"relative errors over {BAR}: {bad}"
 
 
 @pytest.mark.parametrize("n,k", [(1, 2), (3, 5)])
@@ -142,8 +143,9 @@ def test_one_iteration_with_default_scale_gives_unit_coefficients():
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
 def test_forward_and_sampled_softmax_match_naive(dtype, tol):
-    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(5, n_nodes=12,
-                                                                        n_pairs=6, n_slots=4)
+    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
+        5, n_nodes=12, n_pairs=6, n_slots=4
+    )
     cfg = ModelConfig(routing_iters=3)
     params = Params(W, O, bias, X).astype(dtype)
     fw = forward(params, ctx, cfg)
@@ -158,8 +160,9 @@ def test_float32_gradients_track_float64():
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(9, n_pairs=5)
     cfg = ModelConfig(routing_iters=3)
     _, g64 = loss_and_grads(Params(W, O, bias, X), ctx, targets, sampled, q_true, q_sampled, cfg)
-    _, g32 = loss_and_grads(Params(W, O, bias, X).astype(np.float32), ctx, targets, sampled,
-                            q_true, q_sampled, cfg)
+    _, g32 = loss_and_grads(
+        Params(W, O, bias, X).astype(np.float32), ctx, targets, sampled, q_true, q_sampled, cfg
+    )
     for a, b in [(g32.W, g64.W), (g32.O, g64.O), (g32.bias, g64.bias), (g32.X, g64.X)]:
         assert naive.rel_error(a, b) < 1e-5
 
@@ -180,13 +183,15 @@ def test_scatter_add_rows_sums_repeats_like_numpy_add_at():
 def test_sparse_feature_path_agrees_with_dense_path(dtype, tol, m):
     rng = np.random.default_rng(m)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
-        7, n_nodes=15, n_pairs=8, n_slots=4, d=30, k=6, n_sampled=5, scale_w=0.3)
-    X = (rng.random(X.shape) < 0.15).astype(np.float64)          # binary bag of words
+        7, n_nodes=15, n_pairs=8, n_slots=4, d=30, k=6, n_sampled=5, scale_w=0.3
+    )
+    X = (rng.random(X.shape) < 0.15).astype(np.float64)  # binary bag of words
     X[3] = 0.0
     cfg = ModelConfig(routing_iters=m)
     dense = Params(W, O, bias, X, fixed_features=True).astype(dtype)
-    sparse = Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)),
-                    fixed_features=True).astype(dtype)
+    sparse = Params(
+        W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)), fixed_features=True
+    ).astype(dtype)
     loss_d, g_d = loss_and_grads(dense, ctx, targets, sampled, q_true, q_sampled, cfg)
     loss_s, g_s = loss_and_grads(sparse, ctx, targets, sampled, q_true, q_sampled, cfg)
     assert loss_s == pytest.approx(loss_d, rel=tol)
@@ -206,6 +211,7 @@ def test_squash_csr_matches_dense_squash():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_blas_helpers_match_numpy_matmul(dtype):
     from caps2ne_np.blas import row_matmul, slot_matmul
+
     rng = np.random.default_rng(0)
     a, b = rng.random((3, 5, 4)).astype(dtype), rng.random((3, 4, 6)).astype(dtype)
     c, d = rng.random((3, 5, 6)).astype(dtype), rng.random((3, 6, 4)).astype(dtype)
@@ -213,12 +219,16 @@ def test_blas_helpers_match_numpy_matmul(dtype):
     np.testing.assert_allclose(slot_matmul(a, b), a @ b, rtol=tol)
     np.testing.assert_allclose(slot_matmul(a, c, trans_a=True), a.transpose(0, 2, 1) @ c, rtol=tol)
     np.testing.assert_allclose(slot_matmul(a, d, trans_b=True), a @ d.transpose(0, 2, 1), rtol=tol)
-    x, y, z = rng.random((37, 8)).astype(dtype), rng.random((8, 5)).astype(dtype), \
-        rng.random((5, 8)).astype(dtype)
+    x, y, z = (
+        rng.random((37, 8)).astype(dtype),
+        rng.random((8, 5)).astype(dtype),
+        rng.random((5, 8)).astype(dtype),
+    )
     np.testing.assert_allclose(row_matmul(x, y), x @ y, rtol=tol)
     np.testing.assert_allclose(row_matmul(x, z, trans_b=True), x @ z.T, rtol=tol)
-    np.testing.assert_allclose(row_matmul(x[:3], y), x[:3] @ y, rtol=tol)   # fewer rows than chunks
+    np.testing.assert_allclose(row_matmul(x[:3], y), x[:3] @ y, rtol=tol)  # fewer rows than chunks
     from caps2ne_np.blas import row_matmul_tn, segment_matmul, segment_matmul_tn
+
     w = rng.random((37, 6)).astype(dtype)
     np.testing.assert_allclose(row_matmul_tn(x, w), x.T @ w, rtol=tol)
     np.testing.assert_allclose(row_matmul_tn(x[:2], w[:2]), x[:2].T @ w[:2], rtol=tol)
@@ -227,8 +237,11 @@ def test_blas_helpers_match_numpy_matmul(dtype):
     B = rng.random((3, 8, 5)).astype(dtype)
     ref = np.concatenate([x[0:10] @ B[0], x[10:37] @ B[2]])
     np.testing.assert_allclose(segment_matmul(x, B, ptr), ref, rtol=tol)
-    np.testing.assert_allclose(segment_matmul(x, np.ascontiguousarray(B.transpose(0, 2, 1)), ptr,
-                                              trans_b=True), ref, rtol=tol)
+    np.testing.assert_allclose(
+        segment_matmul(x, np.ascontiguousarray(B.transpose(0, 2, 1)), ptr, trans_b=True),
+        ref,
+        rtol=tol,
+    )
     out = np.full((3, 8, 6), np.nan, dtype=dtype)
     segment_matmul_tn(x, w, ptr, out)
     np.testing.assert_allclose(out[0], x[:10].T @ w[:10], rtol=tol)
@@ -238,22 +251,26 @@ def test_blas_helpers_match_numpy_matmul(dtype):
 
 def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
     from caps2ne_np.core import loss_and_row_grads, slot_major
+
     rng = np.random.default_rng(11)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
-        3, n_nodes=15, n_pairs=6, n_slots=4, d=30, k=6, n_sampled=5, scale_w=0.3)
+        3, n_nodes=15, n_pairs=6, n_slots=4, d=30, k=6, n_sampled=5, scale_w=0.3
+    )
     X = (rng.random(X.shape) < 0.15).astype(np.float64)
-    params = Params(slot_major(W), O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)),
-                    fixed_features=True)
+    params = Params(
+        slot_major(W), O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)), fixed_features=True
+    )
     cfg = ModelConfig(routing_iters=2)
     loss, d_W, _ = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
-    loss2, none, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg,
-                                         row_sparse_W=True)
+    loss2, none, rg = loss_and_row_grads(
+        params, ctx, targets, sampled, q_true, q_sampled, cfg, row_sparse_W=True
+    )
     assert none is None and loss2 == loss
     dense_rows = np.ascontiguousarray(d_W.transpose(0, 2, 1)).reshape(-1, d_W.shape[1])
     rebuilt = np.zeros_like(dense_rows)
     rebuilt[rg["W"].rows] = rg["W"].values
     np.testing.assert_allclose(rebuilt, dense_rows, rtol=1e-12, atol=1e-15)
-    assert len(rg["W"].rows) < dense_rows.shape[0]          # only touched columns
+    assert len(rg["W"].rows) < dense_rows.shape[0]  # only touched columns
 
 
 def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
@@ -261,21 +278,26 @@ def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
     # checked directly against central differences in float64, untouched columns of
     # W included (their gradient must be exactly zero and absent from the rows).
     from caps2ne_np.core import loss_and_row_grads, slot_major
+
     rng = np.random.default_rng(12)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
-        5, n_nodes=12, n_pairs=5, n_slots=3, d=20, k=4, n_sampled=4, scale_w=0.3)
+        5, n_nodes=12, n_pairs=5, n_slots=3, d=20, k=4, n_sampled=4, scale_w=0.3
+    )
     X = (rng.random(X.shape) < 0.2) * rng.random(X.shape)
-    params = Params(slot_major(W), O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)),
-                    fixed_features=True)
+    params = Params(
+        slot_major(W), O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X)), fixed_features=True
+    )
     cfg = ModelConfig(routing_iters=2)
 
     def loss():
-        return loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg,
-                                  row_sparse_W=True)[0]
+        return loss_and_row_grads(
+            params, ctx, targets, sampled, q_true, q_sampled, cfg, row_sparse_W=True
+        )[0]
 
-    _, _, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg,
-                                  row_sparse_W=True)
-    W_rows = params.W.transpose(0, 2, 1).reshape(-1, params.W.shape[1])   # view: (I * d, k)
+    _, _, rg = loss_and_row_grads(
+        params, ctx, targets, sampled, q_true, q_sampled, cfg, row_sparse_W=True
+    )
+    W_rows = params.W.transpose(0, 2, 1).reshape(-1, params.W.shape[1])  # view: (I * d, k)
     assert np.shares_memory(W_rows, params.W)
     numeric = naive.numeric_grad(loss, W_rows)
     analytic = np.zeros_like(numeric)
@@ -283,4 +305,4 @@ def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
     np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-9)
     untouched = np.setdiff1d(np.arange(W_rows.shape[0]), rg["W"].rows)
     assert untouched.size and np.all(numeric[untouched] == 0)
-    assert np.abs(numeric).max() > 1e-4                    # the check is not vacuous
+    assert np.abs(numeric).max() > 1e-4  # the check is not vacuous

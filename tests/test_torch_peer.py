@@ -15,7 +15,10 @@ torch = pytest.importorskip("torch")
 from caps2ne_np import core  # noqa: E402
 from caps2ne_np.core import ModelConfig, Params, loss_and_grads  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
+)
+import cases  # noqa: E402
 from peers.torch_caps2ne import TorchCaps2NE  # noqa: E402
 
 RTOL = 1e-10
@@ -26,25 +29,21 @@ ATOL_FRACTION = 1e-12
 HAS_SPARSE_CORE = hasattr(core, "SparseFeatures")
 
 
-def make_case(seed, n_nodes=9, n_pairs=4, n_slots=4, d=6, k=5, n_sampled=5):
-    """A tiny random float64 problem with one accidental hit and a repeated target,
-    features with zeros (one all-zero row, as Citeseer's), away from |s| ~ 0."""
-    rng = np.random.default_rng(seed)
-    W = rng.normal(0, 0.6, size=(n_slots, k, d))
-    O = rng.normal(0, 0.5, size=(n_nodes, k))
-    bias = rng.normal(0, 0.1, size=n_nodes)
-    X = rng.normal(0, 0.8, size=(n_nodes, d))
-    X[rng.random(X.shape) < 0.5] = 0.0
-    X[3] = 0.0
-    ctx = rng.integers(0, n_nodes, size=(n_pairs, n_slots))
-    targets = rng.integers(0, n_nodes, size=n_pairs)
-    targets[-1] = targets[0]
-    others = np.setdiff1d(np.arange(n_nodes), targets[:1])
-    sampled = np.concatenate([targets[:1], rng.choice(others, size=n_sampled - 1, replace=False)])
-    rng.shuffle(sampled)
-    q_true = rng.uniform(0.2, 1.0, size=n_pairs)
-    q_sampled = rng.uniform(0.2, 1.0, size=n_sampled)
-    return W, O, bias, X, ctx, targets, sampled, q_true, q_sampled
+def make_case(seed):
+    """A tiny float64 problem with one accidental hit and a repeated target, features
+    with zeros (one all-zero row, as Citeseer's)."""
+    return cases.make_case(
+        seed,
+        n_nodes=9,
+        n_pairs=4,
+        n_slots=4,
+        d=6,
+        k=5,
+        n_sampled=5,
+        zero_fraction=0.5,
+        zero_row=3,
+        repeat_target=True,
+    )
 
 
 def assert_close(ours, theirs, name):
@@ -68,18 +67,38 @@ def test_loss_and_grads_equal_torch_autograd(m, rule, mode, features):
     cfg = ModelConfig(routing_iters=m, routing_rule=rule, grad_mode=mode)
     if features == "trainable":
         params = Params(W, O, bias, X, fixed_features=False)
-        peer = TorchCaps2NE(X.shape[0], k, n_slots, feat_dim=d, routing_iters=m, routing_rule=rule,
-                            grad_mode=mode, dtype=torch.float64).load_numpy(W, O, bias, X)
+        peer = TorchCaps2NE(
+            X.shape[0],
+            k,
+            n_slots,
+            feat_dim=d,
+            routing_iters=m,
+            routing_rule=rule,
+            grad_mode=mode,
+            dtype=torch.float64,
+        ).load_numpy(W, O, bias, X)
     else:
         if features == "sparse-core":
-            params = Params(W, O, bias, core.SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64),
-                            fixed_features=True)
+            params = Params(
+                W,
+                O,
+                bias,
+                core.SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64),
+                fixed_features=True,
+            )
         else:
             params = Params(W, O, bias, X, fixed_features=True)
-        peer = TorchCaps2NE(X.shape[0], k, n_slots, features=sp.csr_matrix(X) if features != "fixed-dense" else X,
-                            feature_mode="dense" if features == "fixed-dense" else "bag",
-                            routing_iters=m, routing_rule=rule, grad_mode=mode,
-                            dtype=torch.float64).load_numpy(W, O, bias)
+        peer = TorchCaps2NE(
+            X.shape[0],
+            k,
+            n_slots,
+            features=sp.csr_matrix(X) if features != "fixed-dense" else X,
+            feature_mode="dense" if features == "fixed-dense" else "bag",
+            routing_iters=m,
+            routing_rule=rule,
+            grad_mode=mode,
+            dtype=torch.float64,
+        ).load_numpy(W, O, bias)
 
     loss, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
     torch_loss = peer.forward_loss(ctx, targets, sampled, q_true, q_sampled)
@@ -99,8 +118,15 @@ def test_stop_mode_differs_from_exact_for_several_iterations():
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(5)
     out = {}
     for mode in ("exact", "stop"):
-        peer = TorchCaps2NE(X.shape[0], W.shape[1], W.shape[0], feat_dim=W.shape[2], routing_iters=3,
-                            grad_mode=mode, dtype=torch.float64).load_numpy(W, O, bias, X)
+        peer = TorchCaps2NE(
+            X.shape[0],
+            W.shape[1],
+            W.shape[0],
+            feat_dim=W.shape[2],
+            routing_iters=3,
+            grad_mode=mode,
+            dtype=torch.float64,
+        ).load_numpy(W, O, bias, X)
         peer.forward_loss(ctx, targets, sampled, q_true, q_sampled).backward()
         out[mode] = peer.grads()["W"]
     assert np.abs(out["exact"] - out["stop"]).max() > 1e-6
@@ -108,8 +134,14 @@ def test_stop_mode_differs_from_exact_for_several_iterations():
 
 def test_peer_train_step_lowers_the_loss_on_a_fixed_batch():
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(11)
-    peer = TorchCaps2NE(X.shape[0], W.shape[1], W.shape[0], feat_dim=W.shape[2], routing_iters=3,
-                        dtype=torch.float32).load_numpy(W, O, bias, X)
+    peer = TorchCaps2NE(
+        X.shape[0],
+        W.shape[1],
+        W.shape[0],
+        feat_dim=W.shape[2],
+        routing_iters=3,
+        dtype=torch.float32,
+    ).load_numpy(W, O, bias, X)
     peer.make_optimizer(lr=1e-2)
     first = peer.train_step(ctx, targets, sampled, q_true, q_sampled)
     for _ in range(30):

@@ -63,8 +63,12 @@ def _to_csr_parts(features):
         csr.sum_duplicates()
         csr.eliminate_zeros()
         csr.sort_indices()
-        return (np.asarray(csr.indptr, dtype=np.int64), np.asarray(csr.indices, dtype=np.int64),
-                np.asarray(csr.data, dtype=np.float64), csr.shape)
+        return (
+            np.asarray(csr.indptr, dtype=np.int64),
+            np.asarray(csr.indices, dtype=np.int64),
+            np.asarray(csr.data, dtype=np.float64),
+            csr.shape,
+        )
     dense = np.asarray(features)
     rows, cols = np.nonzero(dense)
     indptr = np.zeros(dense.shape[0] + 1, dtype=np.int64)
@@ -84,9 +88,22 @@ class TorchCaps2NE(torch.nn.Module):
     bias 0; ``load_numpy`` overwrites them (to compare on the same parameters).
     """
 
-    def __init__(self, n_nodes, dim, n_slots, feat_dim=128, features=None, *, routing_iters=1,
-                 routing_rule="paper", routing_scale=None, grad_mode="exact", feature_mode="auto",
-                 dtype=torch.float32, seed=0):
+    def __init__(
+        self,
+        n_nodes,
+        dim,
+        n_slots,
+        feat_dim=128,
+        features=None,
+        *,
+        routing_iters=1,
+        routing_rule="paper",
+        routing_scale=None,
+        grad_mode="exact",
+        feature_mode="auto",
+        dtype=torch.float32,
+        seed=0,
+    ):
         super().__init__()
         if routing_rule not in ROUTING_RULES:
             raise ValueError(f"routing_rule must be one of {ROUTING_RULES}, got {routing_rule!r}")
@@ -109,7 +126,8 @@ class TorchCaps2NE(torch.nn.Module):
             self.feat_dim = int(feat_dim)
             a = (1.0 / self.feat_dim) ** 0.5
             self.X = torch.nn.Parameter(
-                torch.empty(self.n_nodes, self.feat_dim, dtype=dtype).uniform_(-a, a, generator=gen))
+                torch.empty(self.n_nodes, self.feat_dim, dtype=dtype).uniform_(-a, a, generator=gen)
+            )
         else:
             if feature_mode == "auto":
                 feature_mode = "bag" if hasattr(features, "tocsr") else "dense"
@@ -131,14 +149,17 @@ class TorchCaps2NE(torch.nn.Module):
                 self.register_buffer("u_values", u_values)
 
         self.Wt = torch.nn.Parameter(
-            torch.empty(self.n_slots, self.feat_dim, self.dim, dtype=dtype).normal_(0.0, 0.01,
-                                                                                    generator=gen))
+            torch.empty(self.n_slots, self.feat_dim, self.dim, dtype=dtype).normal_(
+                0.0, 0.01, generator=gen
+            )
+        )
         limit = (6.0 / (self.n_nodes + self.dim)) ** 0.5
         self.O = torch.nn.Parameter(
-            torch.empty(self.n_nodes, self.dim, dtype=dtype).uniform_(-limit, limit, generator=gen))
+            torch.empty(self.n_nodes, self.dim, dtype=dtype).uniform_(-limit, limit, generator=gen)
+        )
         self.bias = torch.nn.Parameter(torch.zeros(self.n_nodes, dtype=dtype))
         self.optimizer = None
-        self.optimizer_seconds = 0.0            # time spent in optimizer.step (bench/perf.py)
+        self.optimizer_seconds = 0.0  # time spent in optimizer.step (bench/perf.py)
 
     # ------------------------------------------------------------------ parameters
 
@@ -166,16 +187,22 @@ class TorchCaps2NE(torch.nn.Module):
 
     def weights(self):
         """The parameters as numpy arrays in the library's shapes (W (I, k, d), ...)."""
-        out = dict(W=self.Wt.detach().transpose(1, 2).numpy().copy(), O=self.O.detach().numpy().copy(),
-                   bias=self.bias.detach().numpy().copy())
+        out = dict(
+            W=self.Wt.detach().transpose(1, 2).numpy().copy(),
+            O=self.O.detach().numpy().copy(),
+            bias=self.bias.detach().numpy().copy(),
+        )
         if self.feature_mode == "trainable":
             out["X"] = self.X.detach().numpy().copy()
         return out
 
     def grads(self):
         """The gradients of the last backward pass, same names and shapes as ``weights()``."""
-        out = dict(W=self.Wt.grad.transpose(1, 2).numpy().copy(), O=self.O.grad.numpy().copy(),
-                   bias=self.bias.grad.numpy().copy())
+        out = dict(
+            W=self.Wt.grad.transpose(1, 2).numpy().copy(),
+            O=self.O.grad.numpy().copy(),
+            bias=self.bias.grad.numpy().copy(),
+        )
         if self.feature_mode == "trainable":
             out["X"] = self.X.grad.numpy().copy()
         return out
@@ -186,24 +213,28 @@ class TorchCaps2NE(torch.nn.Module):
         """u_hat (I, P, k) for context nodes ctx_t (I, P) int64 (slot-major)."""
         n_slots, n_pairs = ctx_t.shape
         if self.feature_mode == "bag":
-            v = ctx_t.reshape(-1)                                   # bag b = i * P + p
+            v = ctx_t.reshape(-1)  # bag b = i * P + p
             start = self.x_indptr[v]
             length = self.x_indptr[v + 1] - start
-            offsets = torch.cumsum(length, 0) - length              # exclusive prefix sums
+            offsets = torch.cumsum(length, 0) - length  # exclusive prefix sums
             total = int(offsets[-1] + length[-1])
-            pos = torch.arange(total) + torch.repeat_interleave(start - offsets, length,
-                                                                output_size=total)
+            pos = torch.arange(total) + torch.repeat_interleave(
+                start - offsets, length, output_size=total
+            )
             slot_base = torch.arange(n_slots).repeat_interleave(n_pairs) * self.feat_dim
-            cols = self.x_indices[pos] + torch.repeat_interleave(slot_base, length, output_size=total)
+            cols = self.x_indices[pos] + torch.repeat_interleave(
+                slot_base, length, output_size=total
+            )
             weight = self.Wt.view(n_slots * self.feat_dim, self.dim)
-            u_hat = F.embedding_bag(cols, weight, offsets, mode="sum",
-                                    per_sample_weights=self.u_values[pos])
+            u_hat = F.embedding_bag(
+                cols, weight, offsets, mode="sum", per_sample_weights=self.u_values[pos]
+            )
             return u_hat.view(n_slots, n_pairs, self.dim)
         if self.feature_mode == "dense":
-            u = F.embedding(ctx_t, self.U)                          # (I, P, d), squashed once
+            u = F.embedding(ctx_t, self.U)  # (I, P, d), squashed once
         else:
-            u = squash(F.embedding(ctx_t, self.X))                  # (I, P, d)
-        return torch.bmm(u, self.Wt)                                # (I, P, k)
+            u = squash(F.embedding(ctx_t, self.X))  # (I, P, d)
+        return torch.bmm(u, self.Wt)  # (I, P, k)
 
     def route(self, u_hat):
         """Algorithm 1 over u_hat (I, P, k): returns e (P, k) of the last iteration."""
@@ -214,7 +245,7 @@ class TorchCaps2NE(torch.nn.Module):
         for r in range(self.routing_iters):
             last = r == self.routing_iters - 1
             uh = u_hat if last else inner
-            c = self.scale * torch.softmax(b, dim=1)                # (P, I)
+            c = self.scale * torch.softmax(b, dim=1)  # (P, I)
             s = torch.einsum("pi,ipk->pk", c, uh)
             e = squash(s)
             if not last:
@@ -240,7 +271,7 @@ class TorchCaps2NE(torch.nn.Module):
     # ------------------------------------------------------------------ training
 
     def make_optimizer(self, lr, betas=(0.9, 0.999), eps=1e-8, **kwargs):
-        """``torch.optim.Adam`` over every parameter; kwargs (``fused``, ``foreach``) pass through."""
+        """``torch.optim.Adam`` over every parameter; kwargs (``fused``, ...) pass through."""
         self.optimizer = torch.optim.Adam(self.parameters(), lr=lr, betas=betas, eps=eps, **kwargs)
         return self.optimizer
 
@@ -251,7 +282,7 @@ class TorchCaps2NE(torch.nn.Module):
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.forward_loss(ctx, targets, sampled, q_true, q_sampled)
         loss.backward()
-        t0 = time.perf_counter()                # CPU ops are synchronous: the update itself
+        t0 = time.perf_counter()  # CPU ops are synchronous: the update itself
         self.optimizer.step()
         self.optimizer_seconds += time.perf_counter() - t0
         return float(loss.detach())
