@@ -39,7 +39,7 @@ GROUPS = {
     "scatter-adds (targets, x rows)": ("_scatter_rows_serial", "_scatter_scalars"),
     "Adam (dense, dense from rows, or lazy rows; with sparse features fused with W's "
     "gradient and the next batch's W_i u)": ("_adam_dense", "_adam_rows", "_adam_dense_rowgrad",
-                                            "adam_sparse_W"),
+                                            "_adam_W_predict"),
     "walks, pairs, V', shared-row bookkeeping": ("_walks_by_id", "make_pairs", "_sample_unique",
                                                  "_share_slots"),
 }

@@ -56,7 +56,7 @@ from threadpoolctl import threadpool_limits
 
 from . import graph as graph_mod
 from ._jit import kernel
-from .core import ModelConfig, Params, SparseFeatures, forward, slot_major
+from .core import ModelConfig, Params, SparseFeatures, forward, prepare_features, slot_major
 from .errors import InputError, InputWarning, check_memory
 from .rng import TAG_INFER, quiet_wraparound, stream3
 from .walks import _check_csr, _check_int, _check_seed, cumulative_weights, walk_step
@@ -397,8 +397,6 @@ def model_inputs(model, graph, features):
     Featureless model: ``features`` must be None; each graph node the model knows (by
     id) gets its learned x, every other node x = 0 (``known`` marks the former).
     """
-    from .train import prepare_features
-
     if not hasattr(model, "W_"):
         raise ValueError("this Caps2NE model is not fitted yet; call fit() first")
     config = model.config_
