@@ -34,8 +34,7 @@ from .core import row_matrix
 # The kernels compute in the parameters' precision, as TensorFlow's float32 Adam
 # does: ``c1 = 1 - beta1`` and ``c2 = 1 - beta2`` arrive in that dtype, because a
 # Python literal in ``(1.0 - beta1) * g`` is a float64 and would promote the whole
-# moment update to float64 (measured: half the vector width, Adam over 4.27 M
-# float32 weights 3.9 -> 2.3 ms on one thread; bench/results/perf_notes.md).
+# moment update to float64 (docs/benchmarks.md#adam-in-float32).
 
 
 @njit(inline="always", error_model="numpy")
