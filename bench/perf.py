@@ -333,8 +333,8 @@ def adam_floor_ms(n_elements, n_threads, reps=7):
 
 def distinct_rows(problem, cfg, n_batches=20):
     """Mean distinct (slot, node) rows per pair and per slot over the first batches:
-    the rows caps2ne_np's products run on (core.share_slots)."""
-    from caps2ne_np.core import share_slots
+    the rows caps2ne_np's products run on (batch.share_slots)."""
+    from caps2ne_np.batch import share_slots
 
     batches, per_pair, per_slot = Batches(problem, cfg), [], []
     for step in range(n_batches):
