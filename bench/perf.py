@@ -46,7 +46,8 @@ from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.optim import Adam
 from caps2ne_np.samplers import make_sampler
-from caps2ne_np.train import TrainStep
+from caps2ne_np.batch import Batch
+from caps2ne_np.step import TrainStep
 
 CONFIGS = {
     "a": dict(
@@ -167,11 +168,11 @@ class Batches:
 
 
 class Ours:
-    """caps2ne_np: ``train.TrainStep`` (``core.loss_and_row_grads`` + ``optim.Adam``,
+    """caps2ne_np: ``step.TrainStep`` (``core.loss_and_row_grads`` + ``optim.Adam``,
     dense), exactly as ``train._fit`` runs a step, the next batch drawn before the
     update as there; BLAS held at one thread as ``train.fit`` does (products run on
     Numba's threads, caps2ne_np/blas.py).  ``fused=False`` times the separate
-    kernels instead of optim.adam_sparse_W (sparse features only)."""
+    kernels instead of step.FusedSparseW (sparse features only)."""
 
     name = "ours"
 
@@ -205,14 +206,14 @@ class Ours:
     def run(self, n_steps):
         with threadpool_limits(limits=1):
             for _ in range(n_steps):
-                batch = self._batch if self._batch is not None else self.batches(self.step)
-                loss = self.train_step.gradients(batch)
+                batch = self._batch or Batch(*self.batches(self.step))
+                loss, grads = self.train_step.gradients(batch)
                 if not math.isfinite(loss):
                     raise RuntimeError(f"ours: loss {loss} at step {self.step}")
-                self._batch = self.batches(self.step + 1)  # as fit: known before Adam
-                self.train_step.prepare_next(self._batch[0])
+                # as fit: the next batch is known before Adam (indexed outside adam_seconds)
+                self._batch = self.train_step.index(Batch(*self.batches(self.step + 1)))
                 t0 = time.perf_counter()
-                self.train_step.update()
+                self.train_step.update(grads, self._batch)
                 self.adam_seconds += time.perf_counter() - t0
                 self.losses.append(loss)
                 self.step += 1
@@ -394,8 +395,8 @@ def adam_floor_ms(n_elements, n_threads, reps=7):
 
 def distinct_rows(problem, cfg, n_batches=20):
     """Mean distinct (slot, node) rows per pair and per slot over the first batches:
-    the rows caps2ne_np's products run on (core.share_slots)."""
-    from caps2ne_np.core import share_slots
+    the rows caps2ne_np's products run on (batch.share_slots)."""
+    from caps2ne_np.batch import share_slots
 
     batches, per_pair, per_slot = Batches(problem, cfg), [], []
     for step in range(n_batches):

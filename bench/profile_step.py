@@ -56,7 +56,7 @@ GROUPS = {
         "_adam_dense",
         "_adam_rows",
         "_adam_dense_rowgrad",
-        "adam_sparse_W",
+        "_adam_W_predict",
     ),
     "walks, pairs, V', shared-row bookkeeping": (
         "_walks_by_id",

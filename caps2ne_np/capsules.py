@@ -243,12 +243,12 @@ def predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
     features: O(nnz(u) k) per context node instead of O(d k).
     [Eq. 2; docs/math.md#sparse-features]
 
-    Column by column (``core.batch_columns``): each touched column j of W_i is read
+    Column by column (``batch.batch_columns``): each touched column j of W_i is read
     once and added, scaled, to every row that has feature j.  Per row the terms
     arrive in ascending j, as in the row-wise sum.  Parallel over the slots, whose
     rows are disjoint.
 
-    keys, slot_key_ptr, key_ptr, ent_row, ent_val : core.BatchColumns
+    keys, slot_key_ptr, key_ptr, ent_row, ent_val : batch.BatchColumns
     W_t   : (I, d, k)  W transposed, so that column j of W_i is contiguous
     u_hat : (R, k)     zeros on entry (a row without nonzeros stays 0), out
     """
@@ -266,7 +266,7 @@ def predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
 @kernel(parallel=True)
 def gather_rows(src, inv, out):
     """out[i, p] = src[inv[i, p]]: expand the distinct (slot, node) rows of a batch
-    (``core.share_slots``) back to one row per (slot, pair).
+    (``batch.share_slots``) back to one row per (slot, pair).
 
     src : (R, k)   inv : (I, P) int   out : (I, P, k)
     """

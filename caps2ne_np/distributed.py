@@ -156,10 +156,10 @@ class ShardServer:
                     "bias": RowGrad(push["o_rows"], push["d_bias"])}
             if not self.fixed_features:
                 rows["X"] = RowGrad(push["x_rows"], push["d_X"])
-            dense = {}
-            if self.owns_W:
-                dense["W"] = push["d_W_t"].transpose(0, 2, 1)
-            self.opt.step(dense, rows=rows)
+            if self.owns_W:                          # every row of W
+                d_W_t = push["d_W_t"]
+                rows["W"] = RowGrad.every_row(d_W_t.reshape(-1, d_W_t.shape[2]))
+            self.opt.step(rows, lazy=True)
         self.seconds["apply"] += time.perf_counter() - t0
         self.seconds["pushes"] += len(pushes)
         return True
@@ -276,7 +276,7 @@ class BatchWorker:
         t0 = time.perf_counter()
         for t, lr, d_W_t in zip(steps, rates, d_W_ts):
             self.W_opt.t, self.W_opt.lr = t - 1, lr
-            self.W_opt.step({"W": d_W_t.transpose(0, 2, 1)})
+            self.W_opt.step({"W": RowGrad.every_row(d_W_t.reshape(-1, d_W_t.shape[2]))})
         if d_W_ts:                            # all but its own came from other workers
             self.pulled += (len(d_W_ts) - 1) * d_W_ts[0].nbytes
         self.seconds["W_apply"] += time.perf_counter() - t0
@@ -328,7 +328,7 @@ class BatchWorker:
             self._epoch = epoch
 
     def make_batch(self, epoch, b, step):
-        """(ctx, targets, sampled, q_true, q_sampled) of batch b of the epoch."""
+        """Batch b of the epoch (a batch.Batch)."""
         from .train import training_batch
 
         self._epoch_state(epoch)
@@ -344,7 +344,9 @@ class BatchWorker:
         if d_W_ts:
             self.apply_W(w_steps, w_rates, *d_W_ts)
         t0 = time.perf_counter()
-        ctx, tgt, sampled, q_true, q_sampled = self.make_batch(epoch, b, step)
+        batch = self.make_batch(epoch, b, step)
+        ctx, tgt, sampled = batch.ctx, batch.targets, batch.sampled
+        q_true, q_sampled = batch.q_true, batch.q_sampled
         S = self.n_shards
         # local rows: ascending global ids, so sums run in the same order as on N rows
         x_nodes, ctx_local = np.unique(ctx, return_inverse=True)
@@ -375,27 +377,26 @@ class BatchWorker:
             self.pulled += W.nbytes
         self.max_rows = max(self.max_rows, o_nodes.shape[0], x_nodes.shape[0])
         params = Params(W, O, bias, X, fixed_features=self.fixed_features)
-        d_W = slot_major(np.zeros(W.shape, dtype=np.float32))
-        loss, d_W, rg = loss_and_row_grads(params, ctx_local, tgt_local, sampled_local, q_true,
-                                           q_sampled, self.mcfg, d_W_out=d_W)
+        loss, rg = loss_and_row_grads(params, ctx_local, tgt_local, sampled_local, q_true,
+                                      q_sampled, self.mcfg)
+        d_W_t = rg["W"].values.reshape(W.shape[0], W.shape[2], W.shape[1])   # every row
         g_o = o_nodes[rg["O"].rows]
         pushes = []
         for s, (pos, local) in enumerate(split_by_shard(g_o, S)):
             push = {"o_rows": local, "d_O": rg["O"].values[pos],
                     "d_bias": rg["bias"].values[pos]}
-            if rg["X"] is not None:
+            if "X" in rg:
                 g_x = x_nodes[rg["X"].rows]
                 xpos, xlocal = split_by_shard(g_x, S)[s]
                 push.update(x_rows=xlocal, d_X=rg["X"].values[xpos])
             if s == 0 and not own_W:
-                push["d_W_t"] = np.ascontiguousarray(d_W.transpose(0, 2, 1))
+                push["d_W_t"] = d_W_t
             self.pushed += sum(v.nbytes for v in push.values())
             pushes.append(push)
-        d_W_t = None
-        if own_W:
-            d_W_t = np.ascontiguousarray(d_W.transpose(0, 2, 1))
-            if self.n_workers > 1:                   # to the other workers
-                self.pushed += d_W_t.nbytes
+        if not own_W:
+            d_W_t = None                               # in the push to server 0
+        elif self.n_workers > 1:                       # to the other workers
+            self.pushed += d_W_t.nbytes
         t3 = time.perf_counter()
         self.seconds["batch"] += t1 - t0
         self.seconds["pull"] += t2 - t1
@@ -528,7 +529,8 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     ``streamed_params``): the writers of ``io`` stream them, and the driver never holds
     a whole table.  The returned result then has ``params=None``.
     """
-    from .train import prepare_features, resolve, validate
+    from .core import prepare_features
+    from .train import resolve, validate
 
     P, S = int(workers), int(servers)
     if P < 1:

@@ -259,7 +259,7 @@ def predict_sparse_backward(indptr, indices, u_data, nodes, slot_ptr, d_u_hat, d
     """d_W_i[:, j] = sum_r d_u_hat_r u_{r,j} over the rows r of slot i and the nonzeros
     j of each row's u: O(nnz(u) k) per context node.   [docs/math.md#sparse-features]
 
-    ``nodes`` (R,) and ``slot_ptr`` (I + 1,) as ``core.share_slots``; ``d_u_hat`` (R, k).
+    ``nodes`` (R,) and ``slot_ptr`` (I + 1,) as ``batch.share_slots``; ``d_u_hat`` (R, k).
     Writes ``d_W_t`` (I, d, k) = d_W transposed (zeroed here).  Parallel over the
     slots i (disjoint outputs), rows summed in order: thread-count invariant.
     """
@@ -280,7 +280,7 @@ def predict_sparse_backward_cols(key_ptr, ent_row, ent_val, d_u_hat, values):
     """d_W for sparse fixed features, row-sparse: only the columns j of W_i that some
     context node of slot i has among its nonzeros.   [docs/math.md#sparse-features]
 
-    ``values[kk]`` = sum over the entries e of key kk (``core.BatchColumns``) of
+    ``values[kk]`` = sum over the entries e of key kk (``batch.BatchColumns``) of
     ``ent_val[e] * d_u_hat[ent_row[e]]``: the gradient of row ``keys[kk]`` of W stored
     slot-major.  The same sums as ``predict_sparse_backward`` in the same order
     (rows ascending), each output row written once, in parallel over the keys:
@@ -302,7 +302,7 @@ def gather_rows_backward(d_out, inv, slot_ptr, d_src):
     """d_src[r] = sum of d_out[i, p] over the (i, p) with inv[i, p] = r: the gradient
     of ``capsules.gather_rows``.
 
-    Rows of slot i lie in [slot_ptr[i], slot_ptr[i + 1]) (``core.share_slots``), so
+    Rows of slot i lie in [slot_ptr[i], slot_ptr[i + 1]) (``batch.share_slots``), so
     the slots own disjoint rows: parallel over slots, pairs summed in order p = 0,
     1, ... (the same sums on any number of threads).  ``d_src`` is overwritten.
     """

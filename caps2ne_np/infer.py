@@ -54,7 +54,7 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from . import graph as graph_mod
-from .core import ModelConfig, Params, SparseFeatures, forward, slot_major
+from .core import ModelConfig, Params, SparseFeatures, forward, prepare_features, slot_major
 from .defaults import (AGGREGATES, CALIBRATION_METHODS, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION,
                        ISOLATED)
 from .errors import InputError, InputWarning, check_int, check_memory
@@ -353,8 +353,6 @@ def model_inputs(params, config, node_ids, graph, features):
     Featureless model: ``features`` must be None; each graph node the model knows (by
     id) gets its learned x, every other node x = 0 (``known`` marks the former).
     """
-    from .train import prepare_features
-
     cfg = ModelConfig(config["routing_iters"], config["routing_rule"], config["routing_scale"],
                       config["grad_mode"])
     W = slot_major(np.asarray(params.W, dtype=np.float32))

@@ -26,13 +26,15 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from . import walks as walks_mod
-from .core import ModelConfig, init_params, loss_and_row_grads, prepare_sparse_batch, slot_major
+from .batch import Batch
+from .core import ModelConfig, init_params, prepare_features
 from .defaults import (BUDGET_MAX_STRETCH, BUDGET_PAIRS_PER_NODE, DEFAULTS, LR_FEATURELESS,
                        LR_FIXED_FEATURES, LR_PER_DEGREE, LR_RANGE, OPTIONS, PRESET_NAMES, PRESETS)
 from .errors import InputError
-from .optim import Adam, adam_sparse_W
+from .optim import Adam
 from .rng import derive_seed
 from .samplers import make_sampler
+from .step import TrainStep
 
 log = logging.getLogger(__name__)
 
@@ -263,38 +265,6 @@ def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
                  "lower them (--batch-size first)")
 
 
-def prepare_features(X, n_nodes, normalize=True):
-    """Fixed input features for training: a SparseFeatures (scipy.sparse input, kept
-    sparse: the N x d matrix is never densified) or a dense float32 array.
-
-    ``normalize`` divides each row by the sum of its absolute values (the sum, for
-    bag-of-words counts), as the authors' preprocessing; all-zero rows stay zero.
-    """
-    import scipy.sparse as sp
-
-    from .core import SparseFeatures
-
-    if isinstance(X, SparseFeatures):
-        X = X.to_scipy()
-    if X.ndim != 2 or X.shape[0] != n_nodes:
-        raise InputError(f"features must have one row per node: expected ({n_nodes}, d), "
-                         f"got {X.shape}")
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float32)
-        values = X.data
-    else:
-        X = np.array(X, dtype=np.float32)
-        values = X
-    if not np.all(np.isfinite(values)):
-        raise InputError("features contain NaN or infinite values")
-    if normalize:
-        norms = np.asarray(abs(X).sum(axis=1)).ravel()
-        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-        X = (sp.diags(scale.astype(np.float32)) @ X).tocsr() if sp.issparse(X) \
-            else X * scale[:, None].astype(np.float32)
-    return SparseFeatures.from_scipy(X, np.float32) if sp.issparse(X) else X
-
-
 def walk_seed(seed, epoch):
     """The walk seed of an epoch: epoch 0 (and every epoch with ``walks='fixed'``) uses
     the run's walk seed; later epochs with ``walks='fresh'`` each their own."""
@@ -314,8 +284,7 @@ def learning_rate(cfg, lr, step, total_steps):
 
 def training_batch(walks, order, epoch, b, step, batch_size, positions, sampler, num_sampled,
                    seed_batch, seed_pos, seed_sample):
-    """(ctx, targets, sampled, q_true, q_sampled) of batch b of an epoch: its walks
-    (``walks``, a WalkSource; ``order`` the epoch's permutation with batch_mode
+    """Batch b of an epoch (a batch.Batch): its walks (``walks``, a WalkSource; ``order`` the epoch's permutation with batch_mode
     'shuffle', else None: drawn from (seed_batch, epoch, b)), their (context, target)
     pairs at ``positions`` (None: one random position per walk, keyed by the global
     ``step``) and the sampled softmax's nodes and expected counts (keyed by ``step``).
@@ -329,8 +298,8 @@ def training_batch(walks, order, epoch, b, step, batch_size, positions, sampler,
         batch_walks, np.arange(batch_walks.shape[0]),
         positions if positions is not None else "random", seed=seed_pos, key=step)
     sampled, tries = sampler.sample(num_sampled, seed_sample, step)
-    return (ctx, tgt, sampled, sampler.expected_count(tgt, tries),
-            sampler.expected_count(sampled, tries))
+    return Batch(ctx, tgt, sampled, sampler.expected_count(tgt, tries),
+                 sampler.expected_count(sampled, tries))
 
 
 @dataclass
@@ -342,93 +311,6 @@ class TrainResult:
     history: list = field(default_factory=list)
     optimizer: object = None
     notes: list = field(default_factory=list)
-
-
-class TrainStep:
-    """One training step as ``fit`` runs it (bench/perf.py times this class too):
-    ``loss = step.gradients(batch)``, then ``step.update(next_ctx)``.
-
-    batch = (ctx, targets, sampled, q_true, q_sampled).  Only W's gradient is ever
-    dense; O, the biases and x (and W with sparse features) come back row-sparse and
-    go to Adam as such: ``dense_rows`` (the dense update, bit for bit, without an
-    (N, k) array of zeros) or, with ``lazy``, ``rows`` (touched rows only).
-
-    Sparse fixed features with dense Adam (``fused``, the default there): W's update
-    is one pass (optim.adam_sparse_W) that also forms W's gradient from the rows'
-    gradients and, given the next batch's contexts ``next_ctx``, that batch's W_i u
-    while each row of W is in cache; the next ``gradients`` call then skips its
-    sparse product.  Same numbers, bit for bit, as ``fused=False``
-    (tests/test_train.py); only the memory traffic differs.
-    """
-
-    def __init__(self, params, opt, mcfg, lazy=False, fused=True):
-        self.params, self.opt, self.mcfg, self.lazy = params, opt, mcfg, lazy
-        self.fused = bool(fused and params.sparse and not lazy)
-        self.d_W = None if params.sparse else slot_major(np.zeros(params.W.shape,
-                                                                 dtype=params.W.dtype))
-        names = params.trainable()
-        self.row_names = (["W"] if params.sparse else []) + [n for n in names if n != "W"]
-        self._grads = None
-        self._pending = None         # SparseBatch of the next batch (prepare_next)
-        self._next = None            # ... once the W update has filled its u_hat
-
-    def gradients(self, batch):
-        """The batch's mean loss; keeps its gradients for ``update``."""
-        ctx, tgt, sampled, q_true, q_sampled = batch
-        prepared, self._next = self._next, None
-        if prepared is not None and not np.array_equal(prepared.ctx_t, np.asarray(ctx).T):
-            prepared = None          # not the batch announced to update(): compute it
-        loss, _, row_grads = loss_and_row_grads(
-            self.params, ctx, tgt, sampled, q_true, q_sampled, self.mcfg, d_W_out=self.d_W,
-            row_sparse_W=self.params.sparse, prepared=prepared, W_rows_only=self.fused)
-        self._grads = row_grads
-        return loss
-
-    def prepare_next(self, next_ctx):
-        """Announce the next batch's contexts (``update(next_ctx)`` does it too): with
-        the fused W update, its distinct rows and column index are made here."""
-        self._pending = (prepare_sparse_batch(self.params, next_ctx)
-                         if self.fused and next_ctx is not None else None)
-
-    def update(self, next_ctx=None):
-        """The Adam step with the gradients of the last ``gradients`` call."""
-        if next_ctx is not None:
-            self.prepare_next(next_ctx)
-        nxt, self._pending = self._pending, None
-        row_grads, self._grads = self._grads, None
-        dense = {} if self.params.sparse else {"W": self.d_W}
-        if self.lazy:                       # touched rows only (W too with sparse x)
-            self.opt.step(dense, rows={n: row_grads[n] for n in self.row_names})
-            return
-        if not self.fused:                  # every element, TF1 dense Adam
-            self.opt.step(dense, dense_rows={n: row_grads[n] for n in self.row_names})
-            return
-        cols, d_rows = row_grads["W"]
-        self.opt.step(dense, dense_rows={n: row_grads[n] for n in self.row_names if n != "W"},
-                      fused={"W": self._W_update(cols, d_rows, nxt)})
-        self._next = nxt
-
-    def _W_update(self, cols, d_rows, nxt):
-        n_slots, n_features = self.params.W.shape[0], self.params.W.shape[2]
-        k = d_rows.shape[1]
-        if nxt is None:                     # no next batch: empty column lists
-            empty_i = np.zeros(1, dtype=np.int64)
-            nkeys, nslot, nptr = empty_i[:0], np.zeros(n_slots + 1, dtype=np.int64), empty_i
-            nrow, nval = empty_i[:0], np.zeros(0, dtype=d_rows.dtype)
-            nu = np.zeros((1, k), dtype=d_rows.dtype)
-        else:
-            nc = nxt.rows["cols"]
-            nkeys, nslot, nptr, nrow, nval = (nc.keys, nc.slot_key_ptr, nc.key_ptr, nc.ent_row,
-                                              nc.ent_val)
-            nu = nxt.u_hat_rows
-        scratch = np.empty((n_slots, k), dtype=d_rows.dtype)
-
-        def update(p2, m2, v2, *coefs):
-            kernel = adam_sparse_W.for_work(10 * p2.size)
-            kernel(p2, m2, v2, n_features, cols.keys, cols.slot_key_ptr, cols.key_ptr,
-                   cols.ent_row, cols.ent_val, d_rows, nkeys, nslot, nptr, nrow, nval, nu,
-                   scratch, *coefs)
-        return update
 
 
 def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None,
@@ -591,19 +473,20 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
             batch = None
             while state["batch"] < n_batches:
                 b, step = state["batch"], state["step"]
-                if batch is None:
+                if batch is None:             # else drawn by the previous step, ahead
                     batch = make_batch(b, step)
-                tgt = batch[1]
                 opt.lr = learning_rate(cfg, lr, step, total_steps)
-                loss = train_step.gradients(batch)
+                loss, grads = train_step.gradients(batch)           # forward, backward
                 if not math.isfinite(loss):
                     raise diverged(f"the loss became {loss}")
-                # the next batch of this epoch is known now (every draw is keyed by
-                # its step): the fused W update computes its W_i u (TrainStep)
-                batch = make_batch(b + 1, step + 1) if b + 1 < n_batches else None
-                train_step.update(batch[0] if batch is not None else None)
-                state.update(batch=b + 1, step=step + 1, loss_sum=state["loss_sum"] + loss * tgt.shape[0],
-                             n_pairs=state["n_pairs"] + tgt.shape[0],
+                # the next batch of the epoch is drawn before the update (every draw is
+                # keyed by its step): the fused W update forms its W_i u (step.py)
+                ahead = make_batch(b + 1, step + 1) if b + 1 < n_batches else None
+                train_step.update(grads, ahead)                     # Adam
+                n_pairs, batch = batch.n_pairs, ahead
+                state.update(batch=b + 1, step=step + 1,
+                             loss_sum=state["loss_sum"] + loss * n_pairs,
+                             n_pairs=state["n_pairs"] + n_pairs,
                              seconds=time.perf_counter() - t_start)
                 if checkpoint_every and state["step"] % checkpoint_every == 0 \
                         and state["batch"] < n_batches:
@@ -662,10 +545,10 @@ def _kernels_cold():
     in the on-disk cache (a heuristic: a cache entry for other argument types counts)."""
     import os
 
-    from . import blas, capsules, core, grads, optim, samplers
+    from . import batch, blas, capsules, core, grads, optim, samplers, step
 
     try:
-        for module in (capsules, grads, core, blas, optim, samplers, walks_mod):
+        for module in (capsules, grads, core, batch, blas, optim, step, samplers, walks_mod):
             for obj in vars(module).values():
                 if isinstance(obj, numba.core.dispatcher.Dispatcher) and not obj.signatures:
                     if not os.path.exists(obj._cache._cache_file._index_path):

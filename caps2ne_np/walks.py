@@ -9,11 +9,14 @@ Symbols: ``walk_length`` q, ``walks_per_node`` T, N nodes, batch size B.
 
 Pipeline (the authors' training loop; docs/walks.md)::
 
-    walks = uniform_walks(indptr, indices, weights, T, q, seed)   # once per run, (N*T, q)
+    source = WalkSource(indptr, indices, weights, T, q, seed)     # N*T walks, none stored
     for epoch in range(epochs):
-        for step in range(batches_per_epoch(len(walks), B)):
-            ids = batch_walk_ids(len(walks), B, seed, epoch, step)  # with replacement
-            ctx, tgt = training_pairs(walks, ids, (3, 4, 5, 6))     # (B*4, q-1), (B*4,)
+        for step in range(batches_per_epoch(source.n_walks, B)):
+            ids = batch_walk_ids(source.n_walks, B, seed, epoch, step)  # with replacement
+            walks = source.walks(ids)                       # made per batch, (B, q)
+            ctx, tgt = training_pairs(walks, np.arange(B), (3, 4, 5, 6))  # (B*4, q-1), (B*4,)
+
+(``uniform_walks`` makes all N*T walks at once, the same ones, for tests and benchmarks.)
 
 Every random choice comes from a counter-based stream keyed by what it is for
 (walk id, (epoch, step), ...), so results are bitwise identical on 1 and N threads.

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 from caps2ne_np import capsules, grads, samplers, walks
-from caps2ne_np.core import ModelConfig, forward, init_params, loss_and_grads
+from caps2ne_np.core import ModelConfig, forward, init_params, loss_and_grads, loss_and_row_grads
 from caps2ne_np.graph import from_edges
 from caps2ne_np.optim import Adam
 
@@ -186,7 +186,7 @@ def main():
     section("Forward: gather and squash the features", "docs/math.md#squash, capsules.squash")
     fw = forward(params, ctx, cfg)
     # Per pair, as in the equations.  (core.forward squashes each distinct node once
-    # and multiplies each distinct (slot, node) once, core.share_slots: same numbers.)
+    # and multiplies each distinct (slot, node) once, batch.share_slots: same numbers.)
     x = params.X[np.asarray(ctx).T]
     u = np.empty_like(x)
     capsules.squash(x.reshape(-1, D), u.reshape(-1, D))
@@ -322,7 +322,8 @@ def main():
     names = params.trainable()
     before = {name: getattr(params, name).copy() for name in names}
     opt = Adam({name: getattr(params, name) for name in names}, lr=LR)
-    opt.step({name: getattr(gr, name) for name in names})
+    _, row_grads = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
+    opt.step(row_grads)          # as training does: the same gradients, row-sparse
     print(f"t = {opt.t}, lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t) = {opt.lr_t():.6g}")
     adam_ok = True
     for name in names:

@@ -249,7 +249,8 @@ def test_scipy_adjacency_and_indices_as_input(full, fixed_model, features):
 
 def test_samples_average_the_capsule_outputs(full, fixed_model, features):
     """E = (1/Z) sum_z e_z over the contexts sample_contexts draws (Algorithm 3)."""
-    from caps2ne_np.train import derive_seed, prepare_features
+    from caps2ne_np.core import prepare_features
+    from caps2ne_np.train import derive_seed
 
     E = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=13, seed=2,
                          aggregate="mean")[1]

@@ -3,6 +3,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from caps2ne_np.core import RowGrad, row_matrix, slot_major
 from caps2ne_np.optim import Adam
 
 import naive
@@ -17,7 +18,7 @@ def test_adam_matches_tf1_reference_over_several_steps(dtype, tol):
     ref, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
     for t in range(1, 6):
         g = rng.normal(size=p0.shape)
-        opt.step({"p": g.astype(dtype)})
+        opt.step({"p": RowGrad.every_row(g.astype(dtype))})
         ref, m, v = naive.adam_tf1(ref, g, m, v, t, 0.01)
     np.testing.assert_allclose(p, ref, rtol=tol, atol=tol)
     np.testing.assert_allclose(opt.m["p"], m, rtol=tol, atol=tol)
@@ -30,7 +31,6 @@ def test_adam_rejects_non_positive_lr():
 
 
 def test_adam_updates_a_slot_major_parameter_in_place_like_a_contiguous_one():
-    from caps2ne_np.core import slot_major
     rng = np.random.default_rng(1)
     W0 = rng.normal(size=(3, 4, 5))
     a, b = W0.copy(), slot_major(W0)
@@ -38,13 +38,12 @@ def test_adam_updates_a_slot_major_parameter_in_place_like_a_contiguous_one():
     opt_a, opt_b = Adam({"W": a}, lr=0.1), Adam({"W": b}, lr=0.1)
     for _ in range(3):
         g = rng.normal(size=W0.shape)
-        opt_a.step({"W": g})
-        opt_b.step({"W": g})           # g is C-contiguous: copied into b's layout
+        opt_a.step({"W": RowGrad.every_row(row_matrix(g))})              # rows (3, 4 * 5)
+        opt_b.step({"W": RowGrad.every_row(row_matrix(slot_major(g)))})  # rows (3 * 5, 4)
     np.testing.assert_array_equal(a, b)
 
 
 def test_lazy_adam_updates_only_touched_rows_and_matches_reference_there():
-    from caps2ne_np.core import RowGrad
     rng = np.random.default_rng(2)
     p0 = rng.normal(size=(6, 3))
     p = p0.copy()
@@ -52,7 +51,7 @@ def test_lazy_adam_updates_only_touched_rows_and_matches_reference_there():
     ref, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
     for t, rows in enumerate([np.array([0, 2]), np.array([2, 5]), np.array([2])], start=1):
         g = rng.normal(size=(len(rows), 3))
-        opt.step({}, rows={"p": RowGrad(rows, g)})
+        opt.step({"p": RowGrad(rows, g)}, lazy=True)
         # reference: Adam on the touched rows only, with the global step t
         new, m_new, v_new = naive.adam_tf1(ref[rows], g, m[rows], v[rows], t, 0.05)
         ref[rows], m[rows], v[rows] = new, m_new, v_new
@@ -64,7 +63,6 @@ def test_lazy_adam_updates_only_touched_rows_and_matches_reference_there():
 def test_lazy_and_dense_adam_agree_on_first_step_and_differ_after():
     """On step 1 every untouched row has m = v = 0, so both variants agree; after
     that dense Adam keeps moving rows with momentum while lazy Adam does not."""
-    from caps2ne_np.core import RowGrad
     rng = np.random.default_rng(3)
     p0 = rng.normal(size=(5, 2))
     dense, lazy = p0.copy(), p0.copy()
@@ -73,8 +71,8 @@ def test_lazy_and_dense_adam_agree_on_first_step_and_differ_after():
         g = rng.normal(size=(2, 2))
         full = np.zeros_like(p0)
         full[rows] = g
-        od.step({"p": full})
-        ol.step({}, rows={"p": RowGrad(rows, g)})
+        od.step({"p": RowGrad.every_row(full)})
+        ol.step({"p": RowGrad(rows, g)}, lazy=True)
         if od.t == 1:
             np.testing.assert_allclose(dense, lazy, rtol=1e-12)
     assert not np.allclose(dense[0], lazy[0])           # row 0: dense moved it again
@@ -84,7 +82,6 @@ def test_lazy_and_dense_adam_agree_on_first_step_and_differ_after():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(9, 4), (9,), "slot_major"])
 def test_dense_step_from_row_gradients_is_bitwise_the_dense_step(dtype, shape):
-    from caps2ne_np.core import RowGrad, slot_major
     rng = np.random.default_rng(7)
     if shape == "slot_major":
         p0 = slot_major(rng.normal(size=(3, 4, 3)).astype(dtype))   # rows: (3 * 3, 4)
@@ -105,8 +102,8 @@ def test_dense_step_from_row_gradients_is_bitwise_the_dense_step(dtype, shape):
             dense.transpose(0, 2, 1).reshape(-1, 4)[rows] = values
         else:
             dense[rows] = values
-        opt_a.step({"p": dense})
-        opt_b.step({}, dense_rows={"p": RowGrad(rows, values)})
+        opt_a.step({"p": RowGrad.every_row(row_matrix(dense))})
+        opt_b.step({"p": RowGrad(rows, values)})
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(opt_a.m["p"], opt_b.m["p"])
         np.testing.assert_array_equal(opt_a.v["p"], opt_b.v["p"])
@@ -133,15 +130,15 @@ def test_float32_adam_computes_in_float32_bit_for_bit(mode):
         g = (rng.standard_normal((4, 16)) * 1e-3).astype(np.float32)
         lr_t = opt.lr * np.sqrt(1 - opt.beta2 ** (opt.t + 1)) / (1 - opt.beta1 ** (opt.t + 1))
         if mode == "lazy":
-            opt.step({}, rows={"p": SimpleNamespace(rows=rows, values=g)})
+            opt.step({"p": SimpleNamespace(rows=rows, values=g)}, lazy=True)
             ref[rows], m[rows], v[rows] = _adam_f32_reference(ref[rows], g, m[rows], v[rows], lr_t)
         else:
             dense = np.zeros_like(p)
             dense[rows] = g
             if mode == "dense":
-                opt.step({"p": dense})
+                opt.step({"p": RowGrad.every_row(dense)})
             else:
-                opt.step({}, dense_rows={"p": SimpleNamespace(rows=rows, values=g)})
+                opt.step({"p": SimpleNamespace(rows=rows, values=g)})
             ref, m, v = _adam_f32_reference(ref, dense, m, v, lr_t)
         np.testing.assert_array_equal(p, ref)
         np.testing.assert_array_equal(opt.m["p"], m)
@@ -149,9 +146,12 @@ def test_float32_adam_computes_in_float32_bit_for_bit(mode):
 
 
 def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
+    """W (slot-major), a row-sparse gradient of W on the columns one batch touches, and
+    the column index of a second batch (the one the fused update predicts)."""
     import scipy.sparse as sp
 
-    from caps2ne_np.core import SparseFeatures, batch_columns, share_slots, slot_major
+    from caps2ne_np.batch import batch_columns, share_slots
+    from caps2ne_np.core import SparseFeatures
     rng = np.random.default_rng(seed)
     sf = SparseFeatures.from_scipy(sp.random(n_nodes, d, density=0.15, format="csr",
                                              random_state=seed), dtype)
@@ -161,39 +161,42 @@ def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
         nodes, ptr, _ = share_slots(ctx_t)
         batches.append((nodes, ptr, batch_columns(sf, nodes, ptr)))
     W = slot_major(rng.normal(size=(n_slots, k, d)).astype(dtype))
-    d_rows = rng.normal(size=(batches[0][0].shape[0], k)).astype(dtype)
-    return rng, sf, batches, W, d_rows
+    keys = batches[0][2].keys
+    d_W = RowGrad(keys, rng.normal(size=(keys.shape[0], k)).astype(dtype))
+    return rng, sf, batches[1], W, d_W
+
+
+def _fused(version, p, m, v, d, d_W, cols, u_hat, coefs):
+    """step._adam_W_predict on W's row matrices, as step.FusedSparseW calls it."""
+    from caps2ne_np.step import _adam_W_predict
+    n_slots = p.shape[0] // d
+    grad = (d_W.rows, d_W.values, np.searchsorted(d_W.rows, np.arange(n_slots + 1) * d))
+    getattr(_adam_W_predict, version)(p, m, v, d, grad, cols, u_hat, coefs)
 
 
 @pytest.mark.parametrize("next_batch", [True, False])
 def test_fused_sparse_W_update_matches_numpy(next_batch):
-    """optim.adam_sparse_W against plain NumPy in float64: W's gradient from the rows'
-    gradients, one dense Adam step over every row, then the next batch's W_i u."""
-    from caps2ne_np.optim import _row_matrix, adam_sparse_W
-    rng, sf, batches, W, d_rows = _sparse_W_problem(np.float64)
-    (nodes, ptr, cols), (n_nodes, n_ptr, n_cols) = batches
+    """step._adam_W_predict against plain NumPy in float64: one dense Adam step over
+    every row of W from its row-sparse gradient, then the next batch's W_i u."""
+    rng, sf, (n_nodes, n_ptr, n_cols), W, d_W = _sparse_W_problem(np.float64)
     n_slots, k, d = W.shape
     u = sf.to_scipy().tocsr()
     u.data = sf.u_data
     u = u.toarray()
     # reference: dense gradient of W (slot-major rows), Adam, next products
     g = np.zeros((n_slots * d, k))
-    for i in range(n_slots):
-        for r in range(ptr[i], ptr[i + 1]):
-            g[i * d:(i + 1) * d] += np.outer(u[nodes[r]], d_rows[r])
-    p, m, v = _row_matrix(W).copy(), rng.random(g.shape), rng.random(g.shape)
+    g[d_W.rows] = d_W.values
+    p, m, v = row_matrix(W).copy(), rng.random(g.shape), rng.random(g.shape)
     p_ref, m_ref, v_ref = _adam64(p, g, m, v, 0.01)
     u_hat_ref = np.stack([u[n_nodes[r]] @ p_ref[i * d:(i + 1) * d]
                           for i in range(n_slots) for r in range(n_ptr[i], n_ptr[i + 1])])
     # fused kernel
     p2, m2, v2 = p.copy(), m.copy(), v.copy()
     u_hat = np.zeros((n_nodes.shape[0], k))
-    nxt = (n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr, n_cols.ent_row, n_cols.ent_val) \
+    cols = (n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr, n_cols.ent_row, n_cols.ent_val) \
         if next_batch else (np.zeros(0, np.int64), np.zeros(n_slots + 1, np.int64),
                             np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
-    adam_sparse_W(p2, m2, v2, d, cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row,
-                  cols.ent_val, d_rows, *nxt, u_hat, np.empty((n_slots, k)), 0.01, 0.9, 0.999,
-                  1e-8, 0.1, 0.001)
+    _fused("serial", p2, m2, v2, d, d_W, cols, u_hat, (0.01, 0.9, 0.999, 1e-8, 0.1, 0.001))
     np.testing.assert_allclose(p2, p_ref, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(m2, m_ref, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(v2, v_ref, rtol=1e-12, atol=1e-15)
@@ -210,24 +213,20 @@ def _adam64(p, g, m, v, lr_t, beta1=0.9, beta2=0.999, eps=1e-8):
 
 
 @pytest.mark.parametrize("version", ["serial", "parallel"])
-def test_fused_sparse_W_update_is_bitwise_the_three_kernels_in_float32(version):
-    from caps2ne_np import capsules, grads
-    from caps2ne_np.optim import _adam_dense_rowgrad, _row_matrix, adam_sparse_W
-    rng, sf, batches, W, d_rows = _sparse_W_problem(np.float32, seed=1)
-    (nodes, ptr, cols), (n_nodes, n_ptr, n_cols) = batches
+def test_fused_sparse_W_update_is_bitwise_the_separate_kernels_in_float32(version):
+    from caps2ne_np import capsules
+    from caps2ne_np.optim import _adam_dense_rowgrad
+    rng, sf, (n_nodes, n_ptr, n_cols), W, d_W = _sparse_W_problem(np.float32, seed=1)
     n_slots, k, d = W.shape
     f = np.float32
     coefs = (f(0.01), f(0.9), f(0.999), f(1e-8), f(1) - f(0.9), f(1) - f(0.999))
-    p, m, v = (_row_matrix(W).copy(), rng.random((n_slots * d, k)).astype(f),
+    p, m, v = (row_matrix(W).copy(), rng.random((n_slots * d, k)).astype(f),
                rng.random((n_slots * d, k)).astype(f))
-    # separate kernels: gradient columns, dense Adam from rows, next forward product
-    values = np.empty((cols.keys.shape[0], k), dtype=f)
-    grads.predict_sparse_backward_cols.serial(cols.key_ptr, cols.ent_row, cols.ent_val, d_rows,
-                                              values)
+    # separate kernels: dense Adam from rows, then the next forward product
     position = np.full(n_slots * d, -1, dtype=np.int64)
-    position[cols.keys] = np.arange(cols.keys.shape[0])
+    position[d_W.rows] = np.arange(d_W.rows.shape[0])
     p1, m1, v1 = p.copy(), m.copy(), v.copy()
-    _adam_dense_rowgrad.serial(p1, position, values, m1, v1, *coefs)
+    _adam_dense_rowgrad.serial(p1, position, d_W.values, m1, v1, *coefs)
     u_hat1 = np.zeros((n_nodes.shape[0], k), dtype=f)
     capsules.predict_sparse.serial(n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr,
                                    n_cols.ent_row, n_cols.ent_val, p1.reshape(n_slots, d, k),
@@ -235,9 +234,7 @@ def test_fused_sparse_W_update_is_bitwise_the_three_kernels_in_float32(version):
     # fused
     p2, m2, v2 = p.copy(), m.copy(), v.copy()
     u_hat2 = np.zeros_like(u_hat1)
-    getattr(adam_sparse_W, version)(
-        p2, m2, v2, d, cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val,
-        d_rows, n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr, n_cols.ent_row,
-        n_cols.ent_val, u_hat2, np.empty((n_slots, k), dtype=f), *coefs)
+    cols = (n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr, n_cols.ent_row, n_cols.ent_val)
+    _fused(version, p2, m2, v2, d, d_W, cols, u_hat2, coefs)
     for a, b in ((p1, p2), (m1, m2), (v1, v2), (u_hat1, u_hat2)):
         np.testing.assert_array_equal(a, b)

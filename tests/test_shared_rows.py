@@ -1,4 +1,4 @@
-"""The shared (slot, node) rows of a batch (core.share_slots): the bookkeeping
+"""The shared (slot, node) rows of a batch (batch.share_slots): the bookkeeping
 against a plain NumPy reference, and whole batches built from walks, where pairs
 share most rows, against the naive per-pair model (float64 loss and gradients)."""
 
@@ -7,8 +7,8 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np import capsules, grads
-from caps2ne_np.core import (ModelConfig, Params, SparseFeatures, batch_columns, forward,
-                             loss_and_grads, share_slots)
+from caps2ne_np.batch import batch_columns, share_slots
+from caps2ne_np.core import ModelConfig, Params, SparseFeatures, forward, loss_and_grads
 from caps2ne_np.walks import training_pairs
 
 import naive

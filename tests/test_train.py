@@ -197,18 +197,18 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
         partition, tmp_path, monkeypatch):
     """A NaN loss in step 12 (injected) stops the run with a message naming the epoch
     and step; the checkpoints written before it hold finite parameters."""
-    import caps2ne_np.train as train_mod
+    from caps2ne_np.step import TrainStep
     from caps2ne_np.train import TrainingDiverged
     adj, _ = partition
-    real = train_mod.loss_and_row_grads
+    real = TrainStep.gradients
     calls = []
 
-    def poisoned(*args, **kwargs):
+    def poisoned(self, batch):
         calls.append(1)
-        loss, d_W, rg = real(*args, **kwargs)
-        return (float("nan") if len(calls) == 12 else loss), d_W, rg
+        loss, grads = real(self, batch)
+        return (float("nan") if len(calls) == 12 else loss), grads
 
-    monkeypatch.setattr(train_mod, "loss_and_row_grads", poisoned)
+    monkeypatch.setattr(TrainStep, "gradients", poisoned)
     with pytest.raises(TrainingDiverged, match=r"epoch 1, step 12.*checkpoint"):
         Caps2NE(**dict(SMALL, epochs=3), random_state=0).fit(
             adj, checkpoint_dir=tmp_path, checkpoint_every=5)
@@ -232,7 +232,7 @@ def test_lazy_adam_trains_separates_blocks_and_is_thread_invariant(partition, al
 
 
 def test_row_sparse_gradients_equal_dense_gradients():
-    from caps2ne_np.core import loss_and_row_grads
+    from caps2ne_np.core import loss_and_row_grads, row_matrix, slot_major
     rng = np.random.default_rng(4)
     params = Params(rng.normal(0, 0.5, (3, 5, 4)), rng.normal(0, 0.5, (20, 5)),
                     rng.normal(0, 0.1, 20), rng.normal(0, 0.8, (20, 4)))
@@ -241,9 +241,11 @@ def test_row_sparse_gradients_equal_dense_gradients():
     q_t, q_s = rng.uniform(0.2, 1, 6), rng.uniform(0.2, 1, 7)
     cfg = ModelConfig(routing_iters=2)
     loss, g = loss_and_grads(params, ctx, targets, sampled, q_t, q_s, cfg)
-    loss2, d_W, rg = loss_and_row_grads(params, ctx, targets, sampled, q_t, q_s, cfg)
-    assert loss == loss2
-    np.testing.assert_array_equal(d_W, g.W)
+    loss2, rg = loss_and_row_grads(params, ctx, targets, sampled, q_t, q_s, cfg)
+    assert loss == loss2 and list(rg) == params.trainable()
+    d_W = row_matrix(slot_major(g.W))                 # row i * d + j: column j of W_i
+    np.testing.assert_array_equal(rg["W"].rows, np.arange(d_W.shape[0]))   # every row
+    np.testing.assert_array_equal(rg["W"].values, d_W)
     for name in ("O", "bias", "X"):
         dense = getattr(g, name)
         touched = np.flatnonzero(np.abs(dense.reshape(len(dense), -1)).sum(axis=1))
@@ -274,24 +276,24 @@ def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(partit
 @pytest.mark.parametrize("threshold", ["always_parallel", "default"])
 def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
         partition, request, threshold, monkeypatch):
-    """Sparse fixed features with dense Adam: W's update fused with both sparse
-    products (optim.adam_sparse_W, with the next batch's W_i u computed ahead) gives
-    the same parameters, bit for bit, as the separate kernels, on 1 and 2 threads."""
+    """Sparse fixed features with dense Adam: W's update fused with the next batch's
+    sparse product (step.FusedSparseW, that batch's W_i u computed ahead) gives the
+    same parameters, bit for bit, as the separate kernels, on 1 and 2 threads."""
     if threshold == "always_parallel":
         request.getfixturevalue("always_parallel")
-    import caps2ne_np.train as train_mod
+    import caps2ne_np.step as step_mod
 
     adj, _ = partition
     feats = sp.random(200, 60, density=0.1, format="csr", random_state=1, dtype=np.float32)
     calls = []
-    real = train_mod.adam_sparse_W
+    real = step_mod._adam_W_predict
 
     class Spy:                             # counts the fused kernel's calls
         def for_work(self, work):
             calls.append(work)
             return real.for_work(work)
 
-    monkeypatch.setattr(train_mod, "adam_sparse_W", Spy())
+    monkeypatch.setattr(step_mod, "_adam_W_predict", Spy())
     import caps2ne_np.capsules as capsules
     products = []
     real_product = capsules.predict_sparse
@@ -304,7 +306,7 @@ def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
     monkeypatch.setattr(capsules, "predict_sparse", ProductSpy())
 
     def run(fused, n_jobs):
-        monkeypatch.setattr(train_mod.TrainStep.__init__, "__defaults__", (False, fused))
+        monkeypatch.setattr(step_mod.TrainStep.__init__, "__defaults__", (False, fused))
         return Caps2NE(**dict(SMALL, lr=1e-3, batch_size=64), n_jobs=n_jobs,
                        random_state=0).fit(adj, X=feats)
 
