@@ -293,7 +293,7 @@ def flops_per_pair(cfg, n_slots=None, num_sampled=None, rows_per_pair=None):
     step (memory-bound), see ``adam_elements``.
 
     ``rows_per_pair``: the distinct (slot, node) rows per pair that caps2ne_np actually
-    multiplies (core.share_slots); None counts every slot of every pair (the model as
+    multiplies (batch.share_slots); None counts every slot of every pair (the model as
     written, and what the peer computes).
     """
     I = n_slots or COMMON["walk_length"] - 1

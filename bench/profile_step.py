@@ -37,7 +37,6 @@ GROUPS = {
     "sparse W_i u and d_W (sparse features)": (
         "predict_sparse",
         "predict_sparse_backward_cols",
-        "predict_sparse_backward",
         "_batch_columns",
     ),
     "squash of x, forward + backward": ("squash", "squash_backward"),

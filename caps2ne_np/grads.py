@@ -255,36 +255,15 @@ def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_b
 
 
 @kernel(parallel=True)
-def predict_sparse_backward(indptr, indices, u_data, nodes, slot_ptr, d_u_hat, d_W_t):
-    """d_W_i[:, j] = sum_r d_u_hat_r u_{r,j} over the rows r of slot i and the nonzeros
-    j of each row's u: O(nnz(u) k) per context node.   [docs/math.md#sparse-features]
-
-    ``nodes`` (R,) and ``slot_ptr`` (I + 1,) as ``batch.share_slots``; ``d_u_hat`` (R, k).
-    Writes ``d_W_t`` (I, d, k) = d_W transposed (zeroed here).  Parallel over the
-    slots i (disjoint outputs), rows summed in order: thread-count invariant.
-    """
-    k = d_W_t.shape[2]
-    for i in prange(d_W_t.shape[0]):
-        d_W_t[i] = 0.0
-        for r in range(slot_ptr[i], slot_ptr[i + 1]):
-            row = nodes[r]
-            for nz in range(indptr[row], indptr[row + 1]):
-                col = indices[nz]
-                val = u_data[nz]
-                for j in range(k):
-                    d_W_t[i, col, j] += val * d_u_hat[r, j]
-
-
-@kernel(parallel=True)
 def predict_sparse_backward_cols(key_ptr, ent_row, ent_val, d_u_hat, values):
     """d_W for sparse fixed features, row-sparse: only the columns j of W_i that some
     context node of slot i has among its nonzeros.   [docs/math.md#sparse-features]
 
     ``values[kk]`` = sum over the entries e of key kk (``batch.BatchColumns``) of
     ``ent_val[e] * d_u_hat[ent_row[e]]``: the gradient of row ``keys[kk]`` of W stored
-    slot-major.  The same sums as ``predict_sparse_backward`` in the same order
-    (rows ascending), each output row written once, in parallel over the keys:
-    O(nnz(x) k) per context node and nothing per untouched feature.
+    slot-major, summed over the rows in ascending order, each output row written once,
+    in parallel over the keys: O(nnz(x) k) per context node and nothing per untouched
+    feature.
     """
     k = values.shape[1]
     for kk in prange(values.shape[0]):
