@@ -50,6 +50,8 @@ RULE_SABOUR = 1
 """Routing update ``b_i = b_i + u_hat_i . e`` (Sabour et al., 2017)."""
 
 ROUTING_RULES = {"paper": RULE_PAPER, "sabour": RULE_SABOUR}
+"""Kernel code of each rule name (the names, and the option's choices, are defaults.ROUTING_RULES;
+tests/test_defaults.py keeps the two in step)."""
 
 
 @kernel(parallel=True, fastmath=REASSOC)

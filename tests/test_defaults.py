@@ -340,3 +340,13 @@ def test_validate_takes_ranges_and_choices_from_the_table(adj):
             continue
         with pytest.raises(InputError, match="--" + name.replace("_", "-")):
             validate(bad, adj.shape[0])
+
+
+def test_the_kernels_know_every_routing_rule_the_options_offer():
+    # capsules.ROUTING_RULES maps each name to the code the Numba kernels branch on;
+    # the names themselves are defined once, in defaults.ROUTING_RULES.
+    from caps2ne_np import capsules
+    from caps2ne_np.defaults import ROUTING_RULES
+
+    assert tuple(capsules.ROUTING_RULES) == ROUTING_RULES
+    assert len(set(capsules.ROUTING_RULES.values())) == len(ROUTING_RULES)
