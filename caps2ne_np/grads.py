@@ -248,7 +248,8 @@ def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_b
     """``sampled_softmax_backward_rows`` accumulated into dense ``d_O`` (N, k) and
     ``d_bias`` (N,), which the caller zeroes; returns ``d_e`` (P, k)."""
     d_e, rows, d_O_rows, d_bias_rows = sampled_softmax_backward_rows(
-        e, O, targets, sampled, d_true, d_sampled)
+        e, O, targets, sampled, d_true, d_sampled
+    )
     d_O[rows] += d_O_rows
     d_bias[rows] += d_bias_rows
     return d_e

@@ -50,7 +50,9 @@ def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
                         state, j = pyrng.rand_below(state, hi - lo)
                         v = int(indices[lo + j])
                     elif hi > lo:
-                        cum = np.cumsum(np.asarray(weights[lo:hi], dtype=np.float32).astype(np.float64))
+                        cum = np.cumsum(
+                            np.asarray(weights[lo:hi], dtype=np.float32).astype(np.float64)
+                        )
                         if cum[-1] > 0:
                             state, u = pyrng.rand_uniform(state)
                             x = u * cum[-1]
