@@ -35,7 +35,6 @@ Departures from the paper, all following the authors' code (daiquocnguyen/Caps2N
 """
 
 import numpy as np
-
 from numba import prange
 
 from ._jit import REASSOC, fast_exp, kernel

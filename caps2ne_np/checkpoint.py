@@ -37,7 +37,6 @@ import numpy as np
 from .errors import InputError, InputWarning
 from .io import load_npz, save_npz
 
-
 FORMAT = "caps2ne_np.checkpoint"
 VERSION = 1
 LATEST = "checkpoint.npz"

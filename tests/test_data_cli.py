@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from benchdata import DATA, needs_data
 
+from benchdata import DATA, needs_data
 from caps2ne_np import datasets
 from caps2ne_np.io import read_word2vec
 

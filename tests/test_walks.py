@@ -2,8 +2,8 @@
 
 import numba
 import numpy as np
-import scipy.sparse as sp
 import pytest
+import scipy.sparse as sp
 from scipy import stats
 
 import naive_walks as naive

@@ -202,12 +202,12 @@ def _infer(
     import numpy as np
 
     from ..core import Params
-    from ..nodefiles import read_id_file
     from ..errors import InputError
     from ..infer import calibrate, infer_embeddings
     from ..io import write_word2vec
     from ..modelfile import read_model
     from ..modelfile import save_calibration as store_calibration
+    from ..nodefiles import read_id_file
 
     check_outputs(
         [("--out", out, overwrite)],
