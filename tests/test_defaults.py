@@ -35,7 +35,6 @@ TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8)
 def ring_of_cliques(cliques=4, size=6):
     blocks = [np.ones((size, size)) - np.eye(size) for _ in range(cliques)]
     A = sp.lil_matrix(sp.block_diag(blocks))
-    n = cliques * size
     for c in range(cliques):
         a, b = c * size, ((c + 1) % cliques) * size + 1
         A[a, b] = A[b, a] = 1

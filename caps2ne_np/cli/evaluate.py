@@ -185,7 +185,9 @@ def _evaluate(
     try:
         gammas = tuple(float(f) for f in fractions.split(","))
     except ValueError:
-        raise InputError(f"--fractions: expected numbers such as 0.1,0.5,0.9, got {fractions!r}")
+        raise InputError(
+            f"--fractions: expected numbers such as 0.1,0.5,0.9, got {fractions!r}"
+        ) from None
     if not all(0 < f < 1 for f in gammas):
         raise InputError(f"--fractions: each fraction must be in (0, 1), got {fractions!r}")
     ids, first = _read_embeddings(emb_paths[0])
