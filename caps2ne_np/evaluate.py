@@ -101,7 +101,8 @@ def classify_splits(
     labels = np.asarray(labels)
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
-            f"labels: expected a 1-D integer array of classes, got shape {labels.shape} dtype {labels.dtype}"
+            "labels: expected a 1-D integer array of classes, "
+            f"got shape {labels.shape} dtype {labels.dtype}"
         )
     emb = _check_embedding(emb, labels.shape[0], "labels")
     if not splits:

@@ -185,7 +185,8 @@ def _create_temp(target: Path, binary: bool):
             continue
         except OSError as err:
             raise InputError(
-                f"{target.parent}: cannot create a file there ({err.strerror or err}); choose a writable directory"
+                f"{target.parent}: cannot create a file there ({err.strerror or err}); "
+                "choose a writable directory"
             ) from None
     raise InputError(
         f"{target.parent}: cannot find a free temporary name; remove stale .*.tmp files"
@@ -403,7 +404,8 @@ def _parse_header(path, data: bytes):
         n, k = (int(x) for x in fields)
     except (UnicodeDecodeError, ValueError):
         raise InputError(
-            f"{path}:1: header {raw[:60]!r} is not 'n k'; expected a word2vec file starting with 'rows dim'"
+            f"{path}:1: header {raw[:60]!r} is not 'n k'; "
+            "expected a word2vec file starting with 'rows dim'"
         ) from None
     if n < 0 or k < 1:
         raise InputError(
@@ -430,14 +432,16 @@ def _read_text_rows(path, text: str, n: int, k: int):
     if len(lines) != n:
         line = n + 2 if len(lines) > n else len(lines) + 2
         raise InputError(
-            f"{path}:{line}: header promises {n} rows, the file has {len(lines)}; fix the header or the rows"
+            f"{path}:{line}: header promises {n} rows, the file has {len(lines)}; "
+            "fix the header or the rows"
         )
     if n * k * 2 > len(text):  # every value needs a separator and a digit: some row is short
         for i, line in enumerate(lines):
             fields = line.split()
             if len(fields) != k + 1:
                 raise InputError(
-                    f"{path}:{i + 2}: row has {len(fields)} fields; expected an id and {k} values separated by spaces"
+                    f"{path}:{i + 2}: row has {len(fields)} fields; "
+                    f"expected an id and {k} values separated by spaces"
                 )
     ids: list[str] = []
     out = np.empty((n, k), dtype=np.float32)
@@ -448,7 +452,8 @@ def _read_text_rows(path, text: str, n: int, k: int):
             fields = lines[i].split()
             if len(fields) != k + 1:
                 raise InputError(
-                    f"{path}:{i + 2}: row has {len(fields)} fields; expected an id and {k} values separated by spaces"
+                    f"{path}:{i + 2}: row has {len(fields)} fields; "
+                    f"expected an id and {k} values separated by spaces"
                 )
             ids.append(fields[0])
             tokens.extend(fields[1:])
@@ -460,7 +465,8 @@ def _read_text_rows(path, text: str, n: int, k: int):
                     np.float32(tok)
                 except ValueError:
                     raise InputError(
-                        f"{path}:{a + j // k + 2}: value {tok!r} is not a number; expected {k} floats"
+                        f"{path}:{a + j // k + 2}: value {tok!r} is not a number; "
+                        f"expected {k} floats"
                     ) from None
             raise InputError(
                 f"{path}:{a + 2}: rows {a + 2}..{b + 1} hold a value that is not a number"
@@ -469,7 +475,8 @@ def _read_text_rows(path, text: str, n: int, k: int):
         if bad.size:
             j = int(bad[0])
             raise InputError(
-                f"{path}:{a + j // k + 2}: value {tokens[j]!r} is not finite (NaN, inf or beyond float32); "
+                f"{path}:{a + j // k + 2}: value {tokens[j]!r} is not finite "
+                "(NaN, inf or beyond float32); "
                 "embeddings must be finite numbers"
             )
     _check_unique(path, ids, 2, unit="line")
@@ -480,7 +487,8 @@ def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
     width = 4 * k
     if n * (width + 1) > len(data) - start:  # each row: an id byte or more, a space, k float32
         raise InputError(
-            f"{path}: truncated: the header promises {n} rows of {k} float32 (at least {n * (width + 1)} bytes), "
+            f"{path}: truncated: the header promises {n} rows of {k} float32 "
+            f"(at least {n * (width + 1)} bytes), "
             f"but {len(data) - start} bytes follow it; fix the header or the file"
         )
     ids: list[str] = []
@@ -492,19 +500,22 @@ def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
         space = data.find(b" ", pos)
         if space < 0 or space + 1 + width > len(data):
             raise InputError(
-                f"{path}: row {r + 1} of {n} is truncated (byte {pos}); the file ends before the header's row count"
+                f"{path}: row {r + 1} of {n} is truncated (byte {pos}); "
+                "the file ends before the header's row count"
             )
         try:
             ids.append(data[pos:space].decode("utf-8"))
         except UnicodeDecodeError:
             raise InputError(
-                f"{path}: row {r + 1} (byte {pos}): node id is not UTF-8; expected a word2vec binary file"
+                f"{path}: row {r + 1} (byte {pos}): node id is not UTF-8; "
+                "expected a word2vec binary file"
             ) from None
         out[r] = np.frombuffer(data, dtype="<f4", count=k, offset=space + 1)
         pos = space + 1 + width
     if data[pos:].strip():
         raise InputError(
-            f"{path}: {len(data) - pos} bytes after the {n} rows the header promises; fix the header"
+            f"{path}: {len(data) - pos} bytes after the {n} rows the header promises; "
+            "fix the header"
         )
     for r, node in enumerate(ids):
         if not is_token(node):
@@ -515,7 +526,8 @@ def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
     if bad.size:
         r, c = divmod(int(bad[0]), k)
         raise InputError(
-            f"{path}: row {r + 1} ({ids[r]!r}): value {c + 1} is {out[r, c]}; embeddings must be finite numbers"
+            f"{path}: row {r + 1} ({ids[r]!r}): value {c + 1} is {out[r, c]}; "
+            "embeddings must be finite numbers"
         )
     _check_unique(path, ids, 1, unit="row")
     return ids, out
@@ -685,7 +697,8 @@ def check_npy_header(path) -> tuple:
                 )
             if head != _NPY_MAGIC:
                 raise InputError(
-                    f"{path}: not an .npy file (no NumPy header); expected a file written by numpy.save"
+                    f"{path}: not an .npy file (no NumPy header); "
+                    "expected a file written by numpy.save"
                 )
             fh.seek(0)
             version = np.lib.format.read_magic(fh)
@@ -704,16 +717,19 @@ def check_npy_header(path) -> tuple:
         ) from None
     except Exception as err:  # noqa: BLE001 -- any failure to parse the header is a bad file
         raise InputError(
-            f"{path}: bad .npy header ({type(err).__name__}: {err}); expected a file written by numpy.save"
+            f"{path}: bad .npy header ({type(err).__name__}: {err}); "
+            "expected a file written by numpy.save"
         ) from None
     if dtype.hasobject:
         raise InputError(
-            f"{path}: holds Python objects (dtype {dtype}); expected a numeric array, saved without pickles"
+            f"{path}: holds Python objects (dtype {dtype}); "
+            "expected a numeric array, saved without pickles"
         )
     need = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if need != size - offset:
         raise InputError(
-            f"{path}: header promises shape {shape} {dtype} ({need} bytes) but {size - offset} bytes follow; "
+            f"{path}: header promises shape {shape} {dtype} ({need} bytes) "
+            f"but {size - offset} bytes follow; "
             "the file is truncated or damaged"
         )
     return shape, dtype
@@ -737,7 +753,8 @@ def read_sparse_npz(path):
             raise ValueError("indptr must start at 0 and never decrease")
         if indptr[-1] != indices.size or np.shape(m.data)[0] != indices.size:
             raise ValueError(
-                f"indptr ends at {indptr[-1]} for {indices.size} indices and {np.shape(m.data)[0]} values"
+                f"indptr ends at {indptr[-1]} for {indices.size} indices "
+                f"and {np.shape(m.data)[0]} values"
             )
         m.check_format(full_check=True)  # indices within the shape, lengths consistent
     return m
@@ -769,7 +786,8 @@ def load_npy(path):
     if bad.size:
         r, c = divmod(int(bad[0]), v.shape[1])
         raise InputError(
-            f"{path}: row {r}, column {c} (0-based): value {v[r, c]} is not finite; embeddings must be finite numbers"
+            f"{path}: row {r}, column {c} (0-based): value {v[r, c]} is not finite; "
+            "embeddings must be finite numbers"
         )
     n = v.shape[0]
     nodes = nodes_path(p)
@@ -787,7 +805,8 @@ def load_npy(path):
         digest = tag.rsplit(" ", 1)[-1]
         if digest != _matrix_digest(v):
             raise InputError(
-                f"{nodes}: written for another matrix than {path} (an interrupted write, or files from "
+                f"{nodes}: written for another matrix than {path} "
+                "(an interrupted write, or files from "
                 "two runs); write the pair again (train --npy ... --overwrite)"
             )
     if len(ids) != n:
@@ -797,7 +816,8 @@ def load_npy(path):
     for i, node in enumerate(ids):
         if not is_token(node):
             raise InputError(
-                f"{nodes}:{i + first}: id {node!r} is empty or contains whitespace; expected one id per line"
+                f"{nodes}:{i + first}: id {node!r} is empty or contains whitespace; "
+                "expected one id per line"
             )
     _check_unique(nodes, ids, first, unit="line")
     return ids, v
@@ -860,5 +880,6 @@ def load_npz(path) -> dict:
             return {name: z[name] for name in z.files}
     except Exception as err:  # noqa: BLE001 -- zipfile, zlib and the .npy reader raise many types
         raise InputError(
-            f"{path}: not a readable .npz ({type(err).__name__}: {err}); expected a file written by save_npz"
+            f"{path}: not a readable .npz ({type(err).__name__}: {err}); "
+            "expected a file written by save_npz"
         ) from None
