@@ -190,7 +190,8 @@ def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
 
 
 def select_epoch(per_epoch_results, epochs=None) -> dict:
-    """Model selection on validation: per split, the epoch of highest val accuracy (ties -> earliest).
+    """Model selection on validation: per split, the epoch of highest val accuracy
+    (ties -> earliest).
 
     ``best_s = argmax_e val[e, s]`` (first maximum);  reported ``test[best_s, s]``,
     mean and std over splits. Test accuracies never influence the choice.

@@ -178,7 +178,8 @@ def _scatter_scalars(rows, values, out):
 
 def scatter_add_rows(out, rows, values):
     """out[rows] += values with repeated rows summed, in a fixed order (thread-count
-    invariant): the gradient of a gather (docs/math.md#prediction).  ``out`` (N, k) or (N,), ``rows`` (n,), ``values`` (n, k) or (n,)."""
+    invariant): the gradient of a gather (docs/math.md#prediction).  ``out`` (N, k) or
+    (N,), ``rows`` (n,), ``values`` (n, k) or (n,)."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     values = np.ascontiguousarray(values, dtype=out.dtype)
     if out.ndim == 1:

@@ -249,7 +249,8 @@ def _discard(tmp: Path) -> None:
 
 
 def _reraise_naming(err: BaseException, path):
-    """Re-raise ``err``; an OSError that names no file (a full disk) is re-raised naming ``path``."""
+    """Re-raise ``err``; an OSError that names no file (a full disk) is re-raised naming
+    ``path``."""
     if isinstance(err, OSError) and not err.filename:
         raise OSError(err.errno, err.strerror or str(err), os.fspath(path)) from err
     raise err
@@ -596,7 +597,8 @@ def _matrix_hash(n: int, k: int):
 
 
 def _matrix_digest(v: np.ndarray) -> str:
-    """blake2b-128 of an (n, k) float32 matrix's shape and bytes: ties a ``.nodes.txt`` to its ``.npy``."""
+    """blake2b-128 of an (n, k) float32 matrix's shape and bytes: ties a ``.nodes.txt``
+    to its ``.npy``."""
     h = _matrix_hash(*v.shape)
     h.update(np.ascontiguousarray(v, dtype="<f4").data)
     return h.hexdigest()

@@ -103,7 +103,8 @@ def dot(a, b):
 
 
 def route_last(u_hat, cfg, n_slots):
-    """Algorithm 1 on u_hat (I, P, k) with cfg's rule: c, s, e of every iteration (capsules.route)."""
+    """Algorithm 1 on u_hat (I, P, k) with cfg's rule: c, s, e of every iteration
+    (capsules.route)."""
     m = cfg.routing_iters
     P = u_hat.shape[1]
     c = np.empty((m, P, n_slots))

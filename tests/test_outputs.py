@@ -95,7 +95,8 @@ def test_history_csv_has_a_row_per_epoch_with_rate_and_accuracies(tmp_path):
 
 
 def class_embedding(labels, signal, seed=0):
-    """One-hot of the class times ``signal`` plus unit noise: the class is readable iff signal > 0."""
+    """One-hot of the class times ``signal`` plus unit noise: the class is readable iff
+    signal > 0."""
     rng = np.random.default_rng(seed)
     k = labels.max() + 1
     return (signal * np.eye(k)[labels] + rng.standard_normal((labels.size, k))).astype(np.float32)

@@ -187,7 +187,8 @@ def test_infer_out_dash_writes_to_stdout(run, tmp_path, tiny_model):
 
 
 def _big_graph(unusual_at=None):
-    """3,002 nodes in a ring with chords; line ``unusual_at`` gets the weight '1_0' (10 in Python)."""
+    """3,002 nodes in a ring with chords; line ``unusual_at`` gets the weight '1_0' (10 in
+    Python)."""
     n = 3002
     lines = [f"n{i} n{(i + 1) % n} 1" for i in range(n)] + [
         f"n{i} n{(i * 7) % n} 2" for i in range(1, n, 3)
@@ -493,7 +494,7 @@ def test_eval_every_epoch_resume_of_a_run_without_it_is_refused(eval_run, run, t
     assert_error(result, "--eval-every-epoch: the checkpoint was written by a run without it")
 
 
-# ---- 6. a model holding NaN or huge values --------------------------------------------------------
+# ---- 6. a model holding NaN or huge values -------------------------------------------------------
 
 
 def _damaged_model(src, dst, **changes):
@@ -929,7 +930,7 @@ def test_evaluate_tiny_fraction_is_one_line(run, tmp_path):
     )
 
 
-# ---- 12. wording ----------------------------------------------------------------------------------
+# ---- 12. wording ---------------------------------------------------------------------------------
 
 
 def test_repeated_split_id_is_named_by_its_id(run, tmp_path):
@@ -971,7 +972,7 @@ def test_empty_graph_path_says_so(run, tmp_path):
     assert_error(run("train", "--graph", "", "--out", "o.emb", *TINY), "graph path is empty")
 
 
-# ---- 13. accepted without a word, before ----------------------------------------------------------
+# ---- 13. accepted without a word, before ---------------------------------------------------------
 
 
 def test_lr_that_underflows_float32_is_refused(run, tmp_path):

@@ -105,7 +105,8 @@ def test_expected_count_is_stable_for_tiny_probabilities():
 
 @pytest.mark.parametrize("name", ["uniform", "log_uniform", "unigram"])
 def test_expected_count_roughly_matches_monte_carlo_inclusion(name):
-    """Q(c) averaged over calls vs the frequency with which c is in V'; TF's Q is an approximation."""
+    """Q(c) averaged over calls vs the frequency with which c is in V'; TF's Q is an
+    approximation."""
     n, num_sampled, trials = 20, 4, 1500
     counts = np.arange(1, n + 1) ** 2
     sampler = make_sampler(name, n, counts=counts)

@@ -30,9 +30,11 @@ try:
 except ValueError:
     layer = None
 ours = lambda env: {k: v for k, v in env.items() if not k.startswith("KMP_")}
-print(json.dumps(dict(package_kept=after_package == before, kernels_kept=ours(os.environ) == ours(before),
+print(json.dumps(dict(package_kept=after_package == before,
+                      kernels_kept=ours(os.environ) == ours(before),
                       layer=layer, seen=seen,
-                      spin=os.environ.get("GOMP_SPINCOUNT"), policy=os.environ.get("OMP_WAIT_POLICY"))))
+                      spin=os.environ.get("GOMP_SPINCOUNT"),
+                      policy=os.environ.get("OMP_WAIT_POLICY"))))
 """
 
 
