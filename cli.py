@@ -1,4 +1,5 @@
 """``python cli.py train --graph edges.txt``: the same commands as the ``caps2ne`` script."""
+
 from caps2ne_np.cli import cli
 
 if __name__ == "__main__":

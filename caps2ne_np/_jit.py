@@ -81,7 +81,7 @@ def kernel(fn=None, *, parallel=False, fastmath=FASTMATH):
     ``parallel=True`` returns a ``Kernel`` (parallel and serial versions)."""
 
     if isinstance(fastmath, frozenset):
-        fastmath = set(fastmath)                   # Numba takes a bool, dict or set
+        fastmath = set(fastmath)  # Numba takes a bool, dict or set
 
     def wrap(f):
         if parallel:
@@ -104,11 +104,13 @@ def _cached(fn, suffix, **options):
     code until ``caps2ne_np/__pycache__/*.nb?`` were removed by hand.  With the tag in
     the name such a change compiles anew (tests/test_jit.py)."""
     opts = dict(nogil=True, error_model="numpy", **options)
-    canon = sorted((k, repr(sorted(v) if isinstance(v, (set, frozenset)) else v))
-                   for k, v in opts.items())        # a set's repr order varies by process
+    canon = sorted(
+        (k, repr(sorted(v) if isinstance(v, (set, frozenset)) else v)) for k, v in opts.items()
+    )  # a set's repr order varies by process
     tag = hashlib.sha1(repr(canon).encode() + _THIS_FILE).hexdigest()[:8]
-    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + suffix,
-                              fn.__defaults__, fn.__closure__)
+    copy = types.FunctionType(
+        fn.__code__, fn.__globals__, fn.__name__ + suffix, fn.__defaults__, fn.__closure__
+    )
     copy.__qualname__ = f"{fn.__qualname__}{suffix}_{tag}"
     copy.__module__ = fn.__module__
     copy.__doc__ = fn.__doc__
@@ -127,10 +129,18 @@ def _cached(fn, suffix, **options):
 _LOG2E = _np.float32(1.44269504088896341)
 _LN2_HI = _np.float32(0.693359375)
 _LN2_LO = _np.float32(-2.12194440e-4)
-_EXP_LO = _np.float32(-87.33654)      # exp(x) underflows to 0 below about this
-_EXP_HI = _np.float32(88.0)          # clamped here (exp(88) = 1.65e38, finite)
-_P0, _P1, _P2 = _np.float32(1.9875691500e-4), _np.float32(1.3981999507e-3), _np.float32(8.3334519073e-3)
-_P3, _P4, _P5 = _np.float32(4.1665795894e-2), _np.float32(1.6666665459e-1), _np.float32(5.0000001201e-1)
+_EXP_LO = _np.float32(-87.33654)  # exp(x) underflows to 0 below about this
+_EXP_HI = _np.float32(88.0)  # clamped here (exp(88) = 1.65e38, finite)
+_P0, _P1, _P2 = (
+    _np.float32(1.9875691500e-4),
+    _np.float32(1.3981999507e-3),
+    _np.float32(8.3334519073e-3),
+)
+_P3, _P4, _P5 = (
+    _np.float32(4.1665795894e-2),
+    _np.float32(1.6666665459e-1),
+    _np.float32(5.0000001201e-1),
+)
 
 
 def fast_exp(x):
@@ -141,6 +151,7 @@ def fast_exp(x):
 @_overload(fast_exp)
 def _fast_exp_impl(x):
     if isinstance(x, _types.Float) and x.bitwidth == 32:
+
         def impl(x):
             under = x < _EXP_LO
             x = min(max(x, _EXP_LO), _EXP_HI)
@@ -153,5 +164,6 @@ def _fast_exp_impl(x):
             scale = (_np.int32(n) + _np.int32(127)) << 23
             out = p * _np.int32(scale).view(_np.float32)
             return _np.float32(0.0) if under else out
+
         return impl
     return lambda x: _np.exp(x)

@@ -35,9 +35,9 @@ def start():
         return
     os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
     try:
-        numba.get_num_threads()          # starts the threading layer: libgomp loads
+        numba.get_num_threads()  # starts the threading layer: libgomp loads
     except ValueError:
-        pass                             # no usable layer: Numba raises again at launch
+        pass  # no usable layer: Numba raises again at launch
     finally:
         del os.environ["GOMP_SPINCOUNT"]
 

@@ -35,7 +35,6 @@ Departures from the paper, all following the authors' code (daiquocnguyen/Caps2N
 """
 
 import numpy as np
-
 from numba import prange
 
 from ._jit import REASSOC, fast_exp, kernel
@@ -78,7 +77,7 @@ def predict(u, W):
     (``u[i] @ W[i].T``), the slots spread over Numba's threads (``blas.py``).
     """
     W_t = W.transpose(0, 2, 1)
-    if W_t.flags.c_contiguous:                  # slot-major storage (core.slot_major)
+    if W_t.flags.c_contiguous:  # slot-major storage (core.slot_major)
         return slot_matmul(np.ascontiguousarray(u), W_t)
     return slot_matmul(np.ascontiguousarray(u), np.ascontiguousarray(W), trans_b=True)
 
@@ -102,7 +101,7 @@ def route(u_hat, iters, scale, rule, c, s, e):
     logits are not updated after the last iteration (their value is unused).
     """
     n_slots, n_pairs, k = u_hat.shape
-    b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)     # one allocation, not P
+    b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)  # one allocation, not P
     for p in prange(n_pairs):
         b = b_all[p]
         for r in range(iters):
@@ -197,7 +196,8 @@ def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
     _target_logits.for_work(e.size)(e, O, bias, targets, log_q_true, logits_true)
     logits_sampled = row_matmul(e, O[sampled], trans_b=True)
     _add_to_rows.for_work(logits_sampled.size)(
-        logits_sampled, (bias[sampled] - log_q_sampled).astype(e.dtype))
+        logits_sampled, (bias[sampled] - log_q_sampled).astype(e.dtype)
+    )
     return logits_true, logits_sampled
 
 

@@ -37,7 +37,6 @@ import numpy as np
 from .errors import InputError, InputWarning
 from .io import load_npz, save_npz
 
-
 FORMAT = "caps2ne_np.checkpoint"
 VERSION = 1
 LATEST = "checkpoint.npz"
@@ -59,8 +58,11 @@ def fingerprint(indptr, indices, weights, features):
         if a is not None:
             h.update(np.ascontiguousarray(a).tobytes())
     if features is not None:
-        for a in ((features.indptr, features.indices, features.data)
-                  if hasattr(features, "u_data") else (features,)):
+        for a in (
+            (features.indptr, features.indices, features.data)
+            if hasattr(features, "u_data")
+            else (features,)
+        ):
             h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 
@@ -72,12 +74,16 @@ def save(directory, params, optimizer, state, config, history, graph_hash, extra
     in ``ckpt["extra"]``)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    arrays = {"format": np.asarray(FORMAT), "version": np.int64(VERSION),
-              "config": np.asarray(json.dumps(config)),
-              "history": np.asarray(json.dumps(history)),
-              "state": np.asarray(json.dumps(state)),
-              "graph_hash": np.asarray(graph_hash),
-              "adam_t": np.int64(optimizer.t), "adam_lr": np.float64(optimizer.lr)}
+    arrays = {
+        "format": np.asarray(FORMAT),
+        "version": np.int64(VERSION),
+        "config": np.asarray(json.dumps(config)),
+        "history": np.asarray(json.dumps(history)),
+        "state": np.asarray(json.dumps(state)),
+        "graph_hash": np.asarray(graph_hash),
+        "adam_t": np.int64(optimizer.t),
+        "adam_lr": np.float64(optimizer.lr),
+    }
     for name in params.trainable():
         arrays[f"param_{name}"] = getattr(params, name)
         arrays[f"m_{name}"] = optimizer.m[name]
@@ -89,19 +95,19 @@ def save(directory, params, optimizer, state, config, history, graph_hash, extra
     prev_tmp = directory / PREVIOUS_NEW
     try:
         save_npz(tmp, overwrite=True, **arrays)
-        if latest.exists():                   # keep the current one as .prev, without
-            if prev_tmp.exists():             # ever unlinking checkpoint.npz
+        if latest.exists():  # keep the current one as .prev, without
+            if prev_tmp.exists():  # ever unlinking checkpoint.npz
                 prev_tmp.unlink()
             try:
                 os.link(latest, prev_tmp)
-            except OSError:                   # no hard links here: copy instead
+            except OSError:  # no hard links here: copy instead
                 import shutil
 
                 shutil.copyfile(latest, prev_tmp)
             os.replace(prev_tmp, directory / PREVIOUS)
         os.replace(tmp, latest)
-    except BaseException:                     # Ctrl-C, SIGTERM, a full disk: leave no
-        for leftover in (tmp, prev_tmp):      # half-done files (the old ones stay)
+    except BaseException:  # Ctrl-C, SIGTERM, a full disk: leave no
+        for leftover in (tmp, prev_tmp):  # half-done files (the old ones stay)
             try:
                 os.unlink(leftover)
             except OSError:
@@ -114,8 +120,10 @@ def check_fresh(directory, overwrite):
     """InputError if ``directory`` already holds a checkpoint a new run would replace."""
     path = Path(directory) / LATEST
     if path.exists() and not overwrite:
-        raise InputError(f"{path}: exists; pass --resume {directory} to continue that run, "
-                         "or --overwrite to start a new one there")
+        raise InputError(
+            f"{path}: exists; pass --resume {directory} to continue that run, "
+            "or --overwrite to start a new one there"
+        )
 
 
 def load(directory):
@@ -125,8 +133,9 @@ def load(directory):
     path = Path(directory) / LATEST
     prev = Path(directory) / PREVIOUS
     if not path.is_file() and not prev.is_file():
-        raise InputError(f"{directory}: no {LATEST} to resume from; was the run started with "
-                         "--checkpoint-dir?")
+        raise InputError(
+            f"{directory}: no {LATEST} to resume from; was the run started with --checkpoint-dir?"
+        )
     try:
         return _load_one(path)
     except InputError as err:
@@ -146,34 +155,61 @@ def _load_one(path):
         raise InputError(f"{path}: not a caps2ne_np checkpoint")
     missing = [k for k in REQUIRED if k not in arrays]
     if missing:
-        raise InputError(f"{path}: damaged checkpoint (no {', '.join(missing)}); resume from an "
-                         "earlier copy or start a new run")
+        raise InputError(
+            f"{path}: damaged checkpoint (no {', '.join(missing)}); resume from an "
+            "earlier copy or start a new run"
+        )
     try:
         version = int(arrays["version"])
         parsed = {k: json.loads(str(arrays[k])) for k in ("config", "history", "state")}
         adam_t, adam_lr = int(arrays["adam_t"]), float(arrays["adam_lr"])
     except (TypeError, ValueError) as err:
-        raise InputError(f"{path}: damaged checkpoint ({type(err).__name__}: "
-                         f"{' '.join(str(err).split())}); resume from an earlier copy or start "
-                         "a new run") from None
+        raise InputError(
+            f"{path}: damaged checkpoint ({type(err).__name__}: "
+            f"{' '.join(str(err).split())}); resume from an earlier copy or start "
+            "a new run"
+        ) from None
     if version > VERSION:
-        raise InputError(f"{path}: checkpoint version {version} is newer than "
-                         f"this caps2ne_np supports ({VERSION})")
+        raise InputError(
+            f"{path}: checkpoint version {version} is newer than "
+            f"this caps2ne_np supports ({VERSION})"
+        )
     state = parsed["state"]
-    if (not isinstance(parsed["config"], dict) or not isinstance(parsed["history"], list)
-            or not isinstance(state, dict)
-            or any(not isinstance(state[k], (int, float)) or isinstance(state[k], bool)
-                   or not np.isfinite(state[k]) or state[k] < 0 for k in STATE_KEYS if k in state)
-            or any(not float(state[k]).is_integer()
-                   for k in ("epoch", "batch", "step", "n_pairs") if k in state)
-            or adam_t < 0 or not np.isfinite(adam_lr)):
-        raise InputError(f"{path}: damaged checkpoint (config, history or state of the wrong "
-                         "form); resume from an earlier copy or start a new run")
-    return {"config": parsed["config"], "history": parsed["history"], "state": state,
-            "graph_hash": str(arrays["graph_hash"]),
-            "adam_t": adam_t, "adam_lr": adam_lr,
-            "arrays": arrays, "path": str(path),
-            "extra": {k[len("extra_"):]: v for k, v in arrays.items() if k.startswith("extra_")}}
+    if (
+        not isinstance(parsed["config"], dict)
+        or not isinstance(parsed["history"], list)
+        or not isinstance(state, dict)
+        or any(
+            not isinstance(state[k], (int, float))
+            or isinstance(state[k], bool)
+            or not np.isfinite(state[k])
+            or state[k] < 0
+            for k in STATE_KEYS
+            if k in state
+        )
+        or any(
+            not float(state[k]).is_integer()
+            for k in ("epoch", "batch", "step", "n_pairs")
+            if k in state
+        )
+        or adam_t < 0
+        or not np.isfinite(adam_lr)
+    ):
+        raise InputError(
+            f"{path}: damaged checkpoint (config, history or state of the wrong "
+            "form); resume from an earlier copy or start a new run"
+        )
+    return {
+        "config": parsed["config"],
+        "history": parsed["history"],
+        "state": state,
+        "graph_hash": str(arrays["graph_hash"]),
+        "adam_t": adam_t,
+        "adam_lr": adam_lr,
+        "arrays": arrays,
+        "path": str(path),
+        "extra": {k[len("extra_") :]: v for k, v in arrays.items() if k.startswith("extra_")},
+    }
 
 
 def fall_back(ckpt, err):
@@ -202,13 +238,17 @@ def check_arrays(ckpt, params, names):
         for prefix in ("param", "m", "v"):
             key = f"{prefix}_{name}"
             if key not in arrays:
-                raise InputError(f"{ckpt['path']}: damaged checkpoint (no {key}); resume from an "
-                                 "earlier copy or start a new run")
+                raise InputError(
+                    f"{ckpt['path']}: damaged checkpoint (no {key}); resume from an "
+                    "earlier copy or start a new run"
+                )
             got = np.shape(arrays[key])
             if got != want or not np.issubdtype(arrays[key].dtype, np.floating):
-                raise InputError(f"{ckpt['path']}: {key} has shape {got} {arrays[key].dtype}, this "
-                                 f"run needs {want} floats; the checkpoint is damaged or from "
-                                 "another run")
+                raise InputError(
+                    f"{ckpt['path']}: {key} has shape {got} {arrays[key].dtype}, this "
+                    f"run needs {want} floats; the checkpoint is damaged or from "
+                    "another run"
+                )
 
 
 def check_compatible(ckpt, config, graph_hash):
@@ -228,8 +268,10 @@ def check_compatible(ckpt, config, graph_hash):
             _check_same_run(older, config, graph_hash)
         except InputError:
             raise err from None
-        _warn(f"{ckpt['path']}: its options or input fingerprint differ from those of "
-              f"{prev}, written by the same run; it is damaged, resuming from {prev} instead")
+        _warn(
+            f"{ckpt['path']}: its options or input fingerprint differ from those of "
+            f"{prev}, written by the same run; it is damaged, resuming from {prev} instead"
+        )
         ckpt = older
     _check_epochs(ckpt, config)
     return ckpt
@@ -237,23 +279,31 @@ def check_compatible(ckpt, config, graph_hash):
 
 def _check_same_run(ckpt, config, graph_hash):
     if ckpt["graph_hash"] != graph_hash:
-        raise InputError(f"{ckpt['path']}: the graph or features differ from the run that wrote "
-                         "this checkpoint; resume with the same input")
+        raise InputError(
+            f"{ckpt['path']}: the graph or features differ from the run that wrote "
+            "this checkpoint; resume with the same input"
+        )
     saved = ckpt["config"]
     diff = [k for k in saved if k not in RESUMABLE_CHANGES and saved[k] != config.get(k)]
     if diff:
-        shown = ", ".join(f"--{k.replace('_', '-')} {_shown(saved[k])} (now {_shown(config.get(k))})"
-                          for k in diff)
-        raise InputError(f"{ckpt['path']}: options differ from the checkpointed run: {shown}; "
-                         "resume with the same options (only --epochs and --threads may change)")
+        shown = ", ".join(
+            f"--{k.replace('_', '-')} {_shown(saved[k])} (now {_shown(config.get(k))})"
+            for k in diff
+        )
+        raise InputError(
+            f"{ckpt['path']}: options differ from the checkpointed run: {shown}; "
+            "resume with the same options (only --epochs and --threads may change)"
+        )
 
 
 def _check_epochs(ckpt, config):
     done = int(ckpt["state"].get("epoch", 0)) + (1 if ckpt["state"].get("batch") else 0)
     if config.get("epochs") is not None and int(config["epochs"]) < done:
-        raise InputError(f"{ckpt['path']}: the checkpointed run is at epoch {done}, more than "
-                         f"--epochs {config['epochs']}; pass --epochs {done} or more (or start a "
-                         "new run)")
+        raise InputError(
+            f"{ckpt['path']}: the checkpointed run is at epoch {done}, more than "
+            f"--epochs {config['epochs']}; pass --epochs {done} or more (or start a "
+            "new run)"
+        )
 
 
 def _shown(value):
@@ -306,21 +356,24 @@ def _acquire(path):
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
-            raise InputError(f"{path}: cannot create the lock file ({err.strerror or err}); "
-                             "choose a writable --checkpoint-dir") from None
+            raise InputError(
+                f"{path}: cannot create the lock file ({err.strerror or err}); "
+                "choose a writable --checkpoint-dir"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
-            raise InputError(f"{path.parent}: in use by process {holder} (lock file {path}); "
-                             "wait for that run to end or stop it, or choose another folder") \
-                from None
+            raise InputError(
+                f"{path.parent}: in use by process {holder} (lock file {path}); "
+                "wait for that run to end or stop it, or choose another folder"
+            ) from None
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
         except FileNotFoundError:
             same = False
-        if not same:                          # removed by its last holder meanwhile: retry
+        if not same:  # removed by its last holder meanwhile: retry
             os.close(fd)
             continue
         old = os.pread(fd, 64, 0).decode("ascii", "replace").strip()

@@ -48,7 +48,7 @@ from caps2ne_np.downloads import (
     sha256_file,
 )
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.nodefiles import load_features, load_labels, load_splits, read_id_file
+from caps2ne_np.nodefiles import load_features, load_labels, load_splits
 
 if TYPE_CHECKING:
     import scipy.sparse as sp

@@ -41,14 +41,30 @@ PRESETS = {
     # of it, small batches, the walk-frequency^0.75 sampler (node ids of a user's edge
     # list carry no frequency order for the log-uniform one), lazy Adam (a step's cost
     # does not grow with N) and a budget of training pairs per node (``budget_epochs``).
-    "converge": dict(walks_per_node=16, epochs=None, batch_size=16, lr=None,
-                     lr_schedule="linear", walks="fresh", sampler="unigram", adam="lazy"),
+    "converge": dict(
+        walks_per_node=16,
+        epochs=None,
+        batch_size=16,
+        lr=None,
+        lr_schedule="linear",
+        walks="fresh",
+        sampler="unigram",
+        adam="lazy",
+    ),
     # The authors' settings (and this project's defaults before session 5): the same
     # N*T walks every epoch, a constant rate, B = 64, dense Adam, 5 epochs.  The paper's
     # tables are reproduced with these (bench/reproduce.py) plus the per-dataset T,
     # epochs and lr of bench/results/transductive.md.
-    "paper": dict(walks_per_node=16, epochs=5, batch_size=64, lr=None, lr_schedule="constant",
-                  walks="fixed", sampler="log_uniform", adam="dense"),
+    "paper": dict(
+        walks_per_node=16,
+        epochs=5,
+        batch_size=64,
+        lr=None,
+        lr_schedule="constant",
+        walks="fixed",
+        sampler="log_uniform",
+        adam="dense",
+    ),
 }
 """Named sets of the options a preset fills (every option left None).  'auto' is
 'converge' for a featureless graph and 'paper' with fixed features, where the
@@ -71,9 +87,11 @@ def preset_summary(name):
     """One line saying what preset ``name`` sets (the --preset help)."""
     p = PRESETS[name]
     lr = "5e-4 or 1e-4" if p["lr"] is None else f"{p['lr']:g}"
-    return (f"lr {lr} {p['lr_schedule']}, batch {p['batch_size']}, T {p['walks_per_node']} "
-            f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
-            + (f", {p['epochs']} epochs" if p["epochs"] else ""))
+    return (
+        f"lr {lr} {p['lr_schedule']}, batch {p['batch_size']}, T {p['walks_per_node']} "
+        f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
+        + (f", {p['epochs']} epochs" if p["epochs"] else "")
+    )
 
 
 # --------------------------------------------------------------------------- the options
@@ -101,59 +119,143 @@ class Option(NamedTuple):
 
 OPTIONS = {
     "dim": Option(128, "int", "Embedding size k (size of e_v and o_v).", low=1),
-    "feat_dim": Option(128, "int", "Size d of the trainable input features x (featureless "
-                       "graphs).", low=1),
+    "feat_dim": Option(
+        128, "int", "Size d of the trainable input features x (featureless graphs).", low=1
+    ),
     "walk_length": Option(10, "int", "Walk length q (q - 1 context nodes per target).", low=2),
-    "preset": Option("auto", "choice", "Where the options marked [preset] come from when not "
-                     f"given: 'converge' ({preset_summary('converge')}; epochs from the graph), "
-                     f"'paper' (the authors' settings: {preset_summary('paper')}); 'auto' is "
-                     "'converge' without and 'paper' with fixed --features. docs/training.md.",
-                     choices=PRESET_NAMES),
-    "walks_per_node": Option(None, "int", "Random walks T started from every node in each "
-                             "epoch. [preset]", low=1),
-    "epochs": Option(None, "int", "Epochs (exactly this many); each is ceil(N T / batch-size) "
-                     "batches [preset converge: a budget set by the graph, printed at the "
-                     "start].", low=1),
-    "batch_size": Option(None, "int", "Walks per batch B (each walk gives one pair per target "
-                         "position). [preset]", low=1),
-    "lr": Option(None, "float", "Adam learning rate (the peak rate with --lr-schedule linear) "
-                 "[preset; paper: 5e-4 with trained features x, 1e-4 with fixed features; the "
-                 "paper's grid is 1e-5, 5e-5, 1e-4].", low=0, open=("low",)),
-    "lr_schedule": Option(None, "choice", "linear: decay from --lr to --lr x --lr-floor over "
-                          "the run (word2vec); constant: the authors'. [preset]",
-                          choices=LR_SCHEDULES),
-    "lr_floor": Option(1e-2, "float", "Last rate of the linear schedule, as a fraction of --lr.",
-                       low=0, high=1, open=("low",)),
-    "walks": Option(None, "choice", "fresh: new walks every epoch; fixed: the same N x T walks "
-                    "every epoch (authors). [preset]", choices=WALK_MODES),
-    "num_sampled": Option(None, "int", "Sampled nodes |V'| per batch in the sampled softmax, < "
-                          "number of nodes [default: 256, or N - 1 on graphs of at most 256 "
-                          "nodes].", low=1),
-    "sampler": Option(None, "choice", "Candidate sampler for V': TensorFlow's log-uniform (by "
-                      "node index), walk-frequency^0.75, or uniform. [preset]", choices=SAMPLERS),
+    "preset": Option(
+        "auto",
+        "choice",
+        "Where the options marked [preset] come from when not "
+        f"given: 'converge' ({preset_summary('converge')}; epochs from the graph), "
+        f"'paper' (the authors' settings: {preset_summary('paper')}); 'auto' is "
+        "'converge' without and 'paper' with fixed --features. docs/training.md.",
+        choices=PRESET_NAMES,
+    ),
+    "walks_per_node": Option(
+        None, "int", "Random walks T started from every node in each epoch. [preset]", low=1
+    ),
+    "epochs": Option(
+        None,
+        "int",
+        "Epochs (exactly this many); each is ceil(N T / batch-size) "
+        "batches [preset converge: a budget set by the graph, printed at the "
+        "start].",
+        low=1,
+    ),
+    "batch_size": Option(
+        None,
+        "int",
+        "Walks per batch B (each walk gives one pair per target position). [preset]",
+        low=1,
+    ),
+    "lr": Option(
+        None,
+        "float",
+        "Adam learning rate (the peak rate with --lr-schedule linear) "
+        "[preset; paper: 5e-4 with trained features x, 1e-4 with fixed features; the "
+        "paper's grid is 1e-5, 5e-5, 1e-4].",
+        low=0,
+        open=("low",),
+    ),
+    "lr_schedule": Option(
+        None,
+        "choice",
+        "linear: decay from --lr to --lr x --lr-floor over "
+        "the run (word2vec); constant: the authors'. [preset]",
+        choices=LR_SCHEDULES,
+    ),
+    "lr_floor": Option(
+        1e-2,
+        "float",
+        "Last rate of the linear schedule, as a fraction of --lr.",
+        low=0,
+        high=1,
+        open=("low",),
+    ),
+    "walks": Option(
+        None,
+        "choice",
+        "fresh: new walks every epoch; fixed: the same N x T walks every epoch (authors). [preset]",
+        choices=WALK_MODES,
+    ),
+    "num_sampled": Option(
+        None,
+        "int",
+        "Sampled nodes |V'| per batch in the sampled softmax, < "
+        "number of nodes [default: 256, or N - 1 on graphs of at most 256 "
+        "nodes].",
+        low=1,
+    ),
+    "sampler": Option(
+        None,
+        "choice",
+        "Candidate sampler for V': TensorFlow's log-uniform (by "
+        "node index), walk-frequency^0.75, or uniform. [preset]",
+        choices=SAMPLERS,
+    ),
     "routing_iters": Option(1, "int", "Routing iterations m (Algorithm 1).", low=1),
-    "routing_rule": Option("paper", "choice", "Logit update: paper b_i = u_hat_i.e, or Sabour "
-                           "et al. b_i += u_hat_i.e.", choices=ROUTING_RULES),
-    "routing_scale": Option(None, "float", "c = scale * softmax(b) [default: q - 1 as the "
-                            "authors' code; 1 = plain softmax].", low=0, open=("low",)),
-    "grad_mode": Option("exact", "choice", "exact: true gradient through routing; stop: c "
-                        "treated as constant (authors).", choices=GRAD_MODES),
-    "targets": Option("all", "positions", "Target positions in each walk: all, random (one per "
-                      "walk), or 0-based positions such as 3,4,5,6 (authors, citation graphs)."),
-    "batch_mode": Option("random", "choice", "random: B walks drawn with replacement "
-                         "(authors); shuffle: each walk once.", choices=BATCH_MODES),
-    "adam": Option(None, "choice", "dense: every row each step (authors); lazy: only rows a "
-                   "batch touches, so a step costs nothing per untouched node (large graphs). "
-                   "[preset]", choices=ADAM_MODES),
-    "walk_chunk": Option(1 << 20, "int", "Walks per chunk when counting node frequencies for "
-                         "--sampler unigram (memory about 40 bytes x chunk x q); training walks "
-                         "are made per batch.", low=1),
-    "threads": Option(1, "int", "Threads for the Numba kernels (BLAS runs single-threaded "
-                      "inside them) [default: all cores this process may use]. Results do not "
-                      "depend on it.", low=1),
+    "routing_rule": Option(
+        "paper",
+        "choice",
+        "Logit update: paper b_i = u_hat_i.e, or Sabour et al. b_i += u_hat_i.e.",
+        choices=ROUTING_RULES,
+    ),
+    "routing_scale": Option(
+        None,
+        "float",
+        "c = scale * softmax(b) [default: q - 1 as the authors' code; 1 = plain softmax].",
+        low=0,
+        open=("low",),
+    ),
+    "grad_mode": Option(
+        "exact",
+        "choice",
+        "exact: true gradient through routing; stop: c treated as constant (authors).",
+        choices=GRAD_MODES,
+    ),
+    "targets": Option(
+        "all",
+        "positions",
+        "Target positions in each walk: all, random (one per "
+        "walk), or 0-based positions such as 3,4,5,6 (authors, citation graphs).",
+    ),
+    "batch_mode": Option(
+        "random",
+        "choice",
+        "random: B walks drawn with replacement (authors); shuffle: each walk once.",
+        choices=BATCH_MODES,
+    ),
+    "adam": Option(
+        None,
+        "choice",
+        "dense: every row each step (authors); lazy: only rows a "
+        "batch touches, so a step costs nothing per untouched node (large graphs). "
+        "[preset]",
+        choices=ADAM_MODES,
+    ),
+    "walk_chunk": Option(
+        1 << 20,
+        "int",
+        "Walks per chunk when counting node frequencies for "
+        "--sampler unigram (memory about 40 bytes x chunk x q); training walks "
+        "are made per batch.",
+        low=1,
+    ),
+    "threads": Option(
+        1,
+        "int",
+        "Threads for the Numba kernels (BLAS runs single-threaded "
+        "inside them) [default: all cores this process may use]. Results do not "
+        "depend on it.",
+        low=1,
+    ),
     "seed": Option(0, "int", "Seed of every random stream.", low=0),
-    "normalize_features": Option(True, "flag", "Use fixed features as given (default: divide "
-                                 "each row by its sum, as the authors)."),
+    "normalize_features": Option(
+        True,
+        "flag",
+        "Use fixed features as given (default: divide each row by its sum, as the authors).",
+    ),
 }
 """The options of a training run, in the command line's order.  ``threads`` is 1 in
 ``TrainConfig`` and the estimator (``n_jobs``) but all cores on the command line (its

@@ -6,7 +6,6 @@ applies), what was expected, and how to fix it.  The CLI turns it into a one-lin
 message on stderr and exit code 1.
 """
 
-
 import numbers
 
 
@@ -67,5 +66,7 @@ def check_memory(need, what, fix):
     ``<what> needs about <need> of memory; this machine has <free> available; <fix>``."""
     free = available_memory()
     if free is not None and need > free:
-        raise InputError(f"{what} needs about {format_bytes(need)} of memory; this machine has "
-                         f"{format_bytes(free)} available; {fix}")
+        raise InputError(
+            f"{what} needs about {format_bytes(need)} of memory; this machine has "
+            f"{format_bytes(free)} available; {fix}"
+        )

@@ -28,8 +28,14 @@ from threadpoolctl import threadpool_limits
 
 from caps2ne_np.errors import InputError
 
-__all__ = ["classify_splits", "select_epoch", "multilabel_f1", "multilabel_select_epoch",
-           "top_k_predictions", "format_table"]
+__all__ = [
+    "classify_splits",
+    "select_epoch",
+    "multilabel_f1",
+    "multilabel_select_epoch",
+    "top_k_predictions",
+    "format_table",
+]
 
 
 def _check_embedding(emb, n_rows: int, what: str) -> np.ndarray:
@@ -37,7 +43,9 @@ def _check_embedding(emb, n_rows: int, what: str) -> np.ndarray:
     if emb.ndim != 2 or emb.shape[0] != n_rows:
         raise ValueError(f"emb: expected shape ({n_rows}, k) to match {what}, got {emb.shape}")
     if not np.all(np.isfinite(emb)):
-        raise ValueError("emb: contains NaN or inf (did training diverge? try a lower learning rate)")
+        raise ValueError(
+            "emb: contains NaN or inf (did training diverge? try a lower learning rate)"
+        )
     return emb
 
 
@@ -49,7 +57,14 @@ def _make_classifier(C: float, max_iter: int, multinomial: bool):
 
 
 def classify_splits(
-    emb, labels, splits, C: float = 1.0, *, max_iter: int = 1000, multinomial: bool = True, blas_threads=1
+    emb,
+    labels,
+    splits,
+    C: float = 1.0,
+    *,
+    max_iter: int = 1000,
+    multinomial: bool = True,
+    blas_threads=1,
 ) -> dict:
     """Single-label node classification accuracy on each split.
 
@@ -86,7 +101,8 @@ def classify_splits(
     labels = np.asarray(labels)
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
-            f"labels: expected a 1-D integer array of classes, got shape {labels.shape} dtype {labels.dtype}"
+            "labels: expected a 1-D integer array of classes, "
+            f"got shape {labels.shape} dtype {labels.dtype}"
         )
     emb = _check_embedding(emb, labels.shape[0], "labels")
     if not splits:
@@ -122,23 +138,32 @@ def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed
     if labels.ndim != 1:
         raise InputError("random splits need one label per node (single-label data)")
     if not (0 < train_fraction < 1 and 0 <= val_fraction < 1 and train_fraction + val_fraction < 1):
-        raise InputError(f"train fraction {train_fraction:g} and validation fraction {val_fraction:g} "
-                         "must be in (0, 1) and leave nodes to test")
+        raise InputError(
+            f"train fraction {train_fraction:g} and validation fraction {val_fraction:g} "
+            "must be in (0, 1) and leave nodes to test"
+        )
     nodes = np.flatnonzero(labels >= 0).astype(np.int64)
     seeds = np.random.SeedSequence(int(seed)).generate_state(n_splits, np.uint32)
     out = []
     for s in range(n_splits):
         state = int(seeds[s])
         try:
-            train, rest = train_test_split(nodes, train_size=train_fraction,
-                                           stratify=labels[nodes], random_state=state)
+            train, rest = train_test_split(
+                nodes, train_size=train_fraction, stratify=labels[nodes], random_state=state
+            )
             val = np.empty(0, dtype=np.int64)
             if val_fraction > 0:
-                val, rest = train_test_split(rest, train_size=val_fraction / (1 - train_fraction),
-                                             stratify=labels[rest], random_state=state)
+                val, rest = train_test_split(
+                    rest,
+                    train_size=val_fraction / (1 - train_fraction),
+                    stratify=labels[rest],
+                    random_state=state,
+                )
         except ValueError as err:
-            raise InputError(f"train fraction {train_fraction:g}: cannot draw stratified splits of "
-                             f"{nodes.size} labelled nodes ({err}); use a larger fraction or --splits") from None
+            raise InputError(
+                f"train fraction {train_fraction:g}: cannot draw stratified splits of "
+                f"{nodes.size} labelled nodes ({err}); use a larger fraction or --splits"
+            ) from None
         out.append({"train": np.sort(train), "val": np.sort(val), "test": np.sort(rest)})
     return out
 
@@ -148,10 +173,14 @@ def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
     idx = {part: np.asarray(split[part], dtype=np.int64) for part in ("train", "val", "test")}
     for part, ids in idx.items():
         if ids.size and labels[ids].min() < 0:
-            raise InputError(f"split {s} '{part}': contains unlabelled nodes (label -1); use labelled nodes only")
+            raise InputError(
+                f"split {s} '{part}': contains unlabelled nodes (label -1); use labelled nodes only"
+            )
     y_train = labels[idx["train"]]
     if np.unique(y_train).size < 2:
-        raise InputError(f"split {s} 'train': needs nodes of at least 2 classes, got {np.unique(y_train).size}")
+        raise InputError(
+            f"split {s} 'train': needs nodes of at least 2 classes, got {np.unique(y_train).size}"
+        )
     clf = _make_classifier(C, max_iter, multinomial).fit(emb[idx["train"]], y_train)
     scores = []
     for part in ("val", "test"):
@@ -161,7 +190,8 @@ def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
 
 
 def select_epoch(per_epoch_results, epochs=None) -> dict:
-    """Model selection on validation: per split, the epoch of highest val accuracy (ties -> earliest).
+    """Model selection on validation: per split, the epoch of highest val accuracy
+    (ties -> earliest).
 
     ``best_s = argmax_e val[e, s]`` (first maximum);  reported ``test[best_s, s]``,
     mean and std over splits. Test accuracies never influence the choice.
@@ -182,13 +212,19 @@ def select_epoch(per_epoch_results, epochs=None) -> dict:
     """
     if not per_epoch_results:
         raise ValueError("per_epoch_results: expected the results of at least one epoch")
-    val = np.stack([np.asarray(r["val"], dtype=np.float64) for r in per_epoch_results])  # (n_epochs, n_splits)
+    val = np.stack(
+        [np.asarray(r["val"], dtype=np.float64) for r in per_epoch_results]
+    )  # (n_epochs, n_splits)
     test = np.stack([np.asarray(r["test"], dtype=np.float64) for r in per_epoch_results])
-    epochs = np.arange(1, val.shape[0] + 1) if epochs is None else np.asarray(epochs, dtype=np.int64)
+    epochs = (
+        np.arange(1, val.shape[0] + 1) if epochs is None else np.asarray(epochs, dtype=np.int64)
+    )
     if epochs.shape != (val.shape[0],):
         raise ValueError(f"epochs: expected {val.shape[0]} epoch numbers, got shape {epochs.shape}")
     if np.isnan(val).any():
-        raise ValueError("per_epoch_results: validation accuracies contain NaN (empty 'val' parts?)")
+        raise ValueError(
+            "per_epoch_results: validation accuracies contain NaN (empty 'val' parts?)"
+        )
     best = np.argmax(val, axis=0)  # first maximum = earliest epoch on ties
     cols = np.arange(val.shape[1])
     chosen_val, chosen_test = val[best, cols], test[best, cols]
@@ -236,7 +272,9 @@ def _check_multilabel(Y, train_fractions, n_shuffles, solver):
         raise ValueError(f"solver: expected 'lbfgs' or 'liblinear', got {solver!r}")
     n_train = (fractions * n).astype(np.int64)
     if np.any(n_train < 1) or np.any(n_train >= n):
-        raise ValueError(f"train_fractions: {list(train_fractions)} leaves an empty train or test part for N={n}")
+        raise ValueError(
+            f"train_fractions: {list(train_fractions)} leaves an empty train or test part for N={n}"
+        )
     return Y, fractions, n_train
 
 
@@ -257,13 +295,17 @@ class _MultilabelFit:
         self.counts = np.diff(Y.indptr)  # k_i = number of true labels of node i
 
     def __call__(self, emb, train, test):
-        clf = OneVsRestClassifier(LogisticRegression(C=self.C, solver=self.solver,
-                                                     max_iter=self.max_iter), n_jobs=self.n_jobs)
+        clf = OneVsRestClassifier(
+            LogisticRegression(C=self.C, solver=self.solver, max_iter=self.max_iter),
+            n_jobs=self.n_jobs,
+        )
         proba = clf.fit(emb[train], self.Y[train]).predict_proba(emb[test])
         pred = top_k_predictions(proba, self.counts[test])
         y_true = self.Y[test].toarray()
-        return (f1_score(y_true, pred, average="micro", zero_division=self.zero_division),
-                f1_score(y_true, pred, average="macro", zero_division=self.zero_division))
+        return (
+            f1_score(y_true, pred, average="micro", zero_division=self.zero_division),
+            f1_score(y_true, pred, average="macro", zero_division=self.zero_division),
+        )
 
 
 def multilabel_f1(
@@ -406,8 +448,10 @@ def multilabel_select_epoch(
     if epochs.shape != (len(embs),):
         raise ValueError(f"epochs: expected {len(embs)} epoch numbers, got shape {epochs.shape}")
     if n_folds < 2 or np.any(n_train < n_folds):
-        raise ValueError(f"n_folds: expected 2 <= n_folds <= the smallest training part "
-                         f"({int(n_train.min())} nodes), got {n_folds}")
+        raise ValueError(
+            f"n_folds: expected 2 <= n_folds <= the smallest training part "
+            f"({int(n_train.min())} nodes), got {n_folds}"
+        )
     perms = _shuffles(Y.shape[0], n_shuffles, seed)
     fit = _MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
     shape = (fractions.size, n_shuffles)
@@ -424,17 +468,25 @@ def multilabel_select_epoch(
                 folds = np.array_split(train, n_folds)
                 for e, emb in enumerate(embs):
                     for i, held in enumerate(folds):
-                        rest = np.concatenate(folds[:i] + folds[i + 1:])
+                        rest = np.concatenate(folds[:i] + folds[i + 1 :])
                         mi, ma = fit(emb, rest, held)
                         cv_micro[e, f, r] += mi / n_folds
                         cv_macro[e, f, r] += ma / n_folds
-                best_mi = int(np.argmax(cv_micro[:, f, r]))      # first maximum: earliest
+                best_mi = int(np.argmax(cv_micro[:, f, r]))  # first maximum: earliest
                 best_ma = int(np.argmax(cv_macro[:, f, r]))
                 scores = {e: fit(embs[e], train, test) for e in {best_mi, best_ma}}
                 micro[f, r], macro[f, r] = scores[best_mi][0], scores[best_ma][1]
                 chosen_micro[f, r], chosen_macro[f, r] = epochs[best_mi], epochs[best_ma]
-    return _multilabel_result(solver, fractions, micro, macro, epochs_micro=chosen_micro,
-                              epochs_macro=chosen_macro, cv_micro=cv_micro, cv_macro=cv_macro)
+    return _multilabel_result(
+        solver,
+        fractions,
+        micro,
+        macro,
+        epochs_micro=chosen_micro,
+        epochs_macro=chosen_macro,
+        cv_micro=cv_micro,
+        cv_macro=cv_macro,
+    )
 
 
 def format_table(results) -> str:
@@ -448,7 +500,11 @@ def format_table(results) -> str:
             row = [str(s), _pct(results["val"][s]), _pct(results["test"][s])]
             rows.append(row + ([str(int(results["epochs"][s]))] if with_epoch else []))
         rows.append(
-            ["mean", _pm(results["val_mean"], results["val_std"]), _pm(results["test_mean"], results["test_std"])]
+            [
+                "mean",
+                _pm(results["val_mean"], results["val_std"]),
+                _pm(results["test_mean"], results["test_std"]),
+            ]
             + ([""] if with_epoch else [])
         )
     elif protocol == "multi-label":

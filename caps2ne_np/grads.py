@@ -178,7 +178,8 @@ def _scatter_scalars(rows, values, out):
 
 def scatter_add_rows(out, rows, values):
     """out[rows] += values with repeated rows summed, in a fixed order (thread-count
-    invariant): the gradient of a gather (docs/math.md#prediction).  ``out`` (N, k) or (N,), ``rows`` (n,), ``values`` (n, k) or (n,)."""
+    invariant): the gradient of a gather (docs/math.md#prediction).  ``out`` (N, k) or
+    (N,), ``rows`` (n,), ``values`` (n, k) or (n,)."""
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     values = np.ascontiguousarray(values, dtype=out.dtype)
     if out.ndim == 1:
@@ -248,7 +249,8 @@ def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_b
     """``sampled_softmax_backward_rows`` accumulated into dense ``d_O`` (N, k) and
     ``d_bias`` (N,), which the caller zeroes; returns ``d_e`` (P, k)."""
     d_e, rows, d_O_rows, d_bias_rows = sampled_softmax_backward_rows(
-        e, O, targets, sampled, d_true, d_sampled)
+        e, O, targets, sampled, d_true, d_sampled
+    )
     d_O[rows] += d_O_rows
     d_bias[rows] += d_bias_rows
     return d_e

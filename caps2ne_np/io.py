@@ -90,13 +90,17 @@ def check_output_path(path, overwrite: bool) -> Path:
         what = "is not a folder" if _exists(parent) else "does not exist"
         raise InputError(f"{raw}: folder {parent} {what}; create it or choose another output path")
     if target.is_symlink() and not target.exists():
-        raise InputError(f"{raw}: is a dangling symbolic link (to {os.readlink(target)}); remove it or "
-                         "give another path")
+        raise InputError(
+            f"{raw}: is a dangling symbolic link (to {os.readlink(target)}); remove it or "
+            "give another path"
+        )
     if target.is_dir():
         raise InputError(f"{raw}: is a directory; give the path of a file to write")
     if target.exists() and not target.is_file():
-        raise InputError(f"{raw}: exists and is not a regular file (a device, FIFO or socket); refusing "
-                         "to replace it; give a file path (or '-' for standard output where accepted)")
+        raise InputError(
+            f"{raw}: exists and is not a regular file (a device, FIFO or socket); refusing "
+            "to replace it; give a file path (or '-' for standard output where accepted)"
+        )
     if _exists(target) and not overwrite:
         raise InputError(f"{raw}: exists; pass --overwrite to replace it")
     if not os.access(parent, os.W_OK | os.X_OK):
@@ -157,7 +161,7 @@ def remove_stale_temps(target) -> list:
         name = entry.name
         if not (name.startswith(prefix) and name.endswith(".tmp")):
             continue
-        middle = name[len(prefix):-len(".tmp")]
+        middle = name[len(prefix) : -len(".tmp")]
         pid, dash, token = middle.partition("-")
         if not (dash and pid.isdigit() and len(token) == 12) or _pid_alive(int(pid)):
             continue
@@ -181,9 +185,12 @@ def _create_temp(target: Path, binary: bool):
             continue
         except OSError as err:
             raise InputError(
-                f"{target.parent}: cannot create a file there ({err.strerror or err}); choose a writable directory"
+                f"{target.parent}: cannot create a file there ({err.strerror or err}); "
+                "choose a writable directory"
             ) from None
-    raise InputError(f"{target.parent}: cannot find a free temporary name; remove stale .*.tmp files")
+    raise InputError(
+        f"{target.parent}: cannot find a free temporary name; remove stale .*.tmp files"
+    )
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -242,7 +249,8 @@ def _discard(tmp: Path) -> None:
 
 
 def _reraise_naming(err: BaseException, path):
-    """Re-raise ``err``; an OSError that names no file (a full disk) is re-raised naming ``path``."""
+    """Re-raise ``err``; an OSError that names no file (a full disk) is re-raised naming
+    ``path``."""
     if isinstance(err, OSError) and not err.filename:
         raise OSError(err.errno, err.strerror or str(err), os.fspath(path)) from err
     raise err
@@ -317,15 +325,17 @@ class RowBlocks:
         """``array`` (already float32 and C-contiguous, or it is converted per block) in
         blocks of ``rows`` rows."""
         n = array.shape[0]
-        return cls(array.shape, lambda: (array[a:a + rows] for a in range(0, n, rows)))
+        return cls(array.shape, lambda: (array[a : a + rows] for a in range(0, n, rows)))
 
     def __iter__(self):
         n, tail, done = self.shape[0], self.shape[1:], 0
         for block in self._blocks():
             block = np.ascontiguousarray(block, dtype=np.float32)
             if block.shape[1:] != tail or done + block.shape[0] > n:
-                raise ValueError(f"RowBlocks: a block of shape {block.shape} after {done} rows "
-                                 f"does not fit shape {self.shape}")
+                raise ValueError(
+                    f"RowBlocks: a block of shape {block.shape} after {done} rows "
+                    f"does not fit shape {self.shape}"
+                )
             done += block.shape[0]
             yield block
         if done != n:
@@ -345,7 +355,9 @@ def _as_blocks(vectors) -> RowBlocks:
     """``vectors`` (an (n, k) array or a RowBlocks of that shape) as RowBlocks."""
     if isinstance(vectors, RowBlocks):
         if len(vectors.shape) != 2 or vectors.shape[1] < 1:
-            raise ValueError(f"vectors must be (n, k) blocks with k >= 1, got shape {vectors.shape}")
+            raise ValueError(
+                f"vectors must be (n, k) blocks with k >= 1, got shape {vectors.shape}"
+            )
         return vectors
     return RowBlocks.of(_as_matrix(vectors))
 
@@ -365,14 +377,22 @@ def write_word2vec(path, node_ids, vectors, overwrite: bool = False, binary: boo
         first = 0  # global row of the block's first row
         for block in blocks:
             for a in range(0, block.shape[0], _CHUNK_ROWS):  # bounds the formatted strings
-                chunk = block[a:a + _CHUNK_ROWS]
-                names = ids[first + a:first + a + chunk.shape[0]]
+                chunk = block[a : a + _CHUNK_ROWS]
+                names = ids[first + a : first + a + chunk.shape[0]]
                 if binary:
                     raw = chunk.astype("<f4", copy=False).tobytes()
-                    f.write(b"".join(node.encode("utf-8") + b" " + raw[j * row:(j + 1) * row] + b"\n"
-                                     for j, node in enumerate(names)))
+                    f.write(
+                        b"".join(
+                            node.encode("utf-8") + b" " + raw[j * row : (j + 1) * row] + b"\n"
+                            for j, node in enumerate(names)
+                        )
+                    )
                 else:
-                    f.write("".join([line % (node, *values) for node, values in zip(names, chunk.tolist())]))
+                    f.write(
+                        "".join(
+                            [line % (node, *values) for node, values in zip(names, chunk.tolist())]
+                        )
+                    )
             first += block.shape[0]
 
 
@@ -385,10 +405,13 @@ def _parse_header(path, data: bytes):
         n, k = (int(x) for x in fields)
     except (UnicodeDecodeError, ValueError):
         raise InputError(
-            f"{path}:1: header {raw[:60]!r} is not 'n k'; expected a word2vec file starting with 'rows dim'"
+            f"{path}:1: header {raw[:60]!r} is not 'n k'; "
+            "expected a word2vec file starting with 'rows dim'"
         ) from None
     if n < 0 or k < 1:
-        raise InputError(f"{path}:1: header says {n} rows of dimension {k}; expected rows >= 0 and dim >= 1")
+        raise InputError(
+            f"{path}:1: header says {n} rows of dimension {k}; expected rows >= 0 and dim >= 1"
+        )
     return n, k, (end + 1 if end >= 0 else len(data))
 
 
@@ -409,13 +432,17 @@ def _read_text_rows(path, text: str, n: int, k: int):
         lines.pop()
     if len(lines) != n:
         line = n + 2 if len(lines) > n else len(lines) + 2
-        raise InputError(f"{path}:{line}: header promises {n} rows, the file has {len(lines)}; fix the header or the rows")
+        raise InputError(
+            f"{path}:{line}: header promises {n} rows, the file has {len(lines)}; "
+            "fix the header or the rows"
+        )
     if n * k * 2 > len(text):  # every value needs a separator and a digit: some row is short
         for i, line in enumerate(lines):
             fields = line.split()
             if len(fields) != k + 1:
                 raise InputError(
-                    f"{path}:{i + 2}: row has {len(fields)} fields; expected an id and {k} values separated by spaces"
+                    f"{path}:{i + 2}: row has {len(fields)} fields; "
+                    f"expected an id and {k} values separated by spaces"
                 )
     ids: list[str] = []
     out = np.empty((n, k), dtype=np.float32)
@@ -426,7 +453,8 @@ def _read_text_rows(path, text: str, n: int, k: int):
             fields = lines[i].split()
             if len(fields) != k + 1:
                 raise InputError(
-                    f"{path}:{i + 2}: row has {len(fields)} fields; expected an id and {k} values separated by spaces"
+                    f"{path}:{i + 2}: row has {len(fields)} fields; "
+                    f"expected an id and {k} values separated by spaces"
                 )
             ids.append(fields[0])
             tokens.extend(fields[1:])
@@ -437,13 +465,19 @@ def _read_text_rows(path, text: str, n: int, k: int):
                 try:
                     np.float32(tok)
                 except ValueError:
-                    raise InputError(f"{path}:{a + j // k + 2}: value {tok!r} is not a number; expected {k} floats") from None
-            raise InputError(f"{path}:{a + 2}: rows {a + 2}..{b + 1} hold a value that is not a number") from None
+                    raise InputError(
+                        f"{path}:{a + j // k + 2}: value {tok!r} is not a number; "
+                        f"expected {k} floats"
+                    ) from None
+            raise InputError(
+                f"{path}:{a + 2}: rows {a + 2}..{b + 1} hold a value that is not a number"
+            ) from None
         bad = np.flatnonzero(~np.isfinite(out[a:b]).ravel())
         if bad.size:
             j = int(bad[0])
             raise InputError(
-                f"{path}:{a + j // k + 2}: value {tokens[j]!r} is not finite (NaN, inf or beyond float32); "
+                f"{path}:{a + j // k + 2}: value {tokens[j]!r} is not finite "
+                "(NaN, inf or beyond float32); "
                 "embeddings must be finite numbers"
             )
     _check_unique(path, ids, 2, unit="line")
@@ -454,7 +488,8 @@ def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
     width = 4 * k
     if n * (width + 1) > len(data) - start:  # each row: an id byte or more, a space, k float32
         raise InputError(
-            f"{path}: truncated: the header promises {n} rows of {k} float32 (at least {n * (width + 1)} bytes), "
+            f"{path}: truncated: the header promises {n} rows of {k} float32 "
+            f"(at least {n * (width + 1)} bytes), "
             f"but {len(data) - start} bytes follow it; fix the header or the file"
         )
     ids: list[str] = []
@@ -466,24 +501,34 @@ def _read_binary_rows(path, data: bytes, start: int, n: int, k: int):
         space = data.find(b" ", pos)
         if space < 0 or space + 1 + width > len(data):
             raise InputError(
-                f"{path}: row {r + 1} of {n} is truncated (byte {pos}); the file ends before the header's row count"
+                f"{path}: row {r + 1} of {n} is truncated (byte {pos}); "
+                "the file ends before the header's row count"
             )
         try:
             ids.append(data[pos:space].decode("utf-8"))
         except UnicodeDecodeError:
-            raise InputError(f"{path}: row {r + 1} (byte {pos}): node id is not UTF-8; expected a word2vec binary file") from None
+            raise InputError(
+                f"{path}: row {r + 1} (byte {pos}): node id is not UTF-8; "
+                "expected a word2vec binary file"
+            ) from None
         out[r] = np.frombuffer(data, dtype="<f4", count=k, offset=space + 1)
         pos = space + 1 + width
     if data[pos:].strip():
-        raise InputError(f"{path}: {len(data) - pos} bytes after the {n} rows the header promises; fix the header")
+        raise InputError(
+            f"{path}: {len(data) - pos} bytes after the {n} rows the header promises; "
+            "fix the header"
+        )
     for r, node in enumerate(ids):
         if not is_token(node):
-            raise InputError(f"{path}: row {r + 1}: node id {node!r} is empty or contains whitespace")
+            raise InputError(
+                f"{path}: row {r + 1}: node id {node!r} is empty or contains whitespace"
+            )
     bad = np.flatnonzero(~np.isfinite(out).ravel())
     if bad.size:
         r, c = divmod(int(bad[0]), k)
         raise InputError(
-            f"{path}: row {r + 1} ({ids[r]!r}): value {c + 1} is {out[r, c]}; embeddings must be finite numbers"
+            f"{path}: row {r + 1} ({ids[r]!r}): value {c + 1} is {out[r, c]}; "
+            "embeddings must be finite numbers"
         )
     _check_unique(path, ids, 1, unit="row")
     return ids, out
@@ -507,7 +552,9 @@ def read_word2vec(path, binary: bool | None = None):
         if binary is None:
             return _read_binary_rows(path, data, start, n, k)
         line = data.count(b"\n", 0, start + err.start) + 1
-        raise InputError(f"{path}:{line}: invalid UTF-8; expected a word2vec text file (or pass binary=True)") from None
+        raise InputError(
+            f"{path}:{line}: invalid UTF-8; expected a word2vec text file (or pass binary=True)"
+        ) from None
     try:
         return _read_text_rows(path, text, n, k)
     except InputError:
@@ -550,7 +597,8 @@ def _matrix_hash(n: int, k: int):
 
 
 def _matrix_digest(v: np.ndarray) -> str:
-    """blake2b-128 of an (n, k) float32 matrix's shape and bytes: ties a ``.nodes.txt`` to its ``.npy``."""
+    """blake2b-128 of an (n, k) float32 matrix's shape and bytes: ties a ``.nodes.txt``
+    to its ``.npy``."""
     h = _matrix_hash(*v.shape)
     h.update(np.ascontiguousarray(v, dtype="<f4").data)
     return h.hexdigest()
@@ -560,8 +608,11 @@ def _write_npy_blocks(f, blocks: RowBlocks, hasher=None) -> None:
     """The ``.npy`` bytes ``np.save`` writes for the float32 matrix ``blocks`` holds: the
     version 1.0 header of numpy.lib.format (what ``np.save`` chooses for any shape whose
     header fits 64 KiB), then the rows, block by block; ``hasher`` sees each block."""
-    header = {"descr": np.lib.format.dtype_to_descr(np.dtype("<f4")), "fortran_order": False,
-              "shape": blocks.shape}
+    header = {
+        "descr": np.lib.format.dtype_to_descr(np.dtype("<f4")),
+        "fortran_order": False,
+        "shape": blocks.shape,
+    }
     np.lib.format.write_array_header_1_0(f, header)
     for block in blocks:
         raw = block.astype("<f4", copy=False).reshape(-1).view(np.uint8)  # len(raw) = bytes
@@ -594,7 +645,9 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     nodes = nodes_path(path)
     target = _check_target(path, overwrite)
     if _exists(nodes) and not overwrite:
-        raise InputError(f"{nodes}: exists (it would be read with {path}); pass --overwrite to replace it")
+        raise InputError(
+            f"{nodes}: exists (it would be read with {path}); pass --overwrite to replace it"
+        )
     if _exists(nodes) and not nodes.is_file():
         raise InputError(f"{nodes}: exists and is not a regular file; refusing to replace it")
     # Both files are written in full before either is renamed into place, so a failed
@@ -641,9 +694,14 @@ def check_npy_header(path) -> tuple:
         with open(path, "rb") as fh:
             head = fh.read(len(_NPY_MAGIC))
             if head.startswith(_ZIP_MAGIC):
-                raise InputError(f"{path}: is an .npz (zip) archive; expected an .npy file written by numpy.save")
+                raise InputError(
+                    f"{path}: is an .npz (zip) archive; expected an .npy file written by numpy.save"
+                )
             if head != _NPY_MAGIC:
-                raise InputError(f"{path}: not an .npy file (no NumPy header); expected a file written by numpy.save")
+                raise InputError(
+                    f"{path}: not an .npy file (no NumPy header); "
+                    "expected a file written by numpy.save"
+                )
             fh.seek(0)
             version = np.lib.format.read_magic(fh)
             if version == (1, 0):
@@ -661,16 +719,19 @@ def check_npy_header(path) -> tuple:
         ) from None
     except Exception as err:  # noqa: BLE001 -- any failure to parse the header is a bad file
         raise InputError(
-            f"{path}: bad .npy header ({type(err).__name__}: {err}); expected a file written by numpy.save"
+            f"{path}: bad .npy header ({type(err).__name__}: {err}); "
+            "expected a file written by numpy.save"
         ) from None
     if dtype.hasobject:
         raise InputError(
-            f"{path}: holds Python objects (dtype {dtype}); expected a numeric array, saved without pickles"
+            f"{path}: holds Python objects (dtype {dtype}); "
+            "expected a numeric array, saved without pickles"
         )
     need = int(np.prod(shape, dtype=object)) * dtype.itemsize
     if need != size - offset:
         raise InputError(
-            f"{path}: header promises shape {shape} {dtype} ({need} bytes) but {size - offset} bytes follow; "
+            f"{path}: header promises shape {shape} {dtype} ({need} bytes) "
+            f"but {size - offset} bytes follow; "
             "the file is truncated or damaged"
         )
     return shape, dtype
@@ -693,7 +754,10 @@ def read_sparse_npz(path):
         if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
             raise ValueError("indptr must start at 0 and never decrease")
         if indptr[-1] != indices.size or np.shape(m.data)[0] != indices.size:
-            raise ValueError(f"indptr ends at {indptr[-1]} for {indices.size} indices and {np.shape(m.data)[0]} values")
+            raise ValueError(
+                f"indptr ends at {indptr[-1]} for {indices.size} indices "
+                f"and {np.shape(m.data)[0]} values"
+            )
         m.check_format(full_check=True)  # indices within the shape, lengths consistent
     return m
 
@@ -702,13 +766,21 @@ def load_npy(path):
     """(node_ids, vectors float32 (n, k)) from an ``.npy`` and its ``.nodes.txt`` if present."""
     p = Path(os.fspath(path))
     if not p.is_file():
-        raise InputError(f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npy file")
+        raise InputError(
+            f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npy file"
+        )
     check_npy_header(p)
     try:
         v = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError, MemoryError) as err:
-        raise InputError(f"{path}: not a readable .npy array ({err}); expected a file written by save_npy") from None
-    if v.ndim != 2 or not np.issubdtype(v.dtype, np.number) or np.issubdtype(v.dtype, np.complexfloating):
+        raise InputError(
+            f"{path}: not a readable .npy array ({err}); expected a file written by save_npy"
+        ) from None
+    if (
+        v.ndim != 2
+        or not np.issubdtype(v.dtype, np.number)
+        or np.issubdtype(v.dtype, np.complexfloating)
+    ):
         raise InputError(f"{path}: holds shape {v.shape} {v.dtype}; expected a real (n, k) matrix")
     with np.errstate(over="ignore"):  # values beyond float32 become inf, reported next
         v = np.ascontiguousarray(v, dtype=np.float32)
@@ -716,7 +788,8 @@ def load_npy(path):
     if bad.size:
         r, c = divmod(int(bad[0]), v.shape[1])
         raise InputError(
-            f"{path}: row {r}, column {c} (0-based): value {v[r, c]} is not finite; embeddings must be finite numbers"
+            f"{path}: row {r}, column {c} (0-based): value {v[r, c]} is not finite; "
+            "embeddings must be finite numbers"
         )
     n = v.shape[0]
     nodes = nodes_path(p)
@@ -734,14 +807,20 @@ def load_npy(path):
         digest = tag.rsplit(" ", 1)[-1]
         if digest != _matrix_digest(v):
             raise InputError(
-                f"{nodes}: written for another matrix than {path} (an interrupted write, or files from "
+                f"{nodes}: written for another matrix than {path} "
+                "(an interrupted write, or files from "
                 "two runs); write the pair again (train --npy ... --overwrite)"
             )
     if len(ids) != n:
-        raise InputError(f"{nodes}: {len(ids)} ids for the {n} rows of {path}; expected one id per row")
+        raise InputError(
+            f"{nodes}: {len(ids)} ids for the {n} rows of {path}; expected one id per row"
+        )
     for i, node in enumerate(ids):
         if not is_token(node):
-            raise InputError(f"{nodes}:{i + first}: id {node!r} is empty or contains whitespace; expected one id per line")
+            raise InputError(
+                f"{nodes}:{i + first}: id {node!r} is empty or contains whitespace; "
+                "expected one id per line"
+            )
     _check_unique(nodes, ids, first, unit="line")
     return ids, v
 
@@ -758,15 +837,21 @@ def save_npz(path, overwrite: bool = False, **arrays) -> None:
     for name, value in arrays.items():
         a = value if isinstance(value, RowBlocks) else np.asarray(value)
         if not isinstance(a, RowBlocks) and a.dtype.hasobject:
-            raise ValueError(f"{name} has dtype object; store numbers or strings (e.g. JSON) instead")
+            raise ValueError(
+                f"{name} has dtype object; store numbers or strings (e.g. JSON) instead"
+            )
         packed[name] = a
     with atomic_write(path, "wb", overwrite=overwrite) as f:
         if not any(isinstance(a, RowBlocks) for a in packed.values()):
-            np.savez(f, **packed)  # no object arrays, hence no pickles (allow_pickle= needs NumPy >= 2.1)
+            np.savez(
+                f, **packed
+            )  # no object arrays, hence no pickles (allow_pickle= needs NumPy >= 2.1)
             return
         with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
             for name, a in packed.items():
-                with z.open(name + ".npy", "w", force_zip64=True) as member:  # as np.savez (gh-10776)
+                with z.open(
+                    name + ".npy", "w", force_zip64=True
+                ) as member:  # as np.savez (gh-10776)
                     if isinstance(a, RowBlocks):
                         _write_npy_blocks(member, a)
                     else:
@@ -777,12 +862,16 @@ def load_npz(path) -> dict:
     """All arrays of an ``.npz`` as a dict, read fully (the file is closed); pickles refused."""
     p = Path(os.fspath(path))
     if not p.is_file():
-        raise InputError(f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npz file")
+        raise InputError(
+            f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npz file"
+        )
     try:
         with open(p, "rb") as fh:
             head = fh.read(4)
     except OSError as err:
-        raise InputError(f"{path}: cannot be read ({err.strerror or err}); check its permissions") from None
+        raise InputError(
+            f"{path}: cannot be read ({err.strerror or err}); check its permissions"
+        ) from None
     if not head.startswith(_ZIP_MAGIC):
         raise InputError(f"{path}: not an .npz (zip) archive; expected a file written by save_npz")
     try:
@@ -793,5 +882,6 @@ def load_npz(path) -> dict:
             return {name: z[name] for name in z.files}
     except Exception as err:  # noqa: BLE001 -- zipfile, zlib and the .npy reader raise many types
         raise InputError(
-            f"{path}: not a readable .npz ({type(err).__name__}: {err}); expected a file written by save_npz"
+            f"{path}: not a readable .npz ({type(err).__name__}: {err}); "
+            "expected a file written by save_npz"
         ) from None

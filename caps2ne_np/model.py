@@ -43,17 +43,38 @@ class Caps2NE(BaseEstimator):
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
     """
 
-    def __init__(self, dim=D["dim"], feat_dim=D["feat_dim"], walk_length=D["walk_length"],
-                 walks_per_node=D["walks_per_node"], epochs=D["epochs"],
-                 batch_size=D["batch_size"], lr=D["lr"], num_sampled=D["num_sampled"],
-                 sampler=D["sampler"], routing_iters=D["routing_iters"],
-                 routing_rule=D["routing_rule"], routing_scale=D["routing_scale"],
-                 grad_mode=D["grad_mode"], targets=D["targets"], batch_mode=D["batch_mode"],
-                 normalize_features=D["normalize_features"], adam=D["adam"],
-                 walk_chunk=D["walk_chunk"], n_jobs=D["threads"], random_state=D["seed"],
-                 progress=False, preset=D["preset"], lr_schedule=D["lr_schedule"],
-                 lr_floor=D["lr_floor"], walks=D["walks"], engine="single", workers=1,
-                 servers=1, ray_address=None):
+    def __init__(
+        self,
+        dim=D["dim"],
+        feat_dim=D["feat_dim"],
+        walk_length=D["walk_length"],
+        walks_per_node=D["walks_per_node"],
+        epochs=D["epochs"],
+        batch_size=D["batch_size"],
+        lr=D["lr"],
+        num_sampled=D["num_sampled"],
+        sampler=D["sampler"],
+        routing_iters=D["routing_iters"],
+        routing_rule=D["routing_rule"],
+        routing_scale=D["routing_scale"],
+        grad_mode=D["grad_mode"],
+        targets=D["targets"],
+        batch_mode=D["batch_mode"],
+        normalize_features=D["normalize_features"],
+        adam=D["adam"],
+        walk_chunk=D["walk_chunk"],
+        n_jobs=D["threads"],
+        random_state=D["seed"],
+        progress=False,
+        preset=D["preset"],
+        lr_schedule=D["lr_schedule"],
+        lr_floor=D["lr_floor"],
+        walks=D["walks"],
+        engine="single",
+        workers=1,
+        servers=1,
+        ray_address=None,
+    ):
         self.dim = dim
         self.feat_dim = feat_dim
         self.walk_length = walk_length
@@ -79,7 +100,7 @@ class Caps2NE(BaseEstimator):
         self.lr_schedule = lr_schedule
         self.lr_floor = lr_floor
         self.walks = walks
-        self.engine = engine              # 'ray': sharded training (distributed.py, issue 18)
+        self.engine = engine  # 'ray': sharded training (distributed.py, issue 18)
         self.workers = workers
         self.servers = servers
         self.ray_address = ray_address
@@ -87,19 +108,45 @@ class Caps2NE(BaseEstimator):
     def train_config(self):
         """The TrainConfig these hyperparameters describe."""
         return TrainConfig(
-            dim=self.dim, feat_dim=self.feat_dim, walk_length=self.walk_length,
-            walks_per_node=self.walks_per_node, epochs=self.epochs, batch_size=self.batch_size,
-            lr=self.lr, num_sampled=self.num_sampled, sampler=self.sampler,
-            routing_iters=self.routing_iters, routing_rule=self.routing_rule,
-            routing_scale=self.routing_scale, grad_mode=self.grad_mode,
+            dim=self.dim,
+            feat_dim=self.feat_dim,
+            walk_length=self.walk_length,
+            walks_per_node=self.walks_per_node,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            num_sampled=self.num_sampled,
+            sampler=self.sampler,
+            routing_iters=self.routing_iters,
+            routing_rule=self.routing_rule,
+            routing_scale=self.routing_scale,
+            grad_mode=self.grad_mode,
             targets=self.targets if isinstance(self.targets, str) else tuple(self.targets),
-            batch_mode=self.batch_mode, normalize_features=self.normalize_features,
-            adam=self.adam, walk_chunk=self.walk_chunk, preset=self.preset,
-            lr_schedule=self.lr_schedule, lr_floor=self.lr_floor, walks=self.walks,
-            threads=_threads(self.n_jobs), seed=_seed(self.random_state))
+            batch_mode=self.batch_mode,
+            normalize_features=self.normalize_features,
+            adam=self.adam,
+            walk_chunk=self.walk_chunk,
+            preset=self.preset,
+            lr_schedule=self.lr_schedule,
+            lr_floor=self.lr_floor,
+            walks=self.walks,
+            threads=_threads(self.n_jobs),
+            seed=_seed(self.random_state),
+        )
 
-    def fit(self, graph, X=None, epoch_callback=None, checkpoint_dir=None, checkpoint_every=0,
-            resume_from=None, step_callback=None, *, directed=False, keep_self_loops=False):
+    def fit(
+        self,
+        graph,
+        X=None,
+        epoch_callback=None,
+        checkpoint_dir=None,
+        checkpoint_every=0,
+        resume_from=None,
+        step_callback=None,
+        *,
+        directed=False,
+        keep_self_loops=False,
+    ):
         """Learn embeddings for ``graph``; returns self.
 
         ``graph`` is any input of ``graph.coerce_graph``: a scipy.sparse (N, N)
@@ -115,19 +162,31 @@ class Caps2NE(BaseEstimator):
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
         those of ``train.fit``.
         """
-        graph, nodes = graph_mod.coerce_graph(graph, directed=directed,
-                                              keep_self_loops=keep_self_loops)
+        graph, nodes = graph_mod.coerce_graph(
+            graph, directed=directed, keep_self_loops=keep_self_loops
+        )
         cfg = self.train_config()
         run, extra = fit, {}
         if self.engine == "ray":
             from .distributed import fit as run
+
             extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)
         elif self.engine != "single":
             raise ValueError(f"engine must be 'single' or 'ray', got {self.engine!r}")
-        result = run(graph.indptr, graph.indices, graph.weights, cfg,
-                     features=X, progress=self.progress, epoch_callback=epoch_callback,
-                     checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                     resume_from=resume_from, step_callback=step_callback, **extra)
+        result = run(
+            graph.indptr,
+            graph.indices,
+            graph.weights,
+            cfg,
+            features=X,
+            progress=self.progress,
+            epoch_callback=epoch_callback,
+            checkpoint_dir=checkpoint_dir,
+            checkpoint_every=checkpoint_every,
+            resume_from=resume_from,
+            step_callback=step_callback,
+            **extra,
+        )
         p = result.params
         self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
         self.fixed_features_ = p.fixed_features
@@ -188,15 +247,22 @@ class Caps2NE(BaseEstimator):
         if nodes is None:
             n = graph.n_nodes if isinstance(graph, graph_mod.Graph) else graph.shape[0]
             nodes = list(range(n))
-        _, E = infer_embeddings(self.params_(), self.config_, self.node_ids_, graph, X, nodes,
-                                samples=samples, seed=_seed(random_state),
-                                threads=_threads(self.n_jobs),
-                                aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate,
-                                calibration=getattr(self, "calibration_", None))
+        _, E = infer_embeddings(
+            self.params_(),
+            self.config_,
+            self.node_ids_,
+            graph,
+            X,
+            nodes,
+            samples=samples,
+            seed=_seed(random_state),
+            threads=_threads(self.n_jobs),
+            aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate,
+            calibration=getattr(self, "calibration_", None),
+        )
         return E
 
-    def calibrate(self, graph, X=None, samples=None, random_state=0, positions="all",
-                  method=None):
+    def calibrate(self, graph, X=None, samples=None, random_state=0, positions="all", method=None):
         """Fit the map from Algorithm 3's mean capsule output e onto the o_v (infer.calibrate)
         on the training nodes in ``graph`` (best: the training graph) and return it; set
         ``calibration_`` to it for ``transform``.  ``method``: None (the default, 'diag'),
@@ -204,16 +270,31 @@ class Caps2NE(BaseEstimator):
         from .infer import DEFAULT_CALIBRATION, calibrate
 
         _check_fitted(self)
-        return calibrate(self.params_(), self.config_, self.node_ids_, graph, X, samples=samples,
-                         seed=_seed(random_state), threads=_threads(self.n_jobs),
-                         positions=positions,
-                         method=DEFAULT_CALIBRATION if method is None else method)
+        return calibrate(
+            self.params_(),
+            self.config_,
+            self.node_ids_,
+            graph,
+            X,
+            samples=samples,
+            seed=_seed(random_state),
+            threads=_threads(self.n_jobs),
+            positions=positions,
+            method=DEFAULT_CALIBRATION if method is None else method,
+        )
 
     def save(self, path, overwrite=False):
         """Write every parameter, the config, node ids and history to one .npz (atomic)."""
         _check_fitted(self)
-        save_model(path, self.params_(), self.node_ids_, self.config_, self.lr_, self.history_,
-                   overwrite=overwrite)
+        save_model(
+            path,
+            self.params_(),
+            self.node_ids_,
+            self.config_,
+            self.lr_,
+            self.history_,
+            overwrite=overwrite,
+        )
 
     @classmethod
     def load(cls, path):
@@ -221,8 +302,12 @@ class Caps2NE(BaseEstimator):
         m = read_model(path)
         keys = set(TrainConfig.__dataclass_fields__)
         params = {k: v for k, v in m["config"].items() if k in keys}
-        model = cls(**{("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
-                       for k, v in params.items()})
+        model = cls(
+            **{
+                ("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
+                for k, v in params.items()
+            }
+        )
         model.O_, model.W_, model.bias_, model.X_ = m["O"], m["W"], m["bias"], m["X"]
         model.fixed_features_ = m["fixed_features"]
         model.node_ids_ = m["node_ids"]
@@ -257,11 +342,15 @@ def _seed(random_state):
         return int(random_state.integers(0, 2**63 - 1))
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**31 - 1))
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool) \
-            and random_state >= 0:
+    if (
+        isinstance(random_state, numbers.Integral)
+        and not isinstance(random_state, bool)
+        and random_state >= 0
+    ):
         return int(random_state)
-    raise InputError(f"random_state must be None, an int >= 0 or a numpy Generator, "
-                     f"got {random_state!r}")
+    raise InputError(
+        f"random_state must be None, an int >= 0 or a numpy Generator, got {random_state!r}"
+    )
 
 
 def _check_fitted(model):

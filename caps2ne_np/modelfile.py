@@ -29,20 +29,27 @@ CALIBRATION_KEYS = ("calibration", "calibration_A", "calibration_b")
 
 def _calibration_arrays(calibration):
     meta = {key: value for key, value in calibration.items() if key not in ("A", "b")}
-    return dict(calibration=np.asarray(json.dumps(meta)),
-                calibration_A=np.asarray(calibration["A"], dtype=np.float32),
-                calibration_b=np.asarray(calibration["b"], dtype=np.float32))
+    return dict(
+        calibration=np.asarray(json.dumps(meta)),
+        calibration_A=np.asarray(calibration["A"], dtype=np.float32),
+        calibration_b=np.asarray(calibration["b"], dtype=np.float32),
+    )
 
 
 def save_model(path, params, node_ids, config, lr, history, overwrite=False, calibration=None):
     """Write ``params`` (core.Params) and their context to ``path`` (atomic); with
     ``calibration`` (``infer.calibrate``) also that."""
-    arrays = dict(W=np.ascontiguousarray(params.W), O=params.O, bias=params.bias,
-                  node_ids=np.asarray(list(node_ids), dtype=str),
-                  format=np.asarray(MODEL_FORMAT), version=np.int64(MODEL_VERSION),
-                  config=np.asarray(json.dumps(dict(config, lr_used=lr))),
-                  history=np.asarray(json.dumps(history)),
-                  fixed_features=np.bool_(params.fixed_features))
+    arrays = dict(
+        W=np.ascontiguousarray(params.W),
+        O=params.O,
+        bias=params.bias,
+        node_ids=np.asarray(list(node_ids), dtype=str),
+        format=np.asarray(MODEL_FORMAT),
+        version=np.int64(MODEL_VERSION),
+        config=np.asarray(json.dumps(dict(config, lr_used=lr))),
+        history=np.asarray(json.dumps(history)),
+        fixed_features=np.bool_(params.fixed_features),
+    )
     if not params.fixed_features:
         arrays["X"] = params.X
     if calibration is not None:
@@ -58,8 +65,10 @@ def save_calibration(path, calibration):
         raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
     k = arrays["O"].shape[1]
     if np.shape(calibration["A"]) != (k, k):
-        raise InputError(f"{path}: the calibration is for k = {np.shape(calibration['A'])[0]}, "
-                         f"the model has k = {k}")
+        raise InputError(
+            f"{path}: the calibration is for k = {np.shape(calibration['A'])[0]}, "
+            f"the model has k = {k}"
+        )
     arrays.update(_calibration_arrays(calibration))
     save_npz(path, overwrite=True, **arrays)
 
@@ -88,23 +97,34 @@ def read_model(path):
     if str(arrays.get("format", "")) != MODEL_FORMAT:
         raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
     if int(arrays["version"]) > MODEL_VERSION:
-        raise InputError(f"{path}: model format version {int(arrays['version'])} is newer "
-                         f"than this caps2ne_np supports ({MODEL_VERSION}); upgrade caps2ne_np")
+        raise InputError(
+            f"{path}: model format version {int(arrays['version'])} is newer "
+            f"than this caps2ne_np supports ({MODEL_VERSION}); upgrade caps2ne_np"
+        )
     _check_model_arrays(path, arrays)
     try:
         config = json.loads(str(arrays["config"]))
         history = json.loads(str(arrays["history"]))
         calibration = _read_calibration(arrays)
     except (TypeError, ValueError) as err:
-        raise InputError(f"{path}: damaged model file (config, history or calibration is not "
-                         f"JSON: {' '.join(str(err).split())}); write it again") from None
+        raise InputError(
+            f"{path}: damaged model file (config, history or calibration is not "
+            f"JSON: {' '.join(str(err).split())}); write it again"
+        ) from None
     if not isinstance(config, dict):
         raise InputError(f"{path}: damaged model file (config is not a JSON object)")
-    return dict(W=arrays["W"], O=arrays["O"], bias=arrays["bias"], X=arrays.get("X"),
-                fixed_features=bool(arrays["fixed_features"]),
-                node_ids=[str(s) for s in arrays["node_ids"]],
-                lr_used=config.pop("lr_used", None), config=config,
-                history=history, calibration=calibration)
+    return dict(
+        W=arrays["W"],
+        O=arrays["O"],
+        bias=arrays["bias"],
+        X=arrays.get("X"),
+        fixed_features=bool(arrays["fixed_features"]),
+        node_ids=[str(s) for s in arrays["node_ids"]],
+        lr_used=config.pop("lr_used", None),
+        config=config,
+        history=history,
+        calibration=calibration,
+    )
 
 
 # Trained parameters are of order 0.01-100; beyond this a product of two overflows float32.
@@ -119,8 +139,10 @@ def _check_model_arrays(path, arrays):
     if not missing and not bool(arrays["fixed_features"]) and "X" not in arrays:
         missing.append("X")
     if missing:
-        raise InputError(f"{path}: damaged model file (no {', '.join(missing)}); write it again "
-                         "(train --model-out)")
+        raise InputError(
+            f"{path}: damaged model file (no {', '.join(missing)}); write it again "
+            "(train --model-out)"
+        )
     W, O, bias = arrays["W"], arrays["O"], arrays["bias"]
     X = arrays.get("X") if not bool(arrays["fixed_features"]) else None
 

@@ -291,8 +291,12 @@ class UnigramSampler(_Sampler):
         super().__init__(counts.shape[0])
         if not np.all(np.isfinite(counts)) or np.any(counts < 0):
             raise InputError("counts must be finite and non-negative")
-        if (isinstance(power, bool) or not isinstance(power, numbers.Real)
-                or not np.isfinite(power) or power < 0):
+        if (
+            isinstance(power, bool)
+            or not isinstance(power, numbers.Real)
+            or not np.isfinite(power)
+            or power < 0
+        ):
             raise InputError(f"power must be a finite number >= 0, got {power!r}")
         self.power = float(power)
         weights = counts**self.power

@@ -36,11 +36,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out-dir", default=str(ROOT / "docs" / "img"),
-                    help="folder for the two PNGs (default: docs/img)")
+    ap.add_argument(
+        "--out-dir",
+        default=str(ROOT / "docs" / "img"),
+        help="folder for the two PNGs (default: docs/img)",
+    )
     ap.add_argument("--projection", choices=["tsne", "pca"], default="tsne")
-    ap.add_argument("--epochs", type=int, default=None,
-                    help="default: the converge preset's budget (5 epochs on Cora)")
+    ap.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="default: the converge preset's budget (5 epochs on Cora)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="tiny run, to test the script")
@@ -59,16 +66,26 @@ def train_with_scores(args):
     def score(epoch, O, loss):
         r = classify_splits(O, ds.labels, ds.splits)
         rows.append((epoch, loss, r["val_mean"], r["val_std"], r["test_mean"], r["test_std"]))
-        print(f"epoch {epoch}: loss {loss:.4f}, val {100 * r['val_mean']:.2f} +- "
-              f"{100 * r['val_std']:.2f}, test {100 * r['test_mean']:.2f} +- "
-              f"{100 * r['test_std']:.2f}", flush=True)
+        print(
+            f"epoch {epoch}: loss {loss:.4f}, val {100 * r['val_mean']:.2f} +- "
+            f"{100 * r['val_std']:.2f}, test {100 * r['test_mean']:.2f} +- "
+            f"{100 * r['test_std']:.2f}",
+            flush=True,
+        )
 
     model = Caps2NE(n_jobs=args.threads, random_state=args.seed, **kw)
     t0 = time.perf_counter()
-    model.fit(g, epoch_callback=lambda epoch, result: score(epoch, result.params.O,
-                                                            result.history[-1]["loss"]))
-    print(f"trained {len(model.history_)} epochs in {time.perf_counter() - t0:.1f} s "
-          f"(scoring included)", flush=True)
+    model.fit(
+        g,
+        epoch_callback=lambda epoch, result: score(
+            epoch, result.params.O, result.history[-1]["loss"]
+        ),
+    )
+    print(
+        f"trained {len(model.history_)} epochs in {time.perf_counter() - t0:.1f} s "
+        f"(scoring included)",
+        flush=True,
+    )
     return model, ds, rows
 
 
@@ -92,18 +109,22 @@ def draw(model, ds, rows, args):
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    O = model.get_embedding()                 # row i = node model.node_ids_[i] = '0'..'2707'
+    O = model.get_embedding()  # row i = node model.node_ids_[i] = '0'..'2707'
     assert model.node_ids_ == ds.node_ids
     xy = project(O, args.projection, args.seed)
     fig, ax = plt.subplots(figsize=(6.4, 5.6), dpi=110)
     cmap = plt.get_cmap("tab10")
     for c in range(ds.n_classes):
         pts = xy[ds.labels == c]
-        ax.scatter(pts[:, 0], pts[:, 1], s=4, color=cmap(c), label=f"class {c}", alpha=0.8,
-                   linewidths=0)
+        ax.scatter(
+            pts[:, 0], pts[:, 1], s=4, color=cmap(c), label=f"class {c}", alpha=0.8, linewidths=0
+        )
     name = "t-SNE" if args.projection == "tsne" else "PCA"
-    ax.set_title(f"Cora: Caps2NE embeddings o_v (k = {O.shape[1]}), {name} to 2-D,\n"
-                 f"coloured by class (classes unseen in training)", fontsize=10)
+    ax.set_title(
+        f"Cora: Caps2NE embeddings o_v (k = {O.shape[1]}), {name} to 2-D,\n"
+        f"coloured by class (classes unseen in training)",
+        fontsize=10,
+    )
     ax.set_xticks([])
     ax.set_yticks([])
     ax.legend(markerscale=3, fontsize=8, loc="best", frameon=False)
@@ -115,11 +136,23 @@ def draw(model, ds, rows, args):
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=110)
     for col, label, colour in ((2, "validation", "tab:blue"), (4, "test", "tab:orange")):
         left.plot(a[:, 0], 100 * a[:, col], marker="o", color=colour, label=label)
-        left.fill_between(a[:, 0], 100 * (a[:, col] - a[:, col + 1]),
-                          100 * (a[:, col] + a[:, col + 1]), color=colour, alpha=0.15)
+        left.fill_between(
+            a[:, 0],
+            100 * (a[:, col] - a[:, col + 1]),
+            100 * (a[:, col] + a[:, col + 1]),
+            color=colour,
+            alpha=0.15,
+        )
     left.axhline(70.35, color="grey", linestyle="--", linewidth=1)
-    left.text(a[-1, 0], 70.35, "DeepWalk 70.35 (bench/results/vs_deepwalk.md)",
-              ha="right", va="bottom", fontsize=7, color="grey")
+    left.text(
+        a[-1, 0],
+        70.35,
+        "DeepWalk 70.35 (bench/results/vs_deepwalk.md)",
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        color="grey",
+    )
     left.set_xlabel("epoch")
     left.set_ylabel("accuracy % (mean +- std, 10 splits)")
     left.set_title("node classification, the paper's protocol", fontsize=10)

@@ -103,14 +103,22 @@ def dot(a, b):
 
 
 def route_last(u_hat, cfg, n_slots):
-    """Algorithm 1 on u_hat (I, P, k) with cfg's rule: c, s, e of every iteration (capsules.route)."""
+    """Algorithm 1 on u_hat (I, P, k) with cfg's rule: c, s, e of every iteration
+    (capsules.route)."""
     m = cfg.routing_iters
     P = u_hat.shape[1]
     c = np.empty((m, P, n_slots))
     s = np.empty((m, P, K))
     e = np.empty((m, P, K))
-    capsules.route(np.ascontiguousarray(u_hat), m, cfg.scale_for(n_slots),
-                   capsules.ROUTING_RULES[cfg.routing_rule], c, s, e)
+    capsules.route(
+        np.ascontiguousarray(u_hat),
+        m,
+        cfg.scale_for(n_slots),
+        capsules.ROUTING_RULES[cfg.routing_rule],
+        c,
+        s,
+        e,
+    )
     return c, s, e
 
 
@@ -133,8 +141,9 @@ def mean_loss_of_logits(z_t, z_s, targets, sampled):
     loss = np.empty(P)
     d_t = np.empty(P)
     d_s = np.empty_like(z_s)
-    capsules.softmax_rows(np.ascontiguousarray(z_t), np.ascontiguousarray(z_s), targets, sampled,
-                          loss, d_t, d_s)
+    capsules.softmax_rows(
+        np.ascontiguousarray(z_t), np.ascontiguousarray(z_s), targets, sampled, loss, d_t, d_s
+    )
     return float(loss.mean())
 
 
@@ -199,8 +208,10 @@ def main():
     u_hat = fw["u_hat"]
     show("u_hat", u_hat, "(I, P, k) u_hat_i = W_i u_i")
 
-    section(f"Forward: routing, m = {M}, rule 'paper', scale = {scale:g}",
-            "docs/math.md#routing, capsules.route")
+    section(
+        f"Forward: routing, m = {M}, rule 'paper', scale = {scale:g}",
+        "docs/math.md#routing, capsules.route",
+    )
     c, s, e_all = fw["c"], fw["s"], fw["e_all"]
     show("c", c, "(m, P, I) c = scale softmax(b) of every iteration; c[0] = 1")
     show("s", s, "(m, P, k) s = sum_i c_i u_hat_i of every iteration")
@@ -208,11 +219,14 @@ def main():
     e = np.ascontiguousarray(fw["e"])
     show("e_v", e, "(P, k) the capsule output e = e[m-1]")
 
-    section("Forward: sampled softmax", "docs/math.md#sampled-softmax, capsules.output_logits, "
-            "capsules.softmax_rows")
+    section(
+        "Forward: sampled softmax",
+        "docs/math.md#sampled-softmax, capsules.output_logits, capsules.softmax_rows",
+    )
     log_q_true, log_q_sampled = np.log(q_true), np.log(q_sampled)
-    z_t, z_s = capsules.output_logits(e, params.O, params.bias, targets, sampled, log_q_true,
-                                      log_q_sampled)
+    z_t, z_s = capsules.output_logits(
+        e, params.O, params.bias, targets, sampled, log_q_true, log_q_sampled
+    )
     show("z_t", z_t, "(P,) z_t = e . o_t + bias_t - log Q(t)")
     show("z_s", z_s, "(P, S) z_s = e . o_s + bias_s - log Q(s); hits are ignored")
     loss = np.empty(P)
@@ -227,12 +241,20 @@ def main():
     section("Backward: softmax rows", "docs/math.md#sampled-softmax, capsules.softmax_rows")
     show("d_z_t", d_z_t, "(P,) (softmax_t - 1) / P")
     show("d_z_s", d_z_s, "(P, S) softmax_s / P, 0 on accidental hits")
-    check("dL/dz_t (capsules.softmax_rows)", d_z_t,
-          central_diff(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_t))
-    check("dL/dz_s (capsules.softmax_rows)", d_z_s,
-          central_diff(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_s))
+    check(
+        "dL/dz_t (capsules.softmax_rows)",
+        d_z_t,
+        central_diff(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_t),
+    )
+    check(
+        "dL/dz_s (capsules.softmax_rows)",
+        d_z_s,
+        central_diff(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_s),
+    )
 
-    section("Backward: output layer", "docs/math.md#sampled-softmax, grads.sampled_softmax_backward")
+    section(
+        "Backward: output layer", "docs/math.md#sampled-softmax, grads.sampled_softmax_backward"
+    )
     d_O = np.zeros_like(params.O)
     d_bias = np.zeros_like(params.bias)
     d_e = grads.sampled_softmax_backward(e, params.O, targets, sampled, d_z_t, d_z_s, d_O, d_bias)
@@ -245,20 +267,30 @@ def main():
         return mean_loss(e, params.O, params.bias, targets, sampled, log_q_true, log_q_sampled)
 
     check("dL/de (grads.sampled_softmax_backward)", d_e, central_diff(loss_of_output_layer, e))
-    check("dL/dO (grads.sampled_softmax_backward)", d_O, central_diff(loss_of_output_layer, params.O))
-    check("dL/dbias (grads.sampled_softmax_backward)", d_bias,
-          central_diff(loss_of_output_layer, params.bias))
+    check(
+        "dL/dO (grads.sampled_softmax_backward)", d_O, central_diff(loss_of_output_layer, params.O)
+    )
+    check(
+        "dL/dbias (grads.sampled_softmax_backward)",
+        d_bias,
+        central_diff(loss_of_output_layer, params.bias),
+    )
 
-    section("Backward: routing, both rules and both gradient modes",
-            "docs/math.md#routing-backward, grads.route_backward")
+    section(
+        "Backward: routing, both rules and both gradient modes",
+        "docs/math.md#routing-backward, grads.route_backward",
+    )
     by_mode = {}
     for rule in ("paper", "sabour"):
         for exact in (True, False):
-            cfg_r = ModelConfig(routing_iters=M, routing_rule=rule, grad_mode="exact" if exact else "stop")
+            cfg_r = ModelConfig(
+                routing_iters=M, routing_rule=rule, grad_mode="exact" if exact else "stop"
+            )
             c_r, s_r, e_r = route_last(u_hat, cfg_r, n_slots)
             d_u_hat_r = np.empty_like(u_hat)
-            grads.route_backward(u_hat, c_r, s_r, e_r, d_e, scale, capsules.ROUTING_RULES[rule],
-                                 exact, d_u_hat_r)
+            grads.route_backward(
+                u_hat, c_r, s_r, e_r, d_e, scale, capsules.ROUTING_RULES[rule], exact, d_u_hat_r
+            )
             if exact:
                 # f(u_hat) = <e(u_hat), d_e> through all m iterations
                 def f_route(cfg_r=cfg_r):
@@ -277,23 +309,35 @@ def main():
     d_u_hat = by_mode[cfg.routing_rule, cfg.grad_mode == "exact"]
     for rule in ("paper", "sabour"):
         diff = rel_error(by_mode[rule, True], by_mode[rule, False])
-        print(f"  rule {rule!r}: exact and stop gradients differ by {diff:.1e} (relative): "
-              f"the path through c")
+        print(
+            f"  rule {rule!r}: exact and stop gradients differ by {diff:.1e} (relative): "
+            f"the path through c"
+        )
     show("d_u_hat", d_u_hat, "(I, P, k) rule 'paper', exact: the one the model uses")
 
     section("Backward: predictions", "docs/math.md#prediction, grads.predict_backward")
     d_W, d_u = grads.predict_backward(u, params.W, d_u_hat)
     show("d_W", d_W, "(I, k, d) d_W_i = sum_p d_u_hat_i u_i^T")
     show("d_u", d_u, "(I, P, d) d_u_i = W_i^T d_u_hat_i")
-    check("dL/dW (grads.predict_backward)", d_W,
-          central_diff(lambda: dot(capsules.predict(u, params.W), d_u_hat), params.W))
-    check("dL/du (grads.predict_backward)", d_u,
-          central_diff(lambda: dot(capsules.predict(u, params.W), d_u_hat), u))
+    check(
+        "dL/dW (grads.predict_backward)",
+        d_W,
+        central_diff(lambda: dot(capsules.predict(u, params.W), d_u_hat), params.W),
+    )
+    check(
+        "dL/du (grads.predict_backward)",
+        d_u,
+        central_diff(lambda: dot(capsules.predict(u, params.W), d_u_hat), u),
+    )
 
-    section("Backward: first squash and the gather", "docs/math.md#squash, grads.squash_backward, "
-            "grads.scatter_add_rows")
+    section(
+        "Backward: first squash and the gather",
+        "docs/math.md#squash, grads.squash_backward, grads.scatter_add_rows",
+    )
     d_x = np.empty_like(x)
-    grads.squash_backward(x.reshape(-1, D), np.ascontiguousarray(d_u).reshape(-1, D), d_x.reshape(-1, D))
+    grads.squash_backward(
+        x.reshape(-1, D), np.ascontiguousarray(d_u).reshape(-1, D), d_x.reshape(-1, D)
+    )
     show("d_x", d_x, "(I, P, d) g d_u + 2 g'(|x|^2) (x . d_u) x")
     check("dL/dx (grads.squash_backward)", d_x, central_diff(lambda: dot(squash_rows(x), d_u), x))
     d_X = np.zeros_like(params.X)
@@ -305,17 +349,29 @@ def main():
     L2, gr = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
     pairs = ((L, L2), (d_W, gr.W), (d_O, gr.O), (d_bias, gr.bias), (d_X, gr.X))
     same = all(np.allclose(a, b, rtol=1e-12, atol=1e-15) for a, b in pairs)
-    print(f"L = {L2:.6f}; the loss and gradients above, assembled step by step, "
-          f"equal loss_and_grads's: {same}")
+    print(
+        f"L = {L2:.6f}; the loss and gradients above, assembled step by step, "
+        f"equal loss_and_grads's: {same}"
+    )
 
     def full_loss():
         f = forward(params, ctx, cfg)
-        return mean_loss(np.ascontiguousarray(f["e"]), params.O, params.bias, targets, sampled,
-                         log_q_true, log_q_sampled)
+        return mean_loss(
+            np.ascontiguousarray(f["e"]),
+            params.O,
+            params.bias,
+            targets,
+            sampled,
+            log_q_true,
+            log_q_sampled,
+        )
 
     for name in ("W", "O", "bias", "X"):
-        check(f"dL/d{name} end to end (core.loss_and_grads)", getattr(gr, name),
-              central_diff(full_loss, getattr(params, name)))
+        check(
+            f"dL/d{name} end to end (core.loss_and_grads)",
+            getattr(gr, name),
+            central_diff(full_loss, getattr(params, name)),
+        )
 
     # ------------------------------------------------------------------ Adam
     section(f"One Adam step, lr = {LR:g}", "docs/math.md#adam, optim.Adam")
@@ -333,8 +389,10 @@ def main():
         closed = -LR * grad / (np.abs(grad) + opt.eps / np.sqrt(1.0 - opt.beta2))
         adam_ok &= bool(np.allclose(step, closed, rtol=1e-9, atol=1e-15))
         moved = np.count_nonzero(step)
-        print(f"  {name:<5} max |step| {np.max(np.abs(step)):.4g} (about lr where g != 0); "
-              f"{moved} of {step.size} entries moved")
+        print(
+            f"  {name:<5} max |step| {np.max(np.abs(step)):.4g} (about lr where g != 0); "
+            f"{moved} of {step.size} entries moved"
+        )
     print(f"Adam's first step equals -lr g / (|g| + eps / sqrt(1 - beta2)): {adam_ok}")
     print(f"loss before {L:.6f}, after {full_loss():.6f}")
 

@@ -32,7 +32,7 @@ SOURCE = """\
 #   Classification in Network Data, AI Magazine 29(3), 2008 (LINQS). No separate licence is stated
 #   upstream; cite Sen et al. 2008 (and Yang et al. 2016) when publishing results.
 # Written by scripts/make_bundled_cora.py.
-"""
+"""  # noqa: E501 -- the header text the bundled cora.edgelist carries, kept verbatim
 
 
 def _write(path: Path, text: str, overwrite: bool) -> None:
@@ -71,18 +71,35 @@ def main(data_dir, out_dir, overwrite):
     order = np.lexsort((upper.col, upper.row))
     u, v = upper.row[order], upper.col[order]
     n_nodes, n_classes = ds.n_nodes, ds.n_classes
-    head = f"# Cora citation graph: {n_nodes} nodes (ids 0..{n_nodes - 1}), {u.size} undirected edges 'u v' (u < v),\n"
+    head = (
+        f"# Cora citation graph: {n_nodes} nodes (ids 0..{n_nodes - 1}), "
+        f"{u.size} undirected edges 'u v' (u < v),\n"
+    )
     head += "# deduplicated, no self loops. Labels: cora.labels; splits: cora.splits.json.\n"
-    _write(out / "cora.edgelist", head + SOURCE + "".join(f"{a} {b}\n" for a, b in zip(u, v)), overwrite)
+    _write(
+        out / "cora.edgelist",
+        head + SOURCE + "".join(f"{a} {b}\n" for a, b in zip(u, v)),
+        overwrite,
+    )
 
     labelled = np.flatnonzero(ds.labels >= 0)
     head = f"# Cora classes: {n_classes} topics, 'node class' per line\n"
     head += "# (class = argmax of the Planetoid one-hot label).\n"
-    _write(out / "cora.labels", head + SOURCE + "".join(f"{i} {ds.labels[i]}\n" for i in labelled), overwrite)
+    _write(
+        out / "cora.labels",
+        head + SOURCE + "".join(f"{i} {ds.labels[i]}\n" for i in labelled),
+        overwrite,
+    )
 
-    lines = [json.dumps({p: s[p].tolist() for p in ("train", "val", "test")}, separators=(",", ":")) for s in ds.splits]
+    lines = [
+        json.dumps({p: s[p].tolist() for p in ("train", "val", "test")}, separators=(",", ":"))
+        for s in ds.splits
+    ]
     _write(out / "cora.splits.json", "[\n" + ",\n".join(lines) + "\n]\n", overwrite)
-    click.echo(f"{out}: {n_nodes} nodes, {u.size} edges, {n_classes} classes, {len(ds.splits)} splits", err=True)
+    click.echo(
+        f"{out}: {n_nodes} nodes, {u.size} edges, {n_classes} classes, {len(ds.splits)} splits",
+        err=True,
+    )
 
 
 if __name__ == "__main__":

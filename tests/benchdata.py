@@ -14,9 +14,11 @@ import pytest
 from caps2ne_np.datasets import default_data_dir
 
 DATA = Path(default_data_dir())
-REASON = (f"benchmark data not found at {DATA} and no local mirror: set CAPS2NE_DATA to a "
-          "folder holding planetoid/ and multilabel/, or CAPS2NE_DATA_MIRROR to a copy of "
-          "shared/data, or run 'caps2ne fetch-data' with network")
+REASON = (
+    f"benchmark data not found at {DATA} and no local mirror: set CAPS2NE_DATA to a "
+    "folder holding planetoid/ and multilabel/, or CAPS2NE_DATA_MIRROR to a copy of "
+    "shared/data, or run 'caps2ne fetch-data' with network"
+)
 
 
 def have(part="planetoid"):

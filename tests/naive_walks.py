@@ -34,7 +34,8 @@ pyrng = _python_namespace(rng)
 
 
 def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
-    """Walk w = r*N + v from v; each step uniform (or weight-proportional) over out-neighbours; sinks repeat."""
+    """Walk w = r*N + v from v; each step uniform (or weight-proportional) over
+    out-neighbours; sinks repeat."""
     n = len(indptr) - 1
     walks = np.zeros((n * walks_per_node, walk_length), dtype=np.int32)
     with rng.quiet_wraparound():
@@ -50,7 +51,9 @@ def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
                         state, j = pyrng.rand_below(state, hi - lo)
                         v = int(indices[lo + j])
                     elif hi > lo:
-                        cum = np.cumsum(np.asarray(weights[lo:hi], dtype=np.float32).astype(np.float64))
+                        cum = np.cumsum(
+                            np.asarray(weights[lo:hi], dtype=np.float32).astype(np.float64)
+                        )
                         if cum[-1] > 0:
                             state, u = pyrng.rand_uniform(state)
                             x = u * cum[-1]
@@ -115,7 +118,8 @@ def epoch_permutation(n_walks, seed, epoch):
 
 
 def alias_probs(prob, alias):
-    """The distribution an alias table draws from: P(c) = (prob[c] + sum_{alias[i]=c} (1 - prob[i])) / n."""
+    """The distribution an alias table draws from:
+    P(c) = (prob[c] + sum_{alias[i]=c} (1 - prob[i])) / n."""
     n = len(prob)
     p = np.zeros(n)
     for i in range(n):
@@ -139,7 +143,8 @@ def draw(sampler, state):
 
 
 def sample(sampler, num_sampled, seed, key):
-    """Draw until num_sampled distinct nodes are found: (distinct in order of appearance, num_tries)."""
+    """Draw until num_sampled distinct nodes are found: (distinct in order of appearance,
+    num_tries)."""
     seen, out, num_tries = set(), [], 0
     with rng.quiet_wraparound():
         state = pyrng.stream2(seed, rng.TAG_SAMPLER, key)

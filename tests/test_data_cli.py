@@ -9,20 +9,26 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from benchdata import DATA, needs_data
 
+from benchdata import DATA, needs_data
 from caps2ne_np import datasets
 from caps2ne_np.io import read_word2vec
 
 ROOT = Path(__file__).resolve().parents[1]
-OFFLINE = "http://127.0.0.1:9/"   # the discard port: every download is refused
+OFFLINE = "http://127.0.0.1:9/"  # the discard port: every download is refused
 
 
 def run(args, cwd, **env):
     """``python -m caps2ne_np ARGS`` in ``cwd`` (not the checkout), as after ``pip install``."""
     full = dict(os.environ, PYTHONPATH=str(ROOT), **env)
-    return subprocess.run([sys.executable, "-m", "caps2ne_np", *args], cwd=cwd, env=full,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "caps2ne_np", *args],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @needs_data
@@ -31,9 +37,25 @@ def test_train_dataset_cora_from_files_placed_by_hand(tmp_path):
     for rel in datasets.dataset_files("cora"):
         (data / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(DATA / rel, data / rel)
-    proc = run(["train", "--dataset", "cora", "--walks-per-node", "1", "--epochs", "1",
-                "--dim", "8", "--out", "cora.emb", "-q"], tmp_path,
-               CAPS2NE_DATA=str(data), CAPS2NE_DATA_MIRROR=OFFLINE)
+    proc = run(
+        [
+            "train",
+            "--dataset",
+            "cora",
+            "--walks-per-node",
+            "1",
+            "--epochs",
+            "1",
+            "--dim",
+            "8",
+            "--out",
+            "cora.emb",
+            "-q",
+        ],
+        tmp_path,
+        CAPS2NE_DATA=str(data),
+        CAPS2NE_DATA_MIRROR=OFFLINE,
+    )
     assert proc.returncode == 0, proc.stderr
     ids, emb = read_word2vec(tmp_path / "cora.emb")
     assert ids[:3] == ["0", "1", "2"] and emb.shape == (2708, 8) and np.isfinite(emb).all()
@@ -44,18 +66,28 @@ def test_fetch_data_fills_the_user_cache(tmp_path):
     cache = tmp_path / "xdg"
     env = dict(XDG_CACHE_HOME=str(cache), CAPS2NE_DATA_MIRROR=str(DATA))
     env_no_data = {k: v for k, v in os.environ.items() if k != "CAPS2NE_DATA"}
-    proc = subprocess.run([sys.executable, "-m", "caps2ne_np", "fetch-data", "ppi"], cwd=tmp_path,
-                          env=dict(env_no_data, PYTHONPATH=str(ROOT), **env),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "caps2ne_np", "fetch-data", "ppi"],
+        cwd=tmp_path,
+        env=dict(env_no_data, PYTHONPATH=str(ROOT), **env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"ppi: {cache / 'caps2ne_np'}"
-    assert (cache / "caps2ne_np" / "multilabel" / "PPI.mat").read_bytes() == \
-        (DATA / "multilabel" / "PPI.mat").read_bytes()
+    assert (cache / "caps2ne_np" / "multilabel" / "PPI.mat").read_bytes() == (
+        DATA / "multilabel" / "PPI.mat"
+    ).read_bytes()
 
 
 def test_train_dataset_offline_says_which_file_to_put_where(tmp_path):
-    proc = run(["train", "--dataset", "ppi", "--out", "ppi.emb"], tmp_path,
-               CAPS2NE_DATA=str(tmp_path / "data"), CAPS2NE_DATA_MIRROR=OFFLINE)
+    proc = run(
+        ["train", "--dataset", "ppi", "--out", "ppi.emb"],
+        tmp_path,
+        CAPS2NE_DATA=str(tmp_path / "data"),
+        CAPS2NE_DATA_MIRROR=OFFLINE,
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: multilabel/PPI.mat: cannot get it from the mirror")

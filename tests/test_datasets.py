@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from benchdata import DATA, REASON, needs_data
 from caps2ne_np import datasets, planetoid
 from caps2ne_np.datasets import (
     default_data_dir,
@@ -25,8 +26,6 @@ from caps2ne_np.datasets import (
 )
 from caps2ne_np.errors import InputError
 from caps2ne_np.planetoid import RestrictedUnpickler
-
-from benchdata import DATA, REASON, needs_data
 
 CITESEER_UNLABELLED = [
     2407,

@@ -17,8 +17,15 @@ import scipy.sparse as sp
 from caps2ne_np import defaults
 from caps2ne_np.errors import InputError
 from caps2ne_np.model import Caps2NE
-from caps2ne_np.train import (TrainConfig, budget_epochs, converge_lr, fit, learning_rate,
-                              resolve, walk_seed)
+from caps2ne_np.train import (
+    TrainConfig,
+    budget_epochs,
+    converge_lr,
+    fit,
+    learning_rate,
+    resolve,
+    walk_seed,
+)
 from caps2ne_np.walks import WalkSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +35,6 @@ TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8)
 def ring_of_cliques(cliques=4, size=6):
     blocks = [np.ones((size, size)) - np.eye(size) for _ in range(cliques)]
     A = sp.lil_matrix(sp.block_diag(blocks))
-    n = cliques * size
     for c in range(cliques):
         a, b = c * size, ((c + 1) % cliques) * size + 1
         A[a, b] = A[b, a] = 1
@@ -50,15 +56,16 @@ def test_linear_schedule_runs_from_lr_to_floor_and_constant_stays():
     assert rates[0] == 2e-3
     assert math.isclose(rates[-1], 2e-5, rel_tol=1e-12)
     assert math.isclose(rates[50], 2e-3 * (1 - 0.99 * 0.5), rel_tol=1e-12)
-    assert all(a > b for a, b in zip(rates, rates[1:]))          # strictly decreasing
+    assert all(a > b for a, b in zip(rates, rates[1:]))  # strictly decreasing
     const = TrainConfig(lr_schedule="constant")
     assert {learning_rate(const, 5e-4, s, total) for s in range(total)} == {5e-4}
-    assert learning_rate(cfg, 1e-3, 0, 1) == 1e-3                  # one step: the peak
+    assert learning_rate(cfg, 1e-3, 0, 1) == 1e-3  # one step: the peak
 
 
 def test_run_applies_the_schedule_step_by_step(adj, monkeypatch):
     """Adam sees lr(step) at every step of a linear run: first the peak, last the floor."""
     import caps2ne_np.optim as optim
+
     seen = []
     real = optim.Adam.step
 
@@ -67,8 +74,9 @@ def test_run_applies_the_schedule_step_by_step(adj, monkeypatch):
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(optim.Adam, "step", spy)
-    model = Caps2NE(**TINY, epochs=2, lr=1e-2, lr_schedule="linear", batch_size=8,
-                    random_state=0).fit(adj)
+    model = Caps2NE(
+        **TINY, epochs=2, lr=1e-2, lr_schedule="linear", batch_size=8, random_state=0
+    ).fit(adj)
     assert len(seen) == 2 * math.ceil(adj.shape[0] * 2 / 8)
     assert seen[0] == 1e-2 and math.isclose(seen[-1], 1e-4, rel_tol=1e-9)
     assert np.all(np.diff(seen) < 0)
@@ -90,8 +98,15 @@ def test_auto_preset_is_converge_without_features_and_paper_with_them():
 
     fixed, notes = resolve(TrainConfig(), n_nodes=1000, n_edges=10000, fixed_features=True)
     paper = defaults.PRESETS["paper"]
-    for key in ("walks_per_node", "batch_size", "lr_schedule", "walks", "sampler", "adam",
-                "epochs"):
+    for key in (
+        "walks_per_node",
+        "batch_size",
+        "lr_schedule",
+        "walks",
+        "sampler",
+        "adam",
+        "epochs",
+    ):
         assert getattr(fixed, key) == paper[key], key
     assert fixed.lr == defaults.LR_FIXED_FEATURES
     assert notes[0].startswith("preset paper")
@@ -100,10 +115,16 @@ def test_auto_preset_is_converge_without_features_and_paper_with_them():
 
 
 def test_explicit_options_beat_the_preset_and_epochs_means_exactly_n(adj):
-    cfg, notes = resolve(TrainConfig(epochs=3, lr=7e-4, batch_size=5, adam="dense",
-                                     walks="fixed"), 1000, 10000)
-    assert (cfg.epochs, cfg.lr, cfg.batch_size, cfg.adam, cfg.walks) == (3, 7e-4, 5, "dense",
-                                                                          "fixed")
+    cfg, notes = resolve(
+        TrainConfig(epochs=3, lr=7e-4, batch_size=5, adam="dense", walks="fixed"), 1000, 10000
+    )
+    assert (cfg.epochs, cfg.lr, cfg.batch_size, cfg.adam, cfg.walks) == (
+        3,
+        7e-4,
+        5,
+        "dense",
+        "fixed",
+    )
     assert not any("budget" in n for n in notes)
     model = Caps2NE(**TINY, epochs=3, random_state=0).fit(adj)
     assert [h["epoch"] for h in model.history_] == [1, 2, 3]
@@ -113,10 +134,10 @@ def test_explicit_options_beat_the_preset_and_epochs_means_exactly_n(adj):
 def test_converge_rate_grows_with_mean_degree_within_its_range():
     lo, hi = defaults.LR_RANGE
     per = defaults.LR_PER_DEGREE
-    assert converge_lr(1000, 8000)[0] == pytest.approx(per * 8)          # mean degree 8
-    assert converge_lr(2708, 10556)[0] == pytest.approx(per * 10556 / 2708)   # Cora
-    assert converge_lr(1000, 1000)[0] == lo                              # sparse: the floor
-    assert converge_lr(1000, 10**6)[0] == hi                             # dense: the cap
+    assert converge_lr(1000, 8000)[0] == pytest.approx(per * 8)  # mean degree 8
+    assert converge_lr(2708, 10556)[0] == pytest.approx(per * 10556 / 2708)  # Cora
+    assert converge_lr(1000, 1000)[0] == lo  # sparse: the floor
+    assert converge_lr(1000, 10**6)[0] == hi  # dense: the cap
     rates = [converge_lr(1000, 1000 * d)[0] for d in range(1, 40)]
     assert all(a <= b for a, b in zip(rates, rates[1:]))
     assert "mean degree 8.0" in converge_lr(1000, 8000)[1]
@@ -140,7 +161,7 @@ def test_budget_stretches_where_the_rate_is_capped_and_no_further():
     """Above the mean degree where the degree rule meets the rate cap, the budget grows
     by the missing factor, up to BUDGET_MAX_STRETCH times."""
     cfg = TrainConfig(walks_per_node=16, walk_length=10, targets="all")
-    at_cap = defaults.LR_RANGE[1] / defaults.LR_PER_DEGREE          # mean degree 16
+    at_cap = defaults.LR_RANGE[1] / defaults.LR_PER_DEGREE  # mean degree 16
     base = math.ceil(defaults.BUDGET_PAIRS_PER_NODE / 160)
     assert budget_epochs(1000, int(1000 * at_cap), cfg)[0] == base
     twice, why = budget_epochs(1000, int(1000 * 2 * at_cap), cfg)
@@ -159,12 +180,20 @@ def test_auto_budget_is_used_and_reported(adj):
 
 def test_bad_preset_and_schedule_options_are_one_line_errors(adj):
     g = sp.csr_matrix(adj)
-    for bad, option in ((dict(preset="fast"), "--preset"), (dict(lr_schedule="cosine"),
-                        "--lr-schedule"), (dict(walks="new"), "--walks"),
-                        (dict(lr_floor=0.0), "--lr-floor"), (dict(lr_floor=1.5), "--lr-floor")):
+    for bad, option in (
+        (dict(preset="fast"), "--preset"),
+        (dict(lr_schedule="cosine"), "--lr-schedule"),
+        (dict(walks="new"), "--walks"),
+        (dict(lr_floor=0.0), "--lr-floor"),
+        (dict(lr_floor=1.5), "--lr-floor"),
+    ):
         with pytest.raises(InputError, match=option):
-            fit(g.indptr.astype(np.int64), g.indices.astype(np.int32), None,
-                TrainConfig(**dict(TINY, epochs=1), **bad))
+            fit(
+                g.indptr.astype(np.int64),
+                g.indices.astype(np.int32),
+                None,
+                TrainConfig(**dict(TINY, epochs=1), **bad),
+            )
 
 
 # ----------------------------------------------------------------- walks per epoch
@@ -172,21 +201,28 @@ def test_bad_preset_and_schedule_options_are_one_line_errors(adj):
 
 def test_fresh_walks_differ_per_epoch_and_fixed_walks_repeat(adj):
     g = sp.csr_matrix(adj)
-    src = WalkSource(g.indptr.astype(np.int64), g.indices.astype(np.int32), None, 2, 6,
-                     walk_seed(7, 0))
+    src = WalkSource(
+        g.indptr.astype(np.int64), g.indices.astype(np.int32), None, 2, 6, walk_seed(7, 0)
+    )
     ids = np.arange(src.n_walks)
     epoch0 = src.walks(ids)
     epoch1 = src.reseeded(walk_seed(7, 1)).walks(ids)
     assert np.array_equal(src.reseeded(walk_seed(7, 0)).walks(ids), epoch0)
     assert not np.array_equal(epoch0, epoch1)
-    assert np.array_equal(epoch0[:, 0], epoch1[:, 0])       # same start nodes: w = r*N + v
+    assert np.array_equal(epoch0[:, 0], epoch1[:, 0])  # same start nodes: w = r*N + v
     assert walk_seed(7, 1) != walk_seed(7, 2) != walk_seed(7, 0)
 
 
 def test_fresh_and_fixed_walks_agree_on_the_first_epoch_only(adj):
-    runs = {w: [Caps2NE(**TINY, epochs=e, walks=w, lr_schedule="constant", lr=1e-2,
-                        random_state=3).fit(adj).O_ for e in (1, 2)]
-            for w in ("fresh", "fixed")}
+    runs = {
+        w: [
+            Caps2NE(**TINY, epochs=e, walks=w, lr_schedule="constant", lr=1e-2, random_state=3)
+            .fit(adj)
+            .O_
+            for e in (1, 2)
+        ]
+        for w in ("fresh", "fixed")
+    }
     np.testing.assert_array_equal(runs["fresh"][0], runs["fixed"][0])
     assert not np.array_equal(runs["fresh"][1], runs["fixed"][1])
 
@@ -209,8 +245,9 @@ def test_resumed_converge_run_ends_where_the_uninterrupted_one_does(adj, tmp_pat
             raise Stop
 
     with pytest.raises(Stop):
-        Caps2NE(**opts).fit(adj, checkpoint_dir=tmp_path, checkpoint_every=every,
-                            step_callback=interrupt)
+        Caps2NE(**opts).fit(
+            adj, checkpoint_dir=tmp_path, checkpoint_every=every, step_callback=interrupt
+        )
     resumed = Caps2NE(**opts).fit(adj, resume_from=tmp_path, checkpoint_dir=tmp_path)
     np.testing.assert_array_equal(resumed.O_, full.O_)
     np.testing.assert_array_equal(resumed.X_, full.X_)
@@ -221,40 +258,81 @@ def test_resumed_converge_run_ends_where_the_uninterrupted_one_does(adj, tmp_pat
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_cli_history_csv_budget_line_and_paper_preset(tmp_path, adj):
     edges = tmp_path / "g.txt"
     rows, cols = sp.triu(adj, 1).nonzero()
     edges.write_text("".join(f"{u} {v}\n" for u, v in zip(rows, cols)))
-    proc = _cli("train", "--graph", str(edges), "--out", "g.emb", "--history", "h.csv",
-                "--model-out", "m.npz", "--dim", "8", "--feat-dim", "8", "-q",
-                cwd=tmp_path)
+    proc = _cli(
+        "train",
+        "--graph",
+        str(edges),
+        "--out",
+        "g.emb",
+        "--history",
+        "h.csv",
+        "--model-out",
+        "m.npz",
+        "--dim",
+        "8",
+        "--feat-dim",
+        "8",
+        "-q",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     with open(tmp_path / "h.csv") as fh:
         rows_ = list(csv.DictReader(fh))
     from caps2ne_np.modelfile import read_model
+
     config = read_model(tmp_path / "m.npz")["config"]
     assert len(rows_) == config["epochs"] >= 1
     assert [int(r["epoch"]) for r in rows_] == list(range(1, len(rows_) + 1))
-    assert float(rows_[0]["lr"]) > float(rows_[-1]["lr"]) > 0          # linear decay
+    assert float(rows_[0]["lr"]) > float(rows_[-1]["lr"]) > 0  # linear decay
     assert config["lr_schedule"] == "linear" and config["walks"] == "fresh"
 
-    proc = _cli("train", "--graph", str(edges), "--out", "p.emb", "--model-out", "p.npz",
-                "--preset", "paper", "--dim", "8", "--feat-dim", "8", "--epochs", "1",
-                cwd=tmp_path)
+    proc = _cli(
+        "train",
+        "--graph",
+        str(edges),
+        "--out",
+        "p.emb",
+        "--model-out",
+        "p.npz",
+        "--preset",
+        "paper",
+        "--dim",
+        "8",
+        "--feat-dim",
+        "8",
+        "--epochs",
+        "1",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "preset paper" in proc.stderr
     paper = read_model(tmp_path / "p.npz")["config"]
-    assert (paper["lr_schedule"], paper["walks"], paper["adam"], paper["batch_size"],
-            paper["lr"], paper["epochs"]) == ("constant", "fixed", "dense", 64,
-                                              defaults.LR_FEATURELESS, 1)
+    assert (
+        paper["lr_schedule"],
+        paper["walks"],
+        paper["adam"],
+        paper["batch_size"],
+        paper["lr"],
+        paper["epochs"],
+    ) == ("constant", "fixed", "dense", 64, defaults.LR_FEATURELESS, 1)
 
-    proc = _cli("train", "--graph", str(edges), "--out", "x.emb", "--history", "h.csv",
-                cwd=tmp_path)
-    assert proc.returncode == 1 and "h.csv: exists" in proc.stderr      # never replaced
+    proc = _cli(
+        "train", "--graph", str(edges), "--out", "x.emb", "--history", "h.csv", cwd=tmp_path
+    )
+    assert proc.returncode == 1 and "h.csv: exists" in proc.stderr  # never replaced
 
 
 def test_cli_resumed_run_rewrites_its_history_with_every_epoch(tmp_path, adj):
@@ -262,11 +340,13 @@ def test_cli_resumed_run_rewrites_its_history_with_every_epoch(tmp_path, adj):
     rows, cols = sp.triu(adj, 1).nonzero()
     edges.write_text("".join(f"{u} {v}\n" for u, v in zip(rows, cols)))
     common = ("--graph", str(edges), "--dim", "8", "--feat-dim", "8", "-q", "--history", "h.csv")
-    first = _cli("train", *common, "--out", "a.emb", "--epochs", "2", "--checkpoint-dir", "ck",
-                 cwd=tmp_path)
+    first = _cli(
+        "train", *common, "--out", "a.emb", "--epochs", "2", "--checkpoint-dir", "ck", cwd=tmp_path
+    )
     assert first.returncode == 0, first.stderr
-    resumed = _cli("train", *common, "--out", "b.emb", "--epochs", "3", "--resume", "ck",
-                   cwd=tmp_path)
+    resumed = _cli(
+        "train", *common, "--out", "b.emb", "--epochs", "3", "--resume", "ck", cwd=tmp_path
+    )
     assert resumed.returncode == 0, resumed.stderr
     with open(tmp_path / "h.csv") as fh:
         assert [int(r["epoch"]) for r in csv.DictReader(fh)] == [1, 2, 3]
@@ -279,7 +359,7 @@ def _help_entries(text):
         m = re.match(r"  (?:-\w, )?(--[\w-]+)", line)
         if m:
             current = m.group(1)
-            entries[current] = line[m.end():]
+            entries[current] = line[m.end() :]
         elif current and line.startswith("      "):
             entries[current] += " " + line
         else:
@@ -302,16 +382,17 @@ def test_cli_estimator_and_trainconfig_share_every_default():
     result = CliRunner().invoke(cli, ["train", "--help"], terminal_width=100)
     assert result.exit_code == 0, result.output
     shown = _help_entries(result.output)
-    cli_defaults = train_command.make_context("train", []).params     # what train() receives
+    cli_defaults = train_command.make_context("train", []).params  # what train() receives
     est = Caps2NE().get_params()
     assert {f.name for f in fields(TrainConfig)} == set(defaults.OPTIONS)
     for f in fields(TrainConfig):
         option = defaults.OPTIONS[f.name]
         assert f.default == option.default, f.name
-        assert est[{"threads": "n_jobs", "seed": "random_state"}.get(f.name, f.name)] == \
-            f.default, f.name
+        assert (
+            est[{"threads": "n_jobs", "seed": "random_state"}.get(f.name, f.name)] == f.default
+        ), f.name
         flag = "--" + f.name.replace("_", "-")
-        if option.kind == "flag":                        # on by default: --no-<name> turns it off
+        if option.kind == "flag":  # on by default: --no-<name> turns it off
             flag = "--no-" + flag[2:]
             assert cli_defaults["no_" + f.name] is False
         elif f.name == "threads":
@@ -321,7 +402,7 @@ def test_cli_estimator_and_trainconfig_share_every_default():
         assert " ".join(option.help.split()) in shown[flag], f.name
         if f.default is not None and option.kind != "flag" and f.name != "threads":
             assert f"[default: {f.default}" in shown[flag], (f.name, shown[flag])
-    assert "[default: 0.01; 0<x<=1]" in shown["--lr-floor"]           # the range is the table's
+    assert "[default: 0.01; 0<x<=1]" in shown["--lr-floor"]  # the range is the table's
     assert "[preset]" in shown["--sampler"] and "log_uniform|unigram|uniform" in result.output
 
 

@@ -24,7 +24,7 @@ from caps2ne_np.errors import InputError
 from caps2ne_np.modelfile import read_model, save_model
 
 K, D = 3, 2
-NOW = SimpleNamespace(get=lambda refs: list(refs))   # ray.get for handles that answer at once
+NOW = SimpleNamespace(get=lambda refs: list(refs))  # ray.get for handles that answer at once
 
 
 class Handle:
@@ -45,9 +45,11 @@ def tables(n, seed=0):
     """Float32 O (n, K), bias (n,), X (n, D) with values whose %.9g forms vary in length."""
     rng = np.random.default_rng(seed)
     scale = 10.0 ** rng.integers(-6, 6, size=(n, K))
-    return dict(O=(rng.standard_normal((n, K)) * scale).astype(np.float32),
-                bias=rng.standard_normal(n).astype(np.float32),
-                X=rng.standard_normal((n, D)).astype(np.float32))
+    return dict(
+        O=(rng.standard_normal((n, K)) * scale).astype(np.float32),
+        bias=rng.standard_normal(n).astype(np.float32),
+        X=rng.standard_normal((n, D)).astype(np.float32),
+    )
 
 
 def shards(arrays, S):
@@ -66,10 +68,16 @@ def naive_word2vec(ids, M, binary):
     """The format of docs/input-formats.md, one row at a time."""
     if binary:
         return f"{M.shape[0]} {M.shape[1]}\n".encode() + b"".join(
-            node.encode() + b" " + M[i].astype("<f4").tobytes() + b"\n" for i, node in enumerate(ids))
-    return (f"{M.shape[0]} {M.shape[1]}\n" + "".join(
-        node + "".join(" " + format(float(x), ".9g") for x in M[i]) + "\n"
-        for i, node in enumerate(ids))).encode()
+            node.encode() + b" " + M[i].astype("<f4").tobytes() + b"\n"
+            for i, node in enumerate(ids)
+        )
+    return (
+        f"{M.shape[0]} {M.shape[1]}\n"
+        + "".join(
+            node + "".join(" " + format(float(x), ".9g") for x in M[i]) + "\n"
+            for i, node in enumerate(ids)
+        )
+    ).encode()
 
 
 # shards S and block sizes: 1 row, blocks that do not divide N (or S), one block
@@ -82,19 +90,23 @@ def test_row_blocks_interleave_the_shards_into_node_order(S, block_rows):
     servers = shards(arrays, S)
     for name, a in arrays.items():
         blocks = list(row_blocks(NOW, servers, name, a.shape, block_rows))
-        assert [b.shape[0] for b in blocks] == [min(block_rows, 11 - i) for i in range(0, 11, block_rows)]
+        assert [b.shape[0] for b in blocks] == [
+            min(block_rows, 11 - i) for i in range(0, 11, block_rows)
+        ]
         assert np.array_equal(np.concatenate(blocks), a), name
 
 
 def test_interleave_puts_node_v_at_row_v_minus_first():
     M = np.arange(10, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)
-    parts = [M[3:8][(s - 3) % 3::3] for s in range(3)]       # rows 3..7 of shards 0, 1, 2
+    parts = [M[3:8][(s - 3) % 3 :: 3] for s in range(3)]  # rows 3..7 of shards 0, 1, 2
     assert np.array_equal(interleave(parts, 3, 8, 3), M[3:8])
 
 
 @pytest.mark.parametrize("binary", [False, True])
 @pytest.mark.parametrize("S,block_rows", LAYOUTS)
-def test_streamed_word2vec_is_byte_identical_to_the_single_machine_writer(tmp_path, binary, S, block_rows):
+def test_streamed_word2vec_is_byte_identical_to_the_single_machine_writer(
+    tmp_path, binary, S, block_rows
+):
     arrays = tables(11, seed=S)
     ids = [f"v{i}" for i in range(11)]
     io.write_word2vec(tmp_path / "whole.emb", ids, arrays["O"], binary=binary)
@@ -103,7 +115,10 @@ def test_streamed_word2vec_is_byte_identical_to_the_single_machine_writer(tmp_pa
     streamed = (tmp_path / "streamed.emb").read_bytes()
     assert streamed == (tmp_path / "whole.emb").read_bytes()
     assert streamed == naive_word2vec(ids, arrays["O"], binary)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["streamed.emb", "whole.emb"]   # no temp left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "streamed.emb",
+        "whole.emb",
+    ]  # no temp left
 
 
 @pytest.mark.parametrize("named", [False, True])
@@ -119,17 +134,17 @@ def test_streamed_npy_and_ids_are_byte_identical_to_save_npy(tmp_path, named, S,
     assert (tmp_path / "streamed.npy").read_bytes() == reference.getvalue()
     assert (tmp_path / "streamed.npy").read_bytes() == (tmp_path / "whole.npy").read_bytes()
     assert (tmp_path / "streamed.nodes.txt").exists() == named
-    if named:                              # same digest line (only the .npy's name differs)
+    if named:  # same digest line (only the .npy's name differs)
         whole = (tmp_path / "whole.nodes.txt").read_text().replace("whole.npy", "streamed.npy")
         assert (tmp_path / "streamed.nodes.txt").read_text() == whole
-    read_ids, M = io.load_npy(tmp_path / "streamed.npy")      # the digest ties the pair
+    read_ids, M = io.load_npy(tmp_path / "streamed.npy")  # the digest ties the pair
     assert read_ids == ids and np.array_equal(M, arrays["O"])
 
 
 @pytest.mark.parametrize("n", [0, 1, 7])
 def test_npy_header_matches_np_save_for_small_shapes(tmp_path, n):
     M = np.ones((n, 4), dtype=np.float32)
-    io.save_npy(tmp_path / "m.npy", io.RowBlocks(M.shape, lambda: iter([M[:n // 2], M[n // 2:]])))
+    io.save_npy(tmp_path / "m.npy", io.RowBlocks(M.shape, lambda: iter([M[: n // 2], M[n // 2 :]])))
     reference = pyio.BytesIO()
     np.save(reference, M)
     assert (tmp_path / "m.npy").read_bytes() == reference.getvalue()
@@ -165,12 +180,17 @@ def test_streamed_model_file_holds_np_savez_members(tmp_path, S, block_rows):
 def test_save_npz_mixes_arrays_and_blocks_like_np_savez(tmp_path):
     a, b = np.arange(6, dtype=np.int64).reshape(2, 3), np.linspace(0, 1, 5, dtype=np.float32)
     io.save_npz(tmp_path / "whole.npz", a=a, b=b, s=np.asarray(json.dumps({"x": 1})))
-    io.save_npz(tmp_path / "blocks.npz", a=a, b=io.RowBlocks(b.shape, lambda: iter([b[:2], b[2:]])),
-                s=np.asarray(json.dumps({"x": 1})))
+    io.save_npz(
+        tmp_path / "blocks.npz",
+        a=a,
+        b=io.RowBlocks(b.shape, lambda: iter([b[:2], b[2:]])),
+        s=np.asarray(json.dumps({"x": 1})),
+    )
     assert members(tmp_path / "blocks.npz") == members(tmp_path / "whole.npz")
 
 
 # --- atomic_write's guarantees hold for streamed writes (issue 15)
+
 
 def counting(M, rows=2):
     """RowBlocks of M that count the blocks pulled."""
@@ -179,7 +199,8 @@ def counting(M, rows=2):
     def blocks():
         for a in range(0, M.shape[0], rows):
             pulled.append(a)
-            yield M[a:a + rows]
+            yield M[a : a + rows]
+
     return io.RowBlocks(M.shape, blocks), pulled
 
 
@@ -205,8 +226,11 @@ def test_streamed_write_keeps_the_mode_and_refuses_without_overwrite(tmp_path, w
     target = tmp_path / ("e.emb" if writer == "word2vec" else "e.npy")
     target.write_bytes(b"old")
     os.chmod(target, 0o600)
-    write = (lambda blocks, **kw: io.write_word2vec(target, [str(i) for i in range(5)], blocks, **kw)) \
-        if writer == "word2vec" else (lambda blocks, **kw: io.save_npy(target, blocks, **kw))
+    write = (
+        (lambda blocks, **kw: io.write_word2vec(target, [str(i) for i in range(5)], blocks, **kw))
+        if writer == "word2vec"
+        else (lambda blocks, **kw: io.save_npy(target, blocks, **kw))
+    )
     with pytest.raises(InputError, match="--overwrite"):
         write(counting(M)[0])
     assert target.read_bytes() == b"old"
@@ -249,6 +273,7 @@ def test_blocks_that_do_not_add_up_to_the_shape_are_refused(tmp_path):
 
 # --- end to end on a local Ray instance
 
+
 @pytest.mark.parametrize("binary", [False, True])
 def test_cli_engine_ray_streams_byte_identical_outputs(ray_local, tmp_path, monkeypatch, binary):
     """P = 1 trains the single-machine embeddings bit for bit, so every file must be the
@@ -263,28 +288,58 @@ def test_cli_engine_ray_streams_byte_identical_outputs(ray_local, tmp_path, monk
     monkeypatch.setattr(distributed, "gather", lambda *a, **kw: gathered.append(1))
     edges = tmp_path / "g.edgelist"
     rng = np.random.default_rng(0)
-    edges.write_text("".join(f"n{a} n{b}\n" for a, b in rng.integers(0, 60, size=(200, 2)) if a != b))
-    common = ["train", "--graph", str(edges), "--dim", "8", "--feat-dim", "8", "--epochs", "1",
-              "--walks-per-node", "2", "--num-sampled", "8", "--adam", "lazy", "--threads", "1",
-              "-q"] + (["--binary"] if binary else [])
+    edges.write_text(
+        "".join(f"n{a} n{b}\n" for a, b in rng.integers(0, 60, size=(200, 2)) if a != b)
+    )
+    common = [
+        "train",
+        "--graph",
+        str(edges),
+        "--dim",
+        "8",
+        "--feat-dim",
+        "8",
+        "--epochs",
+        "1",
+        "--walks-per-node",
+        "2",
+        "--num-sampled",
+        "8",
+        "--adam",
+        "lazy",
+        "--threads",
+        "1",
+        "-q",
+    ] + (["--binary"] if binary else [])
 
     def outputs(stem):
-        return ["--out", str(tmp_path / f"{stem}.emb"), "--npy", str(tmp_path / f"{stem}.npy"),
-                "--model-out", str(tmp_path / f"{stem}.model.npz")]
+        return [
+            "--out",
+            str(tmp_path / f"{stem}.emb"),
+            "--npy",
+            str(tmp_path / f"{stem}.npy"),
+            "--model-out",
+            str(tmp_path / f"{stem}.model.npz"),
+        ]
 
     runner = CliRunner()
     one = runner.invoke(cli, common + outputs("one"))
     assert one.exit_code == 0, one.output
-    two = runner.invoke(cli, common + outputs("two") + ["--engine", "ray", "--workers", "1",
-                                                        "--servers", "2"])
+    two = runner.invoke(
+        cli, common + outputs("two") + ["--engine", "ray", "--workers", "1", "--servers", "2"]
+    )
     assert two.exit_code == 0, two.output
-    assert gathered == []                          # no whole table on the driver
+    assert gathered == []  # no whole table on the driver
     for suffix in (".emb", ".npy"):
         assert (tmp_path / f"one{suffix}").read_bytes() == (tmp_path / f"two{suffix}").read_bytes()
-    nodes = [(tmp_path / f"{s}.nodes.txt").read_text().replace(f"{s}.npy", "x") for s in ("one", "two")]
+    nodes = [
+        (tmp_path / f"{s}.nodes.txt").read_text().replace(f"{s}.npy", "x") for s in ("one", "two")
+    ]
     assert nodes[0] == nodes[1] and nodes[0].startswith("# caps2ne_np ids of x: ")
-    m1, m2 = (dict((name, data) for name, _, data in members(tmp_path / f"{s}.model.npz"))
-              for s in ("one", "two"))
+    m1, m2 = (
+        dict((name, data) for name, _, data in members(tmp_path / f"{s}.model.npz"))
+        for s in ("one", "two")
+    )
     assert list(m1) == list(m2)
     for name in ("W.npy", "O.npy", "bias.npy", "X.npy", "node_ids.npy", "config.npy"):
-        assert m1[name] == m2[name], name        # the history differs: it holds timings
+        assert m1[name] == m2[name], name  # the history differs: it holds timings

@@ -21,11 +21,28 @@ from caps2ne_np.io import load_npy, read_word2vec
 pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning")
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(dim=8, feat_dim=8, walks_per_node=2, epochs=2, num_sampled=5)
-CLI_SMALL = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--epochs", "2",
-             "--num-sampled", "5", "--quiet"]
-EDGES = [("paris", "lyon", 1.0), ("lyon", "nice", 1.0), ("nice", "paris", 1.0),
-         ("nice", "rome", 2.0), ("rome", "milan", 1.0), ("milan", "turin", 1.0),
-         ("turin", "rome", 1.0)]
+CLI_SMALL = [
+    "--dim",
+    "8",
+    "--feat-dim",
+    "8",
+    "--walks-per-node",
+    "2",
+    "--epochs",
+    "2",
+    "--num-sampled",
+    "5",
+    "--quiet",
+]
+EDGES = [
+    ("paris", "lyon", 1.0),
+    ("lyon", "nice", 1.0),
+    ("nice", "paris", 1.0),
+    ("nice", "rome", 2.0),
+    ("rome", "milan", 1.0),
+    ("milan", "turin", 1.0),
+    ("turin", "rome", 1.0),
+]
 
 
 def small_model(**kw):
@@ -52,19 +69,21 @@ def asymmetric_matrix(n=50, seed=1):
 def test_fit_on_a_matrix_trains_the_graph_the_cli_trains(tmp_path):
     adj = asymmetric_matrix()
     sp.save_npz(tmp_path / "g.npz", adj)
-    cli_graph = read_graph(tmp_path / "g.npz")                    # what 'train --graph g.npz' reads
+    cli_graph = read_graph(tmp_path / "g.npz")  # what 'train --graph g.npz' reads
     api_graph, nodes = coerce_graph(adj)
-    assert api_graph.n_edges == cli_graph.n_edges > adj.nnz      # undirected: both directions stored
+    assert api_graph.n_edges == cli_graph.n_edges > adj.nnz  # undirected: both directions stored
     np.testing.assert_array_equal(api_graph.indptr, cli_graph.indptr)
     np.testing.assert_array_equal(api_graph.indices, cli_graph.indices)
     assert nodes == list(range(50))
-    result = CliRunner().invoke(cli, ["train", "--graph", str(tmp_path / "g.npz"), "--out",
-                                      str(tmp_path / "g.emb"), *CLI_SMALL])
+    result = CliRunner().invoke(
+        cli,
+        ["train", "--graph", str(tmp_path / "g.npz"), "--out", str(tmp_path / "g.emb"), *CLI_SMALL],
+    )
     assert result.exit_code == 0, result.output
     ids, emb = read_word2vec(tmp_path / "g.emb")
     model = small_model().fit(adj)
     assert model.node_ids_ == ids
-    np.testing.assert_array_equal(model.get_embedding(), emb)    # same graph, same seed
+    np.testing.assert_array_equal(model.get_embedding(), emb)  # same graph, same seed
     directed = small_model().fit(adj, directed=True)
     assert not np.array_equal(directed.get_embedding(), emb)
 
@@ -79,7 +98,7 @@ def test_networkx_graph_keeps_its_labels_and_equals_the_edge_list(edge_file):
     assert from_nx.node_ids_ == from_file.node_ids_ == list(G.nodes)
     np.testing.assert_array_equal(from_nx.get_embedding(), from_file.get_embedding())
     H = nx.Graph()
-    H.add_nodes_from([10, 20, 30, 40])                          # int labels, one isolated node
+    H.add_nodes_from([10, 20, 30, 40])  # int labels, one isolated node
     H.add_edges_from([(10, 20), (20, 30), (30, 10)])
     m = small_model(num_sampled=2).fit(H)
     emb = m.embedding_dict()
@@ -92,7 +111,7 @@ def test_edge_array_equals_the_edge_list(edge_file):
     m = small_model().fit(np.array([(u, v, w) for u, v, w in EDGES], dtype=object))
     assert m.node_ids_ == reference.node_ids_
     np.testing.assert_array_equal(m.get_embedding(), reference.get_embedding())
-    ints = np.array([[5, 3], [3, 7], [7, 5], [7, 9]])           # ids numbered by first appearance
+    ints = np.array([[5, 3], [3, 7], [7, 5], [7, 9]])  # ids numbered by first appearance
     m = small_model(num_sampled=2).fit(ints)
     assert m.node_ids_ == ["5", "3", "7", "9"] and list(m.embedding_dict()) == [5, 3, 7, 9]
     np.testing.assert_array_equal(m.embedding_dict()[5], m.get_embedding()[0])
@@ -102,18 +121,21 @@ def test_dataframe_equals_the_edge_list(edge_file):
     pd = pytest.importorskip("pandas")
     reference = small_model().fit(read_edgelist(edge_file))
     frame = pd.DataFrame(EDGES, columns=["source", "target", "weight"])
-    plain = pd.DataFrame(EDGES)                                  # columns 0, 1, 2
+    plain = pd.DataFrame(EDGES)  # columns 0, 1, 2
     for graph in (frame, plain):
         m = small_model().fit(graph)
         assert m.node_ids_ == reference.node_ids_
         np.testing.assert_array_equal(m.get_embedding(), reference.get_embedding())
 
 
-@pytest.mark.parametrize("bad,match", [
-    (np.zeros((3, 4)), r"\(m, 2\) or \(m, 3\) edge array"),
-    ("edges.txt", "cannot read a graph from str"),
-    (np.array([[0.5, 1.0]]), "non-integer floats"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (np.zeros((3, 4)), r"\(m, 2\) or \(m, 3\) edge array"),
+        ("edges.txt", "cannot read a graph from str"),
+        (np.array([[0.5, 1.0]]), "non-integer floats"),
+    ],
+)
 def test_unreadable_inputs_say_what_is_expected(bad, match):
     with pytest.raises(InputError, match=match):
         small_model().fit(bad)
@@ -121,8 +143,12 @@ def test_unreadable_inputs_say_what_is_expected(bad, match):
 
 def test_unfitted_model_raises_sklearns_not_fitted_error():
     m = Caps2NE()
-    for call in (m.get_embedding, m.embedding_dict, m.to_keyedvectors,
-                 lambda: m.transform(sp.eye(3, format="csr"))):
+    for call in (
+        m.get_embedding,
+        m.embedding_dict,
+        m.to_keyedvectors,
+        lambda: m.transform(sp.eye(3, format="csr")),
+    ):
         with pytest.raises(NotFittedError, match="not fitted"):
             call()
 
@@ -131,7 +157,7 @@ def test_random_state_none_int_and_generator():
     adj = asymmetric_matrix(20, seed=3)
     a, b = small_model(random_state=None).fit(adj), small_model(random_state=None).fit(adj)
     assert a.seed_ != b.seed_ and not np.array_equal(a.get_embedding(), b.get_embedding())
-    again = small_model(random_state=a.seed_).fit(adj)          # seed_ repeats a fresh run
+    again = small_model(random_state=a.seed_).fit(adj)  # seed_ repeats a fresh run
     np.testing.assert_array_equal(again.get_embedding(), a.get_embedding())
     g1 = small_model(random_state=np.random.default_rng(7)).fit(adj)
     g2 = small_model(random_state=np.random.default_rng(7)).fit(adj)
@@ -155,19 +181,45 @@ def test_rows_follow_node_ids_and_keyedvectors(edge_file):
 
 def test_npy_output_order_and_its_ids_file(tmp_path):
     path = tmp_path / "e.txt"
-    path.write_text("5 3\n3 7\n7 5\n")                            # ids 5, 3, 7: rows in that order
-    r = CliRunner().invoke(cli, ["train", "--graph", str(path), "--out", str(tmp_path / "e.emb"),
-                                 "--npy", str(tmp_path / "e.npy"), *CLI_SMALL, "--num-sampled", "2"])
+    path.write_text("5 3\n3 7\n7 5\n")  # ids 5, 3, 7: rows in that order
+    r = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--graph",
+            str(path),
+            "--out",
+            str(tmp_path / "e.emb"),
+            "--npy",
+            str(tmp_path / "e.npy"),
+            *CLI_SMALL,
+            "--num-sampled",
+            "2",
+        ],
+    )
     assert r.exit_code == 0, r.output
     lines = (tmp_path / "e.nodes.txt").read_text().splitlines()
-    assert lines[0].startswith("# caps2ne_np ids of e.npy: 3 rows")   # ties it to its matrix
+    assert lines[0].startswith("# caps2ne_np ids of e.npy: 3 rows")  # ties it to its matrix
     assert lines[1:] == ["5", "3", "7"]
     ids, emb = read_word2vec(tmp_path / "e.emb")
     np.testing.assert_array_equal(np.load(tmp_path / "e.npy"), emb)
     assert load_npy(tmp_path / "e.npy")[0] == ids == ["5", "3", "7"]
-    path.write_text("0 1\n1 2\n2 0\n")                            # ids 0..n-1 in order: no ids file
-    r = CliRunner().invoke(cli, ["train", "--graph", str(path), "--out", str(tmp_path / "f.emb"),
-                                 "--npy", str(tmp_path / "f.npy"), *CLI_SMALL, "--num-sampled", "2"])
+    path.write_text("0 1\n1 2\n2 0\n")  # ids 0..n-1 in order: no ids file
+    r = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--graph",
+            str(path),
+            "--out",
+            str(tmp_path / "f.emb"),
+            "--npy",
+            str(tmp_path / "f.npy"),
+            *CLI_SMALL,
+            "--num-sampled",
+            "2",
+        ],
+    )
     assert r.exit_code == 0, r.output and not (tmp_path / "f.nodes.txt").exists()
     assert not (tmp_path / "f.nodes.txt").exists()
     help_text = CliRunner().invoke(cli, ["train", "--help"]).output
@@ -175,15 +227,26 @@ def test_npy_output_order_and_its_ids_file(tmp_path):
 
 
 def test_package_exports_are_lazy_and_python_m_works():
-    code = ("import sys, caps2ne_np.cli; heavy = [m for m in ('numba', 'sklearn', 'scipy') "
-            "if m in sys.modules]; print(heavy); from caps2ne_np import Caps2NE, read_edgelist; "
-            "print(Caps2NE.__name__, read_edgelist.__name__)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    code = (
+        "import sys, caps2ne_np.cli; heavy = [m for m in ('numba', 'sklearn', 'scipy') "
+        "if m in sys.modules]; print(heavy); from caps2ne_np import Caps2NE, read_edgelist; "
+        "print(Caps2NE.__name__, read_edgelist.__name__)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["[]", "Caps2NE read_edgelist"]
-    proc = subprocess.run([sys.executable, "-m", "caps2ne_np", "--help"], capture_output=True,
-                          text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "caps2ne_np", "--help"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert proc.returncode == 0 and "Usage: python -m caps2ne_np" in proc.stdout
     assert "train" in proc.stdout and "fetch-data" in proc.stdout

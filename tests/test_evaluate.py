@@ -10,8 +10,14 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.multiclass import OneVsRestClassifier
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.evaluate import (classify_splits, format_table, multilabel_f1, multilabel_select_epoch,
-                                 select_epoch, top_k_predictions)
+from caps2ne_np.evaluate import (
+    classify_splits,
+    format_table,
+    multilabel_f1,
+    multilabel_select_epoch,
+    select_epoch,
+    top_k_predictions,
+)
 
 # --------------------------------------------------------------------------- naive reference
 
@@ -38,8 +44,10 @@ def _f1_pair(emb, Y, train, test, solver="lbfgs"):
         k = int(Y[test[i]].sum())
         for label in sorted(range(Y.shape[1]), key=lambda j: (-proba[i, j], j))[:k]:
             pred[i, label] = 1
-    return (f1_score(Y[test], pred, average="micro", zero_division=0),
-            f1_score(Y[test], pred, average="macro", zero_division=0))
+    return (
+        f1_score(Y[test], pred, average="micro", zero_division=0),
+        f1_score(Y[test], pred, average="macro", zero_division=0),
+    )
 
 
 def _blobs(n_per_class, n_classes, dim, spread, seed):
@@ -54,7 +62,10 @@ def _random_splits(labels, n_splits, n_train_per_class, n_val, seed):
     splits = []
     for _ in range(n_splits):
         train = np.concatenate(
-            [rng.choice(np.flatnonzero(labels == c), n_train_per_class, replace=False) for c in np.unique(labels)]
+            [
+                rng.choice(np.flatnonzero(labels == c), n_train_per_class, replace=False)
+                for c in np.unique(labels)
+            ]
         )
         rest = rng.permutation(np.setdiff1d(np.arange(labels.size), train))
         splits.append({"train": train, "val": rest[:n_val], "test": rest[n_val:]})
@@ -73,13 +84,21 @@ def test_separable_embeddings_give_accuracy_one():
 
 
 def test_classify_splits_equals_sklearn_by_hand():
-    emb, labels = _blobs(40, 3, 6, spread=12.0, seed=3)  # overlapping classes: accuracy well below 1
+    emb, labels = _blobs(
+        40, 3, 6, spread=12.0, seed=3
+    )  # overlapping classes: accuracy well below 1
     splits = _random_splits(labels, 4, 10, 50, seed=4)
     result = classify_splits(emb, labels, splits, C=0.5)
     for s, split in enumerate(splits):
-        clf = LogisticRegression(C=0.5, max_iter=1000).fit(emb[split["train"]], labels[split["train"]])
-        assert result["val"][s] == accuracy_score(labels[split["val"]], clf.predict(emb[split["val"]]))
-        assert result["test"][s] == accuracy_score(labels[split["test"]], clf.predict(emb[split["test"]]))
+        clf = LogisticRegression(C=0.5, max_iter=1000).fit(
+            emb[split["train"]], labels[split["train"]]
+        )
+        assert result["val"][s] == accuracy_score(
+            labels[split["val"]], clf.predict(emb[split["val"]])
+        )
+        assert result["test"][s] == accuracy_score(
+            labels[split["test"]], clf.predict(emb[split["test"]])
+        )
     assert 0.3 < result["test_mean"] < 0.95
     assert result["test_mean"] == pytest.approx(np.mean(result["test"]))
     assert result["test_std"] == pytest.approx(np.std(result["test"]))
@@ -92,7 +111,9 @@ def test_classify_splits_one_vs_rest_option_equals_liblinear_ovr_by_hand():
     for s, split in enumerate(splits):
         clf = OneVsRestClassifier(LogisticRegression(solver="liblinear"))
         clf.fit(emb[split["train"]], labels[split["train"]])
-        assert ovr["test"][s] == accuracy_score(labels[split["test"]], clf.predict(emb[split["test"]]))
+        assert ovr["test"][s] == accuracy_score(
+            labels[split["test"]], clf.predict(emb[split["test"]])
+        )
 
 
 def test_classify_splits_rejects_unlabelled_nodes_and_nan():
@@ -167,8 +188,9 @@ def test_multilabel_f1_liblinear_equals_naive_protocol_and_differs_from_lbfgs():
     # DeepWalk's scorer (liblinear penalises the intercept): a different ranking of
     # the binary classifiers' probabilities, so other F1 values on the same shuffles
     emb, Y = _multilabel_toy(60, 4, seed=6)
-    result = multilabel_f1(emb, sp.csr_matrix(Y), train_fractions=(0.3, 0.7), n_shuffles=2,
-                           seed=7, solver="liblinear")
+    result = multilabel_f1(
+        emb, sp.csr_matrix(Y), train_fractions=(0.3, 0.7), n_shuffles=2, seed=7, solver="liblinear"
+    )
     micro, macro = naive_multilabel_f1(emb, Y, (0.3, 0.7), 2, seed=7, solver="liblinear")
     np.testing.assert_allclose(result["micro"], micro, rtol=1e-12)
     np.testing.assert_allclose(result["macro"], macro, rtol=1e-12)
@@ -207,8 +229,15 @@ def test_multilabel_f1_rejects_bad_fractions():
 
 
 def test_format_table_shows_every_protocol():
-    single = {"protocol": "single-label", "val": np.array([0.5, 0.7]), "test": np.array([0.6, 0.8]),
-              "val_mean": 0.6, "val_std": 0.1, "test_mean": 0.7, "test_std": 0.1}
+    single = {
+        "protocol": "single-label",
+        "val": np.array([0.5, 0.7]),
+        "test": np.array([0.6, 0.8]),
+        "val_mean": 0.6,
+        "val_std": 0.1,
+        "test_mean": 0.7,
+        "test_std": 0.1,
+    }
     text = format_table(single)
     assert "70.00 +- 10.00" in text and "80.00" in text
     chosen = select_epoch([single, single])
@@ -228,18 +257,28 @@ def test_multilabel_select_epoch_equals_naive_cross_validation():
     emb, Y = _multilabel_toy(60, 4, seed=6)
     rng = np.random.default_rng(1)
     embs = [emb + s * rng.standard_normal(emb.shape) for s in (3.0, 0.0, 1.0)]
-    res = multilabel_select_epoch(embs, Y, train_fractions=(0.4, 0.8), n_shuffles=2, seed=7,
-                                  n_folds=3, epochs=[5, 10, 15])
-    rng7 = np.random.default_rng(7)                     # the protocol's shuffles
+    res = multilabel_select_epoch(
+        embs, Y, train_fractions=(0.4, 0.8), n_shuffles=2, seed=7, n_folds=3, epochs=[5, 10, 15]
+    )
+    rng7 = np.random.default_rng(7)  # the protocol's shuffles
     perms = [rng7.permutation(60) for _ in range(2)]
     for f, gamma in enumerate((0.4, 0.8)):
         m = int(gamma * 60)
         for r, perm in enumerate(perms):
             train, test = perm[:m], perm[m:]
             folds = np.array_split(train, 3)
-            cv = np.array([np.mean([_f1_pair(e, Y, np.concatenate(folds[:i] + folds[i + 1:]),
-                                             folds[i]) for i in range(3)], axis=0)
-                           for e in embs])                            # (epochs, 2)
+            cv = np.array(
+                [
+                    np.mean(
+                        [
+                            _f1_pair(e, Y, np.concatenate(folds[:i] + folds[i + 1 :]), folds[i])
+                            for i in range(3)
+                        ],
+                        axis=0,
+                    )
+                    for e in embs
+                ]
+            )  # (epochs, 2)
             best_mi, best_ma = int(np.argmax(cv[:, 0])), int(np.argmax(cv[:, 1]))
             np.testing.assert_allclose(res["cv_micro"][:, f, r], cv[:, 0], rtol=1e-12)
             assert res["epochs_micro"][f, r] == [5, 10, 15][best_mi]
@@ -277,12 +316,15 @@ def test_multilabel_select_epoch_with_one_epoch_is_multilabel_f1():
     assert np.all(one["epochs_micro"] == 1)
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(embs=[]), "at least one epoch"),
-    (dict(epochs=[1, 2]), "epochs: expected 1 epoch numbers"),
-    (dict(n_folds=1), "n_folds"),
-    (dict(n_folds=100), "n_folds"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(embs=[]), "at least one epoch"),
+        (dict(epochs=[1, 2]), "epochs: expected 1 epoch numbers"),
+        (dict(n_folds=1), "n_folds"),
+        (dict(n_folds=100), "n_folds"),
+    ],
+)
 def test_multilabel_select_epoch_rejects_bad_arguments(kwargs, needle):
     emb, Y = _multilabel_toy(30, 3, seed=1)
     args = dict(embs=[emb], Y=Y, train_fractions=(0.5,), n_shuffles=1)

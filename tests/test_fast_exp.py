@@ -18,8 +18,13 @@ def ulp_error(got, ref):
 
 
 def test_float32_within_2_ulp_over_the_softmax_range():
-    x = np.concatenate([np.linspace(-87.0, 88.0, 400_001), -np.logspace(-8, 1.9, 10_000),
-                        [0.0, -0.0, 1e-30, -1e-30]]).astype(np.float32)
+    x = np.concatenate(
+        [
+            np.linspace(-87.0, 88.0, 400_001),
+            -np.logspace(-8, 1.9, 10_000),
+            [0.0, -0.0, 1e-30, -1e-30],
+        ]
+    ).astype(np.float32)
     out = np.empty_like(x)
     _apply(x, out)
     ref = np.exp(x.astype(np.float64))
@@ -33,7 +38,7 @@ def test_float32_limits_and_specials():
     # below -87.34 exp(x) is subnormal (< 1.2e-38): flushed to zero, never garbage
     assert out[0] == 0.0 and out[1] == 0.0 and out[2] == 0.0
     assert 1e-38 < out[6] < 1.3e-38
-    assert np.isfinite(out[3]) and out[3] > 1e38     # clamped at the largest finite exp
+    assert np.isfinite(out[3]) and out[3] > 1e38  # clamped at the largest finite exp
     assert out[5] == 1.0
 
 

@@ -189,7 +189,7 @@ def edge_list_files(draw):
     for (u, v), w in zip(pairs, weights):
         line = ids[u] + draw(sep) + ids[v]
         if w != 1.0 or draw(st.booleans()):
-            line += draw(sep) + "%.9g" % w
+            line += draw(sep) + f"{w:.9g}"
         if draw(st.booleans()):
             line += draw(sep) + "# note"
         lines.append(line + eol)
@@ -532,7 +532,7 @@ def _w2v_bytes(case, binary):
         )
     return (
         header
-        + "".join(i + "".join(" %.9g" % x for x in v) + "\n" for i, v in zip(ids, vectors)).encode()
+        + "".join(i + "".join(f" {x:.9g}" for x in v) + "\n" for i, v in zip(ids, vectors)).encode()
     )
 
 

@@ -34,7 +34,7 @@ def test_simple_symmetric_graph_of_ones_without_isolated_nodes(g3k):
     assert adj.diagonal().sum() == 0
     assert np.diff(adj.indptr).min() >= 1
     assert labels.dtype == np.int64 and labels.shape == (3000,)
-    assert np.array_equal(np.unique(labels), np.arange(labels.max() + 1))   # every community used
+    assert np.array_equal(np.unique(labels), np.arange(labels.max() + 1))  # every community used
 
 
 @pytest.mark.parametrize("n,mu", [(1000, 0.3), (3000, 0.5), (2000, 0.1)])
@@ -42,14 +42,14 @@ def test_realized_mixing_and_mean_degree_close_to_the_targets(n, mu):
     adj, labels = graphgen.lfr_like(n, mu=mu, seed=1)
     per_node, per_edge = graphgen.mixing(adj, labels)
     assert abs(per_node - mu) < 0.03 and abs(per_edge - mu) < 0.04
-    assert 13.0 < adj.nnz / n < 17.0                      # target 15, a little lost to duplicates
+    assert 13.0 < adj.nnz / n < 17.0  # target 15, a little lost to duplicates
 
 
 def test_degrees_and_community_sizes_are_heavy_tailed(g3k):
     adj, labels = g3k
     deg = np.diff(adj.indptr)
     assert deg.max() > 6 * deg.mean()
-    assert np.median(deg) < deg.mean()                    # right-skewed
+    assert np.median(deg) < deg.mean()  # right-skewed
     sizes = np.bincount(labels)
     s_min, s_max, _ = graphgen.default_sizes(3000)
     assert sizes.min() >= s_min and sizes.max() <= s_max + 1

@@ -37,7 +37,7 @@ def imported_modules(name, path, modules):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 target = alias.name
-                while target and target not in modules:      # import a.b.c of a.b's module
+                while target and target not in modules:  # import a.b.c of a.b's module
                     target = target.rpartition(".")[0]
                 if target:
                     found.add(target)
@@ -50,9 +50,9 @@ def imported_modules(name, path, modules):
             else:
                 base = node.module
             for alias in node.names:
-                if f"{base}.{alias.name}" in modules:        # from . import graph
+                if f"{base}.{alias.name}" in modules:  # from . import graph
                     found.add(f"{base}.{alias.name}")
-                elif base in modules:                        # from .graph import Graph
+                elif base in modules:  # from .graph import Graph
                     found.add(base)
     found.discard(name)
     return found
@@ -66,7 +66,7 @@ def import_graph(root):
 
 def find_cycle(graph):
     """One import circle as a list [a, b, ..., a], or None (depth-first search)."""
-    state = {}                 # 1: on the current path, 2: done
+    state = {}  # 1: on the current path, 2: done
     path = []
 
     def visit(node):
@@ -74,7 +74,7 @@ def find_cycle(graph):
         path.append(node)
         for nxt in graph.get(node, ()):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state:
                 cycle = visit(nxt)
                 if cycle:
@@ -112,7 +112,9 @@ def test_the_check_finds_a_circle_through_relative_and_function_level_imports(tm
     (pkg / "sub" / "b.py").write_text(back + "def f():\n    pass\n")
     graph = import_graph(pkg)
     assert graph["pkg.a"] == ["pkg.c", "pkg.sub.b"] and graph["pkg.sub"] == ["pkg.sub.b"]
-    assert find_cycle(graph) in (["pkg.a", "pkg.sub.b", "pkg.a"],
-                                 ["pkg.sub.b", "pkg.a", "pkg.sub.b"])
+    assert find_cycle(graph) in (
+        ["pkg.a", "pkg.sub.b", "pkg.a"],
+        ["pkg.sub.b", "pkg.a", "pkg.sub.b"],
+    )
     (pkg / "sub" / "b.py").write_text("def f():\n    pass\n")
     assert find_cycle(import_graph(pkg)) is None

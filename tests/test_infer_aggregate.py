@@ -55,10 +55,12 @@ def _mean_norm(A):
 
 
 def test_sum_is_z_times_the_mean_exactly(full, features, model):
-    mean = infer_embeddings(*fitted(model), full, features, ["new", "n3"], samples=7,
-                            aggregate="mean")[1]
-    total = infer_embeddings(*fitted(model), full, features, ["new", "n3"], samples=7,
-                             aggregate="sum")[1]
+    mean = infer_embeddings(
+        *fitted(model), full, features, ["new", "n3"], samples=7, aggregate="mean"
+    )[1]
+    total = infer_embeddings(
+        *fitted(model), full, features, ["new", "n3"], samples=7, aggregate="sum"
+    )[1]
     np.testing.assert_array_equal(total, (mean.astype(np.float64) * 7).astype(np.float32))
     assert total.dtype == np.float32 and not np.allclose(total, mean)
 
@@ -71,10 +73,19 @@ def test_calibrated_scale_recovers_the_scale_of_o(full, features, split, model):
     norm_o = _mean_norm(model.O_)
     m = fit_quiet(sub, X=X_sub, normalize_features=False)
     m.calibration_ = calibrate(*fitted(m), sub, X_sub, samples=10, seed=0, method="scale")
-    calibrated = infer_embeddings(*fitted(m), full, features, OLD, samples=10, seed=1,
-                                  aggregate="calibrated", calibration=m.calibration_)[1]
-    mean = infer_embeddings(*fitted(m), full, features, OLD, samples=10, seed=1,
-                            aggregate="mean")[1]
+    calibrated = infer_embeddings(
+        *fitted(m),
+        full,
+        features,
+        OLD,
+        samples=10,
+        seed=1,
+        aggregate="calibrated",
+        calibration=m.calibration_,
+    )[1]
+    mean = infer_embeddings(*fitted(m), full, features, OLD, samples=10, seed=1, aggregate="mean")[
+        1
+    ]
     assert _mean_norm(calibrated) == pytest.approx(norm_o, rel=0.05)
     assert _mean_norm(mean) < 0.5 * norm_o
     # a positive rescaling: directions unchanged
@@ -90,8 +101,9 @@ def test_the_default_calibration_predicts_each_nodes_o(full, features, split, mo
     err = {}
     for method in ("scale", "diag"):
         cal = calibrate(*fitted(model), sub, X_sub, samples=10, seed=0, method=method)
-        mean = infer_embeddings(*fitted(model), full, features, OLD, samples=10, seed=1,
-                                aggregate="mean")[1]
+        mean = infer_embeddings(
+            *fitted(model), full, features, OLD, samples=10, seed=1, aggregate="mean"
+        )[1]
         err[method] = np.mean((apply_calibration(mean, cal) - model.O_[rows]) ** 2)
     err["mean"] = np.mean((mean - model.O_[rows]) ** 2)
     assert infer.DEFAULT_CALIBRATION == "diag"
@@ -111,7 +123,7 @@ def test_fit_calibration_recovers_a_planted_map(method):
         O = E @ r.standard_normal((k, k)) + r.standard_normal(k)
     cal = fit_calibration(E, O, method)
     assert cal["A"].shape == (k, k) and cal["b"].shape == (k,) and cal["n"] == n
-    tol = 1e-2 if method == "linear" else 1e-5          # linear: ridge lambda = 1e-3 tr/k
+    tol = 1e-2 if method == "linear" else 1e-5  # linear: ridge lambda = 1e-3 tr/k
     np.testing.assert_allclose(apply_calibration(E.astype(np.float32), cal), O, rtol=tol, atol=tol)
     if method != "linear":
         assert np.count_nonzero(cal["A"] - np.diag(np.diag(cal["A"]))) == 0
@@ -130,10 +142,15 @@ def test_without_a_stored_calibration_it_is_fitted_on_the_given_graph(full, feat
     assert getattr(model, "calibration_", None) is None
     auto = infer_embeddings(*fitted(model), full, features, ["new"], samples=6, seed=3)[1]
     cal = calibrate(*fitted(model), full, features, samples=6, seed=3)
-    np.testing.assert_array_equal(auto, apply_calibration(
-        infer_embeddings(*fitted(model), full, features, ["new"], samples=6, seed=3,
-                         aggregate="mean")[1],
-        cal))
+    np.testing.assert_array_equal(
+        auto,
+        apply_calibration(
+            infer_embeddings(
+                *fitted(model), full, features, ["new"], samples=6, seed=3, aggregate="mean"
+            )[1],
+            cal,
+        ),
+    )
     assert cal["n"] == 30 and cal["samples"] == 6 and cal["positions"] == list(range(10))
 
 
@@ -148,8 +165,7 @@ def test_a_calibration_for_other_settings_warns(full, features, split, model):
     m = fit_quiet(sub, X=X_sub, normalize_features=False, epochs=1, walks_per_node=2)
     m.calibration_ = calibrate(*fitted(m), sub, X_sub, samples=10)
     with pytest.warns(InputWarning, match="fitted with Z = 10"):
-        infer_embeddings(*fitted(m), full, features, ["new"], samples=4,
-                         calibration=m.calibration_)
+        infer_embeddings(*fitted(m), full, features, ["new"], samples=4, calibration=m.calibration_)
 
 
 def test_transform_takes_the_aggregate(full, features, model):
@@ -157,7 +173,8 @@ def test_transform_takes_the_aggregate(full, features, model):
     for agg in ("mean", "sum"):
         np.testing.assert_array_equal(
             model.transform(full, features, nodes=idx, aggregate=agg),
-            infer_embeddings(*fitted(model), full, features, idx, aggregate=agg)[1])
+            infer_embeddings(*fitted(model), full, features, idx, aggregate=agg)[1],
+        )
 
 
 def test_estimator_calibrate_and_transform_use_the_fitted_state(full, features, split, model):
@@ -172,7 +189,7 @@ def test_estimator_calibrate_and_transform_use_the_fitted_state(full, features, 
     np.testing.assert_array_equal(cal["A"], ref["A"])
     m.calibration_ = cal
     idx = [int(full.index_of("new")[0])]
-    with pytest.warns(InputWarning, match="fitted with Z = 5"):      # transform's Z is q
+    with pytest.warns(InputWarning, match="fitted with Z = 5"):  # transform's Z is q
         E = m.transform(full, features, nodes=idx)
     mean = m.transform(full, features, nodes=idx, aggregate="mean")
     np.testing.assert_array_equal(E, apply_calibration(mean, cal))
@@ -192,8 +209,9 @@ def test_calibration_is_stored_in_the_model_file(tmp_path, split, model):
     got = read_calibration(path)
     np.testing.assert_array_equal(got["A"], cal["A"])
     np.testing.assert_array_equal(got["b"], cal["b"])
-    assert {key: got[key] for key in ("method", "n", "samples", "positions", "seed")} == \
-        {key: cal[key] for key in ("method", "n", "samples", "positions", "seed")}
+    assert {key: got[key] for key in ("method", "n", "samples", "positions", "seed")} == {
+        key: cal[key] for key in ("method", "n", "samples", "positions", "seed")
+    }
     after = read_model(path)
     for key in ("W", "O", "bias"):
         np.testing.assert_array_equal(after[key], before[key])
@@ -215,7 +233,7 @@ def test_inductive_split_warns_about_nodes_left_without_edges():
         inductive_split(g.to_scipy(), [1])
     with warnings.catch_warnings():
         warnings.simplefilter("error", InputWarning)
-        inductive_split(g, [])                           # nothing left alone: no warning
+        inductive_split(g, [])  # nothing left alone: no warning
 
 
 def test_infer_embeds_a_training_node_the_split_left_without_edges(full, features):
@@ -229,9 +247,9 @@ def test_infer_embeds_a_training_node_the_split_left_without_edges(full, feature
     assert np.diff(sub.indptr)[sub.node_ids.index("n0")] == 0
     m = fit_quiet(sub, X=features[kept], normalize_features=False, epochs=2)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", InputWarning)     # n0 has edges in the full graph
+        warnings.simplefilter("error", InputWarning)  # n0 has edges in the full graph
         E = infer_embeddings(*fitted(m), full, features, ["n0"], aggregate="mean")[1]
-    with pytest.warns(InputWarning, match="without edges"):     # on the training graph
+    with pytest.warns(InputWarning, match="without edges"):  # on the training graph
         alone = infer_embeddings(*fitted(m), sub, features[kept], ["n0"], aggregate="mean")[1]
     assert np.linalg.norm(E) > 0 and not np.allclose(E, alone, atol=1e-3)
 
@@ -243,8 +261,9 @@ def test_infer_embeds_a_training_node_the_split_left_without_edges(full, feature
 def files(tmp_path_factory, full, features, model):
     d = tmp_path_factory.mktemp("aggregate")
     adj = sp.triu(full.to_scipy()).tocoo()
-    (d / "full.txt").write_text("".join(f"{full.node_ids[u]} {full.node_ids[v]}\n"
-                                        for u, v in zip(adj.row, adj.col)))
+    (d / "full.txt").write_text(
+        "".join(f"{full.node_ids[u]} {full.node_ids[v]}\n" for u, v in zip(adj.row, adj.col))
+    )
     (d / "nodes.txt").write_text("new\nn3\n")
     np.save(d / "x.npy", features)
     (d / "x.ids").write_text("\n".join(full.node_ids) + "\n")
@@ -253,9 +272,23 @@ def files(tmp_path_factory, full, features, model):
 
 
 def _infer(d, *extra, model="model.npz"):
-    args = ["infer", "--model", d / model, "--graph", d / "full.txt", "--features", d / "x.npy",
-            "--feature-ids", d / "x.ids", "--nodes", d / "nodes.txt", "--samples", 8, "--overwrite",
-            *extra]
+    args = [
+        "infer",
+        "--model",
+        d / model,
+        "--graph",
+        d / "full.txt",
+        "--features",
+        d / "x.npy",
+        "--feature-ids",
+        d / "x.ids",
+        "--nodes",
+        d / "nodes.txt",
+        "--samples",
+        8,
+        "--overwrite",
+        *extra,
+    ]
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
@@ -267,8 +300,9 @@ def test_cli_aggregate_matches_the_api(files, full, features, model, aggregate):
     ids, E = read_word2vec(d / f"{aggregate}.emb")
     g = read_graph(d / "full.txt")
     X = features[full.index_of(g.node_ids)]
-    np.testing.assert_array_equal(E, infer_embeddings(*fitted(model), g, X, ids, samples=8,
-                                                      aggregate=aggregate)[1])
+    np.testing.assert_array_equal(
+        E, infer_embeddings(*fitted(model), g, X, ids, samples=8, aggregate=aggregate)[1]
+    )
     if aggregate == "calibrated":
         assert "fitted on 30 training nodes" in r.output
 
@@ -276,8 +310,9 @@ def test_cli_aggregate_matches_the_api(files, full, features, model, aggregate):
 def test_cli_save_calibration_stores_it_and_later_runs_use_it(files, full, features, model):
     d = files
     (d / "stored.npz").write_bytes((d / "model.npz").read_bytes())
-    r = _infer(d, "--save-calibration", "--calibration", "diag", "--out", d / "s1.emb",
-               model="stored.npz")
+    r = _infer(
+        d, "--save-calibration", "--calibration", "diag", "--out", d / "s1.emb", model="stored.npz"
+    )
     assert r.exit_code == 0, r.output
     cal = read_calibration(d / "stored.npz")
     assert cal is not None and cal["method"] == "diag" and cal["samples"] == 8
@@ -305,8 +340,9 @@ def test_cli_and_api_defaults_agree():
     params = {p.name: p for p in cli.commands["infer"].params}
     assert tuple(params["aggregate"].type.choices) == infer.AGGREGATES
     assert params["aggregate"].default == infer.DEFAULT_AGGREGATE
-    assert signature(infer.infer_embeddings).parameters["aggregate"].default == \
-        infer.DEFAULT_AGGREGATE
+    assert (
+        signature(infer.infer_embeddings).parameters["aggregate"].default == infer.DEFAULT_AGGREGATE
+    )
     assert tuple(params["calibration_method"].type.choices) == infer.CALIBRATION_METHODS
     assert params["calibration_method"].default == infer.DEFAULT_CALIBRATION
     assert signature(infer.calibrate).parameters["method"].default == infer.DEFAULT_CALIBRATION
@@ -324,6 +360,9 @@ def test_the_default_is_the_measured_best():
     # '-full': a map fitted on another graph (the full one), not another aggregate
     o_paths = [p for p in results[0]["summary"] if p.startswith("o:") and not p.endswith("-full")]
     score = {p: np.mean([r["summary"][p]["test_mean"] for r in results]) for p in o_paths}
-    default = "o:" + (infer.DEFAULT_CALIBRATION if infer.DEFAULT_AGGREGATE == "calibrated"
-                      else infer.DEFAULT_AGGREGATE)
+    default = "o:" + (
+        infer.DEFAULT_CALIBRATION
+        if infer.DEFAULT_AGGREGATE == "calibrated"
+        else infer.DEFAULT_AGGREGATE
+    )
     assert default == max(score, key=score.get), score

@@ -27,10 +27,20 @@ FILE_SUFFIXES = {"py", "md", "txt", "npy", "npz", "json", "mat"}
 
 # The forward and backward pass, end to end: the page must name each of these.
 REQUIRED = [
-    "capsules.squash", "capsules.predict", "capsules.route", "capsules.output_logits",
-    "capsules.softmax_rows", "grads.squash_backward", "grads.predict_backward",
-    "grads.route_backward", "grads.scatter_add_rows", "grads.sampled_softmax_backward",
-    "core.forward", "core.loss_and_grads", "optim.Adam", "optim._adam_dense",
+    "capsules.squash",
+    "capsules.predict",
+    "capsules.route",
+    "capsules.output_logits",
+    "capsules.softmax_rows",
+    "grads.squash_backward",
+    "grads.predict_backward",
+    "grads.route_backward",
+    "grads.scatter_add_rows",
+    "grads.sampled_softmax_backward",
+    "core.forward",
+    "core.loss_and_grads",
+    "optim.Adam",
+    "optim._adam_dense",
     "samplers._Sampler.expected_count",
 ]
 
@@ -122,9 +132,17 @@ def test_every_link_into_math_doc_hits_a_heading():
 
 def test_one_step_example_runs_and_all_gradient_checks_pass():
     env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, str(EXAMPLE)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, f"exit code {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     m = re.fullmatch(r"all (\d+) gradient checks passed", lines[-1])
     assert m, f"last line was {lines[-1]!r}"

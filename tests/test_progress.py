@@ -10,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -28,39 +27,93 @@ SMALL = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--num-sample
 @pytest.fixture
 def edges(tmp_path):
     path = tmp_path / "edges.txt"
-    path.write_text("a b\nb c\nc a\nc d\nd e\ne c\ne e\n")     # one self loop: a warning
+    path.write_text("a b\nb c\nc a\nc d\nd e\ne c\ne e\n")  # one self loop: a warning
     return path
 
 
 def test_quiet_prints_only_errors(edges, tmp_path):
-    r = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--out", str(tmp_path / "e.emb"),
-                                 "--epochs", "2", *SMALL, "-q"])
-    assert r.exit_code == 0 and r.output == ""                  # no warning, no summary lines
-    r = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--out", str(tmp_path / "e.emb"),
-                                 "--epochs", "2", *SMALL, "-q"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--graph",
+            str(edges),
+            "--out",
+            str(tmp_path / "e.emb"),
+            "--epochs",
+            "2",
+            *SMALL,
+            "-q",
+        ],
+    )
+    assert r.exit_code == 0 and r.output == ""  # no warning, no summary lines
+    r = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--graph",
+            str(edges),
+            "--out",
+            str(tmp_path / "e.emb"),
+            "--epochs",
+            "2",
+            *SMALL,
+            "-q",
+        ],
+    )
     assert r.exit_code == 1 and r.output.startswith("error: ") and r.output.count("\n") == 1
 
 
 def test_default_and_verbose_lines(edges, tmp_path):
-    r = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--out", str(tmp_path / "e.emb"),
-                                 "--epochs", "2", *SMALL])
+    r = CliRunner().invoke(
+        cli,
+        ["train", "--graph", str(edges), "--out", str(tmp_path / "e.emb"), "--epochs", "2", *SMALL],
+    )
     assert r.exit_code == 0, r.output
     for text in ("warning: ", "graph: 5 nodes", "epoch 2/2: loss", "trained 2 epochs", "wrote "):
         assert text in r.output
     assert "resolved configuration" not in r.output
-    r = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--out", str(tmp_path / "e.emb"),
-                                 "--epochs", "2", *SMALL, "-v", "--overwrite"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--graph",
+            str(edges),
+            "--out",
+            str(tmp_path / "e.emb"),
+            "--epochs",
+            "2",
+            *SMALL,
+            "-v",
+            "--overwrite",
+        ],
+    )
     assert r.exit_code == 0 and "resolved configuration: {'dim': 8" in r.output
 
 
 def test_log_lines_are_not_glued_to_the_bar(edges, tmp_path):
     """Through a pipe (as into a log file) every log line starts a line of its own."""
-    proc = subprocess.run([sys.executable, "-m", "caps2ne_np", "train", "--graph", str(edges),
-                           "--out", str(tmp_path / "e.emb"), "--epochs", "3", *SMALL],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "caps2ne_np",
+            "train",
+            "--graph",
+            str(edges),
+            "--out",
+            str(tmp_path / "e.emb"),
+            "--epochs",
+            "3",
+            *SMALL,
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert "batch" in proc.stderr                               # the bar was drawn
+    assert "batch" in proc.stderr  # the bar was drawn
     for text in ("epoch 1/3: loss", "epoch 3/3: loss", "trained 3 epochs", "wrote "):
         assert re.search(r"(^|\n|\r)" + re.escape(text), proc.stderr), proc.stderr
 
@@ -88,7 +141,7 @@ def test_bar_redraws_rarely_when_stderr_is_not_a_terminal(monkeypatch):
     assert bar.mininterval >= 30
     for _ in range(2000):
         bar.update(1)
-        time.sleep(0.0005)                                      # > 1 s in all: 10 redraws at tqdm's 0.1 s
+        time.sleep(0.0005)  # > 1 s in all: 10 redraws at tqdm's 0.1 s
     bar.close()
     assert "".join(pipe.parts).count("\r") <= 4
 
@@ -97,8 +150,8 @@ def test_training_run_into_a_log_file_draws_the_bar_a_few_times(monkeypatch):
     """A whole run (hundreds of steps, the postfix updated every 20) into a non-terminal."""
     g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
     cfg = TrainConfig(dim=8, feat_dim=8, walks_per_node=2, epochs=2, batch_size=16, threads=1)
-    fit(g.indptr, g.indices, g.weights, cfg)                    # warm
-    _reset_logging()                                            # only the bar writes here
+    fit(g.indptr, g.indices, g.weights, cfg)  # warm
+    _reset_logging()  # only the bar writes here
     pipe = Pipe()
     monkeypatch.setattr(sys, "stderr", pipe)
     steps = 2 * -(-2 * g.n_nodes // 16)
@@ -110,34 +163,39 @@ def test_training_run_into_a_log_file_draws_the_bar_a_few_times(monkeypatch):
 def test_first_step_is_kept_out_of_pairs_per_second(monkeypatch):
     g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
     cfg = TrainConfig(dim=8, feat_dim=8, walks_per_node=1, epochs=2, batch_size=64, threads=1)
-    fit(g.indptr, g.indices, g.weights, cfg)                    # warm
+    fit(g.indptr, g.indices, g.weights, cfg)  # warm
     original = train_mod.TrainStep.gradients
     calls = []
 
     def slow_first(self, batch):
         if not calls:
-            time.sleep(2.0)                                     # a cold Numba cache
+            time.sleep(2.0)  # a cold Numba cache
         calls.append(1)
         return original(self, batch)
 
     monkeypatch.setattr(train_mod.TrainStep, "gradients", slow_first)
     h = fit(g.indptr, g.indices, g.weights, cfg).history
-    assert h[0]["seconds"] > 2.0                                # wall time is kept
+    assert h[0]["seconds"] > 2.0  # wall time is kept
     # Without the first step (>= 2 s, 1 of 43 batches) the rate is at least
     # (P - P/43) / (S - 2); with it, P / S: far lower, however loaded the machine.
     assert h[0]["pairs_per_s"] >= 0.95 * h[0]["pairs"] / (h[0]["seconds"] - 2.0)
 
 
 def test_compiling_message_when_the_numba_cache_is_cold(tmp_path):
-    code = ("from caps2ne_np import train; print(train._kernels_cold())")
+    code = "from caps2ne_np import train; print(train._kernels_cold())"
     env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_CACHE_DIR=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=120)
-    assert proc.stdout.strip() == "True", proc.stderr         # an empty cache folder
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.stdout.strip() == "True", proc.stderr  # an empty cache folder
     g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
-    fit(g.indptr, g.indices, g.weights, TrainConfig(dim=8, feat_dim=8, walks_per_node=1,
-                                                    epochs=1, threads=1))
-    assert train_mod._kernels_cold() is False                 # compiled in this process
+    fit(
+        g.indptr,
+        g.indices,
+        g.weights,
+        TrainConfig(dim=8, feat_dim=8, walks_per_node=1, epochs=1, threads=1),
+    )
+    assert train_mod._kernels_cold() is False  # compiled in this process
 
 
 def test_compiling_message_is_logged_before_the_first_batch(monkeypatch, tmp_path):
@@ -152,8 +210,13 @@ def test_compiling_message_is_logged_before_the_first_batch(monkeypatch, tmp_pat
     monkeypatch.setattr(train_mod, "_progress", lambda *a, **k: None)
     try:
         g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
-        fit(g.indptr, g.indices, g.weights,
-            TrainConfig(dim=8, feat_dim=8, walks_per_node=1, epochs=1, threads=1), progress=True)
+        fit(
+            g.indptr,
+            g.indices,
+            g.weights,
+            TrainConfig(dim=8, feat_dim=8, walks_per_node=1, epochs=1, threads=1),
+            progress=True,
+        )
     finally:
         logger.removeHandler(handler)
         logger.setLevel(old_level)
@@ -163,12 +226,34 @@ def test_compiling_message_is_logged_before_the_first_batch(monkeypatch, tmp_pat
 
 def test_quiet_does_not_leak_into_the_next_command(edges, tmp_path):
     """click's runner (and a notebook) runs several commands in one process."""
-    r = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--out", str(tmp_path / "e.emb"),
-                                 "--epochs", "1", *SMALL, "-q"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--graph",
+            str(edges),
+            "--out",
+            str(tmp_path / "e.emb"),
+            "--epochs",
+            "1",
+            *SMALL,
+            "-q",
+        ],
+    )
     assert r.exit_code == 0 and logging.getLogger("caps2ne_np").level == logging.ERROR
     (tmp_path / "labels.txt").write_text("a x\nb x\nc y\nd y\ne y\n")
-    r = CliRunner().invoke(cli, ["evaluate", "-e", str(tmp_path / "e.emb"), "--labels",
-                                 str(tmp_path / "labels.txt"), "--fractions", "0.5"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            "-e",
+            str(tmp_path / "e.emb"),
+            "--labels",
+            str(tmp_path / "labels.txt"),
+            "--fractions",
+            "0.5",
+        ],
+    )
     logger = logging.getLogger("caps2ne_np")
     assert logger.level == logging.NOTSET and logger.propagate
     assert not [h for h in logger.handlers if isinstance(h, _BarSafeHandler)]

@@ -29,7 +29,9 @@ def sampler(request):
 def test_probs_are_the_documented_distributions():
     ids = np.arange(N)
     np.testing.assert_allclose(UniformSampler(N).probs(ids), np.full(N, 1 / N))
-    np.testing.assert_allclose(LogUniformSampler(N).probs(ids), np.log((ids + 2) / (ids + 1)) / np.log(N + 1))
+    np.testing.assert_allclose(
+        LogUniformSampler(N).probs(ids), np.log((ids + 2) / (ids + 1)) / np.log(N + 1)
+    )
     w = COUNTS**0.75
     np.testing.assert_allclose(UnigramSampler(COUNTS).probs(ids), w / w.sum())
     for s in samplers():
@@ -83,21 +85,28 @@ def test_chi_square_can_reject_a_wrong_distribution():
 def test_expected_count_matches_formula_and_tensorflow_shortcut(sampler):
     ids = np.array([0, 2, 7, 2])
     p = sampler.probs(ids)
-    np.testing.assert_allclose(sampler.expected_count(ids, 9), naive.expected_count(p, 9), rtol=1e-12)
+    np.testing.assert_allclose(
+        sampler.expected_count(ids, 9), naive.expected_count(p, 9), rtol=1e-12
+    )
     np.testing.assert_allclose(sampler.expected_count(ids, 5, num_sampled=5), 5 * p)
-    np.testing.assert_allclose(sampler.expected_count(ids, 9, num_sampled=5), naive.expected_count(p, 9), rtol=1e-12)
+    np.testing.assert_allclose(
+        sampler.expected_count(ids, 9, num_sampled=5), naive.expected_count(p, 9), rtol=1e-12
+    )
 
 
 def test_expected_count_is_stable_for_tiny_probabilities():
     s = LogUniformSampler(10**9)
     p = s.probs([10**9 - 1])
     q = s.expected_count([10**9 - 1], 300)
-    np.testing.assert_allclose(q, 300 * p, rtol=1e-6)  # 1 - (1-p)^300 ~ 300 p; the naive form loses digits
+    np.testing.assert_allclose(
+        q, 300 * p, rtol=1e-6
+    )  # 1 - (1-p)^300 ~ 300 p; the naive form loses digits
 
 
 @pytest.mark.parametrize("name", ["uniform", "log_uniform", "unigram"])
 def test_expected_count_roughly_matches_monte_carlo_inclusion(name):
-    """Q(c) averaged over calls vs the frequency with which c is in V'; TF's Q is an approximation."""
+    """Q(c) averaged over calls vs the frequency with which c is in V'; TF's Q is an
+    approximation."""
     n, num_sampled, trials = 20, 4, 1500
     counts = np.arange(1, n + 1) ** 2
     sampler = make_sampler(name, n, counts=counts)
@@ -112,7 +121,12 @@ def test_expected_count_roughly_matches_monte_carlo_inclusion(name):
 
 def test_alias_table_reproduces_probabilities():
     rng = np.random.default_rng(0)
-    for p in (np.array([1.0]), np.array([0.5, 0.5]), np.array([0.0, 0.7, 0.0, 0.3]), rng.dirichlet(np.ones(13))):
+    for p in (
+        np.array([1.0]),
+        np.array([0.5, 0.5]),
+        np.array([0.0, 0.7, 0.0, 0.3]),
+        rng.dirichlet(np.ones(13)),
+    ):
         prob = np.empty(len(p), dtype=np.float64)
         alias = np.empty(len(p), dtype=np.int64)
         build_alias(p, prob, alias)

@@ -30,17 +30,20 @@ try:
 except ValueError:
     layer = None
 ours = lambda env: {k: v for k, v in env.items() if not k.startswith("KMP_")}
-print(json.dumps(dict(package_kept=after_package == before, kernels_kept=ours(os.environ) == ours(before),
+print(json.dumps(dict(package_kept=after_package == before,
+                      kernels_kept=ours(os.environ) == ours(before),
                       layer=layer, seen=seen,
-                      spin=os.environ.get("GOMP_SPINCOUNT"), policy=os.environ.get("OMP_WAIT_POLICY"))))
+                      spin=os.environ.get("GOMP_SPINCOUNT"),
+                      policy=os.environ.get("OMP_WAIT_POLICY"))))
 """
 
 
 def probe(**env):
     base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     base.update(env)
-    out = subprocess.run([sys.executable, "-c", PROBE], env=base, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], env=base, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
 
@@ -48,7 +51,7 @@ def probe(**env):
 def test_threading_layer_starts_with_the_short_spin_and_environ_is_unchanged():
     r = probe()
     assert r["package_kept"] and r["kernels_kept"] and r["spin"] is None
-    assert r["seen"][:1] == ["1000"]       # set while the layer (and libgomp) started
+    assert r["seen"][:1] == ["1000"]  # set while the layer (and libgomp) started
     assert r["layer"] in ("omp", "tbb", "workqueue")
 
 

@@ -2,8 +2,8 @@
 
 import numba
 import numpy as np
-import scipy.sparse as sp
 import pytest
+import scipy.sparse as sp
 from scipy import stats
 
 import naive_walks as naive
@@ -47,7 +47,9 @@ def test_rng_kernels_equal_their_python_bodies():
         assert state == int(py_state)
         assert rng.stream3(1, 2, 3, 4) == int(naive.pyrng.stream3(1, 2, 3, 4))
         for n in (1, 3, 1000):
-            assert rng.rand_below(state, n) == tuple(int(x) for x in naive.pyrng.rand_below(py_state, n))
+            assert rng.rand_below(state, n) == tuple(
+                int(x) for x in naive.pyrng.rand_below(py_state, n)
+            )
         assert rng.rand_uniform(state)[1] == naive.pyrng.rand_uniform(py_state)[1]
 
 
@@ -211,7 +213,9 @@ def test_pairs_identical_on_one_and_two_threads(walks, restore_threads):
     results = []
     for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
         numba.set_num_threads(threads)
-        results.append(training_pairs(walks, ids, "all") + training_pairs(walks, ids, "random", seed=1, key=2))
+        results.append(
+            training_pairs(walks, ids, "all") + training_pairs(walks, ids, "random", seed=1, key=2)
+        )
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
 
@@ -261,6 +265,7 @@ def test_batches_per_epoch_is_ceil_and_node_counts_count():
 
 def test_walk_source_generates_exactly_the_stored_walks_and_chunk_invariant_counts():
     from caps2ne_np.walks import WalkSource, node_counts, uniform_walks
+
     rng = np.random.default_rng(0)
     upper = np.triu(rng.random((25, 25)) < 0.2, 1)
     adj = sp.csr_matrix(upper | upper.T, dtype=np.float32)

@@ -12,8 +12,7 @@ DOWNLOADABLE = tuple(name for name in opt.DATASET_NAMES if name != "cora-bundled
 @click.command("fetch-data", context_settings=opt.CONTEXT)
 @click.argument("names", nargs=-1, type=click.Choice(DOWNLOADABLE))
 @opt.data_dir("Folder to put them in [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
-@click.option("--featureless", is_flag=True,
-              help="Skip the Planetoid feature files (allx, tx).")
+@click.option("--featureless", is_flag=True, help="Skip the Planetoid feature files (allx, tx).")
 @opt.debug()
 def fetch_data(names, data_dir, featureless, debug):
     """Download benchmark sets (all of them without NAMES) into the data folder.
@@ -22,6 +21,7 @@ def fetch_data(names, data_dir, featureless, debug):
     $CAPS2NE_DATA_MIRROR), each checked against the SHA-256 held in the code;
     files already there are kept.  'train --dataset NAME' does the same on first use.
     """
+
     def fetch():
         from .. import datasets
 

@@ -10,47 +10,99 @@ from .run import jsonable, reset_logging, run, wrote
 
 
 @click.command(context_settings=opt.CONTEXT)
-@click.option("--embeddings", "-e", "emb_paths", required=True, multiple=True,
-              type=click.Path(dir_okay=False),
-              help="word2vec text/binary or .npy embeddings; repeat it with one file per epoch "
-                   "to choose the epoch on validation (single-label).")
+@click.option(
+    "--embeddings",
+    "-e",
+    "emb_paths",
+    required=True,
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="word2vec text/binary or .npy embeddings; repeat it with one file per epoch "
+    "to choose the epoch on validation (single-label).",
+)
 @opt.dataset("Take labels (and splits) from a benchmark set.")
 @opt.data_dir()
 @opt.labels("'node label' lines; a node on several lines makes the task multi-label.")
 @opt.splits("JSON list of {train, val, test} node-id lists (single-label protocol).")
-@click.option("--fractions", default="0.1,0.5,0.9",
-              help="Training fractions gamma of the multi-label protocol.")
-@click.option("--shuffles", default=10, type=click.IntRange(min=1),
-              help="Random shuffles per fraction (multi-label protocol), or random splits "
-                   "with --train-fraction (single-label).")
-@click.option("--train-fraction", default=None,
-              type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-              help="Single-label without a splits file: --shuffles random splits, stratified "
-                   "by class (seeded by --seed), training on this fraction of the labelled "
-                   "nodes and testing on the rest (minus --val-fraction).")
-@click.option("--val-fraction", default=0.0,
-              type=click.FloatRange(min=0, max=1, max_open=True),
-              help="With --train-fraction: this fraction of the labelled nodes is held out "
-                   "for validation (needed to choose among several -e files).")
-@click.option("--C", "C", default=1.0, type=click.FloatRange(min=0, min_open=True),
-              help="Inverse L2 regularisation of the logistic regression.")
-@click.option("--classifier", type=click.Choice(["lbfgs", "liblinear"]), default="lbfgs",
-              show_default=True,
-              help="lbfgs: multinomial (single-label) or one-vs-rest (multi-label) logistic "
-                   "regression; liblinear: one-vs-rest LIBLINEAR, the classifier of the "
-                   "authors' and DeepWalk's scoring scripts (scikit-learn < 0.22 defaults).")
-@click.option("--cv-folds", default=3, type=click.IntRange(min=2), show_default=True,
-              help="Multi-label with several embedding files: folds of the cross-validation "
-                   "on each training part that chooses the epoch.")
+@click.option(
+    "--fractions",
+    default="0.1,0.5,0.9",
+    help="Training fractions gamma of the multi-label protocol.",
+)
+@click.option(
+    "--shuffles",
+    default=10,
+    type=click.IntRange(min=1),
+    help="Random shuffles per fraction (multi-label protocol), or random splits "
+    "with --train-fraction (single-label).",
+)
+@click.option(
+    "--train-fraction",
+    default=None,
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    help="Single-label without a splits file: --shuffles random splits, stratified "
+    "by class (seeded by --seed), training on this fraction of the labelled "
+    "nodes and testing on the rest (minus --val-fraction).",
+)
+@click.option(
+    "--val-fraction",
+    default=0.0,
+    type=click.FloatRange(min=0, max=1, max_open=True),
+    help="With --train-fraction: this fraction of the labelled nodes is held out "
+    "for validation (needed to choose among several -e files).",
+)
+@click.option(
+    "--C",
+    "C",
+    default=1.0,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Inverse L2 regularisation of the logistic regression.",
+)
+@click.option(
+    "--classifier",
+    type=click.Choice(["lbfgs", "liblinear"]),
+    default="lbfgs",
+    show_default=True,
+    help="lbfgs: multinomial (single-label) or one-vs-rest (multi-label) logistic "
+    "regression; liblinear: one-vs-rest LIBLINEAR, the classifier of the "
+    "authors' and DeepWalk's scoring scripts (scikit-learn < 0.22 defaults).",
+)
+@click.option(
+    "--cv-folds",
+    default=3,
+    type=click.IntRange(min=2),
+    show_default=True,
+    help="Multi-label with several embedding files: folds of the cross-validation "
+    "on each training part that chooses the epoch.",
+)
 @opt.seed("Seed of the shuffles.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the results as JSON ('-': to standard output, the tables then "
-                   "go to stderr).")
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the results as JSON ('-': to standard output, the tables then go to stderr).",
+)
 @opt.overwrite("Replace an existing --json file.")
 @opt.debug()
-def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles,
-             train_fraction, val_fraction, C, classifier, cv_folds, seed, json_out, overwrite,
-             debug):
+def evaluate(
+    emb_paths,
+    dataset,
+    data_dir,
+    labels_path,
+    splits_path,
+    fractions,
+    shuffles,
+    train_fraction,
+    val_fraction,
+    C,
+    classifier,
+    cv_folds,
+    seed,
+    json_out,
+    overwrite,
+    debug,
+):
     """Node classification on embeddings, with the paper's protocols.
 
     Single-label (labels + splits): logistic regression on each split's training
@@ -66,102 +118,177 @@ def evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, 
     if train_fraction is not None and splits_path is not None:
         raise click.UsageError("give at most one of --splits and --train-fraction")
     if train_fraction is not None and train_fraction + val_fraction >= 1:
-        raise click.UsageError("--train-fraction plus --val-fraction must leave nodes to test "
-                               f"(got {train_fraction:g} + {val_fraction:g})")
+        raise click.UsageError(
+            "--train-fraction plus --val-fraction must leave nodes to test "
+            f"(got {train_fraction:g} + {val_fraction:g})"
+        )
     reset_logging()
-    run(debug, _evaluate, emb_paths, dataset, data_dir, labels_path, splits_path, fractions,
-         shuffles, C, seed, json_out, overwrite, classifier, cv_folds, train_fraction,
-         val_fraction)
+    run(
+        debug,
+        _evaluate,
+        emb_paths,
+        dataset,
+        data_dir,
+        labels_path,
+        splits_path,
+        fractions,
+        shuffles,
+        C,
+        seed,
+        json_out,
+        overwrite,
+        classifier,
+        cv_folds,
+        train_fraction,
+        val_fraction,
+    )
 
 
-def _evaluate(emb_paths, dataset, data_dir, labels_path, splits_path, fractions, shuffles, C, seed,
-              json_out, overwrite, classifier="lbfgs", cv_folds=3, train_fraction=None,
-              val_fraction=0.0):
+def _evaluate(
+    emb_paths,
+    dataset,
+    data_dir,
+    labels_path,
+    splits_path,
+    fractions,
+    shuffles,
+    C,
+    seed,
+    json_out,
+    overwrite,
+    classifier="lbfgs",
+    cv_folds=3,
+    train_fraction=None,
+    val_fraction=0.0,
+):
     import json
 
     import numpy as np
 
     from .. import datasets
-    from ..evaluate import (classify_splits, format_table, multilabel_f1,
-                            multilabel_select_epoch, random_splits, select_epoch)
+    from ..evaluate import (
+        classify_splits,
+        format_table,
+        multilabel_f1,
+        multilabel_select_epoch,
+        random_splits,
+        select_epoch,
+    )
     from ..io import atomic_write
 
     if json_out:
-        check_outputs([("--json", json_out, overwrite)],
-                       [("--embeddings", p) for p in emb_paths]
-                       + [("--labels", labels_path), ("--splits", splits_path)])
+        check_outputs(
+            [("--json", json_out, overwrite)],
+            [("--embeddings", p) for p in emb_paths]
+            + [("--labels", labels_path), ("--splits", splits_path)],
+        )
     try:
         gammas = tuple(float(f) for f in fractions.split(","))
     except ValueError:
-        raise InputError(f"--fractions: expected numbers such as 0.1,0.5,0.9, got {fractions!r}")
+        raise InputError(
+            f"--fractions: expected numbers such as 0.1,0.5,0.9, got {fractions!r}"
+        ) from None
     if not all(0 < f < 1 for f in gammas):
         raise InputError(f"--fractions: each fraction must be in (0, 1), got {fractions!r}")
     ids, first = _read_embeddings(emb_paths[0])
     if dataset:
-        ds = datasets.load_dataset(dataset, data_dir or datasets.default_data_dir(),
-                                   **({"features": False} if dataset in datasets.PLANETOID_NAMES
-                                      else {}))
+        ds = datasets.load_dataset(
+            dataset,
+            data_dir or datasets.default_data_dir(),
+            **({"features": False} if dataset in datasets.PLANETOID_NAMES else {}),
+        )
         node_ids, labels, multilabel, splits = ds.node_ids, ds.labels, ds.multilabel, ds.splits
     else:
         node_ids = ids
         labels, multilabel = datasets.load_labels(labels_path, node_ids)
         if multilabel and splits_path:
-            raise InputError(f"{labels_path}: multi-label (a node on several lines), but --splits "
-                             "applies to single-label evaluation only; drop --splits to score "
-                             "with the multi-label protocol (--fractions), or give one label "
-                             "per node")
-        splits = (datasets.load_splits(splits_path, len(node_ids), node_ids=node_ids)
-                  if splits_path else None)
+            raise InputError(
+                f"{labels_path}: multi-label (a node on several lines), but --splits "
+                "applies to single-label evaluation only; drop --splits to score "
+                "with the multi-label protocol (--fractions), or give one label "
+                "per node"
+            )
+        splits = (
+            datasets.load_splits(splits_path, len(node_ids), node_ids=node_ids)
+            if splits_path
+            else None
+        )
     embs = []
     for path in emb_paths:
         path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
         embs.append(_align(path, path_ids, emb, node_ids))
     if train_fraction is not None and multilabel:
-        raise InputError("--train-fraction is for single-label data; the multi-label protocol "
-                         "takes its training fractions from --fractions")
+        raise InputError(
+            "--train-fraction is for single-label data; the multi-label protocol "
+            "takes its training fractions from --fractions"
+        )
     if multilabel:
         # the protocol scores labelled nodes only: an unlabelled node has no label to
         # predict (k_i = 0) and would count as a free correct answer or a free miss
         labelled = np.flatnonzero(np.diff(labels.tocsr().indptr) > 0)
         if labelled.size < len(node_ids):
-            click.echo(f"scoring the {labelled.size} labelled nodes of {len(node_ids)} "
-                       f"({len(node_ids) - labelled.size} have no label)", err=True)
+            click.echo(
+                f"scoring the {labelled.size} labelled nodes of {len(node_ids)} "
+                f"({len(node_ids) - labelled.size} have no label)",
+                err=True,
+            )
             labels = labels.tocsr()[labelled]
             embs = [e[labelled] for e in embs]
         n_scored = labelled.size
         for g in gammas:
             if int(g * n_scored) < 1 or int(g * n_scored) >= n_scored:
-                raise InputError(f"--fractions: {g:g} of {n_scored} labelled nodes leaves "
-                                 f"{int(g * n_scored)} training and {n_scored - int(g * n_scored)} "
-                                 f"test nodes; use fractions between {1 / n_scored:.3g} and "
-                                 f"{1 - 1 / n_scored:.3g}")
-        results = [multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C,
-                                 solver=classifier) for e in embs]
+                raise InputError(
+                    f"--fractions: {g:g} of {n_scored} labelled nodes leaves "
+                    f"{int(g * n_scored)} training and {n_scored - int(g * n_scored)} "
+                    f"test nodes; use fractions between {1 / n_scored:.3g} and "
+                    f"{1 - 1 / n_scored:.3g}"
+                )
+        results = [
+            multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C, solver=classifier)
+            for e in embs
+        ]
         if len(results) > 1:
             if int(min(gammas) * n_scored) < cv_folds:
-                raise InputError(f"--cv-folds: {cv_folds} folds need at least {cv_folds} "
-                                 f"training nodes in the smallest fraction")
-            results.append(multilabel_select_epoch(embs, labels, gammas, n_shuffles=shuffles,
-                                                   seed=seed, C=C, n_folds=cv_folds,
-                                                   solver=classifier))
+                raise InputError(
+                    f"--cv-folds: {cv_folds} folds need at least {cv_folds} "
+                    f"training nodes in the smallest fraction"
+                )
+            results.append(
+                multilabel_select_epoch(
+                    embs,
+                    labels,
+                    gammas,
+                    n_shuffles=shuffles,
+                    seed=seed,
+                    C=C,
+                    n_folds=cv_folds,
+                    solver=classifier,
+                )
+            )
         chosen = "epoch selected by cross-validation on each training part"
     else:
         if train_fraction is not None:
-            splits = random_splits(labels, train_fraction, shuffles, val_fraction=val_fraction,
-                                   seed=seed)
+            splits = random_splits(
+                labels, train_fraction, shuffles, val_fraction=val_fraction, seed=seed
+            )
             if len(emb_paths) > 1 and not val_fraction:
-                raise InputError("several -e files: choosing the epoch needs validation nodes; "
-                                 "add --val-fraction (e.g. 0.1)")
+                raise InputError(
+                    "several -e files: choosing the epoch needs validation nodes; "
+                    "add --val-fraction (e.g. 0.1)"
+                )
         if splits is None:
-            raise InputError("single-label evaluation needs --splits (a JSON list of "
-                             "{train, val, test} node-id lists) or --train-fraction F for "
-                             "random stratified splits")
-        results = [classify_splits(e, labels, splits, C=C, multinomial=classifier == "lbfgs")
-                   for e in embs]
+            raise InputError(
+                "single-label evaluation needs --splits (a JSON list of "
+                "{train, val, test} node-id lists) or --train-fraction F for "
+                "random stratified splits"
+            )
+        results = [
+            classify_splits(e, labels, splits, C=C, multinomial=classifier == "lbfgs") for e in embs
+        ]
         if len(results) > 1:
             results.append(select_epoch(results))
         chosen = "epoch selected on validation"
-    to_stderr = json_out == "-"               # stdout then carries the JSON alone
+    to_stderr = json_out == "-"  # stdout then carries the JSON alone
     for path, r in zip(list(emb_paths) + [chosen], results):
         click.echo(f"== {path}", err=to_stderr)
         click.echo(format_table(r), err=to_stderr)
@@ -185,7 +312,8 @@ def _align(path, ids, emb, node_ids):
     where = {nid: r for r, nid in enumerate(ids)}
     missing = [nid for nid in node_ids if nid not in where]
     if missing:
-        raise InputError(f"{path}: no embedding for node {missing[0]!r} "
-                         f"({len(missing)} of {len(node_ids)} nodes missing)")
-    return emb[np.fromiter((where[nid] for nid in node_ids), dtype=np.int64,
-                           count=len(node_ids))]
+        raise InputError(
+            f"{path}: no embedding for node {missing[0]!r} "
+            f"({len(missing)} of {len(node_ids)} nodes missing)"
+        )
+    return emb[np.fromiter((where[nid] for nid in node_ids), dtype=np.int64, count=len(node_ids))]

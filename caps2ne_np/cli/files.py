@@ -16,24 +16,34 @@ def load_input(source, need_eval=False):
     labels = splits = features = None
     if source["dataset"]:
         data_dir = source["data_dir"] or datasets.default_data_dir()
-        kwargs = {"features": False} if (source["featureless"] and source["dataset"] in
-                                         datasets.PLANETOID_NAMES) else {}
+        kwargs = (
+            {"features": False}
+            if (source["featureless"] and source["dataset"] in datasets.PLANETOID_NAMES)
+            else {}
+        )
         ds = datasets.load_dataset(source["dataset"], data_dir, **kwargs)
-        g = from_scipy(ds.adj, ds.node_ids, directed=False,
-                       keep_self_loops=source["keep_self_loops"])
+        g = from_scipy(
+            ds.adj, ds.node_ids, directed=False, keep_self_loops=source["keep_self_loops"]
+        )
         features = None if source["featureless"] else ds.features
         labels, splits = ds.labels, ds.splits
         if need_eval and ds.multilabel:
-            raise InputError(f"--eval-every-epoch: {source['dataset']} is multi-label; score its "
-                             "embeddings with 'evaluate' instead")
+            raise InputError(
+                f"--eval-every-epoch: {source['dataset']} is multi-label; score its "
+                "embeddings with 'evaluate' instead"
+            )
     else:
         cache = source.get("graph_cache", "off")
-        g = read_graph(source["graph"], directed=source["directed"],
-                       keep_self_loops=source["keep_self_loops"],
-                       cache=None if cache == "off" else cache)
+        g = read_graph(
+            source["graph"],
+            directed=source["directed"],
+            keep_self_loops=source["keep_self_loops"],
+            cache=None if cache == "off" else cache,
+        )
     if source["features"]:
-        features = datasets.load_features(source["features"], source["feature_ids"],
-                                          node_ids=g.node_ids)
+        features = datasets.load_features(
+            source["features"], source["feature_ids"], node_ids=g.node_ids
+        )
     if source["labels"]:
         labels, multilabel = datasets.load_labels(source["labels"], g.node_ids)
         if need_eval and multilabel:
@@ -41,8 +51,9 @@ def load_input(source, need_eval=False):
     if source["splits"]:
         splits = datasets.load_splits(source["splits"], g.n_nodes, node_ids=g.node_ids)
     if need_eval and (labels is None or splits is None):
-        raise InputError("--eval-every-epoch needs labels and splits: --dataset, or --labels "
-                         "and --splits")
+        raise InputError(
+            "--eval-every-epoch needs labels and splits: --dataset, or --labels and --splits"
+        )
     return g, features, labels, splits
 
 
@@ -60,9 +71,13 @@ def input_paths(source):
     """[(option, path)] of the files a command reads, which no output may replace."""
     from ..graph import cache_path
 
-    inputs = [("--graph", source.get("graph")), ("--features", source.get("features")),
-              ("--feature-ids", source.get("feature_ids")), ("--labels", source.get("labels")),
-              ("--splits", source.get("splits"))]
+    inputs = [
+        ("--graph", source.get("graph")),
+        ("--features", source.get("features")),
+        ("--feature-ids", source.get("feature_ids")),
+        ("--labels", source.get("labels")),
+        ("--splits", source.get("splits")),
+    ]
     if source.get("graph") and source["graph"] != "-" and source.get("graph_cache", "off") != "off":
         inputs.append(("--graph-cache", str(cache_path(source["graph"]))))
     return [(option, path) for option, path in inputs if path and path != "-"]
@@ -75,15 +90,23 @@ def check_outputs(outputs, inputs, checkpoint_dir=None):
     from .. import checkpoint
     from ..io import is_stdout, probe_writable
 
-    taken = {os.path.realpath(path): (f"input {option}", path) for option, path in inputs
-             if path and path != "-"}
+    taken = {
+        os.path.realpath(path): (f"input {option}", path)
+        for option, path in inputs
+        if path and path != "-"
+    }
     if checkpoint_dir:
         if os.path.realpath(checkpoint_dir) in taken:
             what, other = taken[os.path.realpath(checkpoint_dir)]
             raise InputError(f"--checkpoint-dir {checkpoint_dir}: the same path as {what} {other}")
         taken[os.path.realpath(checkpoint_dir)] = ("--checkpoint-dir", checkpoint_dir)
-        for name in (checkpoint.LATEST, checkpoint.PREVIOUS, checkpoint.NEW,
-                     checkpoint.PREVIOUS_NEW, checkpoint.LOCK):
+        for name in (
+            checkpoint.LATEST,
+            checkpoint.PREVIOUS,
+            checkpoint.NEW,
+            checkpoint.PREVIOUS_NEW,
+            checkpoint.LOCK,
+        ):
             path = os.path.join(checkpoint_dir, name)
             taken[os.path.realpath(path)] = ("checkpoint file", path)
     for option, path, overwrite in outputs:
@@ -93,8 +116,11 @@ def check_outputs(outputs, inputs, checkpoint_dir=None):
             key = os.path.realpath(path)
             if key in taken:
                 what, other = taken[key]
-                fix = ("writing it would replace that input" if what.startswith("input")
-                       else "give each output its own file name")
+                fix = (
+                    "writing it would replace that input"
+                    if what.startswith("input")
+                    else "give each output its own file name"
+                )
                 raise InputError(f"{option} {path}: the same file as {what} {other}; {fix}")
             taken[key] = (option, path)
         check_writable(path, overwrite)
@@ -105,8 +131,9 @@ def check_outputs(outputs, inputs, checkpoint_dir=None):
         existing = target
         while not existing.exists():
             if existing.is_symlink():
-                raise InputError(f"--checkpoint-dir {checkpoint_dir}: {existing} is a dangling "
-                                 "symbolic link")
+                raise InputError(
+                    f"--checkpoint-dir {checkpoint_dir}: {existing} is a dangling symbolic link"
+                )
             existing = existing.parent
         if not existing.is_dir():
             raise InputError(f"--checkpoint-dir {checkpoint_dir}: {existing} is not a folder")

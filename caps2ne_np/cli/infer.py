@@ -5,8 +5,13 @@ from pathlib import Path
 
 import click
 
-from ..defaults import (AGGREGATES, CALIBRATION_METHODS, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION,
-                        ISOLATED)
+from ..defaults import (
+    AGGREGATES,
+    CALIBRATION_METHODS,
+    DEFAULT_AGGREGATE,
+    DEFAULT_CALIBRATION,
+    ISOLATED,
+)
 from . import options as opt
 from .files import check_outputs, input_paths, load_input
 from .run import reset_logging, run, wrote
@@ -20,58 +25,119 @@ def parse_positions(value):
     try:
         return tuple(int(t) for t in value.split(","))
     except ValueError:
-        raise click.BadParameter("expected 'all', 'train' or comma-separated 0-based positions "
-                                 "such as 3,4,5,6") from None
+        raise click.BadParameter(
+            "expected 'all', 'train' or comma-separated 0-based positions such as 3,4,5,6"
+        ) from None
 
 
 @click.command(context_settings=opt.CONTEXT)
-@click.option("--model", "model_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Trained model .npz (train --model-out).")
-@click.option("--graph", type=click.Path(dir_okay=False), default=None,
-              help="Edge list (or .npz/.mat) of the whole graph: the training nodes, the new nodes "
-                   "and all their edges.")
+@click.option(
+    "--model",
+    "model_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Trained model .npz (train --model-out).",
+)
+@click.option(
+    "--graph",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Edge list (or .npz/.mat) of the whole graph: the training nodes, the new nodes "
+    "and all their edges.",
+)
 @opt.dataset("A benchmark set instead of --graph (its graph and features).")
 @opt.data_dir()
-@opt.features("Fixed features x of every node of the graph, old and new: scipy .npz or .npy "
-              "(needed for a model trained with --features; normalised as in training).")
+@opt.features(
+    "Fixed features x of every node of the graph, old and new: scipy .npz or .npy "
+    "(needed for a model trained with --features; normalised as in training)."
+)
 @opt.feature_ids()
-@click.option("--nodes", "nodes_path", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Ids of the nodes to embed, one per line; written in this order.")
-@click.option("--samples", default=None, type=click.IntRange(min=1),
-              help="Contexts Z per node (Algorithm 3); sample z puts the node at walk position "
-                   "z mod L [default: q, every position once, as the authors].")
-@click.option("--positions", default="all", callback=lambda c, p, v: parse_positions(v),
-              help="Walk positions of the node: all (0..q-1), train (the model's training target "
-                   "positions) or 0-based positions such as 3,4,5,6.")
-@click.option("--aggregate", default=DEFAULT_AGGREGATE, type=click.Choice(AGGREGATES),
-              help="How a node's Z capsule outputs e become its embedding: calibrated = mapped "
-                   "onto the scale of the model's o_v (for a classifier fitted on o_v); mean = "
-                   "the paper's average (to re-embed every node, old and new); sum = Z x mean "
-                   "(the authors' code).")
-@click.option("--calibration", "calibration_method", default=DEFAULT_CALIBRATION,
-              type=click.Choice(CALIBRATION_METHODS),
-              help="Map fitted when the model file stores no calibration (or with "
-                   "--save-calibration): scale = one factor |o|/|e|, diag = per dimension, "
-                   "linear = a ridge least-squares map from e to o_v, fitted on the model's "
-                   "training nodes in --graph.")
-@click.option("--save-calibration", is_flag=True,
-              help="Fit the calibration on the training nodes in --graph (with these --samples, "
-                   "--positions and --seed) and store it in the --model file (rewritten "
-                   "atomically), replacing a stored one.")
-@click.option("--isolated", default=ISOLATED[0], type=click.Choice(ISOLATED),
-              help="A node without edges: self = encode it from its own features (a warning), "
-                   "error = refuse.")
+@click.option(
+    "--nodes",
+    "nodes_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Ids of the nodes to embed, one per line; written in this order.",
+)
+@click.option(
+    "--samples",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Contexts Z per node (Algorithm 3); sample z puts the node at walk position "
+    "z mod L [default: q, every position once, as the authors].",
+)
+@click.option(
+    "--positions",
+    default="all",
+    callback=lambda c, p, v: parse_positions(v),
+    help="Walk positions of the node: all (0..q-1), train (the model's training target "
+    "positions) or 0-based positions such as 3,4,5,6.",
+)
+@click.option(
+    "--aggregate",
+    default=DEFAULT_AGGREGATE,
+    type=click.Choice(AGGREGATES),
+    help="How a node's Z capsule outputs e become its embedding: calibrated = mapped "
+    "onto the scale of the model's o_v (for a classifier fitted on o_v); mean = "
+    "the paper's average (to re-embed every node, old and new); sum = Z x mean "
+    "(the authors' code).",
+)
+@click.option(
+    "--calibration",
+    "calibration_method",
+    default=DEFAULT_CALIBRATION,
+    type=click.Choice(CALIBRATION_METHODS),
+    help="Map fitted when the model file stores no calibration (or with "
+    "--save-calibration): scale = one factor |o|/|e|, diag = per dimension, "
+    "linear = a ridge least-squares map from e to o_v, fitted on the model's "
+    "training nodes in --graph.",
+)
+@click.option(
+    "--save-calibration",
+    is_flag=True,
+    help="Fit the calibration on the training nodes in --graph (with these --samples, "
+    "--positions and --seed) and store it in the --model file (rewritten "
+    "atomically), replacing a stored one.",
+)
+@click.option(
+    "--isolated",
+    default=ISOLATED[0],
+    type=click.Choice(ISOLATED),
+    help="A node without edges: self = encode it from its own features (a warning), "
+    "error = refuse.",
+)
 @opt.edges("Treat each line as u->v only (as in training).", "Keep u-u edges (as in training).")
 @opt.out("Embeddings in word2vec text format ('-': standard output) [default: <nodes stem>.emb].")
 @opt.overwrite("Replace an existing --out file.")
-@click.option("--threads", default=1, type=click.IntRange(min=1),
-              help="Threads for the Numba kernels.")
+@click.option(
+    "--threads", default=1, type=click.IntRange(min=1), help="Threads for the Numba kernels."
+)
 @opt.seed("Seed of the sampled walks.")
 @opt.quiet("No summary lines on stderr.")
 @opt.debug()
-def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, nodes_path, samples,
-          positions, aggregate, calibration_method, save_calibration, isolated, directed,
-          keep_self_loops, out, overwrite, threads, seed, quiet, debug):
+def infer(
+    model_path,
+    graph,
+    dataset,
+    data_dir,
+    features_path,
+    feature_ids,
+    nodes_path,
+    samples,
+    positions,
+    aggregate,
+    calibration_method,
+    save_calibration,
+    isolated,
+    directed,
+    keep_self_loops,
+    out,
+    overwrite,
+    threads,
+    seed,
+    quiet,
+    debug,
+):
     """Embed new nodes with a trained model (Algorithm 3, inductive setting).
 
     Each node's embedding comes from the capsule outputs e of Z contexts sampled from
@@ -86,30 +152,71 @@ def infer(model_path, graph, dataset, data_dir, features_path, feature_ids, node
         out = Path(nodes_path).name.split(".")[0] + ".emb"
     if graph == "-":
         raise click.UsageError("--graph: standard input ('-') is for train; give the file")
-    source = dict(graph=graph, dataset=dataset, data_dir=data_dir, features=features_path,
-                  feature_ids=feature_ids, labels=None, splits=None, directed=directed,
-                  keep_self_loops=keep_self_loops)
-    run(debug, _infer, model_path, source, nodes_path, samples, positions, aggregate,
-         calibration_method, save_calibration, isolated, out, overwrite, threads, seed, quiet)
+    source = dict(
+        graph=graph,
+        dataset=dataset,
+        data_dir=data_dir,
+        features=features_path,
+        feature_ids=feature_ids,
+        labels=None,
+        splits=None,
+        directed=directed,
+        keep_self_loops=keep_self_loops,
+    )
+    run(
+        debug,
+        _infer,
+        model_path,
+        source,
+        nodes_path,
+        samples,
+        positions,
+        aggregate,
+        calibration_method,
+        save_calibration,
+        isolated,
+        out,
+        overwrite,
+        threads,
+        seed,
+        quiet,
+    )
 
 
-def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibration_method,
-           save_calibration, isolated, out, overwrite, threads, seed, quiet):
+def _infer(
+    model_path,
+    source,
+    nodes_path,
+    samples,
+    positions,
+    aggregate,
+    calibration_method,
+    save_calibration,
+    isolated,
+    out,
+    overwrite,
+    threads,
+    seed,
+    quiet,
+):
     import numpy as np
 
     from ..core import Params
-    from ..nodefiles import read_id_file
     from ..errors import InputError
     from ..infer import calibrate, infer_embeddings
     from ..io import write_word2vec
     from ..modelfile import read_model
     from ..modelfile import save_calibration as store_calibration
+    from ..nodefiles import read_id_file
 
-    check_outputs([("--out", out, overwrite)],
-                   [("--model", model_path), ("--nodes", nodes_path)] + input_paths(source))
+    check_outputs(
+        [("--out", out, overwrite)],
+        [("--model", model_path), ("--nodes", nodes_path)] + input_paths(source),
+    )
     model = read_model(model_path)
-    params = Params(model["W"], model["O"], model["bias"], model["X"],
-                    fixed_features=model["fixed_features"])
+    params = Params(
+        model["W"], model["O"], model["bias"], model["X"], fixed_features=model["fixed_features"]
+    )
     trained = (params, model["config"], model["node_ids"])
     calibration = model["calibration"]
     # A featureless model learned its own x: the dataset's features are not loaded.
@@ -122,34 +229,64 @@ def _infer(model_path, source, nodes_path, samples, positions, aggregate, calibr
     for lineno, nid in enumerate(ids, 1):
         if nid not in index:
             where = source["graph"] or source["dataset"]
-            raise InputError(f"{nodes_path}:{lineno}: node {nid!r} is not in {where}; the graph "
-                             "must hold the new nodes and their edges (ids compared as strings)")
+            raise InputError(
+                f"{nodes_path}:{lineno}: node {nid!r} is not in {where}; the graph "
+                "must hold the new nodes and their edges (ids compared as strings)"
+            )
     seen = set(model["node_ids"])
     n_old = sum(nid in seen for nid in ids)
     how = "stored in the model file"
     if save_calibration or (aggregate == "calibrated" and calibration is None):
-        calibration = calibrate(*trained, g, features, samples=samples, seed=seed,
-                                threads=threads, positions=positions, method=calibration_method)
-        how = (f"{calibration_method}, fitted on {calibration['n']} training nodes of "
-               f"{source['graph'] or source['dataset']}")
+        calibration = calibrate(
+            *trained,
+            g,
+            features,
+            samples=samples,
+            seed=seed,
+            threads=threads,
+            positions=positions,
+            method=calibration_method,
+        )
+        how = (
+            f"{calibration_method}, fitted on {calibration['n']} training nodes of "
+            f"{source['graph'] or source['dataset']}"
+        )
         if save_calibration:
             store_calibration(model_path, calibration)
             how += f", stored in {model_path}"
-    node_ids, E = infer_embeddings(*trained, g, features, ids, samples=samples, seed=seed,
-                                   threads=threads, positions=positions, isolated=isolated,
-                                   aggregate=aggregate, calibration=calibration)
+    node_ids, E = infer_embeddings(
+        *trained,
+        g,
+        features,
+        ids,
+        samples=samples,
+        seed=seed,
+        threads=threads,
+        positions=positions,
+        isolated=isolated,
+        aggregate=aggregate,
+        calibration=calibration,
+    )
     bad = ~np.isfinite(E).all(axis=1)
     if bad.any():
-        raise InputError(f"{model_path}: {int(bad.sum())} of {len(node_ids)} embeddings came out "
-                         f"NaN or infinite (e.g. node {node_ids[int(np.flatnonzero(bad)[0])]!r}); "
-                         "the model's parameters are out of range: retrain it; nothing was written")
+        raise InputError(
+            f"{model_path}: {int(bad.sum())} of {len(node_ids)} embeddings came out "
+            f"NaN or infinite (e.g. node {node_ids[int(np.flatnonzero(bad)[0])]!r}); "
+            "the model's parameters are out of range: retrain it; nothing was written"
+        )
     write_word2vec(out, node_ids, E, overwrite=overwrite)
     if not quiet:
         q = params.W.shape[0] + 1
         Z = samples or q
-        what = {"mean": "the mean capsule output e", "sum": "the sum of the capsule outputs e",
-                "calibrated": f"the mean capsule output e calibrated to the o_v ({how})"}
-        click.echo(f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
-                   f"training nodes) as {what[aggregate]} of {Z} context(s) each (walk length "
-                   f"q = {q})", err=True)
+        what = {
+            "mean": "the mean capsule output e",
+            "sum": "the sum of the capsule outputs e",
+            "calibrated": f"the mean capsule output e calibrated to the o_v ({how})",
+        }
+        click.echo(
+            f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
+            f"training nodes) as {what[aggregate]} of {Z} context(s) each (walk length "
+            f"q = {q})",
+            err=True,
+        )
     wrote(out)

@@ -11,17 +11,21 @@ import click
 from ..datasets import NAMES as DATASET_NAMES  # the one registry; a light import
 from ..defaults import OPTIONS
 
-DATA_DIR_HELP = ("Folder of the benchmark data; files missing there are downloaded (SHA-256 "
-                 "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np].")
+DATA_DIR_HELP = (
+    "Folder of the benchmark data; files missing there are downloaded (SHA-256 "
+    "checked) [default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np]."
+)
 CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
 
 
 def options(*decorators):
     """One decorator applying ``decorators`` so that the options appear in this order."""
+
     def apply(f):
         for decorator in reversed(decorators):
             f = decorator(f)
         return f
+
     return apply
 
 
@@ -34,30 +38,38 @@ def data_dir(help=DATA_DIR_HELP):
 
 
 def feature_ids():
-    return click.option("--feature-ids", type=click.Path(dir_okay=False), default=None,
-                        help="Node id of each --features row, one per line [default: graph node "
-                             "order].")
+    return click.option(
+        "--feature-ids",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Node id of each --features row, one per line [default: graph node order].",
+    )
 
 
 def features(help):
-    return click.option("--features", "features_path", type=click.Path(dir_okay=False),
-                        default=None, help=help)
+    return click.option(
+        "--features", "features_path", type=click.Path(dir_okay=False), default=None, help=help
+    )
 
 
 def edges(directed_help, loops_help):
     """--directed and --keep-self-loops: how the lines of an edge list are read."""
-    return options(click.option("--directed", is_flag=True, help=directed_help),
-                   click.option("--keep-self-loops", is_flag=True, help=loops_help))
+    return options(
+        click.option("--directed", is_flag=True, help=directed_help),
+        click.option("--keep-self-loops", is_flag=True, help=loops_help),
+    )
 
 
 def labels(help):
-    return click.option("--labels", "labels_path", type=click.Path(dir_okay=False), default=None,
-                        help=help)
+    return click.option(
+        "--labels", "labels_path", type=click.Path(dir_okay=False), default=None, help=help
+    )
 
 
 def splits(help):
-    return click.option("--splits", "splits_path", type=click.Path(dir_okay=False), default=None,
-                        help=help)
+    return click.option(
+        "--splits", "splits_path", type=click.Path(dir_okay=False), default=None, help=help
+    )
 
 
 def out(help):
@@ -91,16 +103,21 @@ def parse_targets(value):
     try:
         return tuple(int(t) for t in value.split(","))
     except ValueError:
-        raise click.BadParameter("expected 'all', 'random' or comma-separated 0-based positions "
-                                 "such as 3,4,5,6") from None
+        raise click.BadParameter(
+            "expected 'all', 'random' or comma-separated 0-based positions such as 3,4,5,6"
+        ) from None
 
 
 def _click_type(option):
     if option.kind == "int":
         return click.IntRange(min=option.low, max=option.high)
     if option.kind == "float":
-        return click.FloatRange(min=option.low, max=option.high, min_open="low" in option.open,
-                                max_open="high" in option.open)
+        return click.FloatRange(
+            min=option.low,
+            max=option.high,
+            min_open="low" in option.open,
+            max_open="high" in option.open,
+        )
     if option.kind == "choice":
         return click.Choice(option.choices)
     raise ValueError(f"no click type for an option of kind {option.kind!r}")

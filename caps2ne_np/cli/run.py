@@ -33,7 +33,7 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-_WRITTEN = []   # outputs written by the running command, for the interruption message
+_WRITTEN = []  # outputs written by the running command, for the interruption message
 
 
 def wrote(path, what="embeddings"):
@@ -59,7 +59,7 @@ def run(debug, fn, *args, **kwargs):
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, InputWarning):
-            if logging.getLogger("caps2ne_np").isEnabledFor(logging.WARNING):   # not with -q
+            if logging.getLogger("caps2ne_np").isEnabledFor(logging.WARNING):  # not with -q
                 write_line(f"warning: {message}")
         else:
             default_show(message, category, filename, lineno, file, line)
@@ -79,16 +79,17 @@ def run(debug, fn, *args, **kwargs):
             raise Failure(one_line(err)) from None
         except KeyboardInterrupt as err:
             term = isinstance(err, Terminated)
-            done = (f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN
-                    else "no output was written")
+            done = f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN else "no output was written"
             failure = Failure(f"{'terminated (SIGTERM)' if term else 'interrupted'}; {done}")
             failure.exit_code = 143 if term else 130
             raise failure from None
         except Exception as err:  # noqa: BLE001 -- last resort: never a bare traceback
             if debug:
                 raise
-            raise Failure(f"internal error ({type(err).__name__}: {one_line(err)}); "
-                          "rerun with --debug for the traceback and please report it") from None
+            raise Failure(
+                f"internal error ({type(err).__name__}: {one_line(err)}); "
+                "rerun with --debug for the traceback and please report it"
+            ) from None
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)

@@ -19,70 +19,162 @@ log = logging.getLogger("caps2ne_np.cli")
 
 
 @click.command(context_settings=opt.CONTEXT)
-@click.option("--graph", type=click.Path(dir_okay=False), default=None,
-              help="Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
-                   "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat.")
+@click.option(
+    "--graph",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
+    "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat.",
+)
 @opt.dataset("A benchmark set instead of --graph (features, labels and splits included).")
 @opt.data_dir()
 @opt.features("Fixed node features x: scipy .npz (kept sparse) or .npy, one row per node.")
 @opt.feature_ids()
-@click.option("--featureless", is_flag=True,
-              help="Ignore the dataset's features and train x (d = --feat-dim).")
+@click.option(
+    "--featureless",
+    is_flag=True,
+    help="Ignore the dataset's features and train x (d = --feat-dim).",
+)
 @opt.config_option("normalize_features")
 @opt.labels("'node label' lines, for --eval-every-epoch.")
 @opt.splits("JSON list of {train, val, test} node-id lists, for --eval-every-epoch.")
-@click.option("--eval-every-epoch", is_flag=True,
-              help="Score o_v on the splits after every epoch (logistic regression) and write the "
-                   "embeddings of the epoch with the best mean validation accuracy.")
-@opt.edges("Treat each line as u->v only (default: undirected).",
-           "Keep u-u edges (dropped by default).")
-@click.option("--graph-cache", type=click.Choice(["off", "use", "write"]), default="off",
-              help="Binary CSR cache <graph>.cache.npz next to --graph: 'use' loads it when fresh "
-                   "(same file content by hash, same --directed/--keep-self-loops) and rebuilds "
-                   "it otherwise; 'write' always rebuilds it.")
+@click.option(
+    "--eval-every-epoch",
+    is_flag=True,
+    help="Score o_v on the splits after every epoch (logistic regression) and write the "
+    "embeddings of the epoch with the best mean validation accuracy.",
+)
+@opt.edges(
+    "Treat each line as u->v only (default: undirected).", "Keep u-u edges (dropped by default)."
+)
+@click.option(
+    "--graph-cache",
+    type=click.Choice(["off", "use", "write"]),
+    default="off",
+    help="Binary CSR cache <graph>.cache.npz next to --graph: 'use' loads it when fresh "
+    "(same file content by hash, same --directed/--keep-self-loops) and rebuilds "
+    "it otherwise; 'write' always rebuilds it.",
+)
 @opt.out("Embeddings in word2vec text format ('-': standard output) [default: <graph stem>.emb].")
-@click.option("--binary", is_flag=True,
-              help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
-                   "smaller and much faster to write than text.")
-@click.option("--npy", "npy_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
-                   "--out (the graph's node order: first appearance in the edge list), plus "
-                   "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
-                   "that order.")
-@click.option("--model-out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the whole trained model (parameters, config, node ids) to .npz.")
-@click.option("--history", "history_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the per-epoch history (loss, rate, time, pairs/s; with "
-                   "--eval-every-epoch the accuracies) as CSV, rewritten after every epoch.")
+@click.option(
+    "--binary",
+    is_flag=True,
+    help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
+    "smaller and much faster to write than text.",
+)
+@click.option(
+    "--npy",
+    "npy_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
+    "--out (the graph's node order: first appearance in the edge list), plus "
+    "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
+    "that order.",
+)
+@click.option(
+    "--model-out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the whole trained model (parameters, config, node ids) to .npz.",
+)
+@click.option(
+    "--history",
+    "history_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the per-epoch history (loss, rate, time, pairs/s; with "
+    "--eval-every-epoch the accuracies) as CSV, rewritten after every epoch.",
+)
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
-@opt.config_options([name for name in OPTIONS if name != "normalize_features"],
-                    threads=dict(default=None))                 # None: every core (_train)
-@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
-              help="Save the full training state there after every epoch (atomic).")
-@click.option("--checkpoint-every", default=0, type=click.IntRange(min=0),
-              help="Also save a checkpoint every N steps (0: only at epoch ends).")
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False), default=None,
-              help="Continue the run checkpointed in this folder (same input and options; "
-                   "--epochs may grow). Keeps checkpointing there.")
-@click.option("--engine", default="single", show_default=True, type=click.Choice(["single", "ray"]),
-              help="single: train in this process; ray: sharded parameter server on Ray "
-                   "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
-              help="--engine ray: worker actors P; a round trains P batches at once.")
-@click.option("--servers", default=1, show_default=True, type=click.IntRange(min=1),
-              help="--engine ray: server actors S holding O, x, the biases and their Adam "
-                   "moments, sharded by node id.")
-@click.option("--ray-address", default=None,
-              help="--engine ray: the Ray cluster to join ('auto', 'ray://head:10001') "
-                   "[default: a local Ray instance sized to this machine].")
+@opt.config_options(
+    [name for name in OPTIONS if name != "normalize_features"], threads=dict(default=None)
+)  # None: every core (_train)
+@click.option(
+    "--checkpoint-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Save the full training state there after every epoch (atomic).",
+)
+@click.option(
+    "--checkpoint-every",
+    default=0,
+    type=click.IntRange(min=0),
+    help="Also save a checkpoint every N steps (0: only at epoch ends).",
+)
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Continue the run checkpointed in this folder (same input and options; "
+    "--epochs may grow). Keeps checkpointing there.",
+)
+@click.option(
+    "--engine",
+    default="single",
+    show_default=True,
+    type=click.Choice(["single", "ray"]),
+    help="single: train in this process; ray: sharded parameter server on Ray "
+    "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="--engine ray: worker actors P; a round trains P batches at once.",
+)
+@click.option(
+    "--servers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="--engine ray: server actors S holding O, x, the biases and their Adam "
+    "moments, sharded by node id.",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="--engine ray: the Ray cluster to join ('auto', 'ray://head:10001') "
+    "[default: a local Ray instance sized to this machine].",
+)
 @opt.quiet("Print only errors: no progress bar, log lines or warnings.")
-@click.option("--verbose", "-v", is_flag=True,
-              help="Also print debugging details (the full configuration, threads).")
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Also print debugging details (the full configuration, threads).",
+)
 @opt.debug()
-def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, featureless,
-          no_normalize_features, labels_path, splits_path, eval_every_epoch, directed,
-          keep_self_loops, out, npy_out, model_out, history_out, overwrite, checkpoint_dir,
-          checkpoint_every, resume_dir, debug, quiet, verbose, binary, **options):
+def train(
+    graph,
+    graph_cache,
+    dataset,
+    data_dir,
+    features_path,
+    feature_ids,
+    featureless,
+    no_normalize_features,
+    labels_path,
+    splits_path,
+    eval_every_epoch,
+    directed,
+    keep_self_loops,
+    out,
+    npy_out,
+    model_out,
+    history_out,
+    overwrite,
+    checkpoint_dir,
+    checkpoint_every,
+    resume_dir,
+    debug,
+    quiet,
+    verbose,
+    binary,
+    **options,
+):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
     The embeddings written out are the output vectors o_v, one per node, in the
@@ -90,30 +182,71 @@ def train(graph, graph_cache, dataset, data_dir, features_path, feature_ids, fea
     """
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
-    for option, value in (("--npy", npy_out), ("--model-out", model_out),
-                          ("--history", history_out)):
+    for option, value in (
+        ("--npy", npy_out),
+        ("--model-out", model_out),
+        ("--history", history_out),
+    ):
         if value == "-":
-            raise click.UsageError(f"{option}: '-' (standard output) is accepted by --out only; "
-                                   "give a file name")
+            raise click.UsageError(
+                f"{option}: '-' (standard output) is accepted by --out only; give a file name"
+            )
     if out is None and graph == "-":
-        raise click.UsageError("--graph - (standard input) needs --out (a file, or '-' for "
-                               "standard output)")
+        raise click.UsageError(
+            "--graph - (standard input) needs --out (a file, or '-' for standard output)"
+        )
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
     setup_logging(quiet, verbose)
-    source = dict(graph=graph, graph_cache=graph_cache, dataset=dataset, data_dir=data_dir,
-                  features=features_path, feature_ids=feature_ids, featureless=featureless,
-                  labels=labels_path, splits=splits_path, directed=directed,
-                  keep_self_loops=keep_self_loops)
+    source = dict(
+        graph=graph,
+        graph_cache=graph_cache,
+        dataset=dataset,
+        data_dir=data_dir,
+        features=features_path,
+        feature_ids=feature_ids,
+        featureless=featureless,
+        labels=labels_path,
+        splits=splits_path,
+        directed=directed,
+        keep_self_loops=keep_self_loops,
+    )
     options["normalize_features"] = not no_normalize_features
-    ckpt = dict(checkpoint_dir=checkpoint_dir or resume_dir, checkpoint_every=checkpoint_every,
-                resume_from=resume_dir)
-    run(debug, _train, source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet,
-         options, ckpt, history_out, binary)
+    ckpt = dict(
+        checkpoint_dir=checkpoint_dir or resume_dir,
+        checkpoint_every=checkpoint_every,
+        resume_from=resume_dir,
+    )
+    run(
+        debug,
+        _train,
+        source,
+        eval_every_epoch,
+        out,
+        npy_out,
+        model_out,
+        overwrite,
+        quiet,
+        options,
+        ckpt,
+        history_out,
+        binary,
+    )
 
 
-def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, options, ckpt,
-           history_out=None, binary=False):
+def _train(
+    source,
+    eval_every_epoch,
+    out,
+    npy_out,
+    model_out,
+    overwrite,
+    quiet,
+    options,
+    ckpt,
+    history_out=None,
+    binary=False,
+):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
     from .. import checkpoint
@@ -122,28 +255,38 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
     from ..train import TrainConfig, fit
 
     resume = bool(ckpt["resume_from"])
-    outputs = [("--out", out, overwrite), ("--npy", npy_out, overwrite),
-               ("--npy's id file", nodes_path(npy_out) if npy_out else None, overwrite),
-               ("--model-out", model_out, overwrite),
-               # a resumed run rewrites its own history, from the checkpoint's, every epoch in it
-               ("--history", history_out, overwrite or resume)]
+    outputs = [
+        ("--out", out, overwrite),
+        ("--npy", npy_out, overwrite),
+        ("--npy's id file", nodes_path(npy_out) if npy_out else None, overwrite),
+        ("--model-out", model_out, overwrite),
+        # a resumed run rewrites its own history, from the checkpoint's, every epoch in it
+        ("--history", history_out, overwrite or resume),
+    ]
     check_outputs(outputs, input_paths(source), checkpoint_dir=ckpt["checkpoint_dir"])
     if options["engine"] == "ray" and eval_every_epoch and (ckpt["checkpoint_dir"] or resume):
         # the Ray driver's checkpoint does not hold the best-epoch tracker yet (issue 15's
         # checkpoint_extra), so a resumed run could keep another epoch: refuse, not guess
-        raise InputError("--eval-every-epoch with --checkpoint-dir or --resume is not "
-                         "supported with --engine ray yet; use one of them, or the "
-                         "single-machine engine")
+        raise InputError(
+            "--eval-every-epoch with --checkpoint-dir or --resume is not "
+            "supported with --engine ray yet; use one of them, or the "
+            "single-machine engine"
+        )
     if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:
         checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
     g, features, labels, splits = load_input(source, need_eval=eval_every_epoch)
-    log.info(f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
-             f"({'directed' if g.directed else 'undirected'}"
-             f"{', weighted' if g.weights is not None else ''}); features: "
-             f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}")
+    log.info(
+        f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
+        f"({'directed' if g.directed else 'undirected'}"
+        f"{', weighted' if g.weights is not None else ''}); features: "
+        f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}"
+    )
     if options["threads"] is None:
-        options["threads"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        options["threads"] = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
             else (os.cpu_count() or 1)
+        )
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
@@ -154,13 +297,15 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
 
     def finish(result):
         """Report the run and write its outputs."""
-        cfg = result.config                       # every preset value filled in
+        cfg = result.config  # every preset value filled in
         last = result.history[-1]
         lr = cfg.lr
         seconds = sum(h["seconds"] for h in result.history)
-        log.info(f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
-                 f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
-                 f"{cfg.lr_schedule})")
+        log.info(
+            f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
+            f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
+            f"{cfg.lr_schedule})"
+        )
         log.debug("resolved configuration: %s", cfg.to_dict())
         params = result.params
         if tracker is not None:
@@ -172,24 +317,40 @@ def _train(source, eval_every_epoch, out, npy_out, model_out, overwrite, quiet, 
             save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
             wrote(npy_out)
         if model_out:
-            save_model(model_out, params, g.node_ids, cfg.to_dict(), lr, result.history,
-                       overwrite=overwrite)
+            save_model(
+                model_out,
+                params,
+                g.node_ids,
+                cfg.to_dict(),
+                lr,
+                result.history,
+                overwrite=overwrite,
+            )
             wrote(model_out)
 
     streamed = False
     on_ray = engine.pop("engine") == "ray"
-    if on_ray:                                # issue 18: sharded training (distributed.py)
+    if on_ray:  # issue 18: sharded training (distributed.py)
         from ..distributed import cli_fit
 
         # the tables go from the shards to the writers block by block (the driver never
         # holds one), unless --eval-every-epoch keeps a best epoch's tables anyway
         streamed = tracker is None
-        fit = functools.partial(cli_fit, overwrite=overwrite,
-                                write_outputs=finish if streamed else None, **engine)
-    if not on_ray:                            # the Ray driver checkpoints no tracker (above)
+        fit = functools.partial(
+            cli_fit, overwrite=overwrite, write_outputs=finish if streamed else None, **engine
+        )
+    if not on_ray:  # the Ray driver checkpoints no tracker (above)
         ckpt = dict(ckpt, checkpoint_extra=tracker)
-    result = fit(g.indptr, g.indices, g.weights, cfg, features=features, progress=not quiet,
-                 epoch_callback=callback, **ckpt)
+    result = fit(
+        g.indptr,
+        g.indices,
+        g.weights,
+        cfg,
+        features=features,
+        progress=not quiet,
+        epoch_callback=callback,
+        **ckpt,
+    )
     if not streamed:
         finish(result)
 
@@ -212,15 +373,14 @@ class _HistoryWriter:
         if self.tracker is not None:
             self.tracker(epoch, result)
             r = self.tracker.results[-1]
-            result.history[-1].update(val_acc=float(r["val_mean"]),
-                                      test_acc=float(r["test_mean"]))
+            result.history[-1].update(val_acc=float(r["val_mean"]), test_acc=float(r["test_mean"]))
         with atomic_write(self.path, overwrite=True) as fh:
-            w = csv.DictWriter(fh, fieldnames=self.COLUMNS, extrasaction="ignore",
-                               lineterminator="\n")
+            w = csv.DictWriter(
+                fh, fieldnames=self.COLUMNS, extrasaction="ignore", lineterminator="\n"
+            )
             w.writeheader()
             for row in result.history:
-                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v)
-                            for k, v in row.items()})
+                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
 class _EpochTracker:
@@ -249,12 +409,18 @@ class _EpochTracker:
             self.best_val, self.best_epoch = r["val_mean"], epoch
             self._stored = None
             p = result.params
-            self.best_params = type(p)(p.W.copy(), p.O.copy(), p.bias.copy(),
-                                       p.X if p.fixed_features else p.X.copy(),
-                                       fixed_features=p.fixed_features)
-        log.info(f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
-                 f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
-                 f"{time.perf_counter() - t0:.1f}s)")
+            self.best_params = type(p)(
+                p.W.copy(),
+                p.O.copy(),
+                p.bias.copy(),
+                p.X if p.fixed_features else p.X.copy(),
+                fixed_features=p.fixed_features,
+            )
+        log.info(
+            f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
+            f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
+            f"{time.perf_counter() - t0:.1f}s)"
+        )
 
     def checkpoint_arrays(self):
         """The tracker's state for the run's checkpoint (train.fit's checkpoint_extra)."""
@@ -262,9 +428,17 @@ class _EpochTracker:
 
         import numpy as np
 
-        arrays = {"tracker": np.asarray(json.dumps({
-            "results": [jsonable(r) for r in self.results], "best_val": self.best_val,
-            "best_epoch": self.best_epoch}))}
+        arrays = {
+            "tracker": np.asarray(
+                json.dumps(
+                    {
+                        "results": [jsonable(r) for r in self.results],
+                        "best_val": self.best_val,
+                        "best_epoch": self.best_epoch,
+                    }
+                )
+            )
+        }
         if self.best_params is not None:
             p = self.best_params
             arrays.update(best_W=p.W, best_O=p.O, best_bias=p.bias)
@@ -279,31 +453,44 @@ class _EpochTracker:
         import numpy as np
 
         if "tracker" not in extra:
-            raise InputError("--eval-every-epoch: the checkpoint was written by a run without "
-                             "it, so the epochs before it were never scored; resume without "
-                             "--eval-every-epoch (and score the output with 'evaluate')")
+            raise InputError(
+                "--eval-every-epoch: the checkpoint was written by a run without "
+                "it, so the epochs before it were never scored; resume without "
+                "--eval-every-epoch (and score the output with 'evaluate')"
+            )
         state = json.loads(str(extra["tracker"]))
-        self.results = [dict(r, val=np.asarray(r["val"], dtype=np.float64),
-                             test=np.asarray(r["test"], dtype=np.float64))
-                        for r in state["results"]]
+        self.results = [
+            dict(
+                r,
+                val=np.asarray(r["val"], dtype=np.float64),
+                test=np.asarray(r["test"], dtype=np.float64),
+            )
+            for r in state["results"]
+        ]
         self.best_val, self.best_epoch = float(state["best_val"]), int(state["best_epoch"])
         self.best_params = None
-        self._stored = ({k: extra[k] for k in ("best_W", "best_O", "best_bias", "best_X")
-                         if k in extra} if "best_O" in extra else None)
+        self._stored = (
+            {k: extra[k] for k in ("best_W", "best_O", "best_bias", "best_X") if k in extra}
+            if "best_O" in extra
+            else None
+        )
 
     def params_like(self, params):
         """The kept epoch's parameters (``params``, the last epoch's, give the fixed x)."""
         if self.best_params is None and getattr(self, "_stored", None):
             st = self._stored
             X = params.X if params.fixed_features else st["best_X"]
-            self.best_params = type(params)(st["best_W"], st["best_O"], st["best_bias"], X,
-                                            fixed_features=params.fixed_features)
+            self.best_params = type(params)(
+                st["best_W"], st["best_O"], st["best_bias"], X, fixed_features=params.fixed_features
+            )
         return self.best_params if self.best_params is not None else params
 
     def summary(self):
         from ..evaluate import select_epoch
 
         sel = select_epoch(self.results)
-        return (f"kept epoch {self.best_epoch} (best mean val acc {100 * self.best_val:.2f}); "
-                f"per-split epoch selection on val: test acc {100 * sel['test_mean']:.2f} "
-                f"+- {100 * sel['test_std']:.2f}")
+        return (
+            f"kept epoch {self.best_epoch} (best mean val acc {100 * self.best_val:.2f}); "
+            f"per-split epoch selection on val: test acc {100 * sel['test_mean']:.2f} "
+            f"+- {100 * sel['test_std']:.2f}"
+        )
