@@ -622,7 +622,7 @@ def test_missing_embeddings_file(run, eval_files):
 
 def test_missing_labels_file(run, eval_files):
     assert_error(
-        run("evaluate", "-e", "e.txt", "--labels", "missing.txt"), "missing.txt: ", "file not found"
+        run("evaluate", "-e", "e.txt", "--labels", "missing.txt"), "missing.txt: ", "no such file"
     )
 
 
