@@ -105,8 +105,23 @@ def share_slots(ctx_t):
 
 
 @kernel(parallel=True)
-def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent,
-                   keys, slot_key_ptr, key_ptr, ent_row, ent_val, scratch_keys, scratch_ptr):
+def _batch_columns(
+    indptr,
+    indices,
+    u_data,
+    nodes,
+    slot_ptr,
+    n_features,
+    cursor,
+    slot_ent,
+    keys,
+    slot_key_ptr,
+    key_ptr,
+    ent_row,
+    ent_val,
+    scratch_keys,
+    scratch_ptr,
+):
     """Fill the column index of ``batch_columns``; returns the number of keys K.
 
     Slot i's keys lie in [i d, (i + 1) d) and, keys ascending, its entries in
@@ -121,7 +136,7 @@ def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor,
     for i in prange(n_slots):
         base = slot_ent[i]
         nk = 0
-        for r in range(slot_ptr[i], slot_ptr[i + 1]):   # count entries per key, list keys
+        for r in range(slot_ptr[i], slot_ptr[i + 1]):  # count entries per key, list keys
             row = nodes[r]
             for nz in range(indptr[row], indptr[row + 1]):
                 key = i * n_features + indices[nz]
@@ -129,7 +144,7 @@ def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor,
                     scratch_keys[base + nk] = key
                     nk += 1
                 cursor[key] += 1
-        found = scratch_keys[base:base + nk]
+        found = scratch_keys[base : base + nk]
         # ascending keys: sort the ones found, or scan the slot's d keys when cheaper
         if nk * 16 < n_features:
             found.sort()
@@ -140,13 +155,13 @@ def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor,
                     found[n] = key
                     n += 1
         start = base
-        for kk in range(nk):                             # cursor[key] <- its first entry
+        for kk in range(nk):  # cursor[key] <- its first entry
             key = found[kk]
             scratch_ptr[base + kk] = start
             count = cursor[key]
             cursor[key] = start
             start += count
-        for r in range(slot_ptr[i], slot_ptr[i + 1]):   # entries, rows ascending per key
+        for r in range(slot_ptr[i], slot_ptr[i + 1]):  # entries, rows ascending per key
             row = nodes[r]
             for nz in range(indptr[row], indptr[row + 1]):
                 key = i * n_features + indices[nz]
@@ -162,7 +177,7 @@ def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor,
         slot_key_ptr[i] = n_keys
         n_keys += n_slot_keys[i]
     slot_key_ptr[n_slots] = n_keys
-    for i in prange(n_slots):                            # pack the slots' keys
+    for i in prange(n_slots):  # pack the slots' keys
         base = slot_ent[i]
         out = slot_key_ptr[i]
         for kk in range(n_slot_keys[i]):
@@ -213,7 +228,7 @@ def batch_columns(features, nodes, slot_ptr):
         cursor = np.zeros(size, dtype=np.int64)
         _CURSOR.buffer = cursor
     indptr = features.indptr
-    ent_end = np.zeros(nodes.shape[0] + 1, dtype=np.int64)       # entries before row r
+    ent_end = np.zeros(nodes.shape[0] + 1, dtype=np.int64)  # entries before row r
     np.cumsum(indptr[nodes + 1] - indptr[nodes], out=ent_end[1:])
     slot_ent = ent_end[slot_ptr]
     n_ent = int(slot_ent[-1])
@@ -225,9 +240,23 @@ def batch_columns(features, nodes, slot_ptr):
     scratch_keys = np.empty(max(n_ent, 1), dtype=np.int64)
     scratch_ptr = np.empty(max(n_ent, 1), dtype=np.int64)
     n_keys = _batch_columns.for_work(64 * n_ent)(
-        indptr, features.indices, features.u_data, nodes, slot_ptr, n_features, cursor,
-        slot_ent, keys, slot_key_ptr, key_ptr, ent_row, ent_val, scratch_keys, scratch_ptr)
-    return BatchColumns(keys[:n_keys], slot_key_ptr, key_ptr[:n_keys + 1], ent_row, ent_val)
+        indptr,
+        features.indices,
+        features.u_data,
+        nodes,
+        slot_ptr,
+        n_features,
+        cursor,
+        slot_ent,
+        keys,
+        slot_key_ptr,
+        key_ptr,
+        ent_row,
+        ent_val,
+        scratch_keys,
+        scratch_ptr,
+    )
+    return BatchColumns(keys[:n_keys], slot_key_ptr, key_ptr[: n_keys + 1], ent_row, ent_val)
 
 
 @dataclass
@@ -252,10 +281,11 @@ def batch_rows(ctx, n_nodes, features=None):
     """Index a batch: ``ctx`` (P, I) int -> BatchRows; ``features`` a
     core.SparseFeatures (its column index is made too) or None.  Raises ValueError for a
     context node outside [0, n_nodes) (the kernels do not check)."""
-    ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)   # (I, P)
+    ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)  # (I, P)
     if ctx_t.size and (ctx_t.min() < 0 or ctx_t.max() >= n_nodes):
-        raise ValueError(f"context node ids must lie in [0, {n_nodes}), got "
-                         f"[{ctx_t.min()}, {ctx_t.max()}]")
+        raise ValueError(
+            f"context node ids must lie in [0, {n_nodes}), got [{ctx_t.min()}, {ctx_t.max()}]"
+        )
     nodes, slot_ptr, inv = share_slots(ctx_t)
     cols = batch_columns(features, nodes, slot_ptr) if features is not None else None
     return BatchRows(ctx_t, nodes, slot_ptr, inv, cols)

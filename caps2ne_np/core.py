@@ -44,10 +44,10 @@ class SparseFeatures:
     Build with ``SparseFeatures.from_scipy(matrix, dtype)``.
     """
 
-    indptr: np.ndarray   # int64 (N + 1,)
+    indptr: np.ndarray  # int64 (N + 1,)
     indices: np.ndarray  # int32 (nnz,)
-    data: np.ndarray     # x values (nnz,)
-    u_data: np.ndarray   # u = squash(x) values (nnz,)
+    data: np.ndarray  # x values (nnz,)
+    u_data: np.ndarray  # u = squash(x) values (nnz,)
     shape: tuple
 
     @classmethod
@@ -61,8 +61,13 @@ class SparseFeatures:
         u_data = np.empty_like(data)
         indptr = np.ascontiguousarray(csr.indptr, dtype=np.int64)
         capsules.squash_csr(indptr, data, u_data)
-        return cls(indptr, np.ascontiguousarray(csr.indices, dtype=np.int32), data, u_data,
-                   tuple(csr.shape))
+        return cls(
+            indptr,
+            np.ascontiguousarray(csr.indices, dtype=np.int32),
+            data,
+            u_data,
+            tuple(csr.shape),
+        )
 
     def astype(self, dtype):
         return SparseFeatures.from_scipy(self.to_scipy(), dtype)
@@ -108,8 +113,11 @@ class Params:
     def astype(self, dtype):
         """A copy with every array in ``dtype``."""
         X = self.X.astype(dtype) if self.sparse else np.array(self.X, dtype=dtype)
-        return Params(*(np.array(getattr(self, n), dtype=dtype) for n in ("W", "O", "bias")), X,
-                      fixed_features=self.fixed_features)
+        return Params(
+            *(np.array(getattr(self, n), dtype=dtype) for n in ("W", "O", "bias")),
+            X,
+            fixed_features=self.fixed_features,
+        )
 
 
 def slot_major(W):
@@ -200,31 +208,32 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
         rows = replace(rows, cols=batch_columns(features, rows.nodes, rows.slot_ptr))
     nodes, slot_ptr, inv = rows.nodes, rows.slot_ptr, rows.inv
     n_slots, n_pairs = rows.ctx_t.shape
-    W_t = params.W.transpose(0, 2, 1)                                # (I, d, k)
+    W_t = params.W.transpose(0, 2, 1)  # (I, d, k)
     out = dict(ctx_t=rows.ctx_t, rows=rows, x=None, u=None)
     if u_hat_rows is not None:
         pass
     elif params.sparse:
         # u = squash(x) is precomputed (fixed features); u_hat_i = W_i u in O(nnz k)
-        W_t = np.ascontiguousarray(W_t)                               # no copy if slot_major
+        W_t = np.ascontiguousarray(W_t)  # no copy if slot_major
         cols = rows.cols
         u_hat_rows = np.zeros((nodes.shape[0], W_t.shape[2]), dtype=dtype)
         capsules.predict_sparse.for_work(cols.ent_row.shape[0] * W_t.shape[2])(
-            cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val, W_t,
-            u_hat_rows)
+            cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val, W_t, u_hat_rows
+        )
     else:
         # squash each distinct node once, then one GEMM per slot over its rows
         x_nodes, x_of_row = np.unique(nodes, return_inverse=True)
-        x = params.X[x_nodes]                                         # (G, d)
+        x = params.X[x_nodes]  # (G, d)
         u = np.empty_like(x)
         capsules.squash.for_work(4 * x.size)(x, u)
-        u_rows = u[x_of_row]                                          # (R, d)
+        u_rows = u[x_of_row]  # (R, d)
         out.update(x=x, u=u, x_nodes=x_nodes, x_of_row=x_of_row, u_rows=u_rows)
-        if W_t.flags.c_contiguous:                                    # slot_major storage
+        if W_t.flags.c_contiguous:  # slot_major storage
             u_hat_rows = segment_matmul(u_rows, W_t, slot_ptr)
         else:
-            u_hat_rows = segment_matmul(u_rows, np.ascontiguousarray(params.W), slot_ptr,
-                                        trans_b=True)
+            u_hat_rows = segment_matmul(
+                u_rows, np.ascontiguousarray(params.W), slot_ptr, trans_b=True
+            )
     k = u_hat_rows.shape[1]
     u_hat = np.empty((n_slots, n_pairs, k), dtype=dtype)
     capsules.gather_rows.for_work(u_hat.size)(u_hat_rows, inv, u_hat)
@@ -233,7 +242,8 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
     s = np.empty((m, n_pairs, k), dtype=dtype)
     e = np.empty((m, n_pairs, k), dtype=dtype)
     capsules.route.for_work(3 * m * u_hat.size)(
-        u_hat, m, dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule], c, s, e)
+        u_hat, m, dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule], c, s, e
+    )
     out.update(u_hat_rows=u_hat_rows, u_hat=u_hat, c=c, s=s, e_all=e, e=e[m - 1])
     return out
 
@@ -272,12 +282,14 @@ def row_matrix(a):
         return a.reshape(a.shape[0], -1)
     if a.ndim == 3 and a.transpose(0, 2, 1).flags.c_contiguous:
         return a.transpose(0, 2, 1).reshape(-1, a.shape[1])
-    raise ValueError("a row-sparse gradient needs its parameter stored contiguously "
-                     "(C order, or W slot-major)")
+    raise ValueError(
+        "a row-sparse gradient needs its parameter stored contiguously (C order, or W slot-major)"
+    )
 
 
-def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, rows=None,
-                       u_hat_rows=None):
+def loss_and_row_grads(
+    params, ctx, targets, sampled, q_true, q_sampled, cfg, rows=None, u_hat_rows=None
+):
     """The batch's mean loss and the gradient of every trainable table, row-sparse:
     what training calls every step.  Nothing here costs O(N).
 
@@ -303,23 +315,34 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, ro
     # Eq. 3: logits corrected by log Q, then the per-pair softmax cross-entropy.
     log_q_true = np.log(np.asarray(q_true, dtype=dtype))
     log_q_sampled = np.log(np.asarray(q_sampled, dtype=dtype))
-    z_true, z_sampled = capsules.output_logits(e, params.O, params.bias, targets, sampled,
-                                               log_q_true, log_q_sampled)
+    z_true, z_sampled = capsules.output_logits(
+        e, params.O, params.bias, targets, sampled, log_q_true, log_q_sampled
+    )
     loss = np.empty(n_pairs, dtype=dtype)
     d_true = np.empty(n_pairs, dtype=dtype)
     d_sampled = np.empty_like(z_sampled)
-    capsules.softmax_rows.for_work(8 * z_sampled.size)(z_true, z_sampled, targets, sampled, loss,
-                                                       d_true, d_sampled)
+    capsules.softmax_rows.for_work(8 * z_sampled.size)(
+        z_true, z_sampled, targets, sampled, loss, d_true, d_sampled
+    )
 
     # Back through the output layer, the routing, W_i u and the first squash.
     d_e, o_rows, d_O, d_bias = grads.sampled_softmax_backward_rows(
-        e, params.O, targets, sampled, d_true, d_sampled)
+        e, params.O, targets, sampled, d_true, d_sampled
+    )
     d_e = np.ascontiguousarray(d_e, dtype=dtype)
     d_u_hat = np.empty_like(fw["u_hat"])
     n_slots = d_u_hat.shape[0]
     grads.route_backward.for_work(5 * fw["c"].shape[0] * d_u_hat.size)(
-        fw["u_hat"], fw["c"], fw["s"], fw["e_all"], d_e, dtype.type(cfg.scale_for(n_slots)),
-        ROUTING_RULES[cfg.routing_rule], cfg.grad_mode == "exact", d_u_hat)
+        fw["u_hat"],
+        fw["c"],
+        fw["s"],
+        fw["e_all"],
+        d_e,
+        dtype.type(cfg.scale_for(n_slots)),
+        ROUTING_RULES[cfg.routing_rule],
+        cfg.grad_mode == "exact",
+        d_u_hat,
+    )
     # Sum the per-pair gradients of u_hat onto the distinct (slot, node) rows.
     rws = fw["rows"]
     slot_ptr = rws.slot_ptr
@@ -331,11 +354,12 @@ def loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, ro
         cols = rws.cols
         values = np.empty((cols.keys.shape[0], k), dtype=dtype)
         grads.predict_sparse_backward_cols.for_work(cols.ent_row.shape[0] * k)(
-            cols.key_ptr, cols.ent_row, cols.ent_val, d_rows, values)
+            cols.key_ptr, cols.ent_row, cols.ent_val, d_rows, values
+        )
         d_W = RowGrad(cols.keys, values)
     else:
         # d_W_i = sum_r d_u_hat_r u_r^T over slot i's rows (one GEMM per slot)
-        d_W_t = np.empty((n_slots, params.W.shape[2], k), dtype=dtype)    # (I, d, k)
+        d_W_t = np.empty((n_slots, params.W.shape[2], k), dtype=dtype)  # (I, d, k)
         segment_matmul_tn(fw["u_rows"], d_rows, slot_ptr, d_W_t)
         d_W = RowGrad.every_row(d_W_t.reshape(-1, k))
     out = {"W": d_W, "O": RowGrad(o_rows, d_O), "bias": RowGrad(o_rows, d_bias)}
@@ -373,9 +397,12 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_
     Returns ``(loss, grads)``, a Grads of the parameters' shapes.
     """
     if grads_out is None:
-        grads_out = Grads(W=np.zeros_like(params.W), O=np.zeros_like(params.O),
-                          bias=np.zeros_like(params.bias),
-                          X=None if params.fixed_features else np.zeros_like(params.X))
+        grads_out = Grads(
+            W=np.zeros_like(params.W),
+            O=np.zeros_like(params.O),
+            bias=np.zeros_like(params.bias),
+            X=None if params.fixed_features else np.zeros_like(params.X),
+        )
     loss, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
     W_rows = slot_major(np.empty(params.W.shape, dtype=params.W.dtype))
     rg["W"].to_dense(row_matrix(W_rows))
@@ -399,8 +426,9 @@ def prepare_features(X, n_nodes, normalize=True):
     if isinstance(X, SparseFeatures):
         X = X.to_scipy()
     if X.ndim != 2 or X.shape[0] != n_nodes:
-        raise InputError(f"features must have one row per node: expected ({n_nodes}, d), "
-                         f"got {X.shape}")
+        raise InputError(
+            f"features must have one row per node: expected ({n_nodes}, d), got {X.shape}"
+        )
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float32)
         values = X.data
@@ -412,6 +440,9 @@ def prepare_features(X, n_nodes, normalize=True):
     if normalize:
         norms = np.asarray(abs(X).sum(axis=1)).ravel()
         scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-        X = (sp.diags(scale.astype(np.float32)) @ X).tocsr() if sp.issparse(X) \
+        X = (
+            (sp.diags(scale.astype(np.float32)) @ X).tocsr()
+            if sp.issparse(X)
             else X * scale[:, None].astype(np.float32)
+        )
     return SparseFeatures.from_scipy(X, np.float32) if sp.issparse(X) else X

@@ -55,8 +55,13 @@ from threadpoolctl import threadpool_limits
 
 from . import graph as graph_mod
 from .core import ModelConfig, Params, SparseFeatures, forward, prepare_features, slot_major
-from .defaults import (AGGREGATES, CALIBRATION_METHODS, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION,
-                       ISOLATED)
+from .defaults import (
+    AGGREGATES,
+    CALIBRATION_METHODS,
+    DEFAULT_AGGREGATE,
+    DEFAULT_CALIBRATION,
+    ISOLATED,
+)
 from .errors import InputError, InputWarning, check_int, check_memory
 from .rng import derive_seed, quiet_wraparound
 from .walks import check_csr, check_seed, cumulative_weights, walk_contexts
@@ -78,8 +83,10 @@ def _as_graph(graph):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InputWarning)
             return graph_mod.from_scipy(graph, directed=True, keep_self_loops=False)
-    raise InputError(f"graph must be a caps2ne_np.graph.Graph or a scipy.sparse adjacency, "
-                     f"got {type(graph).__name__}")
+    raise InputError(
+        f"graph must be a caps2ne_np.graph.Graph or a scipy.sparse adjacency, "
+        f"got {type(graph).__name__}"
+    )
 
 
 def in_edges(graph):
@@ -90,8 +97,11 @@ def in_edges(graph):
     t = graph.to_scipy().T.tocsr()
     t.sort_indices()
     weights = None if graph.weights is None else np.ascontiguousarray(t.data, dtype=np.float32)
-    return (np.ascontiguousarray(t.indptr, dtype=np.int64),
-            np.ascontiguousarray(t.indices, dtype=np.int32), weights)
+    return (
+        np.ascontiguousarray(t.indptr, dtype=np.int64),
+        np.ascontiguousarray(t.indices, dtype=np.int32),
+        weights,
+    )
 
 
 def context_positions(spec, walk_length):
@@ -108,8 +118,9 @@ def context_positions(spec, walk_length):
     try:
         values = [check_int("positions", p, 0, q - 1) for p in spec]
     except TypeError:
-        raise InputError(f"positions must be 'all' or a list of 0-based positions, got "
-                         f"{spec!r}") from None
+        raise InputError(
+            f"positions must be 'all' or a list of 0-based positions, got {spec!r}"
+        ) from None
     if not values or len(set(values)) != len(values):
         raise InputError(f"positions must be non-empty and distinct, got {values}")
     return np.asarray(values, dtype=np.int64)
@@ -133,8 +144,9 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all"):
     in_indptr, in_indices, in_weights = check_csr(*in_edges(graph))
     nodes = np.asarray(nodes)
     if nodes.ndim != 1 or not np.issubdtype(nodes.dtype, np.integer):
-        raise InputError(f"nodes must be a 1-D integer array of graph indices, got "
-                         f"{nodes.dtype} {nodes.shape}")
+        raise InputError(
+            f"nodes must be a 1-D integer array of graph indices, got {nodes.dtype} {nodes.shape}"
+        )
     n = indptr.shape[0] - 1
     if nodes.size and (nodes.min() < 0 or nodes.max() >= n):
         raise InputError(f"nodes must be graph indices in [0, {n})")
@@ -148,8 +160,9 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all"):
     else:
         cum = in_cum = np.empty(0, dtype=np.float64)
     with quiet_wraparound():
-        walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, pos,
-                       seed, ctx)
+        walk_contexts(
+            indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, pos, seed, ctx
+        )
     return ctx
 
 
@@ -165,22 +178,24 @@ def capsule_outputs(W, X, ctx, cfg, chunk=None):
 
     Each row is computed independently of the others, so the chunking changes no value.
     """
-    W = slot_major(W)                 # the layout training uses: no transpose per chunk
+    W = slot_major(W)  # the layout training uses: no transpose per chunk
     n_slots, k, d = W.shape
     ctx = np.asarray(ctx)
     if ctx.ndim != 2 or ctx.shape[1] != n_slots:
         raise InputError(f"ctx must have q-1 = {n_slots} columns, got shape {ctx.shape}")
     if X.shape[1] != d:
-        raise InputError(f"features have d = {X.shape[1]} columns; the model was trained with "
-                         f"d = {d}")
+        raise InputError(
+            f"features have d = {X.shape[1]} columns; the model was trained with d = {d}"
+        )
     dense_d = k if isinstance(X, SparseFeatures) else max(d, k)
     if chunk is None:
         chunk = max(1, PAIRS_BUDGET // (n_slots * dense_d))
-    params = Params(W, np.empty((0, k), dtype=W.dtype), np.empty(0, dtype=W.dtype), X,
-                    fixed_features=True)
+    params = Params(
+        W, np.empty((0, k), dtype=W.dtype), np.empty(0, dtype=W.dtype), X, fixed_features=True
+    )
     e = np.empty((ctx.shape[0], k), dtype=W.dtype)
     for a in range(0, ctx.shape[0], chunk):
-        e[a:a + chunk] = forward(params, ctx[a:a + chunk], cfg)["e"]
+        e[a : a + chunk] = forward(params, ctx[a : a + chunk], cfg)["e"]
     return e
 
 
@@ -214,15 +229,17 @@ def fit_calibration(E, O, method=DEFAULT_CALIBRATION):
     E = np.asarray(E, dtype=np.float64)
     O = np.asarray(O, dtype=np.float64)
     if E.ndim != 2 or E.shape != O.shape or E.shape[0] < 2:
-        raise InputError(f"calibration needs two (n, k) arrays with n >= 2, got {E.shape} and "
-                         f"{O.shape}")
+        raise InputError(
+            f"calibration needs two (n, k) arrays with n >= 2, got {E.shape} and {O.shape}"
+        )
     n, k = E.shape
     b = np.zeros(k)
     if method == "scale":
         norm_e = np.linalg.norm(E, axis=1).mean()
         if not norm_e > 0:
-            raise InputError("every capsule output of the calibration nodes is zero; cannot "
-                             "calibrate")
+            raise InputError(
+                "every capsule output of the calibration nodes is zero; cannot calibrate"
+            )
         A = np.eye(k) * (np.linalg.norm(O, axis=1).mean() / norm_e)
     elif method == "diag":
         Ec, Oc = E - E.mean(axis=0), O - O.mean(axis=0)
@@ -244,8 +261,9 @@ def apply_calibration(E, calibration):
     """e A + b (float64 products, float32 out): E (V, k) in the space of the o_v."""
     A, b = np.asarray(calibration["A"]), np.asarray(calibration["b"])
     if A.shape != (E.shape[1], E.shape[1]) or b.shape != (E.shape[1],):
-        raise InputError(f"the calibration is for k = {A.shape[0]}; these embeddings have "
-                         f"k = {E.shape[1]}")
+        raise InputError(
+            f"the calibration is for k = {A.shape[0]}; these embeddings have k = {E.shape[1]}"
+        )
     return (np.asarray(E, dtype=np.float64) @ A.astype(np.float64) + b).astype(np.float32)
 
 
@@ -271,8 +289,9 @@ def nodes_count(nodes):
     return int(np.size(nodes))
 
 
-def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions="all",
-                       isolated="self", known=None):
+def capsule_embeddings(
+    W, X, graph, nodes, cfg, samples=None, seed=0, positions="all", isolated="self", known=None
+):
     """Algorithm 3 for the graph indices ``nodes``: float32 (V, k), row a = nodes[a].
 
     W, X, cfg : as ``capsule_outputs`` (X in graph order, already prepared)
@@ -286,9 +305,11 @@ def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions=
     """
     q = W.shape[0] + 1
     Z = q if samples is None else check_int("samples", samples, 1)
-    check_memory(nodes_count(nodes) * Z * (4 * (q - 1) + 4 * W.shape[1] + 1),
-                 f"--samples {Z} for {nodes_count(nodes)} node(s) (contexts and capsule outputs)",
-                 "lower --samples")
+    check_memory(
+        nodes_count(nodes) * Z * (4 * (q - 1) + 4 * W.shape[1] + 1),
+        f"--samples {Z} for {nodes_count(nodes)} node(s) (contexts and capsule outputs)",
+        "lower --samples",
+    )
     if isolated not in ISOLATED:
         raise InputError(f"isolated must be one of {ISOLATED}, got {isolated!r}")
     nodes = np.asarray(nodes, dtype=np.int64)
@@ -296,11 +317,17 @@ def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions=
     if lone.size:
         first = graph.node_ids[int(lone[0])]
         if isolated == "error":
-            raise InputError(f"node {first!r} has no edges ({lone.size} such node(s)); a new "
-                             "node needs edges to be embedded, or pass isolated='self' (--isolated "
-                             "self) to encode it from its own features")
-        warnings.warn(f"{lone.size} node(s) without edges, e.g. {first!r}: each is embedded from "
-                      "its own features alone (its walks stay on it)", InputWarning, stacklevel=3)
+            raise InputError(
+                f"node {first!r} has no edges ({lone.size} such node(s)); a new "
+                "node needs edges to be embedded, or pass isolated='self' (--isolated "
+                "self) to encode it from its own features"
+            )
+        warnings.warn(
+            f"{lone.size} node(s) without edges, e.g. {first!r}: each is embedded from "
+            "its own features alone (its walks stay on it)",
+            InputWarning,
+            stacklevel=3,
+        )
     ctx = sample_contexts(graph, nodes, q, Z, seed, positions)
     e = capsule_outputs(W, X, ctx, cfg)
     E = average_samples(e, Z)
@@ -311,10 +338,15 @@ def capsule_embeddings(W, X, graph, nodes, cfg, samples=None, seed=0, positions=
     if empty.any():
         a = int(np.flatnonzero(empty)[0])
         first = graph.node_ids[int(nodes[a])]
-        why = ("its contexts hold only nodes the featureless model has never seen (no learned x)"
-               if known is not None else "every node in its contexts has an all-zero feature row")
-        raise InputError(f"node {first!r} ({int(empty.sum())} such node(s)) would get a zero "
-                         f"embedding: {why}; give it edges to known nodes or non-zero features")
+        why = (
+            "its contexts hold only nodes the featureless model has never seen (no learned x)"
+            if known is not None
+            else "every node in its contexts has an all-zero feature row"
+        )
+        raise InputError(
+            f"node {first!r} ({int(empty.sum())} such node(s)) would get a zero "
+            f"embedding: {why}; give it edges to known nodes or non-zero features"
+        )
     return E
 
 
@@ -336,8 +368,10 @@ def _graph_nodes(graph, nodes):
         idx = graph.index_of([str(x) for x in nodes])
     if np.unique(idx).size != idx.size:
         values, counts = np.unique(idx, return_counts=True)
-        raise InputError(f"node {graph.node_ids[int(values[counts > 1][0])]!r} is listed twice; "
-                         "list each node once")
+        raise InputError(
+            f"node {graph.node_ids[int(values[counts > 1][0])]!r} is listed twice; "
+            "list each node once"
+        )
     return idx
 
 
@@ -353,29 +387,41 @@ def model_inputs(params, config, node_ids, graph, features):
     Featureless model: ``features`` must be None; each graph node the model knows (by
     id) gets its learned x, every other node x = 0 (``known`` marks the former).
     """
-    cfg = ModelConfig(config["routing_iters"], config["routing_rule"], config["routing_scale"],
-                      config["grad_mode"])
+    cfg = ModelConfig(
+        config["routing_iters"],
+        config["routing_rule"],
+        config["routing_scale"],
+        config["grad_mode"],
+    )
     W = slot_major(np.asarray(params.W, dtype=np.float32))
     d = W.shape[2]
     if params.fixed_features:
         if features is None:
-            raise InputError("the model was trained with fixed features, which it does not store; "
-                             "give features for every node of the graph (old and new, --features)")
+            raise InputError(
+                "the model was trained with fixed features, which it does not store; "
+                "give features for every node of the graph (old and new, --features)"
+            )
         if features.shape[1] != d:
-            raise InputError(f"features have d = {features.shape[1]} columns; the model was "
-                             f"trained with d = {d}")
+            raise InputError(
+                f"features have d = {features.shape[1]} columns; the model was trained with d = {d}"
+            )
         X = prepare_features(features, graph.n_nodes, config.get("normalize_features", True))
         return W, X, cfg, None
     if features is not None:
-        raise InputError("the model was trained without fixed features (it learned its own x), so "
-                         "other features are not in the space W was trained on; omit --features")
+        raise InputError(
+            "the model was trained without fixed features (it learned its own x), so "
+            "other features are not in the space W was trained on; omit --features"
+        )
     where = {nid: r for r, nid in enumerate(node_ids)}
-    rows = np.fromiter((where.get(nid, -1) for nid in graph.node_ids), dtype=np.int64,
-                       count=graph.n_nodes)
+    rows = np.fromiter(
+        (where.get(nid, -1) for nid in graph.node_ids), dtype=np.int64, count=graph.n_nodes
+    )
     known = rows >= 0
     if not known.any():
-        raise InputError("no node of the graph is a training node of this featureless model (ids "
-                         "compared as strings); its learned x cannot encode any context")
+        raise InputError(
+            "no node of the graph is a training node of this featureless model (ids "
+            "compared as strings); its learned x cannot encode any context"
+        )
     X = np.zeros((graph.n_nodes, d), dtype=np.float32)
     X[known] = params.X[rows[known]]
     return W, X, cfg, known
@@ -392,7 +438,7 @@ def _run_threads(threads, fn, *args):
     old = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
-        with threadpool_limits(limits=1):     # products run on Numba's threads (blas.py)
+        with threadpool_limits(limits=1):  # products run on Numba's threads (blas.py)
             return fn(*args)
     finally:
         numba.set_num_threads(old)
@@ -410,8 +456,10 @@ def calibration_nodes(node_ids, graph, max_nodes=CALIBRATION_NODES, seed=0):
     index = {nid: i for i, nid in enumerate(graph.node_ids)}
     idx = np.array(sorted(index[nid] for nid in node_ids if nid in index), dtype=np.int64)
     if idx.size < 2:
-        raise InputError(f"the graph holds {idx.size} of the model's training nodes; calibration "
-                         "needs the training nodes and their edges (at least 2)")
+        raise InputError(
+            f"the graph holds {idx.size} of the model's training nodes; calibration "
+            "needs the training nodes and their edges (at least 2)"
+        )
     deg = np.diff(graph.indptr)[idx] + np.diff(in_edges(graph)[0])[idx]
     if np.count_nonzero(deg) >= 2:
         idx = idx[deg > 0]
@@ -420,8 +468,19 @@ def calibration_nodes(node_ids, graph, max_nodes=CALIBRATION_NODES, seed=0):
     return idx
 
 
-def calibrate(params, config, node_ids, graph, features, samples=None, seed=0, threads=1,
-              positions="all", method=DEFAULT_CALIBRATION, max_nodes=CALIBRATION_NODES):
+def calibrate(
+    params,
+    config,
+    node_ids,
+    graph,
+    features,
+    samples=None,
+    seed=0,
+    threads=1,
+    positions="all",
+    method=DEFAULT_CALIBRATION,
+    max_nodes=CALIBRATION_NODES,
+):
     """Fit the map from Algorithm 3's mean e to o_v on the model's training nodes.
 
     params, config, node_ids : the trained model (``model_inputs``); ``Caps2NE.calibrate``
@@ -448,17 +507,41 @@ def calibrate(params, config, node_ids, graph, features, samples=None, seed=0, t
     rows = {nid: r for r, nid in enumerate(node_ids)}
     O = np.asarray(params.O)[[rows[graph.node_ids[int(i)]] for i in idx]]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InputWarning)     # edgeless training nodes: own features
-        E = _run_threads(threads, capsule_embeddings, W, X, graph, idx, cfg, Z,
-                         derive_seed(seed, "infer"), positions, "self", known)
+        warnings.simplefilter("ignore", InputWarning)  # edgeless training nodes: own features
+        E = _run_threads(
+            threads,
+            capsule_embeddings,
+            W,
+            X,
+            graph,
+            idx,
+            cfg,
+            Z,
+            derive_seed(seed, "infer"),
+            positions,
+            "self",
+            known,
+        )
     cal = fit_calibration(E, O, method)
     cal.update(samples=int(Z), positions=[int(p) for p in pos], seed=int(seed))
     return cal
 
 
-def infer_embeddings(params, config, node_ids, graph, features, nodes, samples=None, seed=0,
-                     threads=1, positions="all", isolated="self", aggregate=DEFAULT_AGGREGATE,
-                     calibration=None):
+def infer_embeddings(
+    params,
+    config,
+    node_ids,
+    graph,
+    features,
+    nodes,
+    samples=None,
+    seed=0,
+    threads=1,
+    positions="all",
+    isolated="self",
+    aggregate=DEFAULT_AGGREGATE,
+    calibration=None,
+):
     """Embeddings of (new) nodes from a trained model, Algorithm 3: ``(node_ids, E)``.
 
     params   : core.Params of the trained model (``Caps2NE.params_()``, or built from
@@ -502,16 +585,31 @@ def infer_embeddings(params, config, node_ids, graph, features, nodes, samples=N
         cal = calibration
         if cal is None:
             log.info("no stored calibration: fitting one on the training nodes in the graph")
-            cal = calibrate(params, config, node_ids, graph, features, Z, seed, threads,
-                            positions)
-        elif cal.get("samples") != Z or cal.get("positions") != \
-                [int(p) for p in context_positions(positions, q)]:
-            warnings.warn(f"the calibration was fitted with Z = {cal.get('samples')} at positions "
-                          f"{cal.get('positions')}; inferring with Z = {Z}: the scale of the "
-                          "outputs may differ (recalibrate with the same settings)", InputWarning,
-                          stacklevel=2)
-    E = _run_threads(threads, capsule_embeddings, W, X, graph, idx, cfg, Z,
-                     derive_seed(seed, "infer"), positions, isolated, known)
+            cal = calibrate(params, config, node_ids, graph, features, Z, seed, threads, positions)
+        elif cal.get("samples") != Z or cal.get("positions") != [
+            int(p) for p in context_positions(positions, q)
+        ]:
+            warnings.warn(
+                f"the calibration was fitted with Z = {cal.get('samples')} at positions "
+                f"{cal.get('positions')}; inferring with Z = {Z}: the scale of the "
+                "outputs may differ (recalibrate with the same settings)",
+                InputWarning,
+                stacklevel=2,
+            )
+    E = _run_threads(
+        threads,
+        capsule_embeddings,
+        W,
+        X,
+        graph,
+        idx,
+        cfg,
+        Z,
+        derive_seed(seed, "infer"),
+        positions,
+        isolated,
+        known,
+    )
     return [graph.node_ids[int(i)] for i in idx], aggregate_samples(E, Z, aggregate, cal)
 
 
@@ -534,12 +632,16 @@ def inductive_split(graph_or_adj, test_nodes):
     is_graph = isinstance(graph_or_adj, graph_mod.Graph)
     if is_graph:
         adj, n = graph_or_adj.to_scipy(), graph_or_adj.n_nodes
-    elif sp.issparse(graph_or_adj) and graph_or_adj.ndim == 2 \
-            and graph_or_adj.shape[0] == graph_or_adj.shape[1]:
+    elif (
+        sp.issparse(graph_or_adj)
+        and graph_or_adj.ndim == 2
+        and graph_or_adj.shape[0] == graph_or_adj.shape[1]
+    ):
         adj, n = sp.csr_matrix(graph_or_adj), graph_or_adj.shape[0]
     else:
-        raise InputError("graph_or_adj must be a caps2ne_np.graph.Graph or a square scipy.sparse "
-                         "matrix")
+        raise InputError(
+            "graph_or_adj must be a caps2ne_np.graph.Graph or a square scipy.sparse matrix"
+        )
     test = np.asarray(test_nodes)
     if test.size and not np.issubdtype(test.dtype, np.integer):
         if not is_graph:
@@ -552,18 +654,23 @@ def inductive_split(graph_or_adj, test_nodes):
     keep[test] = False
     kept = np.flatnonzero(keep).astype(np.int64)
     if kept.size < 2:
-        raise InputError(f"removing {test.size} test nodes leaves {kept.size} node(s); training "
-                         "needs at least 2")
+        raise InputError(
+            f"removing {test.size} test nodes leaves {kept.size} node(s); training needs at least 2"
+        )
     sub = adj[kept][:, kept].tocsr()
     sub.sort_indices()
     indptr = np.ascontiguousarray(sub.indptr, dtype=np.int64)
     lone = np.flatnonzero((np.diff(indptr) == 0) & (np.diff(sub.tocsc().indptr) == 0))
     if lone.size:
         first = graph_or_adj.node_ids[int(kept[lone[0]])] if is_graph else int(kept[lone[0]])
-        warnings.warn(f"{lone.size} node(s) left without edges by removing the test nodes, e.g. "
-                      f"{first!r}: training learns their o_v from their own features alone (an "
-                      "edge list of the subgraph would drop them); infer_embeddings on the full "
-                      "graph embeds them from their edges", InputWarning, stacklevel=2)
+        warnings.warn(
+            f"{lone.size} node(s) left without edges by removing the test nodes, e.g. "
+            f"{first!r}: training learns their o_v from their own features alone (an "
+            "edge list of the subgraph would drop them); infer_embeddings on the full "
+            "graph embeds them from their edges",
+            InputWarning,
+            stacklevel=2,
+        )
     if not is_graph:
         return sub, kept
     weights = None
@@ -571,12 +678,24 @@ def inductive_split(graph_or_adj, test_nodes):
         weights = np.ascontiguousarray(sub.data, dtype=np.float32)
         if np.all(weights == 1.0):
             weights = None
-    isolated = int(np.count_nonzero(np.diff(indptr) == 0))   # as graph.py counts them
-    stats = dict(removed_nodes=int(test.size),
-                 removed_edges=int(graph_or_adj.n_edges - sub.nnz), isolated_nodes=isolated)
-    log.info("inductive split: removed %d nodes and %d stored edges; %d nodes left without edges",
-             test.size, stats["removed_edges"], isolated)
+    isolated = int(np.count_nonzero(np.diff(indptr) == 0))  # as graph.py counts them
+    stats = dict(
+        removed_nodes=int(test.size),
+        removed_edges=int(graph_or_adj.n_edges - sub.nnz),
+        isolated_nodes=isolated,
+    )
+    log.info(
+        "inductive split: removed %d nodes and %d stored edges; %d nodes left without edges",
+        test.size,
+        stats["removed_edges"],
+        isolated,
+    )
     ids = graph_or_adj.node_ids
-    return graph_mod.Graph(indptr=indptr, indices=np.ascontiguousarray(sub.indices, dtype=np.int32),
-                           weights=weights, node_ids=[ids[i] for i in kept],
-                           directed=graph_or_adj.directed, stats=stats), kept
+    return graph_mod.Graph(
+        indptr=indptr,
+        indices=np.ascontiguousarray(sub.indices, dtype=np.int32),
+        weights=weights,
+        node_ids=[ids[i] for i in kept],
+        directed=graph_or_adj.directed,
+        stats=stats,
+    ), kept

@@ -120,14 +120,20 @@ class Adam:
 
     def lr_t(self):
         """The bias-corrected step size of the current step t."""
-        return self.lr * np.sqrt(1.0 - self.beta2 ** self.t) / (1.0 - self.beta1 ** self.t)
+        return self.lr * np.sqrt(1.0 - self.beta2**self.t) / (1.0 - self.beta1**self.t)
 
     def coefs(self, p):
         """(lr_t, beta1, beta2, eps, 1 - beta1, 1 - beta2) of the current step in the
         dtype of parameter ``p`` (the kernels' trailing arguments)."""
         dt = p.dtype.type
-        return (dt(self.lr_t()), dt(self.beta1), dt(self.beta2), dt(self.eps),
-                dt(1) - dt(self.beta1), dt(1) - dt(self.beta2))
+        return (
+            dt(self.lr_t()),
+            dt(self.beta1),
+            dt(self.beta2),
+            dt(self.eps),
+            dt(1) - dt(self.beta1),
+            dt(1) - dt(self.beta2),
+        )
 
     def step(self, grads, lazy=False, updates=None):
         """One Adam step.
@@ -154,24 +160,27 @@ class Adam:
             values = np.ascontiguousarray(g.values, dtype=p.dtype).reshape(n_rows, width)
             if n_rows and (rows[0] < 0 or rows[-1] >= p2.shape[0]):
                 raise ValueError(f"{name}: gradient rows must lie in [0, {p2.shape[0]})")
-            if n_rows == p2.shape[0]:              # every row: flat, in memory order
-                _adam_dense.for_work(10 * p.size)(p2.reshape(-1), values.reshape(-1),
-                                                  m2.reshape(-1), v2.reshape(-1),
-                                                  *self.coefs(p))
+            if n_rows == p2.shape[0]:  # every row: flat, in memory order
+                _adam_dense.for_work(10 * p.size)(
+                    p2.reshape(-1),
+                    values.reshape(-1),
+                    m2.reshape(-1),
+                    v2.reshape(-1),
+                    *self.coefs(p),
+                )
             elif lazy:
-                _adam_rows.for_work(10 * n_rows * width)(p2, rows, values, m2, v2,
-                                                         *self.coefs(p))
+                _adam_rows.for_work(10 * n_rows * width)(p2, rows, values, m2, v2, *self.coefs(p))
             else:
                 position = np.full(p2.shape[0], -1, dtype=np.int64)
                 position[rows] = np.arange(n_rows)
-                if n_rows == 0:                    # (the kernel never reads it)
+                if n_rows == 0:  # (the kernel never reads it)
                     values = np.zeros((1, width), dtype=p.dtype)
-                _adam_dense_rowgrad.for_work(10 * p.size)(p2, position, values, m2, v2,
-                                                          *self.coefs(p))
+                _adam_dense_rowgrad.for_work(10 * p.size)(
+                    p2, position, values, m2, v2, *self.coefs(p)
+                )
         for name, update in (updates or {}).items():
             p = self.params[name]
-            update(row_matrix(p), row_matrix(self.m[name]), row_matrix(self.v[name]),
-                   self.coefs(p))
+            update(row_matrix(p), row_matrix(self.m[name]), row_matrix(self.v[name]), self.coefs(p))
 
     def state(self):
         """Moments and step counter, for checkpoints."""

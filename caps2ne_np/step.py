@@ -53,9 +53,17 @@ class TrainStep:
         """Forward and backward: ``(loss, grads)``, the batch's mean loss and the row-sparse
         gradient of every trainable table (core.loss_and_row_grads)."""
         self.index(batch)
-        return loss_and_row_grads(self.params, batch.ctx, batch.targets, batch.sampled,
-                                  batch.q_true, batch.q_sampled, self.mcfg, rows=batch.rows,
-                                  u_hat_rows=batch.u_hat_rows)
+        return loss_and_row_grads(
+            self.params,
+            batch.ctx,
+            batch.targets,
+            batch.sampled,
+            batch.q_true,
+            batch.q_sampled,
+            self.mcfg,
+            rows=batch.rows,
+            u_hat_rows=batch.u_hat_rows,
+        )
 
     def update(self, grads, ahead=None):
         """The Adam step with ``grads`` (from ``gradients``).  With the fused W update,
@@ -89,13 +97,18 @@ class FusedSparseW:
         rows = np.ascontiguousarray(d_W.rows, dtype=np.int64)
         values = np.ascontiguousarray(d_W.values, dtype=dtype).reshape(rows.shape[0], k)
         slot_ptr = np.searchsorted(rows, np.arange(n_slots + 1) * n_features)
-        if values.shape[0] == 0:                           # (the kernel never reads it)
+        if values.shape[0] == 0:  # (the kernel never reads it)
             values = np.zeros((1, k), dtype=dtype)
         grad = (rows, values, slot_ptr)
-        if ahead is None:                                  # nothing to predict
+        if ahead is None:  # nothing to predict
             empty = np.zeros(0, dtype=np.int64)
-            cols = (empty, np.zeros(n_slots + 1, dtype=np.int64), np.zeros(1, dtype=np.int64),
-                    empty, np.zeros(0, dtype=dtype))
+            cols = (
+                empty,
+                np.zeros(n_slots + 1, dtype=np.int64),
+                np.zeros(1, dtype=np.int64),
+                empty,
+                np.zeros(0, dtype=dtype),
+            )
             u_hat = np.zeros((1, k), dtype=dtype)
         else:
             c = ahead.rows.cols
@@ -104,6 +117,7 @@ class FusedSparseW:
 
         def update(p, m, v, coefs):
             _adam_W_predict.for_work(10 * p.size)(p, m, v, n_features, grad, cols, u_hat, coefs)
+
         return update
 
 

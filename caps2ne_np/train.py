@@ -28,8 +28,18 @@ from threadpoolctl import threadpool_limits
 from . import walks as walks_mod
 from .batch import Batch
 from .core import ModelConfig, init_params, prepare_features
-from .defaults import (BUDGET_MAX_STRETCH, BUDGET_PAIRS_PER_NODE, DEFAULTS, LR_FEATURELESS,
-                       LR_FIXED_FEATURES, LR_PER_DEGREE, LR_RANGE, OPTIONS, PRESET_NAMES, PRESETS)
+from .defaults import (
+    BUDGET_MAX_STRETCH,
+    BUDGET_PAIRS_PER_NODE,
+    DEFAULTS,
+    LR_FEATURELESS,
+    LR_FIXED_FEATURES,
+    LR_PER_DEGREE,
+    LR_RANGE,
+    OPTIONS,
+    PRESET_NAMES,
+    PRESETS,
+)
 from .errors import InputError
 from .optim import Adam
 from .rng import derive_seed
@@ -37,6 +47,7 @@ from .samplers import make_sampler
 from .step import TrainStep
 
 log = logging.getLogger(__name__)
+
 
 class TrainingDiverged(RuntimeError):
     """The loss or a parameter became NaN or infinite."""
@@ -58,7 +69,8 @@ class TrainConfig:
     preset               'auto' ('converge' without fixed features, 'paper' with them),
                          'converge' or 'paper' (defaults.PRESETS; ``resolve``)
     num_sampled [|V'|]   sampled nodes per batch in the sampled softmax; None -> min(256, N - 1)
-    sampler              'log_uniform' (TensorFlow's default), 'unigram' (walk counts^0.75), 'uniform'
+    sampler              'log_uniform' (TensorFlow's default), 'unigram' (walk
+                         counts^0.75), 'uniform'
     routing_iters [m]    iterations of Algorithm 1
     routing_rule         'paper' (b_i = u_hat_i . e) or 'sabour' (b_i += u_hat_i . e)
     routing_scale        c = scale softmax(b); None -> q - 1 (authors' code)
@@ -106,7 +118,9 @@ class TrainConfig:
     preset: str = DEFAULTS["preset"]
 
     def model_config(self):
-        return ModelConfig(self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode)
+        return ModelConfig(
+            self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode
+        )
 
     def to_dict(self):
         d = asdict(self)
@@ -149,11 +163,18 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         epochs, why = budget_epochs(n_nodes, n_edges, out)
         out = replace(out, epochs=epochs)
         notes.append(f"budget: {epochs} epochs ({why}; --epochs N overrides)")
-    notes.insert(0, f"preset {name}" + (f" (auto: {'fixed' if fixed_features else 'no'} "
-                                         "input features)" if cfg.preset == "auto" else "")
-                 + f": lr {out.lr:.3g} {out.lr_schedule}, batch {out.batch_size} walks, T = "
-                 f"{out.walks_per_node} {out.walks} walks per node and epoch, "
-                 f"{out.adam} Adam, {out.sampler} sampler")
+    notes.insert(
+        0,
+        f"preset {name}"
+        + (
+            f" (auto: {'fixed' if fixed_features else 'no'} input features)"
+            if cfg.preset == "auto"
+            else ""
+        )
+        + f": lr {out.lr:.3g} {out.lr_schedule}, batch {out.batch_size} walks, T = "
+        f"{out.walks_per_node} {out.walks} walks per node and epoch, "
+        f"{out.adam} Adam, {out.sampler} sampler",
+    )
     return out, notes
 
 
@@ -168,8 +189,9 @@ def converge_lr(n_nodes, n_edges):
     above it; PPI (19.7) needs about 4e-3 in the same budget."""
     degree = n_edges / max(n_nodes, 1)
     lr = float(np.clip(LR_PER_DEGREE * degree, *LR_RANGE))
-    return lr, (f"{LR_PER_DEGREE:g} x mean degree {degree:.1f}, within "
-                f"{LR_RANGE[0]:g}..{LR_RANGE[1]:g}")
+    return lr, (
+        f"{LR_PER_DEGREE:g} x mean degree {degree:.1f}, within {LR_RANGE[0]:g}..{LR_RANGE[1]:g}"
+    )
 
 
 def budget_epochs(n_nodes, n_edges, cfg):
@@ -180,8 +202,11 @@ def budget_epochs(n_nodes, n_edges, cfg):
     dense graphs: where LR_PER_DEGREE * mean degree exceeds the rate cap LR_RANGE[1],
     the budget grows by that ratio (at most BUDGET_MAX_STRETCH), so that rate x steps
     keeps growing with the degree (POS, mean degree 38.6: 2.4x; BlogCatalog: 3x)."""
-    per_walk = len(walks_mod.target_positions(cfg.targets, cfg.walk_length)) \
-        if cfg.targets != "random" else 1
+    per_walk = (
+        len(walks_mod.target_positions(cfg.targets, cfg.walk_length))
+        if cfg.targets != "random"
+        else 1
+    )
     per_epoch = cfg.walks_per_node * per_walk
     degree = n_edges / max(n_nodes, 1)
     stretch = float(np.clip(LR_PER_DEGREE * degree / LR_RANGE[1], 1.0, BUDGET_MAX_STRETCH))
@@ -189,48 +214,66 @@ def budget_epochs(n_nodes, n_edges, cfg):
     epochs = max(1, math.ceil(pairs / per_epoch - 1e-9))
     why = f"{pairs:.0f} training pairs per node"
     if stretch > 1:
-        why += (f" ({BUDGET_PAIRS_PER_NODE} x {stretch:.2f}: mean degree {degree:.1f} asks for a "
-                f"rate above the cap {LR_RANGE[1]:g})")
+        why += (
+            f" ({BUDGET_PAIRS_PER_NODE} x {stretch:.2f}: mean degree {degree:.1f} asks for a "
+            f"rate above the cap {LR_RANGE[1]:g})"
+        )
     return epochs, why + f", {per_epoch} per epoch"
 
 
 def validate(cfg, n_nodes):
     """Raise InputError (one line, naming the option) for an out-of-range option: the
     ranges and choices of ``defaults.OPTIONS``, then the rules that involve the graph."""
+
     def need(ok, option, what):
         if not ok:
             raise InputError(f"--{option.replace('_', '-')}: {what}")
 
-    for name, option in OPTIONS.items():           # integer ranges: --dim 0, --walk-length 1
+    for name, option in OPTIONS.items():  # integer ranges: --dim 0, --walk-length 1
         value = getattr(cfg, name)
         if option.kind == "int" and option.low and value is not None:
             need(int(value) >= option.low, name, f"must be >= {option.low}, got {value}")
     need(n_nodes >= 2, "graph", f"needs at least 2 nodes, got {n_nodes}")
     if cfg.num_sampled is not None:
-        need(cfg.num_sampled < n_nodes, "num_sampled",
-             f"must be smaller than the number of nodes ({n_nodes}), got {cfg.num_sampled}")
-    need(cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0), "lr",
-         f"must be a positive number, got {cfg.lr}")
+        need(
+            cfg.num_sampled < n_nodes,
+            "num_sampled",
+            f"must be smaller than the number of nodes ({n_nodes}), got {cfg.num_sampled}",
+        )
+    need(
+        cfg.lr is None or (math.isfinite(cfg.lr) and cfg.lr > 0),
+        "lr",
+        f"must be a positive number, got {cfg.lr}",
+    )
     with np.errstate(over="ignore"):
         lr32 = None if cfg.lr is None else float(np.float32(cfg.lr))
-    need(cfg.lr is None or lr32 > 0, "lr",
-         f"{cfg.lr:g} is 0 in float32 (below 1.4e-45): training would change nothing; "
-         f"use a rate of 1e-6 or more")
-    for name, option in OPTIONS.items():           # --sampler, --routing-rule, --adam, ...
-        if option.kind == "choice" and name != "preset":      # preset: checked by preset_for
-            need(getattr(cfg, name) in option.choices, name,
-                 f"must be one of {option.choices}")
-    need(math.isfinite(cfg.lr_floor) and 0 < cfg.lr_floor <= 1, "lr_floor",
-         f"must be in (0, 1], got {cfg.lr_floor}")
-    need(cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),
-         "routing_scale", f"must be a finite number > 0, got {cfg.routing_scale}")
+    need(
+        cfg.lr is None or lr32 > 0,
+        "lr",
+        f"{cfg.lr:g} is 0 in float32 (below 1.4e-45): training would change nothing; "
+        f"use a rate of 1e-6 or more",
+    )
+    for name, option in OPTIONS.items():  # --sampler, --routing-rule, --adam, ...
+        if option.kind == "choice" and name != "preset":  # preset: checked by preset_for
+            need(getattr(cfg, name) in option.choices, name, f"must be one of {option.choices}")
+    need(
+        math.isfinite(cfg.lr_floor) and 0 < cfg.lr_floor <= 1,
+        "lr_floor",
+        f"must be in (0, 1], got {cfg.lr_floor}",
+    )
+    need(
+        cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),
+        "routing_scale",
+        f"must be a finite number > 0, got {cfg.routing_scale}",
+    )
     if cfg.batch_size is not None and cfg.walks_per_node is not None:
-        check_step_memory(cfg, n_nodes, cfg.feat_dim, sparse=True)   # before any allocation
+        check_step_memory(cfg, n_nodes, cfg.feat_dim, sparse=True)  # before any allocation
     try:
         walks_mod.target_positions(cfg.targets, cfg.walk_length)
     except InputError as err:
-        raise InputError(f"--targets: {err} (walk length {cfg.walk_length}: positions 0.."
-                         f"{cfg.walk_length - 1})") from None
+        raise InputError(
+            f"--targets: {err} (walk length {cfg.walk_length}: positions 0..{cfg.walk_length - 1})"
+        ) from None
 
 
 LR_TINY = 1e-8  # below it, an Adam step (about lr per element) is under float32's resolution
@@ -248,9 +291,15 @@ def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
     P = B * per_walk
     S = cfg.num_sampled if cfg.num_sampled is not None else min(256, n_nodes - 1)
     d = 0 if sparse_features else feat_dim
-    floats = (4 * I * P * d + 2 * I * P * k + m * P * I + 2 * m * P * k + 2 * P * S
-              + 3 * n_nodes * (k + 1 + (feat_dim if not sparse_features and d else 0))
-              + 4 * I * k * feat_dim)
+    floats = (
+        4 * I * P * d
+        + 2 * I * P * k
+        + m * P * I
+        + 2 * m * P * k
+        + 2 * P * S
+        + 3 * n_nodes * (k + 1 + (feat_dim if not sparse_features and d else 0))
+        + 4 * I * k * feat_dim
+    )
     ints = B * q + 3 * I * P + (n_nodes * cfg.walks_per_node if cfg.batch_mode == "shuffle" else 0)
     return 4 * floats + 8 * ints
 
@@ -259,10 +308,12 @@ def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
     """InputError with the figure when ``step_memory`` exceeds the available memory."""
     from .errors import check_memory
 
-    check_memory(step_memory(cfg, n_nodes, feat_dim, sparse),
-                 f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
-                 f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes",
-                 "lower them (--batch-size first)")
+    check_memory(
+        step_memory(cfg, n_nodes, feat_dim, sparse),
+        f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
+        f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes",
+        "lower them (--batch-size first)",
+    )
 
 
 def walk_seed(seed, epoch):
@@ -282,24 +333,46 @@ def learning_rate(cfg, lr, step, total_steps):
     return lr * (1.0 - (1.0 - cfg.lr_floor) * done)
 
 
-def training_batch(walks, order, epoch, b, step, batch_size, positions, sampler, num_sampled,
-                   seed_batch, seed_pos, seed_sample):
-    """Batch b of an epoch (a batch.Batch): its walks (``walks``, a WalkSource; ``order`` the epoch's permutation with batch_mode
-    'shuffle', else None: drawn from (seed_batch, epoch, b)), their (context, target)
+def training_batch(
+    walks,
+    order,
+    epoch,
+    b,
+    step,
+    batch_size,
+    positions,
+    sampler,
+    num_sampled,
+    seed_batch,
+    seed_pos,
+    seed_sample,
+):
+    """Batch b of an epoch (a batch.Batch): its walks (``walks``, a WalkSource; ``order``
+    the epoch's permutation with batch_mode 'shuffle', else None: drawn from
+    (seed_batch, epoch, b)), their (context, target)
     pairs at ``positions`` (None: one random position per walk, keyed by the global
     ``step``) and the sampled softmax's nodes and expected counts (keyed by ``step``).
     ``fit`` and the Ray workers (distributed.py) both build their batches here."""
     if order is None:
         walk_ids = walks_mod.batch_walk_ids(walks.n_walks, batch_size, seed_batch, epoch, b)
     else:
-        walk_ids = order[b * batch_size:(b + 1) * batch_size]
+        walk_ids = order[b * batch_size : (b + 1) * batch_size]
     batch_walks = walks.walks(walk_ids)
     ctx, tgt = walks_mod.training_pairs(
-        batch_walks, np.arange(batch_walks.shape[0]),
-        positions if positions is not None else "random", seed=seed_pos, key=step)
+        batch_walks,
+        np.arange(batch_walks.shape[0]),
+        positions if positions is not None else "random",
+        seed=seed_pos,
+        key=step,
+    )
     sampled, tries = sampler.sample(num_sampled, seed_sample, step)
-    return Batch(ctx, tgt, sampled, sampler.expected_count(tgt, tries),
-                 sampler.expected_count(sampled, tries))
+    return Batch(
+        ctx,
+        tgt,
+        sampled,
+        sampler.expected_count(tgt, tries),
+        sampler.expected_count(sampled, tries),
+    )
 
 
 @dataclass
@@ -313,9 +386,20 @@ class TrainResult:
     notes: list = field(default_factory=list)
 
 
-def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_callback=None,
-        checkpoint_dir=None, checkpoint_every=0, resume_from=None, step_callback=None,
-        checkpoint_extra=None):
+def fit(
+    indptr,
+    indices,
+    weights,
+    cfg,
+    features=None,
+    progress=False,
+    epoch_callback=None,
+    checkpoint_dir=None,
+    checkpoint_every=0,
+    resume_from=None,
+    step_callback=None,
+    checkpoint_extra=None,
+):
     """Train Caps2NE on the graph given by CSR arrays; returns a TrainResult.
 
     indptr (N+1,) int64, indices (nnz,) int32, weights (nnz,) float32 or None.
@@ -336,8 +420,9 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     available.
     """
     n_nodes = int(indptr.shape[0] - 1)
-    cfg, notes = resolve(cfg, n_nodes, int(np.asarray(indices).shape[0]),
-                         fixed_features=features is not None)
+    cfg, notes = resolve(
+        cfg, n_nodes, int(np.asarray(indices).shape[0]), fixed_features=features is not None
+    )
     validate(cfg, n_nodes)
     for note in notes:
         log.info("%s", note)
@@ -348,13 +433,17 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     if cfg.lr < LR_TINY:
         import warnings
 
-        warnings.warn(f"--lr {cfg.lr:g}: an Adam step of about {cfg.lr:g} per element is below "
-                      "float32's resolution for parameters of size 0.01-1, so training will "
-                      "barely change them; the paper's rates are 1e-5 to 5e-4",
-                      InputWarning, stacklevel=2)
+        warnings.warn(
+            f"--lr {cfg.lr:g}: an Adam step of about {cfg.lr:g} per element is below "
+            "float32's resolution for parameters of size 0.01-1, so training will "
+            "barely change them; the paper's rates are 1e-5 to 5e-4",
+            InputWarning,
+            stacklevel=2,
+        )
     sparse = features is not None and hasattr(features, "nnz")
-    check_step_memory(cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]),
-                      sparse)
+    check_step_memory(
+        cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]), sparse
+    )
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
     lr = cfg.lr
@@ -368,17 +457,42 @@ def fit(indptr, indices, weights, cfg, features=None, progress=False, epoch_call
     try:
         # over/underflow ends as NaN or inf, which the divergence checks report in one line
         with threadpool_limits(limits=1), np.errstate(over="ignore", invalid="ignore"), lock:
-            result = _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback,
-                          checkpoint_dir, checkpoint_every, resume_from, step_callback,
-                          checkpoint_extra)
+            result = _fit(
+                indptr,
+                indices,
+                weights,
+                cfg,
+                lr,
+                features,
+                progress,
+                epoch_callback,
+                checkpoint_dir,
+                checkpoint_every,
+                resume_from,
+                step_callback,
+                checkpoint_extra,
+            )
             result.notes = notes
             return result
     finally:
         numba.set_num_threads(old_threads)
 
 
-def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, checkpoint_dir,
-         checkpoint_every, resume_from, step_callback, checkpoint_extra=None):
+def _fit(
+    indptr,
+    indices,
+    weights,
+    cfg,
+    lr,
+    features,
+    progress,
+    epoch_callback,
+    checkpoint_dir,
+    checkpoint_every,
+    resume_from,
+    step_callback,
+    checkpoint_extra=None,
+):
     from . import checkpoint
 
     n_nodes = int(indptr.shape[0] - 1)
@@ -390,8 +504,9 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
         ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
     # Walks are generated on demand, batch by batch: walk w is a pure function of
     # (seed, w), so the run never holds all N*T walks (walks.WalkSource).
-    source = walks_mod.WalkSource(indptr, indices, weights, cfg.walks_per_node, q,
-                                  walk_seed(cfg.seed, 0))
+    source = walks_mod.WalkSource(
+        indptr, indices, weights, cfg.walks_per_node, q, walk_seed(cfg.seed, 0)
+    )
     positions = walks_mod.target_positions(cfg.targets, q)
     if progress and _kernels_cold():
         log.info("compiling kernels (first run only; cached on disk for later runs) ...")
@@ -413,7 +528,7 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     if ckpt is not None:
         try:
             checkpoint.check_arrays(ckpt, params, names)
-        except InputError as err:             # the latest is damaged: try the previous
+        except InputError as err:  # the latest is damaged: try the previous
             ckpt = checkpoint.fall_back(ckpt, err)
             ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
             checkpoint.check_arrays(ckpt, params, names)
@@ -427,25 +542,39 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
         opt.t, opt.lr = ckpt["adam_t"], ckpt["adam_lr"]
         state.update(ckpt["state"])
         result.history = ckpt["history"]
-        log.info("resumed from %s at epoch %d, batch %d", ckpt["path"], state["epoch"] + 1,
-                 state["batch"])
+        log.info(
+            "resumed from %s at epoch %d, batch %d",
+            ckpt["path"],
+            state["epoch"] + 1,
+            state["batch"],
+        )
     train_step = TrainStep(params, opt, cfg.model_config(), lazy=cfg.adam == "lazy")
 
     def save_checkpoint():
         if checkpoint_dir is not None:
             extra = checkpoint_extra.checkpoint_arrays() if checkpoint_extra is not None else None
-            checkpoint.save(checkpoint_dir, params, opt, state, cfg.to_dict(), result.history,
-                            graph_hash, extra=extra)
+            checkpoint.save(
+                checkpoint_dir,
+                params,
+                opt,
+                state,
+                cfg.to_dict(),
+                result.history,
+                graph_hash,
+                extra=extra,
+            )
 
     def diverged(what):
-        where = (f"; the last good checkpoint is in {checkpoint_dir}" if checkpoint_dir
-                 else "")
+        where = f"; the last good checkpoint is in {checkpoint_dir}" if checkpoint_dir else ""
         fix = f"lower --lr (now {lr:g})"
         if cfg.routing_scale is not None and cfg.routing_scale > q - 1:
-            fix = (f"lower --routing-scale (now {cfg.routing_scale:g}; the authors' is q - 1 = "
-                   f"{q - 1}) or --lr (now {lr:g})")
-        return TrainingDiverged(f"{what} at epoch {state['epoch'] + 1}, step "
-                                f"{state['batch'] + 1}; {fix}{where}")
+            fix = (
+                f"lower --routing-scale (now {cfg.routing_scale:g}; the authors' is q - 1 = "
+                f"{q - 1}) or --lr (now {lr:g})"
+            )
+        return TrainingDiverged(
+            f"{what} at epoch {state['epoch'] + 1}, step {state['batch'] + 1}; {fix}{where}"
+        )
 
     n_walks = source.n_walks
     n_batches = walks_mod.batches_per_epoch(n_walks, cfg.batch_size)
@@ -456,69 +585,111 @@ def _fit(indptr, indices, weights, cfg, lr, features, progress, epoch_callback, 
     # The bar starts after the run's first step, which compiles the kernels on a cold
     # Numba cache (or loads them from it): that time stays out of the ETA and pairs/s.
     bar = None
-    first = None                              # (epoch, pairs, seconds) of the run's first step
+    first = None  # (epoch, pairs, seconds) of the run's first step
     try:
         while state["epoch"] < cfg.epochs:
             epoch = state["epoch"]
             t_start = time.perf_counter() - state["seconds"]
-            order = (walks_mod.epoch_permutation(n_walks, seed_batch, epoch)
-                     if cfg.batch_mode == "shuffle" else None)
-            epoch_walks = source if cfg.walks == "fixed" else source.reseeded(
-                walk_seed(cfg.seed, epoch))
-            def make_batch(b, step):
-                return training_batch(epoch_walks, order, epoch, b, step, cfg.batch_size,
-                                      positions, sampler, num_sampled, seed_batch, seed_pos,
-                                      seed_sample)
+            order = (
+                walks_mod.epoch_permutation(n_walks, seed_batch, epoch)
+                if cfg.batch_mode == "shuffle"
+                else None
+            )
+            epoch_walks = (
+                source if cfg.walks == "fixed" else source.reseeded(walk_seed(cfg.seed, epoch))
+            )
+
+            def make_batch(b, step, epoch_walks=epoch_walks, order=order, epoch=epoch):
+                return training_batch(
+                    epoch_walks,
+                    order,
+                    epoch,
+                    b,
+                    step,
+                    cfg.batch_size,
+                    positions,
+                    sampler,
+                    num_sampled,
+                    seed_batch,
+                    seed_pos,
+                    seed_sample,
+                )
 
             batch = None
             while state["batch"] < n_batches:
                 b, step = state["batch"], state["step"]
-                if batch is None:             # else drawn by the previous step, ahead
+                if batch is None:  # else drawn by the previous step, ahead
                     batch = make_batch(b, step)
                 opt.lr = learning_rate(cfg, lr, step, total_steps)
-                loss, grads = train_step.gradients(batch)           # forward, backward
+                loss, grads = train_step.gradients(batch)  # forward, backward
                 if not math.isfinite(loss):
                     raise diverged(f"the loss became {loss}")
                 # the next batch of the epoch is drawn before the update (every draw is
                 # keyed by its step): the fused W update forms its W_i u (step.py)
                 ahead = make_batch(b + 1, step + 1) if b + 1 < n_batches else None
-                train_step.update(grads, ahead)                     # Adam
+                train_step.update(grads, ahead)  # Adam
                 n_pairs, batch = batch.n_pairs, ahead
-                state.update(batch=b + 1, step=step + 1,
-                             loss_sum=state["loss_sum"] + loss * n_pairs,
-                             n_pairs=state["n_pairs"] + n_pairs,
-                             seconds=time.perf_counter() - t_start)
-                if checkpoint_every and state["step"] % checkpoint_every == 0 \
-                        and state["batch"] < n_batches:
+                state.update(
+                    batch=b + 1,
+                    step=step + 1,
+                    loss_sum=state["loss_sum"] + loss * n_pairs,
+                    n_pairs=state["n_pairs"] + n_pairs,
+                    seconds=time.perf_counter() - t_start,
+                )
+                if (
+                    checkpoint_every
+                    and state["step"] % checkpoint_every == 0
+                    and state["batch"] < n_batches
+                ):
                     if not _finite(params, names):
                         raise diverged("a parameter became NaN or infinite")
                     save_checkpoint()
                 if first is None:
                     if state["seconds"] > 2.0:
-                        log.info("first step: %.1fs (kernel compilation or loading; not counted "
-                                 "in pairs/s)", state["seconds"])
-                    bar = _progress(progress, total_steps, state["epoch"] * n_batches + state["batch"])
+                        log.info(
+                            "first step: %.1fs (kernel compilation or loading; not counted "
+                            "in pairs/s)",
+                            state["seconds"],
+                        )
+                    bar = _progress(
+                        progress, total_steps, state["epoch"] * n_batches + state["batch"]
+                    )
                     first = (epoch, state["n_pairs"], time.perf_counter() - t_start)
                 elif bar is not None:
                     bar.update(1)
                     if b % 20 == 0:
-                        bar.set_postfix(epoch=f"{epoch + 1}/{cfg.epochs}", lr=f"{opt.lr:.2g}",
-                                        loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
-                                        pairs_s=f"{_rate(state, epoch, first):,.0f}",
-                                        refresh=False)   # redraws follow mininterval
+                        bar.set_postfix(
+                            epoch=f"{epoch + 1}/{cfg.epochs}",
+                            lr=f"{opt.lr:.2g}",
+                            loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
+                            pairs_s=f"{_rate(state, epoch, first):,.0f}",
+                            refresh=False,
+                        )  # redraws follow mininterval
                 if step_callback is not None:
                     step_callback(epoch, b, step)
             if not _finite(params, names):
                 raise diverged("a parameter became NaN or infinite")
             seconds = time.perf_counter() - t_start
-            entry = dict(epoch=epoch + 1, loss=state["loss_sum"] / state["n_pairs"],
-                         lr=opt.lr, seconds=seconds, pairs=state["n_pairs"],
-                         pairs_per_s=_rate(dict(state, seconds=seconds), epoch, first))
+            entry = dict(
+                epoch=epoch + 1,
+                loss=state["loss_sum"] / state["n_pairs"],
+                lr=opt.lr,
+                seconds=seconds,
+                pairs=state["n_pairs"],
+                pairs_per_s=_rate(dict(state, seconds=seconds), epoch, first),
+            )
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
-            log.info("epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s", epoch + 1, cfg.epochs,
-                     entry["loss"], entry["lr"], seconds, entry["pairs_per_s"])
-            if epoch_callback is not None:      # first: its state goes into the checkpoint
+            log.info(
+                "epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s",
+                epoch + 1,
+                cfg.epochs,
+                entry["loss"],
+                entry["lr"],
+                seconds,
+                entry["pairs_per_s"],
+            )
+            if epoch_callback is not None:  # first: its state goes into the checkpoint
                 epoch_callback(epoch + 1, result)
             save_checkpoint()
     finally:
@@ -553,7 +724,7 @@ def _kernels_cold():
                 if isinstance(obj, numba.core.dispatcher.Dispatcher) and not obj.signatures:
                     if not os.path.exists(obj._cache._cache_file._index_path):
                         return True
-    except AttributeError:                    # another Numba's cache layout: say nothing
+    except AttributeError:  # another Numba's cache layout: say nothing
         return False
     return False
 
@@ -568,6 +739,13 @@ def _progress(enabled, total, initial=0):
     from tqdm.auto import tqdm
 
     tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-    return tqdm(total=total, initial=initial, unit="batch", dynamic_ncols=tty, leave=True,
-                file=sys.stderr, mininterval=0.1 if tty else 30.0,
-                maxinterval=10.0 if tty else 300.0)
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="batch",
+        dynamic_ncols=tty,
+        leave=True,
+        file=sys.stderr,
+        mininterval=0.1 if tty else 30.0,
+        maxinterval=10.0 if tty else 300.0,
+    )

@@ -35,8 +35,8 @@ from .rng import (
     TAG_INFER,
     TAG_PERMUTATION,
     TAG_POSITION,
-    rand_below,
     quiet_wraparound,
+    rand_below,
     rand_uniform,
     stream,
     stream2,
@@ -147,8 +147,9 @@ def _walks_by_id(indptr, indices, cum, weighted, seed, walk_ids, walks):
 
 
 @kernel(parallel=True)
-def walk_contexts(indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, positions,
-                  seed, ctx):
+def walk_contexts(
+    indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, positions, seed, ctx
+):
     """Contexts for inference (Algorithm 3, infer.sample_contexts): C_v of a walk of
     length q with v at position j, for each node a and sample z.
 
@@ -295,8 +296,9 @@ def check_csr(indptr, indices, weights):
     if weights is not None:
         weights = np.asarray(weights)
         if weights.shape != indices.shape:
-            raise InputError(f"weights must have the shape of indices {indices.shape}, got "
-                             f"{weights.shape}")
+            raise InputError(
+                f"weights must have the shape of indices {indices.shape}, got {weights.shape}"
+            )
         weights = np.ascontiguousarray(weights, dtype=np.float32)
         if not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise InputError("weights must be finite and non-negative")
@@ -306,8 +308,9 @@ def check_csr(indptr, indices, weights):
 def _check_walks(walks):
     walks = np.asarray(walks)
     if walks.ndim != 2 or walks.shape[0] < 1 or walks.shape[1] < 2:
-        raise InputError(f"walks must be 2-D (n_walks >= 1, walk_length >= 2), got shape "
-                         f"{walks.shape}")
+        raise InputError(
+            f"walks must be 2-D (n_walks >= 1, walk_length >= 2), got shape {walks.shape}"
+        )
     if not np.issubdtype(walks.dtype, np.integer):
         raise InputError(f"walks must hold integer node indices, got dtype {walks.dtype}")
     return np.ascontiguousarray(walks, dtype=np.int32)
@@ -316,8 +319,10 @@ def _check_walks(walks):
 def _check_walk_ids(walk_ids, n_walks):
     walk_ids = np.asarray(walk_ids)
     if walk_ids.ndim != 1 or not np.issubdtype(walk_ids.dtype, np.integer):
-        raise InputError(f"walk_ids must be a 1-D integer array, got shape {walk_ids.shape}, "
-                         f"dtype {walk_ids.dtype}")
+        raise InputError(
+            f"walk_ids must be a 1-D integer array, got shape {walk_ids.shape}, "
+            f"dtype {walk_ids.dtype}"
+        )
     if walk_ids.shape[0] and (walk_ids.min() < 0 or walk_ids.max() >= n_walks):
         raise InputError(f"walk_ids must lie in [0, {n_walks})")
     return np.ascontiguousarray(walk_ids, dtype=np.int64)
@@ -413,8 +418,9 @@ class WalkSource:
         if walk_ids.size and (walk_ids.min() < 0 or walk_ids.max() >= self.n_walks):
             raise InputError(f"walk_ids must be in [0, {self.n_walks})")
         out = np.empty((walk_ids.shape[0], self.q), dtype=np.int32)
-        _walks_by_id.for_work(out.size * 8)(self.indptr, self.indices, self.cum, self.weighted,
-                                            self.seed, walk_ids, out)
+        _walks_by_id.for_work(out.size * 8)(
+            self.indptr, self.indices, self.cum, self.weighted, self.seed, walk_ids, out
+        )
         return out
 
     def node_counts(self, chunk=1 << 20):
@@ -443,13 +449,15 @@ def target_positions(spec, walk_length):
             return np.arange(q, dtype=np.int64)
         if spec == "random":
             return None
-        raise InputError("target_positions must be 'all', 'random' or a list of positions, "
-                         f"got {spec!r}")
+        raise InputError(
+            f"target_positions must be 'all', 'random' or a list of positions, got {spec!r}"
+        )
     try:
         values = [_check_int("target_positions", p, 0, q - 1) for p in spec]
     except TypeError:
-        raise InputError("target_positions must be 'all', 'random' or a list of positions, "
-                         f"got {spec!r}") from None
+        raise InputError(
+            f"target_positions must be 'all', 'random' or a list of positions, got {spec!r}"
+        ) from None
     if not values:
         raise InputError("target_positions must not be empty")
     if len(set(values)) != len(values):

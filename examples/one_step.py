@@ -379,7 +379,7 @@ def main():
     before = {name: getattr(params, name).copy() for name in names}
     opt = Adam({name: getattr(params, name) for name in names}, lr=LR)
     _, row_grads = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
-    opt.step(row_grads)          # as training does: the same gradients, row-sparse
+    opt.step(row_grads)  # as training does: the same gradients, row-sparse
     print(f"t = {opt.t}, lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t) = {opt.lr_t():.6g}")
     adam_ok = True
     for name in names:

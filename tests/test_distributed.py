@@ -16,19 +16,24 @@ import pytest
 from caps2ne_np import graph as graph_mod
 from caps2ne_np.errors import InputError
 from caps2ne_np.train import TrainConfig, fit
-
 from test_train import planted_partition
 
-CFG = dict(dim=16, feat_dim=16, walks_per_node=4, epochs=2, num_sampled=16, lr=5e-3,
-           adam="lazy", threads=1)
+CFG = dict(
+    dim=16, feat_dim=16, walks_per_node=4, epochs=2, num_sampled=16, lr=5e-3, adam="lazy", threads=1
+)
 NAMES = ("W", "O", "bias", "X")
 
 
 def test_single_machine_path_does_not_import_ray():
-    code = ("import sys; import caps2ne_np, caps2ne_np.train, caps2ne_np.model, "
-            "caps2ne_np.cli; assert 'ray' not in sys.modules, 'ray imported'")
-    subprocess.run([sys.executable, "-c", code], check=True,
-                   env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    code = (
+        "import sys; import caps2ne_np, caps2ne_np.train, caps2ne_np.model, "
+        "caps2ne_np.cli; assert 'ray' not in sys.modules, 'ray imported'"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +63,9 @@ def assert_same(a, b):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("S,w_placement", [(1, "server"), (2, "server"), (2, "workers")])
-def test_one_worker_equals_single_machine_lazy_adam_bitwise(ray_local, partition, single, S,
-                                                            w_placement):
+def test_one_worker_equals_single_machine_lazy_adam_bitwise(
+    ray_local, partition, single, S, w_placement
+):
     g, _ = partition
     assert_same(run(g, 1, S, w_placement=w_placement), single)
 
@@ -68,7 +74,7 @@ def test_one_worker_equals_single_machine_lazy_adam_bitwise(ray_local, partition
 def test_fixed_workers_reproducible_and_independent_of_servers(ray_local, partition, single):
     g, _ = partition
     a, b = run(g, 2, 1), run(g, 2, 2, w_placement="workers")
-    assert_same(a, b)                 # nor of where W lives
+    assert_same(a, b)  # nor of where W lives
     # two workers take the same batches one update stale: close to, not equal to, P = 1
     assert not np.array_equal(a.params.O, single.params.O)
     assert abs(a.history[-1]["loss"] - single.history[-1]["loss"]) < 0.05
@@ -80,12 +86,21 @@ def test_two_workers_two_servers_learn_as_well_as_one_machine(ray_local, partiti
     from sklearn.model_selection import train_test_split
 
     g, labels = partition
-    cfg = TrainConfig(dim=32, feat_dim=32, walks_per_node=8, epochs=5, num_sampled=32, lr=5e-3,
-                      adam="lazy", threads=1)
+    cfg = TrainConfig(
+        dim=32,
+        feat_dim=32,
+        walks_per_node=8,
+        epochs=5,
+        num_sampled=32,
+        lr=5e-3,
+        adam="lazy",
+        threads=1,
+    )
 
     def accuracy(result):
-        x_tr, x_te, y_tr, y_te = train_test_split(result.params.O, labels, test_size=0.5,
-                                                  random_state=0, stratify=labels)
+        x_tr, x_te, y_tr, y_te = train_test_split(
+            result.params.O, labels, test_size=0.5, random_state=0, stratify=labels
+        )
         return LogisticRegression(max_iter=2000).fit(x_tr, y_tr).score(x_te, y_te)
 
     one = fit(g.indptr, g.indices, g.weights, cfg)
@@ -116,8 +131,9 @@ def test_checkpoint_per_shard_and_resume_is_exact(ray_local, partition, single, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("victim", ["servers", "workers"])
-def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(ray_local, partition, single,
-                                                                 tmp_path, victim):
+def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(
+    ray_local, partition, single, tmp_path, victim
+):
     g, _ = partition
     stats, killed = {}, []
 
@@ -128,10 +144,18 @@ def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(ray_local, part
             killed.append(time.time())
 
     # a killed worker takes its replica of W with it: restored from the checkpoint too
-    result = run(g, 1, 2, checkpoint_dir=tmp_path, checkpoint_every=25, step_callback=kill_at,
-                 stats=stats, w_placement="workers" if victim == "workers" else "server")
+    result = run(
+        g,
+        1,
+        2,
+        checkpoint_dir=tmp_path,
+        checkpoint_every=25,
+        step_callback=kill_at,
+        stats=stats,
+        w_placement="workers" if victim == "workers" else "server",
+    )
     assert len(stats["failures"]) == 1
-    assert stats["failures"][0]["time"] - killed[0] < 10.0     # noticed within seconds
+    assert stats["failures"][0]["time"] - killed[0] < 10.0  # noticed within seconds
     assert_same(result, single)
 
 
@@ -147,8 +171,16 @@ def test_killed_actor_without_restarts_names_the_checkpoint(ray_local, partition
             os.kill(ray_local.get(stats["actors"]["servers"][0].pid.remote()), signal.SIGKILL)
 
     with pytest.raises(WorkerLost, match=f"--resume {tmp_path}"):
-        run(g, 1, 2, checkpoint_dir=tmp_path, checkpoint_every=25, step_callback=kill_at,
-            stats=stats, max_restarts=0)
+        run(
+            g,
+            1,
+            2,
+            checkpoint_dir=tmp_path,
+            checkpoint_every=25,
+            step_callback=kill_at,
+            stats=stats,
+            max_restarts=0,
+        )
 
 
 @pytest.mark.slow
@@ -160,14 +192,14 @@ def test_row_limit_spreads_the_tables_and_no_actor_holds_all_rows(ray_local, par
     stats = {}
     run(g, 2, 2, max_rows_per_shard=n // 2, stats=stats)
     k, d = CFG["dim"], CFG["feat_dim"]
-    full = n * (k + 1 + d) * 4 * 3                       # values, m and v of O, bias, x
+    full = n * (k + 1 + d) * 4 * 3  # values, m and v of O, bias, x
     rows = [s["rows"] for s in stats["servers"]]
     assert rows == [n // 2, n // 2]
     for s in stats["servers"]:
-        assert s["row_bytes"] == full // 2                # half the rows; W only on server 0
+        assert s["row_bytes"] == full // 2  # half the rows; W only on server 0
         assert s["peak_rss"] > 0
     for w in stats["workers"]:
-        assert 0 < w["max_rows"] < n                      # a batch's rows, never all
+        assert 0 < w["max_rows"] < n  # a batch's rows, never all
         assert w["pulled"] > 0 and w["pushed"] > 0
 
 
@@ -176,8 +208,13 @@ def test_estimator_engine_ray(ray_local, partition, single):
     from caps2ne_np.model import Caps2NE
 
     g, _ = partition
-    model = Caps2NE(**{k: v for k, v in CFG.items() if k != "threads"}, n_jobs=1,
-                    engine="ray", workers=1, servers=2).fit(g)
+    model = Caps2NE(
+        **{k: v for k, v in CFG.items() if k != "threads"},
+        n_jobs=1,
+        engine="ray",
+        workers=1,
+        servers=2,
+    ).fit(g)
     assert np.array_equal(model.get_embedding(), single.params.O)
 
 
@@ -189,16 +226,44 @@ def test_cli_engine_ray_writes_the_single_machine_embeddings(ray_local, tmp_path
 
     edges = tmp_path / "g.edgelist"
     rng = np.random.default_rng(0)
-    edges.write_text("".join(f"{a} {b}\n" for a, b in rng.integers(0, 60, size=(200, 2))
-                             if a != b))
-    common = ["train", "--graph", str(edges), "--dim", "8", "--feat-dim", "8", "--epochs", "1",
-              "--walks-per-node", "2", "--num-sampled", "8", "--adam", "lazy", "--threads", "1",
-              "-q"]
+    edges.write_text("".join(f"{a} {b}\n" for a, b in rng.integers(0, 60, size=(200, 2)) if a != b))
+    common = [
+        "train",
+        "--graph",
+        str(edges),
+        "--dim",
+        "8",
+        "--feat-dim",
+        "8",
+        "--epochs",
+        "1",
+        "--walks-per-node",
+        "2",
+        "--num-sampled",
+        "8",
+        "--adam",
+        "lazy",
+        "--threads",
+        "1",
+        "-q",
+    ]
     runner = CliRunner()
     one = runner.invoke(cli, common + ["--out", str(tmp_path / "one.emb")])
     assert one.exit_code == 0, one.output
-    two = runner.invoke(cli, common + ["--out", str(tmp_path / "two.emb"), "--engine", "ray",
-                                       "--workers", "1", "--servers", "2"])
+    two = runner.invoke(
+        cli,
+        common
+        + [
+            "--out",
+            str(tmp_path / "two.emb"),
+            "--engine",
+            "ray",
+            "--workers",
+            "1",
+            "--servers",
+            "2",
+        ],
+    )
     assert two.exit_code == 0, two.output
     assert (tmp_path / "one.emb").read_text() == (tmp_path / "two.emb").read_text()
     options = [a if a != "lazy" else "dense" for a in common]
@@ -216,11 +281,27 @@ def test_cli_engine_ray_refuses_eval_every_epoch_with_checkpoints(tmp_path):
 
     (tmp_path / "g.txt").write_text("a b\nb c\nc a\n")
     (tmp_path / "l.txt").write_text("a 0\nb 1\nc 0\n")
-    r = CliRunner().invoke(cli, ["train", "--graph", str(tmp_path / "g.txt"), "--out",
-                                 str(tmp_path / "o.emb"), "--engine", "ray", "--eval-every-epoch",
-                                 "--labels", str(tmp_path / "l.txt"), "--checkpoint-dir",
-                                 str(tmp_path / "ck"), "-q"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--graph",
+            str(tmp_path / "g.txt"),
+            "--out",
+            str(tmp_path / "o.emb"),
+            "--engine",
+            "ray",
+            "--eval-every-epoch",
+            "--labels",
+            str(tmp_path / "l.txt"),
+            "--checkpoint-dir",
+            str(tmp_path / "ck"),
+            "-q",
+        ],
+    )
     assert r.exit_code == 1
-    assert "error: --eval-every-epoch with --checkpoint-dir or --resume is not supported with " \
-           "--engine ray" in r.output
+    assert (
+        "error: --eval-every-epoch with --checkpoint-dir or --resume is not supported with "
+        "--engine ray" in r.output
+    )
     assert not (tmp_path / "o.emb").exists() and not (tmp_path / "ck").exists()

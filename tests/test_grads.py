@@ -251,20 +251,26 @@ def test_blas_helpers_match_numpy_matmul(dtype):
 
 def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
     from caps2ne_np.core import loss_and_row_grads, row_matrix, slot_major
+
     rng = np.random.default_rng(11)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
         3, n_nodes=15, n_pairs=6, n_slots=4, d=30, k=6, n_sampled=5, scale_w=0.3
     )
     X = (rng.random(X.shape) < 0.15).astype(np.float64)
-    params = Params(slot_major(W), O, bias,
-                    SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64), fixed_features=True)
+    params = Params(
+        slot_major(W),
+        O,
+        bias,
+        SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64),
+        fixed_features=True,
+    )
     cfg = ModelConfig(routing_iters=2)
     # the same features given dense: d_W from one GEMM per slot over the rows of u
     dense = Params(slot_major(W), O, bias, X, fixed_features=True)
     loss, g = loss_and_grads(dense, ctx, targets, sampled, q_true, q_sampled, cfg)
     loss2, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
     assert loss2 == pytest.approx(loss, rel=1e-12)
-    dense_rows = row_matrix(slot_major(g.W))                 # (I * d, k)
+    dense_rows = row_matrix(slot_major(g.W))  # (I * d, k)
     rebuilt = np.zeros_like(dense_rows)
     rebuilt[rg["W"].rows] = rg["W"].values
     np.testing.assert_allclose(rebuilt, dense_rows, rtol=1e-12, atol=1e-15)
@@ -291,7 +297,7 @@ def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
         return loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)[0]
 
     _, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
-    W_rows = params.W.transpose(0, 2, 1).reshape(-1, params.W.shape[1])   # view: (I * d, k)
+    W_rows = params.W.transpose(0, 2, 1).reshape(-1, params.W.shape[1])  # view: (I * d, k)
     assert np.shares_memory(W_rows, params.W)
     numeric = naive.numeric_grad(loss, W_rows)
     analytic = np.zeros_like(numeric)

@@ -16,7 +16,6 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 
 import naive
-from naive_walks import pyrng
 from caps2ne_np import rng
 from caps2ne_np.cli import cli
 from caps2ne_np.core import ModelConfig, SparseFeatures
@@ -32,6 +31,7 @@ from caps2ne_np.io import read_word2vec
 from caps2ne_np.model import Caps2NE
 from caps2ne_np.rng import TAG_INFER
 from caps2ne_np.walks import uniform_walks
+from naive_walks import pyrng
 
 # --------------------------------------------------------------------------- naive reference
 
@@ -97,8 +97,9 @@ def planted_partition(seed=0, size=15, p_in=0.5, p_out=0.02):
 
 
 def fit_quiet(graph, X=None, **kw):
-    opts = dict(dim=8, feat_dim=8, walks_per_node=16, epochs=8, num_sampled=12, lr=5e-3,
-                random_state=0)
+    opts = dict(
+        dim=8, feat_dim=8, walks_per_node=16, epochs=8, num_sampled=12, lr=5e-3, random_state=0
+    )
     opts.update(kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)
@@ -141,7 +142,7 @@ def restore_threads():
 
 def small_graph(weighted=False, directed=False):
     r = np.random.default_rng(3)
-    ring = np.arange(12)                                  # every node but 12 has in- and out-edges
+    ring = np.arange(12)  # every node but 12 has in- and out-edges
     src = np.concatenate([r.integers(0, 12, 30), ring])
     dst = np.concatenate([r.integers(0, 12, 30), (ring + 1) % 12])
     w = r.uniform(0.5, 3.0, src.size) if weighted else None
@@ -154,8 +155,9 @@ def small_graph(weighted=False, directed=False):
 # --------------------------------------------------------------------------- the sampler
 
 
-@pytest.mark.parametrize("weighted,directed", [(False, False), (True, False), (False, True),
-                                               (True, True)])
+@pytest.mark.parametrize(
+    "weighted,directed", [(False, False), (True, False), (False, True), (True, True)]
+)
 @pytest.mark.parametrize("positions", [(0, 1, 2, 3, 4), (4, 1)])
 def test_contexts_match_naive_reference(weighted, directed, positions):
     g = small_graph(weighted, directed)
@@ -174,10 +176,10 @@ def test_every_context_is_a_walk_through_the_node(directed):
     ctx = sample_contexts(g, nodes, q, Z, seed=4)
     for a, v in enumerate(nodes):
         for z in range(Z):
-            j = z % q                                   # positions 'all': z mod q
+            j = z % q  # positions 'all': z mod q
             walk = list(ctx[a * Z + z, :j]) + [v] + list(ctx[a * Z + z, j:])
             for s, t in zip(walk[:-1], walk[1:]):
-                assert adj[s, t] != 0, (v, z, walk)      # each step follows an out-edge
+                assert adj[s, t] != 0, (v, z, walk)  # each step follows an out-edge
 
 
 def test_isolated_node_context_is_itself():
@@ -200,9 +202,10 @@ def test_capsule_outputs_match_naive(sparse, iters, rule):
     X = SparseFeatures.from_scipy(sp.csr_matrix(Xd)) if sparse else Xd
     ctx = r.integers(0, n, (P, I)).astype(np.int32)
     cfg = ModelConfig(routing_iters=iters, routing_rule=rule)
-    e = capsule_outputs(W, X, ctx, cfg, chunk=4)           # chunks of 4 pairs: 4 + 4 + 3
-    ref, _ = naive.capsule_output(W.astype(np.float64), Xd.astype(np.float64), ctx, iters,
-                                  float(I), rule)
+    e = capsule_outputs(W, X, ctx, cfg, chunk=4)  # chunks of 4 pairs: 4 + 4 + 3
+    ref, _ = naive.capsule_output(
+        W.astype(np.float64), Xd.astype(np.float64), ctx, iters, float(I), rule
+    )
     np.testing.assert_allclose(e, ref, rtol=1e-5, atol=1e-6)
 
 
@@ -219,17 +222,20 @@ def test_deterministic_for_a_seed(full, featureless_model):
 
 
 def test_identical_on_one_and_two_threads(full, fixed_model, features, restore_threads):
-    one = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n20"], samples=40,
-                           threads=1)[1]
-    two = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n20"], samples=40,
-                           threads=2)[1]
+    one = infer_embeddings(
+        *fitted(fixed_model), full, features, ["new", "n20"], samples=40, threads=1
+    )[1]
+    two = infer_embeddings(
+        *fitted(fixed_model), full, features, ["new", "n20"], samples=40, threads=2
+    )[1]
     np.testing.assert_array_equal(one, two)
 
 
 def test_a_node_does_not_depend_on_the_other_requested_nodes(full, fixed_model, features):
     alone = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=30)[1]
-    ids, many = infer_embeddings(*fitted(fixed_model), full, features, ["n9", "new", "n21"],
-                                 samples=30)
+    ids, many = infer_embeddings(
+        *fitted(fixed_model), full, features, ["n9", "new", "n21"], samples=30
+    )
     assert ids == ["n9", "new", "n21"]
     np.testing.assert_array_equal(alone[0], many[1])
 
@@ -239,11 +245,13 @@ def test_scipy_adjacency_and_indices_as_input(full, fixed_model, features):
     new = int(full.index_of("new")[0])
     # 'mean': the ids of a scipy adjacency ('0', '1', ...) are not the model's, so no
     # calibration can be fitted on it (tests/test_infer_aggregate.py)
-    ids, a = infer_embeddings(*fitted(fixed_model), full.to_scipy(), features, [new, 3], samples=12,
-                              aggregate="mean")
+    ids, a = infer_embeddings(
+        *fitted(fixed_model), full.to_scipy(), features, [new, 3], samples=12, aggregate="mean"
+    )
     assert ids == [str(new), "3"]
-    b = infer_embeddings(*fitted(fixed_model), full, features, ["new", "n3"], samples=12,
-                         aggregate="mean")[1]
+    b = infer_embeddings(
+        *fitted(fixed_model), full, features, ["new", "n3"], samples=12, aggregate="mean"
+    )[1]
     np.testing.assert_array_equal(a, b)
 
 
@@ -252,8 +260,9 @@ def test_samples_average_the_capsule_outputs(full, fixed_model, features):
     from caps2ne_np.core import prepare_features
     from caps2ne_np.train import derive_seed
 
-    E = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=13, seed=2,
-                         aggregate="mean")[1]
+    E = infer_embeddings(
+        *fitted(fixed_model), full, features, ["new"], samples=13, seed=2, aggregate="mean"
+    )[1]
     ctx = sample_contexts(full, full.index_of("new"), 10, 13, derive_seed(2, "infer"))
     X = prepare_features(features, full.n_nodes, normalize=False)
     e = capsule_outputs(fixed_model.W_, X, ctx, ModelConfig())
@@ -262,7 +271,7 @@ def test_samples_average_the_capsule_outputs(full, fixed_model, features):
 
 def _relabelled(graph, perm, names):
     """The same graph with node i renamed names[i] and stored at index perm[i]."""
-    adj = sp.triu(graph.to_scipy()).tocoo()             # each undirected edge once
+    adj = sp.triu(graph.to_scipy()).tocoo()  # each undirected edge once
     inv_ids = [None] * graph.n_nodes
     for i, p in enumerate(perm):
         inv_ids[p] = names[i]
@@ -280,8 +289,13 @@ def test_renaming_ids_gives_identical_embeddings(full, featureless_model):
         setattr(renamed_model, attr, getattr(model, attr))
     renamed_model.node_ids_ = [rename[i] for i in model.node_ids_]
     a = infer_embeddings(*fitted(model), full, None, ["new", "n2", "n17"], samples=20)[1]
-    ids, b = infer_embeddings(*fitted(renamed_model), renamed_graph, None,
-                              [rename["new"], rename["n2"], rename["n17"]], samples=20)
+    ids, b = infer_embeddings(
+        *fitted(renamed_model),
+        renamed_graph,
+        None,
+        [rename["new"], rename["n2"], rename["n17"]],
+        samples=20,
+    )
     assert ids == [rename["new"], rename["n2"], rename["n17"]]
     np.testing.assert_array_equal(a, b)
 
@@ -295,24 +309,24 @@ def test_permuting_node_order_gives_the_same_embedding_in_distribution(full, fix
     X2 = np.empty_like(features)
     X2[perm] = features
     new2 = names[full.index_of("new")[0]]
-    Z = 10000                                            # max |a - b| ~ 0.005 here
-    a = infer_embeddings(*fitted(fixed_model), full, features, ["new"], samples=Z,
-                         aggregate="mean")[1][0]
+    Z = 10000  # max |a - b| ~ 0.005 here
+    a = infer_embeddings(
+        *fitted(fixed_model), full, features, ["new"], samples=Z, aggregate="mean"
+    )[1][0]
     b = infer_embeddings(*fitted(fixed_model), g2, X2, [new2], samples=Z, aggregate="mean")[1][0]
-    assert not np.array_equal(a, b)                      # different walks were drawn...
-    np.testing.assert_allclose(a, b, atol=0.02)          # ...from the same distribution
-    assert np.linalg.norm(a) > 0.1                       # so the tolerance is meaningful
+    assert not np.array_equal(a, b)  # different walks were drawn...
+    np.testing.assert_allclose(a, b, atol=0.02)  # ...from the same distribution
+    assert np.linalg.norm(a) > 0.1  # so the tolerance is meaningful
 
 
 @pytest.mark.parametrize("kind", ["featureless", "fixed"])
-def test_new_node_lands_next_to_its_community(kind, full, featureless_model, fixed_model,
-                                              features):
+def test_new_node_lands_next_to_its_community(kind, full, featureless_model, fixed_model, features):
     model, X = (featureless_model, None) if kind == "featureless" else (fixed_model, features)
     old = [f"n{i}" for i in range(30)]
     ids, E = infer_embeddings(*fitted(model), full, X, ["new"] + old, samples=50)
     e_new, E_old = E[0], E[1:]
     cos = E_old @ e_new / (np.linalg.norm(E_old, axis=1) * np.linalg.norm(e_new))
-    assert np.argmax(cos) < 15                           # nearest old node: community 0
+    assert np.argmax(cos) < 15  # nearest old node: community 0
     assert cos[:15].mean() > cos[15:].mean() + 0.5
     # and it predicts community-0 targets: e . o_v is larger on community 0
     dots = model.O_ @ e_new
@@ -336,9 +350,10 @@ def test_isolated_node_error_or_own_features(full, fixed_model, features):
     with pytest.raises(InputError, match="'alone' has no edges"):
         infer_embeddings(*fitted(fixed_model), g, X, ["alone"], isolated="error")
     with pytest.warns(InputWarning, match="without edges"):
-        E = infer_embeddings(*fitted(fixed_model), g, X, ["alone"], isolated="self",
-                             aggregate="mean")[1]
-    ctx = np.full((1, 9), g.n_nodes - 1, dtype=np.int32)   # the node itself in every slot
+        E = infer_embeddings(
+            *fitted(fixed_model), g, X, ["alone"], isolated="self", aggregate="mean"
+        )[1]
+    ctx = np.full((1, 9), g.n_nodes - 1, dtype=np.int32)  # the node itself in every slot
     e = capsule_outputs(fixed_model.W_, X, ctx, ModelConfig())
     np.testing.assert_allclose(E, e, rtol=1e-6)
     assert np.linalg.norm(E) > 0
@@ -367,17 +382,21 @@ def test_featureless_model_masks_unknown_nodes(full, featureless_model):
     new = full.index_of("new")[0]
     assert not known[new] and known.sum() == 30
     assert np.all(X[new] == 0)
-    np.testing.assert_array_equal(X[full.index_of("n4")[0]],
-                                  featureless_model.X_[featureless_model.node_ids_.index("n4")])
+    np.testing.assert_array_equal(
+        X[full.index_of("n4")[0]], featureless_model.X_[featureless_model.node_ids_.index("n4")]
+    )
 
 
-@pytest.mark.parametrize("case,match", [
-    ("featureless+features", "without fixed features"),
-    ("fixed-no-features", "does not store"),
-    ("fixed-wrong-d", "d = 3"),
-    ("unknown-node", "not in the graph"),
-    ("repeated-node", "listed twice"),
-])
+@pytest.mark.parametrize(
+    "case,match",
+    [
+        ("featureless+features", "without fixed features"),
+        ("fixed-no-features", "does not store"),
+        ("fixed-wrong-d", "d = 3"),
+        ("unknown-node", "not in the graph"),
+        ("repeated-node", "listed twice"),
+    ],
+)
 def test_clear_errors(case, match, full, featureless_model, fixed_model, features):
     with pytest.raises(InputError, match=match):
         if case == "featureless+features":
@@ -423,7 +442,7 @@ def test_inductive_split_removes_every_edge_and_walk_through_test_nodes(weighted
     assert not np.isin(walks, test).any()
     s, t = walks[:, :-1], walks[:, 1:]
     sink = np.zeros(g.n_nodes, dtype=bool)
-    sink[kept] = np.diff(sub.indptr) == 0                # stays put: no edges left in sub
+    sink[kept] = np.diff(sub.indptr) == 0  # stays put: no edges left in sub
     assert np.all((A[s, t] > 0) | ((s == t) & sink[s]))
 
 
@@ -452,7 +471,7 @@ def cli_files(tmp_path_factory, full, features, featureless_model, fixed_model):
     d = tmp_path_factory.mktemp("infer")
     adj = full.to_scipy().tocoo()
     lines = [f"{full.node_ids[u]} {full.node_ids[v]}" for u, v in zip(adj.row, adj.col) if u < v]
-    (d / "full.txt").write_text("\n".join(lines[::-1]) + "\n")   # another line order
+    (d / "full.txt").write_text("\n".join(lines[::-1]) + "\n")  # another line order
     (d / "nodes.txt").write_text("new\nn3\n")
     order = np.random.default_rng(0).permutation(full.n_nodes)
     np.save(d / "x.npy", features[order])
@@ -471,14 +490,27 @@ def test_cli_infer_matches_api(cli_files, featureless_model):
 
     d = cli_files
     out = d / "new.emb"
-    r = _invoke("--model", d / "featureless.npz", "--graph", d / "full.txt", "--nodes",
-                d / "nodes.txt", "--samples", 10, "--seed", 3, "--out", out)
+    r = _invoke(
+        "--model",
+        d / "featureless.npz",
+        "--graph",
+        d / "full.txt",
+        "--nodes",
+        d / "nodes.txt",
+        "--samples",
+        10,
+        "--seed",
+        3,
+        "--out",
+        out,
+    )
     assert r.exit_code == 0, r.output
     ids, E = read_word2vec(out)
     assert ids == ["new", "n3"]
     g = read_graph(d / "full.txt")
-    np.testing.assert_array_equal(E, infer_embeddings(*fitted(featureless_model), g, None, ids,
-                                                      samples=10, seed=3)[1])
+    np.testing.assert_array_equal(
+        E, infer_embeddings(*fitted(featureless_model), g, None, ids, samples=10, seed=3)[1]
+    )
 
 
 def test_cli_infer_with_features_and_ids(cli_files, fixed_model, features, full):
@@ -486,9 +518,22 @@ def test_cli_infer_with_features_and_ids(cli_files, fixed_model, features, full)
 
     d = cli_files
     out = d / "fixed.emb"
-    r = _invoke("--model", d / "fixed.npz", "--graph", d / "full.txt", "--features", d / "x.npy",
-                "--feature-ids", d / "x.ids", "--nodes", d / "nodes.txt", "--out", out,
-                "--threads", 2)
+    r = _invoke(
+        "--model",
+        d / "fixed.npz",
+        "--graph",
+        d / "full.txt",
+        "--features",
+        d / "x.npy",
+        "--feature-ids",
+        d / "x.ids",
+        "--nodes",
+        d / "nodes.txt",
+        "--out",
+        out,
+        "--threads",
+        2,
+    )
     assert r.exit_code == 0, r.output
     ids, E = read_word2vec(out)
     g = read_graph(d / "full.txt")
@@ -496,21 +541,44 @@ def test_cli_infer_with_features_and_ids(cli_files, fixed_model, features, full)
     np.testing.assert_array_equal(E, infer_embeddings(*fitted(fixed_model), g, X, ids)[1])
 
 
-@pytest.mark.parametrize("case,match", [
-    ("no-features", "does not store"),
-    ("unknown", "nodes.bad:2: node 'ghost' is not in"),
-    ("exists", "--overwrite"),
-])
+@pytest.mark.parametrize(
+    "case,match",
+    [
+        ("no-features", "does not store"),
+        ("unknown", "nodes.bad:2: node 'ghost' is not in"),
+        ("exists", "--overwrite"),
+    ],
+)
 def test_cli_infer_errors_are_one_line(cli_files, case, match):
     d = cli_files
     (d / "nodes.bad").write_text("new\nghost\n")
     (d / "taken.emb").write_text("keep\n")
-    args = {"no-features": ["--model", d / "fixed.npz", "--nodes", d / "nodes.txt",
-                            "--out", d / "x1.emb"],
-            "unknown": ["--model", d / "featureless.npz", "--nodes", d / "nodes.bad",
-                        "--out", d / "x2.emb"],
-            "exists": ["--model", d / "featureless.npz", "--nodes", d / "nodes.txt",
-                       "--out", d / "taken.emb"]}[case]
+    args = {
+        "no-features": [
+            "--model",
+            d / "fixed.npz",
+            "--nodes",
+            d / "nodes.txt",
+            "--out",
+            d / "x1.emb",
+        ],
+        "unknown": [
+            "--model",
+            d / "featureless.npz",
+            "--nodes",
+            d / "nodes.bad",
+            "--out",
+            d / "x2.emb",
+        ],
+        "exists": [
+            "--model",
+            d / "featureless.npz",
+            "--nodes",
+            d / "nodes.txt",
+            "--out",
+            d / "taken.emb",
+        ],
+    }[case]
     r = _invoke(*args, "--graph", d / "full.txt")
     assert r.exit_code == 1
     assert match in r.output and len(r.output.strip().splitlines()) == 1
@@ -530,8 +598,17 @@ def test_cli_infer_through_the_dataset_loader(tmp_path):
     model.save(tmp_path / "m.npz")
     ids = [ds.node_ids[i] for i in test]
     (tmp_path / "nodes.txt").write_text("\n".join(ids) + "\n")
-    r = _invoke("--model", tmp_path / "m.npz", "--dataset", "cora-bundled", "--nodes",
-                tmp_path / "nodes.txt", "--out", tmp_path / "o.emb", "--quiet")
+    r = _invoke(
+        "--model",
+        tmp_path / "m.npz",
+        "--dataset",
+        "cora-bundled",
+        "--nodes",
+        tmp_path / "nodes.txt",
+        "--out",
+        tmp_path / "o.emb",
+        "--quiet",
+    )
     assert r.exit_code == 0, r.output
     got_ids, E = read_word2vec(tmp_path / "o.emb")
     assert got_ids == ids and E.shape == (5, 4)
@@ -549,8 +626,10 @@ def test_cli_dataset_choices_are_the_dataset_registry():
 
 def test_estimator_transform_delegates_to_infer_embeddings():
     import scipy.sparse as sp
+
     from caps2ne_np.infer import infer_embeddings
     from caps2ne_np.model import Caps2NE
+
     rng = np.random.default_rng(0)
     upper = np.triu(rng.random((30, 30)) < 0.2, 1)
     adj = sp.csr_matrix((upper | upper.T).astype(np.float32))

@@ -3,10 +3,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import naive
 from caps2ne_np.core import RowGrad, row_matrix, slot_major
 from caps2ne_np.optim import Adam
-
-import naive
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
@@ -38,7 +37,7 @@ def test_adam_updates_a_slot_major_parameter_in_place_like_a_contiguous_one():
     opt_a, opt_b = Adam({"W": a}, lr=0.1), Adam({"W": b}, lr=0.1)
     for _ in range(3):
         g = rng.normal(size=W0.shape)
-        opt_a.step({"W": RowGrad.every_row(row_matrix(g))})              # rows (3, 4 * 5)
+        opt_a.step({"W": RowGrad.every_row(row_matrix(g))})  # rows (3, 4 * 5)
         opt_b.step({"W": RowGrad.every_row(row_matrix(slot_major(g)))})  # rows (3 * 5, 4)
     np.testing.assert_array_equal(a, b)
 
@@ -56,7 +55,7 @@ def test_lazy_adam_updates_only_touched_rows_and_matches_reference_there():
         new, m_new, v_new = naive.adam_tf1(ref[rows], g, m[rows], v[rows], t, 0.05)
         ref[rows], m[rows], v[rows] = new, m_new, v_new
     np.testing.assert_allclose(p, ref, rtol=1e-12)
-    np.testing.assert_array_equal(p[[1, 3, 4]], p0[[1, 3, 4]])      # never touched
+    np.testing.assert_array_equal(p[[1, 3, 4]], p0[[1, 3, 4]])  # never touched
     np.testing.assert_array_equal(opt.m["p"][[1, 3, 4]], 0.0)
 
 
@@ -75,7 +74,7 @@ def test_lazy_and_dense_adam_agree_on_first_step_and_differ_after():
         ol.step({"p": RowGrad(rows, g)}, lazy=True)
         if od.t == 1:
             np.testing.assert_allclose(dense, lazy, rtol=1e-12)
-    assert not np.allclose(dense[0], lazy[0])           # row 0: dense moved it again
+    assert not np.allclose(dense[0], lazy[0])  # row 0: dense moved it again
     np.testing.assert_array_equal(lazy[[2, 4]], p0[[2, 4]])
 
 
@@ -84,7 +83,7 @@ def test_lazy_and_dense_adam_agree_on_first_step_and_differ_after():
 def test_dense_step_from_row_gradients_is_bitwise_the_dense_step(dtype, shape):
     rng = np.random.default_rng(7)
     if shape == "slot_major":
-        p0 = slot_major(rng.normal(size=(3, 4, 3)).astype(dtype))   # rows: (3 * 3, 4)
+        p0 = slot_major(rng.normal(size=(3, 4, 3)).astype(dtype))  # rows: (3 * 3, 4)
         n_rows = 9
     else:
         p0 = rng.normal(size=shape).astype(dtype)
@@ -95,7 +94,7 @@ def test_dense_step_from_row_gradients_is_bitwise_the_dense_step(dtype, shape):
         a = slot_major(p0)
     opt_a, opt_b = Adam({"p": a}, lr=0.05), Adam({"p": b}, lr=0.05)
     for step in range(4):
-        rows = np.sort(rng.choice(n_rows, size=step, replace=False))   # step 0: no rows
+        rows = np.sort(rng.choice(n_rows, size=step, replace=False))  # step 0: no rows
         values = rng.normal(size=(len(rows),) + ((4,) if len(p0.shape) > 1 else ())).astype(dtype)
         dense = np.zeros_like(a)
         if shape == "slot_major":
@@ -152,9 +151,11 @@ def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
 
     from caps2ne_np.batch import batch_columns, share_slots
     from caps2ne_np.core import SparseFeatures
+
     rng = np.random.default_rng(seed)
-    sf = SparseFeatures.from_scipy(sp.random(n_nodes, d, density=0.15, format="csr",
-                                             random_state=seed), dtype)
+    sf = SparseFeatures.from_scipy(
+        sp.random(n_nodes, d, density=0.15, format="csr", random_state=seed), dtype
+    )
     batches = []
     for _ in range(2):
         ctx_t = rng.integers(0, n_nodes, size=(n_slots, 12)).astype(np.int64)
@@ -169,6 +170,7 @@ def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
 def _fused(version, p, m, v, d, d_W, cols, u_hat, coefs):
     """step._adam_W_predict on W's row matrices, as step.FusedSparseW calls it."""
     from caps2ne_np.step import _adam_W_predict
+
     n_slots = p.shape[0] // d
     grad = (d_W.rows, d_W.values, np.searchsorted(d_W.rows, np.arange(n_slots + 1) * d))
     getattr(_adam_W_predict, version)(p, m, v, d, grad, cols, u_hat, coefs)
@@ -188,14 +190,27 @@ def test_fused_sparse_W_update_matches_numpy(next_batch):
     g[d_W.rows] = d_W.values
     p, m, v = row_matrix(W).copy(), rng.random(g.shape), rng.random(g.shape)
     p_ref, m_ref, v_ref = _adam64(p, g, m, v, 0.01)
-    u_hat_ref = np.stack([u[n_nodes[r]] @ p_ref[i * d:(i + 1) * d]
-                          for i in range(n_slots) for r in range(n_ptr[i], n_ptr[i + 1])])
+    u_hat_ref = np.stack(
+        [
+            u[n_nodes[r]] @ p_ref[i * d : (i + 1) * d]
+            for i in range(n_slots)
+            for r in range(n_ptr[i], n_ptr[i + 1])
+        ]
+    )
     # fused kernel
     p2, m2, v2 = p.copy(), m.copy(), v.copy()
     u_hat = np.zeros((n_nodes.shape[0], k))
-    cols = (n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr, n_cols.ent_row, n_cols.ent_val) \
-        if next_batch else (np.zeros(0, np.int64), np.zeros(n_slots + 1, np.int64),
-                            np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    cols = (
+        (n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr, n_cols.ent_row, n_cols.ent_val)
+        if next_batch
+        else (
+            np.zeros(0, np.int64),
+            np.zeros(n_slots + 1, np.int64),
+            np.zeros(1, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0),
+        )
+    )
     _fused("serial", p2, m2, v2, d, d_W, cols, u_hat, (0.01, 0.9, 0.999, 1e-8, 0.1, 0.001))
     np.testing.assert_allclose(p2, p_ref, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(m2, m_ref, rtol=1e-12, atol=1e-15)
@@ -216,21 +231,31 @@ def _adam64(p, g, m, v, lr_t, beta1=0.9, beta2=0.999, eps=1e-8):
 def test_fused_sparse_W_update_is_bitwise_the_separate_kernels_in_float32(version):
     from caps2ne_np import capsules
     from caps2ne_np.optim import _adam_dense_rowgrad
+
     rng, sf, (n_nodes, n_ptr, n_cols), W, d_W = _sparse_W_problem(np.float32, seed=1)
     n_slots, k, d = W.shape
     f = np.float32
     coefs = (f(0.01), f(0.9), f(0.999), f(1e-8), f(1) - f(0.9), f(1) - f(0.999))
-    p, m, v = (row_matrix(W).copy(), rng.random((n_slots * d, k)).astype(f),
-               rng.random((n_slots * d, k)).astype(f))
+    p, m, v = (
+        row_matrix(W).copy(),
+        rng.random((n_slots * d, k)).astype(f),
+        rng.random((n_slots * d, k)).astype(f),
+    )
     # separate kernels: dense Adam from rows, then the next forward product
     position = np.full(n_slots * d, -1, dtype=np.int64)
     position[d_W.rows] = np.arange(d_W.rows.shape[0])
     p1, m1, v1 = p.copy(), m.copy(), v.copy()
     _adam_dense_rowgrad.serial(p1, position, d_W.values, m1, v1, *coefs)
     u_hat1 = np.zeros((n_nodes.shape[0], k), dtype=f)
-    capsules.predict_sparse.serial(n_cols.keys, n_cols.slot_key_ptr, n_cols.key_ptr,
-                                   n_cols.ent_row, n_cols.ent_val, p1.reshape(n_slots, d, k),
-                                   u_hat1)
+    capsules.predict_sparse.serial(
+        n_cols.keys,
+        n_cols.slot_key_ptr,
+        n_cols.key_ptr,
+        n_cols.ent_row,
+        n_cols.ent_val,
+        p1.reshape(n_slots, d, k),
+        u_hat1,
+    )
     # fused
     p2, m2, v2 = p.copy(), m.copy(), v.copy()
     u_hat2 = np.zeros_like(u_hat1)

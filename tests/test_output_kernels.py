@@ -18,7 +18,7 @@ def _problem(dtype, seed=0, n_pairs=13, k=37, n_nodes=9):
     O = rng.normal(size=(n_nodes, k)).astype(dtype)
     bias = rng.normal(size=n_nodes).astype(dtype)
     targets = rng.integers(0, n_nodes, size=n_pairs).astype(np.int64)
-    targets[:3] = 4                                   # a repeated target
+    targets[:3] = 4  # a repeated target
     return rng, e, O, bias, targets
 
 
@@ -33,8 +33,11 @@ def test_target_logits(version, dtype):
     log_q = rng.normal(size=targets.shape[0]).astype(dtype)
     out = np.full(targets.shape[0], np.nan, dtype=dtype)
     getattr(capsules._target_logits, version)(e, O, bias, targets, log_q, out)
-    ref = np.einsum("pk,pk->p", e.astype(np.float64), O[targets].astype(np.float64)) \
-        + bias[targets] - log_q
+    ref = (
+        np.einsum("pk,pk->p", e.astype(np.float64), O[targets].astype(np.float64))
+        + bias[targets]
+        - log_q
+    )
     np.testing.assert_allclose(out, ref, **_tol(dtype))
 
 
@@ -46,7 +49,7 @@ def test_add_to_rows(version, dtype):
     v = rng.normal(size=19).astype(dtype)
     ref = a + v[None, :]
     getattr(capsules._add_to_rows, version)(a, v)
-    np.testing.assert_array_equal(a, ref)              # one addition per element
+    np.testing.assert_array_equal(a, ref)  # one addition per element
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -67,7 +70,7 @@ def test_column_sums_in_row_order(version, n_cols):
     out = np.full(n_cols, np.nan, dtype=np.float32)
     getattr(grads._column_sums, version)(a, out)
     ref = np.zeros(n_cols, dtype=np.float32)
-    for p in range(a.shape[0]):                         # the kernel's order, in float32
+    for p in range(a.shape[0]):  # the kernel's order, in float32
         ref += a[p]
     np.testing.assert_array_equal(out, ref)
 
@@ -79,7 +82,7 @@ def test_scatter_rows_sums_repeated_rows_in_order(version):
     values = rng.normal(size=(5, 21)).astype(np.float32)
     out = rng.normal(size=(6, 21)).astype(np.float32)
     ref = out.copy()
-    for n, r in enumerate(rows):                        # in order n = 0, 1, ...
+    for n, r in enumerate(rows):  # in order n = 0, 1, ...
         ref[r] += values[n]
     getattr(grads._scatter_rows_serial, version)(rows, values, out)
     np.testing.assert_array_equal(out, ref)

@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import naive
 from caps2ne_np import capsules, grads
 from caps2ne_np.batch import batch_columns, share_slots
 from caps2ne_np.core import ModelConfig, Params, SparseFeatures, forward, loss_and_grads
 from caps2ne_np.walks import training_pairs
-
-import naive
 
 
 def walk_batch(seed, n_nodes=9, n_walks=5, q=6, positions="all"):
@@ -29,7 +28,7 @@ def test_share_slots_matches_numpy(seed):
     nodes, ptr, inv = share_slots(ctx_t)
     assert ptr[0] == 0 and ptr[-1] == nodes.shape[0]
     for i in range(ctx_t.shape[0]):
-        seg = nodes[ptr[i]:ptr[i + 1]]
+        seg = nodes[ptr[i] : ptr[i + 1]]
         # each slot's distinct nodes, in order of first appearance
         _, first = np.unique(ctx_t[i], return_index=True)
         np.testing.assert_array_equal(seg, ctx_t[i][np.sort(first)])
@@ -70,7 +69,7 @@ def test_gather_rows_and_its_backward():
 def _sparse_batch(seed, n_nodes=30, d=50, n_slots=4, n_pairs=12, density=0.1):
     rng = np.random.default_rng(seed)
     keep = np.ones(n_nodes)
-    keep[3] = 0                                 # a node without features
+    keep[3] = 0  # a node without features
     x = sp.diags(keep) @ sp.random(n_nodes, d, density=density, format="csr", random_state=seed)
     sf = SparseFeatures.from_scipy(x, np.float64)
     ctx_t = rng.integers(0, n_nodes, size=(n_slots, n_pairs)).astype(np.int64)
@@ -87,7 +86,7 @@ def test_batch_columns_lists_every_nonzero_once_by_column(seed, density):
     u = sf.to_scipy().tocsr()
     u.data = sf.u_data
     cols = batch_columns(sf, nodes, ptr)
-    expect = {}                       # key -> [(row, value)] in ascending row order
+    expect = {}  # key -> [(row, value)] in ascending row order
     for i in range(ptr.shape[0] - 1):
         for r in range(ptr[i], ptr[i + 1]):
             row = u[nodes[r]]
@@ -99,9 +98,9 @@ def test_batch_columns_lists_every_nonzero_once_by_column(seed, density):
         lo, hi = cols.key_ptr[kk], cols.key_ptr[kk + 1]
         assert list(zip(cols.ent_row[lo:hi], cols.ent_val[lo:hi])) == expect[key]
     for i in range(ptr.shape[0] - 1):
-        in_slot = cols.keys[cols.slot_key_ptr[i]:cols.slot_key_ptr[i + 1]] // d
+        in_slot = cols.keys[cols.slot_key_ptr[i] : cols.slot_key_ptr[i + 1]] // d
         assert np.all(in_slot == i)
-    again = batch_columns(sf, nodes, ptr)     # the scratch buffer is left clean
+    again = batch_columns(sf, nodes, ptr)  # the scratch buffer is left clean
     np.testing.assert_array_equal(again.ent_row, cols.ent_row)
     np.testing.assert_array_equal(again.keys, cols.keys)
 
@@ -133,12 +132,13 @@ def test_sparse_products_by_column_match_dense_numpy(seed):
     u = sf.to_scipy().tocsr()
     u.data = sf.u_data
     u = u.toarray()
-    W_t = rng.normal(size=(n_slots, d, k))                  # W_i transposed: (d, k)
+    W_t = rng.normal(size=(n_slots, d, k))  # W_i transposed: (d, k)
     row_slot = np.repeat(np.arange(n_slots), np.diff(ptr))
     cols = batch_columns(sf, nodes, ptr)
     u_hat = np.zeros((nodes.shape[0], k))
-    capsules.predict_sparse(cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row,
-                            cols.ent_val, W_t, u_hat)
+    capsules.predict_sparse(
+        cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val, W_t, u_hat
+    )
     ref = np.stack([u[nodes[r]] @ W_t[row_slot[r]] for r in range(nodes.shape[0])])
     np.testing.assert_allclose(u_hat, ref, rtol=1e-12, atol=1e-14)
     # backward: d_W_i = sum over slot i's rows of u_r (outer) d_u_hat_r, touched columns only
@@ -176,8 +176,9 @@ def test_walk_batches_match_naive_gradients(features, m, positions):
     loss, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
 
     def f():
-        return naive.loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m,
-                          float(q - 1), "paper")
+        return naive.loss(
+            W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, float(q - 1), "paper"
+        )
 
     assert loss == pytest.approx(f(), rel=1e-12)
     named = [("W", W, g.W), ("O", O, g.O), ("bias", bias, g.bias)]
@@ -187,8 +188,9 @@ def test_walk_batches_match_naive_gradients(features, m, positions):
         numeric = naive.numeric_grad(f, arr, h=1e-6)
         assert naive.rel_error(analytic, numeric) < 1e-6, name
     u = naive.squash(X[ctx].reshape(-1, d)).reshape(ctx.shape + (d,))
-    np.testing.assert_allclose(forward(params, ctx, cfg)["u_hat"],
-                               np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        forward(params, ctx, cfg)["u_hat"], np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15
+    )
 
 
 @pytest.mark.parametrize("bad", [-1, 9])
@@ -198,7 +200,9 @@ def test_out_of_range_context_ids_are_refused_before_any_kernel(bad):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(9, 5))
     W, O, bias = rng.normal(size=(ctx.shape[1], 4, 5)), rng.normal(size=(9, 4)), np.zeros(9)
-    for params in (Params(W, O, bias, X),
-                   Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64), True)):
+    for params in (
+        Params(W, O, bias, X),
+        Params(W, O, bias, SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64), True),
+    ):
         with pytest.raises(ValueError, match="context node ids"):
             forward(params, ctx, ModelConfig())

@@ -7,13 +7,12 @@ import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
+import naive
 from caps2ne_np.core import ModelConfig, Params, forward, loss_and_grads
 from caps2ne_np.errors import InputError
 from caps2ne_np.model import Caps2NE
 from caps2ne_np.samplers import make_sampler
 from caps2ne_np.train import TrainConfig, fit
-
-import naive
 
 
 def planted_partition(blocks=4, size=50, p_in=0.2, p_out=0.005, seed=0):
@@ -36,14 +35,23 @@ def partition():
 
 def test_loss_falls_and_planted_blocks_separate(partition):
     adj, labels = partition
-    model = Caps2NE(dim=32, feat_dim=32, walks_per_node=8, epochs=5, num_sampled=32, lr=5e-3,
-                    n_jobs=2, random_state=0).fit(adj)
+    model = Caps2NE(
+        dim=32,
+        feat_dim=32,
+        walks_per_node=8,
+        epochs=5,
+        num_sampled=32,
+        lr=5e-3,
+        n_jobs=2,
+        random_state=0,
+    ).fit(adj)
     losses = [h["loss"] for h in model.history_]
     assert losses[-1] < 0.85 * losses[0]
     emb = model.get_embedding()
     assert emb.shape == (200, 32) and emb.dtype == np.float32
-    x_tr, x_te, y_tr, y_te = train_test_split(emb, labels, test_size=0.5, random_state=0,
-                                              stratify=labels)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        emb, labels, test_size=0.5, random_state=0, stratify=labels
+    )
     acc = LogisticRegression(max_iter=2000).fit(x_tr, y_tr).score(x_te, y_te)
     assert acc >= 0.95
 
@@ -53,6 +61,7 @@ def always_parallel(monkeypatch):
     """Run every kernel's parallel version, however small the work (tiny test sizes
     would otherwise all take the serial one)."""
     import caps2ne_np._jit as jit
+
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)
 
 
@@ -61,20 +70,29 @@ def test_same_seed_same_embeddings_and_thread_count_invariant(partition, request
     if threshold == "always_parallel":
         request.getfixturevalue("always_parallel")
     adj, _ = partition
-    runs = [Caps2NE(**SMALL, n_jobs=t, random_state=3, routing_iters=2).fit(adj).O_
-            for t in (1, 2, 1)]
+    runs = [
+        Caps2NE(**SMALL, n_jobs=t, random_state=3, routing_iters=2).fit(adj).O_ for t in (1, 2, 1)
+    ]
     np.testing.assert_array_equal(runs[0], runs[2])
     np.testing.assert_array_equal(runs[0], runs[1])
     other = Caps2NE(**SMALL, n_jobs=1, random_state=4, routing_iters=2).fit(adj).O_
     assert not np.array_equal(runs[0], other)
 
 
-@pytest.mark.parametrize("options", [
-    dict(targets=(3, 4, 5, 6), routing_iters=3, grad_mode="stop"),
-    dict(targets="random", sampler="unigram", batch_mode="shuffle", routing_rule="sabour",
-         routing_iters=2),
-    dict(sampler="uniform", routing_scale=1.0),
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(targets=(3, 4, 5, 6), routing_iters=3, grad_mode="stop"),
+        dict(
+            targets="random",
+            sampler="unigram",
+            batch_mode="shuffle",
+            routing_rule="sabour",
+            routing_iters=2,
+        ),
+        dict(sampler="uniform", routing_scale=1.0),
+    ],
+)
 def test_every_option_trains_and_lowers_the_loss(partition, options):
     adj, _ = partition
     model = Caps2NE(**dict(SMALL, epochs=4), **options, random_state=0).fit(adj)
@@ -97,15 +115,17 @@ def test_sparse_bag_of_words_features_train_like_dense(partition):
     features given dense (up to float32 summation order)."""
     adj, labels = partition
     rng = np.random.default_rng(0)
-    words = (rng.random((200, 300)) < 0.02) | (np.arange(300)[None, :] // 75 == labels[:, None]) \
-        & (rng.random((200, 300)) < 0.1)
+    words = (rng.random((200, 300)) < 0.02) | (np.arange(300)[None, :] // 75 == labels[:, None]) & (
+        rng.random((200, 300)) < 0.1
+    )
     X = sp.csr_matrix(words.astype(np.float32))
     sparse = Caps2NE(**SMALL, random_state=0).fit(adj, X=X)
     dense = Caps2NE(**SMALL, random_state=0).fit(adj, X=X.toarray())
     assert sparse.params_().sparse and not dense.params_().sparse
     np.testing.assert_allclose(sparse.O_, dense.O_, rtol=1e-4, atol=1e-5)
-    x_tr, x_te, y_tr, y_te = train_test_split(sparse.O_, labels, test_size=0.5, random_state=0,
-                                              stratify=labels)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        sparse.O_, labels, test_size=0.5, random_state=0, stratify=labels
+    )
     assert LogisticRegression(max_iter=2000).fit(x_tr, y_tr).score(x_te, y_te) >= 0.9
 
 
@@ -116,8 +136,12 @@ def test_sampled_softmax_approaches_full_softmax_as_sampled_set_grows():
     and closer than with a small V'."""
     rng = np.random.default_rng(0)
     n, k, d, slots, pairs = 100, 5, 4, 3, 6
-    params = Params(rng.normal(0, 0.5, (slots, k, d)), rng.normal(0, 0.5, (n, k)),
-                    rng.normal(0, 0.1, n), rng.normal(0, 0.8, (n, d)))
+    params = Params(
+        rng.normal(0, 0.5, (slots, k, d)),
+        rng.normal(0, 0.5, (n, k)),
+        rng.normal(0, 0.1, n),
+        rng.normal(0, 0.8, (n, d)),
+    )
     ctx = rng.integers(0, n, (pairs, slots))
     targets = rng.integers(0, n, pairs)
     sampler = make_sampler("uniform", n)
@@ -128,9 +152,15 @@ def test_sampled_softmax_approaches_full_softmax_as_sampled_set_grows():
         gap = []
         for key in range(20):
             sampled, tries = sampler.sample(num_sampled, 7, key)
-            loss, _ = loss_and_grads(params, ctx, targets, sampled,
-                                     sampler.expected_count(targets, tries),
-                                     sampler.expected_count(sampled, tries), cfg)
+            loss, _ = loss_and_grads(
+                params,
+                ctx,
+                targets,
+                sampled,
+                sampler.expected_count(targets, tries),
+                sampler.expected_count(sampled, tries),
+                cfg,
+            )
             gap.append(full - loss)
         gaps[num_sampled] = np.mean(np.abs(gap))
         if num_sampled == n - 1:
@@ -139,13 +169,16 @@ def test_sampled_softmax_approaches_full_softmax_as_sampled_set_grows():
     assert gaps[n - 1] < 0.2 * gaps[10]
 
 
-@pytest.mark.parametrize("bad,match", [
-    (dict(num_sampled=200), "num-sampled"),
-    (dict(walk_length=1), "walk-length"),
-    (dict(targets=(0, 12)), "target"),
-    (dict(threads=0), "threads"),
-    (dict(lr=-1.0), "lr"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(num_sampled=200), "num-sampled"),
+        (dict(walk_length=1), "walk-length"),
+        (dict(targets=(0, 12)), "target"),
+        (dict(threads=0), "threads"),
+        (dict(lr=-1.0), "lr"),
+    ],
+)
 def test_out_of_range_options_raise_input_error(partition, bad, match):
     adj, _ = partition
     cfg = TrainConfig(**dict(dict(SMALL, epochs=1), **bad))
@@ -170,10 +203,12 @@ def test_run_killed_in_epoch_3_resumes_to_bitwise_identical_embeddings(partition
             raise Interrupt
 
     with pytest.raises(Interrupt):
-        Caps2NE(**opts, random_state=5).fit(adj, checkpoint_dir=tmp_path, checkpoint_every=every,
-                                            step_callback=kill)
-    resumed = Caps2NE(**opts, random_state=5, n_jobs=2).fit(adj, resume_from=tmp_path,
-                                                            checkpoint_dir=tmp_path)
+        Caps2NE(**opts, random_state=5).fit(
+            adj, checkpoint_dir=tmp_path, checkpoint_every=every, step_callback=kill
+        )
+    resumed = Caps2NE(**opts, random_state=5, n_jobs=2).fit(
+        adj, resume_from=tmp_path, checkpoint_dir=tmp_path
+    )
     np.testing.assert_array_equal(resumed.O_, full.O_)
     np.testing.assert_array_equal(resumed.W_, full.W_)
     assert [h["loss"] for h in resumed.history_] == [h["loss"] for h in full.history_]
@@ -187,18 +222,21 @@ def test_resume_refuses_other_options_or_graph(partition, tmp_path):
     other = adj.copy().tolil()
     other[0, 199] = other[199, 0] = 1.0
     with pytest.raises(InputError, match="graph"):
-        Caps2NE(**dict(SMALL, epochs=2), random_state=5).fit(sp.csr_matrix(other),
-                                                             resume_from=tmp_path)
+        Caps2NE(**dict(SMALL, epochs=2), random_state=5).fit(
+            sp.csr_matrix(other), resume_from=tmp_path
+        )
     with pytest.raises(InputError, match="checkpoint"):
         Caps2NE(**SMALL).fit(adj, resume_from=tmp_path / "nothing")
 
 
 def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
-        partition, tmp_path, monkeypatch):
+    partition, tmp_path, monkeypatch
+):
     """A NaN loss in step 12 (injected) stops the run with a message naming the epoch
     and step; the checkpoints written before it hold finite parameters."""
     from caps2ne_np.step import TrainStep
     from caps2ne_np.train import TrainingDiverged
+
     adj, _ = partition
     real = TrainStep.gradients
     calls = []
@@ -211,8 +249,10 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
     monkeypatch.setattr(TrainStep, "gradients", poisoned)
     with pytest.raises(TrainingDiverged, match=r"epoch 1, step 12.*checkpoint"):
         Caps2NE(**dict(SMALL, epochs=3), random_state=0).fit(
-            adj, checkpoint_dir=tmp_path, checkpoint_every=5)
+            adj, checkpoint_dir=tmp_path, checkpoint_every=5
+        )
     from caps2ne_np import checkpoint
+
     ck = checkpoint.load(tmp_path)
     assert ck["state"]["step"] == 10
     for name in ("param_W", "param_O", "param_X"):
@@ -221,21 +261,39 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
 
 def test_lazy_adam_trains_separates_blocks_and_is_thread_invariant(partition, always_parallel):
     adj, labels = partition
-    runs = [Caps2NE(dim=32, feat_dim=32, walks_per_node=8, epochs=5, num_sampled=32, lr=5e-3,
-                    adam="lazy", n_jobs=t, random_state=0).fit(adj) for t in (1, 2)]
+    runs = [
+        Caps2NE(
+            dim=32,
+            feat_dim=32,
+            walks_per_node=8,
+            epochs=5,
+            num_sampled=32,
+            lr=5e-3,
+            adam="lazy",
+            n_jobs=t,
+            random_state=0,
+        ).fit(adj)
+        for t in (1, 2)
+    ]
     np.testing.assert_array_equal(runs[0].O_, runs[1].O_)
     losses = [h["loss"] for h in runs[0].history_]
     assert losses[-1] < 0.85 * losses[0]
-    x_tr, x_te, y_tr, y_te = train_test_split(runs[0].O_, labels, test_size=0.5, random_state=0,
-                                              stratify=labels)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        runs[0].O_, labels, test_size=0.5, random_state=0, stratify=labels
+    )
     assert LogisticRegression(max_iter=2000).fit(x_tr, y_tr).score(x_te, y_te) >= 0.95
 
 
 def test_row_sparse_gradients_equal_dense_gradients():
     from caps2ne_np.core import loss_and_row_grads, row_matrix, slot_major
+
     rng = np.random.default_rng(4)
-    params = Params(rng.normal(0, 0.5, (3, 5, 4)), rng.normal(0, 0.5, (20, 5)),
-                    rng.normal(0, 0.1, 20), rng.normal(0, 0.8, (20, 4)))
+    params = Params(
+        rng.normal(0, 0.5, (3, 5, 4)),
+        rng.normal(0, 0.5, (20, 5)),
+        rng.normal(0, 0.1, 20),
+        rng.normal(0, 0.8, (20, 4)),
+    )
     ctx, targets = rng.integers(0, 20, (6, 3)), rng.integers(0, 20, 6)
     sampled = rng.choice(20, 7, replace=False)
     q_t, q_s = rng.uniform(0.2, 1, 6), rng.uniform(0.2, 1, 7)
@@ -243,8 +301,8 @@ def test_row_sparse_gradients_equal_dense_gradients():
     loss, g = loss_and_grads(params, ctx, targets, sampled, q_t, q_s, cfg)
     loss2, rg = loss_and_row_grads(params, ctx, targets, sampled, q_t, q_s, cfg)
     assert loss == loss2 and list(rg) == params.trainable()
-    d_W = row_matrix(slot_major(g.W))                 # row i * d + j: column j of W_i
-    np.testing.assert_array_equal(rg["W"].rows, np.arange(d_W.shape[0]))   # every row
+    d_W = row_matrix(slot_major(g.W))  # row i * d + j: column j of W_i
+    np.testing.assert_array_equal(rg["W"].rows, np.arange(d_W.shape[0]))  # every row
     np.testing.assert_array_equal(rg["W"].values, d_W)
     for name in ("O", "bias", "X"):
         dense = getattr(g, name)
@@ -253,21 +311,23 @@ def test_row_sparse_gradients_equal_dense_gradients():
         np.testing.assert_array_equal(rg[name].to_dense(np.empty_like(dense)), dense)
 
 
-def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(partition,
-                                                                         always_parallel):
+def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(
+    partition, always_parallel
+):
     adj, labels = partition
     rng = np.random.default_rng(0)
-    words = (rng.random((200, 300)) < 0.02) | (np.arange(300)[None, :] // 75 == labels[:, None]) \
-        & (rng.random((200, 300)) < 0.1)
-    words[:, 299] = False                                   # a word no node uses
+    words = (rng.random((200, 300)) < 0.02) | (np.arange(300)[None, :] // 75 == labels[:, None]) & (
+        rng.random((200, 300)) < 0.1
+    )
+    words[:, 299] = False  # a word no node uses
     X = sp.csr_matrix(words.astype(np.float32))
     runs = [Caps2NE(**SMALL, adam="lazy", n_jobs=t, random_state=0).fit(adj, X=X) for t in (1, 2)]
     np.testing.assert_array_equal(runs[0].W_, runs[1].W_)
     from caps2ne_np.core import init_params
     from caps2ne_np.train import derive_seed
-    W0 = init_params(200, 16, 300, 9, np.random.default_rng(derive_seed(0, "init")),
-                     features=X).W
-    np.testing.assert_array_equal(runs[0].W_[:, :, 299], W0[:, :, 299])   # never touched
+
+    W0 = init_params(200, 16, 300, 9, np.random.default_rng(derive_seed(0, "init")), features=X).W
+    np.testing.assert_array_equal(runs[0].W_[:, :, 299], W0[:, :, 299])  # never touched
     assert not np.array_equal(runs[0].W_[:, :, 0], W0[:, :, 0])
     losses = [h["loss"] for h in runs[0].history_]
     assert losses[-1] < losses[0]
@@ -275,7 +335,8 @@ def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(partit
 
 @pytest.mark.parametrize("threshold", ["always_parallel", "default"])
 def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
-        partition, request, threshold, monkeypatch):
+    partition, request, threshold, monkeypatch
+):
     """Sparse fixed features with dense Adam: W's update fused with the next batch's
     sparse product (step.FusedSparseW, that batch's W_i u computed ahead) gives the
     same parameters, bit for bit, as the separate kernels, on 1 and 2 threads."""
@@ -288,17 +349,18 @@ def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
     calls = []
     real = step_mod._adam_W_predict
 
-    class Spy:                             # counts the fused kernel's calls
+    class Spy:  # counts the fused kernel's calls
         def for_work(self, work):
             calls.append(work)
             return real.for_work(work)
 
     monkeypatch.setattr(step_mod, "_adam_W_predict", Spy())
     import caps2ne_np.capsules as capsules
+
     products = []
     real_product = capsules.predict_sparse
 
-    class ProductSpy:                      # counts the separate sparse products
+    class ProductSpy:  # counts the separate sparse products
         def for_work(self, work):
             products.append(work)
             return real_product.for_work(work)
@@ -307,17 +369,18 @@ def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
 
     def run(fused, n_jobs):
         monkeypatch.setattr(step_mod.TrainStep.__init__, "__defaults__", (False, fused))
-        return Caps2NE(**dict(SMALL, lr=1e-3, batch_size=64), n_jobs=n_jobs,
-                       random_state=0).fit(adj, X=feats)
+        return Caps2NE(**dict(SMALL, lr=1e-3, batch_size=64), n_jobs=n_jobs, random_state=0).fit(
+            adj, X=feats
+        )
 
     ref = run(False, 1)
     assert not calls
-    n_steps = len(products)                        # one product per step
+    n_steps = len(products)  # one product per step
     for n_jobs in (1, 2):
         products.clear()
         got = run(True, n_jobs)
-        assert len(products) == 3                  # only each epoch's first batch
+        assert len(products) == 3  # only each epoch's first batch
         for name in ("O_", "W_", "bias_"):
             np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
         assert [h["loss"] for h in got.history_] == [h["loss"] for h in ref.history_]
-    assert len(calls) == 2 * n_steps and n_steps >= 3 * 10    # every step fused
+    assert len(calls) == 2 * n_steps and n_steps >= 3 * 10  # every step fused
