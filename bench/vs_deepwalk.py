@@ -339,7 +339,7 @@ def measure(graph, workdir, args, usable):
     if not graph.multilabel:
         graphgen.write_labels(os.path.join(workdir, "g.labels"), graph.labels)
     dw_cmd, ours_cmd = commands(workdir, args.threads, args.smoke, usable)
-    dw1_cmd = [c.replace("dw.emb", "dw1.emb") for c in dw_cmd] + ["--epochs", "1"]
+    dw1_cmd = fast_peer_command(dw_cmd)
     entry = dict(
         name=graph.name,
         kind=graph.kind,
@@ -349,7 +349,6 @@ def measure(graph, workdir, args, usable):
         multilabel=graph.multilabel,
         info=graph.info,
         split_note=graph.split_note,
-        commands=dict(deepwalk=_shown(dw_cmd), ours=_shown(ours_cmd)),
     )
     sides = dict(
         deepwalk=dict(cmd=dw_cmd, file="dw.emb", seconds=[], scores=[]),
@@ -357,7 +356,6 @@ def measure(graph, workdir, args, usable):
     )
     if args.fast_peer and not args.smoke:  # DeepWalk with one gensim epoch (node2vec's default)
         sides["deepwalk_1ep"] = dict(cmd=dw1_cmd, file="dw1.emb", seconds=[], scores=[])
-        entry["commands"]["deepwalk_1ep"] = _shown(dw1_cmd)
     for rep in range(args.reps):
         for side, s in sides.items():
             out = os.path.join(workdir, s["file"])
@@ -405,7 +403,29 @@ def measure(graph, workdir, args, usable):
             time_ratio_1ep=ours["seconds_median"] / fast["seconds_median"],
             score_gap_1ep=targets(fast["score"], ours["score"])[1],
         )
+    return compact_entry(entry)
+
+
+def compact_entry(entry):
+    """A graph's entry as the result file keeps it: no per-graph commands (they are the
+    file's ``command_templates`` with <dir> a temporary folder per graph), a single run's
+    wall time only as ``seconds_median`` and DeepWalk's phases of the last run only,
+    without the node count (``n_nodes``).  Idempotent (it also shortens older files)."""
+    entry.pop("commands", None)
+    for side in ("deepwalk", "ours", "deepwalk_1ep"):
+        s = entry.get(side)
+        if s is None:
+            continue
+        if len(s.get("seconds", ())) == 1 and "seconds_median" in s:
+            del s["seconds"]
+        if s.get("phases"):
+            s["phases"] = [{k: v for k, v in s["phases"][-1].items() if k != "nodes"}]
     return entry
+
+
+def fast_peer_command(dw_cmd):
+    """DeepWalk's command with one gensim epoch (node2vec's default), beside the reference."""
+    return [c.replace("dw.emb", "dw1.emb") for c in dw_cmd] + ["--epochs", "1"]
 
 
 def _median_score(scores):
@@ -533,6 +553,8 @@ def main(argv=None):
         payload["graphs"] = [g for g in old["graphs"] if g["name"] not in names]
         payload["skipped"] = [g for g in old.get("skipped", []) if g["name"] not in names]
         payload["notes"] = old.get("notes", [])
+    if args.fast_peer and not args.smoke:
+        payload["command_templates"]["deepwalk_1ep"] = _shown(fast_peer_command(dw_t))
     if not args.no_warmup:
         payload["warmup_seconds"] = warm_up(args, usable)
     root = args.keep_dir or tempfile.mkdtemp(prefix="vs_deepwalk_")
@@ -696,9 +718,11 @@ def render(p):
     lines.append("## Commands\n")
     lines.append(f"- DeepWalk: `{p['command_templates']['deepwalk']}`")
     lines.append(f"- ours: `{p['command_templates']['ours']}`")
+    if "deepwalk_1ep" in p["command_templates"]:
+        lines.append(f"- DeepWalk, 1 gensim epoch: `{p['command_templates']['deepwalk_1ep']}`")
     lines.append(
-        "- `<dir>/g.txt` is the graph as written by bench/graphgen.write_edgelist "
-        "(each undirected edge once, self loops dropped).\n"
+        "- `<dir>` is a temporary folder per graph; `<dir>/g.txt` is the graph as written by "
+        "bench/graphgen.write_edgelist (each undirected edge once, self loops dropped).\n"
     )
     return "\n".join(lines)
 
@@ -766,32 +790,29 @@ def render_graph(e):
             + "\n"
         )
         lines.append(f"({dw['score']['shuffles']} shuffles per fraction.)\n")
-    else:
+    times = [
+        "wall seconds (median)",
+        f"{dw['seconds_median']:.2f}",
+        f"{ours['seconds_median']:.2f}",
+        f"x{e['time_ratio']:.2f}",
+        _met(e["targets"]["time"]),
+    ]
+    if e["multilabel"]:
         lines.append(
-            report.markdown_table(
-                ["", "DeepWalk", "ours", "gap", "target"],
-                [
-                    [
-                        "accuracy (%)",
-                        f"{dw['score']['accuracy']:.2f} +- {dw['score']['accuracy_std']:.2f}",
-                        f"{ours['score']['accuracy']:.2f} +- {ours['score']['accuracy_std']:.2f}",
-                        f"{e['score_gap'][0]:+.2f}",
-                        _met(e["targets"]["score"]),
-                    ]
-                ],
-            )
+            report.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], [times]) + "\n"
+        )
+    else:  # one table: the score's gap and the time's ratio
+        score = [
+            "accuracy (%)",
+            f"{dw['score']['accuracy']:.2f} +- {dw['score']['accuracy_std']:.2f}",
+            f"{ours['score']['accuracy']:.2f} +- {ours['score']['accuracy_std']:.2f}",
+            f"{e['score_gap'][0]:+.2f}",
+            _met(e["targets"]["score"]),
+        ]
+        lines.append(
+            report.markdown_table(["", "DeepWalk", "ours", "gap / ratio", "target"], [score, times])
             + "\n"
         )
-    times = [
-        [
-            "wall seconds (median)",
-            f"{dw['seconds_median']:.2f}",
-            f"{ours['seconds_median']:.2f}",
-            f"x{e['time_ratio']:.2f}",
-            _met(e["targets"]["time"]),
-        ]
-    ]
-    lines.append(report.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], times) + "\n")
     if dw.get("phases"):
         ph = dw["phases"][-1]
         lines.append(
@@ -809,7 +830,6 @@ def render_graph(e):
             + "\n".join(ours["stderr_summary"])
             + "\n```\n"
         )
-    lines.append(f"- DeepWalk: `{e['commands']['deepwalk']}`\n- ours: `{e['commands']['ours']}`\n")
     return "\n".join(lines)
 
 
