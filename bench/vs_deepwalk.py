@@ -87,7 +87,7 @@ SMOKE_DW_FLAGS = ["--walks-per-node", "2", "--epochs", "1"]
 STDERR_LINES = 20
 # the lines of the CLI's log that the report shows for a run that worked: its choices
 # and its result (the whole tail is kept only for a run that failed)
-SUMMARY_LINES = ("graph:", "preset", "peak lr", "budget:", "trained ")
+SUMMARY_LINES = ("preset", "peak lr", "budget:", "trained ")  # "graph:" is in the entry
 
 
 @dataclass
@@ -409,8 +409,9 @@ def measure(graph, workdir, args, usable):
 def compact_entry(entry):
     """A graph's entry as the result file keeps it: no per-graph commands (they are the
     file's ``command_templates`` with <dir> a temporary folder per graph), a single run's
-    wall time only as ``seconds_median`` and DeepWalk's phases of the last run only,
-    without the node count (``n_nodes``).  Idempotent (it also shortens older files)."""
+    wall time only as ``seconds_median``, DeepWalk's phases of the last run only (not the
+    1-epoch peer's), without the node count (``n_nodes``), and of ours' log the
+    SUMMARY_LINES.  Idempotent (it also shortens older files)."""
     entry.pop("commands", None)
     for side in ("deepwalk", "ours", "deepwalk_1ep"):
         s = entry.get(side)
@@ -418,8 +419,12 @@ def compact_entry(entry):
             continue
         if len(s.get("seconds", ())) == 1 and "seconds_median" in s:
             del s["seconds"]
-        if s.get("phases"):
+        if s.get("phases"):  # the report shows the reference's (5 epochs)
             s["phases"] = [{k: v for k, v in s["phases"][-1].items() if k != "nodes"}]
+            if side == "deepwalk_1ep":
+                del s["phases"]
+        if "stderr_summary" in s:
+            s["stderr_summary"] = [x for x in s["stderr_summary"] if x.startswith(SUMMARY_LINES)]
     return entry
 
 
@@ -728,27 +733,24 @@ def render(p):
 
 
 def render_graph(e):
-    lines = [f"## {e['name']}\n"]
-    if e.get("git_commit"):
-        lines.append(f"Measured at commit {e['git_commit']}.\n")
-    extra = ""
-    if e.get("info", {}).get("realized_mixing") is not None:
-        i = e["info"]
-        extra = (
-            f", LFR-like (bench/graphgen.py) mu={i['mu']}, "
-            f"realized {i['realized_mixing']:.3f}, seed {i['seed']}"
+    """A graph's section: what the summary row does not show (the protocol, the spread
+    over splits or the per-fraction scores, DeepWalk's phases, ours' log lines)."""
+    i = e.get("info", {})
+    head = [f"Measured at commit {e['git_commit']}." if e.get("git_commit") else ""]
+    if i.get("realized_mixing") is not None:
+        head.append(
+            f"LFR-like (bench/graphgen.py) mu={i['mu']}, realized {i['realized_mixing']:.3f}, "
+            f"seed {i['seed']}."
         )
-    lines.append(
-        f"N={e['n_nodes']:,}, {e['n_edges']:,} edges, {e['n_classes']} "
-        f"{'labels (multi-label)' if e['multilabel'] else 'classes'}{extra}."
-        + (f" Protocol: {e['split_note']}." if e["split_note"] else "")
-        + (
-            f" {e['nodes_without_embedding']} node(s) without edges get zero vectors on both sides."
-            if e.get("nodes_without_embedding")
-            else ""
+    if e["multilabel"]:
+        head.append(f"{e['n_classes']} labels (multi-label).")
+    if e["split_note"]:
+        head.append(f"Protocol: {e['split_note']}.")
+    if e.get("nodes_without_embedding"):
+        head.append(
+            f"{e['nodes_without_embedding']} node(s) without edges get zero vectors on both sides."
         )
-        + "\n"
-    )
+    lines = [f"## {e['name']}\n", " ".join(h for h in head if h) + "\n"]
     for side in ("deepwalk", "ours"):
         if "error" in e[side]:
             lines.append(
@@ -759,21 +761,23 @@ def render_graph(e):
     if "targets" not in e:
         return "\n".join(lines)
     dw, ours = e["deepwalk"], e["ours"]
+    wall = (
+        f"wall seconds (median) DeepWalk {dw['seconds_median']:.2f}, "
+        f"ours {ours['seconds_median']:.2f}"
+    )
     if e["multilabel"]:
-        rows = []
-        for j, f in enumerate(dw["score"]["fractions"]):
-            gap = e["score_gap"][j]
-            rows.append(
-                [
-                    f"{100 * f:.0f}%",
-                    _f(dw["score"]["micro"][j]),
-                    _f(ours["score"]["micro"][j]),
-                    f"{gap:+.2f}",
-                    _f(dw["score"]["macro"][j]),
-                    _f(ours["score"]["macro"][j]),
-                    _met(gap >= -SCORE_TOLERANCE),
-                ]
-            )
+        rows = [
+            [
+                f"{100 * f:.0f}%",
+                _f(dw["score"]["micro"][j]),
+                _f(ours["score"]["micro"][j]),
+                f"{e['score_gap'][j]:+.2f}",
+                _f(dw["score"]["macro"][j]),
+                _f(ours["score"]["macro"][j]),
+                _met(e["score_gap"][j] >= -SCORE_TOLERANCE),
+            ]
+            for j, f in enumerate(dw["score"]["fractions"])
+        ]
         lines.append(
             report.markdown_table(
                 [
@@ -789,47 +793,24 @@ def render_graph(e):
             )
             + "\n"
         )
-        lines.append(f"({dw['score']['shuffles']} shuffles per fraction.)\n")
-    times = [
-        "wall seconds (median)",
-        f"{dw['seconds_median']:.2f}",
-        f"{ours['seconds_median']:.2f}",
-        f"x{e['time_ratio']:.2f}",
-        _met(e["targets"]["time"]),
-    ]
-    if e["multilabel"]:
+        lines.append(f"{dw['score']['shuffles']} shuffles per fraction; {wall}.")
+    else:
         lines.append(
-            report.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], [times]) + "\n"
-        )
-    else:  # one table: the score's gap and the time's ratio
-        score = [
-            "accuracy (%)",
-            f"{dw['score']['accuracy']:.2f} +- {dw['score']['accuracy_std']:.2f}",
-            f"{ours['score']['accuracy']:.2f} +- {ours['score']['accuracy_std']:.2f}",
-            f"{e['score_gap'][0]:+.2f}",
-            _met(e["targets"]["score"]),
-        ]
-        lines.append(
-            report.markdown_table(["", "DeepWalk", "ours", "gap / ratio", "target"], [score, times])
-            + "\n"
+            f"Accuracy (%): DeepWalk {dw['score']['accuracy']:.2f} +- "
+            f"{dw['score']['accuracy_std']:.2f}, ours {ours['score']['accuracy']:.2f} +- "
+            f"{ours['score']['accuracy_std']:.2f}; {wall}."
         )
     if dw.get("phases"):
         ph = dw["phases"][-1]
-        lines.append(
-            "DeepWalk's phases (last run): "
-            + ", ".join(
-                f"{k[:-2]} {ph[k]:.2f} s"
-                for k in ("imports_s", "read_s", "walks_s", "train_s", "write_s")
-                if k in ph
-            )
-            + ".\n"
+        lines[-1] += " DeepWalk's phases (last run): " + ", ".join(
+            f"{k[:-2]} {ph[k]:.2f} s"
+            for k in ("imports_s", "read_s", "walks_s", "train_s", "write_s")
+            if k in ph
         )
+        lines[-1] += "."
+    lines[-1] += "\n"
     if ours.get("stderr_summary"):
-        lines.append(
-            "ours, its choices and result on stderr:\n\n```\n"
-            + "\n".join(ours["stderr_summary"])
-            + "\n```\n"
-        )
+        lines.append("ours on stderr:\n\n```\n" + "\n".join(ours["stderr_summary"]) + "\n```\n")
     return "\n".join(lines)
 
 
