@@ -371,9 +371,7 @@ def measure(graph, workdir, args, usable):
                 s.setdefault("phases", []).append(_parse_peer(proc.stdout))
             emb, missing = load_embedding(out, graph.n_nodes)
             entry["nodes_without_embedding"] = missing
-            t0 = time.perf_counter()
             s["scores"].append(score_embedding(graph, emb, args.shuffles))
-            s["scoring_seconds"] = time.perf_counter() - t0
     for side, s in sides.items():
         s.pop("cmd")
         s.pop("file")
@@ -411,7 +409,7 @@ def compact_entry(entry):
     file's ``command_templates`` with <dir> a temporary folder per graph), a single run's
     wall time only as ``seconds_median``, DeepWalk's phases of the last run only (not the
     1-epoch peer's), without the node count (``n_nodes``), and of ours' log the
-    SUMMARY_LINES.  Idempotent (it also shortens older files)."""
+    SUMMARY_LINES; no scoring time.  Idempotent (it also shortens older files)."""
     entry.pop("commands", None)
     for side in ("deepwalk", "ours", "deepwalk_1ep"):
         s = entry.get(side)
@@ -423,6 +421,7 @@ def compact_entry(entry):
             s["phases"] = [{k: v for k, v in s["phases"][-1].items() if k != "nodes"}]
             if side == "deepwalk_1ep":
                 del s["phases"]
+        s.pop("scoring_seconds", None)  # our scoring's time, not either method's
         if "stderr_summary" in s:
             s["stderr_summary"] = [x for x in s["stderr_summary"] if x.startswith(SUMMARY_LINES)]
     return entry
@@ -718,8 +717,14 @@ def render(p):
         lines.append(
             "Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n"
         )
+    preset = shared_preset_line(p["graphs"])
+    if preset:
+        lines.append(
+            "Ours printed the same preset line on every graph but for its rate (the "
+            f"sections give the rest of its log):\n\n```\n{preset}\n```\n"
+        )
     for e in p["graphs"]:
-        lines.append(render_graph(e))
+        lines.append(render_graph(e, skip_preset=bool(preset)))
     lines.append("## Commands\n")
     lines.append(f"- DeepWalk: `{p['command_templates']['deepwalk']}`")
     lines.append(f"- ours: `{p['command_templates']['ours']}`")
@@ -732,7 +737,22 @@ def render(p):
     return "\n".join(lines)
 
 
-def render_graph(e):
+_LR = re.compile(r"\blr [0-9.e-]+")
+
+
+def shared_preset_line(graphs):
+    """The 'preset' log line of ours with its rate as <lr>, when every graph printed the
+    same one (else None: each section shows its own)."""
+    lines = {
+        _LR.sub("lr <lr>", x, count=1)
+        for e in graphs
+        for x in e["ours"].get("stderr_summary", [])
+        if x.startswith("preset")
+    }
+    return lines.pop() if len(lines) == 1 else None
+
+
+def render_graph(e, skip_preset=False):
     """A graph's section: what the summary row does not show (the protocol, the spread
     over splits or the per-fraction scores, DeepWalk's phases, ours' log lines)."""
     i = e.get("info", {})
@@ -809,8 +829,11 @@ def render_graph(e):
         )
         lines[-1] += "."
     lines[-1] += "\n"
-    if ours.get("stderr_summary"):
-        lines.append("ours on stderr:\n\n```\n" + "\n".join(ours["stderr_summary"]) + "\n```\n")
+    log = [
+        x for x in ours.get("stderr_summary", []) if not (skip_preset and x.startswith("preset"))
+    ]
+    if log:
+        lines.append("ours on stderr:\n\n```\n" + "\n".join(log) + "\n```\n")
     return "\n".join(lines)
 
 
