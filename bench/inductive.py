@@ -271,7 +271,6 @@ def run_split(ds, full, X_full, split, s, args):
         seconds=seconds,
         train_seconds=seconds - timing["infer"] - timing["score"],
         infer_seconds=timing["infer"],
-        score_seconds=timing["score"],
         train_nodes=int(sub.n_nodes),
         train_edges=int(sub.n_edges),
         removed_edges=int(sub.stats["removed_edges"]),
@@ -498,19 +497,14 @@ def markdown(payload):
 {smoke}
 {table}
 
-Test accuracy of logistic regression, mean ± std over the splits, each split at the epoch
-of its best validation accuracy. **o-path** (the paper's protocol): train and val nodes
-use o_v, each test node Algorithm 3 over Z = {a["samples"]} contexts on the full graph,
-aggregated as `infer` does by default. **e-path**: every evaluated node is embedded by
-Algorithm 3 (mean). Pubmed's 78.98 needs its bag-of-words features (`ind.pubmed.allx`),
-which our data folder lacks; it is not run and nothing is substituted.
+Test accuracy (%), mean ± std over the splits, each split at its epoch of best validation
+accuracy; Z = {a["samples"]} contexts per test node. Pubmed's 78.98 needs its bag-of-words
+features (`ind.pubmed.allx`), which our data folder lacks; it is not run and nothing is
+substituted.
 
+{report.doc_pointer("`bench/inductive.py`: the inductive setting")}
 Every aggregation, scored on the same models (one per split) and contexts, each with its
-own epoch choice on val (`o:` the o-path; `o+fill:` the same, with the labelled nodes the
-split left without edges embedded by `infer` on the full graph instead of their o_v;
-`scale`, `diag`, `linear`: the mean mapped by a calibration fitted on the training
-graph's nodes with edges; `scale-full`, `diag-full`: fitted on the full graph instead,
-what `infer` does for a model file without a stored calibration):
+own epoch choice on val:
 
 {variant_table}
 

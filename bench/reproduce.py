@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+import report
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.evaluate import (
     classify_splits,
@@ -355,25 +356,17 @@ def write_markdown(stored, path):
     lines = [
         "# Transductive results: measured next to the paper",
         "",
-        "Written by `bench/reproduce.py` (every run it stores is listed; nothing is "
-        "copied from the paper except the 'paper' columns). Citation graphs: accuracy "
-        "(%), mean +- std over the paper's 10 splits, epoch chosen per split on "
-        "validation, multinomial logistic regression (lbfgs, C = 1); runs since the "
-        "per-split curves were added also give the authors' classifier (one-vs-rest "
-        "liblinear, C = 1) on the same embeddings. Multi-label graphs: micro/macro-F1 (%) "
-        "at gamma = 10/50/90 %, 10 "
-        "shuffles, embeddings of the last epoch (no epoch selection), one-vs-rest "
-        "logistic regression (lbfgs, C = 1); runs since it was added also give "
-        "DeepWalk's scorer (one-vs-rest liblinear, C = 1) on the same embeddings and "
-        "shuffles; runs with --select-every also give the paper's protocol, the epoch "
-        "chosen among the stored ones by cross-validation on each training part "
-        "(micro and macro each at its own best epoch; test nodes never choose).",
+        "Every run `bench/reproduce.py` stored, oldest first; nothing is copied from the "
+        "paper except the 'paper' columns.",
+        "",
+        report.doc_pointer("`bench/reproduce.py`: the paper's transductive tables").rstrip(),
         "",
         "Every run: "
         + ", ".join(f"{k} {v}" for k, v in SHARED_CONFIG.items())
         + " (the result file keeps each run's other settings).",
         "",
-        "| dataset | features | lr | T | m | epochs | ours | paper | gap | wall | command |",
+        "| dataset | features | lr | T | m | epochs | ours | paper | gap | wall "
+        "| python bench/reproduce.py ... |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for e in stored:
@@ -383,7 +376,8 @@ def write_markdown(stored, path):
             f"| {e['dataset']} | {features} | {e['lr_used']:g} | {c['walks_per_node']} | "
             f"{c['routing_iters']} | {e['epochs_run']} | "
         )
-        tail = f" | {e['wall_seconds'] / 60:.1f} min | `{e['command']}` |"
+        args = e["command"].removeprefix("python bench/reproduce.py ")
+        tail = f" | {e['wall_seconds'] / 60:.1f} min | `{args}` |"
         if "test_mean" in e:
             paper = PAPER[e["dataset"]]["acc"]
             ours, gap = (

@@ -115,9 +115,9 @@ def main():
 
 
 def earlier_run(entry):
-    """An earlier run as the result file keeps it: its result without the per-epoch curve
-    (only the latest run keeps that)."""
-    return {k: v for k, v in entry.items() if k != "curve"}
+    """An earlier run as the result file keeps it: its command and result, without the
+    per-epoch curve and the parsed arguments (only the latest run keeps those)."""
+    return {k: v for k, v in entry.items() if k not in ("curve", "args")}
 
 
 if __name__ == "__main__":
