@@ -361,9 +361,9 @@ def write_markdown(stored, path):
         "",
         report.doc_pointer("`bench/reproduce.py`: the paper's transductive tables").rstrip(),
         "",
-        "Every run: "
+        "Unless a run's stored config says otherwise: "
         + ", ".join(f"{k} {v}" for k, v in SHARED_CONFIG.items())
-        + " (the result file keeps each run's other settings).",
+        + ".",
         "",
         "| dataset | features | lr | T | m | epochs | ours | paper | gap | wall "
         "| python bench/reproduce.py ... |",
