@@ -125,35 +125,65 @@ def _git(*args):
 
 
 def machine_info():
-    """CPU model, cores, library versions, BLAS/OpenMP runtimes, the relevant environment
-    variables and the git commit (with a flag when the work tree has changes)."""
-    blas = [
-        dict(
-            library=i.get("internal_api"),
-            version=i.get("version"),
-            threads=i.get("num_threads"),
-            architecture=i.get("architecture"),
-            path=os.path.basename(i.get("filepath", "")),
-        )
-        for i in threadpool_info()
-    ]
+    """The machine, short (``short_machine``): CPU model, cores, library versions, BLAS /
+    OpenMP runtimes, the relevant environment variables that are set and the git commit
+    (with a flag when the work tree has changes)."""
     status = _git("status", "--porcelain", "--untracked-files=no")
-    return dict(
-        cpu_model=cpu_model(),
-        cpu_flags=cpu_flags(),
-        logical_cores=os.cpu_count(),
-        usable_cores=len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count(),
-        python=platform.python_version(),
-        platform=platform.platform(),
-        versions={p: _version(p) for p in ("caps2ne_np", "numpy", "numba", "scipy", "torch")},
-        numba_threading_layer=_threading_layer(),
-        blas_and_openmp=blas,
-        env={k: os.environ.get(k) for k in ENV_VARS},
-        git_commit=_git("rev-parse", "--short", "HEAD"),
-        git_dirty=bool(status) if status is not None else None,
+    return short_machine(
+        dict(
+            cpu_model=cpu_model(),
+            cpu_flags=cpu_flags(),
+            logical_cores=os.cpu_count(),
+            usable_cores=len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count(),
+            python=platform.python_version(),
+            versions={p: _version(p) for p in ("caps2ne_np", "numpy", "numba", "scipy", "torch")},
+            numba_threading_layer=_threading_layer(),
+            blas_and_openmp=threadpool_info(),
+            env={k: os.environ.get(k) for k in ENV_VARS},
+            git_commit=_git("rev-parse", "--short", "HEAD"),
+            git_dirty=bool(status) if status is not None else None,
+        )
     )
+
+
+CPU_FLAGS_KEPT = 6  # the first SIMD flags of cpu_flags(), as the reports show them
+
+
+def short_machine(info):
+    """The machine block a result file keeps (once per file): the first SIMD flags, each
+    BLAS / OpenMP runtime as one "library version (architecture)" string and only the
+    environment variables that are set.  Idempotent, so it also shortens the block of
+    an older result file (``threadpool_info()`` dicts, the full flag list, the platform
+    string); report.machine_markdown renders both forms the same."""
+    blas = [
+        b
+        if isinstance(b, str)
+        else (
+            f"{b.get('library') or b.get('internal_api')} {b.get('version') or ''} "
+            f"({b.get('architecture') or os.path.basename(b.get('path') or b.get('filepath', ''))})"
+        ).strip()
+        for b in info["blas_and_openmp"]
+    ]
+    keep = (
+        "cpu_model",
+        "cpu_flags",
+        "logical_cores",
+        "usable_cores",
+        "python",
+        "versions",
+        "numba_threading_layer",
+        "blas_and_openmp",
+        "env",
+        "git_commit",
+        "git_dirty",
+    )
+    out = {k: info[k] for k in keep if k in info}
+    out["cpu_flags"] = list(info["cpu_flags"][:CPU_FLAGS_KEPT])
+    out["blas_and_openmp"] = blas
+    out["env"] = {k: v for k, v in info["env"].items() if v is not None}
+    return out
 
 
 def _threading_layer():

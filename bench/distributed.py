@@ -151,6 +151,7 @@ def main():
                 config=cfg.to_dict(),
                 runs=[],
             )
+            entry["formula_bound"] = formula(cfg, g.n_nodes, num_sampled)  # the same per run
             print(f"{name}: {g.n_nodes} nodes; {notes[0]}; {notes[-1]}", flush=True)
             single, wall = run_single(g, cfg)
             score = score_embedding(pg, single.params.O, shuffles=args.shuffles)
@@ -208,7 +209,6 @@ def main():
                     bytes_pulled=pulled,
                     bytes_pushed=pushed,
                     bytes_requested=requested,
-                    formula_bound=formula(cfg, g.n_nodes, num_sampled),
                     formula_at_rows=formula(cfg, g.n_nodes, num_sampled, o_rows, x_rows),
                     server_rows=[s["rows"] for s in stats["servers"]],
                     server_row_bytes=[s["row_bytes"] for s in stats["servers"]],
@@ -229,7 +229,7 @@ def main():
                     f" compute {run['worker_ms']['compute']:.2f}), pulled {pulled / 1e3:.1f} kB"
                     f" pushed {pushed / 1e3:.1f} kB per step (formula at rows "
                     f"{run['formula_at_rows']['total'] / 1e3:.1f} kB, bound "
-                    f"{run['formula_bound']['total'] / 1e3:.1f} kB), loss {run['loss']:.4f}, "
+                    f"{entry['formula_bound']['total'] / 1e3:.1f} kB), loss {run['loss']:.4f}, "
                     f"score {score['headline']:.2f}, equal to single: {run['equal_to_single']}",
                     flush=True,
                 )
@@ -289,7 +289,7 @@ def markdown(payload):
                     f"(+{r['bytes_requested'] / 1e3:.1f} ids)",
                     f"{f['total'] / 1e3:.1f} ({f['x_rows']:.0f} x, {f['o_rows']:.0f} o rows; "
                     f"measured / formula {ratio(r):.3f}); "
-                    f"bound {r['formula_bound']['total'] / 1e3:.1f}",
+                    f"bound {e['formula_bound']['total'] / 1e3:.1f}",
                     f"{r['loss']:.4f}",
                     f"{r['score']['headline']:.2f}",
                     "yes" if r["equal_to_single"] else "no",

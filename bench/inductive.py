@@ -36,7 +36,8 @@ Paper: 76.54 (Cora), 69.84 (Citeseer).  Pubmed (78.98) needs the bag-of-words fe
     python bench/inductive.py --smoke          # 1 split, 1 epoch, T = 1 -> inductive_smoke.*
     python bench/inductive.py --render bench/results/inductive.json   # the .md again
 
-Writes bench/results/<--out>.json (every split and epoch) and <--out>.md.
+Writes bench/results/<--out>.json (every split: its graph counts, timings and the default's
+accuracy; every variant's mean and std) and <--out>.md.
 """
 
 import argparse
@@ -271,7 +272,6 @@ def run_split(ds, full, X_full, split, s, args):
         seconds=seconds,
         train_seconds=seconds - timing["infer"] - timing["score"],
         infer_seconds=timing["infer"],
-        score_seconds=timing["score"],
         train_nodes=int(sub.n_nodes),
         train_edges=int(sub.n_edges),
         removed_edges=int(sub.stats["removed_edges"]),
@@ -312,6 +312,7 @@ def run_dataset(name, args):
             val_mean=float(vals.mean()),
             epochs=[sp["chosen"][path]["epoch"] for sp in splits],
         )
+    scales = default_scales(splits)
     for sp in splits:  # the result file keeps what markdown() shows
         sp["chosen"] = stored_choices(sp["chosen"])
     cfg = config(args)
@@ -322,25 +323,45 @@ def run_dataset(name, args):
         feature_dim=int(ds.features.shape[1]),
         paper=PAPER[name],
         config={key: (list(v) if isinstance(v, tuple) else v) for key, v in cfg.items()},
-        summary=summary,
+        summary=stored_summary(summary),
+        scales=scales,
         splits=splits,
     )
 
 
-SHOWN_PATHS = ("o:mean", "o:sum", "e:mean")  # per split in markdown(), beside the default
+SCALE_KEYS = (
+    "norm_o_train",
+    "norm_o_cal",
+    "norm_mean_cal",
+    "norm_mean_test",
+    "scale",
+    "scale_full",
+    "norm_scale_test",
+)
+
+
+def default_scales(splits):
+    """The default path's norms and scales at its chosen epochs, mean over the splits."""
+    return {
+        key: float(np.mean([sp["chosen"][DEFAULT_PATH][key] for sp in splits]))
+        for key in SCALE_KEYS
+    }
 
 
 def stored_choices(chosen):
-    """A split's chosen epochs as the result file keeps them: epoch, val and test of the
-    paths markdown() lists per split, and the norms and scales of the default path
-    (every path's mean over the splits is in the summary)."""
-    kept = {
-        p: {key: c[key] for key in ("epoch", "val", "test")}
-        for p, c in chosen.items()
-        if p in SHOWN_PATHS
+    """A split's choices as the result file keeps them: val and test accuracy of the
+    default path (every path's mean and std over the splits are in the summary, the
+    default's chosen epochs too, and its mean norms in "scales")."""
+    return {DEFAULT_PATH: {key: chosen[DEFAULT_PATH][key] for key in ("val", "test")}}
+
+
+def stored_summary(summary):
+    """The summary as the result file keeps it: the chosen epochs of the default path only
+    (markdown() shows those)."""
+    return {
+        p: {k: v for k, v in s.items() if k != "epochs" or p == DEFAULT_PATH}
+        for p, s in summary.items()
     }
-    kept[DEFAULT_PATH] = chosen[DEFAULT_PATH]
-    return kept
 
 
 def _pct(summary):
@@ -396,21 +417,17 @@ def markdown(payload):
     )
     scale_rows = []
     for r in payload["results"]:
-        ch = [sp["chosen"][default] for sp in r["splits"]]
-
-        def mean(key, ch=ch):
-            return float(np.mean([c[key] for c in ch]))
-
+        m = r["scales"]
         scale_rows.append(
             [
                 r["dataset"],
-                f"{mean('norm_o_train'):.2f}",
-                f"{mean('norm_o_cal'):.2f}",
-                f"{mean('norm_mean_cal'):.3g}",
-                f"{mean('norm_mean_test'):.3g}",
-                f"{mean('scale'):.2f}",
-                f"{mean('scale_full'):.2f}",
-                f"{mean('norm_scale_test'):.2f}",
+                f"{m['norm_o_train']:.2f}",
+                f"{m['norm_o_cal']:.2f}",
+                f"{m['norm_mean_cal']:.3g}",
+                f"{m['norm_mean_test']:.3g}",
+                f"{m['scale']:.2f}",
+                f"{m['scale_full']:.2f}",
+                f"{m['norm_scale_test']:.2f}",
             ]
         )
     scale_table = report.markdown_table(
@@ -428,43 +445,41 @@ def markdown(payload):
     )
     detail = []
     for r in payload["results"]:
-        for sp in r["splits"]:
-            ch = sp["chosen"]
-            detail.append(
-                [
-                    r["dataset"],
-                    sp["split"],
-                    sp["train_nodes"],
-                    sp["removed_edges"],
-                    sp["train_graph_isolated"],
-                    f"{sp['train_labelled_edgeless']} / {sp['val_edgeless']}",
-                    sp["test_isolated_in_full_graph"],
-                    f"{100 * ch['o:mean']['test']:.2f}",
-                    f"{100 * ch['o:sum']['test']:.2f}",
-                    f"{100 * ch[default]['val']:.2f}",
-                    f"{100 * ch[default]['test']:.2f}",
-                    f"{100 * ch['e:mean']['val']:.2f}",
-                    f"{100 * ch['e:mean']['test']:.2f}",
-                    f"{sp['train_seconds']:.0f}",
-                    f"{sp['infer_seconds']:.1f}",
-                    report.fmt_int(sp["pairs_per_s"]),
-                ]
-            )
+        sps = r["splits"]
+
+        def span(values, fmt="{}"):
+            lo, hi = fmt.format(min(values)), fmt.format(max(values))
+            return lo if lo == hi else f"{lo}-{hi}"
+
+        detail.append(
+            [
+                r["dataset"],
+                len(sps),
+                span([sp["train_nodes"] for sp in sps]),
+                span([sp["removed_edges"] for sp in sps]),
+                span([sp["train_graph_isolated"] for sp in sps]),
+                span([sp["train_labelled_edgeless"] for sp in sps]),
+                span([sp["val_edgeless"] for sp in sps]),
+                span([sp["test_isolated_in_full_graph"] for sp in sps]),
+                span([100 * sp["chosen"][default]["val"] for sp in sps], "{:.2f}"),
+                span([100 * sp["chosen"][default]["test"] for sp in sps], "{:.2f}"),
+                span([sp["train_seconds"] for sp in sps], "{:.0f}"),
+                span([sp["infer_seconds"] for sp in sps], "{:.1f}"),
+                span([sp["pairs_per_s"] for sp in sps], "{:,.0f}"),
+            ]
+        )
     detail_table = report.markdown_table(
         [
             "dataset",
-            "split",
+            "splits",
             "training nodes",
             "stored edges removed",
             "isolated after removal",
-            "labelled train / val nodes without edges",
+            "labelled train nodes without edges",
+            "val nodes without edges",
             "test nodes without edges",
-            "o:mean test",
-            "o:sum test",
             "default val",
             "default test",
-            "e val",
-            "e test",
             "train s",
             "infer s (all epochs)",
             "pairs/s",
@@ -483,19 +498,14 @@ def markdown(payload):
 {smoke}
 {table}
 
-Test accuracy of logistic regression, mean ± std over the splits, each split at the epoch
-of its best validation accuracy. **o-path** (the paper's protocol): train and val nodes
-use o_v, each test node Algorithm 3 over Z = {a["samples"]} contexts on the full graph,
-aggregated as `infer` does by default. **e-path**: every evaluated node is embedded by
-Algorithm 3 (mean). Pubmed's 78.98 needs its bag-of-words features (`ind.pubmed.allx`),
-which our data folder lacks; it is not run and nothing is substituted.
+Test accuracy (%), mean ± std over the splits, each split at its epoch of best validation
+accuracy; Z = {a["samples"]} contexts per test node. Pubmed's 78.98 needs its bag-of-words
+features (`ind.pubmed.allx`), which our data folder lacks; it is not run and nothing is
+substituted.
 
+{report.doc_pointer("`bench/inductive.py`: the inductive setting")}
 Every aggregation, scored on the same models (one per split) and contexts, each with its
-own epoch choice on val (`o:` the o-path; `o+fill:` the same, with the labelled nodes the
-split left without edges embedded by `infer` on the full graph instead of their o_v;
-`scale`, `diag`, `linear`: the mean mapped by a calibration fitted on the training
-graph's nodes with edges; `scale-full`, `diag-full`: fitted on the full graph instead,
-what `infer` does for a model file without a stored calibration):
+own epoch choice on val:
 
 {variant_table}
 
@@ -511,7 +521,7 @@ T = {a["walks_per_node"]}, m = {a["routing_iters"]} (rule 'paper', exact gradien
 its 1,000 test nodes and their edges.  Test nodes without any edge in the full graph
 (Citeseer) are encoded from their own features (`isolated='self'`).
 
-Per split:
+Per split, the range (min-max) over the splits (every split in the result file):
 
 {detail_table}
 

@@ -445,12 +445,10 @@ def measure(key, problem, n_threads, args, torch_ok):
     for r in runners:
         rates = [pairs / t for t in times[r.name]]
         out["impl"][r.name] = dict(
-            pairs_per_s=common.median(rates),
-            rates=rates,
+            pairs_per_s=common.median(rates),  # the file keeps the median and the spread
             step_ms=1e3 * common.median(times[r.name]) / args.steps,
             spread_pct=common.spread(rates),
-            first_loss=r.losses[0],
-            last_loss=r.losses[-1],
+            first_loss=r.losses[0],  # the peers' first steps agree (first_loss_rel_diff)
         )
         if hasattr(r, "adam_seconds"):
             out["impl"][r.name]["adam_ms"] = 1e3 * r.adam_seconds / (args.reps * args.steps)

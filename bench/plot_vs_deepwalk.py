@@ -75,7 +75,7 @@ def deepwalk_points(workdir, graph, epochs_list, threads, shuffles):
                 epochs=epochs,
                 seconds=phases["read_s"] + phases["walks_s"] + phases["train_s"],
                 process_seconds=wall,
-                phases=phases,
+                phases={k: v for k, v in phases.items() if k != "nodes"},  # n_nodes is kept
                 score=score["headline"],
             )
         )
@@ -268,9 +268,9 @@ def main(argv=None):
                 metric="micro-F1 @50% (%)" if graph.multilabel else "accuracy (%)",
                 deepwalk=dw,
                 caps2ne=ours,
-                caps2ne_params=params,
                 protocol=graph.split_note or f"{args.shuffles} shuffles",
             )
+            payload["caps2ne_params"] = params  # the estimator's defaults: the same per graph
             payload["load_avg_after"] = os.getloadavg()
             common.write_results(args.out, payload, render(payload))
     if not curves:

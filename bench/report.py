@@ -83,10 +83,13 @@ def _anchor(title):
 
 
 def machine_markdown(info):
-    """The machine of ``common.machine_info()`` as a Markdown list."""
+    """The machine of ``common.machine_info()`` (or an older result file's longer block) as
+    a Markdown list."""
     v = info["versions"]
     blas = ", ".join(
-        f"{b['library']} {b['version'] or ''} ({b['architecture'] or b['path']})".strip()
+        b
+        if isinstance(b, str)  # common.short_machine's form
+        else f"{b['library']} {b['version'] or ''} ({b['architecture'] or b['path']})".strip()
         for b in info["blas_and_openmp"]
     )
     env = ", ".join(f"{k}={val}" for k, val in info["env"].items() if val is not None) or "none set"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+import report
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.evaluate import (
     classify_splits,
@@ -46,6 +47,45 @@ PAPER = {
     "blogcatalog": {"micro": [34.31, 38.35, 40.79], "macro": [18.40, 24.80, 26.63]},
 }
 CITATION = ("cora", "citeseer", "pubmed")
+# The settings every stored run shares (the paper's, Sec. 4.2): a run's "config" keeps only
+# the others, so the result file does not repeat these in every run (run_config adds them).
+SHARED_CONFIG = dict(
+    dim=128,
+    feat_dim=128,
+    walk_length=10,
+    num_sampled=None,
+    sampler="log_uniform",
+    routing_rule="paper",
+    routing_scale=None,
+    grad_mode="exact",
+    batch_mode="random",
+    normalize_features=True,
+    seed=0,
+)
+
+
+def stored_config(config):
+    """``config`` without the entries equal to SHARED_CONFIG's (idempotent)."""
+    return {k: v for k, v in config.items() if not (k in SHARED_CONFIG and SHARED_CONFIG[k] == v)}
+
+
+def run_config(entry):
+    """A stored run's whole configuration: SHARED_CONFIG updated with its own entries."""
+    return {**SHARED_CONFIG, **entry["config"]}
+
+
+def recorded_command(argv, default_results):
+    """The run's command as stored: ``--results`` is left out when it names the default
+    file (bench/results/transductive.json of the checkout that ran it)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--results" and i + 1 < len(argv):
+            if Path(argv[i + 1]).as_posix().endswith(default_results):
+                i += 2
+                continue
+        out.append(argv[i])
+        i += 1
+    return "python bench/reproduce.py " + " ".join(out)
 
 
 def cpu_model():
@@ -159,11 +199,13 @@ def main(argv=None):
     entry = dict(
         dataset=name,
         features="trained x (featureless)" if featureless else "bag-of-words",
-        config=cfg.to_dict(),
+        config=stored_config(cfg.to_dict()),
         lr_used=result.optimizer.lr,
         epochs_run=len(result.history),
         wall_seconds=wall,
-        command="python bench/reproduce.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        command=recorded_command(
+            sys.argv[1:] if argv is None else argv, "bench/results/transductive.json"
+        ),
         machine=f"{cpu_model()}, {len(__import__('os').sched_getaffinity(0))} cores",
         numpy=np.__version__,
         final_loss=result.history[-1]["loss"],
@@ -272,7 +314,7 @@ def pooled_section(stored):
             for e in stored
             if e["dataset"] == name
             and "split_best" in e
-            and e["config"].get("adam", "dense") == "dense"
+            and run_config(e).get("adam", "dense") == "dense"
         ]  # the authors' optimizer
         if not runs:
             continue
@@ -290,7 +332,7 @@ def pooled_section(stored):
                 "| --- | --- | --- | --- | --- | --- |",
             ]
         desc = ", ".join(
-            f"({e['config']['walks_per_node']}, {e['config']['routing_iters']}, "
+            f"({run_config(e)['walks_per_node']}, {run_config(e)['routing_iters']}, "
             f"{e['lr_used']:g}, {e['epochs_run']})"
             for e in runs
         )
@@ -314,31 +356,28 @@ def write_markdown(stored, path):
     lines = [
         "# Transductive results: measured next to the paper",
         "",
-        "Written by `bench/reproduce.py` (every run it stores is listed; nothing is "
-        "copied from the paper except the 'paper' columns). Citation graphs: accuracy "
-        "(%), mean +- std over the paper's 10 splits, epoch chosen per split on "
-        "validation, multinomial logistic regression (lbfgs, C = 1); runs since the "
-        "per-split curves were added also give the authors' classifier (one-vs-rest "
-        "liblinear, C = 1) on the same embeddings. Multi-label graphs: micro/macro-F1 (%) "
-        "at gamma = 10/50/90 %, 10 "
-        "shuffles, embeddings of the last epoch (no epoch selection), one-vs-rest "
-        "logistic regression (lbfgs, C = 1); runs since it was added also give "
-        "DeepWalk's scorer (one-vs-rest liblinear, C = 1) on the same embeddings and "
-        "shuffles; runs with --select-every also give the paper's protocol, the epoch "
-        "chosen among the stored ones by cross-validation on each training part "
-        "(micro and macro each at its own best epoch; test nodes never choose).",
+        "Every run `bench/reproduce.py` stored, oldest first; nothing is copied from the "
+        "paper except the 'paper' columns.",
         "",
-        "| dataset | features | lr | T | m | epochs | ours | paper | gap | wall | command |",
+        report.doc_pointer("`bench/reproduce.py`: the paper's transductive tables").rstrip(),
+        "",
+        "Unless a run's stored config says otherwise: "
+        + ", ".join(f"{k} {v}" for k, v in SHARED_CONFIG.items())
+        + ".",
+        "",
+        "| dataset | features | lr | T | m | epochs | ours | paper | gap | wall "
+        "| python bench/reproduce.py ... |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for e in stored:
-        c = e["config"]
+        c = run_config(e)
         features = e["features"] + (", lazy Adam" if c.get("adam") == "lazy" else "")
         head = (
             f"| {e['dataset']} | {features} | {e['lr_used']:g} | {c['walks_per_node']} | "
             f"{c['routing_iters']} | {e['epochs_run']} | "
         )
-        tail = f" | {e['wall_seconds'] / 60:.1f} min | `{e['command']}` |"
+        args = e["command"].removeprefix("python bench/reproduce.py ")
+        tail = f" | {e['wall_seconds'] / 60:.1f} min | `{args}` |"
         if "test_mean" in e:
             paper = PAPER[e["dataset"]]["acc"]
             ours, gap = (

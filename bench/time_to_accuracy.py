@@ -93,7 +93,7 @@ def main():
 
     path = RESULTS / f"{args.out}.json"
     stored = json.loads(path.read_text()) if path.exists() else []
-    stored.append(entry)
+    stored = [earlier_run(e) for e in stored] + [entry]
     write_json(path, stored)
     lines = [
         "# Time to 80% Cora transductive accuracy (cold start of the command)",
@@ -112,6 +112,12 @@ def main():
             f"{e['load_avg'][0]:.1f} |"
         )
     write_text_atomic(RESULTS / f"{args.out}.md", "\n".join(lines) + "\n")
+
+
+def earlier_run(entry):
+    """An earlier run as the result file keeps it: its command and result, without the
+    per-epoch curve and the parsed arguments (only the latest run keeps those)."""
+    return {k: v for k, v in entry.items() if k not in ("curve", "args")}
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ SMOKE_DW_FLAGS = ["--walks-per-node", "2", "--epochs", "1"]
 STDERR_LINES = 20
 # the lines of the CLI's log that the report shows for a run that worked: its choices
 # and its result (the whole tail is kept only for a run that failed)
-SUMMARY_LINES = ("graph:", "preset", "peak lr", "budget:", "trained ")
+SUMMARY_LINES = ("preset", "peak lr", "budget:", "trained ")  # "graph:" is in the entry
 
 
 @dataclass
@@ -339,7 +339,7 @@ def measure(graph, workdir, args, usable):
     if not graph.multilabel:
         graphgen.write_labels(os.path.join(workdir, "g.labels"), graph.labels)
     dw_cmd, ours_cmd = commands(workdir, args.threads, args.smoke, usable)
-    dw1_cmd = [c.replace("dw.emb", "dw1.emb") for c in dw_cmd] + ["--epochs", "1"]
+    dw1_cmd = fast_peer_command(dw_cmd)
     entry = dict(
         name=graph.name,
         kind=graph.kind,
@@ -349,7 +349,6 @@ def measure(graph, workdir, args, usable):
         multilabel=graph.multilabel,
         info=graph.info,
         split_note=graph.split_note,
-        commands=dict(deepwalk=_shown(dw_cmd), ours=_shown(ours_cmd)),
     )
     sides = dict(
         deepwalk=dict(cmd=dw_cmd, file="dw.emb", seconds=[], scores=[]),
@@ -357,7 +356,6 @@ def measure(graph, workdir, args, usable):
     )
     if args.fast_peer and not args.smoke:  # DeepWalk with one gensim epoch (node2vec's default)
         sides["deepwalk_1ep"] = dict(cmd=dw1_cmd, file="dw1.emb", seconds=[], scores=[])
-        entry["commands"]["deepwalk_1ep"] = _shown(dw1_cmd)
     for rep in range(args.reps):
         for side, s in sides.items():
             out = os.path.join(workdir, s["file"])
@@ -373,9 +371,7 @@ def measure(graph, workdir, args, usable):
                 s.setdefault("phases", []).append(_parse_peer(proc.stdout))
             emb, missing = load_embedding(out, graph.n_nodes)
             entry["nodes_without_embedding"] = missing
-            t0 = time.perf_counter()
             s["scores"].append(score_embedding(graph, emb, args.shuffles))
-            s["scoring_seconds"] = time.perf_counter() - t0
     for side, s in sides.items():
         s.pop("cmd")
         s.pop("file")
@@ -405,7 +401,63 @@ def measure(graph, workdir, args, usable):
             time_ratio_1ep=ours["seconds_median"] / fast["seconds_median"],
             score_gap_1ep=targets(fast["score"], ours["score"])[1],
         )
+    return compact_entry(entry)
+
+
+def compact_entry(entry):
+    """A graph's entry as the result file keeps it: no per-graph commands (they are the
+    file's ``command_templates`` with <dir> a temporary folder per graph), a single run's
+    wall time only as ``seconds_median``, DeepWalk's phases of the last run only (not the
+    1-epoch peer's), without the node count (``n_nodes``) and total (the wall time), and
+    of ours' log the
+    SUMMARY_LINES; no scoring time; each side's score without the protocol (kept once,
+    ``score_protocol``) and the headline (``score_of`` derives it).  Idempotent (it also
+    shortens older files)."""
+    entry.pop("commands", None)
+    for side in ("deepwalk", "ours", "deepwalk_1ep"):
+        s = entry.get(side)
+        if s is None:
+            continue
+        if len(s.get("seconds", ())) == 1 and "seconds_median" in s:
+            del s["seconds"]
+        if s.get("phases"):  # the report shows the reference's (5 epochs)
+            s["phases"] = [
+                {k: v for k, v in s["phases"][-1].items() if k not in ("nodes", "total_s")}
+            ]
+            if side == "deepwalk_1ep":
+                del s["phases"]
+        s.pop("scoring_seconds", None)  # our scoring's time, not either method's
+        if "score" in s:  # the protocol once per graph; the headline is derived (score_of)
+            entry.setdefault(
+                "score_protocol", {k: s["score"][k] for k in PROTOCOL_KEYS if k in s["score"]}
+            )
+            s["score"] = {
+                k: v for k, v in s["score"].items() if k not in PROTOCOL_KEYS + ("headline",)
+            }
+        if "stderr_summary" in s:
+            s["stderr_summary"] = [x for x in s["stderr_summary"] if x.startswith(SUMMARY_LINES)]
     return entry
+
+
+PROTOCOL_KEYS = ("protocol", "splits", "fractions", "shuffles")
+
+
+def score_of(e, side):
+    """A side's whole score as score_embedding returned it (the protocol and headline
+    back in)."""
+    s = {**e.get("score_protocol", {}), **e[side]["score"]}
+    if "headline" not in s:
+        if s["protocol"] == "multi-label":
+            f = s["fractions"]
+            s["headline"] = s["micro"][f.index(0.5) if 0.5 in f else 0]
+        else:
+            s["headline"] = s["accuracy"]
+    return s
+
+
+def fast_peer_command(dw_cmd):
+    """DeepWalk's command with one gensim epoch (node2vec's default), beside the reference."""
+    return [c.replace("dw.emb", "dw1.emb") for c in dw_cmd] + ["--epochs", "1"]
 
 
 def _median_score(scores):
@@ -533,6 +585,8 @@ def main(argv=None):
         payload["graphs"] = [g for g in old["graphs"] if g["name"] not in names]
         payload["skipped"] = [g for g in old.get("skipped", []) if g["name"] not in names]
         payload["notes"] = old.get("notes", [])
+    if args.fast_peer and not args.smoke:
+        payload["command_templates"]["deepwalk_1ep"] = _shown(fast_peer_command(dw_t))
     if not args.no_warmup:
         payload["warmup_seconds"] = warm_up(args, usable)
     root = args.keep_dir or tempfile.mkdtemp(prefix="vs_deepwalk_")
@@ -574,8 +628,9 @@ def progress_line(e):
         return f"{head}: FAILED ({errors})"
     metric = "micro-F1@50%" if e["multilabel"] else "accuracy"
     return (
-        f"{head}: {metric} DeepWalk {dw['score']['headline']:.2f} in {dw['seconds_median']:.1f} s, "
-        f"ours {ours['score']['headline']:.2f} in {ours['seconds_median']:.1f} s "
+        f"{head}: {metric} DeepWalk {score_of(e, 'deepwalk')['headline']:.2f} in "
+        f"{dw['seconds_median']:.1f} s, ours {score_of(e, 'ours')['headline']:.2f} in "
+        f"{ours['seconds_median']:.1f} s "
         f"(x{e['time_ratio']:.2f}); score {_met(e['targets']['score'])}, "
         f"time {_met(e['targets']['time'])}"
     )
@@ -642,8 +697,8 @@ def render(p):
                 f"{e['n_edges']:,}",
                 e["n_classes"],
                 "micro-F1 @50%" if e["multilabel"] else "accuracy",
-                _f(dw["score"]["headline"]),
-                _f(ours["score"]["headline"]),
+                _f(score_of(e, "deepwalk")["headline"]),
+                _f(score_of(e, "ours")["headline"]),
                 f"{e['score_gap_headline']:+.2f}",
                 _f(dw["seconds_median"], "{:.1f}"),
                 _f(ours["seconds_median"], "{:.1f}"),
@@ -651,7 +706,8 @@ def render(p):
                 _met(e["targets"]["score"]),
                 _met(e["targets"]["time"]),
                 (
-                    f"{fast['score']['headline']:.2f} in {fast['seconds_median']:.1f} s "
+                    f"{score_of(e, 'deepwalk_1ep')['headline']:.2f} in "
+                    f"{fast['seconds_median']:.1f} s "
                     f"(ours x{e['time_ratio_1ep']:.2f})"
                 )
                 if "score" in fast
@@ -691,40 +747,60 @@ def render(p):
         lines.append(
             "Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n"
         )
+    preset = shared_preset_line(p["graphs"])
+    if preset:
+        lines.append(
+            "Ours printed the same preset line on every graph but for its rate (the "
+            f"sections give the rest of its log):\n\n```\n{preset}\n```\n"
+        )
     for e in p["graphs"]:
-        lines.append(render_graph(e))
+        lines.append(render_graph(e, skip_preset=bool(preset)))
     lines.append("## Commands\n")
     lines.append(f"- DeepWalk: `{p['command_templates']['deepwalk']}`")
     lines.append(f"- ours: `{p['command_templates']['ours']}`")
+    if "deepwalk_1ep" in p["command_templates"]:
+        lines.append(f"- DeepWalk, 1 gensim epoch: `{p['command_templates']['deepwalk_1ep']}`")
     lines.append(
-        "- `<dir>/g.txt` is the graph as written by bench/graphgen.write_edgelist "
-        "(each undirected edge once, self loops dropped).\n"
+        "- `<dir>` is a temporary folder per graph; `<dir>/g.txt` is the graph as written by "
+        "bench/graphgen.write_edgelist (each undirected edge once, self loops dropped).\n"
     )
     return "\n".join(lines)
 
 
-def render_graph(e):
-    lines = [f"## {e['name']}\n"]
-    if e.get("git_commit"):
-        lines.append(f"Measured at commit {e['git_commit']}.\n")
-    extra = ""
-    if e.get("info", {}).get("realized_mixing") is not None:
-        i = e["info"]
-        extra = (
-            f", LFR-like (bench/graphgen.py) mu={i['mu']}, "
-            f"realized {i['realized_mixing']:.3f}, seed {i['seed']}"
+_LR = re.compile(r"\blr [0-9.e-]+")
+
+
+def shared_preset_line(graphs):
+    """The 'preset' log line of ours with its rate as <lr>, when every graph printed the
+    same one (else None: each section shows its own)."""
+    lines = {
+        _LR.sub("lr <lr>", x, count=1)
+        for e in graphs
+        for x in e["ours"].get("stderr_summary", [])
+        if x.startswith("preset")
+    }
+    return lines.pop() if len(lines) == 1 else None
+
+
+def render_graph(e, skip_preset=False):
+    """A graph's section: what the summary row does not show (the protocol, the spread
+    over splits or the per-fraction scores, DeepWalk's phases, ours' log lines)."""
+    i = e.get("info", {})
+    head = [f"Measured at commit {e['git_commit']}." if e.get("git_commit") else ""]
+    if i.get("realized_mixing") is not None:
+        head.append(
+            f"LFR-like (bench/graphgen.py) mu={i['mu']}, realized {i['realized_mixing']:.3f}, "
+            f"seed {i['seed']}."
         )
-    lines.append(
-        f"N={e['n_nodes']:,}, {e['n_edges']:,} edges, {e['n_classes']} "
-        f"{'labels (multi-label)' if e['multilabel'] else 'classes'}{extra}."
-        + (f" Protocol: {e['split_note']}." if e["split_note"] else "")
-        + (
-            f" {e['nodes_without_embedding']} node(s) without edges get zero vectors on both sides."
-            if e.get("nodes_without_embedding")
-            else ""
+    if e["multilabel"]:
+        head.append(f"{e['n_classes']} labels (multi-label).")
+    if e["split_note"]:
+        head.append(f"Protocol: {e['split_note']}.")
+    if e.get("nodes_without_embedding"):
+        head.append(
+            f"{e['nodes_without_embedding']} node(s) without edges get zero vectors on both sides."
         )
-        + "\n"
-    )
+    lines = [f"## {e['name']}\n", " ".join(h for h in head if h) + "\n"]
     for side in ("deepwalk", "ours"):
         if "error" in e[side]:
             lines.append(
@@ -735,21 +811,23 @@ def render_graph(e):
     if "targets" not in e:
         return "\n".join(lines)
     dw, ours = e["deepwalk"], e["ours"]
+    wall = (
+        f"wall seconds (median) DeepWalk {dw['seconds_median']:.2f}, "
+        f"ours {ours['seconds_median']:.2f}"
+    )
     if e["multilabel"]:
-        rows = []
-        for j, f in enumerate(dw["score"]["fractions"]):
-            gap = e["score_gap"][j]
-            rows.append(
-                [
-                    f"{100 * f:.0f}%",
-                    _f(dw["score"]["micro"][j]),
-                    _f(ours["score"]["micro"][j]),
-                    f"{gap:+.2f}",
-                    _f(dw["score"]["macro"][j]),
-                    _f(ours["score"]["macro"][j]),
-                    _met(gap >= -SCORE_TOLERANCE),
-                ]
-            )
+        rows = [
+            [
+                f"{100 * f:.0f}%",
+                _f(dw["score"]["micro"][j]),
+                _f(ours["score"]["micro"][j]),
+                f"{e['score_gap'][j]:+.2f}",
+                _f(dw["score"]["macro"][j]),
+                _f(ours["score"]["macro"][j]),
+                _met(e["score_gap"][j] >= -SCORE_TOLERANCE),
+            ]
+            for j, f in enumerate(score_of(e, "deepwalk")["fractions"])
+        ]
         lines.append(
             report.markdown_table(
                 [
@@ -765,51 +843,27 @@ def render_graph(e):
             )
             + "\n"
         )
-        lines.append(f"({dw['score']['shuffles']} shuffles per fraction.)\n")
+        lines.append(f"{score_of(e, 'deepwalk')['shuffles']} shuffles per fraction; {wall}.")
     else:
         lines.append(
-            report.markdown_table(
-                ["", "DeepWalk", "ours", "gap", "target"],
-                [
-                    [
-                        "accuracy (%)",
-                        f"{dw['score']['accuracy']:.2f} +- {dw['score']['accuracy_std']:.2f}",
-                        f"{ours['score']['accuracy']:.2f} +- {ours['score']['accuracy_std']:.2f}",
-                        f"{e['score_gap'][0]:+.2f}",
-                        _met(e["targets"]["score"]),
-                    ]
-                ],
-            )
-            + "\n"
+            f"Accuracy (%): DeepWalk {dw['score']['accuracy']:.2f} +- "
+            f"{dw['score']['accuracy_std']:.2f}, ours {ours['score']['accuracy']:.2f} +- "
+            f"{ours['score']['accuracy_std']:.2f}; {wall}."
         )
-    times = [
-        [
-            "wall seconds (median)",
-            f"{dw['seconds_median']:.2f}",
-            f"{ours['seconds_median']:.2f}",
-            f"x{e['time_ratio']:.2f}",
-            _met(e["targets"]["time"]),
-        ]
-    ]
-    lines.append(report.markdown_table(["", "DeepWalk", "ours", "ratio", "target"], times) + "\n")
     if dw.get("phases"):
         ph = dw["phases"][-1]
-        lines.append(
-            "DeepWalk's phases (last run): "
-            + ", ".join(
-                f"{k[:-2]} {ph[k]:.2f} s"
-                for k in ("imports_s", "read_s", "walks_s", "train_s", "write_s")
-                if k in ph
-            )
-            + ".\n"
+        lines[-1] += " DeepWalk's phases (last run): " + ", ".join(
+            f"{k[:-2]} {ph[k]:.2f} s"
+            for k in ("imports_s", "read_s", "walks_s", "train_s", "write_s")
+            if k in ph
         )
-    if ours.get("stderr_summary"):
-        lines.append(
-            "ours, its choices and result on stderr:\n\n```\n"
-            + "\n".join(ours["stderr_summary"])
-            + "\n```\n"
-        )
-    lines.append(f"- DeepWalk: `{e['commands']['deepwalk']}`\n- ours: `{e['commands']['ours']}`\n")
+        lines[-1] += "."
+    lines[-1] += "\n"
+    log = [
+        x for x in ours.get("stderr_summary", []) if not (skip_preset and x.startswith("preset"))
+    ]
+    if log:
+        lines.append("ours on stderr:\n\n```\n" + "\n".join(log) + "\n```\n")
     return "\n".join(lines)
 
 

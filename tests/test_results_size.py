@@ -1,0 +1,26 @@
+"""bench/results/ stays small (issue 17): the latest summaries (.md) and compact JSON of each
+script, nothing else.  One-off experiments and notes belong in docs/results/."""
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+LIMIT = 150_000  # bytes, as `du -sb bench/results` counts them (the folder's own entry too)
+
+
+def test_bench_results_stay_under_150_kb():
+    files = sorted(p for p in RESULTS.rglob("*") if p.is_file())
+    total = RESULTS.stat().st_size + sum(p.stat().st_size for p in files)
+    largest = sorted(((p.stat().st_size, p.name) for p in files), reverse=True)[:5]
+    assert total < LIMIT, f"bench/results/ holds {total:,} bytes; largest: {largest}"
+
+
+def test_bench_results_hold_only_summaries_and_compact_json():
+    for path in RESULTS.rglob("*"):
+        assert path.is_file() and path.suffix in (".md", ".json"), path.name
+        if path.suffix == ".json":
+            text = path.read_text(encoding="utf-8")
+            json.loads(text)
+            # bench/common.write_json: one line, no indentation
+            assert text.count("\n") == 1 and text.endswith("\n"), path.name
