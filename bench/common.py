@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from caps2ne_np import _threads
+from caps2ne_np.config import usable_cores
 
 # the package sets the spin only while Numba's libgomp loads; here it stays set for the
 # whole bench process, so that torch's own libgomp (the peer) spins the same way
@@ -134,9 +135,7 @@ def machine_info():
             cpu_model=cpu_model(),
             cpu_flags=cpu_flags(),
             logical_cores=os.cpu_count(),
-            usable_cores=len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count(),
+            usable_cores=usable_cores(),
             python=platform.python_version(),
             versions={p: _version(p) for p in ("caps2ne_np", "numpy", "numba", "scipy", "torch")},
             numba_threading_layer=_threading_layer(),

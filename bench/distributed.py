@@ -119,8 +119,8 @@ def main():
     import ray
 
     from caps2ne_np import graph as graph_mod
+    from caps2ne_np.config import TrainConfig, resolve
     from caps2ne_np.distributed import start_ray
-    from caps2ne_np.train import TrainConfig, resolve
 
     payload = (
         json.loads(path.read_text())

@@ -50,7 +50,8 @@ import numpy as np
 
 import common
 import report
-from caps2ne_np.core import ModelConfig, prepare_features
+from caps2ne_np.config import ModelConfig
+from caps2ne_np.core import prepare_features
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.errors import InputWarning
 from caps2ne_np.evaluate import classify_splits, select_epoch
@@ -64,7 +65,7 @@ from caps2ne_np.infer import (
     inductive_split,
 )
 from caps2ne_np.model import Caps2NE
-from caps2ne_np.train import derive_seed
+from caps2ne_np.rng import derive_seed
 
 PAPER = {"cora": 76.54, "citeseer": 69.84, "pubmed": 78.98}
 CALIBRATIONS = ("scale", "diag", "linear")

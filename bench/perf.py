@@ -42,7 +42,8 @@ import report
 from caps2ne_np import core
 from caps2ne_np import walks as walks_mod
 from caps2ne_np.batch import Batch
-from caps2ne_np.core import ModelConfig, init_params
+from caps2ne_np.config import ModelConfig
+from caps2ne_np.core import init_params
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.optim import Adam

@@ -230,7 +230,7 @@ def main(argv=None):
         import gensim  # noqa: F401
     except ImportError:
         ap.error("gensim is needed for the DeepWalk peer: pip install gensim")
-    threads = args.threads or len(os.sched_getaffinity(0))
+    threads = args.threads or common.usable_cores()
     epochs_list = [int(e) for e in args.dw_epochs.split(",")]
     warm = warm_up(threads)
     curves, skipped = {}, []

@@ -19,9 +19,10 @@ import os
 import pstats
 import time
 
+from caps2ne_np.config import TrainConfig
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.graph import from_scipy
-from caps2ne_np.train import TrainConfig, fit
+from caps2ne_np.train import fit
 from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
 GROUPS = {

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import report
+from caps2ne_np.config import TrainConfig, usable_cores
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.evaluate import (
     classify_splits,
@@ -35,7 +36,7 @@ from caps2ne_np.evaluate import (
     select_epoch,
 )
 from caps2ne_np.graph import from_scipy
-from caps2ne_np.train import TrainConfig, fit
+from caps2ne_np.train import fit
 from common import RESULTS, write_json  # bench/results or $CAPS2NE_BENCH_RESULTS
 
 PAPER = {
@@ -206,7 +207,7 @@ def main(argv=None):
         command=recorded_command(
             sys.argv[1:] if argv is None else argv, "bench/results/transductive.json"
         ),
-        machine=f"{cpu_model()}, {len(__import__('os').sched_getaffinity(0))} cores",
+        machine=f"{cpu_model()}, {usable_cores()} cores",
         numpy=np.__version__,
         final_loss=result.history[-1]["loss"],
     )

@@ -247,7 +247,8 @@ def worker_load(args):
 def worker_cache_and_walks(args):
     from caps2ne_np import graph
     from caps2ne_np import walks as walks_mod
-    from caps2ne_np.train import TrainConfig, derive_seed
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.rng import derive_seed
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -330,7 +331,8 @@ def worker_train(args):
     runs see the same machine load (the reference's steps are not counted as ours)."""
     import scipy.linalg.cython_blas  # noqa: F401  (see BLAS_NOTE)
 
-    from caps2ne_np.train import TrainConfig, fit
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.train import fit
 
     rss_start = current_rss()
     ref = load_train_graph(args.reference) if args.reference else None

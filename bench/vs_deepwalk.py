@@ -531,7 +531,7 @@ def main(argv=None):
         import gensim  # noqa: F401
     except ImportError:
         ap.error("gensim is needed for the DeepWalk peer: pip install gensim")
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    usable = common.usable_cores()
     args.threads = args.threads or usable
     if args.reps < 1:
         ap.error("--reps: expected >= 1")

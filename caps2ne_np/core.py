@@ -157,25 +157,6 @@ def init_params(n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.fl
 
 
 @dataclass
-class ModelConfig:
-    """Architecture options that change the math (not the optimisation).
-
-    routing_iters  m, Algorithm 1 (>= 1)
-    routing_rule   'paper' (b_i = u_hat_i . e) or 'sabour' (b_i += u_hat_i . e)
-    routing_scale  c = scale * softmax(b); None -> q - 1 (authors' code), 1.0 = paper
-    grad_mode      'exact' (true gradient) or 'stop' (c treated as constant, authors' code)
-    """
-
-    routing_iters: int = 1
-    routing_rule: str = "paper"
-    routing_scale: float | None = None
-    grad_mode: str = "exact"
-
-    def scale_for(self, n_slots):
-        return float(n_slots) if self.routing_scale is None else float(self.routing_scale)
-
-
-@dataclass
 class Grads:
     """Dense gradients, same shapes as the parameters (``X`` is None when fixed)."""
 
@@ -391,7 +372,7 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_
     sampled   : (S,) int     the sampled set V' (distinct nodes, shared by the batch)
     q_true    : (P,) float   expected count Q(t_p) of each target under the sampler
     q_sampled : (S,) float   expected count Q(s) of each sampled node
-    cfg       : ModelConfig
+    cfg       : config.ModelConfig
     grads_out : Grads to write into (dense, overwritten), or None to allocate
 
     Returns ``(loss, grads)``, a Grads of the parameters' shapes.

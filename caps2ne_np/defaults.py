@@ -1,8 +1,8 @@
 """Every default of a training run, in one place: ``OPTIONS``, one row per option of
-``train.TrainConfig``, gives its default, its range or choices and its help text.
+``config.TrainConfig``, gives its default, its range or choices and its help text.
 ``TrainConfig``'s field defaults, the ``Caps2NE`` estimator's ``__init__`` defaults and
 the command line's ``train`` options (``cli/options.py``) are all read from it, and
-``train.validate`` checks ranges and choices against it (tests/test_defaults.py checks
+``config.validate`` checks ranges and choices against it (tests/test_defaults.py checks
 that the three agree).  No import, so ``caps2ne --help`` stays instant.
 
 Two kinds of defaults:
@@ -11,7 +11,7 @@ Two kinds of defaults:
 * None, marked [preset]: the options a preset fills when they are left unset: batch
   size, walks per node, learning rate and its schedule, walk reuse, sampler, Adam
   variant and the number of epochs.  ``preset='auto'`` (the default) is 'converge' on a
-  featureless graph and 'paper' with fixed input features; ``train.resolve`` fills
+  featureless graph and 'paper' with fixed input features; ``config.resolve`` fills
   them and says where each value came from.
 """
 
@@ -37,7 +37,7 @@ LR_FIXED_FEATURES = 1e-4
 PRESETS = {
     # Defaults for a featureless graph, measured against DeepWalk on a panel of graphs
     # (docs/training.md, bench/results/vs_deepwalk.md): fresh walks every epoch, a peak
-    # rate set by the graph's mean degree (``train.converge_lr``) decayed linearly to 1%
+    # rate set by the graph's mean degree (``config.converge_lr``) decayed linearly to 1%
     # of it, small batches, the walk-frequency^0.75 sampler (node ids of a user's edge
     # list carry no frequency order for the log-uniform one), lazy Adam (a step's cost
     # does not grow with N) and a budget of training pairs per node (``budget_epochs``).
@@ -72,7 +72,7 @@ paper's settings already reach its accuracy (bench/results/transductive.md)."""
 PRESET_NAMES = ("auto",) + tuple(PRESETS)
 
 BUDGET_PAIRS_PER_NODE = 800
-"""Training pairs per node in the 'converge' preset's budget (``train.budget_epochs``)."""
+"""Training pairs per node in the 'converge' preset's budget (``config.budget_epochs``)."""
 BUDGET_MAX_STRETCH = 3.0
 """Where the degree rule asks for a rate above LR_RANGE's cap, the budget grows by the
 missing factor instead, up to this many times BUDGET_PAIRS_PER_NODE."""
@@ -80,7 +80,7 @@ missing factor instead, up to this many times BUDGET_PAIRS_PER_NODE."""
 LR_PER_DEGREE = 2.5e-4
 LR_RANGE = (5e-4, 4e-3)
 """The 'converge' preset's peak rate: LR_PER_DEGREE * mean degree, clipped to LR_RANGE
-(``train.converge_lr``)."""
+(``config.converge_lr``)."""
 
 
 def preset_summary(name):

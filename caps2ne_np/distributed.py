@@ -296,7 +296,7 @@ class BatchWorker:
             if cfg.sampler != "unigram" or counts is not None
             else None
         )
-        self.num_sampled = cfg.num_sampled if cfg.num_sampled is not None else min(256, n_nodes - 1)
+        self.num_sampled = cfg.num_sampled
         self.seed_batch = derive_seed(cfg.seed, "batch")
         self.seed_pos = derive_seed(cfg.seed, "positions")
         self.seed_sample = derive_seed(cfg.seed, "sampler")
@@ -678,8 +678,8 @@ def fit(
     ``streamed_params``): the writers of ``io`` stream them, and the driver never holds
     a whole table.  The returned result then has ``params=None``.
     """
+    from .config import resolve, validate
     from .core import prepare_features
-    from .train import resolve, validate
 
     P, S = int(workers), int(servers)
     if P < 1:
@@ -836,7 +836,8 @@ def _fit(
     write_outputs=None,
 ):
     from . import checkpoint
-    from .train import TrainingDiverged, TrainResult, _progress, learning_rate
+    from .config import learning_rate
+    from .train import TrainingDiverged, TrainResult, _progress
 
     n_nodes = int(indptr.shape[0] - 1)
     fixed = features is not None
@@ -1044,7 +1045,7 @@ def _initialise(ray, cluster, cfg, n_nodes, feat_dim, features):
     """The initial values of ``core.init_params`` (same generator, same order of
     draws), streamed to the servers in chunks of rows: the driver never holds a
     whole table.  NumPy's generator gives the same numbers drawn in chunks."""
-    from .train import derive_seed
+    from .rng import derive_seed
 
     servers = cluster.servers
     rng = np.random.default_rng(derive_seed(cfg.seed, "init"))

@@ -54,7 +54,8 @@ import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from . import graph as graph_mod
-from .core import ModelConfig, Params, SparseFeatures, forward, prepare_features, slot_major
+from .config import ModelConfig
+from .core import Params, SparseFeatures, forward, prepare_features, slot_major
 from .defaults import (
     AGGREGATES,
     CALIBRATION_METHODS,
@@ -172,7 +173,7 @@ def capsule_outputs(W, X, ctx, cfg, chunk=None):
     W   : (q-1, k, d) trained capsule weights
     X   : (N, d) input features of the graph's nodes: dense array or SparseFeatures
     ctx : (P, q-1) int graph indices, walk order
-    cfg : core.ModelConfig (routing iterations, rule, scale)
+    cfg : config.ModelConfig (routing iterations, rule, scale)
     chunk : pairs per forward pass; None -> bounded so that the (q-1, P, max(d, k))
             intermediates stay below PAIRS_BUDGET elements
 

@@ -13,17 +13,18 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from . import graph as graph_mod
+from .config import TrainConfig
 from .core import Params
 from .defaults import DEFAULTS as D
 from .errors import InputError
 from .modelfile import read_model, save_model
-from .train import TrainConfig, fit
+from .train import fit
 
 
 class Caps2NE(BaseEstimator):
     """Caps2NE node embeddings (Nguyen et al., CIKM 2020).
 
-    Hyperparameters are those of ``train.TrainConfig`` (paper symbols there), with the
+    Hyperparameters are those of ``config.TrainConfig`` (paper symbols there), with the
     defaults of ``defaults.OPTIONS``, as on the command line.  Those left None come from
     ``preset`` (``defaults.PRESETS``: 'auto' is 'converge' for a featureless graph,
     'paper' with fixed features X); ``config_`` holds the values used.

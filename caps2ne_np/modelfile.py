@@ -4,7 +4,7 @@ one ``.npz`` (no pickles), written atomically.  Used by ``model.Caps2NE.save`` /
 
 Arrays: ``W`` (I, k, d), ``O`` (N, k), ``bias`` (N,), ``X`` (N, d) when the
 features were trained (fixed features are the user's data and are not stored),
-``node_ids`` (N,) str, ``config`` (JSON of train.TrainConfig plus ``lr_used``),
+``node_ids`` (N,) str, ``config`` (JSON of config.TrainConfig plus ``lr_used``),
 ``history`` (JSON), ``fixed_features`` (bool), ``format`` and ``version``.
 
 Optional (added without a version bump: older readers ignore it, files without it

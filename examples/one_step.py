@@ -21,7 +21,8 @@ import sys
 import numpy as np
 
 from caps2ne_np import capsules, grads, samplers, walks
-from caps2ne_np.core import ModelConfig, forward, init_params, loss_and_grads, loss_and_row_grads
+from caps2ne_np.config import ModelConfig
+from caps2ne_np.core import forward, init_params, loss_and_grads, loss_and_row_grads
 from caps2ne_np.graph import from_edges
 from caps2ne_np.optim import Adam
 

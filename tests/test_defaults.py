@@ -15,17 +15,16 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np import defaults
-from caps2ne_np.errors import InputError
-from caps2ne_np.model import Caps2NE
-from caps2ne_np.train import (
+from caps2ne_np.config import (
     TrainConfig,
     budget_epochs,
     converge_lr,
-    fit,
     learning_rate,
     resolve,
-    walk_seed,
 )
+from caps2ne_np.errors import InputError
+from caps2ne_np.model import Caps2NE
+from caps2ne_np.train import fit, walk_seed
 from caps2ne_np.walks import WalkSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -407,8 +406,8 @@ def test_cli_estimator_and_trainconfig_share_every_default():
 
 
 def test_validate_takes_ranges_and_choices_from_the_table(adj):
-    """train.validate checks every integer range and every choice of defaults.OPTIONS."""
-    from caps2ne_np.train import validate
+    """config.validate checks every integer range and every choice of defaults.OPTIONS."""
+    from caps2ne_np.config import validate
 
     good = resolve(TrainConfig(**TINY), adj.shape[0], adj.nnz)[0]
     validate(good, adj.shape[0])

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from caps2ne_np import graph as graph_mod
+from caps2ne_np.config import TrainConfig
 from caps2ne_np.errors import InputError
-from caps2ne_np.train import TrainConfig, fit
+from caps2ne_np.train import fit
 from test_train import planted_partition
 
 CFG = dict(

@@ -10,7 +10,8 @@ import scipy.sparse as sp
 
 import naive
 from caps2ne_np import capsules, grads
-from caps2ne_np.core import ModelConfig, Params, SparseFeatures, forward, loss_and_grads
+from caps2ne_np.config import ModelConfig
+from caps2ne_np.core import Params, SparseFeatures, forward, loss_and_grads
 from cases import make_case
 
 H = 1e-6

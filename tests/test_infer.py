@@ -18,7 +18,8 @@ from click.testing import CliRunner
 import naive
 from caps2ne_np import rng
 from caps2ne_np.cli import cli
-from caps2ne_np.core import ModelConfig, SparseFeatures
+from caps2ne_np.config import ModelConfig
+from caps2ne_np.core import SparseFeatures
 from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.graph import from_edges, from_scipy
 from caps2ne_np.infer import (
@@ -258,7 +259,7 @@ def test_scipy_adjacency_and_indices_as_input(full, fixed_model, features):
 def test_samples_average_the_capsule_outputs(full, fixed_model, features):
     """E = (1/Z) sum_z e_z over the contexts sample_contexts draws (Algorithm 3)."""
     from caps2ne_np.core import prepare_features
-    from caps2ne_np.train import derive_seed
+    from caps2ne_np.rng import derive_seed
 
     E = infer_embeddings(
         *fitted(fixed_model), full, features, ["new"], samples=13, seed=2, aggregate="mean"

@@ -17,8 +17,9 @@ from caps2ne_np import train as train_mod
 from caps2ne_np.cli import cli
 from caps2ne_np.cli.run import BarSafeHandler as _BarSafeHandler
 from caps2ne_np.cli.run import reset_logging as _reset_logging
+from caps2ne_np.config import TrainConfig
 from caps2ne_np.graph import read_edgelist
-from caps2ne_np.train import TrainConfig, fit
+from caps2ne_np.train import fit
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--num-sampled", "3"]

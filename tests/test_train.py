@@ -8,11 +8,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 import naive
-from caps2ne_np.core import ModelConfig, Params, forward, loss_and_grads
+from caps2ne_np.config import ModelConfig, TrainConfig
+from caps2ne_np.core import Params, forward, loss_and_grads
 from caps2ne_np.errors import InputError
 from caps2ne_np.model import Caps2NE
 from caps2ne_np.samplers import make_sampler
-from caps2ne_np.train import TrainConfig, fit
+from caps2ne_np.train import fit
 
 
 def planted_partition(blocks=4, size=50, p_in=0.2, p_out=0.005, seed=0):
@@ -324,7 +325,7 @@ def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(
     runs = [Caps2NE(**SMALL, adam="lazy", n_jobs=t, random_state=0).fit(adj, X=X) for t in (1, 2)]
     np.testing.assert_array_equal(runs[0].W_, runs[1].W_)
     from caps2ne_np.core import init_params
-    from caps2ne_np.train import derive_seed
+    from caps2ne_np.rng import derive_seed
 
     W0 = init_params(200, 16, 300, 9, np.random.default_rng(derive_seed(0, "init")), features=X).W
     np.testing.assert_array_equal(runs[0].W_[:, :, 299], W0[:, :, 299])  # never touched

@@ -1,6 +1,6 @@
 """Options shared by the commands, and the ``train`` options generated from
 ``defaults.OPTIONS`` (the one table of defaults, ranges, choices and help texts that
-``train.TrainConfig`` and the ``Caps2NE`` estimator read too).
+``config.TrainConfig`` and the ``Caps2NE`` estimator read too).
 
 Each function returns a click decorator; ``options(*decorators)`` applies several in
 the order written, as stacked ``@click.option`` lines would.

@@ -4,7 +4,6 @@ of a graph or a benchmark set.  Its training options are generated from
 
 import functools
 import logging
-import os
 from pathlib import Path
 
 import click
@@ -250,9 +249,10 @@ def _train(
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
     from .. import checkpoint
+    from ..config import TrainConfig, usable_cores
     from ..io import nodes_path, save_npy, write_word2vec
     from ..modelfile import save_model
-    from ..train import TrainConfig, fit
+    from ..train import fit
 
     resume = bool(ckpt["resume_from"])
     outputs = [
@@ -282,11 +282,7 @@ def _train(
         f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}"
     )
     if options["threads"] is None:
-        options["threads"] = (
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else (os.cpu_count() or 1)
-        )
+        options["threads"] = usable_cores()
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
