@@ -140,7 +140,7 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
     """A copy of ``cfg`` with every unset option (None) filled from its preset, the
     learning rate and the epoch budget included, and a list of one-line notes saying
     where each filled value came from (logged at the start of ``fit``, kept in
-    ``TrainResult.notes``).
+    ``loop.TrainResult.notes``).
 
     Explicit options always win: ``epochs=N`` trains exactly N epochs."""
     name = preset_for(cfg, fixed_features)

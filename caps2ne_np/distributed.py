@@ -22,8 +22,10 @@ other.  So:
   but the gradient of push r is computed r updates late (bounded staleness P - 1);
   a run is reproducible for fixed P (any S gives the same bits).
 
-The driver (this process) only orchestrates: it never holds a table during training,
-and it streams the initial values to the servers chunk by chunk.  The outputs are
+The driver (this process) only orchestrates: it never holds a table during training;
+it makes the initial values (``core.init_params``) and sends them to the servers chunk
+by chunk.  Its epoch loop is loop.run_epochs, shared with ``train.fit``; ``RayEngine``
+supplies the rounds, the checks and the checkpoints.  The outputs are
 streamed too (``write_outputs``: consecutive row blocks pulled from the shards into
 the block-wise writers of ``io``); only a caller that wants the arrays (the
 estimator's ``O_``, an ``epoch_callback``) makes the driver gather whole tables.
@@ -49,11 +51,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import walks as walks_mod
-from .core import Params, RowGrad, loss_and_row_grads, slot_major
+from . import checkpoint
+from .batch import BatchStream
+from .core import Params, RowGrad, init_params, loss_and_row_grads, prepare_features, slot_major
 from .errors import InputError
+from .loop import TrainResult, prepare, run_epochs
 from .optim import Adam
-from .samplers import make_sampler
+from .rng import derive_seed
 
 log = logging.getLogger(__name__)
 
@@ -254,9 +258,8 @@ class ShardServer:
 class BatchWorker:
     """Rank ``rank``'s batches and steps (plain Python; the Ray actor wraps it).
 
-    ``make_batch`` repeats ``train._fit``'s ``make_batch`` (same streams and keys), so
-    a batch b of an epoch is the one ``train.fit`` trains at that point; the P = 1
-    equality test would catch any drift."""
+    Its batches come from a batch.BatchStream, as the local engine's do, so a batch b
+    of an epoch is the one ``train.fit`` trains at that point."""
 
     def __init__(
         self,
@@ -272,8 +275,6 @@ class BatchWorker:
         threads=1,
         replicate_W=None,
     ):
-        from .train import derive_seed, walk_seed
-
         _set_threads(threads)
         self.rank, self.cfg, self.n_shards, self._pull = rank, cfg, n_shards, pull
         self.fixed_features = fixed_features
@@ -286,22 +287,7 @@ class BatchWorker:
                 np.zeros((cfg.walk_length - 1, cfg.dim, feat_dim), dtype=np.float32)
             )
             self.W_opt = Adam({"W": self.W}, lr=1.0)
-        n_nodes = int(indptr.shape[0] - 1)
-        self.source = walks_mod.WalkSource(
-            indptr, indices, weights, cfg.walks_per_node, cfg.walk_length, walk_seed(cfg.seed, 0)
-        )
-        self.positions = walks_mod.target_positions(cfg.targets, cfg.walk_length)
-        self.sampler = (
-            make_sampler(cfg.sampler, n_nodes, counts=counts)
-            if cfg.sampler != "unigram" or counts is not None
-            else None
-        )
-        self.num_sampled = cfg.num_sampled
-        self.seed_batch = derive_seed(cfg.seed, "batch")
-        self.seed_pos = derive_seed(cfg.seed, "positions")
-        self.seed_sample = derive_seed(cfg.seed, "sampler")
-        self._walk_seed = walk_seed
-        self._epoch, self._order, self._walks = None, None, None
+        self.stream = BatchStream(indptr, indices, weights, cfg, counts=counts)
         self.mcfg = cfg.model_config()
         self.pulled = self.pushed = self.requested = 0  # bytes: rows in, gradients out, ids out
         self.max_rows = 0  # most rows of one table held for a batch
@@ -358,50 +344,11 @@ class BatchWorker:
 
     def node_counts(self, lo, hi, chunk):
         """Node counts over walks [lo, hi) of epoch 0 (the unigram sampler's share)."""
-        counts = np.zeros(self.source.n_nodes, dtype=np.int64)
-        for a in range(lo, hi, chunk):
-            ids = np.arange(a, min(a + chunk, hi), dtype=np.int64)
-            counts += np.bincount(self.source.walks(ids).ravel(), minlength=self.source.n_nodes)
-        return counts
+        return self.stream.node_counts(lo, hi, chunk)
 
     def set_counts(self, counts):
-        self.sampler = make_sampler("unigram", self.source.n_nodes, counts=counts)
+        self.stream.set_counts(counts)
         return True
-
-    def _epoch_state(self, epoch):
-        if self._epoch != epoch:
-            cfg = self.cfg
-            self._order = (
-                walks_mod.epoch_permutation(self.source.n_walks, self.seed_batch, epoch)
-                if cfg.batch_mode == "shuffle"
-                else None
-            )
-            self._walks = (
-                self.source
-                if cfg.walks == "fixed"
-                else self.source.reseeded(self._walk_seed(cfg.seed, epoch))
-            )
-            self._epoch = epoch
-
-    def make_batch(self, epoch, b, step):
-        """Batch b of the epoch (a batch.Batch)."""
-        from .train import training_batch
-
-        self._epoch_state(epoch)
-        return training_batch(
-            self._walks,
-            self._order,
-            epoch,
-            b,
-            step,
-            self.cfg.batch_size,
-            self.positions,
-            self.sampler,
-            self.num_sampled,
-            self.seed_batch,
-            self.seed_pos,
-            self.seed_sample,
-        )
 
     def step(self, epoch, b, step, w_steps=(), w_rates=(), *d_W_ts):
         """Batch b: pull its rows, run the core step on them, and return one push per
@@ -411,7 +358,7 @@ class BatchWorker:
         if d_W_ts:
             self.apply_W(w_steps, w_rates, *d_W_ts)
         t0 = time.perf_counter()
-        batch = self.make_batch(epoch, b, step)
+        batch = self.stream.batch(epoch, b, step)
         ctx, tgt, sampled = batch.ctx, batch.targets, batch.sampled
         q_true, q_sampled = batch.q_true, batch.q_sampled
         S = self.n_shards
@@ -659,6 +606,7 @@ def fit(
     stats=None,
     w_placement="server",
     write_outputs=None,
+    checkpoint_extra=None,
 ):
     """``train.fit`` on a Ray cluster (P = ``workers``, S = ``servers``): same
     arguments and result, plus the engine's own.
@@ -677,10 +625,8 @@ def fit(
     ``io.RowBlocks`` that pull consecutive row blocks from the shards (see
     ``streamed_params``): the writers of ``io`` stream them, and the driver never holds
     a whole table.  The returned result then has ``params=None``.
+    checkpoint_extra: as ``train.fit``'s (stored in the driver's file).
     """
-    from .config import resolve, validate
-    from .core import prepare_features
-
     P, S = int(workers), int(servers)
     if P < 1:
         raise InputError(f"--workers: must be >= 1, got {workers}")
@@ -691,10 +637,8 @@ def fit(
     n_nodes = int(indptr.shape[0] - 1)
     if S > n_nodes:
         raise InputError(f"--servers: at most the number of nodes ({n_nodes}), got {S}")
-    cfg, notes = resolve(
-        cfg, n_nodes, int(np.asarray(indices).shape[0]), fixed_features=features is not None
-    )
-    validate(cfg, n_nodes)
+    n_edges = int(np.asarray(indices).shape[0])
+    cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
     if cfg.adam != "lazy":
         raise InputError(
             "--engine ray: needs --adam lazy (a server updates only the rows "
@@ -706,8 +650,6 @@ def fit(
             f"each, above the limit of {max_rows_per_shard}; use at least "
             f"{math.ceil(n_nodes / max_rows_per_shard)}"
         )
-    if checkpoint_every < 0:
-        raise InputError(f"--checkpoint-every: must be >= 0, got {checkpoint_every}")
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
         if not isinstance(features, np.ndarray):
@@ -715,34 +657,43 @@ def fit(
                 "--engine ray: sparse fixed features are not supported yet; "
                 "pass them dense (.npy) or use the single-machine engine"
             )
-    for note in notes:
-        log.info("%s", note)
     started = start_ray(address)
     ray = _ray()
     try:
         attempt = 0
         while True:
             try:
-                return _fit(
+                engine = RayEngine(
                     ray,
                     indptr,
                     indices,
                     weights,
                     cfg,
                     features,
-                    progress,
-                    epoch_callback,
-                    checkpoint_dir,
-                    checkpoint_every,
                     resume_from,
-                    step_callback,
                     P,
                     S,
-                    notes,
-                    stats,
                     w_placement == "workers",
-                    write_outputs,
+                    stats,
                 )
+                try:
+                    result = TrainResult(
+                        params=None, config=cfg, optimizer=engine.optimizer, notes=notes
+                    )
+                    run_epochs(
+                        engine,
+                        result,
+                        n_nodes * cfg.walks_per_node,
+                        progress=progress,
+                        epoch_callback=epoch_callback,
+                        checkpoint_dir=checkpoint_dir,
+                        checkpoint_every=checkpoint_every,
+                        step_callback=step_callback,
+                        checkpoint_extra=checkpoint_extra,
+                    )
+                    return engine.finish(result, stats, write_outputs)
+                finally:
+                    engine.cluster.kill()
             except _actor_lost_errors(ray) as err:
                 have = checkpoint_dir is not None and (Path(checkpoint_dir) / DRIVER_FILE).is_file()
                 what = _one_line(err)
@@ -784,17 +735,8 @@ def _actor_lost_errors(ray):
 
 def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **kwargs):
     """``fit`` as ``caps2ne train --engine ray`` calls it: refuses to start a new run
-    over a sharded checkpoint unless ``overwrite``.  ``checkpoint_extra`` (train.fit's:
-    the --eval-every-epoch tracker's state) is not stored in sharded checkpoints, so a
-    resumed run would select its epoch among the epochs it trains itself: the command
-    line refuses --eval-every-epoch with --checkpoint-dir/--resume on Ray before this is
-    called; a library caller who passes both gets a warning."""
+    over a sharded checkpoint unless ``overwrite``."""
     directory = kwargs.get("checkpoint_dir")
-    if kwargs.pop("checkpoint_extra", None) is not None and directory:
-        log.warning(
-            "--engine ray: the --eval-every-epoch scores are not checkpointed; a "
-            "resumed run chooses among the epochs it trains after resuming"
-        )
     if (
         directory
         and not kwargs.get("resume_from")
@@ -815,52 +757,64 @@ def _one_line(err):
     return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _fit(
-    ray,
-    indptr,
-    indices,
-    weights,
-    cfg,
-    features,
-    progress,
-    epoch_callback,
-    checkpoint_dir,
-    checkpoint_every,
-    resume_from,
-    step_callback,
-    P,
-    S,
-    notes,
-    stats,
-    replicate_W,
-    write_outputs=None,
-):
-    from . import checkpoint
-    from .config import learning_rate
-    from .train import TrainingDiverged, TrainResult, _progress
+class RayEngine:
+    """The Ray engine of loop.run_epochs: S shard servers and P workers (``_Cluster``).
 
-    n_nodes = int(indptr.shape[0] - 1)
-    fixed = features is not None
-    feat_dim = features.shape[1] if fixed else cfg.feat_dim
-    graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
-    ckpt = None
-    if resume_from is not None:
-        ckpt = load_driver(resume_from)
-        checkpoint.check_compatible(ckpt, cfg.to_dict(), graph_hash)
-        if ckpt["n_shards"] != S:
-            raise InputError(
-                f"{ckpt['path']}: written with --servers {ckpt['n_shards']}; "
-                f"resume with the same number of servers (now {S})"
-            )
-    cluster = _Cluster(
-        ray, indptr, indices, weights, cfg, n_nodes, feat_dim, fixed, P, S, cfg.threads, replicate_W
-    )
-    if stats is not None:  # the actors of this attempt (tests kill one)
-        stats["actors"] = dict(servers=cluster.servers, workers=cluster.workers)
-    try:
-        servers, workers = cluster.servers, cluster.workers
+    A round runs batches b0 .. b0 + P - 1 of the epoch, batch b0 + r on worker r, all
+    against the parameters at the start of the round; each server then applies the P
+    pushes in rank order, as P lazy-Adam steps with their own step counts and rates.
+    With a replicated W, a round's W gradients are applied on every worker at the start
+    of the next round (or by ``finite``/``save``, which bring W up to date first)."""
+
+    def __init__(
+        self, ray, indptr, indices, weights, cfg, features, resume_from, P, S, replicate_W, stats
+    ):
+        self.ray, self.cfg, self.S, self.replicate_W = ray, cfg, S, replicate_W
+        self.n_nodes = n_nodes = int(indptr.shape[0] - 1)
+        self.features = features
+        self.fixed = features is not None
+        self.feat_dim = features.shape[1] if self.fixed else cfg.feat_dim
+        self.graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
+        ckpt = None
+        if resume_from is not None:
+            ckpt = load_driver(resume_from)
+            checkpoint.check_compatible(ckpt, cfg.to_dict(), self.graph_hash)
+            if ckpt["n_shards"] != S:
+                raise InputError(
+                    f"{ckpt['path']}: written with --servers {ckpt['n_shards']}; "
+                    f"resume with the same number of servers (now {S})"
+                )
+        self.round_size = P
+        self.cluster = _Cluster(
+            ray,
+            indptr,
+            indices,
+            weights,
+            cfg,
+            n_nodes,
+            self.feat_dim,
+            self.fixed,
+            P,
+            S,
+            cfg.threads,
+            replicate_W,
+        )
+        if stats is not None:  # the actors of this attempt (tests kill one)
+            stats["actors"] = dict(servers=self.cluster.servers, workers=self.cluster.workers)
+        try:
+            self._start(ckpt)
+        except BaseException:
+            self.cluster.kill()
+            raise
+        self.resumed = ckpt
+        self.optimizer = SimpleNamespace(lr=cfg.lr, t=ckpt["state"]["step"] if ckpt else 0)
+        self._w_pending = None  # replicated W: last round's ((steps, rates), refs)
+
+    def _start(self, ckpt):
+        ray, cfg, servers, workers = self.ray, self.cfg, self.cluster.servers, self.cluster.workers
         if cfg.sampler == "unigram":
-            n_walks = n_nodes * cfg.walks_per_node
+            n_walks = self.n_nodes * cfg.walks_per_node
+            P = len(workers)
             cuts = [n_walks * r // P for r in range(P + 1)]
             parts = ray.get(
                 [
@@ -870,210 +824,131 @@ def _fit(
             )
             counts_ref = ray.put(np.sum(parts, axis=0))  # int64: any order, same sum
             ray.get([w.set_counts.remote(counts_ref) for w in workers])
-        state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
-        history = []
         if ckpt is None:
-            _initialise(ray, cluster, cfg, n_nodes, feat_dim, features)
-        else:
-            directory = Path(ckpt["dir"])
-            pending = [
-                srv.load.remote(str(directory / name)) for srv, name in zip(servers, ckpt["shards"])
-            ]
-            if replicate_W:
-                if not ckpt["w_file"]:
-                    raise InputError(
-                        f"{ckpt['path']}: W was held by server 0 in that run; "
-                        "resume with the same W placement"
-                    )
-                pending += [w.load_W.remote(str(directory / ckpt["w_file"])) for w in workers]
-            elif ckpt["w_file"]:
+            self._initialise()
+            return
+        directory = Path(ckpt["dir"])
+        pending = [
+            srv.load.remote(str(directory / name)) for srv, name in zip(servers, ckpt["shards"])
+        ]
+        if self.replicate_W:
+            if not ckpt["w_file"]:
                 raise InputError(
-                    f"{ckpt['path']}: W was replicated on the workers in that "
-                    "run; resume with the same W placement"
+                    f"{ckpt['path']}: W was held by server 0 in that run; "
+                    "resume with the same W placement"
                 )
-            ray.get(pending)
-            state.update(ckpt["state"])
-            history = ckpt["history"]
-            log.info(
-                "resumed from %s at epoch %d, batch %d",
-                ckpt["path"],
-                state["epoch"] + 1,
-                state["batch"],
+            pending += [w.load_W.remote(str(directory / ckpt["w_file"])) for w in workers]
+        elif ckpt["w_file"]:
+            raise InputError(
+                f"{ckpt['path']}: W was replicated on the workers in that "
+                "run; resume with the same W placement"
             )
-        lr = cfg.lr
-        n_batches = walks_mod.batches_per_epoch(n_nodes * cfg.walks_per_node, cfg.batch_size)
-        total_steps = cfg.epochs * n_batches
-        result = TrainResult(
-            params=None,
-            config=cfg,
-            history=history,
-            optimizer=SimpleNamespace(lr=lr, t=state["step"]),
-            notes=notes,
+        ray.get(pending)
+
+    def _initialise(self):
+        """The initial values of ``core.init_params``, sent to the servers in chunks of
+        rows (the driver holds the initial tables only until they are sent)."""
+        ray, cfg, servers = self.ray, self.cfg, self.cluster.servers
+        rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
+        params = init_params(
+            self.n_nodes, cfg.dim, self.feat_dim, cfg.walk_length - 1, rng, self.features
         )
-        no_W = [((), ()), ()]
-        w_pending = list(no_W)  # replicated W: last round's (steps, rates), refs
+        if self.replicate_W:
+            W_ref = ray.put(params.W)
+            pending = [w.set_W.remote(W_ref) for w in self.cluster.workers]
+        else:
+            pending = [servers[0].set_rows.remote("W", 0, params.W)]
+        for name in ("O", "X"):
+            table = getattr(params, name)
+            for lo in range(0, self.n_nodes, INIT_CHUNK_ROWS):
+                chunk = ray.put(np.ascontiguousarray(table[lo : lo + INIT_CHUNK_ROWS]))
+                pending.extend(srv.set_rows.remote(name, lo, chunk) for srv in servers)
+                if len(pending) > 8 * len(servers):  # bound the chunks in flight
+                    ray.get(pending)
+                    pending.clear()
+        ray.get(pending)
 
-        def flush_W():
-            """Replicated W: apply the last round's W gradients on every worker now."""
-            if replicate_W and w_pending[1]:
-                (steps, rates), refs = w_pending
-                ray.get([w.apply_W.remote(steps, rates, *refs) for w in workers])
-                w_pending[:] = no_W
+    def train(self, epoch, b0, step0, rates):
+        ray, S = self.ray, self.S
+        servers, workers = self.cluster.servers, self.cluster.workers
+        (w_steps, w_rates), w_refs = self._w_pending or (((), ()), ())
+        refs = [
+            workers[r]
+            .step.options(num_returns=S + 2)
+            .remote(epoch, b0 + r, step0 + r, w_steps, w_rates, *w_refs)
+            for r in range(len(rates))
+        ]
+        steps = [step0 + r + 1 for r in range(len(rates))]
+        applied = [
+            srv.apply.remote(steps, rates, *[refs[r][s] for r in range(len(rates))])
+            for s, srv in enumerate(servers)
+        ]
+        self._w_pending = (
+            ((steps, rates), [refs[r][S] for r in range(len(rates))]) if self.replicate_W else None
+        )
+        done = ray.get([refs[r][S + 1] for r in range(len(rates))])
+        ray.get(applied)
+        self.optimizer.lr, self.optimizer.t = rates[-1], steps[-1]
+        return done
 
-        def finite():
-            checks = [srv.finite.remote() for srv in servers]
-            if replicate_W:
-                checks.append(workers[0].finite_W.remote())
-            return all(ray.get(checks))
+    def _flush_W(self):
+        """Replicated W: apply the last round's W gradients on every worker now."""
+        if self._w_pending is not None:
+            (steps, rates), refs = self._w_pending
+            self.ray.get([w.apply_W.remote(steps, rates, *refs) for w in self.cluster.workers])
+            self._w_pending = None
 
-        def save():
-            if checkpoint_dir is not None:
-                save_checkpoint(
-                    ray, checkpoint_dir, cluster, state, cfg, history, graph_hash, S, replicate_W
-                )
+    def finite(self):
+        self._flush_W()
+        checks = [srv.finite.remote() for srv in self.cluster.servers]
+        if self.replicate_W:
+            checks.append(self.cluster.workers[0].finite_W.remote())
+        return all(self.ray.get(checks))
 
-        def diverged(what):
-            where = f"; the last good checkpoint is in {checkpoint_dir}" if checkpoint_dir else ""
-            return TrainingDiverged(
-                f"{what} at epoch {state['epoch'] + 1}, step "
-                f"{state['batch'] + 1}; lower --lr (now {lr:g}){where}"
-            )
+    def save(self, directory, state, history, extra):
+        self._flush_W()
+        save_checkpoint(
+            self.ray,
+            directory,
+            self.cluster,
+            state,
+            self.cfg,
+            history,
+            self.graph_hash,
+            self.S,
+            self.replicate_W,
+            extra,
+        )
 
-        bar = _progress(progress, total_steps, state["step"])
-        try:
-            while state["epoch"] < cfg.epochs:
-                epoch = state["epoch"]
-                t_start = time.perf_counter() - state["seconds"]
-                while state["batch"] < n_batches:
-                    b0, step0 = state["batch"], state["step"]
-                    bs = list(range(b0, min(b0 + P, n_batches)))
-                    (w_steps, w_rates), w_refs = w_pending
-                    refs = [
-                        workers[r]
-                        .step.options(num_returns=S + 2)
-                        .remote(epoch, b, step0 + r, w_steps, w_rates, *w_refs)
-                        for r, b in enumerate(bs)
-                    ]
-                    steps = [step0 + r + 1 for r in range(len(bs))]
-                    rates = [learning_rate(cfg, lr, step0 + r, total_steps) for r in range(len(bs))]
-                    applied = [
-                        srv.apply.remote(steps, rates, *[refs[r][s] for r in range(len(bs))])
-                        for s, srv in enumerate(servers)
-                    ]
-                    w_pending[:] = (
-                        [(steps, rates), [refs[r][S] for r in range(len(bs))]]
-                        if replicate_W
-                        else no_W
-                    )
-                    done = ray.get([refs[r][S + 1] for r in range(len(bs))])
-                    ray.get(applied)
-                    loss_sum, n_pairs = state["loss_sum"], state["n_pairs"]
-                    for loss, pairs in done:  # rank order
-                        if not math.isfinite(loss):
-                            raise diverged(f"the loss became {loss}")
-                        loss_sum += loss * pairs
-                        n_pairs += pairs
-                    result.optimizer.lr, result.optimizer.t = rates[-1], steps[-1]
-                    state.update(
-                        batch=b0 + len(bs),
-                        step=step0 + len(bs),
-                        loss_sum=loss_sum,
-                        n_pairs=n_pairs,
-                        seconds=time.perf_counter() - t_start,
-                    )
-                    if (
-                        checkpoint_every
-                        and state["batch"] < n_batches
-                        and state["step"] // checkpoint_every > step0 // checkpoint_every
-                    ):
-                        flush_W()
-                        if not finite():
-                            raise diverged("a parameter became NaN or infinite")
-                        save()
-                    if bar is not None:
-                        bar.update(len(bs))
-                    if step_callback is not None:
-                        step_callback(epoch, bs[-1], state["step"] - 1)
-                flush_W()
-                if not finite():
-                    raise diverged("a parameter became NaN or infinite")
-                seconds = time.perf_counter() - t_start
-                entry = dict(
-                    epoch=epoch + 1,
-                    loss=state["loss_sum"] / state["n_pairs"],
-                    lr=result.optimizer.lr,
-                    seconds=seconds,
-                    pairs=state["n_pairs"],
-                    pairs_per_s=state["n_pairs"] / seconds,
-                )
-                history.append(entry)
-                state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
-                save()
-                log.info(
-                    "epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s",
-                    epoch + 1,
-                    cfg.epochs,
-                    entry["loss"],
-                    entry["lr"],
-                    seconds,
-                    entry["pairs_per_s"],
-                )
-                if epoch_callback is not None:
-                    result.params = gather(ray, cluster, n_nodes, fixed, features, replicate_W)
-                    epoch_callback(epoch + 1, result)
-        finally:
-            if bar is not None:
-                bar.close()
+    def params(self):
+        return gather(
+            self.ray, self.cluster, self.n_nodes, self.fixed, self.features, self.replicate_W
+        )
+
+    def finish(self, result, stats, write_outputs):
+        """After the last epoch: the actors' statistics, then the outputs streamed from
+        the shards (``write_outputs``) or the gathered parameters in ``result``."""
+        ray, cluster = self.ray, self.cluster
         if stats is not None:
-            stats["servers"] = ray.get([srv.stats.remote() for srv in servers])
-            stats["workers"] = ray.get([w.stats.remote() for w in workers])
+            stats["servers"] = ray.get([srv.stats.remote() for srv in cluster.servers])
+            stats["workers"] = ray.get([w.stats.remote() for w in cluster.workers])
             stats["driver_peak_rss"] = _peak_rss()
         if write_outputs is not None:
             result.params = streamed_params(
-                ray, cluster, n_nodes, cfg.dim, feat_dim, fixed, features, replicate_W
+                ray,
+                cluster,
+                self.n_nodes,
+                self.cfg.dim,
+                self.feat_dim,
+                self.fixed,
+                self.features,
+                self.replicate_W,
             )
             write_outputs(result)
             result.params = None  # its blocks pull from actors about to stop
             return result
-        result.params = gather(ray, cluster, n_nodes, fixed, features, replicate_W)
+        result.params = self.params()
         return result
-    finally:
-        cluster.kill()
-
-
-def _initialise(ray, cluster, cfg, n_nodes, feat_dim, features):
-    """The initial values of ``core.init_params`` (same generator, same order of
-    draws), streamed to the servers in chunks of rows: the driver never holds a
-    whole table.  NumPy's generator gives the same numbers drawn in chunks."""
-    from .rng import derive_seed
-
-    servers = cluster.servers
-    rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
-    k, n_slots = cfg.dim, cfg.walk_length - 1
-    W = slot_major(rng.normal(0.0, 0.01, size=(n_slots, k, feat_dim)).astype(np.float32))
-    if cluster.replicate_W:
-        W_ref = ray.put(W)
-        pending = [w.set_W.remote(W_ref) for w in cluster.workers]
-    else:
-        pending = [servers[0].set_rows.remote("W", 0, W)]
-    limit = np.sqrt(6.0 / (n_nodes + k))
-    a = np.sqrt(1.0 / feat_dim)
-
-    def stream(name, draw):
-        for lo in range(0, n_nodes, INIT_CHUNK_ROWS):
-            hi = min(lo + INIT_CHUNK_ROWS, n_nodes)
-            chunk = ray.put(np.ascontiguousarray(draw(lo, hi)))
-            pending.extend(srv.set_rows.remote(name, lo, chunk) for srv in servers)
-            if len(pending) > 8 * len(servers):  # bound the chunks in flight
-                ray.get(pending)
-                pending.clear()
-
-    stream("O", lambda lo, hi: rng.uniform(-limit, limit, size=(hi - lo, k)).astype(np.float32))
-    if features is None:
-        stream("X", lambda lo, hi: rng.uniform(-a, a, size=(hi - lo, feat_dim)).astype(np.float32))
-    else:
-        stream("X", lambda lo, hi: features[lo:hi])
-    ray.get(pending)
 
 
 def _gather_W(ray, cluster, replicate_W):
@@ -1140,15 +1015,18 @@ def streamed_params(
 # ----------------------------------------------------------------------------- checkpoints
 
 
-def save_checkpoint(ray, directory, cluster, state, cfg, history, graph_hash, S, replicate_W):
+def save_checkpoint(
+    ray, directory, cluster, state, cfg, history, graph_hash, S, replicate_W, extra=None
+):
     """Every server writes its shard for this step (and worker 0 the replicated W),
-    then the driver file naming them replaces the previous one (atomic); older
-    files are removed after."""
+    then the driver file naming them (and holding the caller's ``extra`` arrays, as
+    ``extra_<name>``) replaces the previous one (atomic); older files are removed
+    after."""
     import json
 
     from .io import save_npz
 
-    directory = Path(directory)
+    directory = Path(directory).absolute()  # the actors' working folder is not ours
     directory.mkdir(parents=True, exist_ok=True)
     tag = f"{state['epoch']}-{state['step']}"
     names = [f"shard-{s}-of-{S}.{tag}.npz" for s in range(S)]
@@ -1168,6 +1046,7 @@ def save_checkpoint(ray, directory, cluster, state, cfg, history, graph_hash, S,
         n_shards=np.int64(S),
         shards=np.asarray(json.dumps(names)),
         w_file=np.asarray(w_file),
+        **{f"extra_{name}": value for name, value in (extra or {}).items()},
     )
     keep = set(names) | {w_file}
     for old in list(directory.glob(f"shard-*-of-{S}.*.npz")) + list(directory.glob("W.*.npz")):
@@ -1198,6 +1077,7 @@ def load_driver(directory):
         "n_shards": int(z["n_shards"]),
         "shards": json.loads(str(z["shards"])),
         "w_file": str(z["w_file"]),
+        "extra": {k[len("extra_") :]: z[k] for k in z if k.startswith("extra_")},
         "path": str(path),
-        "dir": str(directory),
+        "dir": str(Path(directory).absolute()),
     }

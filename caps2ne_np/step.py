@@ -1,13 +1,13 @@
 """One training step, top to bottom: batch -> forward -> backward -> update.
 
-    batch = train.training_batch(...)     P pairs, V' and their expected counts Q
-    batch.rows = batch_rows(batch.ctx)    its distinct (slot, node) rows (batch.py)
+    batch = stream.batch(epoch, b, step)  P pairs, V' and their expected counts Q, and
+                                          its distinct (slot, node) rows (batch.py)
     loss, grads = loss_and_row_grads(...) forward and backward (core.py): every
                                           gradient row-sparse (core.RowGrad)
     opt.step(grads, lazy, updates)        Adam (optim.py)
 
-``TrainStep`` is that step as ``train.fit`` runs it (bench/perf.py times it too).  Its
-update is one of three strategies, chosen once:
+``TrainStep`` is that step as the local engine (train.py) runs it.  Its update is one
+of three strategies, chosen once:
 
 * dense (TensorFlow's Adam, the authors'): every element of every parameter;
 * lazy (``adam='lazy'``): only the rows the batch touched;
@@ -21,7 +21,6 @@ import numpy as np
 from numba import prange
 
 from ._jit import kernel
-from .batch import batch_rows
 from .core import loss_and_row_grads
 from .optim import adam_span, adam_span_zero
 
@@ -32,27 +31,20 @@ class TrainStep:
         loss, grads = step.gradients(batch)      # forward and backward
         step.update(grads, ahead)                # Adam; ahead: the next batch or None
 
+    Batches come indexed (``batch.rows``: batch.BatchStream with ``index=True``).
     ``lazy``: lazy Adam (touched rows only).  ``fused``: with sparse fixed features
     and dense Adam, W's update is ``FusedSparseW``, which forms the W_i u of ``ahead``
-    (given to ``update`` when it is known; ``train.fit`` draws it before the update)
-    for its forward pass.
+    (given to ``update`` when it is known; the local engine draws it before the
+    update) for its forward pass.
     """
 
     def __init__(self, params, opt, mcfg, lazy=False, fused=True):
         self.params, self.opt, self.mcfg, self.lazy = params, opt, mcfg, lazy
         self.W_update = FusedSparseW() if fused and params.sparse and not lazy else None
 
-    def index(self, batch):
-        """Give ``batch`` its rows (batch.BatchRows) if it has none; returns it."""
-        if batch.rows is None:
-            X = self.params.X
-            batch.rows = batch_rows(batch.ctx, X.shape[0], X if self.params.sparse else None)
-        return batch
-
     def gradients(self, batch):
         """Forward and backward: ``(loss, grads)``, the batch's mean loss and the row-sparse
         gradient of every trainable table (core.loss_and_row_grads)."""
-        self.index(batch)
         return loss_and_row_grads(
             self.params,
             batch.ctx,
@@ -67,12 +59,10 @@ class TrainStep:
 
     def update(self, grads, ahead=None):
         """The Adam step with ``grads`` (from ``gradients``).  With the fused W update,
-        ``ahead`` (the next batch, or None) is indexed and gets its ``u_hat_rows``."""
+        ``ahead`` (the next batch, indexed, or None) gets its ``u_hat_rows``."""
         if self.W_update is None:
             self.opt.step(grads, lazy=self.lazy)
             return
-        if ahead is not None:
-            self.index(ahead)
         rest = {name: g for name, g in grads.items() if name != "W"}
         self.opt.step(rest, updates={"W": self.W_update.bind(grads["W"], ahead, self.params)})
 

@@ -15,6 +15,7 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np import defaults
+from caps2ne_np.batch import walk_seed
 from caps2ne_np.config import (
     TrainConfig,
     budget_epochs,
@@ -24,7 +25,7 @@ from caps2ne_np.config import (
 )
 from caps2ne_np.errors import InputError
 from caps2ne_np.model import Caps2NE
-from caps2ne_np.train import fit, walk_seed
+from caps2ne_np.train import fit
 from caps2ne_np.walks import WalkSource
 
 ROOT = Path(__file__).resolve().parents[1]

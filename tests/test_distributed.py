@@ -4,6 +4,7 @@ well as one machine, a killed actor costs nothing checkpointed, and no server ho
 all rows.  Skipped without Ray (``pip install -e ".[ray]"``); the import test runs
 without it."""
 
+import json
 import os
 import signal
 import subprocess
@@ -272,37 +273,36 @@ def test_cli_engine_ray_writes_the_single_machine_embeddings(ray_local, tmp_path
     assert dense.exit_code == 1 and "needs --adam lazy" in dense.output
 
 
-def test_cli_engine_ray_refuses_eval_every_epoch_with_checkpoints(tmp_path):
-    """The Ray driver's checkpoint holds no best-epoch tracker, so a resumed run could
-    keep another epoch than the uninterrupted one (issue 15, item 5): refused before
-    anything is read or Ray is started (no ray needed)."""
+@pytest.mark.slow
+def test_cli_engine_ray_eval_every_epoch_resumes_like_the_uninterrupted_run(
+    ray_local, tmp_path, monkeypatch
+):
+    """The Ray driver's checkpoint holds the best-epoch tracker (the epoch callback runs
+    before the checkpoint, as on one machine): a run stopped after epoch 3 and resumed
+    keeps the epoch the uninterrupted run keeps, and writes the same bytes."""
     from click.testing import CliRunner
 
     from caps2ne_np.cli import cli
+    from test_reliability2 import CLIQUE_LABELS, CLIQUE_SPLITS, CLIQUES, EVAL
 
-    (tmp_path / "g.txt").write_text("a b\nb c\nc a\n")
-    (tmp_path / "l.txt").write_text("a 0\nb 1\nc 0\n")
-    r = CliRunner().invoke(
-        cli,
-        [
-            "train",
-            "--graph",
-            str(tmp_path / "g.txt"),
-            "--out",
-            str(tmp_path / "o.emb"),
-            "--engine",
-            "ray",
-            "--eval-every-epoch",
-            "--labels",
-            str(tmp_path / "l.txt"),
-            "--checkpoint-dir",
-            str(tmp_path / "ck"),
-            "-q",
-        ],
-    )
-    assert r.exit_code == 1
-    assert (
-        "error: --eval-every-epoch with --checkpoint-dir or --resume is not supported with "
-        "--engine ray" in r.output
-    )
-    assert not (tmp_path / "o.emb").exists() and not (tmp_path / "ck").exists()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "g.txt").write_text(CLIQUES)
+    (tmp_path / "l.txt").write_text(CLIQUE_LABELS)
+    (tmp_path / "s.json").write_text(json.dumps(CLIQUE_SPLITS))
+    ray_opts = ["--engine", "ray", "--adam", "lazy"]
+
+    def go(out, *extra):
+        r = CliRunner().invoke(
+            cli, ["train", "--graph", "g.txt", "--out", out, *EVAL, *ray_opts, *extra]
+        )
+        assert r.exit_code == 0, r.stderr
+        kept = [line for line in r.stderr.splitlines() if line.startswith("kept epoch")]
+        assert kept, r.stderr
+        return kept[0]
+
+    full = go("full.emb", "--epochs", "6")
+    go("part.emb", "--epochs", "3", "--checkpoint-dir", "ck")
+    resumed = go("resumed.emb", "--epochs", "6", "--resume", "ck")
+    assert int(full.split()[2]) <= 3  # kept before the interruption: the tracker must carry it
+    assert resumed == full
+    assert (tmp_path / "resumed.emb").read_bytes() == (tmp_path / "full.emb").read_bytes()

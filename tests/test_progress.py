@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from caps2ne_np import loop as loop_mod
 from caps2ne_np import train as train_mod
 from caps2ne_np.cli import cli
 from caps2ne_np.cli.run import BarSafeHandler as _BarSafeHandler
@@ -138,7 +139,7 @@ class Pipe:
 def test_bar_redraws_rarely_when_stderr_is_not_a_terminal(monkeypatch):
     pipe = Pipe()
     monkeypatch.setattr(sys, "stderr", pipe)
-    bar = train_mod._progress(True, 2000)
+    bar = loop_mod._progress(True, 2000)
     assert bar.mininterval >= 30
     for _ in range(2000):
         bar.update(1)
@@ -208,7 +209,7 @@ def test_compiling_message_is_logged_before_the_first_batch(monkeypatch, tmp_pat
     old_level = logger.level
     logger.setLevel(logging.INFO)
     monkeypatch.setattr(train_mod, "_kernels_cold", lambda: True)
-    monkeypatch.setattr(train_mod, "_progress", lambda *a, **k: None)
+    monkeypatch.setattr(loop_mod, "_progress", lambda *a, **k: None)
     try:
         g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
         fit(

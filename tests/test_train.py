@@ -235,8 +235,8 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
 ):
     """A NaN loss in step 12 (injected) stops the run with a message naming the epoch
     and step; the checkpoints written before it hold finite parameters."""
+    from caps2ne_np.loop import TrainingDiverged
     from caps2ne_np.step import TrainStep
-    from caps2ne_np.train import TrainingDiverged
 
     adj, _ = partition
     real = TrainStep.gradients

@@ -55,7 +55,7 @@ def run(debug, fn, *args, **kwargs):
     import signal
     import threading
 
-    from ..train import TrainingDiverged
+    from ..loop import TrainingDiverged
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, InputWarning):

@@ -264,14 +264,6 @@ def _train(
         ("--history", history_out, overwrite or resume),
     ]
     check_outputs(outputs, input_paths(source), checkpoint_dir=ckpt["checkpoint_dir"])
-    if options["engine"] == "ray" and eval_every_epoch and (ckpt["checkpoint_dir"] or resume):
-        # the Ray driver's checkpoint does not hold the best-epoch tracker yet (issue 15's
-        # checkpoint_extra), so a resumed run could keep another epoch: refuse, not guess
-        raise InputError(
-            "--eval-every-epoch with --checkpoint-dir or --resume is not "
-            "supported with --engine ray yet; use one of them, or the "
-            "single-machine engine"
-        )
     if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:
         checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
     g, features, labels, splits = load_input(source, need_eval=eval_every_epoch)
@@ -335,8 +327,7 @@ def _train(
         fit = functools.partial(
             cli_fit, overwrite=overwrite, write_outputs=finish if streamed else None, **engine
         )
-    if not on_ray:  # the Ray driver checkpoints no tracker (above)
-        ckpt = dict(ckpt, checkpoint_extra=tracker)
+    ckpt = dict(ckpt, checkpoint_extra=tracker)
     result = fit(
         g.indptr,
         g.indices,
