@@ -41,7 +41,7 @@ import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before torch's OpenMP r
 import report
 from caps2ne_np import core
 from caps2ne_np import walks as walks_mod
-from caps2ne_np.batch import Batch
+from caps2ne_np.batch import Batch, batch_rows
 from caps2ne_np.config import ModelConfig
 from caps2ne_np.core import init_params
 from caps2ne_np.datasets import default_data_dir, load_dataset
@@ -142,7 +142,7 @@ def load_problem(cfg):
 
 
 class Batches:
-    """The per-step input pipeline of ``train._fit``: batch walk ids (with replacement),
+    """The per-step input pipeline of ``batch.BatchStream``: batch walk ids (with replacement),
     (context, target) pairs, V' and the expected counts Q."""
 
     def __init__(self, problem, cfg):
@@ -170,7 +170,7 @@ class Batches:
 
 class Ours:
     """caps2ne_np: ``step.TrainStep`` (``core.loss_and_row_grads`` + ``optim.Adam``,
-    dense), exactly as ``train._fit`` runs a step, the next batch drawn before the
+    dense), exactly as ``train.LocalEngine`` runs a step, the next batch drawn before the
     update as there; BLAS held at one thread as ``train.fit`` does (products run on
     Numba's threads, caps2ne_np/blas.py).  ``fused=False`` times the separate
     kernels instead of step.FusedSparseW (sparse features only)."""
@@ -204,15 +204,21 @@ class Ours:
         self.train_step = TrainStep(self.params, self.opt, self.mcfg, lazy=self.lazy, fused=fused)
         self._batch = None
 
+    def _indexed(self, batch):
+        """``batch`` with its rows (batch.batch_rows), as batch.BatchStream gives them."""
+        X = self.params.X
+        batch.rows = batch_rows(batch.ctx, X.shape[0], X if self.params.sparse else None)
+        return batch
+
     def run(self, n_steps):
         with threadpool_limits(limits=1):
             for _ in range(n_steps):
-                batch = self._batch or Batch(*self.batches(self.step))
+                batch = self._batch or self._indexed(Batch(*self.batches(self.step)))
                 loss, grads = self.train_step.gradients(batch)
                 if not math.isfinite(loss):
                     raise RuntimeError(f"ours: loss {loss} at step {self.step}")
                 # as fit: the next batch is known before Adam (indexed outside adam_seconds)
-                self._batch = self.train_step.index(Batch(*self.batches(self.step + 1)))
+                self._batch = self._indexed(Batch(*self.batches(self.step + 1)))
                 t0 = time.perf_counter()
                 self.train_step.update(grads, self._batch)
                 self.adam_seconds += time.perf_counter() - t0
@@ -846,7 +852,7 @@ def render(p, keys):
         ),
         "Pairs/s end to end per step (pairs, V', forward, backward, the Adam update of every "
         "parameter); q = 10, |V'| = 256 (log-uniform), routing 'paper', grad 'exact'. Ours: "
-        "`train.TrainStep`, BLAS at one thread. Peer: bench/peers/torch_caps2ne.py, "
+        "`step.TrainStep`, BLAS at one thread. Peer: bench/peers/torch_caps2ne.py, "
         f"torch.optim.Adam '{a['peer_adam']}'; the ratio uses its faster feature path. "
         "Config (e): issue 3's feature-size parity only (no peer).\n",
         report.doc_pointer("`bench/perf.py`: training throughput"),

@@ -131,6 +131,14 @@ def test_explicit_options_beat_the_preset_and_epochs_means_exactly_n(adj):
     assert model.config_["epochs"] == 3
 
 
+def test_resolve_fills_the_sampled_set_size_once():
+    """|V'| = min(256, N - 1) unless given: filled by resolve, so the run's stored
+    config says what it used."""
+    assert resolve(TrainConfig(), n_nodes=1000, n_edges=10000)[0].num_sampled == 256
+    assert resolve(TrainConfig(), n_nodes=40, n_edges=200)[0].num_sampled == 39
+    assert resolve(TrainConfig(num_sampled=7), n_nodes=40, n_edges=200)[0].num_sampled == 7
+
+
 def test_converge_rate_grows_with_mean_degree_within_its_range():
     lo, hi = defaults.LR_RANGE
     per = defaults.LR_PER_DEGREE

@@ -318,7 +318,7 @@ def _train(
 
     streamed = False
     on_ray = engine.pop("engine") == "ray"
-    if on_ray:  # issue 18: sharded training (distributed.py)
+    if on_ray:  # sharded training (distributed.py)
         from ..distributed import cli_fit
 
         # the tables go from the shards to the writers block by block (the driver never
