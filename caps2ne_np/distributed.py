@@ -628,27 +628,14 @@ def fit(
     checkpoint_extra: as ``train.fit``'s (stored in the driver's file).
     """
     P, S = int(workers), int(servers)
-    if P < 1:
-        raise InputError(f"--workers: must be >= 1, got {workers}")
-    if w_placement not in W_PLACEMENTS:
-        raise InputError(f"w_placement: must be one of {W_PLACEMENTS}, got {w_placement!r}")
-    if S < 1:
-        raise InputError(f"--servers: must be >= 1, got {servers}")
     n_nodes = int(indptr.shape[0] - 1)
-    if S > n_nodes:
-        raise InputError(f"--servers: at most the number of nodes ({n_nodes}), got {S}")
+    _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
     n_edges = int(np.asarray(indices).shape[0])
     cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
     if cfg.adam != "lazy":
         raise InputError(
             "--engine ray: needs --adam lazy (a server updates only the rows "
             f"it is sent), got --adam {cfg.adam}"
-        )
-    if max_rows_per_shard is not None and shard_rows(n_nodes, S, 0) > max_rows_per_shard:
-        raise InputError(
-            f"--servers: {S} servers hold up to {shard_rows(n_nodes, S, 0)} rows "
-            f"each, above the limit of {max_rows_per_shard}; use at least "
-            f"{math.ceil(n_nodes / max_rows_per_shard)}"
         )
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
@@ -724,6 +711,24 @@ def fit(
     finally:
         if started:
             ray.shutdown()
+
+
+def _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard):
+    """InputError (one line) for a layout that cannot run: P workers, S servers."""
+    if P < 1:
+        raise InputError(f"--workers: must be >= 1, got {P}")
+    if w_placement not in W_PLACEMENTS:
+        raise InputError(f"w_placement: must be one of {W_PLACEMENTS}, got {w_placement!r}")
+    if S < 1:
+        raise InputError(f"--servers: must be >= 1, got {S}")
+    if S > n_nodes:
+        raise InputError(f"--servers: at most the number of nodes ({n_nodes}), got {S}")
+    if max_rows_per_shard is not None and shard_rows(n_nodes, S, 0) > max_rows_per_shard:
+        raise InputError(
+            f"--servers: {S} servers hold up to {shard_rows(n_nodes, S, 0)} rows "
+            f"each, above the limit of {max_rows_per_shard}; use at least "
+            f"{math.ceil(n_nodes / max_rows_per_shard)}"
+        )
 
 
 def _actor_lost_errors(ray):
