@@ -49,6 +49,9 @@ STATE_KEYS = ("epoch", "batch", "step", "loss_sum", "n_pairs", "seconds")
 
 # Options that may change between the interrupted run and its resumption.
 RESUMABLE_CHANGES = ("epochs", "threads")
+FILLED_BY_RESOLVE = ("num_sampled",)
+"""Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
+before ``resolve`` filled them stores None, which means the same derived value."""
 
 
 def fingerprint(indptr, indices, weights, features):
@@ -284,7 +287,13 @@ def _check_same_run(ckpt, config, graph_hash):
             "this checkpoint; resume with the same input"
         )
     saved = ckpt["config"]
-    diff = [k for k in saved if k not in RESUMABLE_CHANGES and saved[k] != config.get(k)]
+    diff = [
+        k
+        for k in saved
+        if k not in RESUMABLE_CHANGES
+        and saved[k] != config.get(k)
+        and not (saved[k] is None and k in FILLED_BY_RESOLVE)
+    ]
     if diff:
         shown = ", ".join(
             f"--{k.replace('_', '-')} {_shown(saved[k])} (now {_shown(config.get(k))})"

@@ -109,3 +109,16 @@ def test_divergence_names_the_step_and_the_routing_scale(round_size):
     engine = StubEngine(round_size, loss_of=lambda s: float("inf") if s == 3 else 1.0)
     with pytest.raises(TrainingDiverged, match=r"step 4; lower --routing-scale \(now 20;"):
         run(engine, config(routing_scale=20.0))
+
+
+def test_checkpoint_without_filled_num_sampled_resumes():
+    """A checkpoint written before ``resolve`` filled num_sampled stores None: the
+    same run, so resuming it is not refused; another explicit value still is."""
+    from caps2ne_np import checkpoint
+    from caps2ne_np.errors import InputError
+
+    ckpt = {"path": "ck/latest.npz", "graph_hash": "h", "config": {"num_sampled": None, "dim": 8}}
+    checkpoint._check_same_run(ckpt, {"num_sampled": 59, "dim": 8}, "h")
+    ckpt["config"]["num_sampled"] = 32
+    with pytest.raises(InputError, match="num-sampled 32"):
+        checkpoint._check_same_run(ckpt, {"num_sampled": 59, "dim": 8}, "h")
