@@ -34,6 +34,7 @@ class Batch:
     rows       BatchRows     its index (``batch_rows``), once made
     u_hat_rows (R, k)        W_i u of every row of ``rows``, when a fused W update has
                              computed them ahead (step.FusedSparseW); else None
+    key        (seed, step)  keys the skip-gram term's negatives (skipgram.py)
     """
 
     ctx: np.ndarray
@@ -43,6 +44,7 @@ class Batch:
     q_sampled: np.ndarray
     rows: "BatchRows | None" = None
     u_hat_rows: np.ndarray | None = None
+    key: tuple = (0, 0)
 
     @property
     def n_pairs(self):

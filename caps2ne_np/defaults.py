@@ -34,6 +34,15 @@ LR_FIXED_FEATURES = 1e-4
 """Default Adam lr with fixed input features (the paper's best for citation graphs)."""
 
 
+SKIPGRAM_WEIGHT_CONVERGE = 1.0
+"""The 'converge' preset's weight lambda of the skip-gram term (skipgram.py, issue 25),
+chosen on the panel (bench/results/skipgram.md); the 'paper' preset's is 0, the
+paper's loss."""
+SKIPGRAM_NEGATIVES = 0
+"""The skip-gram term's negatives: 0, the capsule loss's sampled softmax over V'
+(bench/results/skipgram.md measures both forms)."""
+
+
 PRESETS = {
     # Defaults for a featureless graph, measured against DeepWalk on a panel of graphs
     # (docs/training.md, bench/results/vs_deepwalk.md): fresh walks every epoch, a peak
@@ -50,6 +59,7 @@ PRESETS = {
         walks="fresh",
         sampler="unigram",
         adam="lazy",
+        skipgram_weight=SKIPGRAM_WEIGHT_CONVERGE,
     ),
     # The authors' settings (and this project's defaults before session 5): the same
     # N*T walks every epoch, a constant rate, B = 64, dense Adam, 5 epochs.  The paper's
@@ -64,6 +74,7 @@ PRESETS = {
         walks="fixed",
         sampler="log_uniform",
         adam="dense",
+        skipgram_weight=0.0,
     ),
 }
 """Named sets of the options a preset fills (every option left None).  'auto' is
@@ -91,6 +102,7 @@ def preset_summary(name):
         f"lr {lr} {p['lr_schedule']}, batch {p['batch_size']}, T {p['walks_per_node']} "
         f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
         + (f", {p['epochs']} epochs" if p["epochs"] else "")
+        + (f", skip-gram term x {p['skipgram_weight']:g}" if p["skipgram_weight"] else "")
     )
 
 
@@ -251,6 +263,23 @@ OPTIONS = {
         low=1,
     ),
     "seed": Option(0, "int", "Seed of every random stream.", low=0),
+    "skipgram_weight": Option(
+        None,
+        "float",
+        "Weight lambda of the skip-gram term (each context node's x also predicts the "
+        "target's o_v; beyond the paper; needs --feat-dim = --dim and no --features); "
+        "0 = the paper's loss. [preset: converge "
+        f"{SKIPGRAM_WEIGHT_CONVERGE:g}, paper 0; 0 with --features unless given]",
+        low=0,
+    ),
+    "skipgram_negatives": Option(
+        SKIPGRAM_NEGATIVES,
+        "int",
+        "Negatives of the skip-gram term: 0 = the capsule loss's sampled softmax over "
+        "V' (log-Q corrected); K > 0 = word2vec's negative sampling, K nodes of V' per "
+        "(context node, target).",
+        low=0,
+    ),
     "normalize_features": Option(
         True,
         "flag",

@@ -27,7 +27,7 @@ from threadpoolctl import threadpool_limits
 
 from . import walks as walks_mod
 from .batch import Batch
-from .core import ModelConfig, init_params, prepare_features
+from .core import ModelConfig, check_skipgram, init_params, prepare_features
 from .defaults import (
     BUDGET_MAX_STRETCH,
     BUDGET_PAIRS_PER_NODE,
@@ -116,10 +116,17 @@ class TrainConfig:
     adam: str | None = DEFAULTS["adam"]
     walk_chunk: int = DEFAULTS["walk_chunk"]
     preset: str = DEFAULTS["preset"]
+    skipgram_weight: float | None = DEFAULTS["skipgram_weight"]
+    skipgram_negatives: int = DEFAULTS["skipgram_negatives"]
 
     def model_config(self):
         return ModelConfig(
-            self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode
+            self.routing_iters,
+            self.routing_rule,
+            self.routing_scale,
+            self.grad_mode,
+            float(self.skipgram_weight or 0.0),
+            int(self.skipgram_negatives),
         )
 
     def to_dict(self):
@@ -148,7 +155,11 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
     Explicit options always win: ``epochs=N`` trains exactly N epochs."""
     name = preset_for(cfg, fixed_features)
     values, notes = {}, []
+    if cfg.skipgram_weight is None and (fixed_features or cfg.feat_dim != cfg.dim):
+        values["skipgram_weight"] = 0.0  # the term needs a trained x of size k: off
     for key, value in PRESETS[name].items():
+        if key in values:
+            continue
         if getattr(cfg, key) is None and value is not None:
             values[key] = value
     out = replace(cfg, **values)
@@ -173,7 +184,18 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         )
         + f": lr {out.lr:.3g} {out.lr_schedule}, batch {out.batch_size} walks, T = "
         f"{out.walks_per_node} {out.walks} walks per node and epoch, "
-        f"{out.adam} Adam, {out.sampler} sampler",
+        f"{out.adam} Adam, {out.sampler} sampler"
+        + (
+            f", skip-gram term x {out.skipgram_weight:g} ("
+            + (
+                f"{out.skipgram_negatives} negatives"
+                if out.skipgram_negatives
+                else "sampled softmax"
+            )
+            + ")"
+            if out.skipgram_weight
+            else ""
+        ),
     )
     return out, notes
 
@@ -260,6 +282,17 @@ def validate(cfg, n_nodes):
         math.isfinite(cfg.lr_floor) and 0 < cfg.lr_floor <= 1,
         "lr_floor",
         f"must be in (0, 1], got {cfg.lr_floor}",
+    )
+    need(
+        cfg.skipgram_weight is None
+        or (math.isfinite(cfg.skipgram_weight) and cfg.skipgram_weight >= 0),
+        "skipgram_weight",
+        f"must be a finite number >= 0, got {cfg.skipgram_weight}",
+    )
+    need(
+        int(cfg.skipgram_negatives) >= 0,
+        "skipgram_negatives",
+        f"must be >= 0, got {cfg.skipgram_negatives}",
     )
     need(
         cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),
@@ -372,6 +405,7 @@ def training_batch(
         sampled,
         sampler.expected_count(tgt, tries),
         sampler.expected_count(sampled, tries),
+        key=(seed_sample, step),
     )
 
 
@@ -424,6 +458,9 @@ def fit(
         cfg, n_nodes, int(np.asarray(indices).shape[0]), fixed_features=features is not None
     )
     validate(cfg, n_nodes)
+    check_skipgram(
+        (features is not None, cfg.feat_dim, cfg.dim), cfg.model_config()
+    )  # --skipgram-weight given with --features or feat-dim != dim
     for note in notes:
         log.info("%s", note)
     if checkpoint_every < 0:
@@ -525,6 +562,9 @@ def _fit(
     opt = Adam({name: getattr(params, name) for name in names}, lr=lr)
     result = TrainResult(params=params, config=cfg, optimizer=opt)
     state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
+    term = bool(cfg.skipgram_weight)  # the skip-gram term: its loss and L_caps logged
+    if term:
+        state.update(caps_sum=0.0, sg_sum=0.0)
     if ckpt is not None:
         try:
             checkpoint.check_arrays(ckpt, params, names)
@@ -629,6 +669,9 @@ def _fit(
                 ahead = make_batch(b + 1, step + 1) if b + 1 < n_batches else None
                 train_step.update(grads, ahead)  # Adam
                 n_pairs, batch = batch.n_pairs, ahead
+                if term:
+                    state["caps_sum"] += train_step.parts["capsule"] * n_pairs
+                    state["sg_sum"] += train_step.parts["skipgram"] * n_pairs
                 state.update(
                     batch=b + 1,
                     step=step + 1,
@@ -678,13 +721,25 @@ def _fit(
                 pairs=state["n_pairs"],
                 pairs_per_s=_rate(dict(state, seconds=seconds), epoch, first),
             )
+            parts = ""
+            if term:  # L = L_caps + lambda L_sg: both parts
+                entry.update(
+                    loss_capsule=state["caps_sum"] / state["n_pairs"],
+                    loss_skipgram=state["sg_sum"] / state["n_pairs"],
+                )
+                state.update(caps_sum=0.0, sg_sum=0.0)
+                parts = (
+                    f" (capsule {entry['loss_capsule']:.5f} + {cfg.skipgram_weight:g} x "
+                    f"skip-gram {entry['loss_skipgram']:.5f})"
+                )
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
             log.info(
-                "epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s",
+                "epoch %d/%d: loss %.5f%s, lr %.3g, %.1fs, %.0f pairs/s",
                 epoch + 1,
                 cfg.epochs,
                 entry["loss"],
+                parts,
                 entry["lr"],
                 seconds,
                 entry["pairs_per_s"],
