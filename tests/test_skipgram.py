@@ -188,3 +188,151 @@ def test_term_refuses_what_it_cannot_train(params_like, match):
     with pytest.raises(InputError, match=match):
         check_skipgram(params_like, ModelConfig(skipgram_weight=1.0))
     check_skipgram(params_like, ModelConfig(skipgram_weight=0.0))  # off: nothing to refuse
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _partition():
+    import scipy.sparse as sp
+
+    from test_train import planted_partition
+
+    adj, labels = planted_partition()
+    adj = sp.csr_matrix(adj)
+    return adj.indptr.astype(np.int64), adj.indices.astype(np.int32), labels
+
+
+SMALL_RUN = dict(
+    dim=8, feat_dim=8, walk_length=5, walks_per_node=2, epochs=1, batch_size=16, num_sampled=20
+)
+# SHA-256 of O, X, W and the biases after this run, recorded from the code before issue
+# 25 (commit 76140ee): the paper preset, and the converge preset with the term off.
+BEFORE_ISSUE_25 = {
+    "paper": (
+        "2e96483d059878156b27553b6f9f04961ac80228f688bec45b74b89c51ab4b7b",
+        "29517dd07a4936be0c2521ed8c2dfa90034946ea30459874a90abf27700bb7d5",
+        "86805c6fb25ddb046d274d4b303f00decd60b2c84d32897b4379c5b3894c84f0",
+        "a5cd9dfb25ed9e4ec64df94935fea73f00945c62361abf62aabff6a3fc9cb850",
+    ),
+    "converge": (
+        "77bbf08b11dea9e7dc937ee66df8b40cd83c904eee195a23a68aab49b4c440a2",
+        "7adf828ceda5bdbe6123c02b2ff309b7c2d273322fc2f382655e7184606625ba",
+        "40d8bf1cbe7a87fc1a09d14ba6a07f75a5f5828ac67330c2b7a875b385c860bf",
+        "40eafff98da7374aad3c3acf0507d753c81358fe26678d00c718128ec523c104",
+    ),
+}
+
+
+@pytest.mark.parametrize("preset,extra", [("paper", {}), ("converge", {"skipgram_weight": 0.0})])
+def test_paper_preset_and_term_off_train_the_same_bits_as_before_the_term(preset, extra):
+    import hashlib
+
+    from caps2ne_np.train import TrainConfig, fit
+
+    indptr, indices, _ = _partition()
+    cfg = TrainConfig(**SMALL_RUN, preset=preset, seed=3, **extra)
+    res = fit(indptr, indices, None, cfg)
+    assert res.config.skipgram_weight == 0.0
+    got = tuple(
+        hashlib.sha256(np.ascontiguousarray(getattr(res.params, n)).tobytes()).hexdigest()
+        for n in ("O", "X", "W", "bias")
+    )
+    assert got == BEFORE_ISSUE_25[preset]
+
+
+def test_term_trains_logs_both_losses_and_lowers_them():
+    from caps2ne_np.train import TrainConfig, fit
+
+    indptr, indices, _ = _partition()
+    for negatives in FORMS:
+        cfg = TrainConfig(
+            **dict(SMALL_RUN, epochs=3), skipgram_weight=1.0, skipgram_negatives=negatives
+        )
+        res = fit(indptr, indices, None, cfg)
+        h = res.history
+        assert all(e["loss"] == pytest.approx(e["loss_capsule"] + e["loss_skipgram"]) for e in h)
+        assert h[-1]["loss_skipgram"] < h[0]["loss_skipgram"]
+        assert h[-1]["loss_capsule"] < h[0]["loss_capsule"]
+
+
+def test_presets_fixed_features_and_feat_dim_decide_the_weight():
+    from caps2ne_np.defaults import SKIPGRAM_WEIGHT_CONVERGE
+    from caps2ne_np.train import TrainConfig, resolve
+
+    def weight(fixed=False, **kw):
+        return resolve(TrainConfig(**kw), 100, 1000, fixed_features=fixed)[0].skipgram_weight
+
+    assert weight(preset="paper") == 0.0
+    assert weight(preset="converge") == SKIPGRAM_WEIGHT_CONVERGE
+    assert weight(preset="converge", fixed=True) == 0.0  # not unless asked
+    assert weight(preset="converge", feat_dim=64) == 0.0  # x_u . o_v needs d == k
+    assert weight(preset="paper", skipgram_weight=0.5) == 0.5  # asked: given
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(skipgram_weight=1.0, feat_dim=4), "--feat-dim equal to --dim"),
+        (dict(skipgram_weight=-1.0), "--skipgram-weight: must be a finite number >= 0"),
+        (dict(skipgram_weight=1.0, skipgram_negatives=-2), "--skipgram-negatives: must be >= 0"),
+    ],
+)
+def test_fit_refuses_bad_term_settings_in_one_line(kwargs, match):
+    from caps2ne_np.train import TrainConfig, fit
+
+    indptr, indices, _ = _partition()
+    with pytest.raises(InputError, match=match) as err:
+        fit(indptr, indices, None, TrainConfig(**dict(SMALL_RUN, **kwargs)))
+    assert "\n" not in str(err.value)
+
+
+def test_fit_refuses_the_term_with_fixed_features():
+    from caps2ne_np.train import TrainConfig, fit
+
+    indptr, indices, _ = _partition()
+    X = np.random.default_rng(0).random((indptr.shape[0] - 1, 8)).astype(np.float32)
+    with pytest.raises(InputError, match="featureless graph"):
+        fit(indptr, indices, None, TrainConfig(**SMALL_RUN, skipgram_weight=1.0), features=X)
+    res = fit(indptr, indices, None, TrainConfig(**SMALL_RUN, preset="converge"), features=X)
+    assert res.config.skipgram_weight == 0.0
+
+
+def test_resume_with_another_weight_is_refused_and_old_checkpoints_mean_weight_zero(tmp_path):
+    from caps2ne_np import checkpoint
+    from caps2ne_np.train import TrainConfig, fit
+
+    indptr, indices, _ = _partition()
+    cfg = TrainConfig(**SMALL_RUN, skipgram_weight=1.0)
+    fit(indptr, indices, None, cfg, checkpoint_dir=tmp_path)
+    with pytest.raises(InputError, match=r"--skipgram-weight 1 \(now 0\.5\)"):
+        fit(
+            indptr, indices, None, TrainConfig(**dict(SMALL_RUN, epochs=2), skipgram_weight=0.5),
+            resume_from=tmp_path,
+        )  # fmt: skip
+    ckpt = checkpoint.load(tmp_path)
+    del ckpt["config"]["skipgram_weight"]  # as written before issue 25
+    with pytest.raises(InputError, match="--skipgram-weight 0"):
+        checkpoint.check_compatible(ckpt, cfg.to_dict(), ckpt["graph_hash"])
+
+
+def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
+    import json
+
+    from caps2ne_np.io import load_npz, save_npz
+    from caps2ne_np.model import Caps2NE
+
+    indptr, indices, _ = _partition()
+    import scipy.sparse as sp
+
+    adj = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr))
+    model = Caps2NE(**SMALL_RUN, skipgram_weight=0.5, skipgram_negatives=3).fit(adj)
+    model.save(tmp_path / "m.npz")
+    back = Caps2NE.load(tmp_path / "m.npz")
+    assert (back.skipgram_weight, back.skipgram_negatives) == (0.5, 3)
+    arrays = load_npz(tmp_path / "m.npz")
+    config = json.loads(str(arrays["config"]))
+    del config["skipgram_weight"], config["skipgram_negatives"]  # a file from before
+    arrays["config"] = np.asarray(json.dumps(config))
+    save_npz(tmp_path / "old.npz", overwrite=True, **arrays)
+    assert Caps2NE.load(tmp_path / "old.npz").skipgram_weight == 0.0
