@@ -267,13 +267,27 @@ def negatives_to_sampled(x, item_x, neg_ptr, neg_ids, d_n, n_slots, d_O_s, d_b_s
 # --------------------------------------------------------------------------- the term
 
 
+@kernel
+def _counting_sort(keys, n_groups, ptr, ids):
+    """ptr (G + 1,) and ids (M,): the positions of each key value, ascending (stable)."""
+    ptr[:] = 0
+    for m in range(keys.shape[0]):
+        ptr[keys[m] + 1] += 1
+    for g in range(n_groups):
+        ptr[g + 1] += ptr[g]
+    fill = ptr[:-1].copy()
+    for m in range(keys.shape[0]):
+        ids[fill[keys[m]]] = m
+        fill[keys[m]] += 1
+
+
 def group_items(item_x, n_groups):
     """(ptr (G + 1,), ids (M,)): the items m = p I + i of each row g of x, ascending m
     (a stable counting sort: the fixed order of every sum over a node's items)."""
-    flat = item_x.reshape(-1)
-    ids = np.argsort(flat, kind="stable").astype(np.int64)
-    ptr = np.zeros(n_groups + 1, dtype=np.int64)
-    np.cumsum(np.bincount(flat, minlength=n_groups), out=ptr[1:])
+    flat = np.ascontiguousarray(item_x, dtype=np.int64).reshape(-1)
+    ptr = np.empty(n_groups + 1, dtype=np.int64)
+    ids = np.empty(flat.shape[0], dtype=np.int64)
+    _counting_sort(flat, n_groups, ptr, ids)
     return ptr, ids
 
 
