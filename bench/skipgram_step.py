@@ -24,12 +24,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import common  # noqa: E402, F401  (thread and spin settings before numba starts)
-import graphgen  # noqa: E402
 import numba  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+import common  # noqa: E402, F401  (thread and spin settings before numba starts)
+import graphgen  # noqa: E402
 from caps2ne_np import walks as walks_mod  # noqa: E402
 from caps2ne_np.core import ModelConfig, init_params  # noqa: E402
 from caps2ne_np.optim import Adam  # noqa: E402
@@ -69,9 +69,7 @@ def main(argv=None):
     for B in [int(b) for b in a.walks.split(",")]:
 
         def batch(step, B=B):
-            return training_batch(
-                source, None, 0, step, step, B, positions, sampler, 256, 1, 2, 3
-            )
+            return training_batch(source, None, 0, step, step, B, positions, sampler, 256, 1, 2, 3)
 
         runners = {}
         for name in variants:
