@@ -705,6 +705,11 @@ def _fit(
                             epoch=f"{epoch + 1}/{cfg.epochs}",
                             lr=f"{opt.lr:.2g}",
                             loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
+                            **(
+                                {"skip-gram": f"{state['sg_sum'] / state['n_pairs']:.4f}"}
+                                if term
+                                else {}
+                            ),
                             pairs_s=f"{_rate(state, epoch, first):,.0f}",
                             refresh=False,
                         )  # redraws follow mininterval

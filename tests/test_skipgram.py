@@ -336,3 +336,44 @@ def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
     arrays["config"] = np.asarray(json.dumps(config))
     save_npz(tmp_path / "old.npz", overwrite=True, **arrays)
     assert Caps2NE.load(tmp_path / "old.npz").skipgram_weight == 0.0
+
+
+def test_cli_history_log_line_and_refusal_with_features(tmp_path):
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    indptr, indices, _ = _partition()
+    rows = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    keep = rows < indices
+    (tmp_path / "g.txt").write_text(
+        "".join(f"{u} {v}\n" for u, v in zip(rows[keep], indices[keep]))
+    )
+    cli = str(Path(__file__).resolve().parents[1] / "cli.py")
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, cli, "train", "--graph", "g.txt", "--dim", "8", "--feat-dim", "8",
+             "--walks-per-node", "2", "--epochs", "2", *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    proc = run("--out", "a.emb", "--history", "h.csv", "--skipgram-negatives", "3")
+    assert proc.returncode == 0, proc.stderr
+    assert "skip-gram term x 1 (3 negatives)" in proc.stderr  # the preset line
+    assert "(capsule " in proc.stderr and "x skip-gram " in proc.stderr  # each epoch's line
+    with open(tmp_path / "h.csv") as fh:
+        hist = list(csv.DictReader(fh))
+    assert len(hist) == 2
+    for r in hist:
+        total = float(r["loss_capsule"]) + float(r["loss_skipgram"])
+        assert float(r["loss"]) == pytest.approx(total, rel=1e-5)
+    np.save(tmp_path / "x.npy", np.ones((indptr.shape[0] - 1, 4), dtype=np.float32))
+    bad = run("--out", "b.emb", "--features", "x.npy", "--skipgram-weight", "1")
+    assert bad.returncode != 0
+    assert "featureless graph" in bad.stderr and "Traceback" not in bad.stderr
+    paper = run("--out", "c.emb", "--history", "p.csv", "--preset", "paper")
+    assert paper.returncode == 0, paper.stderr
+    assert "skip-gram" not in paper.stderr
+    assert "loss_skipgram" not in (tmp_path / "p.csv").read_text()
