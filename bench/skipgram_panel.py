@@ -10,7 +10,7 @@ the preset before issue 25), ``softmax`` (weight 1, the sampled softmax over V')
 
     python bench/skipgram_panel.py --graphs cora,syn-3k-mu0.7 --variants off,softmax,ns5
 
-One JSON line per run is appended to ``--out`` (default bench/results/skipgram_runs.jsonl):
+One JSON line per run is appended to ``--out`` (default docs/results/skipgram/runs.jsonl):
 graph, variant, epochs, per-epoch scores and losses, wall seconds (the machine is
 shared: compare seconds only side by side).
 """
@@ -88,7 +88,9 @@ def main(argv=None):
     ap.add_argument("--variants", default="off,softmax,ns5")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=None, help="override the budget")
-    ap.add_argument("--out", default=str(common.RESULTS / "skipgram_runs.jsonl"))
+    ap.add_argument(
+        "--out", default=str(common.REPO / "docs" / "results" / "skipgram" / "runs.jsonl")
+    )
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as workdir:
         for graph_name in a.graphs.split(","):

@@ -377,3 +377,23 @@ def test_cli_history_log_line_and_refusal_with_features(tmp_path):
     assert paper.returncode == 0, paper.stderr
     assert "skip-gram" not in paper.stderr
     assert "loss_skipgram" not in (tmp_path / "p.csv").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("negatives", FORMS)
+def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
+    """The Ray workers remap node ids to local rows; V' keeps its order and the batch
+    its stream key, so the term (and its negatives) are the same bits."""
+    from caps2ne_np.distributed import fit as fit_ray
+    from caps2ne_np.train import TrainConfig, fit
+
+    indptr, indices, _ = _partition()
+    cfg = TrainConfig(
+        **dict(SMALL_RUN, epochs=2), adam="lazy", skipgram_weight=1.0,
+        skipgram_negatives=negatives,
+    )  # fmt: skip
+    one = fit(indptr, indices, None, cfg)
+    ray = fit_ray(indptr, indices, None, cfg, workers=1, servers=2)
+    for name in ("W", "O", "bias", "X"):
+        assert np.array_equal(getattr(ray.params, name), getattr(one.params, name)), name
+    assert [h["loss"] for h in ray.history] == [h["loss"] for h in one.history]

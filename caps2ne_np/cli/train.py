@@ -376,7 +376,7 @@ class _HistoryWriter:
             result.history[-1].update(val_acc=float(r["val_mean"]), test_acc=float(r["test_mean"]))
         columns = self.COLUMNS
         if "loss_skipgram" in result.history[-1]:  # the skip-gram term: both parts of the loss
-            columns = columns[:2] + ("loss_capsule", "loss_skipgram") + columns[2:]
+            columns = columns + ("loss_capsule", "loss_skipgram")
         with atomic_write(self.path, overwrite=True) as fh:
             w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
             w.writeheader()
