@@ -6,7 +6,8 @@ same edge list written from the panel graph, read back with the package's reader
 CLI's defaults, seed 0) in this process, and scores O after every epoch (so one run
 also shows where the score peaks within the budget).  Variants: ``off`` (weight 0,
 the preset before issue 25), ``softmax`` (weight 1, the sampled softmax over V') and
-``nsK`` (weight 1, K negatives per item).  ``--epochs N`` overrides the budget.
+``nsK`` (weight 1, K negatives per item); ``@w`` sets another weight (``ns5@0.3``).
+``--epochs N`` overrides the budget.
 
     python bench/skipgram_panel.py --graphs cora,syn-3k-mu0.7 --variants off,softmax,ns5
 
@@ -36,14 +37,17 @@ from caps2ne_np.train import TrainConfig, fit  # noqa: E402
 
 
 def variant_options(name):
-    """TrainConfig options of a variant name: off, softmax, nsK."""
+    """TrainConfig options of a variant name: off, softmax, nsK, each with an optional
+    @weight (default 1): softmax@0.3, ns5@0.3."""
+    name, _, weight = name.partition("@")
+    weight = float(weight or 1.0)
     if name == "off":
         return dict(skipgram_weight=0.0)
     if name == "softmax":
-        return dict(skipgram_weight=1.0, skipgram_negatives=0)
+        return dict(skipgram_weight=weight, skipgram_negatives=0)
     if name.startswith("ns"):
-        return dict(skipgram_weight=1.0, skipgram_negatives=int(name[2:]))
-    raise SystemExit(f"unknown variant {name!r} (off, softmax, nsK)")
+        return dict(skipgram_weight=weight, skipgram_negatives=int(name[2:]))
+    raise SystemExit(f"unknown variant {name!r} (off, softmax, nsK, with @weight)")
 
 
 def run(graph_name, variant, threads, epochs, workdir):
