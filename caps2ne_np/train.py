@@ -776,10 +776,21 @@ def _kernels_cold():
     in the on-disk cache (a heuristic: a cache entry for other argument types counts)."""
     import os
 
-    from . import batch, blas, capsules, core, grads, optim, samplers, step
+    from . import batch, blas, capsules, core, grads, optim, samplers, skipgram, step
 
     try:
-        for module in (capsules, grads, core, batch, blas, optim, step, samplers, walks_mod):
+        for module in (
+            capsules,
+            grads,
+            core,
+            batch,
+            blas,
+            optim,
+            step,
+            samplers,
+            walks_mod,
+            skipgram,
+        ):
             for obj in vars(module).values():
                 if isinstance(obj, numba.core.dispatcher.Dispatcher) and not obj.signatures:
                     if not os.path.exists(obj._cache._cache_file._index_path):
