@@ -88,8 +88,6 @@ def test_history_csv_has_a_row_per_epoch_with_rate_and_accuracies(tmp_path):
         "pairs_per_s",
         "val_acc",
         "test_acc",
-        "loss_capsule",  # the skip-gram term of the converge preset (issue 25)
-        "loss_skipgram",
     ]
     for row in rows:
         assert float(row["loss"]) > 0 and float(row["pairs_per_s"]) > 0 and int(row["pairs"]) > 0

@@ -224,7 +224,10 @@ BEFORE_ISSUE_25 = {
 }
 
 
-@pytest.mark.parametrize("preset,extra", [("paper", {}), ("converge", {"skipgram_weight": 0.0})])
+@pytest.mark.parametrize(
+    "preset,extra",
+    [("paper", {}), ("converge", {"skipgram_weight": 0.0}), ("converge", {})],
+)
 def test_paper_preset_and_term_off_train_the_same_bits_as_before_the_term(preset, extra):
     import hashlib
 
@@ -256,15 +259,18 @@ def test_term_trains_logs_both_losses_and_lowers_them():
         assert h[-1]["loss_capsule"] < h[0]["loss_capsule"]
 
 
-def test_presets_fixed_features_and_feat_dim_decide_the_weight():
-    from caps2ne_np.defaults import SKIPGRAM_WEIGHT_CONVERGE
+@pytest.mark.parametrize("converge_weight", [0.0, 1.0])  # the default, and a preset with it
+def test_presets_fixed_features_and_feat_dim_decide_the_weight(converge_weight, monkeypatch):
+    from caps2ne_np import defaults
     from caps2ne_np.train import TrainConfig, resolve
+
+    monkeypatch.setitem(defaults.PRESETS["converge"], "skipgram_weight", converge_weight)
 
     def weight(fixed=False, **kw):
         return resolve(TrainConfig(**kw), 100, 1000, fixed_features=fixed)[0].skipgram_weight
 
     assert weight(preset="paper") == 0.0
-    assert weight(preset="converge") == SKIPGRAM_WEIGHT_CONVERGE
+    assert weight(preset="converge") == converge_weight
     assert weight(preset="converge", fixed=True) == 0.0  # not unless asked
     assert weight(preset="converge", feat_dim=64) == 0.0  # x_u . o_v needs d == k
     assert weight(preset="paper", skipgram_weight=0.5) == 0.5  # asked: given
@@ -359,7 +365,16 @@ def test_cli_history_log_line_and_refusal_with_features(tmp_path):
             cwd=tmp_path, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
 
-    proc = run("--out", "a.emb", "--history", "h.csv", "--skipgram-negatives", "3")
+    proc = run(
+        "--out",
+        "a.emb",
+        "--history",
+        "h.csv",
+        "--skipgram-weight",
+        "1",
+        "--skipgram-negatives",
+        "3",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "skip-gram term x 1 (3 negatives)" in proc.stderr  # the preset line
     assert "(capsule " in proc.stderr and "x skip-gram " in proc.stderr  # each epoch's line
