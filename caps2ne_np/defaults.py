@@ -38,8 +38,8 @@ SKIPGRAM_WEIGHT_CONVERGE = 0.0
 """The 'converge' preset's weight lambda of the skip-gram term (skipgram.py, issue 25):
 0, the paper's loss, because the panel said so (bench/results/skipgram.md): at weight 1
 the term gained 1.6 points on Cora and 10-12 on LFR 3k at mixing 0.7, but lost 1.1-2.0
-on Citeseer (1.0 at weight 0.3), beyond the 0.5 the adoption rule allows.  The 'paper'
-preset's is 0 too."""
+on Citeseer (1.0 at weight 0.3) and, with the softmax form, 1.25 on PPI, beyond the 0.5
+the adoption rule allows.  The 'paper' preset's is 0 too."""
 SKIPGRAM_NEGATIVES = 5
 """The skip-gram term's negatives when it is on: 5 per (context node, target), word2vec's
 negative sampling, which scored as well as or better than the sampled softmax over V' on
