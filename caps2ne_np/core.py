@@ -404,6 +404,8 @@ def loss_and_row_grads(
         return caps, out
     term = _skipgram_term(params, fw, targets, sampled, log_q_true, log_q_sampled, cfg, key)
     lam = dtype.type(cfg.skipgram_weight)
+    # the same rows as the capsule loss's: x_nodes; np.unique(V' and the targets)
+    assert np.array_equal(term["o_rows"], out["O"].rows)
     out["X"].values += lam * term["d_x"]
     out["O"].values += lam * term["d_O"]
     out["bias"].values += lam * term["d_bias"]

@@ -412,3 +412,23 @@ def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
     for name in ("W", "O", "bias", "X"):
         assert np.array_equal(getattr(ray.params, name), getattr(one.params, name)), name
     assert [h["loss"] for h in ray.history] == [h["loss"] for h in one.history]
+
+
+@pytest.mark.parametrize("negatives", FORMS)
+def test_training_with_the_term_is_the_same_on_one_and_two_threads(negatives, monkeypatch):
+    import caps2ne_np._jit as jit
+    from caps2ne_np.train import TrainConfig, fit
+
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel kernels, however small
+    indptr, indices, _ = _partition()
+    runs = [
+        fit(
+            indptr,
+            indices,
+            None,
+            TrainConfig(**SMALL_RUN, skipgram_weight=1.0, skipgram_negatives=negatives, threads=t),
+        )  # fmt: skip
+        for t in (1, 2)
+    ]
+    for name in ("W", "O", "bias", "X"):
+        assert np.array_equal(getattr(runs[0].params, name), getattr(runs[1].params, name)), name
