@@ -42,7 +42,7 @@ from numba import prange
 from ._jit import REASSOC, fast_exp, kernel
 from .blas import row_matmul, row_matmul_tn
 from .grads import _column_sums, scatter_add_rows
-from .rng import TAG_SKIPGRAM, rand_below, stream3
+from .rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
 
 # --------------------------------------------------------------------------- forward
 
@@ -344,7 +344,8 @@ def loss_and_row_grads(
     else:
         K = int(negatives)
         neg = np.empty((M, K), dtype=np.int64)
-        negative_positions(int(key[0]), int(key[1]), M, K, S, neg)
+        with quiet_wraparound():  # uint64 wrap-around, when the kernels run as Python
+            negative_positions(int(key[0]), int(key[1]), M, K, S, neg)
         d_n = np.empty((M, K), dtype=dtype)
         negative_items.for_work(M * (K + 1) * k)(
             x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, d_n
