@@ -39,6 +39,7 @@ class Batch:
     rows       BatchRows     its index (``batch_rows``), once made
     u_hat_rows (R, k)        W_i u of every row of ``rows``, when a fused W update has
                              computed them ahead (step.FusedSparseW); else None
+    key        (seed, step)  keys the skip-gram term's negatives (skipgram.py)
     """
 
     ctx: np.ndarray
@@ -48,6 +49,7 @@ class Batch:
     q_sampled: np.ndarray
     rows: "BatchRows | None" = None
     u_hat_rows: np.ndarray | None = None
+    key: tuple = (0, 0)
 
     @property
     def n_pairs(self):
@@ -387,6 +389,7 @@ class BatchStream:
             sampled,
             self.sampler.expected_count(tgt, tries),
             self.sampler.expected_count(sampled, tries),
+            key=(self.seed_sample, step),
         )
         if self.index:
             batch.rows = batch_rows(ctx, self.n_nodes, self.sparse_features)

@@ -286,7 +286,8 @@ def _check_same_run(ckpt, config, graph_hash):
             f"{ckpt['path']}: the graph or features differ from the run that wrote "
             "this checkpoint; resume with the same input"
         )
-    saved = ckpt["config"]
+    saved = dict(ckpt["config"])
+    saved.setdefault("skipgram_weight", 0.0)  # older checkpoints: the paper's loss
     diff = [
         k
         for k in saved

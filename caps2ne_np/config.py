@@ -39,12 +39,18 @@ class ModelConfig:
     routing_rule   'paper' (b_i = u_hat_i . e) or 'sabour' (b_i += u_hat_i . e)
     routing_scale  c = scale * softmax(b); None -> q - 1 (authors' code), 1.0 = paper
     grad_mode      'exact' (true gradient) or 'stop' (c treated as constant, authors' code)
+    skipgram_weight     lambda of the skip-gram term (skipgram.py); 0 = the paper's loss
+                        (the term's code does not run)
+    skipgram_negatives  0: the term's softmax is the capsule loss's sampled softmax over
+                        V'; K > 0: word2vec's negative sampling, K negatives per item
     """
 
     routing_iters: int = 1
     routing_rule: str = "paper"
     routing_scale: float | None = None
     grad_mode: str = "exact"
+    skipgram_weight: float = 0.0
+    skipgram_negatives: int = 0
 
     def scale_for(self, n_slots):
         return float(n_slots) if self.routing_scale is None else float(self.routing_scale)
@@ -113,10 +119,17 @@ class TrainConfig:
     adam: str | None = DEFAULTS["adam"]
     walk_chunk: int = DEFAULTS["walk_chunk"]
     preset: str = DEFAULTS["preset"]
+    skipgram_weight: float | None = DEFAULTS["skipgram_weight"]
+    skipgram_negatives: int = DEFAULTS["skipgram_negatives"]
 
     def model_config(self):
         return ModelConfig(
-            self.routing_iters, self.routing_rule, self.routing_scale, self.grad_mode
+            self.routing_iters,
+            self.routing_rule,
+            self.routing_scale,
+            self.grad_mode,
+            float(self.skipgram_weight or 0.0),
+            int(self.skipgram_negatives),
         )
 
     def to_dict(self):
@@ -145,7 +158,11 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
     Explicit options always win: ``epochs=N`` trains exactly N epochs."""
     name = preset_for(cfg, fixed_features)
     values, notes = {}, []
+    if cfg.skipgram_weight is None and (fixed_features or cfg.feat_dim != cfg.dim):
+        values["skipgram_weight"] = 0.0  # the term needs a trained x of size k: off
     for key, value in PRESETS[name].items():
+        if key in values:
+            continue
         if getattr(cfg, key) is None and value is not None:
             values[key] = value
     out = replace(cfg, **values)
@@ -171,7 +188,18 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         )
         + f": lr {out.lr:.3g} {out.lr_schedule}, batch {out.batch_size} walks, T = "
         f"{out.walks_per_node} {out.walks} walks per node and epoch, "
-        f"{out.adam} Adam, {out.sampler} sampler",
+        f"{out.adam} Adam, {out.sampler} sampler"
+        + (
+            f", skip-gram term x {out.skipgram_weight:g} ("
+            + (
+                f"{out.skipgram_negatives} negatives"
+                if out.skipgram_negatives
+                else "sampled softmax"
+            )
+            + ")"
+            if out.skipgram_weight
+            else ""
+        ),
     )
     return out, notes
 
@@ -263,6 +291,17 @@ def validate(cfg, n_nodes):
         math.isfinite(cfg.lr_floor) and 0 < cfg.lr_floor <= 1,
         "lr_floor",
         f"must be in (0, 1], got {cfg.lr_floor}",
+    )
+    need(
+        cfg.skipgram_weight is None
+        or (math.isfinite(cfg.skipgram_weight) and cfg.skipgram_weight >= 0),
+        "skipgram_weight",
+        f"must be a finite number >= 0, got {cfg.skipgram_weight}",
+    )
+    need(
+        int(cfg.skipgram_negatives) >= 0,
+        "skipgram_negatives",
+        f"must be >= 0, got {cfg.skipgram_negatives}",
     )
     need(
         cfg.routing_scale is None or (math.isfinite(cfg.routing_scale) and cfg.routing_scale > 0),

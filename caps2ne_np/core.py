@@ -269,7 +269,17 @@ def row_matrix(a):
 
 
 def loss_and_row_grads(
-    params, ctx, targets, sampled, q_true, q_sampled, cfg, rows=None, u_hat_rows=None
+    params,
+    ctx,
+    targets,
+    sampled,
+    q_true,
+    q_sampled,
+    cfg,
+    rows=None,
+    u_hat_rows=None,
+    key=(0, 0),
+    parts=None,
 ):
     """The batch's mean loss and the gradient of every trainable table, row-sparse:
     what training calls every step.  Nothing here costs O(N).
@@ -283,6 +293,11 @@ def loss_and_row_grads(
 
     ``rows`` / ``u_hat_rows``: the batch's index and precomputed W_i u (see
     ``forward``).  See ``loss_and_grads`` for the other arguments.
+
+    With ``cfg.skipgram_weight`` lambda > 0 the loss and gradients are those of
+    L_caps + lambda L_sg (skipgram.py; same rows); ``key`` (seed, step) keys the
+    negatives' stream of its negative-sampling form.  ``parts``, a dict or None, gets
+    ``"capsule"`` (L_caps) and ``"skipgram"`` (L_sg, 0.0 with the term off).
     """
     if cfg.grad_mode not in GRAD_MODES:
         raise ValueError(f"grad_mode must be one of {GRAD_MODES}, got {cfg.grad_mode!r}")
@@ -357,10 +372,67 @@ def loss_and_row_grads(
         d_x = np.empty_like(x)
         grads.squash_backward.for_work(6 * d_u.size)(x, d_u, d_x)
         out["X"] = RowGrad(fw["x_nodes"], d_x)
-    return float(loss.mean(dtype=np.float64)), out
+    caps = float(loss.mean(dtype=np.float64))
+    if parts is not None:
+        parts.update(capsule=caps, skipgram=0.0)
+    if not getattr(cfg, "skipgram_weight", 0.0):
+        return caps, out
+    term = _skipgram_term(params, fw, targets, sampled, log_q_true, log_q_sampled, cfg, key)
+    lam = dtype.type(cfg.skipgram_weight)
+    # the same rows as the capsule loss's: x_nodes; np.unique(V' and the targets)
+    assert np.array_equal(term["o_rows"], out["O"].rows)
+    out["X"].values += lam * term["d_x"]
+    out["O"].values += lam * term["d_O"]
+    out["bias"].values += lam * term["d_bias"]
+    if parts is not None:
+        parts["skipgram"] = term["loss"]
+    return caps + float(cfg.skipgram_weight) * term["loss"], out
 
 
-def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_out=None):
+def check_skipgram(params_like, cfg):
+    """Raise InputError (one line) when the skip-gram term cannot apply: it needs a
+    trained x (no fixed features) of the embedding's size (feat_dim == dim).
+    ``params_like``: (fixed_features, feat_dim, dim)."""
+    fixed, feat_dim, dim = params_like
+    if not cfg.skipgram_weight:
+        return
+    if fixed:
+        raise InputError(
+            "--skipgram-weight: the skip-gram term trains x, so it needs a featureless "
+            "graph (no --features); use --skipgram-weight 0 with fixed features"
+        )
+    if feat_dim != dim:
+        raise InputError(
+            f"--skipgram-weight: the skip-gram term needs --feat-dim equal to --dim "
+            f"(x_u . o_v), got feat-dim {feat_dim} and dim {dim}"
+        )
+
+
+def _skipgram_term(params, fw, targets, sampled, log_q_true, log_q_sampled, cfg, key):
+    """The skip-gram term (skipgram.loss_and_row_grads) on the forward pass's rows."""
+    from . import skipgram
+
+    check_skipgram((params.fixed_features, params.X.shape[1], params.O.shape[1]), cfg)
+    rws = fw["rows"]
+    item_x = np.ascontiguousarray(fw["x_of_row"][rws.inv].T)  # (P, I)
+    loss, d_x, o_rows, d_O, d_bias = skipgram.loss_and_row_grads(
+        fw["x"],
+        item_x,
+        params.O,
+        params.bias,
+        targets,
+        sampled,
+        log_q_true,
+        log_q_sampled,
+        negatives=int(cfg.skipgram_negatives),
+        key=key,
+    )
+    return dict(loss=loss, d_x=d_x, o_rows=o_rows, d_O=d_O, d_bias=d_bias)
+
+
+def loss_and_grads(
+    params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_out=None, key=(0, 0), parts=None
+):
     """Mean sampled-softmax loss over the batch and the gradient of every parameter,
     dense: the reference form the gradient checks (tests/test_grads.py, the PyTorch
     peer) and examples/one_step.py read.  Training calls ``loss_and_row_grads``, which
@@ -384,7 +456,9 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, grads_
             bias=np.zeros_like(params.bias),
             X=None if params.fixed_features else np.zeros_like(params.X),
         )
-    loss, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
+    loss, rg = loss_and_row_grads(
+        params, ctx, targets, sampled, q_true, q_sampled, cfg, key=key, parts=parts
+    )
     W_rows = slot_major(np.empty(params.W.shape, dtype=params.W.dtype))
     rg["W"].to_dense(row_matrix(W_rows))
     grads_out.W[...] = W_rows

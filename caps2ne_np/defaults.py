@@ -34,6 +34,18 @@ LR_FIXED_FEATURES = 1e-4
 """Default Adam lr with fixed input features (the paper's best for citation graphs)."""
 
 
+SKIPGRAM_WEIGHT_CONVERGE = 0.0
+"""The 'converge' preset's weight lambda of the skip-gram term (skipgram.py, issue 25):
+0, the paper's loss, because the panel said so (bench/results/skipgram.md): at weight 1
+the term gained 1.6 points on Cora and 10-12 on LFR 3k at mixing 0.7, but lost 1.1-2.0
+on Citeseer (1.0 at weight 0.3) and, with the softmax form, 1.25 on PPI, beyond the 0.5
+the adoption rule allows.  The 'paper' preset's is 0 too."""
+SKIPGRAM_NEGATIVES = 5
+"""The skip-gram term's negatives when it is on: 5 per (context node, target), word2vec's
+negative sampling, which scored as well as or better than the sampled softmax over V' on
+Cora, Citeseer and LFR 3k at mixing 0.7 (bench/results/skipgram.md)."""
+
+
 PRESETS = {
     # Defaults for a featureless graph, measured against DeepWalk on a panel of graphs
     # (docs/training.md, bench/results/vs_deepwalk.md): fresh walks every epoch, a peak
@@ -50,6 +62,7 @@ PRESETS = {
         walks="fresh",
         sampler="unigram",
         adam="lazy",
+        skipgram_weight=SKIPGRAM_WEIGHT_CONVERGE,
     ),
     # The authors' settings (and this project's defaults before session 5): the same
     # N*T walks every epoch, a constant rate, B = 64, dense Adam, 5 epochs.  The paper's
@@ -64,6 +77,7 @@ PRESETS = {
         walks="fixed",
         sampler="log_uniform",
         adam="dense",
+        skipgram_weight=0.0,
     ),
 }
 """Named sets of the options a preset fills (every option left None).  'auto' is
@@ -91,6 +105,7 @@ def preset_summary(name):
         f"lr {lr} {p['lr_schedule']}, batch {p['batch_size']}, T {p['walks_per_node']} "
         f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
         + (f", {p['epochs']} epochs" if p["epochs"] else "")
+        + (f", skip-gram term x {p['skipgram_weight']:g}" if p["skipgram_weight"] else "")
     )
 
 
@@ -251,6 +266,24 @@ OPTIONS = {
         low=1,
     ),
     "seed": Option(0, "int", "Seed of every random stream.", low=0),
+    "skipgram_weight": Option(
+        None,
+        "float",
+        "Weight lambda of the skip-gram term (each context node's x also predicts the "
+        "target's o_v; beyond the paper; needs --feat-dim = --dim and no --features); "
+        "0 = the paper's loss. [preset: converge "
+        f"{SKIPGRAM_WEIGHT_CONVERGE:g} (bench/results/skipgram.md), paper 0; 0 with "
+        "--features unless given]",
+        low=0,
+    ),
+    "skipgram_negatives": Option(
+        SKIPGRAM_NEGATIVES,
+        "int",
+        "Negatives of the skip-gram term: 0 = the capsule loss's sampled softmax over "
+        "V' (log-Q corrected); K > 0 = word2vec's negative sampling, K nodes of V' per "
+        "(context node, target).",
+        low=0,
+    ),
     "normalize_features": Option(
         True,
         "flag",

@@ -395,7 +395,7 @@ class BatchWorker:
         self.max_rows = max(self.max_rows, o_nodes.shape[0], x_nodes.shape[0])
         params = Params(W, O, bias, X, fixed_features=self.fixed_features)
         loss, rg = loss_and_row_grads(
-            params, ctx_local, tgt_local, sampled_local, q_true, q_sampled, self.mcfg
+            params, ctx_local, tgt_local, sampled_local, q_true, q_sampled, self.mcfg, key=batch.key
         )
         d_W_t = rg["W"].values.reshape(W.shape[0], W.shape[2], W.shape[1])  # every row
         g_o = o_nodes[rg["O"].rows]

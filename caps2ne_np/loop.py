@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from . import walks as walks_mod
 from .config import LR_TINY, learning_rate, resolve, validate
+from .core import check_skipgram
 from .errors import InputError, InputWarning
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ def prepare(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
     float32's resolution.  The notes are logged."""
     cfg, notes = resolve(cfg, n_nodes, n_edges, fixed_features=fixed_features)
     validate(cfg, n_nodes)
+    # --skipgram-weight given with --features or --feat-dim != --dim: one line
+    check_skipgram((fixed_features, cfg.feat_dim, cfg.dim), cfg.model_config())
     if checkpoint_every < 0:
         raise InputError(f"--checkpoint-every: must be >= 0, got {checkpoint_every}")
     if cfg.lr < LR_TINY:
@@ -86,6 +89,11 @@ def run_epochs(
     ``result``.  The arguments are those of ``train.fit``."""
     cfg = result.config
     state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
+    # With the skip-gram term, an engine that reports a step's two parts (L_caps, L_sg)
+    # gets both logged: L = L_caps + lambda L_sg.
+    term = bool(cfg.skipgram_weight)
+    if term:
+        state.update(caps_sum=0.0, sg_sum=0.0, part_pairs=0)
     ckpt = engine.resumed
     if ckpt is not None:
         if checkpoint_extra is not None:
@@ -131,11 +139,15 @@ def run_epochs(
                 rates = [learning_rate(cfg, cfg.lr, step0 + r, total_steps) for r in range(n)]
                 done = engine.train(epoch, b0, step0, rates)
                 loss_sum, n_pairs = state["loss_sum"], state["n_pairs"]
-                for r, (loss, pairs) in enumerate(done):  # batch order
+                for r, (loss, pairs, *parts) in enumerate(done):  # batch order
                     if not math.isfinite(loss):
                         raise diverged(f"the loss became {loss}", b0 + r)
                     loss_sum += loss * pairs
                     n_pairs += pairs
+                    if term and parts:
+                        state["caps_sum"] = state.get("caps_sum", 0.0) + parts[0] * pairs
+                        state["sg_sum"] = state.get("sg_sum", 0.0) + parts[1] * pairs
+                        state["part_pairs"] = state.get("part_pairs", 0) + pairs
                 state.update(
                     batch=b0 + n,
                     step=step0 + n,
@@ -169,6 +181,11 @@ def run_epochs(
                             epoch=f"{epoch + 1}/{cfg.epochs}",
                             lr=f"{engine.optimizer.lr:.2g}",
                             loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
+                            **(
+                                {"skip-gram": f"{state['sg_sum'] / state['part_pairs']:.4f}"}
+                                if state.get("part_pairs")
+                                else {}
+                            ),
                             pairs_s=f"{_rate(state, epoch, first):,.0f}",
                             refresh=False,
                         )  # redraws follow mininterval
@@ -185,13 +202,25 @@ def run_epochs(
                 pairs=state["n_pairs"],
                 pairs_per_s=_rate(dict(state, seconds=seconds), epoch, first),
             )
+            parts = ""
+            if state.get("part_pairs"):  # L = L_caps + lambda L_sg: both parts
+                entry.update(
+                    loss_capsule=state["caps_sum"] / state["part_pairs"],
+                    loss_skipgram=state["sg_sum"] / state["part_pairs"],
+                )
+                state.update(caps_sum=0.0, sg_sum=0.0, part_pairs=0)
+                parts = (
+                    f" (capsule {entry['loss_capsule']:.5f} + {cfg.skipgram_weight:g} x "
+                    f"skip-gram {entry['loss_skipgram']:.5f})"
+                )
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
             log.info(
-                "epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s",
+                "epoch %d/%d: loss %.5f%s, lr %.3g, %.1fs, %.0f pairs/s",
                 epoch + 1,
                 cfg.epochs,
                 entry["loss"],
+                parts,
                 entry["lr"],
                 seconds,
                 entry["pairs_per_s"],

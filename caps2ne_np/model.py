@@ -71,6 +71,8 @@ class Caps2NE(BaseEstimator):
         lr_schedule=D["lr_schedule"],
         lr_floor=D["lr_floor"],
         walks=D["walks"],
+        skipgram_weight=D["skipgram_weight"],
+        skipgram_negatives=D["skipgram_negatives"],
         engine="single",
         workers=1,
         servers=1,
@@ -101,6 +103,8 @@ class Caps2NE(BaseEstimator):
         self.lr_schedule = lr_schedule
         self.lr_floor = lr_floor
         self.walks = walks
+        self.skipgram_weight = skipgram_weight
+        self.skipgram_negatives = skipgram_negatives
         self.engine = engine  # 'ray': sharded training (distributed.py, issue 18)
         self.workers = workers
         self.servers = servers
@@ -131,6 +135,8 @@ class Caps2NE(BaseEstimator):
             lr_schedule=self.lr_schedule,
             lr_floor=self.lr_floor,
             walks=self.walks,
+            skipgram_weight=self.skipgram_weight,
+            skipgram_negatives=self.skipgram_negatives,
             threads=_threads(self.n_jobs),
             seed=_seed(self.random_state),
         )

@@ -113,6 +113,7 @@ def read_model(path):
         ) from None
     if not isinstance(config, dict):
         raise InputError(f"{path}: damaged model file (config is not a JSON object)")
+    config.setdefault("skipgram_weight", 0.0)  # older files: the paper's loss
     return dict(
         W=arrays["W"],
         O=arrays["O"],

@@ -53,6 +53,9 @@ TAG_POSITION = 2  # random target positions: stream3(seed, TAG_POSITION, key, wa
 TAG_PERMUTATION = 3  # epoch_permutation: stream2(seed, TAG_PERMUTATION, epoch)
 TAG_SAMPLER = 4  # candidate samplers: stream2(seed, TAG_SAMPLER, key)
 TAG_INFER = 5  # inference contexts (infer.py): stream3(seed, TAG_INFER, node index, z)
+TAG_SKIPGRAM = (
+    6  # the skip-gram term's negatives (skipgram.py): stream3(seed, TAG_SKIPGRAM, step, item)
+)
 
 
 def quiet_wraparound():

@@ -41,6 +41,7 @@ class TrainStep:
     def __init__(self, params, opt, mcfg, lazy=False, fused=True):
         self.params, self.opt, self.mcfg, self.lazy = params, opt, mcfg, lazy
         self.W_update = FusedSparseW() if fused and params.sparse and not lazy else None
+        self.parts = {}  # the last batch's L_caps and skip-gram term (core.loss_and_row_grads)
 
     def gradients(self, batch):
         """Forward and backward: ``(loss, grads)``, the batch's mean loss and the row-sparse
@@ -55,6 +56,8 @@ class TrainStep:
             self.mcfg,
             rows=batch.rows,
             u_hat_rows=batch.u_hat_rows,
+            key=batch.key,
+            parts=self.parts,
         )
 
     def update(self, grads, ahead=None):

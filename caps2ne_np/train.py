@@ -167,7 +167,11 @@ class LocalEngine:
                 batch = self.stream.batch(epoch, b + r, step + r)
             self.optimizer.lr = lr
             loss, grads = self.step.gradients(batch)  # forward, backward
-            out.append((loss, batch.n_pairs))
+            parts = self.step.parts  # L_caps and the skip-gram term, when it is on
+            if self.cfg.skipgram_weight:
+                out.append((loss, batch.n_pairs, parts["capsule"], parts["skipgram"]))
+            else:
+                out.append((loss, batch.n_pairs))
             if not math.isfinite(loss):
                 break
             nxt = b + r + 1
@@ -202,10 +206,11 @@ def _kernels_cold():
     in the on-disk cache (a heuristic: a cache entry for other argument types counts)."""
     import os
 
-    from . import batch, blas, capsules, core, grads, optim, samplers, step, walks
+    from . import batch, blas, capsules, core, grads, optim, samplers, skipgram, step, walks
 
+    modules = (capsules, grads, core, batch, blas, optim, step, samplers, walks, skipgram)
     try:
-        for module in (capsules, grads, core, batch, blas, optim, step, samplers, walks):
+        for module in modules:
             for obj in vars(module).values():
                 if isinstance(obj, numba.core.dispatcher.Dispatcher) and not obj.signatures:
                     if not os.path.exists(obj._cache._cache_file._index_path):

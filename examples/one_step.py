@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from caps2ne_np import capsules, grads, samplers, walks
+from caps2ne_np import capsules, grads, samplers, skipgram, walks
 from caps2ne_np.config import ModelConfig
 from caps2ne_np.core import forward, init_params, loss_and_grads, loss_and_row_grads
 from caps2ne_np.graph import from_edges
@@ -146,6 +146,29 @@ def mean_loss_of_logits(z_t, z_s, targets, sampled):
         np.ascontiguousarray(z_t), np.ascontiguousarray(z_s), targets, sampled, loss, d_t, d_s
     )
     return float(loss.mean())
+
+
+def skipgram_loss(X, O, bias, ctx, targets, sampled, log_q_true, log_q_sampled, neg=None):
+    """The skip-gram term, item by item (docs/math.md#the-skip-gram-term): the mean over
+    (pair p, slot i) of the sampled softmax of x_u . o + b - log Q over {t} and V' (hits
+    removed), or with ``neg`` (M, K) positions in V', of word2vec's negative sampling."""
+    losses = []
+    for p, t in enumerate(targets):
+        for i, u in enumerate(ctx[p]):
+            x = X[u]
+            if neg is None:
+                z = [x @ O[t] + bias[t] - log_q_true[p]]
+                z += [
+                    x @ O[s] + bias[s] - log_q_sampled[j] for j, s in enumerate(sampled) if s != t
+                ]
+                losses.append(np.log(np.sum(np.exp(z))) - z[0])
+            else:
+                item = np.log1p(np.exp(-(x @ O[t] + bias[t])))
+                for j in neg[p * ctx.shape[1] + i]:
+                    if sampled[j] != t:
+                        item += np.log1p(np.exp(x @ O[sampled[j]] + bias[sampled[j]]))
+                losses.append(item)
+    return float(np.mean(losses))
 
 
 def main():
@@ -373,6 +396,50 @@ def main():
             getattr(gr, name),
             central_diff(full_loss, getattr(params, name)),
         )
+
+    # ------------------------------------------------------------------ skip-gram term
+    section("Beyond the paper: the skip-gram term", "docs/math.md#the-skip-gram-term")
+    # x_u . o_v needs d = k: a copy of the model with trained x of size k
+    sg = init_params(N_NODES, K, K, n_slots, np.random.default_rng(SEED + 1), dtype=np.float64)
+    sg.W *= W_STD / 0.01
+    sg.X *= 3.0  # larger x: the term's logits away from 0
+    lam = 0.5
+    for negatives in (0, 2):
+        cfg_sg = ModelConfig(routing_iters=M, skipgram_weight=lam, skipgram_negatives=negatives)
+        neg = None
+        if negatives:
+            neg = np.empty((P * n_slots, negatives), dtype=np.int64)
+            skipgram.negative_positions(0, 0, P * n_slots, negatives, NUM_SAMPLED, neg)
+            show("negatives", neg, "(M, K) positions in V' (skipgram.negative_positions)")
+        parts = {}
+        L_sg, g_sg = loss_and_grads(
+            sg, ctx, targets, sampled, q_true, q_sampled, cfg_sg, parts=parts
+        )
+        form = f"{negatives} negatives per item" if negatives else "sampled softmax over V'"
+        print(
+            f"{form}: L = L_caps + {lam:g} L_sg = {parts['capsule']:.6f} + {lam:g} x "
+            f"{parts['skipgram']:.6f} = {L_sg:.6f}"
+        )
+
+        def total(neg=neg, cfg_sg=cfg_sg):
+            f = forward(sg, ctx, cfg_sg)
+            caps = mean_loss(
+                np.ascontiguousarray(f["e"]), sg.O, sg.bias, targets, sampled,
+                log_q_true, log_q_sampled,
+            )  # fmt: skip
+            return caps + lam * skipgram_loss(
+                sg.X, sg.O, sg.bias, ctx, targets, sampled, log_q_true, log_q_sampled, neg
+            )
+
+        check(f"L_sg itself ({form})", np.array(parts["skipgram"]), np.array(
+            skipgram_loss(sg.X, sg.O, sg.bias, ctx, targets, sampled, log_q_true,
+                          log_q_sampled, neg)))  # fmt: skip
+        for name in ("W", "O", "bias", "X"):
+            check(
+                f"dL/d{name} with the term ({'NS' if negatives else 'softmax'})",
+                getattr(g_sg, name),
+                central_diff(total, getattr(sg, name)),
+            )
 
     # ------------------------------------------------------------------ Adam
     section(f"One Adam step, lr = {LR:g}", "docs/math.md#adam, optim.Adam")

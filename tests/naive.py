@@ -76,6 +76,55 @@ def loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, iters, scale, 
     return sampled_softmax_loss(e, O, bias, targets, sampled, q_true, q_sampled)
 
 
+def skipgram_negatives(seed, step, n_items, n_negatives, n_sampled):
+    """(M, K) positions in V' of each item's negatives: the stream (seed, TAG_SKIPGRAM,
+    step, m) of rng.py, drawn through the kernels' Python bodies (naive_walks.pyrng)."""
+    from caps2ne_np import rng
+    from naive_walks import pyrng
+
+    out = np.empty((n_items, n_negatives), dtype=np.int64)
+    with rng.quiet_wraparound():
+        for m in range(n_items):
+            state = pyrng.stream3(seed, rng.TAG_SKIPGRAM, step, m)
+            for j in range(n_negatives):
+                state, out[m, j] = pyrng.rand_below(state, n_sampled)
+    return out
+
+
+def skipgram_loss(X, O, bias, ctx, targets, sampled, q_true, q_sampled, negatives=0, key=(0, 0)):
+    """The skip-gram term (caps2ne_np/skipgram.py), float64: the mean over pairs p and
+    slots i (item m = p I + i) of, with u = ctx[p, i] and t = targets[p],
+
+    negatives 0:  -z_t + log(exp z_t + sum_{s in V', s != t} exp z_s),
+                  z_t = x_u . o_t + b_t - log Q(t),  z_s = x_u . o_s + b_s - log Q(s)
+    negatives K:  -log sigma(x_u . o_t + b_t) - sum_j log sigma(-(x_u . o_n + b_n)),
+                  n = V'[neg[m, j]] for the K positions of ``skipgram_negatives``,
+                  a negative equal to t left out."""
+    n_pairs, n_slots = ctx.shape
+    if negatives:
+        neg = skipgram_negatives(key[0], key[1], n_pairs * n_slots, negatives, len(sampled))
+    losses = []
+    for p in range(n_pairs):
+        t = targets[p]
+        for i in range(n_slots):
+            x = X[ctx[p, i]]
+            if negatives == 0:
+                z_t = x @ O[t] + bias[t] - np.log(q_true[p])
+                zs = [z_t]
+                for j, node in enumerate(sampled):
+                    if node != t:
+                        zs.append(x @ O[node] + bias[node] - np.log(q_sampled[j]))
+                losses.append(-z_t + np.log(np.sum(np.exp(np.array(zs)))))
+            else:
+                item = np.log1p(np.exp(-(x @ O[t] + bias[t])))
+                for j in neg[p * n_slots + i]:
+                    node = sampled[j]
+                    if node != t:
+                        item += np.log1p(np.exp(x @ O[node] + bias[node]))
+                losses.append(item)
+    return float(np.mean(losses))
+
+
 def full_softmax_loss(e, O, bias, targets):
     """Mean over pairs of the full softmax cross-entropy over all N nodes."""
     z = e @ O.T + bias

@@ -118,7 +118,7 @@ def test_checkpoint_without_filled_num_sampled_resumes():
     from caps2ne_np.errors import InputError
 
     ckpt = {"path": "ck/latest.npz", "graph_hash": "h", "config": {"num_sampled": None, "dim": 8}}
-    checkpoint._check_same_run(ckpt, {"num_sampled": 59, "dim": 8}, "h")
+    checkpoint._check_same_run(ckpt, {"num_sampled": 59, "dim": 8, "skipgram_weight": 0.0}, "h")
     ckpt["config"]["num_sampled"] = 32
     with pytest.raises(InputError, match="num-sampled 32"):
-        checkpoint._check_same_run(ckpt, {"num_sampled": 59, "dim": 8}, "h")
+        checkpoint._check_same_run(ckpt, {"num_sampled": 59, "dim": 8, "skipgram_weight": 0.0}, "h")

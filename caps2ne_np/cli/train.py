@@ -361,10 +361,11 @@ class _HistoryWriter:
             self.tracker(epoch, result)
             r = self.tracker.results[-1]
             result.history[-1].update(val_acc=float(r["val_mean"]), test_acc=float(r["test_mean"]))
+        columns = self.COLUMNS
+        if "loss_skipgram" in result.history[-1]:  # the skip-gram term: both parts of the loss
+            columns = columns + ("loss_capsule", "loss_skipgram")
         with atomic_write(self.path, overwrite=True) as fh:
-            w = csv.DictWriter(
-                fh, fieldnames=self.COLUMNS, extrasaction="ignore", lineterminator="\n"
-            )
+            w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
             w.writeheader()
             for row in result.history:
                 w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})

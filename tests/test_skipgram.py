@@ -1,0 +1,442 @@
+"""The skip-gram term (caps2ne_np/skipgram.py): its loss against the float64 oracle
+(tests/naive.py), its gradients (merged with the capsule loss's) against central
+differences, weight 0 as the paper's loss bit for bit, the same bits on 1 and 2
+threads, the refusals, and training with it."""
+
+import numba
+import numpy as np
+import pytest
+
+import naive
+from caps2ne_np import skipgram
+from caps2ne_np.config import ModelConfig
+from caps2ne_np.core import Params, loss_and_grads, loss_and_row_grads
+from caps2ne_np.errors import InputError
+from cases import make_case
+
+H = 1e-6
+BAR = 1e-6
+FORMS = [0, 3]  # the sampled softmax over V'; negative sampling with K = 3
+
+
+def case(seed, n_pairs=3, n_slots=3, k=5, n_nodes=7, n_sampled=4):
+    """A make_case problem with d == k, a repeated target and a repeated context node."""
+    W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
+        seed, n_nodes, n_pairs, n_slots, k, k, n_sampled, repeat_target=True
+    )
+    ctx[0, 1] = ctx[-1, 0]  # one node in two items
+    return Params(W, O, bias, X), ctx, targets, sampled, q_true, q_sampled
+
+
+@pytest.mark.parametrize("negatives", FORMS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_term_loss_matches_the_float64_oracle(negatives, seed):
+    params, ctx, targets, sampled, q_true, q_sampled = case(seed, n_pairs=6, n_slots=4)
+    cfg = ModelConfig(skipgram_weight=0.7, skipgram_negatives=negatives)
+    key = (11, 5)
+    want = naive.skipgram_loss(
+        params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled, negatives, key
+    )
+    caps = naive.loss(
+        params.W, params.O, params.bias, params.X, ctx, targets, sampled, q_true, q_sampled,
+        1, float(ctx.shape[1]), "paper",
+    )  # fmt: skip
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        parts = {}
+        loss, _ = loss_and_grads(
+            params.astype(dtype), ctx, targets, sampled, q_true, q_sampled, cfg, key=key,
+            parts=parts,
+        )  # fmt: skip
+        np.testing.assert_allclose(parts["skipgram"], want, rtol=tol)
+        np.testing.assert_allclose(parts["capsule"], caps, rtol=tol)
+        np.testing.assert_allclose(loss, caps + 0.7 * want, rtol=tol)
+
+
+@pytest.mark.parametrize("negatives", FORMS)
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("m", [1, 2])
+def test_total_gradients_match_central_differences(negatives, seed, m):
+    """d(L_caps + lambda L_sg) for every parameter, W included (the merge is checked too)."""
+    params, ctx, targets, sampled, q_true, q_sampled = case(seed)
+    cfg = ModelConfig(routing_iters=m, skipgram_weight=0.7, skipgram_negatives=negatives)
+    key = (3, 9)
+    _, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg, key=key)
+    n_slots = float(ctx.shape[1])
+
+    def f():
+        return naive.loss(
+            params.W, params.O, params.bias, params.X, ctx, targets, sampled, q_true,
+            q_sampled, m, n_slots, "paper",
+        ) + 0.7 * naive.skipgram_loss(
+            params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled,
+            negatives, key,
+        )  # fmt: skip
+
+    for name in ("W", "O", "bias", "X"):
+        numeric = naive.numeric_grad(f, getattr(params, name), h=H)
+        assert naive.rel_error(getattr(g, name), numeric) < BAR, name
+
+
+@pytest.mark.parametrize("negatives", FORMS)
+def test_term_gradients_alone_match_central_differences(negatives):
+    """The term's own gradients (skipgram.loss_and_row_grads), away from the capsules."""
+    params, ctx, targets, sampled, q_true, q_sampled = case(4, n_pairs=4, n_slots=3)
+    x_nodes, item_x = np.unique(ctx, return_inverse=True)
+    key = (1, 2)
+
+    def run():
+        return skipgram.loss_and_row_grads(
+            params.X[x_nodes], item_x.reshape(ctx.shape), params.O, params.bias, targets,
+            sampled, np.log(q_true), np.log(q_sampled), negatives, key,
+        )  # fmt: skip
+
+    loss, d_x, o_rows, d_O, d_bias = run()
+
+    def f():
+        return naive.skipgram_loss(
+            params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled,
+            negatives, key,
+        )  # fmt: skip
+
+    assert loss == pytest.approx(f(), rel=1e-12)
+    dense = {n: np.zeros_like(getattr(params, n)) for n in ("X", "O", "bias")}
+    dense["X"][x_nodes], dense["O"][o_rows], dense["bias"][o_rows] = d_x, d_O, d_bias
+    for name in ("X", "O", "bias"):
+        numeric = naive.numeric_grad(f, getattr(params, name), h=H)
+        assert naive.rel_error(dense[name], numeric) < BAR, name
+
+
+@pytest.mark.parametrize("negatives", FORMS)
+def test_float32_kernels_agree_with_float64(negatives):
+    params, ctx, targets, sampled, q_true, q_sampled = case(5, n_pairs=8, n_slots=5, k=6)
+    cfg = ModelConfig(skipgram_weight=1.0, skipgram_negatives=negatives)
+    args = (ctx, targets, sampled, q_true, q_sampled, cfg)
+    _, g64 = loss_and_grads(params, *args)
+    _, g32 = loss_and_grads(params.astype(np.float32), *args)
+    for name in ("W", "O", "bias", "X"):
+        np.testing.assert_allclose(getattr(g32, name), getattr(g64, name), rtol=1e-4, atol=1e-6)
+
+
+def test_weight_zero_is_the_papers_loss_bit_for_bit_and_never_runs_the_term(monkeypatch):
+    params, ctx, targets, sampled, q_true, q_sampled = case(0)
+    params = params.astype(np.float32)
+    args = (params, ctx, targets, sampled, q_true, q_sampled)
+    want_loss, want = loss_and_row_grads(*args, ModelConfig())
+
+    def boom(*a, **k):
+        raise AssertionError("the skip-gram term ran with weight 0")
+
+    monkeypatch.setattr(skipgram, "loss_and_row_grads", boom)
+    loss, got = loss_and_row_grads(*args, ModelConfig(skipgram_weight=0.0, skipgram_negatives=5))
+    assert loss == want_loss
+    for name in want:
+        assert np.array_equal(got[name].rows, want[name].rows)
+        assert np.array_equal(got[name].values, want[name].values)
+    with pytest.raises(AssertionError, match="ran with weight 0"):
+        loss_and_row_grads(*args, ModelConfig(skipgram_weight=1.0))
+
+
+@pytest.mark.parametrize("negatives", FORMS)
+def test_same_bits_on_one_and_two_threads(negatives, monkeypatch):
+    import caps2ne_np._jit as jit
+
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel kernels, however small
+    params, ctx, targets, sampled, q_true, q_sampled = case(
+        7, n_pairs=40, n_slots=6, k=16, n_nodes=60, n_sampled=20
+    )
+    params = params.astype(np.float32)
+    cfg = ModelConfig(skipgram_weight=1.0, skipgram_negatives=negatives)
+    old = numba.get_num_threads()
+    runs = []
+    try:
+        for t in (1, min(2, numba.config.NUMBA_NUM_THREADS), 1):
+            numba.set_num_threads(t)
+            runs.append(
+                loss_and_row_grads(
+                    params, ctx, targets, sampled, q_true, q_sampled, cfg, key=(4, 8)
+                )
+            )
+    finally:
+        numba.set_num_threads(old)
+    (l0, g0), *rest = runs
+    for loss, g in rest:
+        assert loss == l0
+        for name in g0:
+            assert np.array_equal(g[name].values, g0[name].values), name
+
+
+def test_negatives_follow_the_key():
+    """Other (seed, step), other negatives; the same key, the same draws (the oracle's)."""
+    a = np.empty((50, 4), dtype=np.int64)
+    b = np.empty_like(a)
+    skipgram.negative_positions(1, 2, 50, 4, 9, a)
+    skipgram.negative_positions(1, 3, 50, 4, 9, b)
+    assert np.array_equal(a, naive.skipgram_negatives(1, 2, 50, 4, 9))
+    assert not np.array_equal(a, b)
+    assert a.min() >= 0 and a.max() < 9 and len(np.unique(a)) == 9
+
+
+@pytest.mark.parametrize(
+    "params_like,match",
+    [
+        ((True, 5, 5), "featureless graph"),
+        ((False, 4, 5), "--feat-dim equal to --dim"),
+    ],
+)
+def test_term_refuses_what_it_cannot_train(params_like, match):
+    from caps2ne_np.core import check_skipgram
+
+    with pytest.raises(InputError, match=match):
+        check_skipgram(params_like, ModelConfig(skipgram_weight=1.0))
+    check_skipgram(params_like, ModelConfig(skipgram_weight=0.0))  # off: nothing to refuse
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _partition():
+    import scipy.sparse as sp
+
+    from test_train import planted_partition
+
+    adj, labels = planted_partition()
+    adj = sp.csr_matrix(adj)
+    return adj.indptr.astype(np.int64), adj.indices.astype(np.int32), labels
+
+
+SMALL_RUN = dict(
+    dim=8, feat_dim=8, walk_length=5, walks_per_node=2, epochs=1, batch_size=16, num_sampled=20
+)
+# SHA-256 of O, X, W and the biases after this run, recorded from the code before issue
+# 25 (commit 76140ee): the paper preset, and the converge preset with the term off.
+BEFORE_ISSUE_25 = {
+    "paper": (
+        "2e96483d059878156b27553b6f9f04961ac80228f688bec45b74b89c51ab4b7b",
+        "29517dd07a4936be0c2521ed8c2dfa90034946ea30459874a90abf27700bb7d5",
+        "86805c6fb25ddb046d274d4b303f00decd60b2c84d32897b4379c5b3894c84f0",
+        "a5cd9dfb25ed9e4ec64df94935fea73f00945c62361abf62aabff6a3fc9cb850",
+    ),
+    "converge": (
+        "77bbf08b11dea9e7dc937ee66df8b40cd83c904eee195a23a68aab49b4c440a2",
+        "7adf828ceda5bdbe6123c02b2ff309b7c2d273322fc2f382655e7184606625ba",
+        "40d8bf1cbe7a87fc1a09d14ba6a07f75a5f5828ac67330c2b7a875b385c860bf",
+        "40eafff98da7374aad3c3acf0507d753c81358fe26678d00c718128ec523c104",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "preset,extra",
+    [("paper", {}), ("converge", {"skipgram_weight": 0.0}), ("converge", {})],
+)
+def test_paper_preset_and_term_off_train_the_same_bits_as_before_the_term(preset, extra):
+    import hashlib
+
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.train import fit
+
+    indptr, indices, _ = _partition()
+    cfg = TrainConfig(**SMALL_RUN, preset=preset, seed=3, **extra)
+    res = fit(indptr, indices, None, cfg)
+    assert res.config.skipgram_weight == 0.0
+    got = tuple(
+        hashlib.sha256(np.ascontiguousarray(getattr(res.params, n)).tobytes()).hexdigest()
+        for n in ("O", "X", "W", "bias")
+    )
+    assert got == BEFORE_ISSUE_25[preset]
+
+
+def test_term_trains_logs_both_losses_and_lowers_them():
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.train import fit
+
+    indptr, indices, _ = _partition()
+    for negatives in FORMS:
+        cfg = TrainConfig(
+            **dict(SMALL_RUN, epochs=3), skipgram_weight=1.0, skipgram_negatives=negatives
+        )
+        res = fit(indptr, indices, None, cfg)
+        h = res.history
+        assert all(e["loss"] == pytest.approx(e["loss_capsule"] + e["loss_skipgram"]) for e in h)
+        assert h[-1]["loss_skipgram"] < h[0]["loss_skipgram"]
+        assert h[-1]["loss_capsule"] < h[0]["loss_capsule"]
+
+
+@pytest.mark.parametrize("converge_weight", [0.0, 1.0])  # the default, and a preset with it
+def test_presets_fixed_features_and_feat_dim_decide_the_weight(converge_weight, monkeypatch):
+    from caps2ne_np import defaults
+    from caps2ne_np.config import TrainConfig, resolve
+
+    monkeypatch.setitem(defaults.PRESETS["converge"], "skipgram_weight", converge_weight)
+
+    def weight(fixed=False, **kw):
+        return resolve(TrainConfig(**kw), 100, 1000, fixed_features=fixed)[0].skipgram_weight
+
+    assert weight(preset="paper") == 0.0
+    assert weight(preset="converge") == converge_weight
+    assert weight(preset="converge", fixed=True) == 0.0  # not unless asked
+    assert weight(preset="converge", feat_dim=64) == 0.0  # x_u . o_v needs d == k
+    assert weight(preset="paper", skipgram_weight=0.5) == 0.5  # asked: given
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(skipgram_weight=1.0, feat_dim=4), "--feat-dim equal to --dim"),
+        (dict(skipgram_weight=-1.0), "--skipgram-weight: must be a finite number >= 0"),
+        (dict(skipgram_weight=1.0, skipgram_negatives=-2), "--skipgram-negatives: must be >= 0"),
+    ],
+)
+def test_fit_refuses_bad_term_settings_in_one_line(kwargs, match):
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.train import fit
+
+    indptr, indices, _ = _partition()
+    with pytest.raises(InputError, match=match) as err:
+        fit(indptr, indices, None, TrainConfig(**dict(SMALL_RUN, **kwargs)))
+    assert "\n" not in str(err.value)
+
+
+def test_fit_refuses_the_term_with_fixed_features():
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.train import fit
+
+    indptr, indices, _ = _partition()
+    X = np.random.default_rng(0).random((indptr.shape[0] - 1, 8)).astype(np.float32)
+    with pytest.raises(InputError, match="featureless graph"):
+        fit(indptr, indices, None, TrainConfig(**SMALL_RUN, skipgram_weight=1.0), features=X)
+    res = fit(indptr, indices, None, TrainConfig(**SMALL_RUN, preset="converge"), features=X)
+    assert res.config.skipgram_weight == 0.0
+
+
+def test_resume_with_another_weight_is_refused_and_old_checkpoints_mean_weight_zero(tmp_path):
+    from caps2ne_np import checkpoint
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.train import fit
+
+    indptr, indices, _ = _partition()
+    cfg = TrainConfig(**SMALL_RUN, skipgram_weight=1.0)
+    fit(indptr, indices, None, cfg, checkpoint_dir=tmp_path)
+    with pytest.raises(InputError, match=r"--skipgram-weight 1 \(now 0\.5\)"):
+        fit(
+            indptr, indices, None, TrainConfig(**dict(SMALL_RUN, epochs=2), skipgram_weight=0.5),
+            resume_from=tmp_path,
+        )  # fmt: skip
+    ckpt = checkpoint.load(tmp_path)
+    del ckpt["config"]["skipgram_weight"]  # as written before issue 25
+    with pytest.raises(InputError, match="--skipgram-weight 0"):
+        checkpoint.check_compatible(ckpt, cfg.to_dict(), ckpt["graph_hash"])
+
+
+def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
+    import json
+
+    from caps2ne_np.io import load_npz, save_npz
+    from caps2ne_np.model import Caps2NE
+
+    indptr, indices, _ = _partition()
+    import scipy.sparse as sp
+
+    adj = sp.csr_matrix((np.ones(indices.shape[0]), indices, indptr))
+    model = Caps2NE(**SMALL_RUN, skipgram_weight=0.5, skipgram_negatives=3).fit(adj)
+    model.save(tmp_path / "m.npz")
+    back = Caps2NE.load(tmp_path / "m.npz")
+    assert (back.skipgram_weight, back.skipgram_negatives) == (0.5, 3)
+    arrays = load_npz(tmp_path / "m.npz")
+    config = json.loads(str(arrays["config"]))
+    del config["skipgram_weight"], config["skipgram_negatives"]  # a file from before
+    arrays["config"] = np.asarray(json.dumps(config))
+    save_npz(tmp_path / "old.npz", overwrite=True, **arrays)
+    assert Caps2NE.load(tmp_path / "old.npz").skipgram_weight == 0.0
+
+
+def test_cli_history_log_line_and_refusal_with_features(tmp_path):
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    indptr, indices, _ = _partition()
+    rows = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    keep = rows < indices
+    (tmp_path / "g.txt").write_text(
+        "".join(f"{u} {v}\n" for u, v in zip(rows[keep], indices[keep]))
+    )
+    cli = str(Path(__file__).resolve().parents[1] / "cli.py")
+
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, cli, "train", "--graph", "g.txt", "--dim", "8", "--feat-dim", "8",
+             "--walks-per-node", "2", "--epochs", "2", *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    proc = run(
+        "--out",
+        "a.emb",
+        "--history",
+        "h.csv",
+        "--skipgram-weight",
+        "1",
+        "--skipgram-negatives",
+        "3",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "skip-gram term x 1 (3 negatives)" in proc.stderr  # the preset line
+    assert "(capsule " in proc.stderr and "x skip-gram " in proc.stderr  # each epoch's line
+    with open(tmp_path / "h.csv") as fh:
+        hist = list(csv.DictReader(fh))
+    assert len(hist) == 2
+    for r in hist:
+        total = float(r["loss_capsule"]) + float(r["loss_skipgram"])
+        assert float(r["loss"]) == pytest.approx(total, rel=1e-5)
+    np.save(tmp_path / "x.npy", np.ones((indptr.shape[0] - 1, 4), dtype=np.float32))
+    bad = run("--out", "b.emb", "--features", "x.npy", "--skipgram-weight", "1")
+    assert bad.returncode != 0
+    assert "featureless graph" in bad.stderr and "Traceback" not in bad.stderr
+    paper = run("--out", "c.emb", "--history", "p.csv", "--preset", "paper")
+    assert paper.returncode == 0, paper.stderr
+    assert "skip-gram" not in paper.stderr
+    assert "loss_skipgram" not in (tmp_path / "p.csv").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("negatives", FORMS)
+def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
+    """The Ray workers remap node ids to local rows; V' keeps its order and the batch
+    its stream key, so the term (and its negatives) are the same bits."""
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.distributed import fit as fit_ray
+    from caps2ne_np.train import fit
+
+    indptr, indices, _ = _partition()
+    cfg = TrainConfig(
+        **dict(SMALL_RUN, epochs=2), adam="lazy", skipgram_weight=1.0,
+        skipgram_negatives=negatives,
+    )  # fmt: skip
+    one = fit(indptr, indices, None, cfg)
+    ray = fit_ray(indptr, indices, None, cfg, workers=1, servers=2)
+    for name in ("W", "O", "bias", "X"):
+        assert np.array_equal(getattr(ray.params, name), getattr(one.params, name)), name
+    assert [h["loss"] for h in ray.history] == [h["loss"] for h in one.history]
+
+
+@pytest.mark.parametrize("negatives", FORMS)
+def test_training_with_the_term_is_the_same_on_one_and_two_threads(negatives, monkeypatch):
+    import caps2ne_np._jit as jit
+    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.train import fit
+
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel kernels, however small
+    indptr, indices, _ = _partition()
+    runs = [
+        fit(
+            indptr,
+            indices,
+            None,
+            TrainConfig(**SMALL_RUN, skipgram_weight=1.0, skipgram_negatives=negatives, threads=t),
+        )  # fmt: skip
+        for t in (1, 2)
+    ]
+    for name in ("W", "O", "bias", "X"):
+        assert np.array_equal(getattr(runs[0].params, name), getattr(runs[1].params, name)), name
