@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from caps2ne_np.downloads import (
-    FILES,
-    UPSTREAM,
     FETCH_DEADLINE,
+    FILES,
     SIZES,
+    UPSTREAM,
     data_mirror,
     default_data_dir,
     download,

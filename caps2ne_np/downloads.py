@@ -20,38 +20,63 @@ UPSTREAM = (
     "bb9dc9f2a2eb8a40d193473c5c3424084e0918ed/"
 )
 
-# path inside the data folder, size in bytes ('-': not recorded), SHA-256
 _SHA256 = """
-planetoid/ind.cora.allx             257305 9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543
-planetoid/ind.cora.ally              47959 2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71
-planetoid/ind.cora.graph             59847 58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d
-planetoid/ind.cora.test.index         5000 297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875
-planetoid/ind.cora.tx               148025 b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a
-planetoid/ind.cora.ty                28135 41f5ac76596a1699cc33f53084a2419e92961c42bb75f36fc38e616d348532ad
-planetoid/ind.citeseer.allx         595021 2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668
-planetoid/ind.citeseer.ally          55623 f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95
-planetoid/ind.citeseer.graph         61987 d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7
-planetoid/ind.citeseer.test.index     5000 2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4
-planetoid/ind.citeseer.tx           260321 539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21
-planetoid/ind.citeseer.ty            24135 55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce
-planetoid/ind.pubmed.allx                - 508e538e2abdccdd54c4d3e9f49d638b4af7107d85845f66ddea5a5152658b7e
-planetoid/ind.pubmed.ally           224739 0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e
-planetoid/ind.pubmed.graph          471808 5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9
-planetoid/ind.pubmed.test.index       6000 b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5
-planetoid/ind.pubmed.tx             405505 4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d
-planetoid/ind.pubmed.ty              12135 ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd
-multilabel/PPI.mat                 1014752 8a32b88b0576276f02d7aaa3fd282e8617a3e6db8d39abb6212a283363bf1183
-multilabel/POS.mat                 2318552 b40977b48dec1d5016af0f6d5d2bce6f1c1037ccab948c2bbe324cea16754835
-multilabel/blogcatalog.mat         1255783 d4f4fb89ce1ccd4b7e2a183386c000773cc9362cc61f1be5b246a6d9c259da8f
+planetoid/ind.cora.allx           9419ba2f26f5c35243db64aba110e0f35a04851609e0dc5433450676ca6b8543
+planetoid/ind.cora.ally           2b998f5cc7fedc86e7f97ca2498f47a1ffc1462c29e2d578b23bf3f62b6e7d71
+planetoid/ind.cora.graph          58f13302f39dde8852dad6fe6d15b89b077b6d7f837626bce671ef80344b383d
+planetoid/ind.cora.test.index     297ce89af2b51a6a194181c7dbe1796c6a1cf9cd9349a88383b1b1e227867875
+planetoid/ind.cora.tx             b9afbaa4a400df991f6f02ef677e1e44da55ffc04801fd02f9e673987829226a
+planetoid/ind.cora.ty             41f5ac76596a1699cc33f53084a2419e92961c42bb75f36fc38e616d348532ad
+planetoid/ind.citeseer.allx       2ac30345d95c9ec933a817ee0bdd6a5f077f8c184a20e696910192d534414668
+planetoid/ind.citeseer.ally       f704b2d986dde6c2669934de1f3ae5696a6cf9455c0f6b2646a2d135ea0a1c95
+planetoid/ind.citeseer.graph      d79a4ef9d3e7169aee8946145f6b7306e35bc79bffad26346cfb94e10e9912a7
+planetoid/ind.citeseer.test.index 2af990671580b6b2df5d158d1038f8292e30c9cd821b5453f399659b25b723d4
+planetoid/ind.citeseer.tx         539a8906a2da97628d212f2fdd668c109a8b3f0d36574b59e5d3fd5b5303da21
+planetoid/ind.citeseer.ty         55e5bd1ba1e733a04598753ad1a8d57957f4b8f89e74519f41f4f4938767e4ce
+planetoid/ind.pubmed.allx         508e538e2abdccdd54c4d3e9f49d638b4af7107d85845f66ddea5a5152658b7e
+planetoid/ind.pubmed.ally         0c37bbe3b5014ec365e9d393cf4791925e5ed94fb194305d74f064a8d7b50f0e
+planetoid/ind.pubmed.graph        5b89f0036ca22909471f1e6558eb42fa06e0c730a577bde5b058b40638f81dc9
+planetoid/ind.pubmed.test.index   b101d421688bbaecbd82e8a18f1e282378d6830f3a37666f28ebc47f844341b5
+planetoid/ind.pubmed.tx           4eb5f5d0f30f26497eb0ac6ac9719d09c67e284f1ed0385c93f3ef27a671da3d
+planetoid/ind.pubmed.ty           ee2e0d4819d9fbcc403689c3bf2e49face401b605932f093bc58ab6461130fdd
+multilabel/PPI.mat                8a32b88b0576276f02d7aaa3fd282e8617a3e6db8d39abb6212a283363bf1183
+multilabel/POS.mat                b40977b48dec1d5016af0f6d5d2bce6f1c1037ccab948c2bbe324cea16754835
+multilabel/blogcatalog.mat        d4f4fb89ce1ccd4b7e2a183386c000773cc9362cc61f1be5b246a6d9c259da8f
 """
-_ROWS = [line.split() for line in _SHA256.strip().split("\n")]
+# sizes in bytes ('-': not recorded)
+_SIZES = """
+planetoid/ind.cora.allx             257305
+planetoid/ind.cora.ally              47959
+planetoid/ind.cora.graph             59847
+planetoid/ind.cora.test.index         5000
+planetoid/ind.cora.tx               148025
+planetoid/ind.cora.ty                28135
+planetoid/ind.citeseer.allx         595021
+planetoid/ind.citeseer.ally          55623
+planetoid/ind.citeseer.graph         61987
+planetoid/ind.citeseer.test.index     5000
+planetoid/ind.citeseer.tx           260321
+planetoid/ind.citeseer.ty            24135
+planetoid/ind.pubmed.allx                -
+planetoid/ind.pubmed.ally           224739
+planetoid/ind.pubmed.graph          471808
+planetoid/ind.pubmed.test.index       6000
+planetoid/ind.pubmed.tx             405505
+planetoid/ind.pubmed.ty              12135
+multilabel/PPI.mat                 1014752
+multilabel/POS.mat                 2318552
+multilabel/blogcatalog.mat         1255783
+"""
 #: path inside the data folder -> (path in the upstream repository, SHA-256 of the file)
 FILES = {
     rel: (rel.replace("planetoid/", "data/").replace("multilabel/", "graph/"), sha)
-    for rel, _, sha in _ROWS
+    for rel, sha in (line.split() for line in _SHA256.strip().split("\n"))
 }
 #: path inside the data folder -> size in bytes, or None where the registry has none
-SIZES = {rel: None if size == "-" else int(size) for rel, size, _ in _ROWS}
+SIZES = {
+    rel: None if size == "-" else int(size)
+    for rel, size in (line.split() for line in _SIZES.strip().split("\n"))
+}
 #: a download of a file without a recorded size stops beyond this many bytes
 MAX_UNKNOWN_SIZE = 64 << 20
 #: seconds a whole fetch may take (every file of a data set), beside the per-read timeout

@@ -195,11 +195,12 @@ def _read_stream(source: str) -> bytes:
             if total > cap:
                 from caps2ne_np.errors import format_bytes
 
+                after = " after decompression" if suffix in COMPRESSED else ""
                 _fail(
                     name,
                     None,
-                    f"more than {format_bytes(cap)} of text{' after decompression' if suffix else ''}"
-                    f": reading it needs about {READER_BYTES_PER_BYTE} times that, more memory "
+                    f"more than {format_bytes(cap)} of text{after}: reading it needs about "
+                    f"{READER_BYTES_PER_BYTE} times that, more memory "
                     "than is available (RAM, cgroup limit, ulimit -v)",
                     "is this the right file? otherwise read it on a machine with more memory",
                 )
