@@ -314,7 +314,10 @@ def test_stream_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(graph, "max_stream_bytes", lambda: 100)
     monkeypatch.setattr(graph, "_STREAM_CHUNK", 64)
     (tmp_path / "g.txt.gz").write_bytes(gzip.compress(GRAPH.encode() * 20))
-    with pytest.raises(GraphFormatError, match="more than 100 bytes of text after decompression: reading it needs about 20 times"):
+    with pytest.raises(
+        GraphFormatError,
+        match="more than 100 bytes of text after decompression: reading it needs about 20 times",
+    ):
         read_graph(tmp_path / "g.txt.gz")
 
 
