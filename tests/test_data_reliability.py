@@ -375,3 +375,20 @@ def test_perf_smoke_without_its_data_is_one_line(tmp_path):
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("bench/perf.py:")]
     assert len(lines) == 1 and "needs the cora data set ('caps2ne fetch-data cora')" in lines[0]
+
+
+def test_the_cli_turns_memory_error_into_one_line(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np import datasets as ds_module
+    from caps2ne_np.cli import cli as main
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(ds_module, "fetch", out_of_memory)
+    result = CliRunner().invoke(main, ["fetch-data", "cora", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: out of memory"), result.output
+    assert "internal error" not in result.output
