@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from benchdata import DATA, needs_data
+from caps2ne_np.datasets import dataset_files
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
@@ -133,3 +136,68 @@ def test_the_skip_reason_points_to_no_shared_data_folder(name):
     assert not [
         s for s in strings if "shared/data" in s and "fetch-data" not in s and "beside" not in s
     ]
+
+
+# ---- issue 26, item 6: the suite on a user's machine
+
+
+def test_the_session_data_folder_is_a_temporary_copy():
+    import tempfile
+
+    from caps2ne_np.datasets import data_mirror, default_data_dir
+
+    data = os.environ["CAPS2NE_DATA"]
+    assert default_data_dir() == data and Path(data).is_relative_to(tempfile.gettempdir())
+    assert "://" not in data_mirror()  # a local folder: no test downloads
+
+
+PARTIAL = """
+from benchdata import needs_data
+from caps2ne_np.datasets import load_dataset
+
+
+@needs_data("cora")
+def test_cora():
+    assert load_dataset("cora").n_nodes == 2708
+
+
+@needs_data("citeseer")
+def test_citeseer():
+    load_dataset("citeseer")
+
+
+def test_scale_smoke_like():  # what bench/scale.py did: try BlogCatalog, offline
+    try:
+        load_dataset("blogcatalog")
+    except ValueError:
+        pass
+"""
+
+
+@needs_data("cora")
+def test_a_cache_holding_only_cora_runs_cora_skips_citeseer_and_stays_unchanged(tmp_path):
+    cache = tmp_path / "home" / ".cache" / "caps2ne_np"
+    for rel in dataset_files("cora"):
+        (cache / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(DATA / rel, cache / rel)
+    before = sorted((p.relative_to(cache), p.read_bytes()) for p in cache.rglob("*") if p.is_file())
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for name in ("conftest.py", "benchdata.py"):
+        shutil.copyfile(TESTS / name, folder / name)
+    (folder / "test_partial.py").write_text(PARTIAL)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAPS2NE_DATA") and k != "CI"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-o", "markers=needs_data"]
+        + [str(folder)],
+        cwd=tmp_path,
+        env=dict(env, PYTHONPATH=str(ROOT), HOME=str(tmp_path / "home"), XDG_CACHE_HOME=""),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout + proc.stderr
+    assert "test_cora PASSED" in out and "test_citeseer SKIPPED" in out, out
+    assert "test_scale_smoke_like PASSED" in out and proc.returncode == 0, out
+    after = sorted((p.relative_to(cache), p.read_bytes()) for p in cache.rglob("*") if p.is_file())
+    assert after == before and not (cache / "multilabel").exists()
