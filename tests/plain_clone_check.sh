@@ -50,12 +50,12 @@ run() {  # run NAME: the README's test command, then check the cache is unchange
     before="$(snapshot)"
     echo "== run $1: cache holds: $(cd "$cache" 2>/dev/null && find . -type f | sort | tr '\n' ' ')" >&2
     # shellcheck disable=SC2086
-    python -m pytest -q ${PYTEST_ARGS:-}
+    python -m pytest -q ${PYTEST_ARGS:-} || { echo "FAIL: run $1: pytest failed" >&2; status=1; }
     after="$(snapshot)"
     if [ "$before" != "$after" ]; then
         echo "FAIL: run $1 changed the user's cache $cache:" >&2
         diff <(echo "$before") <(echo "$after") >&2 || true
-        exit 1
+        status=1
     fi
     local others
     others="$(find "$HOME" -path "$cache" -prune -o -type f -print)"
@@ -63,9 +63,10 @@ run() {  # run NAME: the README's test command, then check the cache is unchange
         echo "note: files in HOME outside the cache after run $1:" >&2
         echo "$others" >&2
     fi
-    echo "== run $1: passed, cache unchanged" >&2
+    [ "$before" != "$after" ] || echo "== run $1: cache unchanged" >&2
 }
 
+status=0
 mkdir -p "$cache"
 run 1-empty-cache
 if [ -n "$cora_from" ]; then
@@ -77,3 +78,4 @@ if [ -n "$cora_from" ]; then
 else
     echo "== run 2 skipped: no Cora to put in the cache (set CAPS2NE_DATA_MIRROR)" >&2
 fi
+exit "$status"
