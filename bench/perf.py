@@ -45,6 +45,7 @@ from caps2ne_np.batch import Batch, batch_rows
 from caps2ne_np.config import ModelConfig
 from caps2ne_np.core import init_params
 from caps2ne_np.datasets import default_data_dir, load_dataset
+from caps2ne_np.errors import InputError
 from caps2ne_np.graph import from_scipy
 from caps2ne_np.optim import Adam
 from caps2ne_np.samplers import make_sampler
@@ -130,7 +131,13 @@ def feature_input(csr, mode):
 
 def load_problem(cfg):
     """Graph CSR (as the estimator builds it), row-normalised features or None, and walks."""
-    ds = load_dataset(cfg["dataset"], default_data_dir())
+    try:
+        ds = load_dataset(cfg["dataset"], default_data_dir())
+    except InputError as err:  # e.g. offline without BlogCatalog: one line, not a traceback
+        raise SystemExit(
+            f"bench/perf.py: needs the {cfg['dataset']} data set "
+            f"('caps2ne fetch-data {cfg['dataset']}'): {err}"
+        ) from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Citeseer's self loops are dropped, as in fit
         g = from_scipy(ds.adj)

@@ -39,12 +39,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from caps2ne_np.downloads import (
+    FETCH_DEADLINE,
     FILES,
+    SIZES,
     UPSTREAM,
     data_mirror,
     default_data_dir,
     download,
+    matches_registry,
     mirror_has,
+    refetch_command,
     sha256_file,
 )
 from caps2ne_np.errors import InputError, InputWarning
@@ -67,6 +71,8 @@ __all__ = [
     "dataset_files",
     "default_data_dir",
     "fetch",
+    "check_files",
+    "SIZES",
     "paper_splits",
     "sha256_file",
     "load_planetoid",
@@ -169,18 +175,54 @@ def available(name: str, data_dir=None, *, features: bool = True, network: bool 
     return True
 
 
-def fetch(name: str, data_dir=None, *, features: bool = True, timeout: float = 60.0) -> str:
+def check_files(name: str, data_dir=None, *, features: bool = True) -> list[str]:
+    """The files of ``name`` that are missing from ``data_dir`` or differ from the registry
+    (size or SHA-256: modified, truncated, another version), as keys of :data:`FILES`.
+
+    InputError when a directory stands where a file should be."""
+    base = Path(data_dir if data_dir is not None else default_data_dir())
+    todo = []
+    for rel in dataset_files(name, features=features):
+        path = base / rel
+        if path.is_dir():
+            raise InputError(
+                f"{path}: a directory where the file {path.name} should be; remove or rename it, "
+                f"then run '{refetch_command(name, base)}'"
+            )
+        if not path.is_file():
+            todo.append(rel)
+        elif not matches_registry(path, rel):
+            log.warning(
+                "%s: differs from the registry's copy (size or SHA-256: modified or truncated)",
+                path,
+            )
+            todo.append(rel)
+    return todo
+
+
+def fetch(
+    name: str,
+    data_dir=None,
+    *,
+    features: bool = True,
+    timeout: float = 60.0,
+    deadline: float = FETCH_DEADLINE,
+) -> str:
     """Make sure the files of benchmark set ``name`` are in ``data_dir``; return ``data_dir``.
 
-    Each missing file is copied from :func:`data_mirror` or downloaded from the authors'
-    repository (:data:`UPSTREAM`), checked against the SHA-256 in :data:`FILES`, and
-    stored as ``data_dir/<planetoid|multilabel>/<file>`` (written to a temporary name,
-    then renamed, so an interrupted download leaves nothing half-written). Files
-    already there are used as they are. Without network, :class:`InputError` says
-    which file to put where.
+    Each file that is missing, or differs from the registry (size and SHA-256 in
+    :data:`SIZES` / :data:`FILES`: a modified or truncated copy), is copied from
+    :func:`data_mirror` or downloaded from the authors' repository (:data:`UPSTREAM`),
+    checked against the SHA-256, and stored as ``data_dir/<planetoid|multilabel>/<file>``
+    (written to a temporary name, then renamed, so an interrupted download leaves
+    nothing half-written).  ``timeout`` bounds each read, ``deadline`` (seconds) the
+    whole fetch.  Without network, :class:`InputError` says which file to put where.
     """
+    import time
+
     base = Path(data_dir if data_dir is not None else default_data_dir())
-    missing = [rel for rel in dataset_files(name, features=features) if not (base / rel).is_file()]
+    missing = check_files(name, base, features=features)
+    stop = time.monotonic() + deadline
     for k, rel in enumerate(missing):
         more = [Path(r).name for r in missing[k + 1 :]]
         hint = ""
@@ -188,7 +230,7 @@ def fetch(name: str, data_dir=None, *, features: bool = True, timeout: float = 6
             hint += f" (then the same for {', '.join(more)})"
         if rel.endswith(("allx", ".tx")):
             hint += "; or load it without features (--featureless, features=False)"
-        download(rel, base / rel, timeout, hint)
+        download(rel, base / rel, timeout, hint, deadline=stop)
     return str(base)
 
 
@@ -238,6 +280,25 @@ def _subdir(data_dir, sub: str) -> Path:
     return base / sub if (base / sub).is_dir() else base
 
 
+def _root(folder: Path, sub: str) -> Path:
+    """The data root of ``folder`` (its parent when it is the ``sub`` folder)."""
+    return folder.parent if folder.name == sub else folder
+
+
+def _refetch_hint(err: InputError, name: str, folder: Path, rels) -> InputError:
+    """``err``, plus how to fetch the originals again when a file named as a registry file
+    in ``folder`` differs from it (a damaged download, not the user's own file)."""
+    for rel in rels:
+        path = folder / Path(rel).name
+        if path.is_file() and not matches_registry(path, rel):
+            cmd = refetch_command(name, _root(folder, rel.split("/")[0]))
+            return InputError(
+                f"{err}; {path.name} differs from the original (modified or truncated): "
+                f"fetch it again with '{cmd}'"
+            )
+    return err
+
+
 # --------------------------------------------------------------------------- Planetoid
 
 
@@ -278,7 +339,10 @@ def load_planetoid(name: str, data_dir=None, *, features: bool = True, splits=No
             f"unknown Planetoid dataset {name!r}; choose one of {', '.join(PLANETOID_NAMES)}"
         )
     pdir = _subdir(data_dir, "planetoid")
-    adj, feats, labels, n = planetoid.read(name, pdir, features)
+    try:
+        adj, feats, labels, n = planetoid.read(name, pdir, features)
+    except InputError as err:
+        raise _refetch_hint(err, name, pdir, dataset_files(name, features=features)) from None
     if splits is None:
         auto = pdir.parent / "splits" / f"{name}.json"
         splits = auto if auto.is_file() else paper_splits(name)
@@ -314,6 +378,14 @@ def load_mat(path_or_name, data_dir=None) -> Dataset:
     else:
         path = Path(path_or_name)
         name = path.stem.lower()
+    rel = f"multilabel/{path.name}"
+    registry = rel in FILES and path.is_file() and not matches_registry(path, rel)
+    fix = (
+        f"it differs from the original {path.name}: fetch it again with "
+        f"'{refetch_command(name, _root(path.parent, 'multilabel'))}'"
+        if registry
+        else "save it with scipy.io.savemat or MATLAB -v7"
+    )
     try:
         mat = scipy.io.loadmat(str(path))
     except FileNotFoundError:
@@ -322,8 +394,8 @@ def load_mat(path_or_name, data_dir=None) -> Dataset:
         ) from None
     except Exception as err:
         raise InputError(
-            f"{path}: not a readable MATLAB 5 .mat file ({type(err).__name__}: {err}); "
-            "save it with scipy.io.savemat or MATLAB -v7"
+            f"{path}: not a readable MATLAB 5 .mat file ({type(err).__name__}: "
+            f"{' '.join(str(err).split())}); {fix}"
         ) from None
     for var in ("network", "group"):
         if var not in mat:
@@ -388,14 +460,30 @@ def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -
     """Load a benchmark set by name: cora, citeseer, pubmed, ppi, pos, blogcatalog, cora-bundled.
 
     ``data_dir`` defaults to :func:`default_data_dir` (``$CAPS2NE_DATA``, else the user's
-    cache folder). With ``download`` (the default) files missing there are fetched
-    first (:func:`fetch`: a mirror or the authors' repository, SHA-256 checked).
+    cache folder). Every file is checked against the registry's size and SHA-256
+    first (once per process and file version); with ``download`` (the default) files
+    missing there or differing are fetched (:func:`fetch`: a mirror or the authors'
+    repository), without it a differing file is an InputError that says how to
+    fetch it again.
     ``kwargs`` go to :func:`load_planetoid` (``features=False``, ``splits=``) for the
     Planetoid sets. ``cora-bundled`` needs no data directory.
     """
     key = str(name).lower()
-    if download and key in PLANETOID_NAMES + tuple(MAT_FILES):
-        data_dir = fetch(key, data_dir, features=kwargs.get("features", True))
+    if key in PLANETOID_NAMES + tuple(MAT_FILES):
+        if download:
+            data_dir = fetch(key, data_dir, features=kwargs.get("features", True))
+        else:
+            base = Path(data_dir if data_dir is not None else default_data_dir())
+            bad = [
+                rel
+                for rel in check_files(key, base, features=kwargs.get("features", True))
+                if (base / rel).is_file()
+            ]
+            if bad:
+                raise InputError(
+                    f"{base / bad[0]}: differs from the original file (size or SHA-256: modified "
+                    f"or truncated); fetch it again with '{refetch_command(key, base)}'"
+                )
     if key in PLANETOID_NAMES:
         return load_planetoid(key, data_dir, **kwargs)
     if kwargs:

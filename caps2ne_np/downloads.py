@@ -43,11 +43,44 @@ multilabel/PPI.mat                8a32b88b0576276f02d7aaa3fd282e8617a3e6db8d39ab
 multilabel/POS.mat                b40977b48dec1d5016af0f6d5d2bce6f1c1037ccab948c2bbe324cea16754835
 multilabel/blogcatalog.mat        d4f4fb89ce1ccd4b7e2a183386c000773cc9362cc61f1be5b246a6d9c259da8f
 """
+# sizes in bytes ('-': not recorded)
+_SIZES = """
+planetoid/ind.cora.allx             257305
+planetoid/ind.cora.ally              47959
+planetoid/ind.cora.graph             59847
+planetoid/ind.cora.test.index         5000
+planetoid/ind.cora.tx               148025
+planetoid/ind.cora.ty                28135
+planetoid/ind.citeseer.allx         595021
+planetoid/ind.citeseer.ally          55623
+planetoid/ind.citeseer.graph         61987
+planetoid/ind.citeseer.test.index     5000
+planetoid/ind.citeseer.tx           260321
+planetoid/ind.citeseer.ty            24135
+planetoid/ind.pubmed.allx                -
+planetoid/ind.pubmed.ally           224739
+planetoid/ind.pubmed.graph          471808
+planetoid/ind.pubmed.test.index       6000
+planetoid/ind.pubmed.tx             405505
+planetoid/ind.pubmed.ty              12135
+multilabel/PPI.mat                 1014752
+multilabel/POS.mat                 2318552
+multilabel/blogcatalog.mat         1255783
+"""
 #: path inside the data folder -> (path in the upstream repository, SHA-256 of the file)
 FILES = {
     rel: (rel.replace("planetoid/", "data/").replace("multilabel/", "graph/"), sha)
     for rel, sha in (line.split() for line in _SHA256.strip().split("\n"))
 }
+#: path inside the data folder -> size in bytes, or None where the registry has none
+SIZES = {
+    rel: None if size == "-" else int(size)
+    for rel, size in (line.split() for line in _SIZES.strip().split("\n"))
+}
+#: a download of a file without a recorded size stops beyond this many bytes
+MAX_UNKNOWN_SIZE = 64 << 20
+#: seconds a whole fetch may take (every file of a data set), beside the per-read timeout
+FETCH_DEADLINE = 900.0
 
 
 def default_data_dir() -> str:
@@ -108,9 +141,69 @@ def sha256_file(path) -> str:
     return digest.hexdigest()
 
 
-def download(rel: str, dest: Path, timeout: float, hint: str = "") -> None:
+_VERDICTS: dict = {}  # (path, size, mtime_ns, inode) -> True when the SHA-256 matched
+
+
+def matches_registry(path, rel: str) -> bool:
+    """True if the file at ``path`` is the registry's ``rel``: its size and SHA-256 match
+    :data:`SIZES` and :data:`FILES`.  The verdict is kept per process, keyed by the
+    file's size, mtime and inode, so a file is hashed once until it changes."""
+    st = os.stat(path)
+    key = (os.fspath(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _VERDICTS:
+        size = SIZES[rel]
+        _VERDICTS[key] = (size is None or st.st_size == size) and sha256_file(path) == FILES[rel][1]
+    return _VERDICTS[key]
+
+
+def refetch_command(name: str, data_dir) -> str:
+    """The command that downloads ``name`` again into ``data_dir`` (repairing what differs)."""
+    where = "" if os.fspath(data_dir) == default_data_dir() else f" --data-dir {data_dir}"
+    return f"caps2ne fetch-data {name}{where}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # another user's process (or a number no process has): leave the file
+    return True
+
+
+def remove_stale_parts(dest: Path) -> list:
+    """Delete ``.<name>.<pid>.part`` files beside ``dest`` whose process has died (a fetch
+    killed with ``kill -9`` leaves one); return the paths removed."""
+    removed = []
+    for part in dest.parent.glob(f".{dest.name}.*.part"):
+        pid = part.name[len(dest.name) + 2 : -len(".part")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            try:
+                part.unlink()
+                removed.append(part)
+            except OSError:
+                pass
+    return removed
+
+
+def not_writable(folder, err) -> InputError:
+    """The one-line error for a data folder where a file cannot be written."""
+    return InputError(
+        f"{folder}: the data folder is not writable ({getattr(err, 'strerror', None) or err}); "
+        "pass a writable --data-dir (data_dir=) or set CAPS2NE_DATA"
+    )
+
+
+def download(rel: str, dest: Path, timeout: float, hint: str = "", deadline=None) -> None:
     """Copy ``rel`` (a key of :data:`FILES`) from the mirror or GitHub to ``dest``, SHA-256
-    checked, through a temporary name; InputError says how to place it by hand."""
+    checked, through a temporary name; InputError says how to place it by hand.
+
+    ``timeout`` bounds each read; ``deadline`` (a ``time.monotonic()`` value) the whole
+    download, checked after every read, so a trickling server cannot keep it alive.  At
+    most :data:`SIZES` ``[rel] + 1`` bytes are read (a copy that is too long stops
+    there).  Temporary files of killed fetches (``.<name>.<pid>.part``) are removed."""
+    import time
     import urllib.error
     import urllib.request
 
@@ -119,30 +212,57 @@ def download(rel: str, dest: Path, timeout: float, hint: str = "") -> None:
     mirror = data_mirror()
     url = _mirror_url(mirror, rel) if mirror is not None else canonical
     by_hand = f"download {canonical} (SHA-256 {sha}) and put it at {dest}"
+    if dest.is_dir():
+        raise InputError(
+            f"{dest}: a directory where the file {dest.name} should be; remove or rename it"
+        )
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InputError(
-            f"{dest.parent}: cannot create the data folder ({err.strerror or err}); "
-            "pass a writable --data-dir or set CAPS2NE_DATA"
-        ) from None
+        raise not_writable(dest.parent, err) from None
+    remove_stale_parts(dest)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    try:
+        out = open(tmp, "wb")
+    except OSError as err:
+        raise not_writable(dest.parent, err) from None
+    limit = (SIZES[rel] if SIZES[rel] is not None else MAX_UNKNOWN_SIZE) + 1
     log.info("downloading %s to %s", url, dest)
     try:
-        digest = hashlib.sha256()
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as fh:
-            for block in iter(lambda: response.read(1 << 20), b""):
+        digest, total = hashlib.sha256(), 0
+        with out, urllib.request.urlopen(url, timeout=timeout) as response:
+            read = getattr(response, "read1", response.read)  # what has arrived, not 1 MiB
+            while True:
+                block = read(min(1 << 20, limit - total))
+                if not block:
+                    break
+                total += len(block)
                 digest.update(block)
-                fh.write(block)
+                out.write(block)
+                if total >= limit:
+                    raise InputError(
+                        f"{url}: more than the {limit - 1} bytes of {rel} (stopped reading; a "
+                        f"wrong or corrupt copy); {by_hand}"
+                    )
+                if deadline is not None and time.monotonic() > deadline:
+                    raise InputError(
+                        f"{url}: download not finished in time ({total} bytes so far; a slow or "
+                        f"stalled server); retry later, or {by_hand}"
+                    )
         if digest.hexdigest() != sha:
             raise InputError(
                 f"{url}: SHA-256 {digest.hexdigest()} differs from the expected {sha} "
                 f"(corrupt or changed copy); {by_hand}"
             )
-        os.replace(tmp, dest)
+        try:
+            os.replace(tmp, dest)
+        except OSError as err:
+            raise not_writable(dest.parent, err) from None
     except (urllib.error.URLError, OSError, ValueError) as err:
         if isinstance(err, InputError):
             raise
+        if isinstance(err, OSError) and err.filename is not None and str(tmp) in str(err.filename):
+            raise not_writable(dest.parent, err) from None
         reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
         where = f"the mirror {mirror}" if mirror is not None else "GitHub"
         raise InputError(

@@ -32,9 +32,22 @@ def check_int(name, value, low, high=None):
     return value
 
 
-def available_memory():
-    """Bytes of memory this process may still allocate: MemAvailable (Linux), else the
-    physical memory; None when neither is known."""
+CGROUP_ROOT = "/sys/fs/cgroup"
+"""Where the cgroup files are read from (tests point it at a folder of fake ones)."""
+
+
+def _read_int(path):
+    """The integer in a one-line file, None when absent, unreadable or 'max'."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _meminfo_available():
+    """MemAvailable of /proc/meminfo (Linux), else the physical memory; None if unknown."""
     import os
 
     try:
@@ -48,6 +61,52 @@ def available_memory():
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def _cgroup_available():
+    """The cgroup's memory limit less its usage (v2 ``memory.max`` / ``memory.current``,
+    v1 ``memory/memory.limit_in_bytes`` / ``memory.usage_in_bytes``); None without a limit."""
+    import os
+
+    for limit, usage in (
+        ("memory.max", "memory.current"),
+        ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"),
+    ):
+        cap = _read_int(os.path.join(CGROUP_ROOT, limit))
+        if cap is not None and cap < 1 << 60:  # v1 writes 'no limit' as a huge number
+            used = _read_int(os.path.join(CGROUP_ROOT, usage)) or 0
+            return max(0, cap - used)
+    return None
+
+
+def _rlimit_available():
+    """RLIMIT_AS (``ulimit -v``) less this process's address space (VmSize); None if unset."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    size = 0
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    size = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return max(0, soft - size)
+
+
+def available_memory():
+    """Bytes of memory this process may still allocate: the least of MemAvailable (Linux;
+    else the physical memory), the cgroup's limit less its usage (a container), and
+    ``ulimit -v`` less the address space in use; None when none is known."""
+    known = [
+        n for n in (_meminfo_available(), _cgroup_available(), _rlimit_available()) if n is not None
+    ]
+    return min(known) if known else None
 
 
 def format_bytes(n):

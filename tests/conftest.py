@@ -1,5 +1,10 @@
+import atexit
 import os
+import re
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -7,53 +12,133 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 
-def _fetch_benchmark_data():
-    """Copy the benchmark sets from a local mirror ($CAPS2NE_DATA_MIRROR, or shared/data
-    beside the checkout) into datasets.default_data_dir(), checking every SHA-256: the
-    download path of datasets.fetch, offline.  Nothing happens without a local mirror;
-    tests that need the data then skip (tests/benchdata.py)."""
-    from caps2ne_np import datasets
-    from caps2ne_np.errors import InputError
+def _session_data():
+    """Give the test session its own data folder and a local (or empty) mirror.
 
-    mirror = datasets.data_mirror()
-    if mirror is None or mirror.startswith(("http://", "https://")):
-        return
-    for name in datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES):
-        for features in (True, False):  # Pubmed's allx is missing from shared/data
-            if datasets.available(name, features=features):
-                try:
-                    datasets.fetch(name, features=features)
-                except InputError as err:
-                    print(f"conftest: {err}", file=sys.stderr)
+    Every registry file found in a local mirror ($CAPS2NE_DATA_MIRROR when it is a
+    folder or file:// URL, or shared/data beside the checkout) or in the user's data
+    folder ($CAPS2NE_DATA, else ~/.cache/caps2ne_np) is copied, if its SHA-256 matches,
+    into a temporary folder that becomes $CAPS2NE_DATA for this process and every
+    process it starts; $CAPS2NE_DATA_MIRROR becomes the local mirror or an empty folder.
+    So no test writes into the user's folders or downloads anything, and a test that
+    needs a file nobody has skips (tests/benchdata.py).  Returns the sources used."""
+    from caps2ne_np import downloads
+
+    mirror = downloads.data_mirror()
+    if mirror is not None and mirror.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        mirror = unquote(urlparse(mirror).path)
+    local = mirror if mirror is not None and "://" not in mirror else None
+    sources = [Path(p) for p in (local, downloads.default_data_dir()) if p]
+    tmp = Path(tempfile.mkdtemp(prefix="caps2ne_tests_"))
+    pid = os.getpid()
+    atexit.register(lambda: os.getpid() == pid and shutil.rmtree(tmp, ignore_errors=True))
+    data, empty = tmp / "data", tmp / "no-mirror"
+    empty.mkdir()
+    for rel in downloads.FILES:
+        for src in sources:
+            if (src / rel).is_file() and downloads.matches_registry(src / rel, rel):
+                (data / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src / rel, data / rel)
                 break
+    os.environ["CAPS2NE_DATA"] = str(data)
+    os.environ["CAPS2NE_DATA_MIRROR"] = str(local or empty)
+    return sources, local
 
 
-_fetch_benchmark_data()
+SOURCES, LOCAL_MIRROR = _session_data()
+
+
+# ---------------------------------------------------------------- skips: data and CI
+CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PROVIDED = set(os.environ.get("CAPS2NE_CI_PROVIDES", "data gensim networkx pandas ray").split())
+"""What .ci/run installs or fetches ($CAPS2NE_CI_PROVIDES): in CI a test skipped for lack
+of one of these fails instead."""
+_DATA_SKIPS = []
+
+
+def _needed_sets(item, marker):
+    """(dataset names, features) a ``needs_data`` marker asks for (the test's ``name``
+    parameter when the marker names none)."""
+    from caps2ne_np.datasets import NAMES
+
+    names = list(marker.args)
+    if not names:
+        param = getattr(getattr(item, "callspec", None), "params", {}).get("name")
+        names = [param] if param in NAMES else ["cora"]
+    return names, marker.kwargs.get("features", True)
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip the tests marked ``needs_data`` when the benchmark data are absent."""
-    from benchdata import REASON, have
+    """Skip each ``needs_data`` test whose files are not in the session's data folder
+    (in CI, fail it instead, unless .ci/run's mirror lacks those files too)."""
+    from benchdata import missing, skip_reason
 
-    if have():
-        return
-    skip = pytest.mark.skip(reason=REASON)
     for item in items:
-        if item.get_closest_marker("needs_data") is not None:
-            item.add_marker(skip)
+        marker = item.get_closest_marker("needs_data")
+        if marker is None:
+            continue
+        names, features = _needed_sets(item, marker)
+        reason = skip_reason(names, features)
+        if reason is None:
+            continue
+        _DATA_SKIPS.append(item.nodeid)
+        item.add_marker(pytest.mark.skip(reason=reason))
+        if CI and "data" in PROVIDED:
+            held = [r for r in missing(names, features) if any((s / r).is_file() for s in SOURCES)]
+            if held or LOCAL_MIRROR is None:
+                what = ", ".join(held) if held else "a data mirror (CAPS2NE_DATA_MIRROR)"
+                item.user_properties.append(("ci_must_run", f"data: {what}"))
+
+
+def _ci_provided_reason(item, reason):
+    """What .ci/run provides that a skip with ``reason`` says is missing, or None."""
+    for key, why in item.user_properties:
+        if key == "ci_must_run":
+            return why
+    for package in sorted(PROVIDED - {"data"}):
+        if re.search(rf"(?<![\w.]){re.escape(package)}(?![\w])", reason):
+            return package
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In CI (CI=true), a skip for a package or data that .ci/run provides is a failure."""
+    outcome = yield
+    report = outcome.get_result()
+    if not CI or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    what = _ci_provided_reason(item, reason)
+    if what is not None:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"CI=true: skipped ({reason}), but .ci/run provides {what} "
+            f"(CAPS2NE_CI_PROVIDES={' '.join(sorted(PROVIDED))})"
+        )
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The long explanation of the data skips, once."""
+    from benchdata import HOWTO
+
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if r.nodeid in set(_DATA_SKIPS)]
+    if skipped:
+        terminalreporter.write_sep("-", "benchmark data")
+        terminalreporter.write_line(f"{len(skipped)} tests skipped without benchmark data. {HOWTO}")
 
 
 @pytest.fixture(scope="module")
 def ray_local():
     """A local Ray instance (2 CPUs) for one test module, shut down after it if this
-    fixture started it; skips without ray, or where Ray is installed but cannot start."""
+    fixture started it; skips without ray.  A Ray that is installed but fails to start is
+    an error of the test, not a skip."""
     ray = pytest.importorskip("ray")
     from caps2ne_np.distributed import start_ray
 
-    try:
-        started = start_ray(num_cpus=2)
-    except Exception as err:  # noqa: BLE001 -- a machine where Ray cannot start (no shm, ...)
-        pytest.skip(f"Ray is installed but could not start here: {err}")
+    started = start_ray(num_cpus=2)
     yield ray
     if started:
         ray.shutdown()

@@ -658,10 +658,12 @@ def test_bad_splits_in_evaluate(run, eval_files, split, what):
     )
 
 
-def test_evaluate_single_label_needs_splits(run, eval_files):
-    assert_error(
-        run("evaluate", "-e", "e.txt", "--labels", "l.txt"),
-        "single-label evaluation needs --splits",
+def test_evaluate_single_label_without_splits_uses_random_splits(run, eval_files):
+    # issue 26, item 20: seeded random splits (half the labelled nodes), said on stderr
+    result = run("evaluate", "-e", "e.txt", "--labels", "l.txt")
+    assert result.exit_code == 0, result.output
+    assert "note: no --splits or --train-fraction: scoring on 10 random stratified splits" in (
+        result.output
     )
 
 

@@ -33,7 +33,7 @@ def smoke_run(script, stem, results):
 
 
 @pytest.mark.slow
-@needs_data
+@needs_data("cora", "blogcatalog")
 def test_perf_bench_smoke_runs_and_writes_its_table(tmp_path):
     data, md = smoke_run("perf.py", "perf_ci_smoke", tmp_path)
     assert data and "| config |" in md
@@ -44,7 +44,7 @@ def test_perf_bench_smoke_runs_and_writes_its_table(tmp_path):
         assert all(r["impl"][r["best_peer"]]["adam_ms"] > 0 for r in with_peer)
 
 
-@needs_data
+@needs_data("cora")
 def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
     out = tmp_path / "t.json"
     proc = subprocess.run(
@@ -76,14 +76,14 @@ def test_reproduce_script_runs_one_tiny_epoch(tmp_path):
 
 
 @pytest.mark.slow
-@needs_data
+@needs_data("cora")
 def test_inductive_bench_smoke_runs(tmp_path):
     _, md = smoke_run("inductive.py", "inductive_ci_smoke", tmp_path)
     assert "| cora |" in md
 
 
 @pytest.mark.slow
-@needs_data
+@needs_data("citeseer")
 def test_feature_dim_bench_smoke_runs(tmp_path):
     data, md = smoke_run("feature_dim.py", "feature_dim_ci_smoke", tmp_path)
     assert [r["d"] for r in data["rows"]] == [128, 256]

@@ -31,7 +31,7 @@ def run(args, cwd, **env):
     )
 
 
-@needs_data
+@needs_data("cora")
 def test_train_dataset_cora_from_files_placed_by_hand(tmp_path):
     data = tmp_path / "my-data"
     for rel in datasets.dataset_files("cora"):
@@ -61,7 +61,7 @@ def test_train_dataset_cora_from_files_placed_by_hand(tmp_path):
     assert ids[:3] == ["0", "1", "2"] and emb.shape == (2708, 8) and np.isfinite(emb).all()
 
 
-@needs_data
+@needs_data("ppi")
 def test_fetch_data_fills_the_user_cache(tmp_path):
     cache = tmp_path / "xdg"
     env = dict(XDG_CACHE_HOME=str(cache), CAPS2NE_DATA_MIRROR=str(DATA))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from benchdata import DATA, REASON, needs_data
+from benchdata import DATA, REASON, have, needs_data
 from caps2ne_np import datasets, planetoid
 from caps2ne_np.datasets import (
     default_data_dir,
@@ -113,7 +113,7 @@ def test_planetoid_assembly_matches_naive_recipe(name):
     assert ds.splits is None
 
 
-@needs_data
+@needs_data("citeseer")
 def test_citeseer_has_the_15_unlabelled_zero_feature_nodes():
     ds = load_planetoid("citeseer", DATA)
     assert np.flatnonzero(ds.labels < 0).tolist() == CITESEER_UNLABELLED
@@ -121,7 +121,7 @@ def test_citeseer_has_the_15_unlabelled_zero_feature_nodes():
     assert np.all(np.diff(ds.adj.indptr)[CITESEER_UNLABELLED] >= 1)  # not isolated
 
 
-@needs_data
+@needs_data(features=False)
 @pytest.mark.parametrize(
     "name,n_train,n_classes", [("cora", 140, 7), ("citeseer", 120, 6), ("pubmed", 60, 3)]
 )
@@ -139,7 +139,7 @@ def test_splits_sizes_disjoint_and_balanced(name, n_train, n_classes):
 @pytest.fixture
 def pubmed_without_allx(tmp_path):
     """A Planetoid folder with every Pubmed file except allx (symlinks), plus the splits."""
-    if not (DATA / "planetoid" / "ind.pubmed.graph").is_file():
+    if not have("pubmed", features=False):
         pytest.skip(REASON)
     (tmp_path / "planetoid").mkdir()
     for part in ("x", "y", "tx", "ty", "ally", "graph", "test.index"):
@@ -149,7 +149,7 @@ def pubmed_without_allx(tmp_path):
     return tmp_path
 
 
-@needs_data
+@needs_data("pubmed", features=False)
 def test_pubmed_without_allx_names_the_missing_file(pubmed_without_allx):
     with pytest.raises(InputError, match=r"ind\.pubmed\.allx: file not found.*features=False"):
         load_planetoid("pubmed", pubmed_without_allx)
@@ -157,7 +157,7 @@ def test_pubmed_without_allx_names_the_missing_file(pubmed_without_allx):
         load_dataset("pubmed", pubmed_without_allx)
 
 
-@needs_data
+@needs_data("pubmed", features=False)
 def test_pubmed_featureless_mode(pubmed_without_allx):
     ds = load_dataset("pubmed", pubmed_without_allx, features=False)
     assert ds.features is None and ds.n_nodes == 19717
@@ -250,7 +250,7 @@ def test_mat_counts_match_readme(name, n, n_labels, nnz, label_nnz, loops):
     assert (ds.adj != ds.adj.T).nnz == 0
 
 
-@needs_data
+@needs_data("pos")
 def test_pos_keeps_edge_weights():
     ds = load_mat(DATA / "multilabel" / "POS.mat")
     assert ds.name == "pos"
@@ -481,7 +481,7 @@ def test_registry_covers_every_file_the_loaders_read():
                 assert datasets.sha256_file(DATA / rel) == sha, rel
 
 
-@needs_data
+@needs_data("cora")
 @pytest.mark.parametrize("as_url", [False, True])
 def test_fetch_copies_from_a_local_mirror_and_checks_sha256(monkeypatch, tmp_path, as_url):
     monkeypatch.setenv("CAPS2NE_DATA_MIRROR", DATA.resolve().as_uri() if as_url else str(DATA))
@@ -495,7 +495,7 @@ def test_fetch_copies_from_a_local_mirror_and_checks_sha256(monkeypatch, tmp_pat
     assert ds.n_nodes == 2708 and ds.features.shape == (2708, 1433) and len(ds.splits) == 10
 
 
-@needs_data
+@needs_data("ppi")
 def test_fetch_over_http_from_a_loopback_server(monkeypatch, tmp_path):
     import functools
     import http.server
@@ -561,7 +561,17 @@ def test_files_placed_by_hand_are_used_without_any_download(monkeypatch, tmp_pat
         {"network": sp.csc_matrix(np.ones((3, 3)) - np.eye(3)), "group": sp.csc_matrix(np.eye(3))},
     )
     assert datasets.available("ppi", tmp_path / "cache")
-    assert load_dataset("ppi", tmp_path / "cache").n_nodes == 3  # not its hash: the user's own copy
+    # a file under a registry name is checked against the registry (issue 26, item 1): a
+    # copy that differs is fetched again, or refused with the command that fetches it ...
+    with pytest.raises(InputError, match=r"PPI\.mat: cannot get it from the mirror"):
+        load_dataset("ppi", tmp_path / "cache")
+    with pytest.raises(
+        InputError,
+        match=r"PPI\.mat: differs from the original file .*'caps2ne fetch-data ppi --data-dir ",
+    ):
+        load_dataset("ppi", tmp_path / "cache", download=False)
+    # ... while load_mat reads a user's own .mat file as it is
+    assert load_mat(tmp_path / "cache" / "multilabel" / "PPI.mat").n_nodes == 3
 
 
 def test_paper_splits_ship_with_the_package():
@@ -600,7 +610,7 @@ def test_bundled_cora_files_parse():
     assert len(ds.splits) == 10 and ds.splits[0]["train"].size == 140
 
 
-@needs_data
+@needs_data("cora")
 def test_bundled_cora_equals_planetoid_cora():
     bundled, full = load_dataset("cora-bundled"), load_planetoid("cora", DATA)
     assert (bundled.adj != full.adj).nnz == 0

@@ -1,6 +1,8 @@
 """Evaluation protocols against scikit-learn's own functions and hand-worked toy cases."""
 
+import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -331,3 +333,56 @@ def test_multilabel_select_epoch_rejects_bad_arguments(kwargs, needle):
     args.update(kwargs)
     with pytest.raises(ValueError, match=needle):
         multilabel_select_epoch(**args)
+
+
+# ---- issue 26, item 20: evaluate's JSON and its default splits
+
+
+def _two_class_files(tmp_path, n=40):
+    rng = np.random.default_rng(0)
+    rows = [
+        f"n{i} " + " ".join(f"{x:.4f}" for x in rng.standard_normal(4) + 2 * (i % 2))
+        for i in range(n)
+    ]
+    (tmp_path / "e.emb").write_text(f"{n} 4\n" + "\n".join(rows) + "\n")
+    (tmp_path / "l.txt").write_text("".join(f"n{i} {i % 2}\n" for i in range(n)))
+
+
+def _evaluate(tmp_path, *args):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    runner = CliRunner()
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    with runner.isolated_filesystem(temp_dir=tmp_path):
+        _two_class_files(Path.cwd())
+        result = runner.invoke(cli, ["evaluate", "-e", "e.emb", "--labels", "l.txt", *args])
+        text = Path("r.json").read_text() if Path("r.json").exists() else None
+    return result, text
+
+
+def test_evaluate_json_writes_null_for_a_missing_score(tmp_path):
+    result, text = _evaluate(
+        tmp_path, "--train-fraction", "0.5", "--shuffles", "2", "--json", "r.json"
+    )
+    assert result.exit_code == 0, result.output
+    assert "NaN" not in text
+    data = json.loads(text)  # strict JSON: NaN would not parse with parse_constant raising
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert data[0]["val_mean"] is None and data[0]["val"] == [None, None]
+    assert 0.5 <= data[0]["test_mean"] <= 1.0
+
+
+def test_evaluate_labels_without_splits_uses_seeded_random_splits_and_says_so(tmp_path):
+    result, text = _evaluate(tmp_path, "--shuffles", "3", "--json", "r.json")
+    assert result.exit_code == 0, result.output
+    assert "note: no --splits or --train-fraction: scoring on 3 random stratified splits" in (
+        result.output
+    )
+    again, text_again = _evaluate(tmp_path / "again", "--shuffles", "3", "--json", "r.json")
+    assert text == text_again  # seeded: the same splits, the same scores
+    explicit, text_explicit = _evaluate(
+        tmp_path / "explicit", "--shuffles", "3", "--train-fraction", "0.5", "--json", "r.json"
+    )
+    assert text_explicit == text  # the default is --train-fraction 0.5

@@ -23,6 +23,8 @@ def _names_data(node):
 
 def _marked(fn):
     for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call):  # needs_data("cora", ...)
+            dec = dec.func
         if isinstance(dec, ast.Name) and dec.id == "needs_data":
             return True
         if isinstance(dec, ast.Attribute) and dec.attr == "needs_data":  # pytest.mark.needs_data
@@ -67,6 +69,10 @@ def test_through_fixture(folder):
 
 @needs_data
 def test_marked():
+    load(DATA)
+
+@needs_data("cora", features=False)
+def test_marked_with_sets():
     load(DATA)
 
 def test_no_data(tmp_path):

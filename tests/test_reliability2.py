@@ -314,7 +314,10 @@ def test_stream_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(graph, "max_stream_bytes", lambda: 100)
     monkeypatch.setattr(graph, "_STREAM_CHUNK", 64)
     (tmp_path / "g.txt.gz").write_bytes(gzip.compress(GRAPH.encode() * 20))
-    with pytest.raises(GraphFormatError, match="more than 100 bytes from a stream"):
+    with pytest.raises(
+        GraphFormatError,
+        match="more than 100 bytes of text after decompression: reading it needs about 20 times",
+    ):
         read_graph(tmp_path / "g.txt.gz")
 
 
@@ -631,8 +634,7 @@ def test_unwritable_outputs_are_found_before_training(run, tmp_path, args, where
 
 
 @pytest.mark.skipif(
-    not os.path.isdir("/sys") or os.access("/sys", os.W_OK) is False,
-    reason="needs /sys, a folder no one may create files in",
+    not os.path.isdir("/sys"), reason="needs /sys, a folder no one may create files in"
 )
 def test_unwritable_model_out_is_found_before_out_is_written(run, tmp_path):
     try:

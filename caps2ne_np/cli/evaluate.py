@@ -8,6 +8,23 @@ from . import options as opt
 from .files import check_outputs
 from .run import jsonable, reset_logging, run, wrote
 
+DEFAULT_TRAIN_FRACTION = 0.5
+"""Single-label data without --splits or --train-fraction: random stratified splits
+training on this fraction of the labelled nodes (--shuffles of them, seeded by --seed)."""
+
+
+def json_safe(obj):
+    """``obj`` with every NaN or infinite float as None (JSON null; NaN is not JSON)."""
+    import math
+
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
 
 @click.command(context_settings=opt.CONTEXT)
 @click.option(
@@ -111,7 +128,7 @@ def evaluate(
     DeepWalk protocol (top-k labels, micro/macro-F1) over random shuffles; with
     several files the epoch is also chosen by cross-validation on each training part.
     Single-label without splits: --train-fraction F draws --shuffles random
-    stratified splits.
+    stratified splits (seeded by --seed); without it too, F = 0.5, and the run says so.
     """
     if (dataset is None) == (labels_path is None):
         raise click.UsageError("give exactly one of --dataset and --labels")
@@ -276,11 +293,20 @@ def _evaluate(
                     "several -e files: choosing the epoch needs validation nodes; "
                     "add --val-fraction (e.g. 0.1)"
                 )
-        if splits is None:
-            raise InputError(
-                "single-label evaluation needs --splits (a JSON list of "
-                "{train, val, test} node-id lists) or --train-fraction F for "
-                "random stratified splits"
+        if splits is None:  # neither --splits nor --train-fraction: seeded random splits
+            if len(emb_paths) > 1 and not val_fraction:
+                raise InputError(
+                    "several -e files: choosing the epoch needs validation nodes; give "
+                    "--splits, or --train-fraction with --val-fraction (e.g. 0.1)"
+                )
+            splits = random_splits(
+                labels, DEFAULT_TRAIN_FRACTION, shuffles, val_fraction=val_fraction, seed=seed
+            )
+            click.echo(
+                f"note: no --splits or --train-fraction: scoring on {shuffles} random stratified "
+                f"splits training on {DEFAULT_TRAIN_FRACTION:g} of the labelled nodes "
+                f"(--seed {seed}); pass --splits or --train-fraction to choose",
+                err=True,
             )
         results = [
             classify_splits(e, labels, splits, C=C, multinomial=classifier == "lbfgs") for e in embs
@@ -294,7 +320,7 @@ def _evaluate(
         click.echo(format_table(r), err=to_stderr)
     if json_out:
         with atomic_write(json_out, overwrite=overwrite) as fh:
-            json.dump([jsonable(r) for r in results], fh, indent=1)
+            json.dump([json_safe(jsonable(r)) for r in results], fh, indent=1, allow_nan=False)
             fh.write("\n")
         wrote(json_out, "results")
 

@@ -77,6 +77,18 @@ def run(debug, fn, *args, **kwargs):
             if debug:
                 raise
             raise Failure(one_line(err)) from None
+        except MemoryError:
+            if debug:
+                raise
+            from ..errors import available_memory, format_bytes
+
+            free = available_memory()
+            raise Failure(
+                "out of memory"
+                + (f" ({format_bytes(free)} available to this process)" if free is not None else "")
+                + "; use smaller inputs or options, or a machine (ulimit -v, container limit) "
+                "with more memory"
+            ) from None
         except KeyboardInterrupt as err:
             term = isinstance(err, Terminated)
             done = f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN else "no output was written"
