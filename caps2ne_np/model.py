@@ -70,6 +70,11 @@ class Caps2NE(BaseEstimator):
         lr_schedule=D["lr_schedule"],
         lr_floor=D["lr_floor"],
         walks=D["walks"],
+        spectral=D["spectral"],
+        spectral_dim=D["spectral_dim"],
+        prone_order=D["prone_order"],
+        prone_mu=D["prone_mu"],
+        prone_theta=D["prone_theta"],
         engine="single",
         workers=1,
         servers=1,
@@ -100,6 +105,11 @@ class Caps2NE(BaseEstimator):
         self.lr_schedule = lr_schedule
         self.lr_floor = lr_floor
         self.walks = walks
+        self.spectral = spectral  # ProNE start (spectral.py): none, features, init, init_xo
+        self.spectral_dim = spectral_dim
+        self.prone_order = prone_order
+        self.prone_mu = prone_mu
+        self.prone_theta = prone_theta
         self.engine = engine  # 'ray': sharded training (distributed.py, issue 18)
         self.workers = workers
         self.servers = servers
@@ -130,6 +140,11 @@ class Caps2NE(BaseEstimator):
             lr_schedule=self.lr_schedule,
             lr_floor=self.lr_floor,
             walks=self.walks,
+            spectral=self.spectral,
+            spectral_dim=self.spectral_dim,
+            prone_order=self.prone_order,
+            prone_mu=self.prone_mu,
+            prone_theta=self.prone_theta,
             threads=_threads(self.n_jobs),
             seed=_seed(self.random_state),
         )

@@ -90,6 +90,10 @@ class TrainConfig:
                          walks every epoch (walk w of epoch e is keyed by (seed, e, w))
     walk_chunk           walks per chunk when counting node frequencies for the unigram
                          sampler (walks are otherwise generated per batch, never stored)
+    spectral             'none', 'features' (ProNE as fixed x), 'init' (ProNE starts x),
+                         'init_xo' (x and O): spectral.start
+    spectral_dim         d of --spectral features (None: feat_dim)
+    prone_order, prone_mu, prone_theta   ProNE's Chebyshev order and filter (spectral.py)
     """
 
     dim: int = DEFAULTS["dim"]
@@ -116,6 +120,11 @@ class TrainConfig:
     adam: str | None = DEFAULTS["adam"]
     walk_chunk: int = DEFAULTS["walk_chunk"]
     preset: str = DEFAULTS["preset"]
+    spectral: str = DEFAULTS["spectral"]
+    spectral_dim: int | None = DEFAULTS["spectral_dim"]
+    prone_order: int = DEFAULTS["prone_order"]
+    prone_mu: float = DEFAULTS["prone_mu"]
+    prone_theta: float = DEFAULTS["prone_theta"]
 
     def model_config(self):
         return ModelConfig(
@@ -444,8 +453,15 @@ def fit(
     check_step_memory(
         cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]), sparse
     )
+    from . import spectral
+
+    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
+    if start.note:
+        log.info("%s", start.note)
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
+    elif start.features is not None:  # unit rows, used as they are
+        features = prepare_features(start.features, n_nodes, normalize=False)
     lr = cfg.lr
     old_threads = numba.get_num_threads()
     numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
@@ -471,8 +487,9 @@ def fit(
                 resume_from,
                 step_callback,
                 checkpoint_extra,
+                start,
             )
-            result.notes = notes
+            result.notes = notes + ([start.note] if start.note else [])
             return result
     finally:
         numba.set_num_threads(old_threads)
@@ -492,6 +509,7 @@ def _fit(
     resume_from,
     step_callback,
     checkpoint_extra=None,
+    start=None,
 ):
     from . import checkpoint
 
@@ -521,6 +539,10 @@ def _fit(
     rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
     feat_dim = cfg.feat_dim if features is None else features.shape[1]
     params = init_params(n_nodes, cfg.dim, feat_dim, q - 1, rng, features=features)
+    if start is not None and start.X is not None:  # --spectral init, init_xo
+        params.X[...] = start.X
+    if start is not None and start.O is not None:
+        params.O[...] = start.O
     names = params.trainable()
     opt = Adam({name: getattr(params, name) for name in names}, lr=lr)
     result = TrainResult(params=params, config=cfg, optimizer=opt)

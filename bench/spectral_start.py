@@ -1,0 +1,171 @@
+"""Issue 25, step 2: which spectral start (``--spectral``) the converge defaults want.
+
+    python bench/spectral_start.py --graphs cora,syn-3k-mu0.7 [--modes none,features,init,init_xo]
+
+For every graph (bench/vs_deepwalk.py's loaders and scoring) the graph is written as an
+edge list and ``cli.py train --graph g.txt --out m.emb --spectral <mode>`` runs once per
+mode as its own process, timed by wall clock, with the CLI's defaults otherwise (the
+converge preset, every usable core).  Each embedding is scored with the graph's
+protocol.  Beside them: ProNE alone (``caps2ne_np.spectral.prone``, d = 128, in this
+process, scored the same way) and DeepWalk's score from bench/results/vs_deepwalk.json.
+The spectral start's cost is the "spectral start: ... in X s" line of the run's log;
+its ratio to the 'none' run's wall time is the issue's "at most 10%" target.
+
+Writes bench/results/spectral_start.json + .md after every graph.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+import common
+import graphgen
+import report
+import vs_deepwalk as vs
+
+MODES = ("none", "features", "init", "init_xo")
+DEFAULT_GRAPHS = "syn-1k-mu0.3,cora,citeseer,syn-3k-mu0.5,syn-3k-mu0.7,ppi"
+_START = re.compile(r"spectral start: .* in ([0-9.]+) s \(\+ ([0-9.]+) s importing")
+_TRAINED = re.compile(r"trained (\d+) epochs in ([0-9.]+)s")
+
+
+def run_mode(workdir, mode, threads):
+    out = os.path.join(workdir, f"{mode}.emb")
+    if os.path.exists(out):
+        os.unlink(out)
+    cmd = [sys.executable, str(common.REPO / "cli.py"), "train", "--graph"]
+    cmd += [os.path.join(workdir, "g.txt"), "--out", out, "--spectral", mode]
+    cmd += ["--threads", str(threads)]
+    seconds, proc = vs.run_timed(cmd, common.REPO)
+    row = dict(mode=mode, seconds=seconds)
+    if proc.returncode != 0:
+        row["error"] = proc.stderr.strip().splitlines()[-1:]
+        return row, None
+    m = _START.search(proc.stderr)
+    row["spectral_s"] = float(m.group(1)) if m else 0.0
+    row["import_s"] = float(m.group(2)) if m else 0.0
+    t = _TRAINED.search(proc.stderr)
+    if t:
+        row.update(epochs=int(t.group(1)), train_s=float(t.group(2)))
+    return row, out
+
+
+def measure(graph, workdir, modes, threads, dw_scores):
+    os.makedirs(workdir, exist_ok=True)
+    graphgen.write_edgelist(os.path.join(workdir, "g.txt"), graph.adj)
+    entry = dict(name=graph.name, n_nodes=graph.n_nodes, modes=[])
+    for mode in modes:
+        row, out = run_mode(workdir, mode, threads)
+        if out is not None:
+            emb, _ = vs.load_embedding(out, graph.n_nodes)
+            row["score"] = vs.score_embedding(graph, emb)["headline"]
+        entry["modes"].append(row)
+        print(f"  {graph.name} {mode}: {row}", flush=True)
+    from caps2ne_np import spectral
+
+    t0 = time.perf_counter()
+    A = spectral.adjacency(graph.adj.indptr, graph.adj.indices, None, graph.n_nodes)
+    E = spectral.prone(A, 128)
+    entry["prone_alone"] = dict(
+        seconds=time.perf_counter() - t0, score=vs.score_embedding(graph, E)["headline"]
+    )
+    entry["deepwalk"] = dw_scores.get(graph.name)
+    return entry
+
+
+def render(p):
+    modes = p["modes"]
+    lines = [
+        "# Spectral start (`--spectral`) with the converge defaults (issue 25)",
+        "",
+        f"`{p['command']}`: {p['threads']} threads, one run per mode, load average "
+        f"{p['load_avg_before'][0]:.1f} before, {p.get('load_avg_after', [0])[0]:.1f} after. "
+        "The machine was shared with other jobs: wall times are inflated, scores are not.",
+        "",
+        report.machine_markdown(p["machine"]),
+        "",
+        "Scores: accuracy (single-label) or micro-F1 at 50% training nodes (multi-label), "
+        "vs_deepwalk.py's protocol.  DeepWalk: bench/results/vs_deepwalk.md.  ProNE alone: "
+        "caps2ne_np.spectral.prone, d = 128.  spectral s: the start's own line in the log "
+        "(the slowest of the modes; + importing scikit-learn); ratio: that over the wall "
+        "time of the run without it (target: at most 10%), in brackets with the import.",
+        "",
+        "| graph | N | DeepWalk | ProNE alone | "
+        + " | ".join(f"{m}" for m in modes)
+        + " | best mode | spectral s | ratio | wall s ("
+        + ", ".join(modes)
+        + ") |",
+        "| --- | --- | --- | --- | "
+        + " | ".join("---" for _ in modes)
+        + " | --- | --- | --- | --- |",
+    ]
+    for e in p["graphs"]:
+        rows = {r["mode"]: r for r in e["modes"]}
+        scores = {m: rows[m].get("score") for m in modes if m in rows}
+        cells = [f"{scores[m]:.2f}" if scores.get(m) is not None else "-" for m in modes]
+        ok = {m: s for m, s in scores.items() if s is not None}
+        best = max(ok, key=ok.get) if ok else "-"
+        with_start = [rows[m] for m in modes if m in rows and rows[m].get("spectral_s")]
+        spec = max((r["spectral_s"] for r in with_start), default=0.0)
+        imp = max((r.get("import_s", 0.0) for r in with_start), default=0.0)
+        base = rows.get("none", {}).get("seconds")
+        ratio = f"{100 * spec / base:.1f}% ({100 * (spec + imp) / base:.1f}%)" if base else "-"
+        walls = ", ".join(f"{rows[m]['seconds']:.0f}" if m in rows else "-" for m in modes)
+        dw = e.get("deepwalk")
+        lines.append(
+            f"| {e['name']} | {e['n_nodes']:,} | {dw:.2f} | {e['prone_alone']['score']:.2f} | "
+            if dw is not None
+            else f"| {e['name']} | {e['n_nodes']:,} | - | {e['prone_alone']['score']:.2f} | "
+        )
+        lines[-1] += " | ".join(cells)
+        lines[-1] += f" | {best} | {spec:.2f} (+{imp:.2f}) | {ratio} | {walls} |"
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--graphs", default=DEFAULT_GRAPHS)
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="spectral_start")
+    args = ap.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    dw_file = common.RESULTS / "vs_deepwalk.json"
+    dw_scores = {}
+    if dw_file.exists():
+        for g in json.loads(dw_file.read_text())["graphs"]:
+            score = g.get("deepwalk", {}).get("score")
+            if score:
+                dw_scores[g["name"]] = score["headline"]
+    payload = dict(
+        command="python bench/spectral_start.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        machine=common.machine_info(),
+        threads=args.threads,
+        modes=modes,
+        load_avg_before=os.getloadavg(),
+        graphs=[],
+    )
+    root = tempfile.mkdtemp(prefix="spectral_start_")
+    try:
+        for name in args.graphs.split(","):
+            graph = vs.panel_entry(name, args.data_dir)
+            payload["graphs"].append(
+                measure(graph, os.path.join(root, name), modes, args.threads, dw_scores)
+            )
+            payload["load_avg_after"] = os.getloadavg()
+            common.write_results(args.out, payload, render(payload))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(render(payload))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
