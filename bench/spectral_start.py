@@ -140,9 +140,8 @@ def main(argv=None):
     dw_scores = {}
     if dw_file.exists():
         for g in json.loads(dw_file.read_text())["graphs"]:
-            score = g.get("deepwalk", {}).get("score")
-            if score:
-                dw_scores[g["name"]] = score["headline"]
+            if g.get("deepwalk", {}).get("score"):
+                dw_scores[g["name"]] = vs.score_of(g, "deepwalk")["headline"]
     payload = dict(
         command="python bench/spectral_start.py "
         + " ".join(sys.argv[1:] if argv is None else argv),
