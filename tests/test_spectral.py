@@ -375,3 +375,36 @@ def test_infer_takes_features_in_the_models_space_as_they_are(fitted, two_blocks
 def test_infer_of_a_spectral_init_model_works_as_featureless(fitted, two_blocks):
     E = fitted["init"].transform(sp.csr_matrix(two_blocks[0]), aggregate="mean")
     assert E.shape == (two_blocks[0].shape[0], 8) and np.all(np.isfinite(E))
+
+
+def test_prone_peer_script_writes_what_nodevectors_gives(two_blocks, tmp_path):
+    """bench/peers/prone_peer.py (the panel's ProNE, nodevectors with two fixes) writes
+    the package's embedding, which spans the subspace of this project's ProNE on a small
+    graph and separates its two communities as well."""
+    pytest.importorskip("nodevectors")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from caps2ne_np.io import read_word2vec
+
+    A, labels = two_blocks
+    rows, cols = np.nonzero(np.triu(A))
+    (tmp_path / "g.txt").write_text("".join(f"{u} {v}\n" for u, v in zip(rows, cols)))
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "bench" / "peers" / "prone_peer.py"), "--graph",
+         str(tmp_path / "g.txt"), "--out", str(tmp_path / "p.emb"), "--dim", "8"],
+        capture_output=True, text=True, timeout=300, cwd=root,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "train_s:" in proc.stdout
+    ids, theirs = read_word2vec(tmp_path / "p.emb")
+    order = np.argsort([int(i) for i in ids])
+    theirs = theirs[order].astype(np.float64)
+    ours = spectral.prone(sp.csr_matrix(A), 8, seed=0).astype(np.float64)
+    assert principal_cosines(ours, theirs)[:2].min() > 0.99  # the community directions
+    means = np.stack([theirs[labels == c].mean(axis=0) for c in (0, 1)])
+    assert np.all(
+        np.sum(theirs * means[labels], axis=1) > np.sum(theirs * means[1 - labels], axis=1)
+    )
