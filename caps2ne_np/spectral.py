@@ -171,8 +171,8 @@ def check(cfg, user_features):
         verb = "replace" if mode == "features" else "start"
         raise InputError(
             f"--spectral {mode}: the input features x are the given fixed features "
-            f"(--features), so there is no x for ProNE to {verb}; drop --features or use "
-            "--spectral none"
+            f"(--features, or a --dataset's: --featureless drops those), so there is no x for "
+            f"ProNE to {verb}; drop the features or use --spectral none"
         )
     if mode in ("init", "init_xo") and cfg.spectral_dim not in (None, cfg.feat_dim):
         raise InputError(
