@@ -408,3 +408,36 @@ def test_prone_peer_script_writes_what_nodevectors_gives(two_blocks, tmp_path):
     assert np.all(
         np.sum(theirs * means[labels], axis=1) > np.sum(theirs * means[1 - labels], axis=1)
     )
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_cli_prints_the_spectral_start_and_infer_refuses_in_one_line(two_blocks, tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    A = two_blocks[0]
+    rows, cols = np.nonzero(np.triu(A))
+    graph = tmp_path / "g.txt"
+    graph.write_text("".join(f"n{u} n{v}\n" for u, v in zip(rows, cols)))
+    tiny = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--epochs", "1"]
+    model = tmp_path / "m.npz"
+    result = CliRunner().invoke(
+        cli,
+        ["train", "--graph", str(graph), "--out", str(tmp_path / "e.txt"), "--model-out",
+         str(model), "--spectral", "features", "--threads", "1", *tiny],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "features: ProNE (--spectral features)" in result.output
+    assert "spectral start: ProNE d=8" in result.output
+    (tmp_path / "nodes.txt").write_text("n0\nn1\n")
+    result = CliRunner().invoke(
+        cli,
+        ["infer", "--model", str(model), "--graph", str(graph), "--nodes",
+         str(tmp_path / "nodes.txt"), "--out", str(tmp_path / "i.txt")],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    message = result.output.strip().splitlines()[-1]
+    assert "--spectral features" in message and "Traceback" not in result.output
