@@ -364,13 +364,14 @@ def have_prone():
 
 
 def best_peer(e):
-    """(name, headline score) of the better peer of an entry (DeepWalk, ProNE), or None."""
+    """(name, headline score) of the better peer of an entry (DeepWalk, ProNE), or None
+    unless both were measured."""
     peers = [
         (side, score_of(e, side)["headline"])
         for side in ("deepwalk", "prone")
         if "score" in e.get(side, {})
     ]
-    return max(peers, key=lambda p: p[1]) if peers else None
+    return max(peers, key=lambda p: p[1]) if len(peers) == 2 else None
 
 
 def measure(graph, workdir, args, usable):
