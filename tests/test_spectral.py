@@ -441,3 +441,10 @@ def test_cli_prints_the_spectral_start_and_infer_refuses_in_one_line(two_blocks,
     assert result.exit_code == 1
     message = result.output.strip().splitlines()[-1]
     assert "--spectral features" in message and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("mode", ["features", "init_xo"])
+def test_a_spectral_run_is_the_same_on_1_and_2_threads(two_blocks, mode):
+    one = fit_arrays(two_blocks[0], spectral=mode, spectral_dim=None, threads=1).params.O
+    two = fit_arrays(two_blocks[0], spectral=mode, spectral_dim=None, threads=2).params.O
+    np.testing.assert_array_equal(one, two)
