@@ -15,8 +15,9 @@ Without 'none' in ``--modes`` its score and time are those of "ours" in
 bench/results/vs_deepwalk.json (the defaults are 'none'; the same seed gives the same
 embedding: Cora's 70.07 and syn-1k-mu0.3's 99.90 were re-measured equal here).
 
-Writes bench/results/spectral_start.json + .md after every graph; graphs and modes
-already in that file and not measured again are kept.
+Writes bench/results/spectral_start.md and docs/results/spectral_start.json (the
+figures; bench/results stays under its size limit, tests/test_results_size.py) after
+every graph; graphs and modes already in that file and not measured again are kept.
 """
 
 import argparse
@@ -30,10 +31,10 @@ import time
 
 import common
 import graphgen
-import report
 import vs_deepwalk as vs
 
 MODES = ("none", "features", "init", "init_xo")
+JSON_DIR = common.REPO / "docs" / "results"
 DEFAULT_GRAPHS = "syn-1k-mu0.3,cora,citeseer,syn-3k-mu0.5,syn-3k-mu0.7,ppi"
 _START = re.compile(r"spectral start: .* in ([0-9.]+) s \(\+ ([0-9.]+) s importing")
 _TRAINED = re.compile(r"trained (\d+) epochs in ([0-9.]+)s")
@@ -89,61 +90,43 @@ def measure(graph, workdir, modes, threads, dw_scores, panel, old=None):
 
 
 def render(p):
+    """The compact table (bench/results has a size limit; every figure is in the json)."""
     modes = p["modes"]
     lines = [
-        "# Spectral start (`--spectral`) with the converge defaults (issue 25)",
+        "# Spectral start (`--spectral`), converge defaults (issue 25)",
         "",
-        "`" + "`, then `".join(p.get("runs", [p["command"]])) + f"`: {p['threads']} threads, "
-        "one run per mode, load average "
-        f"{p['load_avg_before'][0]:.1f} before, {p.get('load_avg_after', [0])[0]:.1f} after. "
-        "The machine was shared with other jobs: wall times are inflated, scores are not.",
+        f"`python bench/spectral_start.py`, {p['threads']} threads, one run per mode, on a "
+        f"machine shared with other jobs (load average {p['load_avg_before'][0]:.0f} "
+        f"before, {p.get('load_avg_after', [0])[0]:.0f} after, up to 85 in between): times "
+        "inflated, scores not.  Figures, "
+        "machine, runs: docs/results/spectral_start.json.  Score: accuracy or micro-F1 @50% "
+        "(vs_deepwalk.py).  none: vs_deepwalk.md's ours.  start s: ProNE's log line "
+        "(+ importing scikit-learn), % of the same run's wall time (target <= 10%).",
         "",
-        report.machine_markdown(p["machine"]),
-        "",
-        "Scores: accuracy (single-label) or micro-F1 at 50% training nodes (multi-label), "
-        "vs_deepwalk.py's protocol.  DeepWalk: bench/results/vs_deepwalk.md.  ProNE alone: "
-        "caps2ne_np.spectral.prone, d = 128.  spectral s: the start's own line in the log "
-        "(the slowest of the modes; + importing scikit-learn); ratio: that over the wall "
-        "time of the same run (target: at most 10%), in brackets with the import.  "
-        "Wall times marked * are those of vs_deepwalk.md's 'ours' (the defaults: none), "
-        "measured on a quieter machine; its score is the same seed's.",
-        "",
-        "| graph | N | DeepWalk | ProNE alone | "
-        + " | ".join(f"{m}" for m in modes)
-        + " | best mode | spectral s | ratio | wall s ("
-        + ", ".join(modes)
-        + ") |",
-        "| --- | --- | --- | --- | "
-        + " | ".join("---" for _ in modes)
-        + " | --- | --- | --- | --- |",
+        "| graph | DeepWalk | ProNE | " + " | ".join(modes) + " | start s | % |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in modes) + " | --- | --- |",
     ]
     for e in p["graphs"]:
         rows = {r["mode"]: r for r in e["modes"]}
-        scores = {m: rows[m].get("score") for m in modes if m in rows}
-        cells = [f"{scores[m]:.2f}" if scores.get(m) is not None else "-" for m in modes]
-        ok = {m: s for m, s in scores.items() if s is not None}
-        best = max(ok, key=ok.get) if ok else "-"
-        with_start = [rows[m] for m in modes if m in rows and rows[m].get("spectral_s")]
-        spec = max((r["spectral_s"] for r in with_start), default=0.0)
-        imp = max((r.get("import_s", 0.0) for r in with_start), default=0.0)
-        slowest = max(with_start, key=lambda r: r["spectral_s"], default=None)
-        base = slowest["seconds"] if slowest else None
-        ratio = f"{100 * spec / base:.1f}% ({100 * (spec + imp) / base:.1f}%)" if base else "-"
-        walls = ", ".join(
-            (f"{rows[m]['seconds']:.0f}" + ("*" if rows[m].get("from_panel") else ""))
-            if m in rows
-            else "-"
-            for m in modes
-        )
+        cells = [f"{rows[m]['score']:.2f}" if rows.get(m, {}).get("score") else "-" for m in modes]
+        timed = [r for r in rows.values() if r.get("spectral_s")]
+        slow = max(timed, key=lambda r: r["spectral_s"], default=None)
+        start = pct = "-"
+        if slow:
+            spec, imp, wall = slow["spectral_s"], slow.get("import_s", 0.0), slow["seconds"]
+            start = f"{spec:.2f} (+{imp:.1f})"
+            pct = f"{100 * spec / wall:.1f} ({100 * (spec + imp) / wall:.0f})"
         dw = e.get("deepwalk")
         lines.append(
-            f"| {e['name']} | {e['n_nodes']:,} | {dw:.2f} | {e['prone_alone']['score']:.2f} | "
-            if dw is not None
-            else f"| {e['name']} | {e['n_nodes']:,} | - | {e['prone_alone']['score']:.2f} | "
+            f"| {e['name']} | {'-' if dw is None else f'{dw:.2f}'} | "
+            f"{e['prone_alone']['score']:.2f} | " + " | ".join(cells) + f" | {start} | {pct} |"
         )
-        lines[-1] += " | ".join(cells)
-        lines[-1] += f" | {best} | {spec:.2f} (+{imp:.2f}) | {ratio} | {walls} |"
     return "\n".join(lines) + "\n"
+
+
+def write(name, payload):
+    common.write_json(JSON_DIR / f"{name}.json", payload)
+    common.write_text_atomic(common.RESULTS / f"{name}.md", render(payload))
 
 
 def main(argv=None):
@@ -178,7 +161,7 @@ def main(argv=None):
         load_avg_before=os.getloadavg(),
         graphs=[],
     )
-    out_file = common.RESULTS / f"{args.out}.json"
+    out_file = JSON_DIR / f"{args.out}.json"
     old = (
         {g["name"]: g for g in json.loads(out_file.read_text())["graphs"]}
         if out_file.exists()
@@ -206,7 +189,7 @@ def main(argv=None):
                 )
             )
             payload["load_avg_after"] = os.getloadavg()
-            common.write_results(args.out, payload, render(payload))
+            write(args.out, payload)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(render(payload))

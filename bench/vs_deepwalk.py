@@ -472,7 +472,7 @@ def compact_entry(entry):
             s["phases"] = [
                 {k: v for k, v in s["phases"][-1].items() if k not in ("nodes", "total_s")}
             ]
-            if side == "deepwalk_1ep":
+            if side in ("deepwalk_1ep", "prone"):  # the report shows DeepWalk's only
                 del s["phases"]
         s.pop("scoring_seconds", None)  # our scoring's time, not either method's
         if "score" in s:  # the protocol once per graph; the headline is derived (score_of)
@@ -667,12 +667,14 @@ def main(argv=None):
             entry["git_commit"] = common.machine_info()["git_commit"]
             payload["graphs"].append(entry)
             payload["load_avg_after"] = os.getloadavg()
+            factor_preset_line(payload)
             common.write_results(args.out, payload, render(payload))
             print(f"[{i}/{len(names)}] {progress_line(entry)}", flush=True)
     finally:
         if args.keep_dir is None:
             shutil.rmtree(root, ignore_errors=True)
     payload["load_avg_after"] = os.getloadavg()
+    factor_preset_line(payload)
     md = render(payload)
     common.write_results(args.out, payload, md)
     print(md)
@@ -815,10 +817,9 @@ def render(p):
         "DeepWalk is gensim's skip-gram with its default 5 epochs over the walks, as "
         "DeepWalk's reference code runs it; the targets are measured against it.  The "
         "last column is the same peer with one gensim epoch (node2vec's reference "
-        "default), shown so that the faster peer is in view too.  ProNE (issue 25) is the "
-        "nodevectors package (bench/peers/prone_peer.py), timed the same way; 'best peer' "
-        "is the better of the two and 'gap to best' ours minus it (the goal: at least "
-        "-1); '-' where ProNE was not measured.\n"
+        "default), shown so that the faster peer is in view too.  ProNE (issue 25): "
+        "bench/peers/prone_peer.py, timed the same way; gap to best: ours minus the "
+        "better peer (goal: at least -1).\n"
     )
     if p.get("prone_note"):
         lines.append(f"Note: {p['prone_note']}\n")
@@ -826,7 +827,7 @@ def render(p):
         lines.append(
             "Skipped: " + "; ".join(f"{s['name']} ({s['reason']})" for s in p["skipped"]) + "\n"
         )
-    preset = shared_preset_line(p["graphs"])
+    preset = p.get("ours_preset_line") or shared_preset_line(p["graphs"])
     if preset:
         lines.append(
             "Ours printed the same preset line on every graph but for its rate (the "
@@ -861,6 +862,20 @@ def shared_preset_line(graphs):
         if x.startswith("preset")
     }
     return lines.pop() if len(lines) == 1 else None
+
+
+def factor_preset_line(p):
+    """Keep ours' preset line once per file (``ours_preset_line``, rate as <lr>; each
+    graph's rate is in its 'peak lr' line) when every graph printed the same one, so that
+    bench/results stays small (tests/test_results_size.py)."""
+    shared = shared_preset_line(p["graphs"])
+    if shared is None or p.get("ours_preset_line", shared) != shared:
+        return
+    p["ours_preset_line"] = shared
+    for e in p["graphs"]:
+        if "stderr_summary" in e.get("ours", {}):
+            s = e["ours"]["stderr_summary"]
+            e["ours"]["stderr_summary"] = [x for x in s if not x.startswith("preset")]
 
 
 def render_graph(e, skip_preset=False):
