@@ -772,7 +772,7 @@ def render(p):
                 f"{e['score_gap_headline']:+.2f}",
                 f"{e['score_gap_best']:+.2f}" if "score_gap_best" in e else "-",
                 _f(dw["seconds_median"], "{:.1f}"),
-                _f(prone.get("seconds_median"), "{:.1f}"),
+                _f(prone.get("seconds_median"), "{:.1f}") + ("*" if prone.get("loaded") else ""),
                 _f(ours["seconds_median"], "{:.1f}"),
                 f"{e['time_ratio']:.2f}",
                 _met(e["targets"]["score"]),
