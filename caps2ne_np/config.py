@@ -93,6 +93,12 @@ class TrainConfig:
                          walks every epoch (walk w of epoch e is keyed by (seed, e, w))
     walk_chunk           walks per chunk when counting node frequencies for the unigram
                          sampler (walks are otherwise generated per batch, never stored)
+    skipgram_weight      lambda of the skip-gram term (skipgram.py; 0: the paper's loss)
+    skipgram_negatives   0: the term's softmax over V'; K: K negatives per item
+    spectral             'none', 'features' (ProNE as fixed x), 'init' (ProNE starts x),
+                         'init_xo' (x and O): spectral.start
+    spectral_dim         d of --spectral features (None: feat_dim)
+    prone_order, prone_mu, prone_theta   ProNE's Chebyshev order and filter (spectral.py)
     """
 
     dim: int = DEFAULTS["dim"]
@@ -121,6 +127,11 @@ class TrainConfig:
     preset: str = DEFAULTS["preset"]
     skipgram_weight: float | None = DEFAULTS["skipgram_weight"]
     skipgram_negatives: int = DEFAULTS["skipgram_negatives"]
+    spectral: str = DEFAULTS["spectral"]
+    spectral_dim: int | None = DEFAULTS["spectral_dim"]
+    prone_order: int = DEFAULTS["prone_order"]
+    prone_mu: float = DEFAULTS["prone_mu"]
+    prone_theta: float = DEFAULTS["prone_theta"]
 
     def model_config(self):
         return ModelConfig(

@@ -24,6 +24,7 @@ WALK_MODES = ("fresh", "fixed")
 LR_SCHEDULES = ("linear", "constant")
 ROUTING_RULES = ("paper", "sabour")
 GRAD_MODES = ("exact", "stop")
+SPECTRAL_MODES = ("none", "features", "init", "init_xo")
 
 LR_FEATURELESS = 5e-4
 """The 'paper' preset's Adam lr when the input features x are trained (no fixed
@@ -288,6 +289,28 @@ OPTIONS = {
         True,
         "flag",
         "Use fixed features as given (default: divide each row by its sum, as the authors).",
+    ),
+    "spectral": Option(
+        "none",
+        "choice",
+        "A spectral start from ProNE (spectral.py): features: ProNE embeddings as "
+        "fixed input features x (unit rows, not normalised); init: they start the "
+        "trainable x; init_xo: x and O; none: random x. Featureless graphs only. "
+        "docs/training.md.",
+        choices=SPECTRAL_MODES,
+    ),
+    "spectral_dim": Option(
+        None,
+        "int",
+        "--spectral features: size d of the ProNE features [default: --feat-dim].",
+        low=1,
+    ),
+    "prone_order": Option(
+        10, "int", "ProNE: order of the Chebyshev expansion (1: no propagation).", low=1
+    ),
+    "prone_mu": Option(0.2, "float", "ProNE: centre mu of the band-pass filter."),
+    "prone_theta": Option(
+        0.5, "float", "ProNE: width theta of the band-pass filter.", low=0, open=("low",)
     ),
 }
 """The options of a training run, in the command line's order.  ``threads`` is 1 in

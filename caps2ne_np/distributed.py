@@ -637,7 +637,17 @@ def fit(
             "--engine ray: needs --adam lazy (a server updates only the rows "
             f"it is sent), got --adam {cfg.adam}"
         )
-    if features is not None:
+    if cfg.spectral in ("init", "init_xo"):
+        raise InputError(
+            f"--spectral {cfg.spectral}: not supported with --engine ray yet (the servers "
+            "draw x and O); use --spectral features or the single-machine engine"
+        )
+    from . import spectral
+
+    start = spectral.start(indptr, indices, weights, cfg, features)  # --spectral features
+    if start.features is not None:  # unit rows, used as they are
+        features, notes = start.features, notes + [start.note]
+    elif features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
         if not isinstance(features, np.ndarray):
             raise InputError(

@@ -396,6 +396,15 @@ def model_inputs(params, config, node_ids, graph, features):
     )
     W = slot_major(np.asarray(params.W, dtype=np.float32))
     d = W.shape[2]
+    spectral = config.get("spectral", "none")  # a model file older than it: 'none'
+    if params.fixed_features and spectral == "features" and features is None:
+        raise InputError(
+            "the model was trained with --spectral features: its x is ProNE of the "
+            "training graph, computed at the start and not stored, and ProNE of another "
+            "graph is in another basis than the one W was trained on; give features for "
+            "every node of the graph in that same space (--features), or train with "
+            "--spectral init"
+        )
     if params.fixed_features:
         if features is None:
             raise InputError(
@@ -406,7 +415,8 @@ def model_inputs(params, config, node_ids, graph, features):
             raise InputError(
                 f"features have d = {features.shape[1]} columns; the model was trained with d = {d}"
             )
-        X = prepare_features(features, graph.n_nodes, config.get("normalize_features", True))
+        normalize = config.get("normalize_features", True) and spectral != "features"
+        X = prepare_features(features, graph.n_nodes, normalize)  # ProNE's: used as they are
         return W, X, cfg, None
     if features is not None:
         raise InputError(

@@ -73,6 +73,11 @@ class Caps2NE(BaseEstimator):
         walks=D["walks"],
         skipgram_weight=D["skipgram_weight"],
         skipgram_negatives=D["skipgram_negatives"],
+        spectral=D["spectral"],
+        spectral_dim=D["spectral_dim"],
+        prone_order=D["prone_order"],
+        prone_mu=D["prone_mu"],
+        prone_theta=D["prone_theta"],
         engine="single",
         workers=1,
         servers=1,
@@ -105,6 +110,11 @@ class Caps2NE(BaseEstimator):
         self.walks = walks
         self.skipgram_weight = skipgram_weight
         self.skipgram_negatives = skipgram_negatives
+        self.spectral = spectral  # ProNE start (spectral.py): none, features, init, init_xo
+        self.spectral_dim = spectral_dim
+        self.prone_order = prone_order
+        self.prone_mu = prone_mu
+        self.prone_theta = prone_theta
         self.engine = engine  # 'ray': sharded training (distributed.py, issue 18)
         self.workers = workers
         self.servers = servers
@@ -137,6 +147,11 @@ class Caps2NE(BaseEstimator):
             walks=self.walks,
             skipgram_weight=self.skipgram_weight,
             skipgram_negatives=self.skipgram_negatives,
+            spectral=self.spectral,
+            spectral_dim=self.spectral_dim,
+            prone_order=self.prone_order,
+            prone_mu=self.prone_mu,
+            prone_theta=self.prone_theta,
             threads=_threads(self.n_jobs),
             seed=_seed(self.random_state),
         )

@@ -4,7 +4,8 @@ one ``.npz`` (no pickles), written atomically.  Used by ``model.Caps2NE.save`` /
 
 Arrays: ``W`` (I, k, d), ``O`` (N, k), ``bias`` (N,), ``X`` (N, d) when the
 features were trained (fixed features are the user's data and are not stored),
-``node_ids`` (N,) str, ``config`` (JSON of config.TrainConfig plus ``lr_used``),
+``node_ids`` (N,) str, ``config`` (JSON of config.TrainConfig plus ``lr_used``; its
+``spectral`` says how x started, spectral.py: a file without it reads as 'none'),
 ``history`` (JSON), ``fixed_features`` (bool), ``format`` and ``version``.
 
 Optional (added without a version bump: older readers ignore it, files without it
@@ -114,6 +115,7 @@ def read_model(path):
     if not isinstance(config, dict):
         raise InputError(f"{path}: damaged model file (config is not a JSON object)")
     config.setdefault("skipgram_weight", 0.0)  # older files: the paper's loss
+    config.setdefault("spectral", "none")  # files written before the spectral start
     return dict(
         W=arrays["W"],
         O=arrays["O"],

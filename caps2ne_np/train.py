@@ -75,8 +75,16 @@ def fit(
     check_step_memory(
         cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]), sparse
     )
+    from . import spectral
+
+    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
+    if start.note:
+        log.info("%s", start.note)
+        notes = notes + [start.note]
     if features is not None:
         features = prepare_features(features, n_nodes, cfg.normalize_features)
+    elif start.features is not None:  # unit rows, used as they are
+        features = prepare_features(start.features, n_nodes, normalize=False)
     old_threads = numba.get_num_threads()
     numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
     lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
@@ -84,7 +92,7 @@ def fit(
         # over/underflow ends as NaN or inf, which the divergence checks report in one line
         with threadpool_limits(limits=1), np.errstate(over="ignore", invalid="ignore"), lock:
             engine = LocalEngine(
-                indptr, indices, weights, cfg, features, resume_from, progress=progress
+                indptr, indices, weights, cfg, features, resume_from, progress=progress, start=start
             )
             result = TrainResult(
                 params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=notes
@@ -112,7 +120,9 @@ class LocalEngine:
 
     round_size = 1
 
-    def __init__(self, indptr, indices, weights, cfg, features, resume_from, progress=False):
+    def __init__(
+        self, indptr, indices, weights, cfg, features, resume_from, progress=False, start=None
+    ):
         self.cfg = cfg
         n_nodes = int(indptr.shape[0] - 1)
         self.graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
@@ -137,6 +147,10 @@ class LocalEngine:
         rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
         feat_dim = cfg.feat_dim if features is None else features.shape[1]
         params = init_params(n_nodes, cfg.dim, feat_dim, cfg.walk_length - 1, rng, features)
+        if start is not None and start.X is not None:  # --spectral init, init_xo
+            params.X[...] = start.X
+        if start is not None and start.O is not None:
+            params.O[...] = start.O
         self.names = names = params.trainable()
         opt = Adam({name: getattr(params, name) for name in names}, lr=cfg.lr)
         if ckpt is not None:

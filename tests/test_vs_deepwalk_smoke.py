@@ -5,6 +5,7 @@ dependency), so there the test is skipped; with gensim installed it takes well u
 a minute apart from Numba's first compile.  It asserts nothing about speed or accuracy.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -47,4 +48,16 @@ def test_vs_deepwalk_smoke_scores_and_times_both_sides(tmp_path):
         assert f"| {g['name']} |" in md
     assert data["graphs"][1]["score_protocol"]["splits"] == 10  # the paper's Cora splits
     assert data["command_templates"]["ours"].startswith("python cli.py train --graph <dir>/g.txt")
+    if importlib.util.find_spec("nodevectors") is None:  # the second peer is optional
+        assert "ProNE peer skipped: nodevectors is not installed" in md
+    else:  # issue 25: ProNE scored and timed as DeepWalk, the better of the two named
+        for g in data["graphs"]:
+            assert g["prone"]["seconds_median"] > 0
+            assert 0 <= g["prone"]["score"]["accuracy"] <= 100
+            assert g["best_peer"] in ("deepwalk", "prone")
+            best = max(g["deepwalk"]["score"]["accuracy"], g["prone"]["score"]["accuracy"])
+            assert g["score_gap_best"] == pytest.approx(
+                g["ours"]["score"]["accuracy"] - best, abs=1e-4
+            )
+        assert data["command_templates"]["prone"].startswith("python bench/peers/prone_peer.py")
     assert "| python cli.py train" not in md and "`<dir>` is a temporary folder" in md

@@ -271,7 +271,13 @@ def _train(
         f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
         f"({'directed' if g.directed else 'undirected'}"
         f"{', weighted' if g.weights is not None else ''}); features: "
-        f"{'trained x' if features is None else f'fixed, d = {features.shape[1]}'}"
+        + (
+            f"fixed, d = {features.shape[1]}"
+            if features is not None
+            else "ProNE (--spectral features)"
+            if options.get("spectral") == "features"
+            else "trained x"
+        )
     )
     if options["threads"] is None:
         options["threads"] = usable_cores()
