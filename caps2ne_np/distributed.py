@@ -1009,7 +1009,7 @@ def _fit(
                 state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
                 save()
                 log.info(
-                    "epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s",
+                    "epoch %d/%d: loss %.4f, lr %.3g, %.1fs, %.0f pairs/s",
                     epoch + 1,
                     cfg.epochs,
                     entry["loss"],

@@ -681,7 +681,7 @@ def _fit(
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
             log.info(
-                "epoch %d/%d: loss %.5f, lr %.3g, %.1fs, %.0f pairs/s",
+                "epoch %d/%d: loss %.4f, lr %.3g, %.1fs, %.0f pairs/s",
                 epoch + 1,
                 cfg.epochs,
                 entry["loss"],
@@ -730,22 +730,7 @@ def _kernels_cold():
 
 
 def _progress(enabled, total, initial=0):
-    """The tqdm bar on stderr; when stderr is not a terminal (a log file, CI) it is
-    redrawn at most every 30 s, instead of ~10 times a second."""
-    if not enabled:
-        return None
-    import sys
+    """The run's progress on stderr (progress.bar: a bar in a terminal, lines in a log)."""
+    from . import progress
 
-    from tqdm.auto import tqdm
-
-    tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-    return tqdm(
-        total=total,
-        initial=initial,
-        unit="batch",
-        dynamic_ncols=tty,
-        leave=True,
-        file=sys.stderr,
-        mininterval=0.1 if tty else 30.0,
-        maxinterval=10.0 if tty else 300.0,
-    )
+    return progress.bar(total, initial, enabled)
