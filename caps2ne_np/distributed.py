@@ -562,27 +562,28 @@ def _probe(address, host, port, timeout):
     import socket
 
     def fail(why):
-        raise InputError(
+        return InputError(
             f"--ray-address {address}: no Ray cluster at {host}:{port} ({why}); start "
             "one (ray start --head) or check the address"
         )
 
+    deadline = time.monotonic() + timeout
+    head = b""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.settimeout(timeout)
             sock.sendall(HTTP2_PREFACE)
-            head = b""
             while len(head) < 9:
+                sock.settimeout(max(deadline - time.monotonic(), 1e-3))
                 part = sock.recv(9 - len(head))
                 if not part:
                     break
                 head += part
     except TimeoutError:
-        fail(f"no answer within {timeout:g} s")
+        raise fail(f"no answer within {timeout:g} s") from None
     except OSError as err:
-        fail(err.strerror or str(err))
+        raise fail(err.strerror or str(err)) from None
     if len(head) < 9 or head[3] != 4:
-        fail("something answers there, but not a Ray cluster's gRPC")
+        raise fail("something answers there, but not a Ray cluster's gRPC")
 
 
 def _connect(ray, address, **options):

@@ -448,3 +448,10 @@ def test_workers_are_capped_by_the_batches_of_an_epoch(ray_local, partition, mon
     assert "--workers 8: an epoch has 2 batches, so a round trains at most 2; " in lines[0]
     assert lines[1].startswith("--workers 2: more than the 1 CPUs of this machine")
     assert_same(capped, run(g, 2, 1, cfg=cfg))
+
+
+def test_a_running_ray_clusters_gcs_passes_the_probe(ray_local):
+    from caps2ne_np.distributed import _probe, ray_address_target
+
+    address = ray_local.get_runtime_context().gcs_address
+    _probe(address, *ray_address_target(address), 10.0)  # no InputError
