@@ -438,12 +438,15 @@ def test_workers_are_capped_by_the_batches_of_an_epoch(ray_local, partition, mon
     handler.emit = lambda record: lines.append(record.getMessage())
     logger = logging.getLogger("caps2ne_np")
     logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.WARNING)  # an earlier -q in this process may have raised it
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
     try:
         stats = {}
         capped = cli_fit(g.indptr, g.indices, g.weights, cfg, workers=8, servers=1, stats=stats)
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(old_level)
     assert len(stats["workers"]) == 2
     assert "--workers 8: an epoch has 2 batches, so a round trains at most 2; " in lines[0]
     assert lines[1].startswith("--workers 2: more than the 1 CPUs of this machine")
