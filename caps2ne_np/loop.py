@@ -210,13 +210,13 @@ def run_epochs(
                 )
                 state.update(caps_sum=0.0, sg_sum=0.0, part_pairs=0)
                 parts = (
-                    f" (capsule {entry['loss_capsule']:.5f} + {cfg.skipgram_weight:g} x "
-                    f"skip-gram {entry['loss_skipgram']:.5f})"
+                    f" (capsule {entry['loss_capsule']:.4f} + {cfg.skipgram_weight:g} x "
+                    f"skip-gram {entry['loss_skipgram']:.4f})"
                 )
             result.history.append(entry)
             state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
             log.info(
-                "epoch %d/%d: loss %.5f%s, lr %.3g, %.1fs, %.0f pairs/s",
+                "epoch %d/%d: loss %.4f%s, lr %.3g, %.1fs, %.0f pairs/s",
                 epoch + 1,
                 cfg.epochs,
                 entry["loss"],
@@ -245,22 +245,7 @@ def _rate(state, epoch, first):
 
 
 def _progress(enabled, total, initial=0):
-    """The tqdm bar on stderr; when stderr is not a terminal (a log file, CI) it is
-    redrawn at most every 30 s, instead of ~10 times a second."""
-    if not enabled:
-        return None
-    import sys
+    """The run's progress on stderr (progress.bar: a bar in a terminal, lines in a log)."""
+    from . import progress
 
-    from tqdm.auto import tqdm
-
-    tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
-    return tqdm(
-        total=total,
-        initial=initial,
-        unit="batch",
-        dynamic_ncols=tty,
-        leave=True,
-        file=sys.stderr,
-        mininterval=0.1 if tty else 30.0,
-        maxinterval=10.0 if tty else 300.0,
-    )
+    return progress.bar(total, initial, enabled)

@@ -306,3 +306,156 @@ def test_cli_engine_ray_eval_every_epoch_resumes_like_the_uninterrupted_run(
     assert int(full.split()[2]) <= 3  # kept before the interruption: the tracker must carry it
     assert resumed == full
     assert (tmp_path / "resumed.emb").read_bytes() == (tmp_path / "full.emb").read_bytes()
+
+
+# ----------------------------------------------------------------- issue 26, items 11-13
+
+
+def cli_train(args, tmp_path, timeout=600):
+    """``caps2ne train`` in a child process (its own Ray, its own stdout)."""
+    return subprocess.run(
+        [sys.executable, "-m", "caps2ne_np", "train", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+        cwd=tmp_path,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_only_the_main_threads_writes_reach_stdout_while_ray_runs(capsys, quiet):
+    """Ray's driver threads print the raylet's messages ('8 PYTHON worker processes have
+    been started', a killed worker) and the actors' output with print() to sys.stdout,
+    looked up when they print; --out - writes the results from the main thread."""
+    import threading
+
+    from caps2ne_np.distributed import results_only_stdout
+
+    warning = "(raylet) WARNING: 8 PYTHON worker processes have been started on node"
+    with results_only_stdout(quiet):
+        print("2 1")
+        thread = threading.Thread(target=lambda: print(warning))
+        thread.start()
+        thread.join()
+        sys.stdout.write("a 0.5\nb 0.25\n")
+        sys.stdout.flush()
+    print("after")
+    out, err = capsys.readouterr()
+    assert out == "2 1\na 0.5\nb 0.25\nafter\n"
+    assert err == ("" if quiet else warning + "\n")
+
+
+@pytest.mark.slow
+def test_cli_ray_out_dash_prints_only_the_embeddings_and_q_silences_ray(tmp_path):
+    """--out - with 4 workers: stdout is exactly the embedding file --out writes; -q: not
+    one line of Ray's own (its token-authentication warning, the raylet's) on stderr."""
+    pytest.importorskip("ray")
+    rng = np.random.default_rng(0)
+    pairs = rng.integers(0, 80, size=(300, 2))
+    (tmp_path / "g.txt").write_text("".join(f"{a} {b}\n" for a, b in pairs if a != b))
+    common = ["--graph", "g.txt", "--engine", "ray", "--workers", "4", "--adam", "lazy"]
+    common += ["--dim", "8", "--feat-dim", "8", "--epochs", "1", "--walks-per-node", "2"]
+    common += ["--threads", "1", "--batch-size", "8"]
+    piped = cli_train([*common, "--out", "-", "-q"], tmp_path)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr[-3000:]
+    written = cli_train([*common, "--out", "e.emb", "-q"], tmp_path)
+    assert written.returncode == 0, written.stderr[-3000:]
+    assert piped.stdout == (tmp_path / "e.emb").read_text()
+
+
+def test_ray_address_forms_are_checked_before_ray_starts():
+    pytest.importorskip("ray")
+    from caps2ne_np.distributed import ray_address_target
+
+    assert ray_address_target("auto") is None
+    assert ray_address_target("10.0.0.1:6379") == ("10.0.0.1", 6379)
+    assert ray_address_target("[::1]:6379") == ("::1", 6379)
+    for bad in ("nonsense", "host:", ":6379", "host:0", "host:70000", "host:port"):
+        with pytest.raises(InputError, match=f"--ray-address {bad}: expected 'auto', 'host:port'"):
+            ray_address_target(bad)
+    try:
+        import grpc  # noqa: F401 -- Ray Client's dependency
+    except ImportError:
+        with pytest.raises(InputError, match=r"ray://h:10001: .*pip install 'ray\[client\]'"):
+            ray_address_target("ray://h:10001")
+    else:
+        assert ray_address_target("ray://h:10001") == ("h", 10001)
+
+
+def test_a_port_that_accepts_and_stays_silent_fails_within_the_timeout():
+    """ray.init retried for minutes in native code against such a port (no Ctrl-C, no
+    alarm gets through); the probe gives up after its timeout with one line."""
+    import socket
+
+    from caps2ne_np.distributed import _probe
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        t0 = time.perf_counter()
+        with pytest.raises(InputError) as err:
+            _probe(f"127.0.0.1:{port}", "127.0.0.1", port, 1.0)
+        assert time.perf_counter() - t0 < 10
+    assert str(err.value) == (
+        f"--ray-address 127.0.0.1:{port}: no Ray cluster at 127.0.0.1:{port} (no answer "
+        "within 1 s); start one (ray start --head) or check the address"
+    )
+
+
+@pytest.mark.parametrize(
+    "address,says",
+    [
+        ("127.0.0.1:1", "no Ray cluster at 127.0.0.1:1 (Connection refused)"),
+        ("nonsense", "expected 'auto', 'host:port'"),
+    ],
+)
+def test_cli_ray_address_fails_fast_with_one_line(tmp_path, address, says):
+    """127.0.0.1:1 hung for over 200 s; 'nonsense' was an internal error."""
+    pytest.importorskip("ray")
+    (tmp_path / "g.txt").write_text("a b\nb c\nc a\n")
+    args = ["--graph", "g.txt", "--out", "e.emb", "--engine", "ray", "--adam", "lazy"]
+    t0 = time.perf_counter()
+    proc = cli_train([*args, "--ray-address", address], tmp_path, timeout=120)
+    assert time.perf_counter() - t0 < 60
+    assert proc.returncode == 1 and proc.stdout == ""
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith(f"error: --ray-address {address}: ") and says in last, proc.stderr
+    assert "internal error" not in proc.stderr and not (tmp_path / "e.emb").exists()
+
+
+def test_workers_are_capped_by_the_batches_of_an_epoch(ray_local, partition, monkeypatch):
+    """--workers 8 for a graph of 2 batches per epoch starts 2 workers (a round trains at
+    most 2 batches), with the same bits as --workers 2, and warns above the CPU count."""
+    import logging
+
+    from caps2ne_np.distributed import cli_fit
+
+    g, _ = partition
+    cfg = TrainConfig(**dict(CFG, batch_size=400, epochs=1))  # 200 nodes x 4 walks: 2 batches
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger("caps2ne_np")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.WARNING)  # an earlier -q in this process may have raised it
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    try:
+        stats = {}
+        capped = cli_fit(g.indptr, g.indices, g.weights, cfg, workers=8, servers=1, stats=stats)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert len(stats["workers"]) == 2
+    assert "--workers 8: an epoch has 2 batches, so a round trains at most 2; " in lines[0]
+    assert lines[1].startswith("--workers 2: more than the 1 CPUs of this machine")
+    assert_same(capped, run(g, 2, 1, cfg=cfg))
+
+
+def test_a_running_ray_clusters_gcs_passes_the_probe(ray_local):
+    from caps2ne_np.distributed import _probe, ray_address_target
+
+    address = ray_local.get_runtime_context().gcs_address
+    _probe(address, *ray_address_target(address), 10.0)  # no InputError

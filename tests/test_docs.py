@@ -1,5 +1,6 @@
 """Docs a newcomer reads: the pictures exist and the script that draws them runs, the
-README's figures are quoted from the benchmark results (not invented), LICENSE and
+README's and docs/scaling.md's figures are the benchmark results, each cell checked
+against its row and column of the results file (bench/results/*.md), LICENSE and
 CITATION.cff are complete, the architecture diagram is in docs/math.md, no stale
 example output."""
 
@@ -22,33 +23,223 @@ def section(text, title):
     return text[start : end if end >= 0 else None]
 
 
-def table_numbers(text):
-    """Every number in the Markdown table rows of ``text`` (thousands separators removed)."""
-    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
-    cells = " ".join(rows[1:] if rows else [])  # skip the header row
-    return {n.replace(",", "") for n in re.findall(r"\d[\d,]*\.?\d*", cells)}
+RESULTS = ROOT / "bench" / "results"
 
 
-@pytest.mark.parametrize("title", ["How long will it take", "Caps2NE or DeepWalk?"])
-def test_readme_figures_are_quoted_from_the_benchmark_results(title):
-    text = section(README, title)
-    source = (ROOT / "bench" / "results" / "vs_deepwalk.md").read_text(encoding="utf-8")
-    known = {n.replace(",", "") for n in re.findall(r"\d[\d,]*\.?\d*", source)}
-    numbers = table_numbers(text) - {"3", "30", "0.5", "0.6", "0.7"}  # LFR names: size, mixing
-    assert len(numbers) > 20
-    assert numbers <= known, sorted(numbers - known)
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def test_readme_quotes_the_inductive_figures_and_the_scaling_rate():
-    text = section(README, "Caps2NE or DeepWalk?")
-    inductive = (ROOT / "bench" / "results" / "inductive.md").read_text(encoding="utf-8")
-    for figure in ("77.34", "76.54", "69.67", "69.84"):
-        assert figure in text and figure in inductive
-    scaling = (ROOT / "docs" / "scaling.md").read_text(encoding="utf-8")
+def md_tables(text):
+    """Every Markdown table of ``text``: a list of row dicts (header -> cell)."""
+    lines, tables, i = text.splitlines(), [], 0
+    while i + 1 < len(lines):
+        if lines[i].startswith("|") and re.match(r"\|\s*-{3}", lines[i + 1]):
+            header, rows = cells(lines[i]), []
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append(dict(zip(header, cells(lines[i]))))
+                i += 1
+            tables.append(rows)
+        else:
+            i += 1
+    return tables
+
+
+def md_table(text, *columns):
+    """The one table of ``text`` whose header has ``columns``."""
+    found = [t for t in md_tables(text) if t and all(c in t[0] for c in columns)]
+    assert len(found) == 1, (columns, len(found))
+    return found[0]
+
+
+def results(name):
+    return (RESULTS / name).read_text(encoding="utf-8")
+
+
+VS = results("vs_deepwalk.md")
+SUMMARY = {row["graph"]: row for row in md_table(VS, "graph", "ours s", "DeepWalk s")}
+SCALE = results("scale.md")
+PHASES = md_table(SCALE, "nodes", "phase", "seconds", "rate")
+GROWTH = {row["phase"]: row["largest / smallest"] for row in md_table(SCALE, "largest / smallest")}
+# the README's graph names -> the rows of bench/results/vs_deepwalk.md
+GRAPHS = {
+    "Cora": "cora",
+    "Citeseer": "citeseer",
+    "PPI": "ppi",
+    "POS": "pos",
+    "Pubmed": "pubmed",
+    "BlogCatalog": "blogcatalog",
+    "LFR, mixing 0.6": "syn-30k-mu0.6",
+    "LFR 3k, mixing 0.5": "syn-3k-mu0.5",
+    "LFR 3k, mixing 0.7": "syn-3k-mu0.7",
+    "LFR 30k, mixing 0.6": "syn-30k-mu0.6",
+}
+
+
+def last_epoch_rate(graph):
+    """The pairs/s of a graph's last epoch: the final line of its section's stderr."""
+    text = section(VS, graph)
+    return re.search(r"trained \d+ epochs in [\d.]+s: final loss [\d.]+, ([\d,]+) pairs/s", text)[1]
+
+
+def phase(nodes, start, nth=0):
+    return [r for r in PHASES if r["nodes"] == nodes and r["phase"].startswith(start)][nth]
+
+
+def test_readme_time_table_is_the_results_row_by_row():
+    rows = md_table(section(README, "How long will it take"), "graph", "nodes", "wall time")
+    assert len(rows) >= 7
+    for row in rows:
+        src = SUMMARY[GRAPHS[row["graph"]]]
+        assert (row["nodes"], row["edges"]) == (src["N"], src["edges"]), row["graph"]
+        assert row["wall time"] == src["ours s"] + " s", row["graph"]
+
+
+def test_readme_deepwalk_table_is_the_results_row_and_column():
+    """Each cell against its row and column: swapping two columns fails."""
+    rows = md_table(section(README, "Caps2NE or DeepWalk?"), "DeepWalk", "Caps2NE")
+    assert len(rows) >= 9
+    same = {"DeepWalk": "DeepWalk", "Caps2NE": "ours", "DeepWalk s": "DeepWalk s"}
+    same["Caps2NE s"] = "ours s"
+    for row in rows:
+        src = SUMMARY[GRAPHS[row["graph"]]]
+        for ours, theirs in same.items():
+            assert row[ours] == src[theirs], (row["graph"], ours)
+        one, src_one = row["DeepWalk, 1 gensim epoch"], src["DeepWalk, 1 gensim epoch"]
+        assert one == src_one if src_one == "-" else src_one.startswith(one + " (ours x")
+
+
+def test_readme_quick_start_and_rates_are_the_results():
+    cora = SUMMARY["cora"]
+    quick = section(README, "Quick start (fresh machine: Python 3.11 and pip)")
     assert (
-        "122,000 pairs/s" in section(README, "How long will it take")
-        and "122,000 pairs/s" in scaling
+        f"{cora['ours s']} s for the whole process, {last_epoch_rate('cora')} pairs/s,\n"
+        f"test accuracy {cora['ours']}% (DeepWalk: {cora['DeepWalk']}%;" in quick
     )
+    how_long = section(README, "How long will it take")
+    shown = {GRAPHS[row["graph"]] for row in md_table(how_long, "graph", "wall time")}
+    rates = sorted(int(last_epoch_rate(g).replace(",", "")) for g in shown)
+    assert f"trained at {rates[0]:,} to {rates[-1]:,} pairs/s in their last epoch" in how_long
+    assert f"({last_epoch_rate('syn-10k-mu0.6')} on a\n10k-node graph" in how_long
+    suite = md_table(results("suite.md"), "part", "seconds")
+    total = int(suite[-1]["seconds"].strip("*"))
+    assert f"(the performance suite, ~{round(total / 60)} min)" in README
+
+
+def test_readme_and_scaling_doc_quote_the_scale_results():
+    """The 1M-node rate and epoch from bench/results/scale.md (not docs/scaling.md), and
+    the epoch table of docs/scaling.md computed from that rate."""
+    train = phase("1,000,000", "train, ")["rate"]
+    rate = re.match(r"([\d,]+) pairs/s", train)[1]
+    epoch = re.search(r"epoch (\d+) s \(estimated\)", train)[1]
+    how_long = " ".join(section(README, "How long will it take").split())
+    assert f"training ran at {rate} pairs/s, an epoch at T = 1 in {epoch} s" in how_long
+    assert "B = 128 walks, every position a target and the log-uniform sampler" in how_long
+    for setting in ("batch_size=128", "targets='all'", "walks_per_node=1", "(log-uniform)"):
+        assert setting in SCALE
+    scaling = (ROOT / "docs" / "scaling.md").read_text(encoding="utf-8")
+    assert f"At the {rate} pairs/s measured on the\n1M-node graph" in scaling
+    pairs_s = int(rate.replace(",", ""))
+    rows = md_table(scaling, "N", "T", "pairs per epoch", "one epoch")
+    assert len(rows) == 3
+    for row in rows:
+        n = float(row["N"].split("M")[0]) * 1e6
+        seconds = n * int(row["T"].split()[0]) * 10 / pairs_s  # q = 10 pairs per walk
+        hours, minutes = seconds / 3600, seconds / 60
+        want = f"{hours:.1f} h" if hours >= 1 else f"{minutes:.{1 if minutes < 10 else 0}f} min"
+        assert row["one epoch"] == want, row
+
+
+def test_scaling_doc_phase_table_is_the_scale_results_row_and_column():
+    text = (ROOT / "docs" / "scaling.md").read_text(encoding="utf-8")
+    rows = {r["phase"]: r for r in md_table(text, "phase", "100k nodes, 1M edges", "grows")}
+    small, large = "100k nodes, 1M edges", "1M nodes, 10M edges"
+
+    def secs(nodes, *starts):
+        return " / ".join(phase(nodes, s)["seconds"] + " s" for s in starts)
+
+    def per_step(nodes):
+        return re.search(r"\((\d+ ms)/step", phase(nodes, "train, ")["rate"])[1]
+
+    def relative(nth):
+        return re.search(r"ours / reference ([\d.]+)", phase("10,312", "train, ", nth)["rate"])[1]
+
+    def epoch(nodes):
+        return re.search(r"epoch (\d+ s)", phase(nodes, "train, ")["rate"])[1]
+
+    load = ("load text (int ids)", "load text (str ids)")
+    cache = ("write cache", "load cache")
+    want = {
+        "load text, integer ids / string ids": (
+            secs("100,000", *load),
+            secs("1,000,000", *load),
+            f"{GROWTH['load text (int ids)']} / {GROWTH['load text (string ids)']}",
+        ),
+        "write / load the binary cache": (
+            secs("100,000", *cache),
+            secs("1,000,000", *cache),
+            f"{GROWTH['load cache']} (load)",
+        ),
+        "all N walks (q = 10)": (
+            secs("100,000", "generate all"),
+            secs("1,000,000", "generate all"),
+            GROWTH["all walks"],
+        ),
+        "training setup (initialise O and x, Adam state, walk source)": (
+            secs("100,000", "train setup"),
+            secs("1,000,000", "train setup"),
+            GROWTH["train setup"],
+        ),
+        "one training step": (
+            per_step("100,000"),
+            per_step("1,000,000"),
+            GROWTH["one training step"],
+        ),
+        "throughput, relative to BlogCatalog in the same process": (relative(0), relative(1), ""),
+        "one epoch (N T / B steps)": (
+            epoch("100,000"),
+            epoch("1,000,000") + " (estimated from 2,000 steps)",
+            GROWTH["one epoch (steps x step time)"],
+        ),
+    }
+    assert set(rows) == set(want)
+    for name, (a, b, grows) in want.items():
+        assert (rows[name][small], rows[name][large], rows[name]["grows"]) == (a, b, grows), name
+
+
+def test_readme_quotes_the_inductive_figures_by_row_and_column():
+    rows = {r["dataset"]: r for r in md_table(results("inductive.md"), "dataset", "paper")}
+    ours = "ours, o-path, infer's default (diag)"
+    text = " ".join(section(README, "Caps2NE or DeepWalk?").split())
+    for name, graph in (("cora", "Cora"), ("citeseer", "Citeseer")):
+        mean = rows[name][ours].split(" ± ")[0]
+        assert f"{mean} on {graph} (the paper: {rows[name]['paper']})" in text, name
+
+
+@pytest.mark.parametrize("name", ["vs_deepwalk.md", "scale.md", "inductive.md", "suite.md"])
+def test_a_quoted_results_file_names_one_commit(name):
+    lines = [line for line in results(name).splitlines() if line.startswith("- commit: ")]
+    assert len(lines) == 1
+    assert re.fullmatch(r"- commit: [0-9a-f]{7,40}( \(with uncommitted changes\))?", lines[0])
+
+
+MEASURED = re.compile(r"\d[\d,.]*\s?(?:s|ms|min|minutes|hours|pairs/s|tests)\b")
+NOT_MEASURED = {"30 s", "1 s", "3 hours"}  # the log interval; the derived rule of thumb
+
+
+def test_every_time_or_rate_in_the_readme_is_one_the_tests_above_check():
+    """A new figure in the README needs a results file and a check here first (the
+    suite's "168 s" and "1,133 tests" had neither)."""
+    checked = {row["ours s"] + " s" for row in SUMMARY.values()}
+    checked |= {
+        row["DeepWalk, 1 gensim epoch"].split(" in ")[-1].split(" (")[0] for row in SUMMARY.values()
+    }
+    checked |= {last_epoch_rate(g) + " pairs/s" for g in ("cora", "syn-30k-mu0.6")}
+    train = phase("1,000,000", "train, ")["rate"]
+    checked |= {train.split(" (")[0], re.search(r"epoch (\d+ s)", train)[1], "6 min"}
+    found = set(MEASURED.findall(README))
+    assert found - NOT_MEASURED <= checked, sorted(found - NOT_MEASURED - checked)
 
 
 def test_every_picture_the_docs_show_exists_and_the_script_names_it():

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from caps2ne_np import loop as loop_mod
+from caps2ne_np import progress
 from caps2ne_np import train as train_mod
 from caps2ne_np.cli import cli
 from caps2ne_np.cli.run import BarSafeHandler as _BarSafeHandler
@@ -136,20 +137,77 @@ class Pipe:
         return False
 
 
-def test_bar_redraws_rarely_when_stderr_is_not_a_terminal(monkeypatch):
+def test_no_bar_and_few_plain_lines_when_stderr_is_not_a_terminal(monkeypatch):
     pipe = Pipe()
     monkeypatch.setattr(sys, "stderr", pipe)
     bar = loop_mod._progress(True, 2000)
-    assert bar.mininterval >= 30
     for _ in range(2000):
         bar.update(1)
         time.sleep(0.0005)  # > 1 s in all: 10 redraws at tqdm's 0.1 s
     bar.close()
-    assert "".join(pipe.parts).count("\r") <= 4
+    assert "".join(pipe.parts) == ""  # under 30 s: the epoch lines say it all
 
 
-def test_training_run_into_a_log_file_draws_the_bar_a_few_times(monkeypatch):
-    """A whole run (hundreds of steps, the postfix updated every 20) into a non-terminal."""
+def test_plain_progress_lines_carry_whole_fields_and_one_loss_format(monkeypatch):
+    pipe = Pipe()
+    monkeypatch.setattr(sys, "stderr", pipe)
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)
+    bar = loop_mod._progress(True, 678, 300)
+    bar.set_postfix(epoch="1/2", lr="5.2e-04", loss=progress.loss_text(5.76621), pairs_s="140,833")
+    bar.update(39)
+    bar.close()
+    assert "".join(pipe.parts) == (
+        "progress: 339/678 batches (50%), epoch 1/2, loss 5.7662, pairs/s 140,833, lr 5.2e-04\n"
+    )
+
+
+class Terminal(Pipe):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("columns", [60, 80, 120])
+def test_bar_fits_the_terminal_and_keeps_whole_fields(monkeypatch, columns):
+    """At 80 columns tqdm's default drew a one-character bar and cut the postfix."""
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    monkeypatch.setenv("COLUMNS", str(columns))
+    bar = loop_mod._progress(True, 67800)
+    fields = dict(epoch="12/50", lr="0.00052", loss="5.7662", pairs_s="140,833")
+    bar.set_postfix(refresh=True, **fields)
+    bar.update(33900)
+    bar._bar.refresh()
+    drawn = [line for line in "".join(term.parts).split("\r") if "33900/67800" in line]
+    assert drawn
+    for line in drawn:
+        assert len(line) <= columns - 1, line
+        cells = re.search(r"\|(.*)\|", line).group(1)
+        assert len(cells) >= progress.MIN_BAR, line
+        postfix = line[line.index("<") :]
+        assert postfix.endswith("]"), line
+        whole = {f"{progress.LABELS.get(k, k)} {v}" for k, v in fields.items()}
+        assert set(postfix[:-1].split(", ")[1:]) <= whole, line  # no field cut
+        assert "epoch 12/50" in postfix and ("loss 5.7662" in postfix or columns < 80)
+    if columns >= 120:
+        assert "pairs/s 140,833" in drawn[-1] and "lr 0.00052" in drawn[-1]
+    bar.close()
+
+
+def test_one_loss_is_printed_one_way(edges, tmp_path):
+    """The epoch line and the run's last line show the same loss with the same digits."""
+    r = CliRunner().invoke(
+        cli,
+        ["train", "--graph", str(edges), "--out", str(tmp_path / "e.emb"), "--epochs", "1", *SMALL],
+    )
+    assert r.exit_code == 0, r.output
+    epoch = re.search(r"epoch 1/1: loss (\S+),", r.output).group(1)
+    last = re.search(r"final loss (\S+),", r.output).group(1)
+    assert epoch == last and len(epoch.split(".")[1]) == progress.LOSS_DIGITS
+
+
+def test_training_run_into_a_log_file_prints_plain_lines(monkeypatch):
+    """A whole run (hundreds of steps, the postfix updated every 20) into a non-terminal:
+    no carriage return, no bar drawn at the end (once it was there twice)."""
     g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
     cfg = TrainConfig(dim=8, feat_dim=8, walks_per_node=2, epochs=2, batch_size=16, threads=1)
     fit(g.indptr, g.indices, g.weights, cfg)  # warm
@@ -159,7 +217,14 @@ def test_training_run_into_a_log_file_draws_the_bar_a_few_times(monkeypatch):
     steps = 2 * -(-2 * g.n_nodes // 16)
     fit(g.indptr, g.indices, g.weights, cfg, progress=True)
     text = "".join(pipe.parts)
-    assert f"{steps}/{steps}" in text and text.count("\r") <= 4, text
+    assert "\r" not in text and text == "", text  # under 30 s: no progress line
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)  # a line per step
+    pipe.parts.clear()
+    fit(g.indptr, g.indices, g.weights, cfg, progress=True)
+    lines = "".join(pipe.parts).split("\n")
+    assert lines[-1] == "" and all(line.startswith("progress: ") for line in lines[:-1])
+    assert "\r" not in "".join(pipe.parts) and len(lines) - 1 == steps - 1
+    assert lines[-2].startswith(f"progress: {steps}/{steps} batches (100%), epoch 2/2, loss ")
 
 
 def test_first_step_is_kept_out_of_pairs_per_second(monkeypatch):

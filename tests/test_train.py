@@ -385,3 +385,65 @@ def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
             np.testing.assert_array_equal(getattr(got, name), getattr(ref, name))
         assert [h["loss"] for h in got.history_] == [h["loss"] for h in ref.history_]
     assert len(calls) == 2 * n_steps and n_steps >= 3 * 10  # every step fused
+
+
+def reference_sample(sampler, num_sampled, seed, key):
+    """V' and the number of tries, counted from the sampler's plain draw stream: draw
+    until ``num_sampled`` distinct nodes have appeared."""
+    draws = sampler.draw(64 * num_sampled, seed, key)
+    seen = []
+    for tries, node in enumerate(draws, start=1):
+        if node not in seen:
+            seen.append(int(node))
+            if len(seen) == num_sampled:
+                return np.array(seen), tries
+    raise AssertionError("64 draws per sampled node were not enough")
+
+
+@pytest.mark.parametrize("sampler_name", ["log_uniform", "unigram"])
+def test_training_batch_feeds_the_loss_the_expected_counts_of_the_tries(partition, sampler_name):
+    """batch.BatchStream's glue, on a real batch of a real graph: its loss equals the
+    float64 reference loss with Q(c) = 1 - (1 - P(c))^tries, where tries counts every
+    draw (repeats included) until |V'| distinct nodes appeared.  Passing num_sampled
+    instead of the tries (a wrong log-Q correction) changes the loss far beyond rtol."""
+    from caps2ne_np.batch import BatchStream
+    from caps2ne_np.config import TrainConfig
+
+    adj, _ = partition
+    n, num_sampled, q = adj.shape[0], 40, 6
+    cfg = TrainConfig(
+        walk_length=q,
+        walks_per_node=2,
+        batch_size=32,
+        num_sampled=num_sampled,
+        sampler=sampler_name,
+        walks="fixed",
+        seed=11,
+    )
+    stream = BatchStream(adj.indptr.astype(np.int64), adj.indices.astype(np.int64), None, cfg)
+    if sampler_name == "unigram":
+        stream.set_counts(stream.source.node_counts())
+    sampler = stream.sampler
+    batch = stream.batch(1, 2, 7)
+
+    sampled, tries = reference_sample(sampler, num_sampled, stream.seed_sample, 7)
+    np.testing.assert_array_equal(batch.sampled, sampled)
+    assert tries > num_sampled  # repeats were drawn: the two counts differ
+    p_t, p_s = sampler.probs(batch.targets), sampler.probs(sampled)
+    q_true, q_sampled = 1.0 - (1.0 - p_t) ** tries, 1.0 - (1.0 - p_s) ** tries
+
+    rng = np.random.default_rng(1)
+    k, d = 5, 4
+    W = rng.normal(0, 0.5, (q - 1, k, d))
+    O, bias, X = rng.normal(0, 0.5, (n, k)), rng.normal(0, 0.1, n), rng.normal(0, 0.8, (n, d))
+    args = (batch.ctx, batch.targets, batch.sampled, batch.q_true, batch.q_sampled)
+    loss, _ = loss_and_grads(Params(W, O, bias, X), *args, ModelConfig())
+    ref = naive.loss(
+        W, O, bias, X, batch.ctx, batch.targets, sampled, q_true, q_sampled, 1, q - 1.0, "paper"
+    )
+    assert loss == pytest.approx(ref, rel=1e-9)
+    wrong = naive.loss(
+        W, O, bias, X, batch.ctx, batch.targets, sampled,
+        1.0 - (1.0 - p_t) ** num_sampled, 1.0 - (1.0 - p_s) ** num_sampled, 1, q - 1.0, "paper",
+    )  # fmt: skip
+    assert abs(wrong - ref) > 1e-5 * abs(ref)  # 10^4 times the tolerance above
