@@ -183,6 +183,8 @@ def test_a_cache_holding_only_cora_runs_cora_skips_citeseer_and_stays_unchanged(
     before = sorted((p.relative_to(cache), p.read_bytes()) for p in cache.rglob("*") if p.is_file())
     folder = tmp_path / "t"
     folder.mkdir()
+    no_mirror = tmp_path / "no-mirror"
+    no_mirror.mkdir()
     for name in ("conftest.py", "benchdata.py"):
         shutil.copyfile(TESTS / name, folder / name)
     (folder / "test_partial.py").write_text(PARTIAL)
@@ -191,7 +193,14 @@ def test_a_cache_holding_only_cora_runs_cora_skips_citeseer_and_stays_unchanged(
         [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-o", "markers=needs_data"]
         + [str(folder)],
         cwd=tmp_path,
-        env=dict(env, PYTHONPATH=str(ROOT), HOME=str(tmp_path / "home"), XDG_CACHE_HOME=""),
+        env=dict(
+            env,
+            PYTHONPATH=str(ROOT),
+            HOME=str(tmp_path / "home"),
+            XDG_CACHE_HOME="",
+            # a user's plain clone has no shared/data beside it: an empty mirror
+            CAPS2NE_DATA_MIRROR=str(no_mirror),
+        ),
         capture_output=True,
         text=True,
         timeout=300,
