@@ -362,13 +362,29 @@ def _as_blocks(vectors) -> RowBlocks:
     return RowBlocks.of(_as_matrix(vectors))
 
 
+def text_ids(node_ids, n: int, where: str) -> list:
+    """The ``n`` node ids or labels as the tokens a text format writes (``str(label)``:
+    ints and other labels as their string); InputError naming a few that cannot be
+    written (empty or with whitespace) and how many, or the first repeated one."""
+    ids = [node if isinstance(node, str) else str(node) for node in node_ids]
+    bad = [node for node in ids if not is_token(node)]
+    if bad:
+        shown = ", ".join(repr(node) for node in bad[:3])
+        raise InputError(
+            f"{where}: {len(bad)} of {len(ids)} node ids cannot be written as text tokens "
+            f"(empty or containing whitespace), e.g. {shown}; rename them (e.g. spaces to "
+            "'_') or keep them in Python (Caps2NE.save writes any label)"
+        )
+    return check_ids(ids, n, where)
+
+
 def write_word2vec(path, node_ids, vectors, overwrite: bool = False, binary: bool = False) -> None:
     """Write (n, k) vectors in word2vec text (``%.9g``, exact) or binary format, atomically.
 
     ``vectors`` is an array or a :class:`RowBlocks` (same bytes either way)."""
     blocks = _as_blocks(vectors)
     n, k = blocks.shape
-    ids = check_ids(node_ids, n, os.fspath(path))
+    ids = text_ids(node_ids, n, os.fspath(path))
     header = f"{n} {k}\n"
     line = "%s" + " %.9g" * k + "\n"  # float32 -> Python float is exact; %.9g round-trips float32
     row = 4 * k
@@ -640,7 +656,7 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     """
     blocks = _as_blocks(vectors)
     n, k = blocks.shape
-    ids = None if node_ids is None else check_ids(node_ids, n, os.fspath(path))
+    ids = None if node_ids is None else text_ids(node_ids, n, os.fspath(path))
     write_ids = ids is not None and ids != [str(i) for i in range(n)]
     nodes = nodes_path(path)
     target = _check_target(path, overwrite)
