@@ -224,7 +224,7 @@ def test_a_calibration_without_its_settings_warns_sensibly(files):
     g = read_graph(files / "full.txt")
     cal = dict(A=np.eye(8, dtype=np.float32), b=np.zeros(8, dtype=np.float32))
     with pytest.warns(InputWarning) as record:
-        infer_embeddings(*fitted(model), g, None, ["new"], calibration=cal)
+        infer_embeddings(*fitted(model), g, None, ["new"], aggregate="calibrated", calibration=cal)
     text = " ".join(str(w.message) for w in record)
     assert "does not say with which Z and positions" in text and "None" not in text
 
