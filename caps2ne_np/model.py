@@ -419,6 +419,8 @@ def _node_indices(given, graph, labels, nodes):
     out = []
     for node in nodes:
         i = index.get(node.item() if isinstance(node, np.generic) else node)
+        if i is None and isinstance(node, str):
+            i = graph.index_of([node])[0] if node in graph.node_ids else None  # str(label)
         if i is None:
             raise InputError(f"nodes: {node!r} is not a node of the graph given")
         out.append(i)

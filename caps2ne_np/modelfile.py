@@ -7,10 +7,17 @@ features were trained (fixed features are the user's data and are not stored),
 ``node_ids`` (N,) str, ``config`` (JSON of train.TrainConfig plus ``lr_used``),
 ``history`` (JSON), ``fixed_features`` (bool), ``format`` and ``version``.
 
-Optional (added without a version bump: older readers ignore it, files without it
-still load): the calibration of Algorithm 3's outputs onto the o_v
-(``infer.calibrate``): ``calibration_A`` (k, k), ``calibration_b`` (k,) and
-``calibration`` (JSON: method, n, samples, positions, seed).
+Optional (added without a version bump: older readers ignore them, files without
+them still load): ``node_labels`` (N,) int64 when every node label given to
+``Caps2NE.fit`` was an int (``Caps2NE.load`` gives them back as ints); the
+calibration of Algorithm 3's outputs onto the o_v (``infer.calibrate``):
+``calibration_A`` (k, k), ``calibration_b`` (k,) and ``calibration`` (JSON: method,
+n, samples, positions, seed).
+
+``read_model`` checks all of it (``check_model``) before anything is used: the format
+and version, the arrays, unique node ids, the config by the rows of
+``defaults.OPTIONS`` (the ranges and choices ``train.validate`` applies) and the
+calibration; one line naming the first problem.
 """
 
 import json
@@ -114,19 +121,11 @@ def _bad(path, what):
 
 # --------------------------------------------------------------------------- the config
 
-REQUIRED_CONFIG = (
-    "dim",
-    "walk_length",
-    "routing_iters",
-    "routing_rule",
-    "routing_scale",
-    "grad_mode",
-    "targets",
-    "normalize_features",
-)
-"""Config keys inference reads: a model file without one is damaged.  Every other key
-of ``defaults.OPTIONS`` is checked when present (files written before it existed load);
-keys that are in no row are kept as they are."""
+REQUIRED_CONFIG = ("routing_iters", "routing_rule", "routing_scale", "grad_mode")
+"""Config keys inference cannot do without (``infer.model_inputs``): a model file without
+one is damaged.  Every other key of ``defaults.OPTIONS`` is checked when present (files
+written before it existed load; a new option is checked by its row, nothing to add
+here); keys that are in no row are kept as they are."""
 
 
 def check_option(name, value):
@@ -187,11 +186,11 @@ def check_config(path, config, k, n_slots):
                 config[name] = check_option(name, config[name])
             except ValueError as err:
                 _bad(path, f"config {name} {err}")
-    if config["dim"] != k:
+    if config.get("dim", k) != k:
         _bad(path, f"config dim is {config['dim']} but O has k = {k} columns")
-    if config["walk_length"] != n_slots + 1:
+    if config.get("walk_length", n_slots + 1) != n_slots + 1:
         _bad(path, f"config walk_length is {config['walk_length']} but W has {n_slots} slots")
-    targets = config["targets"]
+    targets = config.get("targets")
     if isinstance(targets, list) and not all(0 <= t < n_slots + 1 for t in targets):
         _bad(path, f"config targets {targets} are not positions 0..{n_slots}")
     return config
