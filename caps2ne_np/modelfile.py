@@ -245,7 +245,7 @@ def check_calibration(calibration, k, where="the calibration"):
         if top > HUGE:
             raise InputError(
                 f"{where}: {name} holds values up to {top:.3g}, beyond {HUGE:g} (a fitted "
-                f"map is of the order of |o_v| / |e|, about 1-10); {RECALIBRATE}"
+                f"map is of the order of |o_v| / |e|); {RECALIBRATE}"
             )
     for key, ok in CALIBRATION_META.items():
         if key in calibration and not ok(calibration[key]):
