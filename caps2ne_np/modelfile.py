@@ -315,7 +315,7 @@ def check_model(path, arrays):
     if version is None:
         _bad(path, "no version")
     if np.ndim(version) != 0 or version.dtype.kind not in "iu":
-        _bad(path, f"version is {version!r}, expected an integer")
+        _bad(path, f"version is {version.tolist()!r} ({version.dtype}), expected an integer")
     if int(version) > MODEL_VERSION:
         raise InputError(
             f"{path}: model format version {int(version)} is newer "
@@ -362,7 +362,7 @@ def _check_model_arrays(path, arrays):
         _bad(path, f"no {', '.join(missing)}")
     fixed = arrays["fixed_features"]
     if np.ndim(fixed) != 0 or fixed.dtype.kind != "b":
-        _bad(path, f"fixed_features is {fixed!r}, expected a boolean")
+        _bad(path, f"fixed_features is {fixed.tolist()!r} ({fixed.dtype}), expected a boolean")
     W, O, bias = arrays["W"], arrays["O"], arrays["bias"]
     X = arrays.get("X") if not bool(fixed) else None
 

@@ -133,7 +133,7 @@ def _calibration_json(value):
 
 DAMAGED = {
     "no-version": ({"version": None}, "no version"),
-    "version-abc": ({"version": np.asarray("abc")}, "version is array('abc'"),
+    "version-abc": ({"version": np.asarray("abc")}, "version is 'abc' (<U3), expected an integer"),
     "no-routing-iters": ({"config": _config(routing_iters=None)}, "config has no routing_iters"),
     "routing-iters-abc": (
         {"config": _config(routing_iters="abc")},
@@ -150,7 +150,10 @@ DAMAGED = {
     "dim-disagrees": ({"config": _config(dim=9)}, "config dim is 9 but O has k = 8 columns"),
     "config-list": ({"config": np.asarray("[1, 2]")}, "config is a JSON list"),
     "config-not-json": ({"config": np.asarray("{oops")}, "config is not JSON"),
-    "fixed-features-yes": ({"fixed_features": np.asarray("yes")}, "fixed_features is array('yes'"),
+    "fixed-features-yes": (
+        {"fixed_features": np.asarray("yes")},
+        "fixed_features is 'yes' (<U3), expected a boolean",
+    ),
     "duplicate-ids": (
         {"node_ids": lambda a: np.concatenate([a[:1], a[:-1]])},
         "node id 'n0' occurs twice (rows 0 and 1)",
