@@ -271,7 +271,21 @@ def _temp_file(target: Path, binary: bool):
             os.fsync(f.fileno())
     except BaseException as err:
         _discard(tmp)
-        _reraise_naming(err, target)
+        _reraise_naming(_interrupt_of(err) or err, target)
+
+
+def _interrupt_of(err):
+    """The KeyboardInterrupt (Ctrl-C, or the CLI's SIGTERM) that ``err`` was raised while
+    handling, if any: a zip writer interrupted inside a member's close raises ValueError
+    ("open writing handle") on its own close, which must not hide the interruption."""
+    if isinstance(err, KeyboardInterrupt):
+        return None
+    seen, depth = err.__context__, 0
+    while seen is not None and depth < 10:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen, depth = seen.__context__, depth + 1
+    return None
 
 
 @contextmanager

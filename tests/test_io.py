@@ -285,3 +285,45 @@ def test_atomic_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch, w
     assert synced.index(str(tmp_path)) > synced.index(files[0])
     if writer == "npy":  # and the ids file that goes with the matrix
         assert [p for p in synced if _is_temp_of(p, nodes_path(target))], synced
+
+
+INTERRUPTED_ZIP = """
+import os, sys, zipfile
+import numpy as np
+from caps2ne_np.io import save_npz
+
+real, calls = zipfile._ZipWriteFile.close, []
+
+def interrupted(self):
+    if not calls:
+        calls.append(1)
+        raise KeyboardInterrupt
+    return real(self)
+
+zipfile._ZipWriteFile.close = interrupted
+try:
+    save_npz(os.path.join(sys.argv[1], "x.npz"), a=np.ones(3))
+except BaseException as err:
+    print(type(err).__name__, sorted(os.listdir(sys.argv[1])), flush=True)
+    os._exit(0)
+"""
+
+
+def test_an_interrupt_inside_a_zip_member_stays_an_interrupt(tmp_path):
+    """Ctrl-C (or the CLI's SIGTERM) landing in a zip member's close made zipfile raise
+    ValueError ('open writing handle') on its own close, so the CLI reported an internal
+    error instead of the interruption (seen in test_signal_ends_the_run_cleanly).  In a
+    subprocess: an interrupt in pytest's own process disturbs it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_ZIP, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.strip() == "KeyboardInterrupt []", proc.stdout + proc.stderr
