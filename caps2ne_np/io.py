@@ -28,6 +28,7 @@ in embeddings.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import secrets
@@ -113,9 +114,11 @@ def probe_writable(path) -> None:
     (a read-only file system, or permissions that ``os.access`` does not see)."""
     target = Path(os.fspath(path))
     tmp = _temp_name(target)
+    _LIVE_TEMPS[tmp] = os.getpid()
     try:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError as err:
+        _LIVE_TEMPS.pop(tmp, None)
         raise InputError(
             f"{os.fspath(path)}: cannot create a file in {target.parent} ({err.strerror or err}); "
             "choose a writable folder"
@@ -173,17 +176,38 @@ def remove_stale_temps(target) -> list:
     return removed
 
 
+_LIVE_TEMPS: dict = {}
+"""Temp files this process created and has neither published nor removed yet, with the
+pid that created them: removed at interpreter exit (``_remove_live_temps``), so an
+interruption that lands outside the handlers that remove them (between creating the
+file and entering the ``try``, or between finishing it and publishing it) leaves none."""
+
+
+@atexit.register
+def _remove_live_temps() -> None:
+    for tmp, pid in list(_LIVE_TEMPS.items()):
+        if pid == os.getpid():  # not in a forked child: the parent may still be writing
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    _LIVE_TEMPS.clear()
+
+
 def _create_temp(target: Path, binary: bool):
     """(file, path) of a new hidden file next to ``target``, created like ``open(.., 'x')``."""
     for _ in range(100):
         tmp = _temp_name(target)
+        _LIVE_TEMPS[tmp] = os.getpid()  # before it exists: no window without a record
         try:
             if binary:
                 return open(tmp, "xb"), tmp
             return open(tmp, "x", encoding="utf-8", newline=""), tmp
         except FileExistsError:
+            _LIVE_TEMPS.pop(tmp, None)  # another process's file: never remove it
             continue
         except OSError as err:
+            _LIVE_TEMPS.pop(tmp, None)
             raise InputError(
                 f"{target.parent}: cannot create a file there ({err.strerror or err}); "
                 "choose a writable directory"
@@ -228,6 +252,7 @@ def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
             raise InputError(f"{target}: exists and is not a regular file; refusing to replace it")
         _keep_mode(tmp, target)
         os.replace(tmp, target)
+        _LIVE_TEMPS.pop(tmp, None)
         return
     try:
         os.link(tmp, target)  # atomic "create only if absent"
@@ -237,8 +262,10 @@ def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
         if _exists(target):
             raise InputError(f"{target}: exists; pass --overwrite to replace it") from None
         os.replace(tmp, target)
+        _LIVE_TEMPS.pop(tmp, None)
         return
     os.unlink(tmp)
+    _LIVE_TEMPS.pop(tmp, None)
 
 
 def _discard(tmp: Path) -> None:
@@ -246,6 +273,7 @@ def _discard(tmp: Path) -> None:
         os.unlink(tmp)
     except FileNotFoundError:
         pass
+    _LIVE_TEMPS.pop(tmp, None)
 
 
 def _reraise_naming(err: BaseException, path):

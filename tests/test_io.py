@@ -327,3 +327,35 @@ def test_an_interrupt_inside_a_zip_member_stays_an_interrupt(tmp_path):
         timeout=120,
     )
     assert proc.stdout.strip() == "KeyboardInterrupt []", proc.stdout + proc.stderr
+
+
+LEFT_IN_A_WINDOW = """
+import sys
+from pathlib import Path
+from caps2ne_np import io
+
+f, tmp = io._create_temp(Path(sys.argv[1]) / "x.npz", binary=True)
+f.write(b"half")
+assert tmp.exists()
+raise KeyboardInterrupt  # outside every handler that removes the temp file
+"""
+
+
+def test_a_temp_file_left_by_an_interrupt_outside_the_handlers_is_removed_at_exit(tmp_path):
+    """An interrupt between creating a temp file and entering the try that removes it (or
+    between finishing and publishing it) left ``.<name>.<pid>-<random>.tmp`` behind (seen
+    in test_signal_ends_the_run_cleanly under load): the interpreter's exit removes it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", LEFT_IN_A_WINDOW, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "KeyboardInterrupt" in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())
