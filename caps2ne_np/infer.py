@@ -20,10 +20,10 @@ Pipeline (each step names its function)::
     E   = e.reshape(V, Z, k).mean(axis=1)              # (V, k)
     E   = aggregate_samples(E, Z, aggregate, cal)      # mean | sum = Z E | calibrated = E A + b
 
-The default aggregate is 'mean' (Algorithm 3); 'calibrated' maps the mean onto the o_v
-with a map fitted on the training nodes (``calibrate``; one factor by default), so a
-classifier fitted on o_v applies to new nodes.  The defaults follow a rule that reads
-no test accuracy (``defaults.DEFAULT_AGGREGATE``, docs/inductive.md).
+The default aggregate, 'calibrated', maps the mean onto the o_v with a map fitted on
+the training nodes (``calibrate``; per dimension by default), so a classifier fitted
+on o_v applies to new nodes.  The defaults were chosen on validation, by a rule that
+reads no test accuracy (``defaults.DEFAULT_AGGREGATE``, docs/inductive.md).
 
 Choices (docs/inductive.md explains each):
 
@@ -226,8 +226,8 @@ def fit_calibration(E, O, method=DEFAULT_CALIBRATION):
 
     E, O   : (n, k) the Algorithm 3 mean e and the trained o_v of n training nodes
     method : 'scale'  o ~ s e,  s = mean_v |o_v| / mean_v |e_v|  (recovers o_v's scale)
-             'diag'   o_j ~ a_j e_j + b_j per dimension j (least squares; the default:
-                      bench/results/inductive.md)
+             'diag'   o_j ~ a_j e_j + b_j per dimension j (least squares; the default,
+                      chosen on validation: docs/inductive.md)
              'linear' o ~ A^T e + b (ridge least squares, lambda = 1e-3 tr(E^T E) / k)
 
     Returns a dict: method, ``A`` float32 (k, k) (diagonal for 'scale' and 'diag'), ``b``
@@ -579,11 +579,11 @@ def infer_embeddings(
                when it trained on every or random positions) or 0-based positions
     isolated : 'self' or 'error' (see the module docstring)
     aggregate: how the Z capsule outputs e of a node become its embedding:
-               'mean' (default) the paper's average (Algorithm 3); 'sum' the authors'
-               code, Z x mean; 'calibrated' the mean mapped onto the scale of the o_v
-               by ``calibration`` (``calibrate``, or a model file's stored one); without
-               one it is fitted here on the training nodes in ``graph`` with the same Z,
+               'calibrated' (default) the mean mapped onto the scale of the o_v by
+               ``calibration`` (``calibrate``, or a model file's stored one); without one
+               it is fitted here on the training nodes in ``graph`` with the same Z,
                positions and seed; for a classifier fitted on o_v.
+               'mean' the paper's average (Algorithm 3); 'sum' the authors' code, Z x mean.
 
     Returns ``node_ids`` (list of str, in the order of ``nodes``) and ``E`` float32 (V, k).
     ``Caps2NE.transform`` and the ``infer`` command call this.

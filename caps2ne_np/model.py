@@ -276,11 +276,11 @@ class Caps2NE(BaseEstimator):
         featureless model).  ``nodes``: the labels to embed as the graph names them
         (for a ``Graph``: id strings, or ints as graph indices); default every node of
         ``graph``.
-        ``aggregate``: None (the default, ``infer.DEFAULT_AGGREGATE``: 'mean', the
-        paper's average), 'sum' or 'calibrated' (on the scale of the o_v, with
-        ``calibration_`` when set -- by ``calibrate`` or a loaded model file that stores
-        one -- else a calibration fitted on the training nodes in ``graph``);
-        infer.infer_embeddings.
+        ``aggregate``: None (the default, ``infer.DEFAULT_AGGREGATE``: 'calibrated'),
+        'calibrated' (on the scale of the o_v, with ``calibration_`` when set -- by
+        ``calibrate`` or a loaded model file that stores one -- else a calibration fitted
+        on the training nodes in ``graph``), 'mean' (the paper's average) or 'sum'
+        (infer.infer_embeddings).
         Returns (V, k) float32 from e over Z sampled contexts (infer.py); row a is
         ``nodes[a]``.
         """

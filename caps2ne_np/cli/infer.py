@@ -141,9 +141,8 @@ def infer(
     """Embed new nodes with a trained model (Algorithm 3, inductive setting).
 
     Each node's embedding comes from the capsule outputs e of Z contexts sampled from
-    random walks through it on --graph: by default their mean (Algorithm 3);
-    --aggregate calibrated maps it onto the scale of the model's o_v, so a classifier
-    fitted on o_v applies (docs/inductive.md).
+    random walks through it on --graph: by default their mean mapped onto the scale
+    of the model's o_v, so a classifier fitted on o_v applies (docs/inductive.md).
     The embeddings are written in word2vec text format, ids as given in --nodes.
     """
     reset_logging()
