@@ -117,16 +117,26 @@ def _fail(source, lineno, what, fix):
 
 
 def from_edges(
-    src, dst, weights, node_ids, directed: bool = False, keep_self_loops: bool = False
+    src,
+    dst,
+    weights,
+    node_ids,
+    directed: bool = False,
+    keep_self_loops: bool = False,
+    *,
+    tokens: bool = True,
 ) -> Graph:
     """Graph from edge arrays: edge e goes ``src[e] -> dst[e]`` with weight ``weights[e]``.
 
     ``src``, ``dst``: integer arrays (m,) of node indices in [0, n); ``weights``: (m,)
     finite and > 0, or ``None`` for weight 1; ``node_ids``: n unique, non-empty,
-    whitespace-free strings.  The same policies as :func:`read_edgelist` apply
+    whitespace-free strings (``tokens=False``: any unique strings, for the Python
+    API's labels; only text writers need tokens).  The same policies as :func:`read_edgelist` apply
     (symmetrise unless ``directed``, drop self loops, merge duplicates).
     """
-    ids = check_ids([str(x) for x in node_ids], len(node_ids), "node_ids", rows="nodes")
+    ids = check_ids(
+        [str(x) for x in node_ids], len(node_ids), "node_ids", rows="nodes", tokens=tokens
+    )
     n = len(ids)
     src = np.asarray(src)
     dst = np.asarray(dst)

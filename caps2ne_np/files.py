@@ -80,16 +80,17 @@ def first_repeat(ids):
     return None  # pragma: no cover - the set said otherwise
 
 
-def check_ids(ids, n: int, where: str, *, rows: str = "rows") -> list[str]:
+def check_ids(ids, n: int, where: str, *, rows: str = "rows", tokens: bool = True) -> list[str]:
     """``ids`` as a list of ``n`` unique tokens (:func:`is_token`); InputError naming the
-    first bad or repeated one (``rows``: what the n things are, "rows" or "nodes")."""
+    first bad or repeated one (``rows``: what the n things are, "rows" or "nodes").
+    ``tokens=False`` (the Python API's labels): any strings, unique."""
     ids = list(ids)
     if len(ids) != n:
         raise InputError(
             f"{where}: {len(ids)} node ids for {n} {rows}; give one id per {rows[:-1]}"
         )
     for node in ids:
-        if not is_token(node):
+        if not (is_token(node) if tokens else isinstance(node, str)):
             raise InputError(
                 f"{where}: node id {node!r} is not a non-empty string without whitespace; "
                 "ids are written as tokens (word2vec files, .nodes.txt)"

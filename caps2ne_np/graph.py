@@ -559,7 +559,7 @@ def _read_graph_file(source, directed, keep_self_loops):
 # --------------------------------------------------------------------------- in-memory inputs
 
 
-def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False):
+def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False, tokens: bool = True):
     """A :class:`Graph` from what a Python user already holds, plus each node's label.
 
     ``obj`` may be:
@@ -577,7 +577,8 @@ def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False):
 
     The same policies as :func:`read_edgelist` apply: undirected unless ``directed``
     (a networkx ``DiGraph`` too), self loops dropped unless ``keep_self_loops``,
-    duplicates merged.  Returns ``(graph, labels)``: ``labels[i]`` is node ``i`` as the
+    duplicates merged.  ``tokens=False`` (the estimator) accepts labels whose
+    ``str`` has whitespace.  Returns ``(graph, labels)``: ``labels[i]`` is node ``i`` as the
     input named it (an int stays an int), ``graph.node_ids[i] == str(labels[i])``.
     """
     if isinstance(obj, Graph):
@@ -594,5 +595,5 @@ def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False):
         )
     src, dst, weights, ids, labels = edges
     return from_edges(
-        src, dst, weights, ids, directed=directed, keep_self_loops=keep_self_loops
+        src, dst, weights, ids, directed=directed, keep_self_loops=keep_self_loops, tokens=tokens
     ), labels

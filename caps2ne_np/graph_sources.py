@@ -184,7 +184,10 @@ def _frame(df):
 
 def _networkx(G):
     labels = list(G.nodes)
-    ids = check_ids([str(x) for x in labels], len(labels), "networkx node labels", rows="nodes")
+    # any hashable label: only a text writer needs tokens (io.write_word2vec says so)
+    ids = check_ids(
+        [str(x) for x in labels], len(labels), "networkx node labels", rows="nodes", tokens=False
+    )
     index = {x: i for i, x in enumerate(labels)}
     m = G.number_of_edges()
     src = np.empty(m, dtype=np.int64)

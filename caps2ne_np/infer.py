@@ -22,7 +22,8 @@ Pipeline (each step names its function)::
 
 The default aggregate, 'calibrated', maps the mean onto the o_v with a map fitted on
 the training nodes (``calibrate``; per dimension by default), so a classifier fitted
-on o_v applies to new nodes (docs/inductive.md, bench/results/inductive.md).
+on o_v applies to new nodes.  The defaults were chosen on validation, by a rule that
+reads no test accuracy (``defaults.DEFAULT_AGGREGATE``, docs/inductive.md).
 
 Choices (docs/inductive.md explains each):
 
@@ -64,6 +65,7 @@ from .defaults import (
     ISOLATED,
 )
 from .errors import InputError, InputWarning, check_int, check_memory
+from .modelfile import RECALIBRATE, check_calibration
 from .rng import derive_seed, quiet_wraparound
 from .walks import check_csr, check_seed, cumulative_weights, walk_contexts
 
@@ -189,8 +191,15 @@ def capsule_outputs(W, X, ctx, cfg, chunk=None):
             f"features have d = {X.shape[1]} columns; the model was trained with d = {d}"
         )
     dense_d = k if isinstance(X, SparseFeatures) else max(d, k)
+    m = int(cfg.routing_iters)  # routing keeps c, s and e of every iteration
+    per_pair = n_slots * dense_d + m * (n_slots + 2 * k)
     if chunk is None:
-        chunk = max(1, PAIRS_BUDGET // (n_slots * dense_d))
+        chunk = max(1, PAIRS_BUDGET // per_pair)
+    check_memory(
+        4 * per_pair * min(chunk, max(1, ctx.shape[0])),
+        f"routing_iters m = {m} with k = {k} (the routing intermediates of one chunk)",
+        "the model's routing_iters is out of range: retrain it or repair its config",
+    )
     params = Params(
         W, np.empty((0, k), dtype=W.dtype), np.empty(0, dtype=W.dtype), X, fixed_features=True
     )
@@ -218,8 +227,8 @@ def fit_calibration(E, O, method=DEFAULT_CALIBRATION):
 
     E, O   : (n, k) the Algorithm 3 mean e and the trained o_v of n training nodes
     method : 'scale'  o ~ s e,  s = mean_v |o_v| / mean_v |e_v|  (recovers o_v's scale)
-             'diag'   o_j ~ a_j e_j + b_j per dimension j (least squares; the default:
-                      bench/results/inductive.md)
+             'diag'   o_j ~ a_j e_j + b_j per dimension j (least squares; the default,
+                      chosen on validation: docs/inductive.md)
              'linear' o ~ A^T e + b (ridge least squares, lambda = 1e-3 tr(E^T E) / k)
 
     Returns a dict: method, ``A`` float32 (k, k) (diagonal for 'scale' and 'diag'), ``b``
@@ -259,13 +268,21 @@ def fit_calibration(E, O, method=DEFAULT_CALIBRATION):
 
 
 def apply_calibration(E, calibration):
-    """e A + b (float64 products, float32 out): E (V, k) in the space of the o_v."""
+    """e A + b (float64 products, float32 out): E (V, k) in the space of the o_v.
+
+    The calibration is checked first (``modelfile.check_calibration``: shapes, finite,
+    below 1e18); InputError when the result would not be finite in float32."""
+    check_calibration(calibration, E.shape[1])
     A, b = np.asarray(calibration["A"]), np.asarray(calibration["b"])
-    if A.shape != (E.shape[1], E.shape[1]) or b.shape != (E.shape[1],):
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = (np.asarray(E, dtype=np.float64) @ A.astype(np.float64) + b).astype(np.float32)
+    if not np.isfinite(out).all():
+        top = float(np.max(np.abs(A)))
         raise InputError(
-            f"the calibration is for k = {A.shape[0]}; these embeddings have k = {E.shape[1]}"
+            f"the calibration (A up to {top:.3g}) maps these embeddings beyond float32's "
+            f"range; {RECALIBRATE}"
         )
-    return (np.asarray(E, dtype=np.float64) @ A.astype(np.float64) + b).astype(np.float32)
+    return out
 
 
 def aggregate_samples(E_mean, samples, aggregate, calibration=None):
@@ -509,6 +526,7 @@ def calibrate(
     graph = _as_graph(graph)
     threads = check_int("threads", threads, 1)
     seed = check_seed("seed", seed)
+    node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
     W, X, cfg, known = model_inputs(params, config, node_ids, graph, features)
     q = W.shape[0] + 1
     Z = q if samples is None else check_int("samples", samples, 1)
@@ -587,6 +605,7 @@ def infer_embeddings(
     if aggregate not in AGGREGATES:
         raise InputError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
     idx = _graph_nodes(graph, nodes)
+    node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
     W, X, cfg, known = model_inputs(params, config, node_ids, graph, features)
     positions = _positions(config, positions)
     q = W.shape[0] + 1
@@ -597,6 +616,14 @@ def infer_embeddings(
         if cal is None:
             log.info("no stored calibration: fitting one on the training nodes in the graph")
             cal = calibrate(params, config, node_ids, graph, features, Z, seed, threads, positions)
+        elif "samples" not in cal or "positions" not in cal:
+            warnings.warn(
+                f"the calibration does not say with which Z and positions it was fitted "
+                f"(no 'samples' or 'positions'); inferring with Z = {Z}: the scale of the "
+                "outputs may differ (fit it with infer.calibrate)",
+                InputWarning,
+                stacklevel=2,
+            )
         elif cal.get("samples") != Z or cal.get("positions") != [
             int(p) for p in context_positions(positions, q)
         ]:

@@ -28,6 +28,7 @@ in embeddings.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import secrets
@@ -113,9 +114,11 @@ def probe_writable(path) -> None:
     (a read-only file system, or permissions that ``os.access`` does not see)."""
     target = Path(os.fspath(path))
     tmp = _temp_name(target)
+    _LIVE_TEMPS[tmp] = os.getpid()
     try:
         os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError as err:
+        _LIVE_TEMPS.pop(tmp, None)
         raise InputError(
             f"{os.fspath(path)}: cannot create a file in {target.parent} ({err.strerror or err}); "
             "choose a writable folder"
@@ -173,17 +176,38 @@ def remove_stale_temps(target) -> list:
     return removed
 
 
+_LIVE_TEMPS: dict = {}
+"""Temp files this process created and has neither published nor removed yet, with the
+pid that created them: removed at interpreter exit (``_remove_live_temps``), so an
+interruption that lands outside the handlers that remove them (between creating the
+file and entering the ``try``, or between finishing it and publishing it) leaves none."""
+
+
+@atexit.register
+def _remove_live_temps() -> None:
+    for tmp, pid in list(_LIVE_TEMPS.items()):
+        if pid == os.getpid():  # not in a forked child: the parent may still be writing
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    _LIVE_TEMPS.clear()
+
+
 def _create_temp(target: Path, binary: bool):
     """(file, path) of a new hidden file next to ``target``, created like ``open(.., 'x')``."""
     for _ in range(100):
         tmp = _temp_name(target)
+        _LIVE_TEMPS[tmp] = os.getpid()  # before it exists: no window without a record
         try:
             if binary:
                 return open(tmp, "xb"), tmp
             return open(tmp, "x", encoding="utf-8", newline=""), tmp
         except FileExistsError:
+            _LIVE_TEMPS.pop(tmp, None)  # another process's file: never remove it
             continue
         except OSError as err:
+            _LIVE_TEMPS.pop(tmp, None)
             raise InputError(
                 f"{target.parent}: cannot create a file there ({err.strerror or err}); "
                 "choose a writable directory"
@@ -228,6 +252,7 @@ def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
             raise InputError(f"{target}: exists and is not a regular file; refusing to replace it")
         _keep_mode(tmp, target)
         os.replace(tmp, target)
+        _LIVE_TEMPS.pop(tmp, None)
         return
     try:
         os.link(tmp, target)  # atomic "create only if absent"
@@ -237,8 +262,10 @@ def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
         if _exists(target):
             raise InputError(f"{target}: exists; pass --overwrite to replace it") from None
         os.replace(tmp, target)
+        _LIVE_TEMPS.pop(tmp, None)
         return
     os.unlink(tmp)
+    _LIVE_TEMPS.pop(tmp, None)
 
 
 def _discard(tmp: Path) -> None:
@@ -246,6 +273,7 @@ def _discard(tmp: Path) -> None:
         os.unlink(tmp)
     except FileNotFoundError:
         pass
+    _LIVE_TEMPS.pop(tmp, None)
 
 
 def _reraise_naming(err: BaseException, path):
@@ -271,7 +299,21 @@ def _temp_file(target: Path, binary: bool):
             os.fsync(f.fileno())
     except BaseException as err:
         _discard(tmp)
-        _reraise_naming(err, target)
+        _reraise_naming(_interrupt_of(err) or err, target)
+
+
+def _interrupt_of(err):
+    """The KeyboardInterrupt (Ctrl-C, or the CLI's SIGTERM) that ``err`` was raised while
+    handling, if any: a zip writer interrupted inside a member's close raises ValueError
+    ("open writing handle") on its own close, which must not hide the interruption."""
+    if isinstance(err, KeyboardInterrupt):
+        return None
+    seen, depth = err.__context__, 0
+    while seen is not None and depth < 10:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen, depth = seen.__context__, depth + 1
+    return None
 
 
 @contextmanager
@@ -362,13 +404,29 @@ def _as_blocks(vectors) -> RowBlocks:
     return RowBlocks.of(_as_matrix(vectors))
 
 
+def text_ids(node_ids, n: int, where: str) -> list:
+    """The ``n`` node ids or labels as the tokens a text format writes (``str(label)``:
+    ints and other labels as their string); InputError naming a few that cannot be
+    written (empty or with whitespace) and how many, or the first repeated one."""
+    ids = [node if isinstance(node, str) else str(node) for node in node_ids]
+    bad = [node for node in ids if not is_token(node)]
+    if bad:
+        shown = ", ".join(repr(node) for node in bad[:3])
+        raise InputError(
+            f"{where}: {len(bad)} of {len(ids)} node ids cannot be written as text tokens "
+            f"(empty or containing whitespace), e.g. {shown}; rename them (e.g. spaces to "
+            "'_') or keep them in Python (Caps2NE.save writes any label)"
+        )
+    return check_ids(ids, n, where)
+
+
 def write_word2vec(path, node_ids, vectors, overwrite: bool = False, binary: bool = False) -> None:
     """Write (n, k) vectors in word2vec text (``%.9g``, exact) or binary format, atomically.
 
     ``vectors`` is an array or a :class:`RowBlocks` (same bytes either way)."""
     blocks = _as_blocks(vectors)
     n, k = blocks.shape
-    ids = check_ids(node_ids, n, os.fspath(path))
+    ids = text_ids(node_ids, n, os.fspath(path))
     header = f"{n} {k}\n"
     line = "%s" + " %.9g" * k + "\n"  # float32 -> Python float is exact; %.9g round-trips float32
     row = 4 * k
@@ -640,7 +698,7 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     """
     blocks = _as_blocks(vectors)
     n, k = blocks.shape
-    ids = None if node_ids is None else check_ids(node_ids, n, os.fspath(path))
+    ids = None if node_ids is None else text_ids(node_ids, n, os.fspath(path))
     write_ids = ids is not None and ids != [str(i) for i in range(n)]
     nodes = nodes_path(path)
     target = _check_target(path, overwrite)

@@ -4,9 +4,14 @@ and the model file (all parameters, config, node ids, format version in one .npz
 >>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
 >>> O = model.get_embedding()          # (N, k) float32, row i = node model.node_ids_[i]
 >>> model.embedding_dict()[5]          # the vector of the node the input called 5
+
+Node labels are kept as the input gave them (any hashable: ints, strings with spaces,
+tuples) in ``node_ids_``, ``embedding_dict()`` and ``to_keyedvectors()``; only the text
+writers (word2vec, ``.nodes.txt``) need tokens, and they say which labels are not.
 """
 
 import numbers
+import re
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -34,11 +39,19 @@ class Caps2NE(BaseEstimator):
     seed from the operating system's entropy, so every fit differs; ``seed_`` records
     the seed used, so such a run can be repeated.
 
+    Defaults: every hyperparameter's default is the command line's (``defaults.OPTIONS``)
+    except the thread count: ``n_jobs=1`` here (one thread, the scikit-learn
+    convention; -1 = every core), all cores this process may use on the command line.
+    Results do not depend on it.
+
     Fitted state: ``O_`` (the embeddings), ``W_``, ``bias_``, ``X_`` (trained or fixed
-    input features), ``node_ids_`` (the id string of each row), ``nodes_`` (each row's
-    node as the input named it: an int stays an int), ``seed_``, ``history_``
-    (per-epoch loss and throughput).  An unfitted model raises scikit-learn's
-    ``NotFittedError``.
+    input features), ``node_ids_`` (each row's node as the input named it: an int stays
+    an int, a networkx label stays that label; the id strings of a file or a
+    ``Graph``; a loaded model's as saved: ints when every label was an int, else
+    strings), ``nodes_`` (the same list), ``seed_``, ``history_`` (per-epoch loss and
+    throughput), ``calibration_`` (after ``calibrate`` or ``load`` of a file that
+    stores one: what ``transform`` uses).  An unfitted model raises scikit-learn's
+    ``NotFittedError``.  Errors name the parameters (``dim``), as given here.
 
     ``engine='ray'`` trains on a Ray cluster instead (``distributed.fit``): ``workers``
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
@@ -184,41 +197,52 @@ class Caps2NE(BaseEstimator):
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
         those of ``train.fit``.
         """
-        graph, nodes = graph_mod.coerce_graph(
-            graph, directed=directed, keep_self_loops=keep_self_loops
-        )
-        cfg = self.train_config()
-        run, extra = fit, {}
-        if self.engine == "ray":
-            from .distributed import fit as run
+        with _api_errors():
+            graph, nodes = graph_mod.coerce_graph(
+                graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
+            )
+            cfg = self.train_config()
+            run, extra = fit, {}
+            if self.engine == "ray":
+                from .distributed import fit as run
 
-            extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)
-        elif self.engine != "single":
-            raise ValueError(f"engine must be 'single' or 'ray', got {self.engine!r}")
-        result = run(
-            graph.indptr,
-            graph.indices,
-            graph.weights,
-            cfg,
-            features=X,
-            progress=self.progress,
-            epoch_callback=epoch_callback,
-            checkpoint_dir=checkpoint_dir,
-            checkpoint_every=checkpoint_every,
-            resume_from=resume_from,
-            step_callback=step_callback,
-            **extra,
-        )
+                extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)
+            elif self.engine != "single":
+                raise ValueError(f"engine must be 'single' or 'ray', got {self.engine!r}")
+            result = run(
+                graph.indptr,
+                graph.indices,
+                graph.weights,
+                cfg,
+                features=X,
+                progress=self.progress,
+                epoch_callback=epoch_callback,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=checkpoint_every,
+                resume_from=resume_from,
+                step_callback=step_callback,
+                **extra,
+            )
         p = result.params
         self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
         self.fixed_features_ = p.fixed_features
-        self.node_ids_ = list(graph.node_ids)
-        self.nodes_ = nodes
+        self.node_ids_ = list(nodes)
+        self.nodes_ = self.node_ids_
+        self.directed_, self.keep_self_loops_ = bool(directed), bool(keep_self_loops)
         self.seed_ = cfg.seed
         self.history_ = result.history
         self.config_ = result.config.to_dict()
         self.lr_ = result.optimizer.lr
+        if hasattr(self, "calibration_"):
+            del self.calibration_  # fitted for the parameters a refit replaces
         return self
+
+    def fit_transform(self, graph, X=None, **fit_params):
+        """``fit(graph, X, **fit_params).get_embedding()``: the trained o_v, (N, k) float32.
+
+        (Not ``fit(...).transform(graph)``, which re-embeds every node through the
+        capsule path, Algorithm 3: that is for new nodes.)"""
+        return self.fit(graph, X, **fit_params).get_embedding()
 
     def get_embedding(self):
         """The node embeddings o_v: (N, k) float32; row i is node ``node_ids_[i]``.
@@ -234,15 +258,16 @@ class Caps2NE(BaseEstimator):
     def embedding_dict(self):
         """``{node: o_v}``: each node as the input named it (``nodes_``) to its (k,) vector.
 
-        Keys are the labels given to ``fit`` (networkx labels, edge-array or DataFrame
-        values; the id strings for a file, and for a loaded model).
+        Keys are ``node_ids_``: the labels given to ``fit`` (networkx labels, edge-array
+        or DataFrame values, matrix rows as ints; the id strings for a file).
         """
         _check_fitted(self)
-        nodes = getattr(self, "nodes_", None) or self.node_ids_
-        return dict(zip(nodes, self.O_))
+        return dict(zip(self.node_ids_, self.O_))
 
     def to_keyedvectors(self):
-        """The embeddings as gensim ``KeyedVectors`` keyed by the id strings (needs gensim)."""
+        """The embeddings as gensim ``KeyedVectors`` keyed by ``node_ids_``, as
+        ``embedding_dict`` (ints stay ints; needs gensim).  Writing them in word2vec
+        text format needs labels without whitespace (``str(label)`` is written)."""
         _check_fitted(self)
         try:
             from gensim.models import KeyedVectors
@@ -252,75 +277,101 @@ class Caps2NE(BaseEstimator):
         kv.add_vectors(list(self.node_ids_), np.asarray(self.O_, dtype=np.float32))
         return kv
 
+    def _graph(self, graph):
+        """(Graph, labels) of a graph given to ``transform`` / ``calibrate``: any input
+        ``fit`` takes, read with the edge policies of the fit (a loaded model: the
+        command line's, undirected without self loops)."""
+        return graph_mod.coerce_graph(
+            graph,
+            directed=getattr(self, "directed_", False),
+            keep_self_loops=getattr(self, "keep_self_loops_", False),
+            tokens=False,
+        )
+
     def transform(self, graph, X=None, nodes=None, samples=None, random_state=0, aggregate=None):
         """Embeddings of (new) nodes through the capsule path, Algorithm 3.
 
-        ``graph`` holds the nodes and their edges (Graph or scipy.sparse adjacency),
-        ``X`` their fixed features in graph order (None for a featureless model),
-        ``nodes`` the ids or indices to embed (default: every node of ``graph``).
-        ``aggregate``: 'calibrated' (None: the default; on the scale of the o_v, with
-        ``calibration_`` when set, else a calibration fitted on the training nodes in
-        ``graph``), 'mean' (the paper's average) or 'sum' (infer.infer_embeddings).
-        Returns (V, k) float32 from e over Z sampled contexts (infer.py).
+        ``graph`` holds the nodes and their edges: any input ``fit`` takes (networkx
+        graph, scipy.sparse adjacency, edge array, DataFrame, ``Graph``), read with the
+        fit's ``directed`` / ``keep_self_loops``; nodes match the training nodes by
+        ``str(label)``.  ``X`` their fixed features in graph order (None for a
+        featureless model).  ``nodes``: the labels to embed as the graph names them
+        (for a ``Graph``: id strings, or ints as graph indices); default every node of
+        ``graph``.
+        ``aggregate``: None (the default, ``infer.DEFAULT_AGGREGATE``: 'calibrated'),
+        'calibrated' (on the scale of the o_v, with ``calibration_`` when set -- by
+        ``calibrate`` or a loaded model file that stores one -- else a calibration fitted
+        on the training nodes in ``graph``), 'mean' (the paper's average) or 'sum'
+        (infer.infer_embeddings).
+        Returns (V, k) float32 from e over Z sampled contexts (infer.py); row a is
+        ``nodes[a]``.
         """
         from .infer import DEFAULT_AGGREGATE, infer_embeddings
 
         _check_fitted(self)
-        if nodes is None:
-            n = graph.n_nodes if isinstance(graph, graph_mod.Graph) else graph.shape[0]
-            nodes = list(range(n))
-        _, E = infer_embeddings(
-            self.params_(),
-            self.config_,
-            self.node_ids_,
-            graph,
-            X,
-            nodes,
-            samples=samples,
-            seed=_seed(random_state),
-            threads=_threads(self.n_jobs),
-            aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate,
-            calibration=getattr(self, "calibration_", None),
-        )
+        with _api_errors():
+            g, labels = self._graph(graph)
+            idx = _node_indices(graph, g, labels, nodes)
+            _, E = infer_embeddings(
+                self.params_(),
+                self.config_,
+                self.node_ids_,
+                g,
+                X,
+                idx,
+                samples=samples,
+                seed=_seed(random_state),
+                threads=_threads(self.n_jobs),
+                aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate,
+                calibration=getattr(self, "calibration_", None),
+            )
         return E
 
     def calibrate(self, graph, X=None, samples=None, random_state=0, positions="all", method=None):
         """Fit the map from Algorithm 3's mean capsule output e onto the o_v (infer.calibrate)
-        on the training nodes in ``graph`` (best: the training graph) and return it; set
-        ``calibration_`` to it for ``transform``.  ``method``: None (the default, 'diag'),
-        'scale' or 'linear'."""
+        on the training nodes in ``graph`` (best: the training graph; any input ``fit``
+        takes), set ``calibration_`` to it (``transform`` and ``save`` use it) and return
+        it.  ``method``: None (the default, 'diag'), 'scale' or 'linear'."""
         from .infer import DEFAULT_CALIBRATION, calibrate
 
         _check_fitted(self)
-        return calibrate(
-            self.params_(),
-            self.config_,
-            self.node_ids_,
-            graph,
-            X,
-            samples=samples,
-            seed=_seed(random_state),
-            threads=_threads(self.n_jobs),
-            positions=positions,
-            method=DEFAULT_CALIBRATION if method is None else method,
-        )
+        with _api_errors():
+            g, _ = self._graph(graph)
+            self.calibration_ = calibrate(
+                self.params_(),
+                self.config_,
+                self.node_ids_,
+                g,
+                X,
+                samples=samples,
+                seed=_seed(random_state),
+                threads=_threads(self.n_jobs),
+                positions=positions,
+                method=DEFAULT_CALIBRATION if method is None else method,
+            )
+        return self.calibration_
 
     def save(self, path, overwrite=False):
-        """Write every parameter, the config, node ids and history to one .npz (atomic)."""
+        """Write every parameter, the config, node ids, history and ``calibration_`` (when
+        set) to one .npz (atomic; ``overwrite=True`` to replace a file).  Labels are
+        stored as ``str(label)`` (and as ints when every one is an int)."""
         _check_fitted(self)
-        save_model(
-            path,
-            self.params_(),
-            self.node_ids_,
-            self.config_,
-            self.lr_,
-            self.history_,
-            overwrite=overwrite,
-        )
+        with _api_errors():
+            save_model(
+                path,
+                self.params_(),
+                self.node_ids_,
+                self.config_,
+                self.lr_,
+                self.history_,
+                overwrite=overwrite,
+                calibration=getattr(self, "calibration_", None),
+            )
 
     @classmethod
     def load(cls, path):
-        """Read a model written by ``save`` (or ``caps2ne train --model-out``)."""
+        """Read a model written by ``save`` (or ``caps2ne train --model-out``), with the
+        calibration ``infer --save-calibration`` or ``save`` stored in it (``calibration_``)."""
         m = read_model(path)
         keys = set(TrainConfig.__dataclass_fields__)
         params = {k: v for k, v in m["config"].items() if k in keys}
@@ -332,11 +383,13 @@ class Caps2NE(BaseEstimator):
         )
         model.O_, model.W_, model.bias_, model.X_ = m["O"], m["W"], m["bias"], m["X"]
         model.fixed_features_ = m["fixed_features"]
-        model.node_ids_ = m["node_ids"]
-        model.nodes_ = list(m["node_ids"])
+        model.node_ids_ = list(m["node_labels"])
+        model.nodes_ = model.node_ids_
         model.history_ = m["history"]
         model.config_ = m["config"]
         model.lr_ = m["lr_used"]
+        if m["calibration"] is not None:
+            model.calibration_ = m["calibration"]
         return model
 
     def params_(self):
@@ -373,6 +426,56 @@ def _seed(random_state):
     raise InputError(
         f"random_state must be None, an int >= 0 or a numpy Generator, got {random_state!r}"
     )
+
+
+def _node_indices(given, graph, labels, nodes):
+    """Graph indices (int64) of ``nodes`` (labels as ``given`` names them; for a Graph:
+    id strings or ints as indices), or of every node for None."""
+    if nodes is None:
+        return np.arange(graph.n_nodes, dtype=np.int64)
+    if isinstance(given, graph_mod.Graph):
+        return nodes
+    if isinstance(nodes, str) or not hasattr(nodes, "__iter__"):
+        nodes = [nodes]
+    index = {label: i for i, label in enumerate(labels)}
+    out = []
+    for node in nodes:
+        i = index.get(node.item() if isinstance(node, np.generic) else node)
+        if i is None and isinstance(node, str):
+            i = graph.index_of([node])[0] if node in graph.node_ids else None  # str(label)
+        if i is None:
+            raise InputError(f"nodes: {node!r} is not a node of the graph given")
+        out.append(i)
+    return np.asarray(out, dtype=np.int64)
+
+
+_PARAMETER = {"threads": "n_jobs", "seed": "random_state", "overwrite": "overwrite=True"}
+"""Command-line flags whose estimator parameter is not their name with underscores."""
+
+
+def _api_message(message):
+    """An error message with the command line's flags (``--dim``) as the estimator's
+    parameters (``dim``)."""
+
+    def name(match):
+        flag = match.group(1).replace("-", "_")
+        return _PARAMETER.get(flag, flag)
+
+    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", name, message)
+
+
+class _api_errors:
+    """Re-raise an InputError of the block with the estimator's parameter names."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if isinstance(err, InputError):
+            message = _api_message(str(err))
+            if message != str(err):
+                raise type(err)(message).with_traceback(tb) from None
+        return False
 
 
 def _check_fitted(model):

@@ -167,8 +167,11 @@ def test_streamed_model_file_holds_np_savez_members(tmp_path, S, block_rows):
     streamed = streamed_params(NOW, cluster, 11, K, D, fixed=False, block_rows=block_rows)
     assert isinstance(streamed.O, io.RowBlocks) and isinstance(streamed.X, io.RowBlocks)
     history = [dict(epoch=1, loss=1.5)]
-    save_model(tmp_path / "whole.npz", whole, ids, {"dim": K}, 0.01, history)
-    save_model(tmp_path / "streamed.npz", streamed, ids, {"dim": K}, 0.01, history)
+    from caps2ne_np.config import TrainConfig
+
+    config = TrainConfig(dim=K, feat_dim=D, walk_length=3).to_dict()  # read_model checks it
+    save_model(tmp_path / "whole.npz", whole, ids, config, 0.01, history)
+    save_model(tmp_path / "streamed.npz", streamed, ids, config, 0.01, history)
     # np.savez's zip: same members, order, storage and bytes (only timestamps may differ)
     assert members(tmp_path / "streamed.npz") == members(tmp_path / "whole.npz")
     got = read_model(tmp_path / "streamed.npz")

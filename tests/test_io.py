@@ -234,3 +234,128 @@ def test_npz_round_trip_and_no_pickles(tmp_path):
     np.savez(tmp_path / "pickled.npz", x=np.array([{}], dtype=object))
     with pytest.raises(InputError, match="pickled.npz"):
         load_npz(tmp_path / "pickled.npz")
+
+
+# --------------------------------------------------------------------------- durability (#26)
+
+
+def _fsync_spy(monkeypatch):
+    """Record the path behind every fd passed to os.fsync (Linux /proc), then fsync it."""
+    synced = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append(os.path.realpath(os.readlink(f"/proc/self/fd/{fd}")))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+def _is_temp_of(path, target):
+    name = os.path.basename(path)
+    return os.path.dirname(path) == str(target.parent) and name.startswith(f".{target.name}.")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc/self/fd")
+@pytest.mark.parametrize("writer", ["word2vec", "word2vec-binary", "npy", "npz", "model"])
+def test_atomic_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch, writer):
+    """Each writer fsyncs the finished temp file before renaming it into place, then the
+    directory that holds the new name (so the rename survives a power cut)."""
+    ids, vectors = [f"v{i}" for i in range(5)], awkward_vectors()
+    target = tmp_path / "out.bin"
+    synced = _fsync_spy(monkeypatch)
+    if writer.startswith("word2vec"):
+        write_word2vec(target, ids, vectors, binary=writer.endswith("binary"))
+    elif writer == "npy":
+        target = tmp_path / "out.npy"
+        save_npy(target, vectors, ids)
+    elif writer == "npz":
+        save_npz(target, a=vectors)
+    else:
+        from caps2ne_np.core import Params
+        from caps2ne_np.modelfile import save_model
+
+        W = np.ones((2, 4, 3), dtype=np.float32)
+        params = Params(W, vectors, np.zeros(5, np.float32), np.ones((5, 3), np.float32))
+        save_model(target, params, ids, {"dim": 4}, 0.1, [])
+    files = [p for p in synced if _is_temp_of(p, target)]
+    assert len(files) == 1, synced  # the matrix / archive, before the rename
+    assert str(tmp_path) in synced, synced  # the directory, after it
+    assert synced.index(str(tmp_path)) > synced.index(files[0])
+    if writer == "npy":  # and the ids file that goes with the matrix
+        assert [p for p in synced if _is_temp_of(p, nodes_path(target))], synced
+
+
+INTERRUPTED_ZIP = """
+import os, sys, zipfile
+import numpy as np
+from caps2ne_np.io import save_npz
+
+real, calls = zipfile._ZipWriteFile.close, []
+
+def interrupted(self):
+    if not calls:
+        calls.append(1)
+        raise KeyboardInterrupt
+    return real(self)
+
+zipfile._ZipWriteFile.close = interrupted
+try:
+    save_npz(os.path.join(sys.argv[1], "x.npz"), a=np.ones(3))
+except BaseException as err:
+    print(type(err).__name__, sorted(os.listdir(sys.argv[1])), flush=True)
+    os._exit(0)
+"""
+
+
+def test_an_interrupt_inside_a_zip_member_stays_an_interrupt(tmp_path):
+    """Ctrl-C (or the CLI's SIGTERM) landing in a zip member's close made zipfile raise
+    ValueError ('open writing handle') on its own close, so the CLI reported an internal
+    error instead of the interruption (seen in test_signal_ends_the_run_cleanly).  In a
+    subprocess: an interrupt in pytest's own process disturbs it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_ZIP, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.strip() == "KeyboardInterrupt []", proc.stdout + proc.stderr
+
+
+LEFT_IN_A_WINDOW = """
+import sys
+from pathlib import Path
+from caps2ne_np import io
+
+f, tmp = io._create_temp(Path(sys.argv[1]) / "x.npz", binary=True)
+f.write(b"half")
+assert tmp.exists()
+raise KeyboardInterrupt  # outside every handler that removes the temp file
+"""
+
+
+def test_a_temp_file_left_by_an_interrupt_outside_the_handlers_is_removed_at_exit(tmp_path):
+    """An interrupt between creating a temp file and entering the try that removes it (or
+    between finishing and publishing it) left ``.<name>.<pid>-<random>.tmp`` behind (seen
+    in test_signal_ends_the_run_cleanly under load): the interpreter's exit removes it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", LEFT_IN_A_WINDOW, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "KeyboardInterrupt" in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())

@@ -57,14 +57,44 @@ def load_input(source, need_eval=False):
     return g, features, labels, splits
 
 
-def check_writable(path, overwrite):
-    """InputError now if writing ``path`` would be refused or fail later ('-' is stdout)."""
+def check_writable(path, overwrite, option="--out"):
+    """InputError now if writing ``path`` would be refused or fail later ('-': standard
+    output, which must be open)."""
     from ..io import check_output_path, is_stdout, probe_writable
 
     if is_stdout(path):
+        check_stdout(option)
         return
     check_output_path(path, overwrite)
     probe_writable(path)
+
+
+def check_stdout(option="--out"):
+    """InputError (one line) unless standard output is open for writing: ``cmd >&-``
+    closes it (Python then has no ``sys.stdout``), and results written there at the end
+    of a run would be lost."""
+    import io
+    import sys
+
+    stream = sys.stdout
+    problem = None
+    if stream is None or getattr(stream, "closed", False):
+        problem = "is closed"
+    else:
+        try:
+            os.fstat(stream.fileno())
+        except io.UnsupportedOperation:
+            pass  # an in-memory stream (a test runner's): writable
+        except (OSError, ValueError):
+            problem = "is closed"
+        else:
+            if not stream.writable():
+                problem = "is not writable"
+    if problem:
+        raise InputError(
+            f"{option} -: standard output {problem}; give {option} a file name, or run "
+            "the command with its output open (e.g. '> out.emb')"
+        )
 
 
 def input_paths(source):
@@ -110,6 +140,8 @@ def check_outputs(outputs, inputs, checkpoint_dir=None):
             path = os.path.join(checkpoint_dir, name)
             taken[os.path.realpath(path)] = ("checkpoint file", path)
     for option, path, overwrite in outputs:
+        if path is not None and is_stdout(path):
+            check_stdout(option)
         if path is None or is_stdout(path):
             continue
         if path != "":
@@ -123,7 +155,7 @@ def check_outputs(outputs, inputs, checkpoint_dir=None):
                 )
                 raise InputError(f"{option} {path}: the same file as {what} {other}; {fix}")
             taken[key] = (option, path)
-        check_writable(path, overwrite)
+        check_writable(path, overwrite, option)
     if checkpoint_dir:
         target = Path(checkpoint_dir)
         if target.exists() and not target.is_dir():

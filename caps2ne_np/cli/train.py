@@ -321,6 +321,11 @@ def _train(
                 overwrite=overwrite,
             )
             wrote(model_out)
+        if tracker is not None:  # the outputs hold the kept epoch, which may not be the last
+            log.info(
+                f"wrote epoch {tracker.best_epoch} of {len(result.history)}: best validation "
+                f"accuracy ({100 * tracker.best_val:.2f}%, --eval-every-epoch)"
+            )
 
     streamed = False
     on_ray = engine.pop("engine") == "ray"

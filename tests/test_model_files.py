@@ -1,0 +1,267 @@
+"""Model files and calibration as a user and a hostile file meet them (issue 26, items
+7-10): the API uses the calibration ``infer --save-calibration`` stored, ``load`` then
+``save`` keeps it; every damaged field of a model file is one line naming it, checked by
+the ranges training uses; calibration messages name the real shapes and the command to
+recalibrate; ``--save-calibration`` writes through a symbolic link."""
+
+import json
+import re
+import warnings
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from caps2ne_np.cli import cli
+from caps2ne_np.errors import InputError, InputWarning
+from caps2ne_np.graph import read_graph
+from caps2ne_np.infer import apply_calibration, calibrate, infer_embeddings
+from caps2ne_np.io import load_npz, read_word2vec, save_npz
+from caps2ne_np.model import Caps2NE
+from caps2ne_np.modelfile import read_model, save_calibration
+from test_infer import fit_quiet, fitted, planted_partition
+
+pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A featureless model trained on the planted-partition graph without 'new', the full
+    graph as an edge list, and the nodes to embed."""
+    from caps2ne_np.infer import inductive_split
+
+    d = tmp_path_factory.mktemp("modelfiles")
+    full = planted_partition()
+    sub, _ = inductive_split(full, ["new"])
+    adj = full.to_scipy().tocoo()
+    (d / "full.txt").write_text(
+        "".join(
+            f"{full.node_ids[u]} {full.node_ids[v]}\n" for u, v in zip(adj.row, adj.col) if u < v
+        )
+    )
+    (d / "nodes.txt").write_text("new\nn3\nn20\n")
+    model = fit_quiet(sub, epochs=2)
+    model.save(d / "model.npz")
+    return d
+
+
+def _infer(*args):
+    return CliRunner().invoke(cli, ["infer", *map(str, args)])
+
+
+def _copy(files, tmp_path, name="m.npz"):
+    (tmp_path / name).write_bytes((files / "model.npz").read_bytes())
+    return tmp_path / name
+
+
+# --------------------------------------------------------------------------- item 7
+
+
+def test_load_transform_uses_the_calibration_infer_stored(files, tmp_path):
+    """infer --save-calibration, then Caps2NE.load(m).transform: the same embeddings as
+    infer on the same model, graph, Z and seed (before: a calibration fitted anew on
+    the graph given to transform, up to 0.24 apart)."""
+    m = _copy(files, tmp_path)
+    r = _infer(
+        "--model", m, "--graph", files / "full.txt", "--nodes", files / "nodes.txt",
+        "--samples", 6, "--seed", 4, "--aggregate", "calibrated", "--save-calibration",
+        "--out", tmp_path / "cli.emb",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    ids, E_cli = read_word2vec(tmp_path / "cli.emb")
+    # calibrated on the full graph stored; transform on the same graph, as infer did
+    model = Caps2NE.load(m)
+    assert model.calibration_["samples"] == 6
+    g = read_graph(files / "full.txt")
+    E_api = model.transform(g, nodes=ids, samples=6, random_state=4, aggregate="calibrated")
+    np.testing.assert_array_equal(E_api, E_cli)
+    # not what a calibration fitted anew on another graph would give
+    fresh = Caps2NE.load(m)
+    del fresh.calibration_
+    sub = read_graph(files / "full.txt")
+    other = fresh.calibrate(sub, samples=3, random_state=9, method="scale")
+    assert not np.array_equal(other["A"], model.calibration_["A"])
+
+
+def test_calibrate_sets_calibration_and_save_load_keep_it(files, tmp_path):
+    model = Caps2NE.load(files / "model.npz")
+    assert not hasattr(model, "calibration_")  # the file stores none
+    g = read_graph(files / "full.txt")
+    cal = model.calibrate(g, samples=5, random_state=1)
+    assert model.calibration_ is cal
+    ref = calibrate(*fitted(model), g, None, samples=5, seed=1)
+    np.testing.assert_array_equal(cal["A"], ref["A"])
+    model.save(tmp_path / "a.npz")
+    again = Caps2NE.load(tmp_path / "a.npz")
+    np.testing.assert_array_equal(again.calibration_["A"], cal["A"])
+    np.testing.assert_array_equal(again.calibration_["b"], cal["b"])
+    again.save(tmp_path / "b.npz")  # load then save keeps it
+    assert read_model(tmp_path / "b.npz")["calibration"]["samples"] == 5
+    np.testing.assert_array_equal(read_model(tmp_path / "b.npz")["calibration"]["A"], cal["A"])
+
+
+# --------------------------------------------------------------------------- item 8
+
+
+def _damage(src, dst, **changes):
+    arrays = load_npz(src)
+    for name, value in changes.items():
+        if value is None:
+            arrays.pop(name, None)
+        else:
+            arrays[name] = value(arrays[name]) if callable(value) else value
+    save_npz(dst, overwrite=True, **arrays)
+    return dst
+
+
+def _config(**edits):
+    def change(a):
+        config = json.loads(str(a))
+        for key, value in edits.items():
+            if value is None:
+                del config[key]
+            else:
+                config[key] = value
+        return np.asarray(json.dumps(config))
+
+    return change
+
+
+def _calibration_json(value):
+    return np.asarray(json.dumps(value))
+
+
+DAMAGED = {
+    "no-version": ({"version": None}, "no version"),
+    "version-abc": ({"version": np.asarray("abc")}, "version is 'abc' (<U3), expected an integer"),
+    "no-routing-iters": ({"config": _config(routing_iters=None)}, "config has no routing_iters"),
+    "routing-iters-abc": (
+        {"config": _config(routing_iters="abc")},
+        "config routing_iters must be an integer, got 'abc'",
+    ),
+    "routing-scale-negative": (
+        {"config": _config(routing_scale=-5)},
+        "config routing_scale must be > 0, got -5",
+    ),
+    "routing-rule-unknown": (
+        {"config": _config(routing_rule="magic")},
+        "config routing_rule must be one of ('paper', 'sabour'), got 'magic'",
+    ),
+    "dim-disagrees": ({"config": _config(dim=9)}, "config dim is 9 but O has k = 8 columns"),
+    "config-list": ({"config": np.asarray("[1, 2]")}, "config is a JSON list"),
+    "config-not-json": ({"config": np.asarray("{oops")}, "config is not JSON"),
+    "fixed-features-yes": (
+        {"fixed_features": np.asarray("yes")},
+        "fixed_features is 'yes' (<U3), expected a boolean",
+    ),
+    "duplicate-ids": (
+        {"node_ids": lambda a: np.concatenate([a[:1], a[:-1]])},
+        "node id 'n0' occurs twice (rows 0 and 1)",
+    ),
+    "calibration-list": (
+        {
+            "calibration": _calibration_json([1, 2]),
+            "calibration_A": np.eye(8, dtype=np.float32),
+            "calibration_b": np.zeros(8, dtype=np.float32),
+        },
+        "damaged calibration (a JSON list, expected an object); recalibrate: caps2ne infer",
+    ),
+    "calibration-without-A": (
+        {
+            "calibration": _calibration_json(dict(method="diag", samples=10, positions=[0])),
+            "calibration_b": np.zeros(8, dtype=np.float32),
+        },
+        "damaged calibration (no calibration_A); recalibrate",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_damaged_model_file_is_one_line_naming_the_field(files, tmp_path, case):
+    changes, what = DAMAGED[case]
+    bad = _damage(files / "model.npz", tmp_path / "bad.npz", **changes)
+    with pytest.raises(InputError) as info:
+        read_model(bad)
+    message = str(info.value)
+    assert "\n" not in message and what in message, message
+    with pytest.raises(InputError):
+        Caps2NE.load(bad)
+    r = _infer(
+        "--model", bad, "--graph", files / "full.txt", "--nodes", files / "nodes.txt",
+        "--out", tmp_path / "x.emb",
+    )  # fmt: skip
+    assert r.exit_code == 1 and "internal error" not in r.output, r.output
+    assert what in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+def test_huge_routing_iters_is_refused_by_a_memory_estimate_before_allocating(files, tmp_path):
+    """routing_iters 1e9 is a valid integer; the routing intermediates of even one
+    context (about 100 GB) are estimated before anything is allocated."""
+    bad = _damage(files / "model.npz", tmp_path / "bad.npz", config=_config(routing_iters=1e9))
+    assert read_model(bad)["config"]["routing_iters"] == 10**9  # an integral float is an int
+    model = Caps2NE.load(bad)
+    g = read_graph(files / "full.txt")
+    with pytest.raises(InputError, match="routing_iters m = 1000000000 .* needs about"):
+        model.transform(g, nodes=["new"], aggregate="mean")
+
+
+# --------------------------------------------------------------------------- item 9
+
+
+def test_calibration_messages_name_the_shapes_and_the_fix():
+    E = np.ones((2, 8), dtype=np.float32)
+    with pytest.raises(InputError, match=r"A of shape \(8, 5\) .* k = 8 need A \(8, 8\)"):
+        apply_calibration(E, dict(A=np.ones((8, 5)), b=np.zeros(8)))
+    A = np.eye(8)
+    A[2, 2] = np.nan
+    with pytest.raises(InputError, match="1 NaN or infinite .*recalibrate: caps2ne infer"):
+        apply_calibration(E, dict(A=A, b=np.zeros(8)))
+    with pytest.raises(InputError, match=r"values up to 1e\+30, beyond 1e\+18.*recalibrate"):
+        apply_calibration(E, dict(A=1e30 * np.eye(8), b=np.zeros(8)))
+    with pytest.raises(InputError, match="beyond float32's range; recalibrate"):
+        apply_calibration(1e30 * E, dict(A=1e9 * np.eye(8), b=np.zeros(8)))
+
+
+def test_a_calibration_without_its_settings_warns_sensibly(files):
+    model = Caps2NE.load(files / "model.npz")
+    g = read_graph(files / "full.txt")
+    cal = dict(A=np.eye(8, dtype=np.float32), b=np.zeros(8, dtype=np.float32))
+    with pytest.warns(InputWarning) as record:
+        infer_embeddings(*fitted(model), g, None, ["new"], aggregate="calibrated", calibration=cal)
+    text = " ".join(str(w.message) for w in record)
+    assert "does not say with which Z and positions" in text and "None" not in text
+
+
+def test_a_stored_calibration_with_nan_or_huge_values_says_recalibrate(files, tmp_path):
+    for A, what in ((np.full((8, 8), np.nan), "64 NaN"), (1e30 * np.eye(8), "1e+30")):
+        bad = _damage(
+            files / "model.npz",
+            tmp_path / "bad.npz",
+            calibration=_calibration_json(dict(method="diag", samples=10, positions=[0])),
+            calibration_A=A.astype(np.float32),
+            calibration_b=np.zeros(8, dtype=np.float32),
+        )
+        with pytest.raises(InputError, match=re.escape(what) + ".*recalibrate: caps2ne infer"):
+            read_model(bad)
+
+
+# --------------------------------------------------------------------------- item 10
+
+
+def test_save_calibration_writes_through_a_symbolic_link(files, tmp_path):
+    real = _copy(files, tmp_path, "real.npz")
+    link = tmp_path / "link.npz"
+    link.symlink_to(real)
+    r = _infer(
+        "--model", link, "--graph", files / "full.txt", "--nodes", files / "nodes.txt",
+        "--save-calibration", "--out", tmp_path / "x.emb",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert read_model(real)["calibration"] is not None
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        cal = read_model(real)["calibration"]
+    save_calibration(link, cal)  # the function itself, too
+    assert link.is_symlink()
