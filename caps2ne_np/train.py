@@ -90,6 +90,8 @@ class TrainConfig:
                          walks every epoch (walk w of epoch e is keyed by (seed, e, w))
     walk_chunk           walks per chunk when counting node frequencies for the unigram
                          sampler (walks are otherwise generated per batch, never stored)
+    node2vec_p, node2vec_q  node2vec's return and in-out parameters of second-order
+                         walks (walks.node2vec_step); 1, 1: first-order walks (the paper)
     """
 
     dim: int = DEFAULTS["dim"]
@@ -116,6 +118,8 @@ class TrainConfig:
     adam: str | None = DEFAULTS["adam"]
     walk_chunk: int = DEFAULTS["walk_chunk"]
     preset: str = DEFAULTS["preset"]
+    node2vec_p: float = DEFAULTS["node2vec_p"]
+    node2vec_q: float = DEFAULTS["node2vec_q"]
 
     def model_config(self):
         return ModelConfig(
@@ -266,6 +270,13 @@ def validate(cfg, n_nodes):
         "routing_scale",
         f"must be a finite number > 0, got {cfg.routing_scale}",
     )
+    lo, hi = walks_mod.NODE2VEC_RANGE
+    for name in ("node2vec_p", "node2vec_q"):  # node2vec's p and q
+        value = getattr(cfg, name)
+        try:
+            walks_mod.check_node2vec(name, value)
+        except InputError:
+            need(False, name, f"must be a finite number in [{lo:g}, {hi:g}], got {value!r}")
     if cfg.batch_size is not None and cfg.walks_per_node is not None:
         check_step_memory(cfg, n_nodes, cfg.feat_dim, sparse=True)  # before any allocation
     try:
@@ -505,7 +516,14 @@ def _fit(
     # Walks are generated on demand, batch by batch: walk w is a pure function of
     # (seed, w), so the run never holds all N*T walks (walks.WalkSource).
     source = walks_mod.WalkSource(
-        indptr, indices, weights, cfg.walks_per_node, q, walk_seed(cfg.seed, 0)
+        indptr,
+        indices,
+        weights,
+        cfg.walks_per_node,
+        q,
+        walk_seed(cfg.seed, 0),
+        cfg.node2vec_p,
+        cfg.node2vec_q,
     )
     positions = walks_mod.target_positions(cfg.targets, q)
     if progress and _kernels_cold():

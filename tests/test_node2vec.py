@@ -226,3 +226,128 @@ def test_bad_p_and_q_are_refused_by_name(name, value):
         uniform_walks(INDPTR, INDICES, None, 1, 3, 0, **{name: value})
     with pytest.raises(ValueError, match=name):
         WalkSource(INDPTR, INDICES, None, 1, 3, 0, **{name: value})
+
+
+# --------------------------------------------------------------------------- options and wiring
+
+TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, epochs=1, walk_length=5)
+
+
+def ring_adj():
+    """Two 5-cliques joined by an edge: a CSR adjacency (sorted rows)."""
+    block = np.ones((5, 5)) - np.eye(5)
+    A = sp.lil_matrix(sp.block_diag([block, block]))
+    A[4, 5] = A[5, 4] = 1
+    return sp.csr_matrix(A, dtype=np.float32)
+
+
+def csr_of(adj):
+    return adj.indptr.astype(np.int64), adj.indices.astype(np.int32), None
+
+
+def test_training_walks_follow_the_options():
+    from caps2ne_np.train import TrainConfig, fit
+
+    ip, ix, _ = csr_of(ring_adj())
+    O = {}
+    for pq in ((), (1.0, 1.0), (0.25, 4.0)):
+        cfg = TrainConfig(**TINY, **dict(zip(("node2vec_p", "node2vec_q"), pq)))
+        O[pq] = fit(ip, ix, None, cfg).params.O
+    np.testing.assert_array_equal(O[()], O[(1.0, 1.0)])  # p = q = 1: today's run, bit for bit
+    assert not np.array_equal(O[()], O[(0.25, 4.0)])
+
+
+def test_ray_batch_worker_makes_the_same_node2vec_walks():
+    from caps2ne_np.distributed import BatchWorker
+    from caps2ne_np.train import TrainConfig, resolve, walk_seed
+
+    adj = ring_adj()
+    ip, ix, _ = csr_of(adj)
+    cfg = resolve(TrainConfig(**TINY, node2vec_p=0.5, node2vec_q=2.0), 10, adj.nnz)[0]
+    worker = BatchWorker(0, ip, ix, None, cfg, None, 1, None)
+    ids = np.arange(worker.source.n_walks, dtype=np.int64)
+    expect = uniform_walks(ip, ix, None, 2, 5, walk_seed(0, 0), node2vec_p=0.5, node2vec_q=2.0)
+    np.testing.assert_array_equal(worker.source.walks(ids), expect)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(node2vec_p=float("nan")), "--node2vec-p: must be a finite number"),
+        (dict(node2vec_q=0.0), "--node2vec-q: must be a finite number"),
+        (dict(node2vec_q="2"), "--node2vec-q: must be a finite number"),
+    ],
+)
+def test_training_refuses_bad_p_and_q_in_one_line(options, message):
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.train import TrainConfig, resolve, validate
+
+    cfg = resolve(TrainConfig(**TINY, **options), 10, 20)[0]
+    with pytest.raises(InputError, match=message) as err:
+        validate(cfg, 10)
+    assert "\n" not in str(err.value)
+
+
+def test_cli_options_and_their_range(tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    result = CliRunner().invoke(cli, ["train", "--help"], terminal_width=100)
+    assert "--node2vec-p" in result.output and "--node2vec-q" in result.output
+    edges = tmp_path / "g.txt"
+    edges.write_text("0 1\n1 2\n2 0\n")
+    bad = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--node2vec-q", "0"])
+    assert bad.exit_code == 2 and "--node2vec-q" in bad.output
+
+
+def test_model_file_keeps_p_q_and_inference_uses_them(tmp_path, monkeypatch):
+    """The estimator stores p and q in the model file; inference grows its contexts with
+    them; a model file without them (older) infers with p = q = 1."""
+    from caps2ne_np import infer
+    from caps2ne_np.model import Caps2NE
+
+    adj = ring_adj()
+    model = Caps2NE(**TINY, node2vec_p=0.5, node2vec_q=2.0).fit(adj)
+    assert model.config_["node2vec_p"] == 0.5 and model.config_["node2vec_q"] == 2.0
+    model.save(tmp_path / "m.npz")
+    loaded = Caps2NE.load(tmp_path / "m.npz")
+    assert (loaded.node2vec_p, loaded.node2vec_q) == (0.5, 2.0)
+
+    seen = []
+    real = infer.sample_contexts
+
+    def spy(*args, **kwargs):
+        seen.append(args[6] if len(args) > 6 else kwargs.get("node2vec", (1, 1)))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(infer, "sample_contexts", spy)
+    E = loaded.transform(adj, nodes=[0, 7], aggregate="mean")
+    assert seen == [(0.5, 2.0)]
+    old = {k: v for k, v in loaded.config_.items() if not k.startswith("node2vec")}
+    loaded.config_ = old
+    E_old = loaded.transform(adj, nodes=[0, 7], aggregate="mean")
+    assert seen[1] == (1.0, 1.0)
+    assert not np.array_equal(E, E_old)
+
+
+def test_sample_contexts_with_p_q_equal_the_kernel_on_sorted_rows():
+    """infer.sample_contexts passes p and q to the kernel, on rows it sorts first."""
+    from caps2ne_np.graph import Graph
+    from caps2ne_np.infer import sample_contexts
+
+    ip, ix, _ = random_graph(12, seed=5)
+    shuffled = ix.copy()
+    for v in range(12):
+        shuffled[ip[v] : ip[v + 1]] = ix[ip[v] : ip[v + 1]][::-1]
+    g = Graph(ip, shuffled, None, [f"n{v}" for v in range(12)], directed=False)
+    nodes = np.array([3, 0, 11], dtype=np.int64)
+    got = sample_contexts(g, nodes, 6, 4, 9, node2vec=(0.5, 2.0))
+    ctx = np.empty_like(got)
+    pos, no_cum = np.arange(6, dtype=np.int64), np.empty(0)
+    with quiet_wraparound():
+        node2vec_walk_contexts(ip, ix, no_cum, ip, ix, no_cum, False, 2.0, 0.5, nodes, pos, 9, ctx)
+    np.testing.assert_array_equal(got, ctx)
+    assert not np.array_equal(got, sample_contexts(g, nodes, 6, 4, 9))
+    with pytest.raises(ValueError, match="node2vec_q"):
+        sample_contexts(g, nodes, 6, 4, 9, node2vec=(1.0, -2.0))
