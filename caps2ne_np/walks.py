@@ -648,6 +648,11 @@ class WalkSource:
         if walk_ids.size and (walk_ids.min() < 0 or walk_ids.max() >= self.n_walks):
             raise InputError(f"walk_ids must be in [0, {self.n_walks})")
         out = np.empty((walk_ids.shape[0], self.q), dtype=np.int32)
+        with quiet_wraparound():  # NUMBA_DISABLE_JIT: the streams' intended uint64 wrap-around
+            self._walks(walk_ids, out)
+        return out
+
+    def _walks(self, walk_ids, out):
         if self.second_order:
             _node2vec_walks.for_work(out.size * 16)(
                 self.indptr,
@@ -664,7 +669,6 @@ class WalkSource:
             _walks_by_id.for_work(out.size * 8)(
                 self.indptr, self.indices, self.cum, self.weighted, self.seed, walk_ids, out
             )
-        return out
 
     def node_counts(self, chunk=1 << 20):
         """How often each node occurs in all N*T walks, int64 (N,), computed in chunks
