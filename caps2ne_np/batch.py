@@ -325,7 +325,14 @@ class BatchStream:
         self.cfg = cfg
         self.n_nodes = int(indptr.shape[0] - 1)
         self.source = walks_mod.WalkSource(
-            indptr, indices, weights, cfg.walks_per_node, cfg.walk_length, walk_seed(cfg.seed, 0)
+            indptr,
+            indices,
+            weights,
+            cfg.walks_per_node,
+            cfg.walk_length,
+            walk_seed(cfg.seed, 0),
+            cfg.node2vec_p,
+            cfg.node2vec_q,
         )
         self.positions = walks_mod.target_positions(cfg.targets, cfg.walk_length)
         self.n_batches = walks_mod.batches_per_epoch(self.source.n_walks, cfg.batch_size)

@@ -99,6 +99,8 @@ class TrainConfig:
                          'init_xo' (x and O): spectral.start
     spectral_dim         d of --spectral features (None: feat_dim)
     prone_order, prone_mu, prone_theta   ProNE's Chebyshev order and filter (spectral.py)
+    node2vec_p, node2vec_q  node2vec's return and in-out parameters of second-order
+                         walks (walks.node2vec_step); 1, 1: first-order walks (the paper)
     """
 
     dim: int = DEFAULTS["dim"]
@@ -132,6 +134,8 @@ class TrainConfig:
     prone_order: int = DEFAULTS["prone_order"]
     prone_mu: float = DEFAULTS["prone_mu"]
     prone_theta: float = DEFAULTS["prone_theta"]
+    node2vec_p: float = DEFAULTS["node2vec_p"]
+    node2vec_q: float = DEFAULTS["node2vec_q"]
 
     def model_config(self):
         return ModelConfig(
@@ -319,6 +323,13 @@ def validate(cfg, n_nodes):
         "routing_scale",
         f"must be a finite number > 0, got {cfg.routing_scale}",
     )
+    lo, hi = walks_mod.NODE2VEC_RANGE
+    for name in ("node2vec_p", "node2vec_q"):  # node2vec's p and q
+        value = getattr(cfg, name)
+        try:
+            walks_mod.check_node2vec(name, value)
+        except InputError:
+            need(False, name, f"must be a finite number in [{lo:g}, {hi:g}], got {value!r}")
     if cfg.batch_size is not None and cfg.walks_per_node is not None:
         check_step_memory(cfg, n_nodes, cfg.feat_dim, sparse=True)  # before any allocation
     try:

@@ -139,6 +139,24 @@ OPTIONS = {
         128, "int", "Size d of the trainable input features x (featureless graphs).", low=1
     ),
     "walk_length": Option(10, "int", "Walk length q (q - 1 context nodes per target).", low=2),
+    "node2vec_p": Option(
+        1.0,
+        "float",
+        "node2vec's return parameter p (Grover & Leskovec 2016): from a walk's second "
+        "step on, going back to the node it came from has weight 1/p (low p: walks "
+        "stay local). p = q = 1: DeepWalk's walks, the paper's. docs/walks.md.",
+        low=1e-3,
+        high=1e3,
+    ),
+    "node2vec_q": Option(
+        1.0,
+        "float",
+        "node2vec's in-out parameter (its q, not the walk length q): a step to a node "
+        "not adjacent to the previous one has weight 1/q, to a common neighbour 1 "
+        "(q < 1: outward, like DFS; q > 1: inward, like BFS).",
+        low=1e-3,
+        high=1e3,
+    ),
     "preset": Option(
         "auto",
         "choice",

@@ -67,7 +67,15 @@ from .defaults import (
 from .errors import InputError, InputWarning, check_int, check_memory
 from .modelfile import RECALIBRATE, check_calibration
 from .rng import derive_seed, quiet_wraparound
-from .walks import check_csr, check_seed, cumulative_weights, walk_contexts
+from .walks import (
+    check_csr,
+    check_seed,
+    cumulative_weights,
+    node2vec_params,
+    node2vec_walk_contexts,
+    sorted_rows,
+    walk_contexts,
+)
 
 log = logging.getLogger(__name__)
 
@@ -129,13 +137,15 @@ def context_positions(spec, walk_length):
     return np.asarray(values, dtype=np.int64)
 
 
-def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all"):
+def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all", node2vec=(1, 1)):
     """Z contexts C_v per node from walks of length q through it: int32 (V*Z, q-1).
 
     graph     : graph.Graph (out-edges; in-edges are its transpose)
     nodes     : int (V,) graph indices of the nodes to embed
     walk_length : q (the model's); samples : Z >= 1; seed : int in [0, 2**63)
     positions : 'all' or 0-based positions; sample z puts v at positions[z mod L]
+    node2vec  : (p, q) of the model's node2vec walks; (1, 1): first-order walks
+                (``walks.walk_contexts``), else ``walks.node2vec_walk_contexts``
 
     Row a*Z + z is sample z of nodes[a]; it depends only on (seed, nodes[a], z).
     """
@@ -143,8 +153,12 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all"):
     Z = check_int("samples", samples, 1)
     seed = check_seed("seed", seed)
     pos = context_positions(positions, q)
+    inv_p, inv_q, second_order = node2vec_params(*node2vec)
     indptr, indices, weights = check_csr(graph.indptr, graph.indices, graph.weights)
     in_indptr, in_indices, in_weights = check_csr(*in_edges(graph))
+    if second_order:  # the membership test needs sorted rows
+        indices, weights = sorted_rows(indptr, indices, weights)
+        in_indices, in_weights = sorted_rows(in_indptr, in_indices, in_weights)
     nodes = np.asarray(nodes)
     if nodes.ndim != 1 or not np.issubdtype(nodes.dtype, np.integer):
         raise InputError(
@@ -163,9 +177,26 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all"):
     else:
         cum = in_cum = np.empty(0, dtype=np.float64)
     with quiet_wraparound():
-        walk_contexts(
-            indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, pos, seed, ctx
-        )
+        if second_order:
+            node2vec_walk_contexts(
+                indptr,
+                indices,
+                cum,
+                in_indptr,
+                in_indices,
+                in_cum,
+                weighted,
+                inv_p,
+                inv_q,
+                nodes,
+                pos,
+                seed,
+                ctx,
+            )
+        else:
+            walk_contexts(
+                indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, pos, seed, ctx
+            )
     return ctx
 
 
@@ -308,7 +339,17 @@ def nodes_count(nodes):
 
 
 def capsule_embeddings(
-    W, X, graph, nodes, cfg, samples=None, seed=0, positions="all", isolated="self", known=None
+    W,
+    X,
+    graph,
+    nodes,
+    cfg,
+    samples=None,
+    seed=0,
+    positions="all",
+    isolated="self",
+    known=None,
+    node2vec=(1, 1),
 ):
     """Algorithm 3 for the graph indices ``nodes``: float32 (V, k), row a = nodes[a].
 
@@ -317,6 +358,7 @@ def capsule_embeddings(
     samples   : Z; None -> q (each position once with positions='all')
     isolated  : 'self' (context = the node repeated; InputWarning) or 'error'
     known     : bool (N,) nodes that have an input x (featureless models); None = all
+    node2vec  : (p, q) of the walks the model was trained on (``sample_contexts``)
 
     The seed is used as given (``infer_embeddings`` passes ``derive_seed(seed, 'infer')``).
     Raises InputError for a node whose every sampled context is unencodable (e = 0).
@@ -346,7 +388,7 @@ def capsule_embeddings(
             InputWarning,
             stacklevel=3,
         )
-    ctx = sample_contexts(graph, nodes, q, Z, seed, positions)
+    ctx = sample_contexts(graph, nodes, q, Z, seed, positions, node2vec)
     e = capsule_outputs(W, X, ctx, cfg)
     E = average_samples(e, Z)
     empty = ~np.any(E != 0, axis=1)
@@ -455,6 +497,12 @@ def model_inputs(params, config, node_ids, graph, features):
     return W, X, cfg, known
 
 
+def _node2vec(config):
+    """(p, q) of the model's node2vec walks; (1, 1), first-order walks, for a model
+    file written before the options existed."""
+    return config.get("node2vec_p", 1.0), config.get("node2vec_q", 1.0)
+
+
 def _positions(config, positions):
     if isinstance(positions, str) and positions == "train":
         targets = config.get("targets", "all")
@@ -550,6 +598,7 @@ def calibrate(
             positions,
             "self",
             known,
+            _node2vec(config),
         )
     cal = fit_calibration(E, O, method)
     cal.update(samples=int(Z), positions=[int(p) for p in pos], seed=int(seed))
@@ -647,6 +696,7 @@ def infer_embeddings(
         positions,
         isolated,
         known,
+        _node2vec(config),
     )
     return [graph.node_ids[int(i)] for i in idx], aggregate_samples(E, Z, aggregate, cal)
 

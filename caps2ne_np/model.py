@@ -95,6 +95,8 @@ class Caps2NE(BaseEstimator):
         workers=1,
         servers=1,
         ray_address=None,
+        node2vec_p=D["node2vec_p"],
+        node2vec_q=D["node2vec_q"],
     ):
         self.dim = dim
         self.feat_dim = feat_dim
@@ -132,6 +134,8 @@ class Caps2NE(BaseEstimator):
         self.workers = workers
         self.servers = servers
         self.ray_address = ray_address
+        self.node2vec_p = node2vec_p  # node2vec's p and q: second-order walks (walks.py)
+        self.node2vec_q = node2vec_q
 
     def train_config(self):
         """The TrainConfig these hyperparameters describe."""
@@ -167,6 +171,8 @@ class Caps2NE(BaseEstimator):
             prone_theta=self.prone_theta,
             threads=_threads(self.n_jobs),
             seed=_seed(self.random_state),
+            node2vec_p=self.node2vec_p,
+            node2vec_q=self.node2vec_q,
         )
 
     def fit(

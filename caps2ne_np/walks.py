@@ -24,6 +24,7 @@ Every random choice comes from a counter-based stream keyed by what it is for
 
 import copy
 import math
+import numbers
 
 import numpy as np
 from numba import prange
@@ -61,6 +62,17 @@ def _cumulative_weights(indptr, weights, cum):
         for e in range(indptr[v], indptr[v + 1]):
             total += weights[e]
             cum[e] = total
+
+
+@kernel
+def _rows_sorted(indptr, indices):
+    """True if every CSR row's indices are non-decreasing (node2vec's membership test
+    needs it)."""
+    for v in range(indptr.shape[0] - 1):
+        for e in range(indptr[v] + 1, indptr[v + 1]):
+            if indices[e] < indices[e - 1]:
+                return False
+    return True
 
 
 @kernel
@@ -109,6 +121,85 @@ def walk_step(indptr, indices, cum, weighted, state, v):
 
 
 @kernel
+def _has_edge(indptr, indices, t, x):
+    """True if x is in the CSR row of t, which must be sorted (binary search, O(log deg t))."""
+    a, b = indptr[t], indptr[t + 1]
+    while a < b:
+        m = (a + b) // 2
+        if indices[m] < x:
+            a = m + 1
+        else:
+            b = m
+    return a < indptr[t + 1] and indices[a] == x
+
+
+@kernel
+def node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v):
+    """P(x | t, v) = w(v, x) alpha(t, x) / Z:  one second-order step from v, come from t
+    [node2vec, Grover & Leskovec 2016, Sec. 3.2.2]; returns (state, x).
+
+    alpha(t, x) = 1/p if x == t, 1 if x in N(t) (an edge t -> x), 1/q otherwise.
+
+    Rejection sampling (as PyG's Node2Vec, KnightKing): propose x ~ w(v, .) with the
+    draw of ``walk_step``, then draw r ~ U[0, 1) and accept if r * alpha_max < alpha(t, x),
+    alpha_max = max(1/p, 1, 1/q); otherwise propose again.  The accepted x has exactly
+    the probability above.  If r * alpha_max < min(1/p, 1, 1/q) the proposal is accepted
+    without the membership test x in N(t), a binary search in the row of t, whose
+    indices must be sorted.  A node without out-edges (or whose out-weights are all 0)
+    stays put, as in ``walk_step``.
+    """
+    lo, hi = indptr[v], indptr[v + 1]
+    if hi == lo:
+        return state, v
+    total = 0.0
+    if weighted:
+        total = cum[hi - 1]
+        if not total > 0.0:
+            return state, v
+    a_max = max(inv_p, max(1.0, inv_q))
+    a_min = min(inv_p, min(1.0, inv_q))
+    while True:
+        if weighted:
+            state, u = rand_uniform(state)
+            x = indices[_pick_weighted(cum, lo, hi, u * total)]
+        else:
+            state, j = rand_below(state, hi - lo)  # int64 in [0, hi - lo)
+            x = indices[lo + j]
+        state, r = rand_uniform(state)
+        bar = r * a_max
+        if bar < a_min:
+            return state, x
+        if x == t:
+            alpha = inv_p
+        elif _has_edge(indptr, indices, t, x):
+            alpha = 1.0
+        else:
+            alpha = inv_q
+        if bar < alpha:
+            return state, x
+
+
+@kernel
+def _node2vec_walk(indptr, indices, cum, weighted, inv_p, inv_q, seed, w, out):
+    """Walk number w into ``out`` (q,) with second-order steps: v_0 = w mod N, v_1 from
+    ``walk_step`` (no previous node yet), then v_{t+1} from ``node2vec_step`` with
+    (t, v) = (v_{t-1}, v_t).  Draws from stream(seed, w), like ``_walk``.
+    """
+    n = indptr.shape[0] - 1
+    state = stream(seed, w)  # keyed by walk id, not by thread
+    v = w % n
+    out[0] = v
+    prev = v
+    state, v = walk_step(indptr, indices, cum, weighted, state, v)
+    out[1] = v
+    for s in range(2, out.shape[0]):
+        state, x = node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, prev, v)
+        prev = v
+        v = x
+        out[s] = v
+
+
+@kernel
 def _walk(indptr, indices, cum, weighted, seed, w, out):
     """Walk number w into ``out`` (q,): starts at v = w mod N, draws from stream(seed, w).
 
@@ -144,6 +235,13 @@ def _walks_by_id(indptr, indices, cum, weighted, seed, walk_ids, walks):
     """walks[b] = walk number walk_ids[b] (``_walk``): any walk, on demand."""
     for b in prange(walk_ids.shape[0]):
         _walk(indptr, indices, cum, weighted, seed, walk_ids[b], walks[b])
+
+
+@kernel(parallel=True)
+def _node2vec_walks(indptr, indices, cum, weighted, inv_p, inv_q, seed, walk_ids, walks):
+    """walks[b] = second-order walk number walk_ids[b] (``_node2vec_walk``)."""
+    for b in prange(walk_ids.shape[0]):
+        _node2vec_walk(indptr, indices, cum, weighted, inv_p, inv_q, seed, walk_ids[b], walks[b])
 
 
 @kernel(parallel=True)
@@ -188,6 +286,70 @@ def walk_contexts(
         cur = v
         for t in range(j + 1, n_slots + 1):
             state, cur = walk_step(indptr, indices, cum, weighted, state, cur)
+            ctx[p, t - 1] = cur
+
+
+@kernel(parallel=True)
+def node2vec_walk_contexts(
+    indptr,
+    indices,
+    cum,
+    in_indptr,
+    in_indices,
+    in_cum,
+    weighted,
+    inv_p,
+    inv_q,
+    nodes,
+    positions,
+    seed,
+    ctx,
+):
+    """``walk_contexts`` with node2vec's second-order steps (``node2vec_step``), for a
+    model trained on node2vec walks; the same streams, arguments and layout, plus
+    inv_p = 1/p, inv_q = 1/q.  All rows (out- and in-edges) must be sorted.
+
+    Backward (t = j-1 .. 0): v_{j-1} ~ N_in(v_j) first-order, then each step is a
+    second-order step on the in-edges from (v_{t+2}, v_{t+1}).  Forward (t = j+1 ..):
+    from (v_{t-2}, v_{t-1}) on the out-edges, the first one from (v_{j-1}, v_j), so
+    first-order only when j = 0.
+
+    Notes: the forward half is exactly a node2vec walk continued from (v_{j-1}, v_j);
+    the backward half is a node2vec walk on the reversed graph, which a node2vec walk
+    reversed in time is not in general (docs/walks.md).
+    """
+    n_rows, n_slots = ctx.shape
+    n_samples = n_rows // nodes.shape[0]
+    n_pos = positions.shape[0]
+    for p in prange(n_rows):
+        a = p // n_samples
+        z = p % n_samples
+        v = nodes[a]
+        j = positions[z % n_pos]
+        state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
+        prev = -1
+        cur = v
+        for t in range(j - 1, -1, -1):
+            if prev < 0:
+                state, x = walk_step(in_indptr, in_indices, in_cum, weighted, state, cur)
+            else:
+                state, x = node2vec_step(
+                    in_indptr, in_indices, in_cum, weighted, inv_p, inv_q, state, prev, cur
+                )
+            prev = cur
+            cur = x
+            ctx[p, t] = cur
+        prev = ctx[p, j - 1] if j > 0 else -1
+        cur = v
+        for t in range(j + 1, n_slots + 1):
+            if prev < 0:
+                state, x = walk_step(indptr, indices, cum, weighted, state, cur)
+            else:
+                state, x = node2vec_step(
+                    indptr, indices, cum, weighted, inv_p, inv_q, state, prev, cur
+                )
+            prev = cur
+            cur = x
             ctx[p, t - 1] = cur
 
 
@@ -305,6 +467,45 @@ def check_csr(indptr, indices, weights):
     return indptr, indices, weights
 
 
+NODE2VEC_RANGE = (1e-3, 1e3)
+"""Allowed p and q: a rejected proposal costs one more draw, and a step needs at most
+about max(1/p, 1, 1/q) / min(1/p, 1, 1/q) proposals on average (at most 1e6 here)."""
+
+
+def check_node2vec(name, value):
+    """``value`` (node2vec's p or q) as a float in NODE2VEC_RANGE; InputError naming
+    ``name`` otherwise."""
+    lo, hi = NODE2VEC_RANGE
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise InputError(f"{name} must be a finite number in [{lo:g}, {hi:g}], got {value!r}")
+    return value
+
+
+def sorted_rows(indptr, indices, weights):
+    """(indices, weights) with every CSR row sorted by node index: the arrays themselves
+    when they are sorted already (scipy's canonical CSR), else sorted copies (weights
+    permuted with them; ``weights`` may be None)."""
+    if _rows_sorted(indptr, indices):
+        return indices, weights
+    rows = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    order = np.lexsort((indices, rows))
+    indices = np.ascontiguousarray(indices[order])
+    if weights is not None:
+        weights = np.ascontiguousarray(weights[order])
+    return indices, weights
+
+
+def node2vec_params(node2vec_p, node2vec_q):
+    """(inv_p, inv_q, second_order) for the kernels: second_order is False when
+    p == q == 1, whose walks are the first-order ones (the same code, bit for bit)."""
+    p = check_node2vec("node2vec_p", node2vec_p)
+    q = check_node2vec("node2vec_q", node2vec_q)
+    return 1.0 / p, 1.0 / q, not (p == 1.0 and q == 1.0)
+
+
 def _check_walks(walks):
     walks = np.asarray(walks)
     if walks.ndim != 2 or walks.shape[0] < 1 or walks.shape[1] < 2:
@@ -345,8 +546,11 @@ def cumulative_weights(indptr, weights):
     return cum
 
 
-def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
-    """T random walks of length q from every node (paper, Sec. 2; DeepWalk).
+def uniform_walks(
+    indptr, indices, weights, walks_per_node, walk_length, seed, node2vec_p=1.0, node2vec_q=1.0
+):
+    """T random walks of length q from every node (paper, Sec. 2; DeepWalk), or node2vec's
+    second-order walks when p or q is not 1.
 
     Parameters
     ----------
@@ -357,6 +561,11 @@ def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
     walks_per_node : int >= 1, T.
     walk_length : int >= 2, q (the target plus q-1 context nodes).
     seed : int in [0, 2**63).
+    node2vec_p, node2vec_q : node2vec's return parameter p and in-out parameter q, in
+        [1e-3, 1e3].  From the second step on, x in N(v) is drawn with probability
+        proportional to w(v, x) times 1/p if x is the previous node t, 1 if x is a
+        neighbour of t, 1/q otherwise (``node2vec_step``).  p = q = 1 (the default)
+        takes the first-order code: the same walks, bit for bit.
 
     Returns
     -------
@@ -374,6 +583,9 @@ def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
     T = _check_int("walks_per_node", walks_per_node, 1)
     q = _check_int("walk_length", walk_length, 2)
     seed = check_seed("seed", seed)
+    inv_p, inv_q, second_order = node2vec_params(node2vec_p, node2vec_q)
+    if second_order:
+        indices, weights = sorted_rows(indptr, indices, weights)
     n = indptr.shape[0] - 1
     if weights is None:
         cum, weighted = np.empty(0, dtype=np.float64), False
@@ -381,22 +593,40 @@ def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
         cum, weighted = cumulative_weights(indptr, weights), True
     walks = np.empty((n * T, q), dtype=np.int32)
     with quiet_wraparound():
-        _uniform_walks(indptr, indices, cum, weighted, seed, walks)
+        if second_order:
+            ids = np.arange(n * T, dtype=np.int64)
+            _node2vec_walks(indptr, indices, cum, weighted, inv_p, inv_q, seed, ids, walks)
+        else:
+            _uniform_walks(indptr, indices, cum, weighted, seed, walks)
     return walks
 
 
 class WalkSource:
     """The N*T walks of a run without storing them: walk w (w = r*N + v, from node
     v) is a pure function of (seed, w), so a batch generates just its own B walks,
-    identical to row w of ``uniform_walks`` (tested).  Memory O(B q) instead of
-    O(N T q); the cost, q steps per walk drawn, is tiny next to a training step.
+    identical to row w of ``uniform_walks`` with the same node2vec p and q (tested).
+    Memory O(B q) instead of O(N T q); the cost, q steps per walk drawn, is tiny next
+    to a training step.
     """
 
-    def __init__(self, indptr, indices, weights, walks_per_node, walk_length, seed):
+    def __init__(
+        self,
+        indptr,
+        indices,
+        weights,
+        walks_per_node,
+        walk_length,
+        seed,
+        node2vec_p=1.0,
+        node2vec_q=1.0,
+    ):
         indptr, indices, weights = check_csr(indptr, indices, weights)
         self.T = _check_int("walks_per_node", walks_per_node, 1)
         self.q = _check_int("walk_length", walk_length, 2)
         self.seed = check_seed("seed", seed)
+        self.inv_p, self.inv_q, self.second_order = node2vec_params(node2vec_p, node2vec_q)
+        if self.second_order:
+            indices, weights = sorted_rows(indptr, indices, weights)
         self.indptr, self.indices = indptr, indices
         self.n_nodes = indptr.shape[0] - 1
         self.n_walks = self.n_nodes * self.T
@@ -418,10 +648,27 @@ class WalkSource:
         if walk_ids.size and (walk_ids.min() < 0 or walk_ids.max() >= self.n_walks):
             raise InputError(f"walk_ids must be in [0, {self.n_walks})")
         out = np.empty((walk_ids.shape[0], self.q), dtype=np.int32)
-        _walks_by_id.for_work(out.size * 8)(
-            self.indptr, self.indices, self.cum, self.weighted, self.seed, walk_ids, out
-        )
+        with quiet_wraparound():  # NUMBA_DISABLE_JIT: the streams' intended uint64 wrap-around
+            self._walks(walk_ids, out)
         return out
+
+    def _walks(self, walk_ids, out):
+        if self.second_order:
+            _node2vec_walks.for_work(out.size * 16)(
+                self.indptr,
+                self.indices,
+                self.cum,
+                self.weighted,
+                self.inv_p,
+                self.inv_q,
+                self.seed,
+                walk_ids,
+                out,
+            )
+        else:
+            _walks_by_id.for_work(out.size * 8)(
+                self.indptr, self.indices, self.cum, self.weighted, self.seed, walk_ids, out
+            )
 
     def node_counts(self, chunk=1 << 20):
         """How often each node occurs in all N*T walks, int64 (N,), computed in chunks

@@ -64,6 +64,115 @@ def uniform_walks(indptr, indices, weights, walks_per_node, walk_length, seed):
     return walks
 
 
+def _first_order_step(indptr, indices, weights, state, v):
+    """(state, next node): uniform or weight-proportional over v's out-neighbours; a sink
+    (or a row of zero weights) stays put.  The draws of ``uniform_walks``'s steps."""
+    lo, hi = int(indptr[v]), int(indptr[v + 1])
+    if hi > lo and weights is None:
+        state, j = pyrng.rand_below(state, hi - lo)
+        return state, int(indices[lo + j])
+    if hi > lo:
+        cum = np.cumsum(np.asarray(weights[lo:hi], dtype=np.float32).astype(np.float64))
+        if cum[-1] > 0:
+            state, u = pyrng.rand_uniform(state)
+            x = u * cum[-1]
+            above = [e for e in range(hi - lo) if cum[e] > x]
+            e = above[0] if above else [e for e in range(hi - lo) if cum[e] >= x][0]
+            return state, int(indices[lo + e])
+    return state, v
+
+
+def node2vec_alpha(indptr, indices, p, q, t, x):
+    """node2vec's search bias: 1/p if x == t, 1 if t -> x is an edge, 1/q otherwise."""
+    if x == t:
+        return 1.0 / p
+    if x in {int(u) for u in indices[indptr[t] : indptr[t + 1]]}:
+        return 1.0
+    return 1.0 / q
+
+
+def node2vec_probs(indptr, indices, weights, p, q, t, v):
+    """The exact second-order transition P(x | t, v) = w(v, x) alpha(t, x) / Z, as
+    {x: probability} over v's out-neighbours (parallel edges add up)."""
+    mass = {}
+    for e in range(int(indptr[v]), int(indptr[v + 1])):
+        x = int(indices[e])
+        w = 1.0 if weights is None else float(np.float32(weights[e]))
+        mass[x] = mass.get(x, 0.0) + w * node2vec_alpha(indptr, indices, p, q, t, x)
+    total = sum(mass.values())
+    return {x: m / total for x, m in mass.items()}
+
+
+def node2vec_step(indptr, indices, weights, p, q, state, t, v):
+    """(state, x): propose x as a first-order step from v, draw r ~ U[0, 1) and accept
+    when r * max(alpha) < alpha(t, x), else propose again; a sink (or a row of zero
+    weights) stays put, drawing nothing."""
+    lo, hi = int(indptr[v]), int(indptr[v + 1])
+    if hi == lo or (weights is not None and not np.sum(weights[lo:hi], dtype=np.float64) > 0):
+        return state, v
+    a_max = max(1.0 / p, 1.0, 1.0 / q)
+    while True:
+        state, x = _first_order_step(indptr, indices, weights, state, v)
+        state, r = pyrng.rand_uniform(state)
+        if r * a_max < node2vec_alpha(indptr, indices, p, q, t, x):
+            return state, x
+
+
+def node2vec_walks(indptr, indices, weights, walks_per_node, walk_length, seed, p, q):
+    """Walk w = r*N + v from v, from stream(seed, w): the first step as ``uniform_walks``,
+    then ``node2vec_step`` from (previous, current).  Rows must be sorted (the kernel
+    sorts them; the order decides which neighbour a draw picks)."""
+    n = len(indptr) - 1
+    walks = np.zeros((n * walks_per_node, walk_length), dtype=np.int32)
+    with rng.quiet_wraparound():
+        for w in range(n * walks_per_node):
+            state = pyrng.stream(seed, w)
+            walk = [w % n]
+            state, v = _first_order_step(indptr, indices, weights, state, walk[0])
+            walk.append(v)
+            while len(walk) < walk_length:
+                state, x = node2vec_step(indptr, indices, weights, p, q, state, *walk[-2:])
+                walk.append(x)
+            walks[w] = walk
+    return walks
+
+
+def node2vec_walk_contexts(out_csr, in_csr, weighted, p, q, nodes, positions, seed, q_len, Z):
+    """int32 (V*Z, q_len-1); row a*Z + z: sample z of nodes[a] with v at
+    j = positions[z mod L], from stream3(seed, TAG_INFER, v, z).  Backward over in-edges
+    (first-order first, then second-order from (v_{t+2}, v_{t+1})), then forward over
+    out-edges from (v_{j-1}, v_j) (first-order when j = 0).
+    ``*_csr`` = (indptr, indices, weights)."""
+    n_slots = q_len - 1
+    rows = []
+    with rng.quiet_wraparound():
+        for v in nodes:
+            for z in range(Z):
+                j = int(positions[z % len(positions)])
+                state = pyrng.stream3(seed, rng.TAG_INFER, int(v), z)
+                walk = {j: int(v)}
+                for t in range(j - 1, -1, -1):
+                    ip, ix, w = in_csr
+                    w = w if weighted else None
+                    if t == j - 1:
+                        state, walk[t] = _first_order_step(ip, ix, w, state, walk[t + 1])
+                    else:
+                        state, walk[t] = node2vec_step(
+                            ip, ix, w, p, q, state, walk[t + 2], walk[t + 1]
+                        )
+                for t in range(j + 1, n_slots + 1):
+                    ip, ix, w = out_csr
+                    w = w if weighted else None
+                    if t - 2 < 0:
+                        state, walk[t] = _first_order_step(ip, ix, w, state, walk[t - 1])
+                    else:
+                        state, walk[t] = node2vec_step(
+                            ip, ix, w, p, q, state, walk[t - 2], walk[t - 1]
+                        )
+                rows.append([walk[t] for t in range(n_slots + 1) if t != j])
+    return np.array(rows, dtype=np.int32)
+
+
 def _pair(walk, j):
     """(context = the walk without slot j, in order; target = walk[j])."""
     return [int(walk[t]) for t in range(len(walk)) if t != j], int(walk[j])
