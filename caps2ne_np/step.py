@@ -17,10 +17,12 @@ update is one of three strategies, chosen once:
   as the dense strategy (tests/test_train.py); only the memory traffic differs.
 """
 
+import numba
 import numpy as np
 from numba import prange
 
 from ._jit import kernel
+from ._threads import StepThreads
 from .batch import batch_rows
 from .core import loss_and_row_grads
 from .optim import adam_span, adam_span_zero
@@ -36,11 +38,18 @@ class TrainStep:
     and dense Adam, W's update is ``FusedSparseW``, which forms the W_i u of ``ahead``
     (given to ``update`` when it is known; ``train.fit`` draws it before the update)
     for its forward pass.
+
+    ``adaptive_threads``: each step (``gradients`` to ``update``) runs on the thread count
+    ``_threads.StepThreads`` picks by timing steps on 1, 2, ... up to the Numba thread
+    count set when the step is made, so that more threads never make a run slower
+    (issue 27); results do not depend on it.  False: every step on that count.
     """
 
-    def __init__(self, params, opt, mcfg, lazy=False, fused=True):
+    def __init__(self, params, opt, mcfg, lazy=False, fused=True, adaptive_threads=True):
         self.params, self.opt, self.mcfg, self.lazy = params, opt, mcfg, lazy
         self.W_update = FusedSparseW() if fused and params.sparse and not lazy else None
+        n = numba.get_num_threads()
+        self.threads = StepThreads(n) if adaptive_threads and n > 1 else None
 
     def index(self, batch):
         """Give ``batch`` its rows (batch.BatchRows) if it has none; returns it."""
@@ -51,7 +60,10 @@ class TrainStep:
 
     def gradients(self, batch):
         """Forward and backward: ``(loss, grads)``, the batch's mean loss and the row-sparse
-        gradient of every trainable table (core.loss_and_row_grads)."""
+        gradient of every trainable table (core.loss_and_row_grads).  Starts the step's
+        clock and sets its thread count (``adaptive_threads``)."""
+        if self.threads is not None:
+            self.threads.begin()
         self.index(batch)
         return loss_and_row_grads(
             self.params,
@@ -67,14 +79,17 @@ class TrainStep:
 
     def update(self, grads, ahead=None):
         """The Adam step with ``grads`` (from ``gradients``).  With the fused W update,
-        ``ahead`` (the next batch, or None) is indexed and gets its ``u_hat_rows``."""
+        ``ahead`` (the next batch, or None) is indexed and gets its ``u_hat_rows``.  Ends
+        the step's clock."""
         if self.W_update is None:
             self.opt.step(grads, lazy=self.lazy)
-            return
-        if ahead is not None:
-            self.index(ahead)
-        rest = {name: g for name, g in grads.items() if name != "W"}
-        self.opt.step(rest, updates={"W": self.W_update.bind(grads["W"], ahead, self.params)})
+        else:
+            if ahead is not None:
+                self.index(ahead)
+            rest = {name: g for name, g in grads.items() if name != "W"}
+            self.opt.step(rest, updates={"W": self.W_update.bind(grads["W"], ahead, self.params)})
+        if self.threads is not None:
+            self.threads.end()
 
 
 class FusedSparseW:
