@@ -18,7 +18,8 @@ Pipeline (docs/math.md#the-whole-batch; each step names its kernel):
     e = Routing(u_hat)                      capsules.route   Algorithm 1
     z = e . o + b - log Q                   capsules.output_logits
     L = mean_p softmax cross-entropy        capsules.softmax_rows   Eq. 3
-    ... and back: grads.sampled_softmax_backward, grads.route_backward,
+    ... and back: grads.sampled_softmax_backward (these three run as one kernel,
+    grads.sampled_softmax_fused), grads.route_backward,
     grads.gather_rows_backward (sum over the pairs sharing a row), the per-slot
     products of grads.predict_backward on the rows (grads.predict_sparse_backward_cols
     for sparse features), grads.squash_backward.
@@ -310,26 +311,18 @@ def loss_and_row_grads(
     sampled = np.asarray(sampled, dtype=np.int64)
     fw = forward(params, ctx, cfg, rows, u_hat_rows)
     e = fw["e"]
-    n_pairs = e.shape[0]
 
     # Eq. 3: logits corrected by log Q, then the per-pair softmax cross-entropy.
+    # Back through the output layer in the same kernel (grads.sampled_softmax_fused:
+    # capsules.output_logits, capsules.softmax_rows, grads.sampled_softmax_backward_rows).
     log_q_true = np.log(np.asarray(q_true, dtype=dtype))
     log_q_sampled = np.log(np.asarray(q_sampled, dtype=dtype))
-    z_true, z_sampled = capsules.output_logits(
-        e, params.O, params.bias, targets, sampled, log_q_true, log_q_sampled
-    )
-    loss = np.empty(n_pairs, dtype=dtype)
-    d_true = np.empty(n_pairs, dtype=dtype)
-    d_sampled = np.empty_like(z_sampled)
-    capsules.softmax_rows.for_work(8 * z_sampled.size)(
-        z_true, z_sampled, targets, sampled, loss, d_true, d_sampled
-    )
+    loss, d_e, o_rows, d_O, d_bias = grads.sampled_softmax_fused(
+        np.ascontiguousarray(e), params.O, params.bias, targets, sampled, log_q_true,
+        log_q_sampled,
+    )  # fmt: skip
 
-    # Back through the output layer, the routing, W_i u and the first squash.
-    d_e, o_rows, d_O, d_bias = grads.sampled_softmax_backward_rows(
-        e, params.O, targets, sampled, d_true, d_sampled
-    )
-    d_e = np.ascontiguousarray(d_e, dtype=dtype)
+    # Back through the routing, W_i u and the first squash.
     d_u_hat = np.empty_like(fw["u_hat"])
     n_slots = d_u_hat.shape[0]
     grads.route_backward.for_work(5 * fw["c"].shape[0] * d_u_hat.size)(

@@ -18,8 +18,8 @@ docs/math.md#routing-backward):
 import numpy as np
 from numba import prange
 
-from ._jit import REASSOC, kernel
-from .blas import row_matmul, row_matmul_tn, slot_matmul
+from ._jit import REASSOC, fast_exp, kernel
+from .blas import CHUNKS, row_matmul, row_matmul_tn, slot_matmul
 from .capsules import EPS, RULE_SABOUR
 
 
@@ -297,3 +297,132 @@ def gather_rows_backward(d_out, inv, slot_ptr, d_src):
             r = inv[i, p]
             for j in range(k):
                 d_src[r, j] += d_out[i, p, j]
+
+
+# --- the output layer of a step in one parallel region (issue 27) ------------------
+
+
+@kernel(parallel=True, fastmath=REASSOC)
+def _sampled_softmax_chunks(
+    e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true, d_s, d_e,
+    part_d_O, part_d_b,
+):  # fmt: skip
+    """The sampled softmax forward and backward of ``chunks = part_d_O.shape[0]`` fixed
+    blocks of pairs, one block per ``prange`` iteration:
+    ``capsules.output_logits``, ``capsules.softmax_rows`` and
+    ``sampled_softmax_backward_rows``'s products, with the same operations per pair.
+
+    e (P, k); O (N, k), bias (N,), targets (P,), sampled (S,); O_s = O[sampled] (S, k),
+    b_s = bias[sampled] - log Q(s) (S,), log_q_true (P,); outputs z_true, loss, d_true
+    (P,), z_s, d_s (P, S), d_e (P, k), and per block c the partial sums over its pairs
+    part_d_O[c] = d_s[block].T @ e[block] (S, k), part_d_b[c] = column sums of d_s[block]
+    (S,), which the caller adds in block order.  Blocks are ``blas.row_matmul``'s, so
+    z_s and d_e are its products, bit for bit.
+    """
+    n_pairs, k = e.shape
+    chunks = part_d_O.shape[0]
+    n_sampled = O_s.shape[0]
+    inv_p = 1.0 / n_pairs
+    for c in prange(chunks):
+        lo = c * n_pairs // chunks
+        hi = (c + 1) * n_pairs // chunks
+        if hi <= lo:
+            part_d_O[c] = 0.0
+            part_d_b[c] = 0.0
+            continue
+        # z_s = e . o_s + b_s - log Q(s);  z_t = e . o_t + b_t - log Q(t)
+        np.dot(e[lo:hi], O_s.T, z_s[lo:hi])
+        for p in range(lo, hi):
+            for j in range(n_sampled):
+                z_s[p, j] += b_s[j]
+            t = targets[p]
+            acc = 0.0
+            for j in range(k):
+                acc += e[p, j] * O[t, j]
+            z_true[p] = acc + bias[t] - log_q_true[p]
+        # softmax cross-entropy per pair, accidental hits removed (capsules.softmax_rows)
+        for p in range(lo, hi):
+            t = targets[p]
+            z_max = z_true[p]
+            for j in range(n_sampled):
+                if sampled[j] != t and z_s[p, j] > z_max:
+                    z_max = z_s[p, j]
+            w_true = fast_exp(z_true[p] - z_max)
+            for j in range(n_sampled):
+                d_s[p, j] = fast_exp(z_s[p, j] - z_max)
+            total = w_true
+            for j in range(n_sampled):
+                if sampled[j] != t:
+                    total += d_s[p, j]
+                else:
+                    d_s[p, j] = 0.0
+            loss[p] = z_max + np.log(total) - z_true[p]
+            scale = inv_p / total
+            d_true[p] = (w_true / total - 1.0) * inv_p
+            for j in range(n_sampled):
+                d_s[p, j] *= scale
+        # d_e = d_s @ O_s + d_z_t o_t;  partial d_O_s = d_s^T e, d_b_s = sum_p d_s
+        np.dot(d_s[lo:hi], O_s, d_e[lo:hi])
+        for p in range(lo, hi):
+            t = targets[p]
+            w = d_true[p]
+            for j in range(k):
+                d_e[p, j] += w * O[t, j]
+        np.dot(d_s[lo:hi].T, e[lo:hi], part_d_O[c])
+        for j in range(n_sampled):
+            part_d_b[c, j] = 0.0
+        for p in range(lo, hi):
+            for j in range(n_sampled):
+                part_d_b[c, j] += d_s[p, j]
+
+
+def sampled_softmax_fused(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
+    """The loss of every pair and the gradients of the output layer in one parallel
+    region: ``capsules.output_logits``, ``capsules.softmax_rows`` and
+    ``sampled_softmax_backward_rows`` in one kernel (``_sampled_softmax_chunks``).
+    [Eq. 3; docs/math.md#sampled-softmax]
+
+    e (P, k) contiguous; O (N, k), bias (N,); targets (P,), sampled (S,) int64;
+    log_q_true (P,), log_q_sampled (S,) in e's dtype.
+
+    Returns ``(loss (P,), d_e (P, k), rows, d_O_rows (n, k), d_bias_rows (n,))`` as
+    ``softmax_rows`` and ``sampled_softmax_backward_rows``.  The loss, the logits and
+    d_e are theirs bit for bit; d_O and the biases' gradient sum the pairs in
+    ``blas.CHUNKS`` fixed blocks, then the blocks in order (the unfused path sums
+    ``blas.TN_CHUNKS`` blocks): the same values to rounding, and the same bits on any
+    number of threads (tests/test_output_kernels.py).
+    """
+    n_pairs, k = e.shape
+    n_sampled = sampled.shape[0]
+    dtype = e.dtype
+    chunks = max(1, min(CHUNKS, n_pairs))
+    O_s = O[sampled]
+    b_s = (bias[sampled] - log_q_sampled).astype(dtype)
+    z_true = np.empty(n_pairs, dtype=dtype)
+    loss = np.empty(n_pairs, dtype=dtype)
+    d_true = np.empty(n_pairs, dtype=dtype)
+    z_s = np.empty((n_pairs, n_sampled), dtype=dtype)
+    d_s = np.empty((n_pairs, n_sampled), dtype=dtype)
+    d_e = np.empty((n_pairs, k), dtype=dtype)
+    part_d_O = np.empty((chunks, n_sampled, k), dtype=dtype)
+    part_d_b = np.empty((chunks, n_sampled), dtype=dtype)
+    _sampled_softmax_chunks.for_work(3 * n_pairs * n_sampled * k)(
+        e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true, d_s,
+        d_e, part_d_O, part_d_b,
+    )  # fmt: skip
+    rows, inverse = np.unique(np.concatenate([sampled, targets]), return_inverse=True)
+    d_O = np.zeros((rows.shape[0], k), dtype=dtype)
+    d_bias = np.zeros(rows.shape[0], dtype=dtype)
+    d_O[inverse[:n_sampled]] = _sum_blocks(part_d_O)
+    d_bias[inverse[:n_sampled]] = _sum_blocks(part_d_b)
+    scatter_add_rows(d_O, inverse[n_sampled:], d_true[:, None] * e)
+    scatter_add_rows(d_bias, inverse[n_sampled:], d_true)
+    return loss, d_e, rows, d_O, d_bias
+
+
+def _sum_blocks(part):
+    """part[0] + part[1] + ... in that order (a fixed order: thread-count invariant)."""
+    out = part[0].copy()
+    for c in range(1, part.shape[0]):
+        out += part[c]
+    return out

@@ -45,7 +45,7 @@ class TrainStep:
     (issue 27); results do not depend on it.  False: every step on that count.
     """
 
-    def __init__(self, params, opt, mcfg, lazy=False, fused=True, adaptive_threads=True):
+    def __init__(self, params, opt, mcfg, lazy=False, fused=True, *, adaptive_threads=True):
         self.params, self.opt, self.mcfg, self.lazy = params, opt, mcfg, lazy
         self.W_update = FusedSparseW() if fused and params.sparse and not lazy else None
         n = numba.get_num_threads()
