@@ -205,7 +205,8 @@ def plain(g, cfg, steps):
 def converge(args):
     """Profiles of the 'converge' preset on Cora's edge list at B = 16 and 128 walks."""
     # every step on exactly --threads threads: the per-step rule would pick its own
-    train.TrainStep = functools.partial(step.TrainStep, adaptive_threads=False)
+    if "adaptive_threads" in step.TrainStep.__init__.__code__.co_varnames:
+        train.TrainStep = functools.partial(step.TrainStep, adaptive_threads=False)
     g = read_edgelist(str(Path(train.__file__).parent / "data" / "cora.edgelist"))
     runs = []
     for B in (16, 128):
