@@ -54,6 +54,10 @@ GROUPS = {
     "squash of x, forward + backward": ("squash", "squash_backward"),
     "expand / sum the shared rows": ("gather_rows", "gather_rows_backward"),
     "routing forward + backward": ("route", "route_backward"),
+    "routing, output layer and both backward passes, fused (issue 27)": (
+        "_route_softmax_chunks",
+        "_sampled_softmax_chunks",
+    ),
     "softmax rows and output-layer small kernels": (
         "softmax_rows",
         "_target_logits",
@@ -68,6 +72,7 @@ GROUPS = {
         "_adam_rows",
         "_adam_dense_rowgrad",
         "_adam_W_predict",
+        "_adam_tables",
     ),
     "walks, pairs, V', shared-row bookkeeping": (
         "_walks_by_id",

@@ -18,8 +18,8 @@ Pipeline (docs/math.md#the-whole-batch; each step names its kernel):
     e = Routing(u_hat)                      capsules.route   Algorithm 1
     z = e . o + b - log Q                   capsules.output_logits
     L = mean_p softmax cross-entropy        capsules.softmax_rows   Eq. 3
-    ... and back: grads.sampled_softmax_backward (these three run as one kernel,
-    grads.sampled_softmax_fused), grads.route_backward,
+    ... and back: grads.sampled_softmax_backward, grads.route_backward (from the
+    routing to here: one kernel over blocks of pairs, grads.route_softmax_fused),
     grads.gather_rows_backward (sum over the pairs sharing a row), the per-slot
     products of grads.predict_backward on the rows (grads.predict_sparse_backward_cols
     for sparse features), grads.squash_backward.
@@ -186,13 +186,15 @@ class Grads:
     X: np.ndarray | None = None
 
 
-def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
+def forward(params, ctx, cfg, rows=None, u_hat_rows=None, route=True):
     """Forward pass up to the second capsule: returns a dict of intermediates.
 
     ctx        : (P, I) int  context nodes of each pair in walk order (slot i uses W_i)
     rows       : the batch's BatchRows (batch.batch_rows), or None to make them here
     u_hat_rows : (R, k) W_i u of those rows, already computed (step.FusedSparseW), or
                  None to compute them here
+    route      : False: stop before the routing (no c, s, e; loss_and_row_grads routes
+                 in its fused kernel, grads.route_softmax_fused)
 
     ``u_hat`` is computed once per distinct (slot, node) row (batch.share_slots):
     ``rows`` holds the bookkeeping, ``u_hat_rows`` the distinct predictions and
@@ -238,6 +240,9 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
     k = u_hat_rows.shape[1]
     u_hat = np.empty((n_slots, n_pairs, k), dtype=dtype)
     capsules.gather_rows.for_work(u_hat.size)(u_hat_rows, inv, u_hat)
+    out.update(u_hat_rows=u_hat_rows, u_hat=u_hat)
+    if not route:
+        return out
     m = int(cfg.routing_iters)
     c = np.empty((m, n_pairs, n_slots), dtype=dtype)
     s = np.empty((m, n_pairs, k), dtype=dtype)
@@ -309,33 +314,22 @@ def loss_and_row_grads(
     dtype = params.O.dtype
     targets = np.asarray(targets, dtype=np.int64)
     sampled = np.asarray(sampled, dtype=np.int64)
-    fw = forward(params, ctx, cfg, rows, u_hat_rows)
-    e = fw["e"]
+    fw = forward(params, ctx, cfg, rows, u_hat_rows, route=False)
 
-    # Eq. 3: logits corrected by log Q, then the per-pair softmax cross-entropy.
-    # Back through the output layer in the same kernel (grads.sampled_softmax_fused:
-    # capsules.output_logits, capsules.softmax_rows, grads.sampled_softmax_backward_rows).
+    # Routing (Algorithm 1), Eq. 3's logits and softmax, and back through both, pair by
+    # pair in one kernel (grads.route_softmax_fused: capsules.route, capsules.output_logits,
+    # capsules.softmax_rows, grads.sampled_softmax_backward_rows, grads.route_backward).
     log_q_true = np.log(np.asarray(q_true, dtype=dtype))
     log_q_sampled = np.log(np.asarray(q_sampled, dtype=dtype))
-    loss, d_e, o_rows, d_O, d_bias = grads.sampled_softmax_fused(
-        np.ascontiguousarray(e), params.O, params.bias, targets, sampled, log_q_true,
-        log_q_sampled,
+    n_slots = fw["u_hat"].shape[0]
+    c, s, e_all, loss, d_e, o_rows, d_O, d_bias, d_u_hat = grads.route_softmax_fused(
+        fw["u_hat"], int(cfg.routing_iters), cfg.scale_for(n_slots),
+        ROUTING_RULES[cfg.routing_rule], cfg.grad_mode == "exact", params.O, params.bias,
+        targets, sampled, log_q_true, log_q_sampled,
     )  # fmt: skip
+    fw.update(c=c, s=s, e_all=e_all, e=e_all[-1])
 
-    # Back through the routing, W_i u and the first squash.
-    d_u_hat = np.empty_like(fw["u_hat"])
-    n_slots = d_u_hat.shape[0]
-    grads.route_backward.for_work(5 * fw["c"].shape[0] * d_u_hat.size)(
-        fw["u_hat"],
-        fw["c"],
-        fw["s"],
-        fw["e_all"],
-        d_e,
-        dtype.type(cfg.scale_for(n_slots)),
-        ROUTING_RULES[cfg.routing_rule],
-        cfg.grad_mode == "exact",
-        d_u_hat,
-    )
+    # Back through W_i u and the first squash.
     # Sum the per-pair gradients of u_hat onto the distinct (slot, node) rows.
     rws = fw["rows"]
     slot_ptr = rws.slot_ptr

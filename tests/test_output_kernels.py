@@ -149,3 +149,52 @@ def test_fused_output_layer_agrees_with_the_separate_kernels(n_pairs, dtype, mon
     np.testing.assert_allclose(d_O, ref[3], **tol)
     np.testing.assert_allclose(d_b, ref[4], **tol)
     assert np.abs(ref[3]).max() > 0 and np.abs(ref[4]).max() > 0
+
+
+@pytest.mark.parametrize("m,rule,exact", [(1, 0, True), (3, 0, True), (2, 1, False)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_routing_and_output_layer_agree_with_the_separate_kernels(
+    m, rule, exact, dtype, monkeypatch
+):
+    """grads.route_softmax_fused (issue 27: routing, output layer and both backward passes
+    in one parallel region) against capsules.route + sampled_softmax_fused +
+    grads.route_backward, to rounding; the same bits on 1 and 2 threads."""
+    import numba
+
+    import caps2ne_np._jit as jit
+
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel versions, however small
+    rng = np.random.default_rng(m)
+    n_slots, n_pairs, k, n_nodes = 4, 21, 6, 30
+    u_hat = rng.normal(size=(n_slots, n_pairs, k)).astype(dtype)
+    O = rng.normal(size=(n_nodes, k)).astype(dtype)
+    bias = rng.normal(size=n_nodes).astype(dtype)
+    targets = rng.integers(0, n_nodes, size=n_pairs).astype(np.int64)
+    sampled = np.sort(rng.choice(n_nodes, 11, replace=False)).astype(np.int64)
+    targets[0] = sampled[2]  # an accidental hit
+    lq_t = rng.normal(size=n_pairs).astype(dtype)
+    lq_s = rng.normal(size=11).astype(dtype)
+    scale = float(n_slots)
+    c = np.empty((m, n_pairs, n_slots), dtype=dtype)
+    s, e = np.empty((m, n_pairs, k), dtype=dtype), np.empty((m, n_pairs, k), dtype=dtype)
+    capsules.route(u_hat, m, dtype(scale), rule, c, s, e)
+    loss, d_e, rows, d_O, d_b = grads.sampled_softmax_fused(
+        np.ascontiguousarray(e[m - 1]), O, bias, targets, sampled, lq_t, lq_s
+    )
+    d_u_hat = np.empty_like(u_hat)
+    grads.route_backward(u_hat, c, s, e, d_e, dtype(scale), rule, exact, d_u_hat)
+    ref = (c, s, e, loss, d_e, rows, d_O, d_b, d_u_hat)
+    args = (u_hat, m, scale, rule, exact, O, bias, targets, sampled, lq_t, lq_s)
+    runs = []
+    old = numba.get_num_threads()
+    try:
+        for t in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(t)
+            runs.append(grads.route_softmax_fused(*args))
+    finally:
+        numba.set_num_threads(old)
+    tol = dict(rtol=1e-12, atol=1e-13) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-6)
+    for a, b, r in zip(runs[0], runs[1], ref):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, r, **tol)
+    assert np.abs(d_u_hat).max() > 0
