@@ -991,7 +991,9 @@ def render(p, keys):
         "parameter); q = 10, |V'| = 256 (log-uniform), routing 'paper', grad 'exact'. Ours: "
         "`train.TrainStep`, BLAS at one thread. Peer: bench/peers/torch_caps2ne.py, "
         f"torch.optim.Adam '{a['peer_adam']}'; the ratio uses its faster feature path. "
-        "Config (e): issue 3's feature-size parity only (no peer).\n",
+        "Config (e): issue 3's feature-size parity only (no peer). Configs (f), (g) (issue "
+        "27): unigram sampler, lazy Adam, no peer; 'ours' with the per-step thread rule, "
+        "'ours-fixed' every step on every thread.\n",
         report.doc_pointer("`bench/perf.py`: training throughput"),
     ]
     headers = ["config", "threads", "ours features", "ours pairs/s", "ours ms/step", "ours Adam ms"]
