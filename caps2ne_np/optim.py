@@ -25,6 +25,7 @@ core.row_matrix); a caller may also hand over a parameter's whole update (``upda
 e.g. step.FusedSparseW), given the step's coefficients.
 """
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -216,12 +217,17 @@ class Adam:
             update(row_matrix(p), row_matrix(self.m[name]), row_matrix(self.v[name]), self.coefs(p))
 
     def _step_tables(self, tables):
-        """The lazy update of several tables in one kernel (``_adam_tables``), grouped
-        by dtype (a tuple of arrays passed to Numba must hold one array type)."""
-        by_dtype = {}
-        for table in tables:
-            by_dtype.setdefault(table[0].dtype, []).append(table)
-        for group in by_dtype.values():
+        """The lazy update of several tables in one kernel (``_adam_tables``), grouped by
+        Numba type (a tuple of arrays passed to Numba must hold one array type: dtype,
+        layout, and writable or not; read-only gradients, e.g. from Ray's object store,
+        are copied first)."""
+        groups = {}
+        for p2, rows, values, m2, v2 in tables:
+            rows = rows if rows.flags.writeable else rows.copy()
+            values = values if values.flags.writeable else values.copy()
+            table = (p2, rows, values, m2, v2)
+            groups.setdefault(tuple(numba.typeof(a) for a in table), []).append(table)
+        for group in groups.values():
             offsets = np.zeros(len(group) + 1, dtype=np.int64)
             offsets[1:] = np.cumsum([t[1].shape[0] for t in group])
             work = 10 * sum(t[2].size for t in group)

@@ -310,3 +310,34 @@ def test_lazy_step_of_all_tables_in_one_kernel_is_bitwise_the_per_table_kernels(
         np.testing.assert_array_equal(opt_a.m[n], opt_b.m[n])
         np.testing.assert_array_equal(opt_a.v[n], opt_b.v[n])
     assert not np.array_equal(a["O"], init["O"])
+
+
+def test_lazy_step_takes_read_only_gradients_and_mixed_tables():
+    """Read-only gradient arrays (as Ray's object store hands them over) and tables of
+    other dtypes are updated as the per-table kernels do (issue 27's one-kernel step)."""
+    rng = np.random.default_rng(9)
+    init = {"O": rng.normal(size=(8, 3)), "bias": rng.normal(size=8)}
+    init32 = {"X": rng.normal(size=(8, 2)).astype(np.float32)}
+
+    def run(fuse):
+        params = {n: a.copy() for n, a in {**init, **init32}.items()}
+        opt = Adam(params, lr=0.1)
+        opt.fuse = fuse
+        rows = np.array([1, 4, 6])
+        grads = {}
+        for n, p in params.items():
+            values, r = rng_values(p, rows), rows.copy()
+            if n == "O":  # read-only beside the writable gradient of the biases
+                values.flags.writeable = r.flags.writeable = False
+            grads[n] = RowGrad(r, values)
+        opt.step(grads, lazy=True)
+        return params
+
+    def rng_values(p, rows):
+        shape = (rows.shape[0],) + p.shape[1:]
+        return np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(p.dtype)
+
+    a, b = run(True), run(False)
+    for n in a:
+        np.testing.assert_array_equal(a[n], b[n])
+    assert not np.array_equal(a["O"], init["O"])
