@@ -35,7 +35,8 @@ Departures from the paper, all following the authors' code (daiquocnguyen/Caps2N
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+from numba.extending import overload
 
 from ._jit import REASSOC, fast_exp, kernel
 from .blas import row_matmul, slot_matmul
@@ -106,11 +107,12 @@ def route(u_hat, iters, scale, rule, c, s, e):
         route_pair(u_hat, p, iters, scale, rule, c, s, e, b_all[p])
 
 
-@njit(inline="always", error_model="numpy")
 def route_pair(u_hat, p, iters, scale, rule, c, s, e, b):
     """``route`` for pair p: Algorithm 1 with the logits b (I,), zeros on entry; inlined
     into the kernels that call it (``route``, grads.route_softmax_fused), which take
-    their compile options."""
+    their compile options.  A Python function with a Numba overload, not a dispatcher
+    (as the other inlined helpers here and in grads.py): a dispatcher without an
+    on-disk cache would stop train._kernels_cold's scan of these modules."""
     n_slots = u_hat.shape[0]
     k = u_hat.shape[2]
     for r in range(iters):
@@ -147,6 +149,13 @@ def route_pair(u_hat, p, iters, scale, rule, c, s, e, b):
                     b[i] += agree
                 else:
                     b[i] = agree
+
+
+@overload(route_pair, inline="always")
+def _route_pair_in_kernels(
+    u_hat, p, iters, scale, rule, c, s, e, b,
+):  # fmt: skip
+    return route_pair  # the Python function, compiled and inlined into the calling kernel
 
 
 @kernel(parallel=True, fastmath=REASSOC)

@@ -16,7 +16,8 @@ docs/math.md#routing-backward):
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+from numba.extending import overload
 
 from ._jit import REASSOC, fast_exp, kernel
 from .blas import CHUNKS, row_matmul, row_matmul_tn, slot_matmul
@@ -103,7 +104,6 @@ def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
         )  # fmt: skip
 
 
-@njit(inline="always", error_model="numpy")
 def route_backward_pair(u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b, d_c, d_er, d_s):
     """``route_backward`` for pair p, with its scratch d_b (I,) zeros on entry, d_c (I,),
     d_er, d_s (k,); inlined into the kernels that call it (``route_backward``,
@@ -161,6 +161,13 @@ def route_backward_pair(u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b
                     d_b[i] = d_b[i] + grad
                 else:
                     d_b[i] = grad
+
+
+@overload(route_backward_pair, inline="always")
+def _route_backward_pair_in_kernels(
+    u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b, d_c, d_er, d_s,
+):  # fmt: skip
+    return route_backward_pair  # the Python function, compiled and inlined into the calling kernel
 
 
 @kernel(parallel=True)
@@ -340,7 +347,6 @@ def _sampled_softmax_chunks(
         )  # fmt: skip
 
 
-@njit(inline="always", error_model="numpy")
 def _softmax_block(
     e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true, d_s, d_e,
     part_d_O, part_d_b, c, lo, hi,
@@ -397,6 +403,14 @@ def _softmax_block(
     for p in range(lo, hi):
         for j in range(n_sampled):
             part_d_b[c, j] += d_s[p, j]
+
+
+@overload(_softmax_block, inline="always")
+def _softmax_block_in_kernels(
+    e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true, d_s, d_e,
+    part_d_O, part_d_b, c, lo, hi,
+):  # fmt: skip
+    return _softmax_block  # the Python function, compiled and inlined into the calling kernel
 
 
 @kernel(parallel=True, fastmath=REASSOC)
