@@ -61,8 +61,8 @@ class StepThreads:
     * the trial repeats every ``recheck`` steps, as the load changes.
 
     The choice never changes a result: every kernel gives the same bits on any number
-    of threads (tests/test_train.py).  ``_jit.PAR_MIN_WORK = 0`` (tests: every kernel
-    parallel) keeps every step on ``max_threads``.
+    of threads (tests/test_train.py).  step.TrainStep makes none when
+    ``_jit.PAR_MIN_WORK = 0`` (tests: every kernel parallel, on every thread).
 
     Use::
 
@@ -115,9 +115,7 @@ class StepThreads:
         """Set Numba's thread count for the step about to run and start its clock;
         returns the count."""
         n, self._timed = self.max_threads, False
-        from . import _jit  # (imports this module first)
-
-        if self.max_threads > 1 and _jit.PAR_MIN_WORK > 0 and self._step >= self.warmup:
+        if self.max_threads > 1 and self._step >= self.warmup:
             due = self._trial_end is None or self._step - self._trial_end >= self.recheck
             if not self._plan and due:
                 self._plan, self._times = self._trial_plan(), {}

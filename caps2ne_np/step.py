@@ -21,6 +21,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from . import _jit
 from ._jit import kernel
 from ._threads import StepThreads
 from .batch import batch_rows
@@ -49,7 +50,9 @@ class TrainStep:
         self.params, self.opt, self.mcfg, self.lazy = params, opt, mcfg, lazy
         self.W_update = FusedSparseW() if fused and params.sparse and not lazy else None
         n = numba.get_num_threads()
-        self.threads = StepThreads(n) if adaptive_threads and n > 1 else None
+        # PAR_MIN_WORK = 0: the tests' "every kernel parallel" keeps every thread too
+        rule = adaptive_threads and n > 1 and _jit.PAR_MIN_WORK > 0
+        self.threads = StepThreads(n) if rule else None
 
     def index(self, batch):
         """Give ``batch`` its rows (batch.BatchRows) if it has none; returns it."""

@@ -82,11 +82,25 @@ def test_the_median_ignores_one_slow_step():
 def test_one_thread_and_always_parallel_keep_the_full_count(monkeypatch):
     m = FakeMachine({1: 1.0, 2: 5.0})
     assert set(m.run(chooser_on(m, 1, warmup=0), 20)) == {1}
-    import caps2ne_np._jit as jit
+    import numba
 
-    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # tests force every kernel parallel
-    m = FakeMachine({1: 1.0, 2: 5.0})
-    assert set(m.run(chooser_on(m, 2, warmup=0), 20)) == {2}
+    import caps2ne_np._jit as jit
+    from caps2ne_np.core import ModelConfig, init_params
+    from caps2ne_np.optim import Adam
+    from caps2ne_np.step import TrainStep
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs 2 Numba threads")
+    old = numba.get_num_threads()
+    numba.set_num_threads(2)
+    try:
+        params = init_params(10, 4, 4, 3, np.random.default_rng(0))
+        opt = Adam({"O": params.O}, lr=0.1)
+        assert TrainStep(params, opt, ModelConfig()).threads is not None
+        monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # tests force every kernel parallel
+        assert TrainStep(params, opt, ModelConfig()).threads is None
+    finally:
+        numba.set_num_threads(old)
 
 
 def test_train_step_chooses_threads_and_results_do_not_depend_on_it():
