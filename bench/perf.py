@@ -16,6 +16,18 @@ routing rule 'paper'):
      128 walks x 10 targets = 1,280 pairs per step, m = 1
   c  as a with m = 3
   d  Citeseer (d = 3,703) as a
+  e  Citeseer featureless (trained x, d = 128) as a
+  f  issue 27: the 'converge' preset on a featureless graph: Cora, trained x d = k = 128,
+     B = 16 walks x 10 targets = 160 pairs per step, lazy Adam, unigram sampler
+  g  f with B = 128 walks (1,280 pairs per step), measured beside it
+
+Configs f and g time the step as ``train.fit`` runs it, with the per-step thread rule
+(caps2ne_np/_threads.py, StepThreads: each step on the thread count that timed fastest);
+``ours-fixed`` is the same step forced onto every thread (the rule off), on >1 thread.
+``--skipgram-weight W`` adds ``ours-skipgram`` (f, g): the step with the skip-gram term of
+issue 14, when this caps2ne_np's ModelConfig has the option (else a note, and no row).
+
+    python bench/perf.py --configs f,g --threads 1,2 --no-peer   # issue 27's targets
 
 Writes bench/results/perf.json and perf.md (or <--out>.*).
 
@@ -31,6 +43,7 @@ import os
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,7 +59,7 @@ from caps2ne_np.config import ModelConfig
 from caps2ne_np.core import init_params
 from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.errors import InputError
-from caps2ne_np.graph import from_scipy
+from caps2ne_np.graph import from_scipy, read_edgelist
 from caps2ne_np.optim import Adam
 from caps2ne_np.samplers import make_sampler
 from caps2ne_np.step import TrainStep
@@ -79,7 +92,30 @@ CONFIGS = {
         targets=(3, 4, 5, 6),
         routing_iters=1,
     ),
+    "f": dict(
+        dataset="cora.edgelist",
+        features=False,
+        feat_dim=128,
+        dim=128,
+        batch=16,
+        targets="all",
+        routing_iters=1,
+        sampler="unigram",
+        adam="lazy",
+    ),
+    "g": dict(
+        dataset="cora.edgelist",
+        features=False,
+        feat_dim=128,
+        dim=128,
+        batch=128,
+        targets="all",
+        routing_iters=1,
+        sampler="unigram",
+        adam="lazy",
+    ),
 }
+CONVERGE = ("f", "g")  # issue 27: the featureless default (f) beside B = 128 walks (g)
 COMMON = dict(
     walk_length=10,
     num_sampled=256,
@@ -95,6 +131,8 @@ LABELS = {
     "c": "Cora as (a), m=3",
     "d": "Citeseer, fixed features d=3,703, as (a)",
     "e": "Citeseer featureless, trained x d=128, as (a)",
+    "f": "converge preset: Cora featureless, 160 pairs/step (B=16), lazy Adam, unigram",
+    "g": "converge preset as (f), 1,280 pairs/step (B=128)",
 }
 FEATURE_PARITY = ("d", "e")  # issue 3: d = 3,703 sparse at least as fast as trained d = 128
 SCALING_CONFIGS = ("a", "b")  # the 2-thread speed-up target's configs
@@ -130,18 +168,24 @@ def feature_input(csr, mode):
 
 
 def load_problem(cfg):
-    """Graph CSR (as the estimator builds it), row-normalised features or None, and walks."""
-    try:
-        ds = load_dataset(cfg["dataset"], default_data_dir())
-    except InputError as err:  # e.g. offline without BlogCatalog: one line, not a traceback
-        raise SystemExit(
-            f"bench/perf.py: needs the {cfg['dataset']} data set "
-            f"('caps2ne fetch-data {cfg['dataset']}'): {err}"
-        ) from None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Citeseer's self loops are dropped, as in fit
-        g = from_scipy(ds.adj)
-    features = row_normalise(ds.features) if cfg["features"] else None
+    """Graph CSR (as the estimator builds it), row-normalised features or None, and walks.
+    A dataset named ``*.edgelist`` is that file of caps2ne_np/data (no features), as
+    ``caps2ne train --graph caps2ne_np/data/cora.edgelist`` reads it."""
+    if cfg["dataset"].endswith(".edgelist"):
+        g = read_edgelist(str(Path(walks_mod.__file__).parent / "data" / cfg["dataset"]))
+        features = None
+    else:
+        try:
+            ds = load_dataset(cfg["dataset"], default_data_dir())
+        except InputError as err:  # e.g. offline without BlogCatalog: one line, not a traceback
+            raise SystemExit(
+                f"bench/perf.py: needs the {cfg['dataset']} data set "
+                f"('caps2ne fetch-data {cfg['dataset']}'): {err}"
+            ) from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Citeseer's self loops are dropped, as in fit
+            g = from_scipy(ds.adj)
+        features = row_normalise(ds.features) if cfg["features"] else None
     walks = walks_mod.uniform_walks(
         g.indptr, g.indices, g.weights, COMMON["walks_per_node"], COMMON["walk_length"], 1
     )
@@ -156,7 +200,13 @@ class Batches:
         self.walks = problem["walks"]
         self.batch = cfg["batch"]
         self.positions = walks_mod.target_positions(cfg["targets"], COMMON["walk_length"])
-        self.sampler = make_sampler(COMMON["sampler"], problem["n_nodes"])
+        sampler = cfg.get("sampler", COMMON["sampler"])
+        counts = (
+            np.bincount(problem["walks"].ravel(), minlength=problem["n_nodes"])
+            if sampler == "unigram"
+            else None
+        )
+        self.sampler = make_sampler(sampler, problem["n_nodes"], counts=counts)
         self.num_sampled = COMMON["num_sampled"]
 
     def __call__(self, step):
@@ -184,7 +234,17 @@ class Ours:
 
     name = "ours"
 
-    def __init__(self, problem, cfg, feature_mode, adam="dense", fused=True):
+    def __init__(
+        self,
+        problem,
+        cfg,
+        feature_mode,
+        adam="dense",
+        fused=True,
+        name=None,
+        adaptive_threads=False,
+        mcfg_extra=None,
+    ):
         n_slots = COMMON["walk_length"] - 1
         rng = np.random.default_rng(0)
         features, self.feature_kind = (
@@ -201,6 +261,8 @@ class Ours:
         self.mcfg = ModelConfig(
             cfg["routing_iters"], COMMON["routing_rule"], None, COMMON["grad_mode"]
         )
+        for field_name, value in (mcfg_extra or {}).items():
+            setattr(self.mcfg, field_name, value)
         self.batches = Batches(problem, cfg)
         self.step = 0
         self.losses = []
@@ -208,7 +270,12 @@ class Ours:
         self.lazy = adam == "lazy"
         if self.lazy:  # a different runner: kept apart from the peers
             self.name = "ours-lazy"
-        self.train_step = TrainStep(self.params, self.opt, self.mcfg, lazy=self.lazy, fused=fused)
+        if name is not None:
+            self.name = name
+        kw = dict(adaptive_threads=adaptive_threads) if _HAS_RULE else {}
+        self.train_step = TrainStep(
+            self.params, self.opt, self.mcfg, lazy=self.lazy, fused=fused, **kw
+        )
         self._batch = None
 
     def _indexed(self, batch):
@@ -286,6 +353,38 @@ class Peer:
                 raise RuntimeError(f"{self.name}: loss {loss} at step {self.step}")
             self.losses.append(loss)
             self.step += 1
+
+
+_HAS_RULE = "adaptive_threads" in TrainStep.__init__.__code__.co_varnames
+
+
+def skipgram_supported():
+    """True when this caps2ne_np's ModelConfig has the skip-gram term's weight (issue 14)."""
+    import dataclasses
+
+    return "skipgram_weight" in {f.name for f in dataclasses.fields(ModelConfig)}
+
+
+def converge_runners(problem, cfg, n_threads, args):
+    """Configs f and g: the step with the per-step thread rule ('ours', as train.fit runs
+    it), forced onto every thread ('ours-fixed', >1 thread), and with the skip-gram term
+    ('ours-skipgram', when --skipgram-weight is given and supported)."""
+    runners = [Ours(problem, cfg, args.features, adam="lazy", name="ours", adaptive_threads=True)]
+    if n_threads > 1 and _HAS_RULE:
+        runners.append(Ours(problem, cfg, args.features, adam="lazy", name="ours-fixed"))
+    if args.skipgram_weight is not None and skipgram_supported():
+        runners.append(
+            Ours(
+                problem,
+                cfg,
+                args.features,
+                adam="lazy",
+                name="ours-skipgram",
+                adaptive_threads=True,
+                mcfg_extra=dict(skipgram_weight=args.skipgram_weight),
+            )
+        )
+    return runners
 
 
 ADAM_OPTIONS = {"default": {}, "foreach": dict(foreach=True), "fused": dict(fused=True)}
@@ -428,10 +527,13 @@ def measure(key, problem, n_threads, args, torch_ok):
     """Interleaved repetitions of every implementation of config ``key``; returns a row."""
     cfg = CONFIGS[key]
     with common.threads(n_threads, blas=args.blas_threads):
-        runners = [Ours(problem, cfg, args.features)]
-        if args.ours_lazy:
+        if key in CONVERGE:
+            runners = converge_runners(problem, cfg, n_threads, args)
+        else:
+            runners = [Ours(problem, cfg, args.features)]
+        if args.ours_lazy and key not in CONVERGE:
             runners.append(Ours(problem, cfg, args.features, adam="lazy"))
-        if torch_ok and key not in FEATURE_PARITY[1:]:
+        if torch_ok and key not in FEATURE_PARITY[1:] and key not in CONVERGE:
             modes = (
                 [None]
                 if not cfg["features"]
@@ -441,7 +543,8 @@ def measure(key, problem, n_threads, args, torch_ok):
             )
             runners += [Peer(problem, cfg, runners[0], mode, args.peer_adam) for mode in modes]
         for r in runners:
-            r.run(args.warmup)
+            # the per-step thread rule times 5 + 5 x 2 steps first (StepThreads' trial)
+            r.run(max(args.warmup, 16) if key in CONVERGE else args.warmup)
             r.adam_seconds = 0.0
         times = {r.name: [] for r in runners}
         for _ in range(args.reps):
@@ -479,7 +582,9 @@ def measure(key, problem, n_threads, args, torch_ok):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", default="a,b,c,d,e", help="comma-separated subset of a,b,c,d,e")
+    ap.add_argument(
+        "--configs", default="a,b,c,d,e,f,g", help="comma-separated subset of a,b,c,d,e,f,g"
+    )
     ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     ap.add_argument("--steps", type=int, default=20, help="training steps per timed repetition")
     ap.add_argument(
@@ -519,6 +624,13 @@ def main(argv=None):
         "(train --adam lazy); the ratio column stays dense-vs-dense",
     )
     ap.add_argument(
+        "--skipgram-weight",
+        type=float,
+        default=None,
+        help="configs f, g: also time the step with the skip-gram term of this weight "
+        "(issue 14), when caps2ne_np has it",
+    )
+    ap.add_argument(
         "--smoke",
         action="store_true",
         help="quick run for CI: configs a,b, 1 thread, 3 steps x 2 reps",
@@ -546,6 +658,12 @@ def main(argv=None):
     if bad:
         ap.error(f"unknown config(s) {bad}; choose from {sorted(CONFIGS)}")
     thread_counts = [int(t) for t in args.threads.split(",")]
+    if args.skipgram_weight is not None and not skipgram_supported():
+        print(
+            "--skipgram-weight: this caps2ne_np has no skip-gram term (ModelConfig."
+            "skipgram_weight); configs f, g are timed without it",
+            file=sys.stderr,
+        )
 
     torch = None if args.no_peer else common.torch_or_none()
     if torch is None and not args.no_peer:
@@ -673,6 +791,7 @@ def evaluate_targets(rows, gemm, thread_counts):
                     s >= T["feature_parity"],
                 )
             )
+    out += converge_targets(by)
     goal = T["gemm_fraction"]
     for n_threads, g in (gemm or {}).items():
         out.append(
@@ -692,6 +811,31 @@ def evaluate_targets(rows, gemm, thread_counts):
                 model >= goal,
             )
         )
+    return out
+
+
+def converge_targets(by):
+    """Issue 27's targets over configs f and g: ``by`` (config, threads) -> ours pairs/s."""
+    T, out = report.TARGETS, []
+    for key in CONVERGE:
+        if (key, 1) in by and (key, 2) in by:
+            s = by[(key, 2)] / by[(key, 1)]
+            out.append(
+                report.target(
+                    f"({key}) 2 threads not slower than 1 (per-step rule; >= "
+                    f"{T['never_slower']}x, timing noise)",
+                    round(s, 3),
+                    s >= T["never_slower"],
+                )
+            )
+    if ("f", 1) in by and ("f", 2) in by:
+        s = by[("f", 2)] / by[("f", 1)]
+        goal = T["converge_thread_scaling"]
+        out.append(report.target(f"(f) 2 threads >= {goal}x 1 thread", round(s, 3), s >= goal))
+    if ("f", 2) in by and ("g", 2) in by:
+        s = by[("f", 2)] / by[("g", 2)]
+        goal = T["converge_vs_large_batch"]
+        out.append(report.target(f"(f) >= {goal}x (g) pairs/s, 2 threads", round(s, 3), s >= goal))
     return out
 
 
@@ -861,7 +1005,9 @@ def render(p, keys):
         "parameter); q = 10, |V'| = 256 (log-uniform), routing 'paper', grad 'exact'. Ours: "
         "`step.TrainStep`, BLAS at one thread. Peer: bench/peers/torch_caps2ne.py, "
         f"torch.optim.Adam '{a['peer_adam']}'; the ratio uses its faster feature path. "
-        "Config (e): issue 3's feature-size parity only (no peer).\n",
+        "Config (e): issue 3's feature-size parity only (no peer). Configs (f), (g) (issue "
+        "27): unigram sampler, lazy Adam, no peer; 'ours' with the per-step thread rule, "
+        "'ours-fixed' every step on every thread.\n",
         report.doc_pointer("`bench/perf.py`: training throughput"),
     ]
     headers = ["config", "threads", "ours features", "ours pairs/s", "ours ms/step", "ours Adam ms"]

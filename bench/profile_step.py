@@ -7,21 +7,33 @@ configurations and reports each kernel's share of the step:
 (d) Citeseer, sparse fixed features (d = 3,703), 256 pairs per step, both with
 dense Adam (the default) and lazy Adam; all with m = 1, |V'| = 256.
 
-    python bench/profile_step.py [--threads 2] [--steps 60]
+``--set converge`` (issue 27) profiles instead the 'converge' preset on the bundled Cora
+edge list (featureless: x trained, d = k = 128; lazy Adam, unigram sampler) at B = 16
+walks (160 pairs per step, the default) and B = 128, each step on exactly ``--threads``
+threads (the per-step thread rule off), and adds the parallel regions per step
+(``_jit.LAUNCHES``), the Python functions between kernels, and the step's time without
+the profiler.
 
-Writes bench/results/profile_step.json + .md.  Profiling adds a little overhead per
+    python bench/profile_step.py [--threads 2] [--steps 60]
+    python bench/profile_step.py --set converge --threads 1 --steps 1000
+
+Writes bench/results/profile_step.json + .md (``--set converge``:
+profile_step_converge_<threads>t.json + .md).  Profiling adds a little overhead per
 Python call; the shares, not the absolute times, are the point.
 """
 
 import argparse
 import cProfile
+import functools
 import os
 import pstats
 import time
+from pathlib import Path
 
+from caps2ne_np import _jit, step, train
 from caps2ne_np.config import TrainConfig
 from caps2ne_np.datasets import default_data_dir, load_dataset
-from caps2ne_np.graph import from_scipy
+from caps2ne_np.graph import from_scipy, read_edgelist
 from caps2ne_np.train import fit
 from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
@@ -43,6 +55,10 @@ GROUPS = {
     "squash of x, forward + backward": ("squash", "squash_backward"),
     "expand / sum the shared rows": ("gather_rows", "gather_rows_backward"),
     "routing forward + backward": ("route", "route_backward"),
+    "routing, output layer and both backward passes, fused (issue 27)": (
+        "_route_softmax_chunks",
+        "_sampled_softmax_chunks",
+    ),
     "softmax rows and output-layer small kernels": (
         "softmax_rows",
         "_target_logits",
@@ -57,6 +73,7 @@ GROUPS = {
         "_adam_rows",
         "_adam_dense_rowgrad",
         "_adam_W_predict",
+        "_adam_tables",
     ),
     "walks, pairs, V', shared-row bookkeeping": (
         "_walks_by_id",
@@ -65,6 +82,55 @@ GROUPS = {
         "_share_slots",
     ),
 }
+
+PYTHON = {
+    "core.py: forward and loss_and_row_grads (Python between kernels)": (
+        ("core.py", "forward"),
+        ("core.py", "loss_and_row_grads"),
+    ),
+    "capsules/grads/blas wrappers (output_logits, softmax backward, row_matmul*)": (
+        ("capsules.py", "output_logits"),
+        ("grads.py", "sampled_softmax_backward_rows"),
+        ("grads.py", "scatter_add_rows"),
+        ("blas.py", "row_matmul"),
+        ("blas.py", "row_matmul_tn"),
+        ("blas.py", "segment_matmul"),
+        ("blas.py", "segment_matmul_tn"),
+    ),
+    "lazy-Adam bookkeeping (optim.Adam.step, coefs)": (
+        ("optim.py", "step"),
+        ("optim.py", "coefs"),
+        ("optim.py", "lr_t"),
+    ),
+    "batch drawing in Python (train.training_batch, samplers, walks, batch_rows)": (
+        ("train.py", "training_batch"),
+        ("samplers.py", "sample"),
+        ("samplers.py", "expected_count"),
+        ("walks.py", "walks"),
+        ("walks.py", "training_pairs"),
+        ("walks.py", "batch_walk_ids"),
+        ("batch.py", "batch_rows"),
+        ("batch.py", "share_slots"),
+    ),
+    "Numba dispatch (thread-count checks, launches, Kernel.for_work)": (
+        ("parallel.py", "_launch_threads"),
+        ("parallel.py", "get_num_threads"),
+        ("parallel.py", "_get_thread_id"),
+        ("_jit.py", "for_work"),
+        ("_jit.py", "__call__"),
+    ),
+    "NumPy calls (unique, argsort, empty, reduce, ...)": (
+        ("_arraysetops_impl.py", "_unique1d"),
+        ("_arraysetops_impl.py", "unique"),
+        ("~", "<method 'argsort' of 'numpy.ndarray' objects>"),
+        ("~", "<method 'reduce' of 'numpy.ufunc' objects>"),
+        ("~", "<built-in method numpy.empty>"),
+        ("~", "<built-in method numpy.zeros>"),
+        ("~", "<method 'cumsum' of 'numpy.ndarray' objects>"),
+        ("~", "<method 'astype' of 'numpy.ndarray' objects>"),
+    ),
+}
+"""Python-level time (cProfile's own time of these functions) for ``--set converge``."""
 
 
 class _Stop(Exception):
@@ -79,7 +145,7 @@ def _stop_after(n):
     return callback
 
 
-def profile(name, g, features, cfg, steps):
+def profile(name, g, features, cfg, steps, python=False):
     try:  # compile / load the cache first
         fit(g.indptr, g.indices, g.weights, cfg, features=features, step_callback=_stop_after(3))
     except _Stop:
@@ -105,14 +171,104 @@ def profile(name, g, features, cfg, steps):
         accounted += t
         rows.append((group, 1e3 * t / steps))
     rows.append(("everything else (NumPy glue, gathers, Python)", 1e3 * (wall - accounted) / steps))
-    return dict(name=name, steps=steps, ms_per_step=1e3 * wall / steps, rows=rows)
+    out = dict(name=name, steps=steps, ms_per_step=1e3 * wall / steps, rows=rows)
+    if python:
+        own = {}
+        for (path, _, func), (_, _, tottime, _, _) in stats.items():
+            key = (Path(path).name if path != "~" else "~", func)
+            own[key] = own.get(key, 0.0) + tottime
+        out["python"] = [
+            (group, 1e3 * sum(own.get(k, 0.0) for k in keys) / steps)
+            for group, keys in PYTHON.items()
+        ]
+    return out
+
+
+def plain(g, cfg, steps):
+    """ms per step without the profiler, and the kernel launches (parallel, serial) per
+    step, over ``steps`` steps after 5."""
+    marks = []
+
+    def callback(epoch, batch, step_):
+        if step_ == 4:
+            marks.append((time.perf_counter(), dict(_jit.LAUNCHES)))
+        if step_ + 1 >= 5 + steps:
+            marks.append((time.perf_counter(), dict(_jit.LAUNCHES)))
+            raise _Stop
+
+    try:
+        fit(g.indptr, g.indices, g.weights, cfg, step_callback=callback)
+    except _Stop:
+        pass
+    (t0, l0), (t1, l1) = marks
+    return dict(
+        ms_per_step=1e3 * (t1 - t0) / steps,
+        parallel_per_step=(l1["parallel"] - l0["parallel"]) / steps,
+        serial_per_step=(l1["serial"] - l0["serial"]) / steps,
+    )
+
+
+def converge(args):
+    """Profiles of the 'converge' preset on Cora's edge list at B = 16 and 128 walks."""
+    # every step on exactly --threads threads: the per-step rule would pick its own
+    if "adaptive_threads" in step.TrainStep.__init__.__code__.co_varnames:
+        train.TrainStep = functools.partial(step.TrainStep, adaptive_threads=False)
+    g = read_edgelist(str(Path(train.__file__).parent / "data" / "cora.edgelist"))
+    runs = []
+    for B in (16, 128):
+        cfg = TrainConfig(batch_size=B, epochs=1, threads=args.threads)
+        steps = args.steps if B == 16 else max(20, args.steps // 8)
+        r = profile(f"B = {B} walks ({10 * B} pairs/step)", g, None, cfg, steps, python=True)
+        r["profiled_ms"] = r["ms_per_step"]
+        r.update(plain(g, cfg, steps))
+        runs.append(r)
+    lines = [
+        "# Where a 'converge' step's time goes (Cora edge list, featureless)",
+        "",
+        f"`python bench/profile_step.py --set converge --threads {args.threads} --steps "
+        f"{args.steps}` (cProfile over train.fit, every step on {args.threads} thread(s); "
+        f"load average {os.getloadavg()[0]:.1f} at the end). Milliseconds per step.",
+        "",
+        "| | " + " | ".join(r["name"] for r in runs) + " |",
+        "| --- |" + " --- |" * len(runs),
+        "| **step without the profiler** | "
+        + " | ".join(f"**{r['ms_per_step']:.2f}**" for r in runs)
+        + " |",
+        "| parallel regions per step (kernels run parallel) | "
+        + " | ".join(f"{r['parallel_per_step']:.1f}" for r in runs)
+        + " |",
+        "| serial kernel calls per step | "
+        + " | ".join(f"{r['serial_per_step']:.1f}" for r in runs)
+        + " |",
+        "| *kernels (cProfile own time):* | |" + " |" * (len(runs) - 1),
+    ]
+    for i, (group, _) in enumerate(runs[0]["rows"]):
+        lines.append(f"| {group} | " + " | ".join(f"{r['rows'][i][1]:.3f}" for r in runs) + " |")
+    lines.append("| *of which Python (own time):* | |" + " |" * (len(runs) - 1))
+    for i, (group, _) in enumerate(runs[0]["python"]):
+        lines.append(f"| {group} | " + " | ".join(f"{r['python'][i][1]:.3f}" for r in runs) + " |")
+    lines.append(
+        "| step under the profiler | " + " | ".join(f"{r['profiled_ms']:.2f}" for r in runs) + " |"
+    )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    write_results(f"profile_step_converge_{args.threads}t", dict(args=vars(args), runs=runs), text)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument(
+        "--set",
+        choices=("paper", "converge"),
+        default="paper",
+        help="paper: configs a, b, d (as before); converge: the featureless default, B = 16 / 128",
+    )
     args = ap.parse_args()
+    if args.set == "converge":
+        converge(args)
+        return
     data = default_data_dir()
     blog = load_dataset("blogcatalog", data)
     cite = load_dataset("citeseer", data)

@@ -14,6 +14,10 @@ TARGETS = {
     "thread_scaling": 1.7,  # 2 threads / 1 thread, pairs/s (configs a and b)
     "gemm_fraction": 0.5,  # config b: GFLOP/s achieved / the measured float32 GEMM rate
     "feature_parity": 1.0,  # issue 3: (d) sparse d = 3,703 / (e) trained d = 128, pairs/s
+    # issue 27, configs f (converge preset, B = 16 walks) and g (B = 128), pairs/s
+    "converge_thread_scaling": 1.7,  # (f) 2 threads / (f) 1 thread
+    "converge_vs_large_batch": 0.9,  # (f) 2 threads / (g) 2 threads
+    "never_slower": 0.97,  # (f), (g): 2 threads / 1 thread with the per-step rule (3% noise)
     # bench/walks_vs_pecanpy.py: our steps/s over PecanPy's
     "walks_vs_pecanpy": 5.0,
     # bench/time_to_accuracy.py: from a cold start to 80% Cora test accuracy

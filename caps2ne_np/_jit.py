@@ -65,13 +65,22 @@ class Kernel:
         self.serial = _cached(fn, "_serial", parallel=False, fastmath=fastmath)
 
     def __call__(self, *args):
+        LAUNCHES["parallel"] += 1
         return self.parallel(*args)
 
     def for_work(self, work):
         """The parallel version for at least PAR_MIN_WORK operations on >1 thread."""
         if work >= PAR_MIN_WORK and numba.get_num_threads() > 1:
+            LAUNCHES["parallel"] += 1
             return self.parallel
+        LAUNCHES["serial"] += 1
         return self.serial
+
+
+LAUNCHES = {"parallel": 0, "serial": 0}
+"""How many times a ``Kernel`` ran (was chosen) parallel or serial since the process
+started: bench/profile_step.py reads the parallel regions per step from it.  A direct
+call (``kernel(...)``) counts as parallel even on one thread."""
 
 
 def kernel(fn=None, *, parallel=False, fastmath=FASTMATH):

@@ -14,6 +14,7 @@ module, and ``start()`` starts the layer with the variable set for that moment o
 """
 
 import os
+import time
 
 import numba
 
@@ -40,6 +41,116 @@ def start():
         pass  # no usable layer: Numba raises again at launch
     finally:
         del os.environ["GOMP_SPINCOUNT"]
+
+
+class StepThreads:
+    """The thread count of each training step, chosen by timing steps (issue 27).
+
+    A step splits into many short parallel regions; each costs a fork and a join, and
+    a wake-up of workers that slept during the Python between kernels: measured
+    10-40 us per empty region on 2 threads, 30-500 us when other processes share the
+    cores (docs/results/threads_profile.md).  Whether N threads beat fewer therefore
+    depends on the batch and on the machine's load, so it is measured, not guessed:
+
+    * the first ``warmup`` steps run on ``max_threads`` (kernels compile or load);
+    * then ``rounds`` rounds each run one step on every candidate count (1, 2, 4, ...
+      up to ``max_threads``, and ``max_threads``), in alternating order;
+    * the count with the lowest median step time wins, where more threads win only
+      if at least ``margin`` faster than the best of fewer: so the run is never
+      slower (within the timing noise) than on fewer threads;
+    * the trial repeats every ``recheck`` steps, as the load changes.
+
+    The choice never changes a result: every kernel gives the same bits on any number
+    of threads (tests/test_train.py).  step.TrainStep makes none when
+    ``_jit.PAR_MIN_WORK = 0`` (tests: every kernel parallel, on every thread).
+
+    Use::
+
+        chooser = StepThreads(numba.get_num_threads())
+        chooser.begin()    # sets Numba's thread count for this step, starts its clock
+        ...                # the step
+        chooser.end()      # its time goes into the trial
+    """
+
+    def __init__(
+        self,
+        max_threads,
+        warmup=5,
+        rounds=5,
+        margin=0.03,
+        recheck=2000,
+        clock=time.perf_counter,
+        set_threads=None,
+    ):
+        self.max_threads = max(1, int(max_threads))
+        self.warmup, self.rounds, self.margin, self.recheck = warmup, rounds, margin, recheck
+        self.clock = clock
+        self.set_threads = set_threads if set_threads is not None else numba.set_num_threads
+        self.candidates = self.candidate_counts(self.max_threads)
+        self.chosen = self.max_threads
+        self.history = []  # (step, chosen count) after every trial
+        self._step = 0  # steps ended
+        self._plan = []  # thread counts of the running trial's remaining steps
+        self._times = {}  # count -> step seconds, in the running trial
+        self._trial_end = None  # step at which the last trial ended
+        self._current = self._t0 = None
+        self._timed = False
+
+    @staticmethod
+    def candidate_counts(max_threads):
+        """1, 2, 4, ... below ``max_threads``, and ``max_threads``."""
+        out, n = [], 1
+        while n < max_threads:
+            out.append(n)
+            n *= 2
+        return out + [max_threads]
+
+    def _trial_plan(self):
+        plan = []
+        for r in range(self.rounds):
+            plan += self.candidates if r % 2 == 0 else self.candidates[::-1]
+        return plan
+
+    def begin(self):
+        """Set Numba's thread count for the step about to run and start its clock;
+        returns the count."""
+        n, self._timed = self.max_threads, False
+        if self.max_threads > 1 and self._step >= self.warmup:
+            due = self._trial_end is None or self._step - self._trial_end >= self.recheck
+            if not self._plan and due:
+                self._plan, self._times = self._trial_plan(), {}
+            if self._plan:
+                n, self._timed = self._plan.pop(0), True
+            else:
+                n = self.chosen
+        self.set_threads(n)
+        self._current, self._t0 = n, self.clock()
+        return n
+
+    def end(self):
+        """Stop the clock of the step ``begin`` started: a trial step's time is kept,
+        and the trial's last step makes the choice."""
+        if self._t0 is None:
+            return
+        seconds, self._t0 = self.clock() - self._t0, None
+        if self._timed:
+            self._times.setdefault(self._current, []).append(seconds)
+            if not self._plan:
+                self.chosen = self.choose(self._times, self.margin)
+                self.history.append((self._step, self.chosen))
+                self._trial_end = self._step + 1
+        self._step += 1
+
+    @staticmethod
+    def choose(times, margin):
+        """The count with the lowest median time, more threads only when at least
+        ``margin`` faster than the best of fewer.  ``times``: count -> step seconds."""
+        med = {n: sorted(ts)[len(ts) // 2] for n, ts in times.items() if ts}
+        best = min(med)
+        for n in sorted(med):
+            if med[n] < med[best] * (1.0 - margin):
+                best = n
+        return best
 
 
 start()

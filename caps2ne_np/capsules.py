@@ -36,6 +36,7 @@ Departures from the paper, all following the authors' code (daiquocnguyen/Caps2N
 
 import numpy as np
 from numba import prange
+from numba.extending import overload
 
 from ._jit import REASSOC, fast_exp, kernel
 from .blas import row_matmul, slot_matmul
@@ -103,41 +104,58 @@ def route(u_hat, iters, scale, rule, c, s, e):
     n_slots, n_pairs, k = u_hat.shape
     b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)  # one allocation, not P
     for p in prange(n_pairs):
-        b = b_all[p]
-        for r in range(iters):
-            # c = scale * softmax(b), max-shifted for stability
-            b_max = b[0]
-            for i in range(1, n_slots):
-                b_max = max(b_max, b[i])
-            total = 0.0
-            for i in range(n_slots):
-                c[r, p, i] = np.exp(b[i] - b_max)
-                total += c[r, p, i]
-            for i in range(n_slots):
-                c[r, p, i] = scale * c[r, p, i] / total
-            # s = sum_i c_i u_hat_i, slot by slot (the loop over j is contiguous and vectorises)
+        route_pair(u_hat, p, iters, scale, rule, c, s, e, b_all[p])
+
+
+def route_pair(u_hat, p, iters, scale, rule, c, s, e, b):
+    """``route`` for pair p: Algorithm 1 with the logits b (I,), zeros on entry; inlined
+    into the kernels that call it (``route``, grads.route_softmax_fused), which take
+    their compile options.  A Python function with a Numba overload, not a dispatcher
+    (as the other inlined helpers here and in grads.py): a dispatcher without an
+    on-disk cache would stop train._kernels_cold's scan of these modules."""
+    n_slots = u_hat.shape[0]
+    k = u_hat.shape[2]
+    for r in range(iters):
+        # c = scale * softmax(b), max-shifted for stability
+        b_max = b[0]
+        for i in range(1, n_slots):
+            b_max = max(b_max, b[i])
+        total = 0.0
+        for i in range(n_slots):
+            c[r, p, i] = np.exp(b[i] - b_max)
+            total += c[r, p, i]
+        for i in range(n_slots):
+            c[r, p, i] = scale * c[r, p, i] / total
+        # s = sum_i c_i u_hat_i, slot by slot (the loop over j is contiguous and vectorises)
+        for j in range(k):
+            s[r, p, j] = 0.0
+        for i in range(n_slots):
+            ci = c[r, p, i]
             for j in range(k):
-                s[r, p, j] = 0.0
+                s[r, p, j] += ci * u_hat[i, p, j]
+        # e = squash(s)
+        r2 = 0.0
+        for j in range(k):
+            r2 += s[r, p, j] * s[r, p, j]
+        g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+        for j in range(k):
+            e[r, p, j] = g * s[r, p, j]
+        if r < iters - 1:
             for i in range(n_slots):
-                ci = c[r, p, i]
+                agree = 0.0
                 for j in range(k):
-                    s[r, p, j] += ci * u_hat[i, p, j]
-            # e = squash(s)
-            r2 = 0.0
-            for j in range(k):
-                r2 += s[r, p, j] * s[r, p, j]
-            g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
-            for j in range(k):
-                e[r, p, j] = g * s[r, p, j]
-            if r < iters - 1:
-                for i in range(n_slots):
-                    agree = 0.0
-                    for j in range(k):
-                        agree += u_hat[i, p, j] * e[r, p, j]
-                    if rule == RULE_SABOUR:
-                        b[i] += agree
-                    else:
-                        b[i] = agree
+                    agree += u_hat[i, p, j] * e[r, p, j]
+                if rule == RULE_SABOUR:
+                    b[i] += agree
+                else:
+                    b[i] = agree
+
+
+@overload(route_pair, inline="always")
+def _route_pair_in_kernels(
+    u_hat, p, iters, scale, rule, c, s, e, b,
+):  # fmt: skip
+    return route_pair  # the Python function, compiled and inlined into the calling kernel
 
 
 @kernel(parallel=True, fastmath=REASSOC)

@@ -17,10 +17,11 @@ docs/math.md#routing-backward):
 
 import numpy as np
 from numba import prange
+from numba.extending import overload
 
-from ._jit import REASSOC, kernel
-from .blas import row_matmul, row_matmul_tn, slot_matmul
-from .capsules import EPS, RULE_SABOUR
+from ._jit import REASSOC, fast_exp, kernel
+from .blas import CHUNKS, row_matmul, row_matmul_tn, slot_matmul
+from .capsules import EPS, RULE_SABOUR, route_pair
 
 
 @kernel(parallel=True, fastmath=REASSOC)
@@ -91,64 +92,82 @@ def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
     d_u_hat (I, P, k) out.
     """
     n_slots, n_pairs, k = u_hat.shape
-    iters = c.shape[0]
     # per-pair scratch, allocated once for the batch (row p is pair p's)
     d_b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)
     d_c_all = np.empty((n_pairs, n_slots), dtype=u_hat.dtype)
     d_er_all = np.empty((n_pairs, k), dtype=u_hat.dtype)
     d_s_all = np.empty((n_pairs, k), dtype=u_hat.dtype)
     for p in prange(n_pairs):
-        d_b, d_c, d_er, d_s = d_b_all[p], d_c_all[p], d_er_all[p], d_s_all[p]
-        for i in range(n_slots):
-            for j in range(k):
-                d_u_hat[i, p, j] = 0.0
+        route_backward_pair(
+            u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b_all[p], d_c_all[p],
+            d_er_all[p], d_s_all[p],
+        )  # fmt: skip
+
+
+def route_backward_pair(u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b, d_c, d_er, d_s):
+    """``route_backward`` for pair p, with its scratch d_b (I,) zeros on entry, d_c (I,),
+    d_er, d_s (k,); inlined into the kernels that call it (``route_backward``,
+    ``route_softmax_fused``), which take their compile options."""
+    n_slots = u_hat.shape[0]
+    k = u_hat.shape[2]
+    iters = c.shape[0]
+    for i in range(n_slots):
         for j in range(k):
-            d_er[j] = d_e[p, j]
-        last = iters - 1
-        first = 0 if exact else last
-        for r in range(last, first - 1, -1):
-            if r < last:
-                # b^{(r+1)}_i = [b^{(r)}_i +] u_hat_i . e^{(r)}   (loops over j contiguous)
-                for j in range(k):
-                    d_er[j] = 0.0
-                for i in range(n_slots):
-                    dbi = d_b[i]
-                    for j in range(k):
-                        d_er[j] += dbi * u_hat[i, p, j]
-                        d_u_hat[i, p, j] += dbi * e[r, p, j]
-            # e^{(r)} = squash(s^{(r)})
-            r2 = 0.0
-            s_dot = 0.0
+            d_u_hat[i, p, j] = 0.0
+    for j in range(k):
+        d_er[j] = d_e[p, j]
+    last = iters - 1
+    first = 0 if exact else last
+    for r in range(last, first - 1, -1):
+        if r < last:
+            # b^{(r+1)}_i = [b^{(r)}_i +] u_hat_i . e^{(r)}   (loops over j contiguous)
             for j in range(k):
-                r2 += s[r, p, j] * s[r, p, j]
-                s_dot += s[r, p, j] * d_er[j]
-            h = 1.0 / ((1.0 + r2) * np.sqrt(r2 + EPS))
-            g = r2 * h
-            coef = 2.0 * h * (1.0 / (1.0 + r2) - 0.5 * r2 / (r2 + EPS)) * s_dot
-            for j in range(k):
-                d_s[j] = g * d_er[j] + coef * s[r, p, j]
-            # s^{(r)} = sum_i c_i u_hat_i
+                d_er[j] = 0.0
             for i in range(n_slots):
-                ci = c[r, p, i]
+                dbi = d_b[i]
                 for j in range(k):
-                    d_u_hat[i, p, j] += ci * d_s[j]
-            if r > 0:
-                for i in range(n_slots):
-                    acc = 0.0
-                    for j in range(k):
-                        acc += u_hat[i, p, j] * d_s[j]
-                    d_c[i] = acc
-                # c = scale softmax(b^{(r)})
-                mean_dc = 0.0
-                for i in range(n_slots):
-                    mean_dc += c[r, p, i] * d_c[i]
-                mean_dc /= scale
-                for i in range(n_slots):
-                    grad = c[r, p, i] * (d_c[i] - mean_dc)
-                    if rule == RULE_SABOUR:
-                        d_b[i] = d_b[i] + grad
-                    else:
-                        d_b[i] = grad
+                    d_er[j] += dbi * u_hat[i, p, j]
+                    d_u_hat[i, p, j] += dbi * e[r, p, j]
+        # e^{(r)} = squash(s^{(r)})
+        r2 = 0.0
+        s_dot = 0.0
+        for j in range(k):
+            r2 += s[r, p, j] * s[r, p, j]
+            s_dot += s[r, p, j] * d_er[j]
+        h = 1.0 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+        g = r2 * h
+        coef = 2.0 * h * (1.0 / (1.0 + r2) - 0.5 * r2 / (r2 + EPS)) * s_dot
+        for j in range(k):
+            d_s[j] = g * d_er[j] + coef * s[r, p, j]
+        # s^{(r)} = sum_i c_i u_hat_i
+        for i in range(n_slots):
+            ci = c[r, p, i]
+            for j in range(k):
+                d_u_hat[i, p, j] += ci * d_s[j]
+        if r > 0:
+            for i in range(n_slots):
+                acc = 0.0
+                for j in range(k):
+                    acc += u_hat[i, p, j] * d_s[j]
+                d_c[i] = acc
+            # c = scale softmax(b^{(r)})
+            mean_dc = 0.0
+            for i in range(n_slots):
+                mean_dc += c[r, p, i] * d_c[i]
+            mean_dc /= scale
+            for i in range(n_slots):
+                grad = c[r, p, i] * (d_c[i] - mean_dc)
+                if rule == RULE_SABOUR:
+                    d_b[i] = d_b[i] + grad
+                else:
+                    d_b[i] = grad
+
+
+@overload(route_backward_pair, inline="always")
+def _route_backward_pair_in_kernels(
+    u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b, d_c, d_er, d_s,
+):  # fmt: skip
+    return route_backward_pair  # the Python function, compiled and inlined into the calling kernel
 
 
 @kernel(parallel=True)
@@ -297,3 +316,233 @@ def gather_rows_backward(d_out, inv, slot_ptr, d_src):
             r = inv[i, p]
             for j in range(k):
                 d_src[r, j] += d_out[i, p, j]
+
+
+# --- the output layer of a step in one parallel region (issue 27) ------------------
+
+
+@kernel(parallel=True, fastmath=REASSOC)
+def _sampled_softmax_chunks(
+    e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true, d_s, d_e,
+    part_d_O, part_d_b,
+):  # fmt: skip
+    """The sampled softmax forward and backward of ``chunks = part_d_O.shape[0]`` fixed
+    blocks of pairs, one block per ``prange`` iteration:
+    ``capsules.output_logits``, ``capsules.softmax_rows`` and
+    ``sampled_softmax_backward_rows``'s products, with the same operations per pair.
+
+    e (P, k); O (N, k), bias (N,), targets (P,), sampled (S,); O_s = O[sampled] (S, k),
+    b_s = bias[sampled] - log Q(s) (S,), log_q_true (P,); outputs z_true, loss, d_true
+    (P,), z_s, d_s (P, S), d_e (P, k), and per block c the partial sums over its pairs
+    part_d_O[c] = d_s[block].T @ e[block] (S, k), part_d_b[c] = column sums of d_s[block]
+    (S,), which the caller adds in block order.  Blocks are ``blas.row_matmul``'s, so
+    z_s and d_e are its products, bit for bit.
+    """
+    n_pairs = e.shape[0]
+    chunks = part_d_O.shape[0]
+    for c in prange(chunks):
+        _softmax_block(
+            e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true,
+            d_s, d_e, part_d_O, part_d_b, c, c * n_pairs // chunks, (c + 1) * n_pairs // chunks,
+        )  # fmt: skip
+
+
+def _softmax_block(
+    e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true, d_s, d_e,
+    part_d_O, part_d_b, c, lo, hi,
+):  # fmt: skip
+    """Block c, pairs [lo, hi), of ``_sampled_softmax_chunks`` (inlined)."""
+    n_pairs, k = e.shape
+    n_sampled = O_s.shape[0]
+    inv_p = 1.0 / n_pairs
+    if hi <= lo:
+        part_d_O[c] = 0.0
+        part_d_b[c] = 0.0
+        return
+    # z_s = e . o_s + b_s - log Q(s);  z_t = e . o_t + b_t - log Q(t)
+    np.dot(e[lo:hi], O_s.T, z_s[lo:hi])
+    for p in range(lo, hi):
+        for j in range(n_sampled):
+            z_s[p, j] += b_s[j]
+        t = targets[p]
+        acc = 0.0
+        for j in range(k):
+            acc += e[p, j] * O[t, j]
+        z_true[p] = acc + bias[t] - log_q_true[p]
+    # softmax cross-entropy per pair, accidental hits removed (capsules.softmax_rows)
+    for p in range(lo, hi):
+        t = targets[p]
+        z_max = z_true[p]
+        for j in range(n_sampled):
+            if sampled[j] != t and z_s[p, j] > z_max:
+                z_max = z_s[p, j]
+        w_true = fast_exp(z_true[p] - z_max)
+        for j in range(n_sampled):
+            d_s[p, j] = fast_exp(z_s[p, j] - z_max)
+        total = w_true
+        for j in range(n_sampled):
+            if sampled[j] != t:
+                total += d_s[p, j]
+            else:
+                d_s[p, j] = 0.0
+        loss[p] = z_max + np.log(total) - z_true[p]
+        scale = inv_p / total
+        d_true[p] = (w_true / total - 1.0) * inv_p
+        for j in range(n_sampled):
+            d_s[p, j] *= scale
+    # d_e = d_s @ O_s + d_z_t o_t;  partial d_O_s = d_s^T e, d_b_s = sum_p d_s
+    np.dot(d_s[lo:hi], O_s, d_e[lo:hi])
+    for p in range(lo, hi):
+        t = targets[p]
+        w = d_true[p]
+        for j in range(k):
+            d_e[p, j] += w * O[t, j]
+    np.dot(d_s[lo:hi].T, e[lo:hi], part_d_O[c])
+    for j in range(n_sampled):
+        part_d_b[c, j] = 0.0
+    for p in range(lo, hi):
+        for j in range(n_sampled):
+            part_d_b[c, j] += d_s[p, j]
+
+
+@overload(_softmax_block, inline="always")
+def _softmax_block_in_kernels(
+    e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true, d_s, d_e,
+    part_d_O, part_d_b, c, lo, hi,
+):  # fmt: skip
+    return _softmax_block  # the Python function, compiled and inlined into the calling kernel
+
+
+@kernel(parallel=True, fastmath=REASSOC)
+def _route_softmax_chunks(
+    u_hat, iters, scale, rule, exact, c, s, e_all, b_all, O, bias, targets, sampled, O_s, b_s,
+    log_q_true, z_true, z_s, loss, d_true, d_s, d_e, part_d_O, part_d_b, d_u_hat, d_b_all,
+    d_c_all, d_er_all, d_s_all,
+):  # fmt: skip
+    """Per fixed block of pairs: the routing (capsules.route_pair), the sampled softmax
+    forward and backward (``_sampled_softmax_chunks``'s block) and the routing's backward
+    (``route_backward_pair``): a step's pair-wise work in one parallel region.
+
+    b_all (P, I) zeros and d_b_all (P, I) zeros, d_c_all (P, I), d_er_all, d_s_all (P, k):
+    per-pair scratch.  The other arguments are those of ``capsules.route``,
+    ``_sampled_softmax_chunks`` and ``route_backward`` (e_all (m, P, k) is route's e).
+    """
+    n_pairs = u_hat.shape[1]
+    chunks = part_d_O.shape[0]
+    for blk in prange(chunks):
+        lo = blk * n_pairs // chunks
+        hi = (blk + 1) * n_pairs // chunks
+        for p in range(lo, hi):
+            route_pair(u_hat, p, iters, scale, rule, c, s, e_all, b_all[p])
+        e = e_all[iters - 1]
+        _softmax_block(
+            e, O, bias, targets, sampled, O_s, b_s, log_q_true, z_true, z_s, loss, d_true,
+            d_s, d_e, part_d_O, part_d_b, blk, lo, hi,
+        )  # fmt: skip
+        for p in range(lo, hi):
+            route_backward_pair(
+                u_hat, c, s, e_all, d_e, p, scale, rule, exact, d_u_hat, d_b_all[p],
+                d_c_all[p], d_er_all[p], d_s_all[p],
+            )  # fmt: skip
+
+
+def sampled_softmax_fused(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
+    """The loss of every pair and the gradients of the output layer in one parallel
+    region: ``capsules.output_logits``, ``capsules.softmax_rows`` and
+    ``sampled_softmax_backward_rows`` in one kernel (``_sampled_softmax_chunks``).
+    [Eq. 3; docs/math.md#sampled-softmax]
+
+    e (P, k) contiguous; O (N, k), bias (N,); targets (P,), sampled (S,) int64;
+    log_q_true (P,), log_q_sampled (S,) in e's dtype.
+
+    Returns ``(loss (P,), d_e (P, k), rows, d_O_rows (n, k), d_bias_rows (n,))`` as
+    ``softmax_rows`` and ``sampled_softmax_backward_rows``.  The loss, the logits and
+    d_e are theirs bit for bit; d_O and the biases' gradient sum the pairs in
+    ``blas.CHUNKS`` fixed blocks, then the blocks in order (the unfused path sums
+    ``blas.TN_CHUNKS`` blocks): the same values to rounding, and the same bits on any
+    number of threads (tests/test_output_kernels.py).
+    """
+    n_pairs, k = e.shape
+    a = _softmax_arrays(e.dtype, n_pairs, k, O, bias, sampled, log_q_sampled)
+    _sampled_softmax_chunks.for_work(3 * n_pairs * sampled.shape[0] * k)(
+        e, O, bias, targets, sampled, a["O_s"], a["b_s"], log_q_true, a["z_true"], a["z_s"],
+        a["loss"], a["d_true"], a["d_s"], a["d_e"], a["part_d_O"], a["part_d_b"],
+    )  # fmt: skip
+    return (a["loss"], a["d_e"]) + _output_rows(e, targets, sampled, a)
+
+
+def route_softmax_fused(u_hat, m, scale, rule, exact, O, bias, targets, sampled, lq_t, lq_s):
+    """Algorithm 1, the sampled softmax (Eq. 3) and both backward passes, pair by pair in
+    one parallel region (``_route_softmax_chunks``): ``capsules.route``,
+    ``sampled_softmax_fused`` and ``route_backward`` as one kernel.
+
+    u_hat (I, P, k) and the routing's m, scale, rule (a code), exact (grad_mode); the
+    output layer's arguments as ``sampled_softmax_fused``.
+
+    Returns ``(c, s, e_all, loss, d_e, rows, d_O_rows, d_bias_rows, d_u_hat)``; the same
+    values as the three calls (to rounding: the pairs' sums inside a block may
+    vectorise differently), the same bits on any number of threads.
+    """
+    n_slots, n_pairs, k = u_hat.shape
+    dtype = u_hat.dtype
+    c = np.empty((m, n_pairs, n_slots), dtype=dtype)
+    s = np.empty((m, n_pairs, k), dtype=dtype)
+    e_all = np.empty((m, n_pairs, k), dtype=dtype)
+    d_u_hat = np.empty_like(u_hat)
+    a = _softmax_arrays(dtype, n_pairs, k, O, bias, sampled, lq_s)
+    scratch = dict(
+        b_all=np.zeros((n_pairs, n_slots), dtype=dtype),
+        d_b_all=np.zeros((n_pairs, n_slots), dtype=dtype),
+        d_c_all=np.empty((n_pairs, n_slots), dtype=dtype),
+        d_er_all=np.empty((n_pairs, k), dtype=dtype),
+        d_s_all=np.empty((n_pairs, k), dtype=dtype),
+    )
+    work = 3 * n_pairs * sampled.shape[0] * k + 8 * m * u_hat.size
+    _route_softmax_chunks.for_work(work)(
+        u_hat, m, dtype.type(scale), rule, exact, c, s, e_all, scratch["b_all"], O, bias,
+        targets, sampled, a["O_s"], a["b_s"], lq_t, a["z_true"], a["z_s"], a["loss"],
+        a["d_true"], a["d_s"], a["d_e"], a["part_d_O"], a["part_d_b"], d_u_hat,
+        scratch["d_b_all"], scratch["d_c_all"], scratch["d_er_all"], scratch["d_s_all"],
+    )  # fmt: skip
+    rows, d_O, d_bias = _output_rows(e_all[m - 1], targets, sampled, a)
+    return c, s, e_all, a["loss"], a["d_e"], rows, d_O, d_bias, d_u_hat
+
+
+def _softmax_arrays(dtype, n_pairs, k, O, bias, sampled, log_q_sampled):
+    """The inputs (O_s, b_s) and outputs of ``_softmax_block`` for P pairs."""
+    n_sampled = sampled.shape[0]
+    chunks = max(1, min(CHUNKS, n_pairs))
+    return dict(
+        O_s=O[sampled],
+        b_s=(bias[sampled] - log_q_sampled).astype(dtype),
+        z_true=np.empty(n_pairs, dtype=dtype),
+        loss=np.empty(n_pairs, dtype=dtype),
+        d_true=np.empty(n_pairs, dtype=dtype),
+        z_s=np.empty((n_pairs, n_sampled), dtype=dtype),
+        d_s=np.empty((n_pairs, n_sampled), dtype=dtype),
+        d_e=np.empty((n_pairs, k), dtype=dtype),
+        part_d_O=np.empty((chunks, n_sampled, k), dtype=dtype),
+        part_d_b=np.empty((chunks, n_sampled), dtype=dtype),
+    )
+
+
+def _output_rows(e, targets, sampled, a):
+    """(rows, d_O_rows, d_bias_rows) from the blocks' partial sums (in block order) and
+    the targets' terms (scatter_add_rows, in pair order)."""
+    n_sampled = sampled.shape[0]
+    rows, inverse = np.unique(np.concatenate([sampled, targets]), return_inverse=True)
+    d_O = np.zeros((rows.shape[0], e.shape[1]), dtype=e.dtype)
+    d_bias = np.zeros(rows.shape[0], dtype=e.dtype)
+    d_O[inverse[:n_sampled]] = _sum_blocks(a["part_d_O"])
+    d_bias[inverse[:n_sampled]] = _sum_blocks(a["part_d_b"])
+    scatter_add_rows(d_O, inverse[n_sampled:], a["d_true"][:, None] * e)
+    scatter_add_rows(d_bias, inverse[n_sampled:], a["d_true"])
+    return rows, d_O, d_bias
+
+
+def _sum_blocks(part):
+    """part[0] + part[1] + ... in that order (a fixed order: thread-count invariant)."""
+    out = part[0].copy()
+    for c in range(1, part.shape[0]):
+        out += part[c]
+    return out

@@ -25,6 +25,7 @@ core.row_matrix); a caller may also hand over a parameter's whole update (``upda
 e.g. step.FusedSparseW), given the step's coefficients.
 """
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -100,6 +101,31 @@ def _adam_dense_rowgrad(param, position, grad, m, v, lr_t, beta1, beta2, eps, c1
             adam_span_zero(param[r], m[r], v[r], lr_t, beta1, beta2, eps)
 
 
+@kernel(parallel=True)
+def _adam_tables(params, rows, grads, ms, vs, offsets, lr_t, beta1, beta2, eps, c1, c2):
+    """The Adam update of rows ``rows[t]`` of every table ``params[t]``, in one parallel
+    region (issue 27: one fork and join per step instead of one per table).
+
+    params, ms, vs : tuples of 2-D arrays (a parameter's core.row_matrix and its moments)
+    rows           : tuple of int64 (r_t,), distinct rows of each table
+    grads          : tuple of (r_t, width_t) gradients
+    offsets        : (T + 1,) int64, ``offsets[t] = r_0 + ... + r_{t-1}``
+
+    Each row's update is ``adam_span``'s, element by element, as ``_adam_rows`` and
+    ``_adam_dense`` (a table whose rows are all its rows): the same values, on any
+    number of threads."""
+    n_tables = offsets.shape[0] - 1
+    for n in prange(offsets[n_tables]):
+        t = 0
+        while n >= offsets[t + 1]:
+            t += 1
+        r = n - offsets[t]
+        row = rows[t][r]
+        adam_span(
+            params[t][row], grads[t][r], ms[t][row], vs[t][row], lr_t, beta1, beta2, eps, c1, c2
+        )
+
+
 class Adam:
     """Adam over a dict of named arrays (updated in place), from row-sparse gradients.
 
@@ -117,6 +143,9 @@ class Adam:
         self.m = {name: np.zeros_like(p) for name, p in params.items()}
         self.v = {name: np.zeros_like(p) for name, p in params.items()}
         self.t = 0
+        self.fuse = True
+        """Lazy steps update every table in one kernel (``_adam_tables``); False: one
+        kernel per table (``_adam_rows``, ``_adam_dense``), the same values."""
 
     def lr_t(self):
         """The bias-corrected step size of the current step t."""
@@ -152,6 +181,7 @@ class Adam:
                   owns (step.FusedSparseW); such a parameter has no gradient here.
         """
         self.t += 1
+        fused = []  # (p2, rows, values, m2, v2) of the tables _adam_tables updates
         for name, g in grads.items():
             p = self.params[name]
             p2, m2, v2 = row_matrix(p), row_matrix(self.m[name]), row_matrix(self.v[name])
@@ -160,7 +190,9 @@ class Adam:
             values = np.ascontiguousarray(g.values, dtype=p.dtype).reshape(n_rows, width)
             if n_rows and (rows[0] < 0 or rows[-1] >= p2.shape[0]):
                 raise ValueError(f"{name}: gradient rows must lie in [0, {p2.shape[0]})")
-            if n_rows == p2.shape[0]:  # every row: flat, in memory order
+            if lazy and self.fuse and n_rows and all(a.flags.c_contiguous for a in (p2, m2, v2)):
+                fused.append((p2, rows, values, m2, v2))
+            elif n_rows == p2.shape[0]:  # every row: flat, in memory order
                 _adam_dense.for_work(10 * p.size)(
                     p2.reshape(-1),
                     values.reshape(-1),
@@ -178,9 +210,29 @@ class Adam:
                 _adam_dense_rowgrad.for_work(10 * p.size)(
                     p2, position, values, m2, v2, *self.coefs(p)
                 )
+        if fused:
+            self._step_tables(fused)
         for name, update in (updates or {}).items():
             p = self.params[name]
             update(row_matrix(p), row_matrix(self.m[name]), row_matrix(self.v[name]), self.coefs(p))
+
+    def _step_tables(self, tables):
+        """The lazy update of several tables in one kernel (``_adam_tables``), grouped by
+        Numba type (a tuple of arrays passed to Numba must hold one array type: dtype,
+        layout, and writable or not; read-only gradients, e.g. from Ray's object store,
+        are copied first)."""
+        groups = {}
+        for p2, rows, values, m2, v2 in tables:
+            rows = rows if rows.flags.writeable else rows.copy()
+            values = values if values.flags.writeable else values.copy()
+            table = (p2, rows, values, m2, v2)
+            groups.setdefault(tuple(numba.typeof(a) for a in table), []).append(table)
+        for group in groups.values():
+            offsets = np.zeros(len(group) + 1, dtype=np.int64)
+            offsets[1:] = np.cumsum([t[1].shape[0] for t in group])
+            work = 10 * sum(t[2].size for t in group)
+            p2, rows, values, m2, v2 = (tuple(t[i] for t in group) for i in range(5))
+            _adam_tables.for_work(work)(p2, rows, values, m2, v2, offsets, *self.coefs(p2[0]))
 
     def state(self):
         """Moments and step counter, for checkpoints."""

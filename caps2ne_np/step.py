@@ -17,10 +17,13 @@ of three strategies, chosen once:
   as the dense strategy (tests/test_train.py); only the memory traffic differs.
 """
 
+import numba
 import numpy as np
 from numba import prange
 
+from . import _jit
 from ._jit import kernel
+from ._threads import StepThreads
 from .core import loss_and_row_grads
 from .optim import adam_span, adam_span_zero
 
@@ -36,16 +39,28 @@ class TrainStep:
     and dense Adam, W's update is ``FusedSparseW``, which forms the W_i u of ``ahead``
     (given to ``update`` when it is known; the local engine draws it before the
     update) for its forward pass.
+
+    ``adaptive_threads``: each step (``gradients`` to ``update``) runs on the thread count
+    ``_threads.StepThreads`` picks by timing steps on 1, 2, ... up to the Numba thread
+    count set when the step is made, so that more threads never make a run slower;
+    results do not depend on it.  False: every step on that count.
     """
 
-    def __init__(self, params, opt, mcfg, lazy=False, fused=True):
+    def __init__(self, params, opt, mcfg, lazy=False, fused=True, *, adaptive_threads=True):
         self.params, self.opt, self.mcfg, self.lazy = params, opt, mcfg, lazy
         self.W_update = FusedSparseW() if fused and params.sparse and not lazy else None
         self.parts = {}  # the last batch's L_caps and skip-gram term (core.loss_and_row_grads)
+        n = numba.get_num_threads()
+        # PAR_MIN_WORK = 0: the tests' "every kernel parallel" keeps every thread too
+        rule = adaptive_threads and n > 1 and _jit.PAR_MIN_WORK > 0
+        self.threads = StepThreads(n) if rule else None
 
     def gradients(self, batch):
         """Forward and backward: ``(loss, grads)``, the batch's mean loss and the row-sparse
-        gradient of every trainable table (core.loss_and_row_grads)."""
+        gradient of every trainable table (core.loss_and_row_grads).  Starts the step's
+        clock and sets its thread count (``adaptive_threads``)."""
+        if self.threads is not None:
+            self.threads.begin()
         return loss_and_row_grads(
             self.params,
             batch.ctx,
@@ -62,12 +77,15 @@ class TrainStep:
 
     def update(self, grads, ahead=None):
         """The Adam step with ``grads`` (from ``gradients``).  With the fused W update,
-        ``ahead`` (the next batch, indexed, or None) gets its ``u_hat_rows``."""
+        ``ahead`` (the next batch, indexed, or None) gets its ``u_hat_rows``.  Ends the
+        step's clock."""
         if self.W_update is None:
             self.opt.step(grads, lazy=self.lazy)
-            return
-        rest = {name: g for name, g in grads.items() if name != "W"}
-        self.opt.step(rest, updates={"W": self.W_update.bind(grads["W"], ahead, self.params)})
+        else:
+            rest = {name: g for name, g in grads.items() if name != "W"}
+            self.opt.step(rest, updates={"W": self.W_update.bind(grads["W"], ahead, self.params)})
+        if self.threads is not None:
+            self.threads.end()
 
 
 class FusedSparseW:

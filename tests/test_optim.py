@@ -263,3 +263,81 @@ def test_fused_sparse_W_update_is_bitwise_the_separate_kernels_in_float32(versio
     _fused(version, p2, m2, v2, d, d_W, cols, u_hat2, coefs)
     for a, b in ((p1, p2), (m1, m2), (v1, v2), (u_hat1, u_hat2)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_lazy_step_of_all_tables_in_one_kernel_is_bitwise_the_per_table_kernels(
+    threads, monkeypatch
+):
+    """optim._adam_tables (issue 27: one parallel region for every table of a lazy step)
+    gives the same bits as one kernel per table (_adam_rows, and _adam_dense for a
+    gradient of every row), float32, on 1 and 2 threads."""
+    import numba
+
+    import caps2ne_np._jit as jit
+
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel versions, however small
+    rng = np.random.default_rng(7)
+    shapes = {"W": (4, 6, 5), "O": (30, 6), "bias": (30,), "X": (30, 5)}
+    init = {n: rng.normal(size=s).astype(np.float32) for n, s in shapes.items()}
+
+    def run(fuse):
+        params = {n: (slot_major(a) if n == "W" else a.copy()) for n, a in init.items()}
+        opt = Adam(params, lr=0.05)
+        opt.fuse = fuse
+        r = np.random.default_rng(8)
+        for _ in range(3):
+            o_rows = np.sort(r.choice(30, 9, replace=False))
+            x_rows = np.sort(r.choice(30, 4, replace=False))
+            W_rows = row_matrix(params["W"])
+            grads = {
+                "W": RowGrad.every_row(r.normal(size=W_rows.shape).astype(np.float32)),
+                "O": RowGrad(o_rows, r.normal(size=(9, 6)).astype(np.float32)),
+                "bias": RowGrad(o_rows, r.normal(size=9).astype(np.float32)),
+                "X": RowGrad(x_rows, r.normal(size=(4, 5)).astype(np.float32)),
+            }
+            opt.step(grads, lazy=True)
+        return params, opt
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        (a, opt_a), (b, opt_b) = run(True), run(False)
+    finally:
+        numba.set_num_threads(old)
+    for n in shapes:
+        np.testing.assert_array_equal(a[n], b[n])
+        np.testing.assert_array_equal(opt_a.m[n], opt_b.m[n])
+        np.testing.assert_array_equal(opt_a.v[n], opt_b.v[n])
+    assert not np.array_equal(a["O"], init["O"])
+
+
+def test_lazy_step_takes_read_only_gradients_and_mixed_tables():
+    """Read-only gradient arrays (as Ray's object store hands them over) and tables of
+    other dtypes are updated as the per-table kernels do (issue 27's one-kernel step)."""
+    rng = np.random.default_rng(9)
+    init = {"O": rng.normal(size=(8, 3)), "bias": rng.normal(size=8)}
+    init32 = {"X": rng.normal(size=(8, 2)).astype(np.float32)}
+
+    def run(fuse):
+        params = {n: a.copy() for n, a in {**init, **init32}.items()}
+        opt = Adam(params, lr=0.1)
+        opt.fuse = fuse
+        rows = np.array([1, 4, 6])
+        grads = {}
+        for n, p in params.items():
+            values, r = rng_values(p, rows), rows.copy()
+            if n == "O":  # read-only beside the writable gradient of the biases
+                values.flags.writeable = r.flags.writeable = False
+            grads[n] = RowGrad(r, values)
+        opt.step(grads, lazy=True)
+        return params
+
+    def rng_values(p, rows):
+        shape = (rows.shape[0],) + p.shape[1:]
+        return np.linspace(-1, 1, int(np.prod(shape))).reshape(shape).astype(p.dtype)
+
+    a, b = run(True), run(False)
+    for n in a:
+        np.testing.assert_array_equal(a[n], b[n])
+    assert not np.array_equal(a["O"], init["O"])

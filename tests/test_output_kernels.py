@@ -101,3 +101,100 @@ def test_output_logits_matches_numpy():
     z_t, z_s = capsules.output_logits(e, O, bias, targets, sampled, lq_t, lq_s)
     np.testing.assert_allclose(z_t, (e * O[targets]).sum(1) + bias[targets] - lq_t, rtol=1e-12)
     np.testing.assert_allclose(z_s, e @ O[sampled].T + bias[sampled] - lq_s, rtol=1e-12)
+
+
+def _unfused_output_layer(e, O, bias, targets, sampled, lq_t, lq_s):
+    z_t, z_s = capsules.output_logits(e, O, bias, targets, sampled, lq_t, lq_s)
+    loss, d_true, d_s = np.empty_like(z_t), np.empty_like(z_t), np.empty_like(z_s)
+    capsules.softmax_rows(z_t, z_s, targets, sampled, loss, d_true, d_s)
+    d_e, rows, d_O, d_b = grads.sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_s)
+    return loss, d_e, rows, d_O, d_b
+
+
+@pytest.mark.parametrize("n_pairs", [3, 13, 40])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_output_layer_agrees_with_the_separate_kernels(n_pairs, dtype, monkeypatch):
+    """grads.sampled_softmax_fused (issue 27: one parallel region) against
+    output_logits + softmax_rows + sampled_softmax_backward_rows: the loss and d_e bit for
+    bit (same operations, same GEMM blocks), d_O and d_bias to rounding (pairs summed in
+    8 blocks rather than 4), with an accidental hit and repeated targets; and the same
+    bits on 1 and 2 threads."""
+    import numba
+
+    import caps2ne_np._jit as jit
+
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel versions, however small
+    rng, e, O, bias, targets = _problem(dtype, seed=n_pairs, n_pairs=n_pairs, n_nodes=30)
+    sampled = np.sort(rng.choice(30, 11, replace=False)).astype(np.int64)
+    targets[0] = sampled[2]  # an accidental hit
+    lq_t = rng.normal(size=n_pairs).astype(dtype)
+    lq_s = rng.normal(size=11).astype(dtype)
+    args = (e, O, bias, targets, sampled, lq_t, lq_s)
+    ref = _unfused_output_layer(*args)
+    runs = []
+    old = numba.get_num_threads()
+    try:
+        for t in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(t)
+            runs.append(grads.sampled_softmax_fused(*args))
+    finally:
+        numba.set_num_threads(old)
+    for a, b in zip(runs[0], runs[1]):
+        np.testing.assert_array_equal(a, b)
+    loss, d_e, rows, d_O, d_b = runs[0]
+    np.testing.assert_array_equal(loss, ref[0])
+    np.testing.assert_array_equal(d_e, ref[1])
+    np.testing.assert_array_equal(rows, ref[2])
+    tol = dict(rtol=1e-12, atol=1e-14) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(d_O, ref[3], **tol)
+    np.testing.assert_allclose(d_b, ref[4], **tol)
+    assert np.abs(ref[3]).max() > 0 and np.abs(ref[4]).max() > 0
+
+
+@pytest.mark.parametrize("m,rule,exact", [(1, 0, True), (3, 0, True), (2, 1, False)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fused_routing_and_output_layer_agree_with_the_separate_kernels(
+    m, rule, exact, dtype, monkeypatch
+):
+    """grads.route_softmax_fused (issue 27: routing, output layer and both backward passes
+    in one parallel region) against capsules.route + sampled_softmax_fused +
+    grads.route_backward, to rounding; the same bits on 1 and 2 threads."""
+    import numba
+
+    import caps2ne_np._jit as jit
+
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel versions, however small
+    rng = np.random.default_rng(m)
+    n_slots, n_pairs, k, n_nodes = 4, 21, 6, 30
+    u_hat = rng.normal(size=(n_slots, n_pairs, k)).astype(dtype)
+    O = rng.normal(size=(n_nodes, k)).astype(dtype)
+    bias = rng.normal(size=n_nodes).astype(dtype)
+    targets = rng.integers(0, n_nodes, size=n_pairs).astype(np.int64)
+    sampled = np.sort(rng.choice(n_nodes, 11, replace=False)).astype(np.int64)
+    targets[0] = sampled[2]  # an accidental hit
+    lq_t = rng.normal(size=n_pairs).astype(dtype)
+    lq_s = rng.normal(size=11).astype(dtype)
+    scale = float(n_slots)
+    c = np.empty((m, n_pairs, n_slots), dtype=dtype)
+    s, e = np.empty((m, n_pairs, k), dtype=dtype), np.empty((m, n_pairs, k), dtype=dtype)
+    capsules.route(u_hat, m, dtype(scale), rule, c, s, e)
+    loss, d_e, rows, d_O, d_b = grads.sampled_softmax_fused(
+        np.ascontiguousarray(e[m - 1]), O, bias, targets, sampled, lq_t, lq_s
+    )
+    d_u_hat = np.empty_like(u_hat)
+    grads.route_backward(u_hat, c, s, e, d_e, dtype(scale), rule, exact, d_u_hat)
+    ref = (c, s, e, loss, d_e, rows, d_O, d_b, d_u_hat)
+    args = (u_hat, m, scale, rule, exact, O, bias, targets, sampled, lq_t, lq_s)
+    runs = []
+    old = numba.get_num_threads()
+    try:
+        for t in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(t)
+            runs.append(grads.route_softmax_fused(*args))
+    finally:
+        numba.set_num_threads(old)
+    tol = dict(rtol=1e-12, atol=1e-13) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-6)
+    for a, b, r in zip(runs[0], runs[1], ref):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, r, **tol)
+    assert np.abs(d_u_hat).max() > 0
