@@ -129,7 +129,7 @@ class TrainConfig:
     preset: str = DEFAULTS["preset"]
     skipgram_weight: float | None = DEFAULTS["skipgram_weight"]
     skipgram_negatives: int = DEFAULTS["skipgram_negatives"]
-    spectral: str = DEFAULTS["spectral"]
+    spectral: str | None = DEFAULTS["spectral"]
     spectral_dim: int | None = DEFAULTS["spectral_dim"]
     prone_order: int = DEFAULTS["prone_order"]
     prone_mu: float = DEFAULTS["prone_mu"]
@@ -175,12 +175,21 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
     values, notes = {}, []
     if cfg.skipgram_weight is None and (fixed_features or cfg.feat_dim != cfg.dim):
         values["skipgram_weight"] = 0.0  # the term needs a trained x of size k: off
+    if cfg.spectral is None and fixed_features:
+        values["spectral"] = "none"  # the user's features are x: nothing for ProNE to start
     for key, value in PRESETS[name].items():
         if key in values:
             continue
         if getattr(cfg, key) is None and value is not None:
             values[key] = value
     out = replace(cfg, **values)
+    if cfg.spectral is None and out.spectral in ("init", "init_xo") and out.feat_dim >= n_nodes:
+        # the preset's spectral start needs d < N (ProNE's SVD): a graph this small starts
+        # from random x, as the paper does; an explicit --spectral still says why not
+        out = replace(out, spectral="none")
+        notes.append(
+            f"spectral start off: ProNE needs --feat-dim {out.feat_dim} below the {n_nodes} nodes"
+        )
     if out.lr is None and name == "converge":
         lr, why = converge_lr(n_nodes, n_edges)
         out = replace(out, lr=lr)
@@ -204,6 +213,7 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         + f": lr {out.lr:.3g} {out.lr_schedule}, batch {out.batch_size} walks, T = "
         f"{out.walks_per_node} {out.walks} walks per node and epoch, "
         f"{out.adam} Adam, {out.sampler} sampler"
+        + (f", --spectral {out.spectral}" if out.spectral != "none" else "")
         + (
             f", skip-gram term x {out.skipgram_weight:g} ("
             + (

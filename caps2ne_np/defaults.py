@@ -41,6 +41,13 @@ SKIPGRAM_WEIGHT_CONVERGE = 0.0
 the term gained 1.6 points on Cora and 10-12 on LFR 3k at mixing 0.7, but lost 1.1-2.0
 on Citeseer (1.0 at weight 0.3) and, with the softmax form, 1.25 on PPI, beyond the 0.5
 the adoption rule allows.  The 'paper' preset's is 0 too."""
+SPECTRAL_CONVERGE = "init"
+"""The 'converge' preset's spectral start (spectral.py, issue 25): ProNE starts the
+trainable x.  On the panel (bench/results/spectral_start.md, one seed each) it scored
+0.0 to +11.5 points against the same preset without it on Cora, Citeseer, PPI, POS,
+Pubmed and three LFR graphs (mixing 0.7: 44.81 -> 56.33), never below; 'features'
+(ProNE as fixed x) lost 0.74 on PPI.  The 'paper' preset's is 'none'; with fixed
+features it is 'none' whatever the preset (config.resolve)."""
 SKIPGRAM_NEGATIVES = 5
 """The skip-gram term's negatives when it is on: 5 per (context node, target), word2vec's
 negative sampling, which scored as well as or better than the sampled softmax over V' on
@@ -64,6 +71,7 @@ PRESETS = {
         sampler="unigram",
         adam="lazy",
         skipgram_weight=SKIPGRAM_WEIGHT_CONVERGE,
+        spectral=SPECTRAL_CONVERGE,
     ),
     # The authors' settings (and this project's defaults before session 5): the same
     # N*T walks every epoch, a constant rate, B = 64, dense Adam, 5 epochs.  The paper's
@@ -79,6 +87,7 @@ PRESETS = {
         sampler="log_uniform",
         adam="dense",
         skipgram_weight=0.0,
+        spectral="none",
     ),
 }
 """Named sets of the options a preset fills (every option left None).  'auto' is
@@ -107,6 +116,7 @@ def preset_summary(name):
         f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
         + (f", {p['epochs']} epochs" if p["epochs"] else "")
         + (f", skip-gram term x {p['skipgram_weight']:g}" if p["skipgram_weight"] else "")
+        + (f", --spectral {p['spectral']}" if p.get("spectral", "none") != "none" else "")
     )
 
 
@@ -309,12 +319,12 @@ OPTIONS = {
         "Use fixed features as given (default: divide each row by its sum, as the authors).",
     ),
     "spectral": Option(
-        "none",
+        None,
         "choice",
         "A spectral start from ProNE (spectral.py): features: ProNE embeddings as "
         "fixed input features x (unit rows, not normalised); init: they start the "
-        "trainable x; init_xo: x and O; none: random x. Featureless graphs only. "
-        "docs/training.md.",
+        "trainable x; init_xo: x and O; none: random x. Featureless graphs only "
+        "(with --features: none). [preset] docs/training.md.",
         choices=SPECTRAL_MODES,
     ),
     "spectral_dim": Option(

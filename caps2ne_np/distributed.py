@@ -805,14 +805,12 @@ def fit(
             "--engine ray: needs --adam lazy (a server updates only the rows "
             f"it is sent), got --adam {cfg.adam}"
         )
-    if cfg.spectral in ("init", "init_xo"):
-        raise InputError(
-            f"--spectral {cfg.spectral}: not supported with --engine ray yet (the servers "
-            "draw x and O); use --spectral features or the single-machine engine"
-        )
     from . import spectral
 
-    start = spectral.start(indptr, indices, weights, cfg, features)  # --spectral features
+    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
+    if start.note and start.features is None:  # --spectral init, init_xo
+        log.info("%s", start.note)
+        notes = notes + [start.note]
     if start.features is not None:  # unit rows, used as they are
         features, notes = start.features, notes + [start.note]
     elif features is not None:
@@ -840,6 +838,7 @@ def fit(
                     S,
                     w_placement == "workers",
                     stats,
+                    start=start,
                 )
                 try:
                     result = TrainResult(
@@ -957,11 +956,24 @@ class RayEngine:
     of the next round (or by ``finite``/``save``, which bring W up to date first)."""
 
     def __init__(
-        self, ray, indptr, indices, weights, cfg, features, resume_from, P, S, replicate_W, stats
+        self,
+        ray,
+        indptr,
+        indices,
+        weights,
+        cfg,
+        features,
+        resume_from,
+        P,
+        S,
+        replicate_W,
+        stats,
+        start=None,
     ):
         self.ray, self.cfg, self.S, self.replicate_W = ray, cfg, S, replicate_W
         self.n_nodes = n_nodes = int(indptr.shape[0] - 1)
         self.features = features
+        self.start = start  # spectral.SpectralStart: --spectral init / init_xo start x (and O)
         self.fixed = features is not None
         self.feat_dim = features.shape[1] if self.fixed else cfg.feat_dim
         self.graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
@@ -1043,6 +1055,10 @@ class RayEngine:
         params = init_params(
             self.n_nodes, cfg.dim, self.feat_dim, cfg.walk_length - 1, rng, self.features
         )
+        if self.start is not None and self.start.X is not None:  # as train.LocalEngine
+            params.X[...] = self.start.X
+        if self.start is not None and self.start.O is not None:
+            params.O[...] = self.start.O
         if self.replicate_W:
             W_ref = ray.put(params.W)
             pending = [w.set_W.remote(W_ref) for w in self.cluster.workers]

@@ -309,29 +309,38 @@ def test_bad_spectral_options_are_one_line_errors(two_blocks, options, match):
 @pytest.mark.parametrize("mode", ["features", "init", "init_xo"])
 def test_spectral_with_the_users_features_is_refused(two_blocks, mode):
     A = two_blocks[0]
-    with pytest.raises(InputError, match="--features") as info:
+    with pytest.raises(InputError, match="features") as info:
         Caps2NE(**TINY, spectral=mode).fit(sp.csr_matrix(A), np.ones((A.shape[0], 3), np.float32))
     assert "\n" not in str(info.value)
 
 
 def test_user_features_do_not_start_from_prone(two_blocks, monkeypatch):
-    """The default ('none') never computes ProNE, with or without features."""
+    """With fixed features the preset's spectral start is 'none' (ProNE never runs), as
+    with --preset paper; a featureless graph under the converge preset starts x from it."""
     called = []
-    monkeypatch.setattr(spectral, "prone", lambda *a, **k: called.append(1))
+    real = spectral.prone
+    monkeypatch.setattr(spectral, "prone", lambda *a, **k: called.append(1) or real(*a, **k))
     A = sp.csr_matrix(two_blocks[0])
     Caps2NE(**TINY).fit(A, np.ones((A.shape[0], 3), np.float32))
-    Caps2NE(**TINY).fit(A)
+    Caps2NE(**dict(TINY, preset="paper")).fit(A)
     assert not called
+    model = Caps2NE(**TINY).fit(A)
+    assert called and model.config_["spectral"] == "init"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["init", "init_xo"])
-def test_ray_refuses_the_init_modes(two_blocks, mode):
+def test_ray_one_worker_starts_x_from_prone_as_one_machine(two_blocks, mode, ray_local):
+    """The Ray engine starts x (and O) from ProNE too: one worker equals one machine."""
     from caps2ne_np.distributed import fit as ray_fit
 
     adj = sp.csr_matrix(two_blocks[0], dtype=np.float32)
-    cfg = TrainConfig(**dict(TINY, adam="lazy", spectral=mode))
-    with pytest.raises(InputError, match="--engine ray"):
-        ray_fit(adj.indptr, adj.indices.astype(np.int32), None, cfg)
+    cfg = TrainConfig(**dict(TINY, adam="lazy", spectral=mode, threads=1))
+    ip, ix = adj.indptr.astype(np.int64), adj.indices.astype(np.int32)
+    local = fit(ip, ix, None, cfg)
+    ray = ray_fit(ip, ix, None, cfg, workers=1, servers=1)
+    for name in ("O", "X"):
+        np.testing.assert_array_equal(getattr(ray.params, name), getattr(local.params, name))
 
 
 # --------------------------------------------------------------------------- model file, infer
@@ -356,7 +365,7 @@ def test_model_file_keeps_the_setting_and_old_files_read_as_none(fitted, tmp_pat
 
 
 def test_infer_refuses_a_spectral_features_model_without_features(fitted, two_blocks):
-    with pytest.raises(InputError, match="--spectral features") as info:
+    with pytest.raises(InputError, match="spectral features") as info:
         fitted["features"].transform(sp.csr_matrix(two_blocks[0]))
     assert "\n" not in str(info.value) and "basis" in str(info.value)
 
