@@ -314,3 +314,21 @@ def test_math_page_has_the_architecture_diagram():
 def test_no_stale_error_prefix_in_the_docs():
     text = (ROOT / "docs" / "input-formats.md").read_text(encoding="utf-8")
     assert "Error: emb.txt" not in text and "error: emb.txt: exists" in text
+
+
+def test_readme_spectral_start_table_is_the_results_row_and_column():
+    """The default with the spectral start (issue 25): each cell against its row and
+    column of bench/results/spectral_start.md (both of its tables)."""
+    names = dict(GRAPHS, **{"LFR 10k, mixing 0.6": "syn-10k-mu0.6"})
+    src = {}
+    for table in md_tables(results("spectral_start.md")):
+        if table and "init" in table[0]:
+            src.update({row["graph"]: row for row in table})
+    rows = md_table(section(README, "Caps2NE or DeepWalk?"), "Caps2NE, init (default)")
+    assert len(rows) >= 8
+    columns = {"DeepWalk": "DeepWalk", "ProNE": "ProNE", "Caps2NE, none": "none"}
+    columns["Caps2NE, init (default)"] = "init"
+    for row in rows:
+        ref = src[names[row["graph"]]]
+        for ours, theirs in columns.items():
+            assert row[ours] == ref[theirs], (row["graph"], ours)

@@ -6,10 +6,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-LIMIT = 150_000  # bytes, as `du -sb bench/results` counts them (the folder's own entry too)
+# bytes, as `du -sb bench/results` counts them (the folder's own entry too); 150 kB until
+# issues 25-27 added the skip-gram, spectral-start and node2vec summaries
+LIMIT = 160_000
 
 
-def test_bench_results_stay_under_150_kb():
+def test_bench_results_stay_under_the_limit():
     files = sorted(p for p in RESULTS.rglob("*") if p.is_file())
     total = RESULTS.stat().st_size + sum(p.stat().st_size for p in files)
     largest = sorted(((p.stat().st_size, p.name) for p in files), reverse=True)[:5]
