@@ -102,8 +102,8 @@ PYTHON = {
         ("optim.py", "coefs"),
         ("optim.py", "lr_t"),
     ),
-    "batch drawing in Python (train.training_batch, samplers, walks, batch_rows)": (
-        ("train.py", "training_batch"),
+    "batch drawing in Python (batch.BatchStream.batch, samplers, walks, batch_rows)": (
+        ("batch.py", "batch"),
         ("samplers.py", "sample"),
         ("samplers.py", "expected_count"),
         ("walks.py", "walks"),

@@ -17,7 +17,7 @@ n, samples, positions, seed).
 
 ``read_model`` checks all of it (``check_model``) before anything is used: the format
 and version, the arrays, unique node ids, the config by the rows of
-``defaults.OPTIONS`` (the ranges and choices ``train.validate`` applies) and the
+``defaults.OPTIONS`` (the ranges and choices ``config.validate`` applies) and the
 calibration; one line naming the first problem.
 """
 
@@ -131,7 +131,7 @@ here); keys that are in no row are kept as they are."""
 
 def check_option(name, value):
     """``value`` of option ``name`` checked by its row of ``defaults.OPTIONS`` (the kind,
-    range and choices ``train.validate`` applies): the value (an integral float of an
+    range and choices ``config.validate`` applies): the value (an integral float of an
     'int' option as int), or a ValueError saying what is wrong."""
     option = OPTIONS[name]
     if value is None and option.default is None:

@@ -188,7 +188,7 @@ def check(cfg, user_features):
 
 
 def start(indptr, indices, weights, cfg, features=None, resume=False):
-    """The spectral start of a run with options ``cfg`` (train.TrainConfig): a
+    """The spectral start of a run with options ``cfg`` (config.TrainConfig): a
     SpectralStart.  'none': nothing.  'features': ProNE (d = spectral_dim or feat_dim) as
     fixed features x, used as they are (unit rows: no row-sum normalisation).  'init': x
     starts from ProNE (d = feat_dim), rescaled to the mean row norm of the random start
