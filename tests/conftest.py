@@ -142,3 +142,13 @@ def ray_local():
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _default_logging_after_each_test():
+    """A command run in-process (click's test runner) leaves the ``caps2ne_np`` logger
+    as its -q/-v set it (not propagating); later tests' caplog would see nothing."""
+    yield
+    from caps2ne_np.cli.run import reset_logging
+
+    reset_logging()
