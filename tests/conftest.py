@@ -4,12 +4,18 @@ import re
 import shutil
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
 
 # tests/naive.py and the other reference modules are imported by plain name.
 sys.path.insert(0, os.path.dirname(__file__))
+
+# Ray (2.60+) starts a local cluster with token authentication and, when no token is
+# given, writes one to ~/.ray/auth_token: a file in the user's home.  The tests' Ray
+# instances (and the subprocesses that start their own) get a session token instead.
+os.environ.setdefault("RAY_AUTH_TOKEN", uuid.uuid4().hex)
 
 
 def _session_data():
