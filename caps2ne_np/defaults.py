@@ -41,13 +41,14 @@ SKIPGRAM_WEIGHT_CONVERGE = 0.0
 the term gained 1.6 points on Cora and 10-12 on LFR 3k at mixing 0.7, but lost 1.1-2.0
 on Citeseer (1.0 at weight 0.3) and, with the softmax form, 1.25 on PPI, beyond the 0.5
 the adoption rule allows.  The 'paper' preset's is 0 too."""
-SPECTRAL_CONVERGE = "init"
+SPECTRAL_CONVERGE = "init_xo"
 """The 'converge' preset's spectral start (spectral.py, issue 25): ProNE starts the
-trainable x.  On the panel (bench/results/spectral_start.md, one seed each) it scored
-0.0 to +11.5 points against the same preset without it on Cora, Citeseer, PPI, POS,
-Pubmed and three LFR graphs (mixing 0.7: 44.81 -> 56.33), never below; 'features'
-(ProNE as fixed x) lost 0.74 on PPI.  The 'paper' preset's is 'none'; with fixed
-features it is 'none' whatever the preset (config.resolve)."""
+trainable x and the output embeddings O.  On the panel (bench/results/spectral_start.md,
+one seed each) it scored -0.18 (Citeseer) to +13.8 points (LFR 3k at mixing 0.7: 44.81
+-> 58.57) against the same preset without it on Cora, Citeseer, PPI, POS, Pubmed,
+BlogCatalog and four LFR graphs, above 'init' (x only) on all but Citeseer and PPI, and
+Cora 72.51; 'features' (ProNE as fixed x) lost 0.74 on PPI.  The 'paper' preset's is
+'none'; with fixed features it is 'none' whatever the preset (config.resolve)."""
 SKIPGRAM_NEGATIVES = 5
 """The skip-gram term's negatives when it is on: 5 per (context node, target), word2vec's
 negative sampling, which scored as well as or better than the sampled softmax over V' on

@@ -316,7 +316,8 @@ def test_spectral_with_the_users_features_is_refused(two_blocks, mode):
 
 def test_user_features_do_not_start_from_prone(two_blocks, monkeypatch):
     """With fixed features the preset's spectral start is 'none' (ProNE never runs), as
-    with --preset paper; a featureless graph under the converge preset starts x from it."""
+    with --preset paper; a featureless graph under the converge preset starts x and O
+    from it."""
     called = []
     real = spectral.prone
     monkeypatch.setattr(spectral, "prone", lambda *a, **k: called.append(1) or real(*a, **k))
@@ -325,7 +326,7 @@ def test_user_features_do_not_start_from_prone(two_blocks, monkeypatch):
     Caps2NE(**dict(TINY, preset="paper")).fit(A)
     assert not called
     model = Caps2NE(**TINY).fit(A)
-    assert called and model.config_["spectral"] == "init"
+    assert called and model.config_["spectral"] == "init_xo"
 
 
 @pytest.mark.slow
