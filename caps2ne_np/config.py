@@ -183,12 +183,15 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         if getattr(cfg, key) is None and value is not None:
             values[key] = value
     out = replace(cfg, **values)
-    if cfg.spectral is None and out.spectral in ("init", "init_xo") and out.feat_dim >= n_nodes:
-        # the preset's spectral start needs d < N (ProNE's SVD): a graph this small starts
-        # from random x, as the paper does; an explicit --spectral still says why not
+    sizes = {"init": (out.feat_dim,), "init_xo": (out.feat_dim, out.dim)}.get(out.spectral, ())
+    if cfg.spectral is None and sizes and max(sizes) >= n_nodes:
+        # the preset's spectral start needs d < N (ProNE's SVD; init_xo also at d = k): a
+        # graph this small starts from random x, as the paper does; an explicit --spectral
+        # still says why not
         out = replace(out, spectral="none")
         notes.append(
-            f"spectral start off: ProNE needs --feat-dim {out.feat_dim} below the {n_nodes} nodes"
+            f"spectral start off: ProNE needs --feat-dim and --dim ({max(sizes)}) below the "
+            f"{n_nodes} nodes"
         )
     if out.lr is None and name == "converge":
         lr, why = converge_lr(n_nodes, n_edges)

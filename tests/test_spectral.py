@@ -459,3 +459,16 @@ def test_a_spectral_run_is_the_same_on_1_and_2_threads(two_blocks, mode):
     one = fit_arrays(two_blocks[0], spectral=mode, spectral_dim=None, threads=1).params.O
     two = fit_arrays(two_blocks[0], spectral=mode, spectral_dim=None, threads=2).params.O
     np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("dims", [dict(dim=4, feat_dim=40), dict(dim=40, feat_dim=4)])
+def test_preset_start_falls_back_to_random_x_on_a_graph_too_small_for_prone(dims):
+    """The converge preset's ProNE start needs d < N for x (and O, at d = k): a smaller
+    graph trains from random x with a note, instead of an error it did not ask for."""
+    from caps2ne_np.config import resolve
+
+    cfg, notes = resolve(TrainConfig(**dims), 30, 60)
+    assert cfg.spectral == "none"
+    assert any("spectral start off" in note for note in notes)
+    big, _ = resolve(TrainConfig(dim=4, feat_dim=4), 30, 60)
+    assert big.spectral == "init_xo"
