@@ -55,10 +55,6 @@ GROUPS = {
     "squash of x, forward + backward": ("squash", "squash_backward"),
     "expand / sum the shared rows": ("gather_rows", "gather_rows_backward"),
     "routing forward + backward": ("route", "route_backward"),
-    "routing, output layer and both backward passes, fused (issue 27)": (
-        "_route_softmax_chunks",
-        "_sampled_softmax_chunks",
-    ),
     "softmax rows and output-layer small kernels": (
         "softmax_rows",
         "_target_logits",

@@ -109,7 +109,7 @@ def route(u_hat, iters, scale, rule, c, s, e):
 
 def route_pair(u_hat, p, iters, scale, rule, c, s, e, b):
     """``route`` for pair p: Algorithm 1 with the logits b (I,), zeros on entry; inlined
-    into the kernels that call it (``route``, grads.route_softmax_fused), which take
+    into the kernel that calls it (``route``), which takes
     their compile options.  A Python function with a Numba overload, not a dispatcher
     (as the other inlined helpers here and in grads.py): a dispatcher without an
     on-disk cache would stop train._kernels_cold's scan of these modules."""
