@@ -1,10 +1,16 @@
-"""Numba's threading layer, started with a short OpenMP spin unless the user chose one.
+"""Numba's threading layer, started with a chosen OpenMP spin unless the user chose one.
 
-A training step is ~20 short parallel kernels, so how long an idle OpenMP worker
-spins before it sleeps decides a step's speed: libgomp's long default spin is a
-disaster when another process shares the cores, ``OMP_WAIT_POLICY=PASSIVE`` pays a
-wake-up per kernel, ``GOMP_SPINCOUNT=1000`` (a few microseconds) keeps most of the
-idle speed and loses little under load (measurements: docs/training.md, Threads).
+A training step is ~20 short kernels, 5 of them parallel regions, with Python between
+them, so how long an idle OpenMP worker spins before it sleeps decides whether a
+second thread helps: a worker that slept during the Python between two regions pays a
+futex wake-up (tens to hundreds of microseconds) at the next one.  Measured on a quiet
+2-core machine, the featureless default step (B = 16 walks, Cora), 676 steps, median:
+1.89 ms on one thread; on two, 2.64 ms with ``GOMP_SPINCOUNT=1000`` (slower than one),
+1.70 with 10,000, 1.62 with 30,000, 1.51 with 100,000, 1.45 with 300,000 (libgomp's
+default) (docs/results/threads_spin.md).  A long spin is a disaster only when another
+process wants the core the worker spins on; ``StepThreads`` below then moves the steps
+to one thread (no parallel regions, so nothing spins), and processes that share the
+cores by design (Ray's actors, distributed.start_ray) start with ``SHARED_SPIN_COUNT``.
 
 libgomp reads ``GOMP_SPINCOUNT`` once, when it is loaded, and Numba loads it when its
 threading layer starts (the first parallel launch or ``numba.get_num_threads`` /
@@ -18,9 +24,14 @@ import time
 
 import numba
 
-SPIN_COUNT = "1000"
+SPIN_COUNT = "100000"
 """``GOMP_SPINCOUNT`` for Numba's OpenMP workers when the user set neither it nor
-``OMP_WAIT_POLICY``."""
+``OMP_WAIT_POLICY``: about as fast as libgomp's default (300,000) between a step's
+regions, and an idle worker stops spinning sooner."""
+
+SHARED_SPIN_COUNT = "1000"
+"""The spin of processes that share the cores with others by design (Ray's actors):
+a few microseconds, so that an idle worker gives its core back almost at once."""
 
 
 def start():
@@ -58,7 +69,10 @@ class StepThreads:
     * the count with the lowest median step time wins, where more threads win only
       if at least ``margin`` faster than the best of fewer: so the run is never
       slower (within the timing noise) than on fewer threads;
-    * the trial repeats every ``recheck`` steps, as the load changes.
+    * the trial repeats every ``recheck`` steps, as the load changes, and at once when
+      the median of the last ``watch`` steps is more than ``drift`` slower than the
+      chosen count's median in the trial (another process took a core: a worker
+      spinning on it, ``SPIN_COUNT``, would slow every step until the next recheck).
 
     The choice never changes a result: every kernel gives the same bits on any number
     of threads (tests/test_train.py).  step.TrainStep makes none when
@@ -79,11 +93,14 @@ class StepThreads:
         rounds=5,
         margin=0.03,
         recheck=2000,
+        watch=50,
+        drift=0.5,
         clock=time.perf_counter,
         set_threads=None,
     ):
         self.max_threads = max(1, int(max_threads))
         self.warmup, self.rounds, self.margin, self.recheck = warmup, rounds, margin, recheck
+        self.watch, self.drift = watch, drift
         self.clock = clock
         self.set_threads = set_threads if set_threads is not None else numba.set_num_threads
         self.candidates = self.candidate_counts(self.max_threads)
@@ -95,6 +112,8 @@ class StepThreads:
         self._trial_end = None  # step at which the last trial ended
         self._current = self._t0 = None
         self._timed = False
+        self._chosen_time = None  # the chosen count's median step time in the last trial
+        self._recent = []  # step times since the trial, on the chosen count
 
     @staticmethod
     def candidate_counts(max_threads):
@@ -139,18 +158,30 @@ class StepThreads:
                 self.chosen = self.choose(self._times, self.margin)
                 self.history.append((self._step, self.chosen))
                 self._trial_end = self._step + 1
+                self._chosen_time = _median(self._times[self.chosen])
+                self._recent = []
+        elif self._chosen_time is not None:
+            self._recent.append(seconds)
+            if len(self._recent) >= self.watch:
+                if _median(self._recent) > self._chosen_time * (1.0 + self.drift):
+                    self._trial_end = self._step + 1 - self.recheck  # a new trial is due
+                self._recent = []
         self._step += 1
 
     @staticmethod
     def choose(times, margin):
         """The count with the lowest median time, more threads only when at least
         ``margin`` faster than the best of fewer.  ``times``: count -> step seconds."""
-        med = {n: sorted(ts)[len(ts) // 2] for n, ts in times.items() if ts}
+        med = {n: _median(ts) for n, ts in times.items() if ts}
         best = min(med)
         for n in sorted(med):
             if med[n] < med[best] * (1.0 - margin):
                 best = n
         return best
+
+
+def _median(values):
+    return sorted(values)[len(values) // 2]
 
 
 start()

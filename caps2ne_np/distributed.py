@@ -51,7 +51,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import checkpoint
+from . import _threads, checkpoint
 from . import walks as walks_mod
 from .batch import BatchStream
 from .core import Params, RowGrad, init_params, loss_and_row_grads, prepare_features, slot_major
@@ -542,6 +542,15 @@ def _connect(ray, address, **options):
         raise InputError(f"--ray-address {address}: could not connect ({_one_line(err)})") from None
 
 
+def actor_spin_env():
+    """The OpenMP spin of Ray's actors: ``_threads.SHARED_SPIN_COUNT`` (several actors
+    share the cores, where a long spin holds a core another actor needs), unless the
+    user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``, which the actors inherit."""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return {}
+    return {"GOMP_SPINCOUNT": _threads.SHARED_SPIN_COUNT}
+
+
 def start_ray(address=None, num_cpus=None):
     """Connect to ``address`` or start a local Ray instance sized to this machine;
     returns True when this call started it (the caller then shuts it down).  Actor
@@ -553,7 +562,7 @@ def start_ray(address=None, num_cpus=None):
     if ray.is_initialized():
         return False
     path = os.pathsep.join(p for p in (_package_root(), os.environ.get("PYTHONPATH")) if p)
-    runtime_env = {"env_vars": {"PYTHONPATH": path}}
+    runtime_env = {"env_vars": {"PYTHONPATH": path, **actor_spin_env()}}
     level = ray_logging_level()
     options = dict(
         runtime_env=runtime_env, logging_level=level, log_to_driver=level <= logging.WARNING

@@ -459,3 +459,33 @@ def test_a_running_ray_clusters_gcs_passes_the_probe(ray_local):
 
     address = ray_local.get_runtime_context().gcs_address
     _probe(address, *ray_address_target(address), 10.0)  # no InputError
+
+
+@pytest.mark.parametrize(
+    "user_env,expected",
+    [
+        ({}, {"GOMP_SPINCOUNT": "1000"}),  # actors share the cores: the short spin
+        ({"GOMP_SPINCOUNT": "7"}, {}),  # the user's choice, inherited as it is
+        ({"OMP_WAIT_POLICY": "PASSIVE"}, {}),
+    ],
+)
+def test_ray_actors_start_with_the_short_openmp_spin(monkeypatch, user_env, expected):
+    from caps2ne_np import distributed
+
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in user_env.items():
+        monkeypatch.setenv(name, value)
+    seen = {}
+
+    class FakeRay:
+        def is_initialized(self):
+            return False
+
+        def init(self, **options):
+            seen.update(options)
+
+    monkeypatch.setattr(distributed, "_ray", FakeRay)
+    assert distributed.start_ray() is True
+    env = seen["runtime_env"]["env_vars"]
+    assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == expected

@@ -151,3 +151,27 @@ def test_train_step_chooses_threads_and_results_do_not_depend_on_it():
     assert {1, 2} <= set(used)
     for name in p1.trainable():
         np.testing.assert_array_equal(getattr(p1, name), getattr(p2, name))
+
+
+def test_a_step_time_drift_starts_a_new_trial_before_the_recheck():
+    # two threads chosen; then another process takes the second core: the steps on 2
+    # threads (a worker spinning on a busy core) become 10x slower, and the rule moves
+    # to one thread after ``watch`` steps instead of waiting ``recheck`` steps
+    m = FakeMachine({1: 2.0, 2: 1.0})
+    ch = chooser_on(m, 2, warmup=0, rounds=2, recheck=1000, watch=10, drift=0.5)
+    m.run(ch, 30)
+    assert ch.history == [(3, 2)]
+    m.cost = {1: 2.2, 2: 10.0}
+    m.run(ch, 30)
+    assert [c for _, c in ch.history] == [2, 1]
+    # at most two watch windows (one may straddle the change) and a 4-step trial later
+    assert ch.history[1][0] <= 30 + 2 * 10 + 4
+
+
+def test_steady_steps_do_not_start_a_trial_before_the_recheck():
+    m = FakeMachine({1: 2.0, 2: 1.0})
+    ch = chooser_on(m, 2, warmup=0, rounds=2, recheck=1000, watch=10, drift=0.5)
+    m.run(ch, 30)
+    m.cost = {1: 2.0, 2: 1.4}  # 40% slower: within the drift
+    m.run(ch, 200)
+    assert ch.history == [(3, 2)]

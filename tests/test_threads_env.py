@@ -1,5 +1,5 @@
 """The OpenMP spin setting (caps2ne_np/_threads.py): Numba's threading layer starts with
-GOMP_SPINCOUNT=1000 unless the user chose a spin, and os.environ is never changed.
+GOMP_SPINCOUNT=_threads.SPIN_COUNT unless the user chose a spin, and os.environ is never changed.
 
 Each case runs in a fresh interpreter: the layer starts once per process."""
 
@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+
+from caps2ne_np._threads import SPIN_COUNT
 
 PROBE = """
 import json, os
@@ -51,7 +53,7 @@ def probe(**env):
 def test_threading_layer_starts_with_the_short_spin_and_environ_is_unchanged():
     r = probe()
     assert r["package_kept"] and r["kernels_kept"] and r["spin"] is None
-    assert r["seen"][:1] == ["1000"]  # set while the layer (and libgomp) started
+    assert r["seen"][:1] == [SPIN_COUNT]  # set while the layer (and libgomp) started
     assert r["layer"] in ("omp", "tbb", "workqueue")
 
 
@@ -60,4 +62,4 @@ def test_a_spin_the_user_chose_is_kept(env):
     r = probe(**env)
     assert r["package_kept"] and r["kernels_kept"]
     assert r["spin"] == env.get("GOMP_SPINCOUNT") and r["policy"] == env.get("OMP_WAIT_POLICY")
-    assert "1000" not in r["seen"]
+    assert SPIN_COUNT not in r["seen"]
