@@ -6,6 +6,7 @@ features / init / init_xo), what cannot combine, the model file and inference.""
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -220,6 +221,41 @@ def test_prone_equals_nodevectors_with_the_same_seed(two_blocks, monkeypatch):
     )
 
 
+@pytest.mark.parametrize("n_iter", [5, 2])  # LU between power iterations, and none
+def test_randomized_svd_is_scikit_learns_bit_for_bit(n_iter):
+    """spectral.randomized_svd (no scikit-learn import at run time) against scikit-learn's
+    randomized_svd with the same seed: the same U and S, bit for bit."""
+    from sklearn.utils.extmath import randomized_svd
+
+    rng = np.random.default_rng(3)
+    M = sp.random(60, 60, density=0.1, random_state=4, format="csc")
+    M.data = rng.normal(size=M.nnz)
+    U, S = spectral.randomized_svd(M, 7, seed=11, n_iter=n_iter)
+    U2, S2, _ = randomized_svd(M, n_components=7, n_iter=n_iter, random_state=11)
+    np.testing.assert_array_equal(U, U2)
+    np.testing.assert_array_equal(S, S2)
+    if n_iter == 5:  # and with ProNE's power iterations, M's leading singular values
+        exact = np.linalg.svd(M.toarray(), compute_uv=False)[:7]
+        np.testing.assert_allclose(S, exact, rtol=1e-3)
+
+
+def test_a_run_with_the_spectral_start_does_not_import_scikit_learn():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, scipy.sparse as sp\n"
+        "from caps2ne_np import spectral\n"
+        "A = sp.random(50, 50, density=0.2, random_state=1, format='csr')\n"
+        "A = ((A + A.T) > 0).astype(np.float64)\n"
+        "spectral.prone(sp.csr_matrix(A), 4)\n"
+        "print('sklearn' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
+
+
 def test_prone_refuses_a_dimension_the_graph_cannot_give(two_blocks):
     with pytest.raises(InputError, match="spectral-dim"):
         spectral.prone(sp.csr_matrix(two_blocks[0]), 60)
@@ -285,7 +321,8 @@ def test_spectral_start_is_logged_with_its_cost(two_blocks, caplog):
     with caplog.at_level(logging.INFO, logger="caps2ne_np"):
         result = fit_arrays(two_blocks[0], spectral="features", spectral_dim=6)
     line = [r.getMessage() for r in caplog.records if "spectral start" in r.getMessage()]
-    assert line and "ProNE d=6" in line[0] and " s " in line[0]
+    assert line and "ProNE d=6" in line[0]
+    assert re.search(r" in \d+\.\d\d s$", line[0]), line[0]
     assert any("spectral start" in note for note in result.notes)
     assert "preset converge" in result.notes[0]  # ProNE features are not the user's
 
