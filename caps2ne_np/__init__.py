@@ -9,8 +9,8 @@ the names below are loaded on first use (PEP 562 ``__getattr__``), so ``caps2ne
 cached on disk (``cache=True``).
 
 Threads: Numba's parallel kernels run on its OpenMP threading layer, whose idle
-workers spin briefly between kernels; ``_threads.py`` starts that layer with
-``GOMP_SPINCOUNT=1000`` unless you set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``
+workers spin between kernels; ``_threads.py`` starts that layer with
+``GOMP_SPINCOUNT=100000`` unless you set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``
 (why: docs/training.md, Threads).  Importing this package leaves ``os.environ`` as it was.
 """
 
