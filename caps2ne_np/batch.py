@@ -357,7 +357,9 @@ class BatchStream:
     def set_counts(self, counts):
         self.sampler = make_sampler(self.cfg.sampler, self.n_nodes, counts=counts)
 
-    def _set_epoch(self, epoch):
+    def set_epoch(self, epoch):
+        """Make ``epoch`` the current one (its walk order and walks): ``batch`` does it;
+        threads sharing the stream (train.AsyncEngine) call it first, once."""
         if self._epoch != epoch:
             cfg = self.cfg
             self._order = (
@@ -375,7 +377,7 @@ class BatchStream:
     def batch(self, epoch, b, step):
         """Batch b of the epoch, at global step ``step`` (a Batch; indexed when the
         stream has features)."""
-        self._set_epoch(epoch)
+        self.set_epoch(epoch)
         B = self.cfg.batch_size
         if self._order is None:
             walk_ids = walks_mod.batch_walk_ids(self._walks.n_walks, B, self.seed_batch, epoch, b)

@@ -55,6 +55,8 @@ class Caps2NE(BaseEstimator):
 
     ``engine='ray'`` trains on a Ray cluster instead (``distributed.fit``): ``workers``
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
+    ``parallel='async'``: ``n_jobs`` threads train their own batches on the shared tables
+    without locks (``train.AsyncEngine``; faster, not reproducible).
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class Caps2NE(BaseEstimator):
         prone_mu=D["prone_mu"],
         prone_theta=D["prone_theta"],
         engine="single",
+        parallel="sync",
         workers=1,
         servers=1,
         ray_address=None,
@@ -130,7 +133,8 @@ class Caps2NE(BaseEstimator):
         self.prone_order = prone_order
         self.prone_mu = prone_mu
         self.prone_theta = prone_theta
-        self.engine = engine  # 'ray': sharded training (distributed.py, issue 18)
+        self.engine = engine  # 'ray': sharded training (distributed.py)
+        self.parallel = parallel  # 'async': lock-free threads (train.AsyncEngine)
         self.workers = workers
         self.servers = servers
         self.ray_address = ray_address
@@ -208,8 +212,13 @@ class Caps2NE(BaseEstimator):
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
             )
             cfg = self.train_config()
-            run, extra = fit, {}
+            run, extra = fit, dict(parallel=self.parallel)
             if self.engine == "ray":
+                if self.parallel != "sync":
+                    raise InputError(
+                        "parallel='async' trains on threads of one process; with "
+                        "engine='ray' the workers train batches at once"
+                    )
                 from .distributed import fit as run
 
                 extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)

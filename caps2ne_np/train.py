@@ -16,7 +16,9 @@ a run is reproducible from its seed whatever the thread count (docs/training.md)
 import logging
 import math
 import time
-from contextlib import nullcontext
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, nullcontext
+from copy import copy
 
 import numba
 import numpy as np
@@ -34,6 +36,8 @@ from .step import TrainStep
 
 log = logging.getLogger(__name__)
 
+PARALLEL_MODES = ("sync", "async")
+
 
 def fit(
     indptr,
@@ -48,6 +52,7 @@ def fit(
     resume_from=None,
     step_callback=None,
     checkpoint_extra=None,
+    parallel="sync",
 ):
     """Train Caps2NE on the graph given by CSR arrays; returns a loop.TrainResult.
 
@@ -67,7 +72,12 @@ def fit(
     includes the epoch.  The folder is locked for the run (checkpoint.locked).
     Memory: refused before allocating (InputError) when ``step_memory`` exceeds what is
     available.
+    parallel: 'sync' (every step on the threads that time fastest; the same bits on any
+    thread count) or 'async' (``AsyncEngine``: ``cfg.threads`` threads each train their
+    own batches on the shared tables without locks; faster, not reproducible).
     """
+    if parallel not in PARALLEL_MODES:
+        raise InputError(f"--parallel: must be one of {PARALLEL_MODES}, got {parallel!r}")
     n_nodes = int(indptr.shape[0] - 1)
     n_edges = int(np.asarray(indices).shape[0])
     cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
@@ -90,13 +100,20 @@ def fit(
     lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
     try:
         # over/underflow ends as NaN or inf, which the divergence checks report in one line
-        with threadpool_limits(limits=1), np.errstate(over="ignore", invalid="ignore"), lock:
-            engine = LocalEngine(
+        with (
+            threadpool_limits(limits=1),
+            np.errstate(over="ignore", invalid="ignore"),
+            lock,
+            ExitStack() as stack,
+        ):
+            Engine = AsyncEngine if parallel == "async" else LocalEngine
+            engine = Engine(
                 indptr, indices, weights, cfg, features, resume_from, progress=progress, start=start
             )
             result = TrainResult(
                 params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=notes
             )
+            stack.callback(engine.close)
             return run_epochs(
                 engine,
                 result,
@@ -213,6 +230,90 @@ class LocalEngine:
 
     def params(self):
         return self._params
+
+    def close(self):
+        pass
+
+
+class AsyncEngine(LocalEngine):
+    """``--parallel async``: ``cfg.threads`` threads train at once, each its own batches,
+    on the shared tables without locks (Hogwild, Recht et al. 2011; word2vec's threads).
+
+    A round of ``round_size`` consecutive batches is dealt out round-robin (thread w
+    takes batches w, w + n, ...); each thread draws its batches from the run's stream
+    (every draw is keyed by its batch and step, as in the synchronous run), computes
+    the step on one Numba thread and applies its lazy Adam update to the rows it
+    touched while the other threads do the same.  Adam's step t and rate are those of
+    the batch's global step.  So a round holds the same batches with the same rates as
+    the synchronous run; what differs is that a step may read rows another thread is
+    writing, and sees the other threads' updates in an order that depends on timing:
+    the result is not reproducible bit for bit, and with one thread it is the
+    synchronous run's exactly (tests/test_train.py).
+
+    Each thread runs its kernels with the GIL released (``nogil``), so the threads
+    overlap everything but the Python between kernels (docs/training.md, Threads)."""
+
+    STEPS_PER_THREAD = 16
+    """Batches each thread trains per round (a round is one ``loop.run_epochs`` unit:
+    progress, checkpoints and step callbacks happen between rounds)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.n_threads = max(1, int(self.cfg.threads))
+        self.round_size = self.n_threads * self.STEPS_PER_THREAD
+        mcfg, lazy = self.cfg.model_config(), self.cfg.adam == "lazy"
+        self.steps = []
+        for _ in range(self.n_threads):
+            opt = copy(self.optimizer)  # its own t and lr; the tables and moments shared
+            self.steps.append(
+                TrainStep(self._params, opt, mcfg, lazy=lazy, fused=False, adaptive_threads=False)
+            )
+        self.pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
+
+    def train(self, epoch, b, step, rates):
+        self.stream.set_epoch(epoch)  # before the threads read the stream
+        n = len(rates)
+
+        def run(w):
+            numba.set_num_threads(1)  # per thread; its kernels run serially
+            out = {}
+            train_step = self.steps[w]
+            with np.errstate(over="ignore", invalid="ignore"):  # (per thread)
+                for r in range(w, n, self.n_threads):
+                    batch = self.stream.batch(epoch, b + r, step + r)
+                    train_step.opt.t, train_step.opt.lr = step + r, rates[r]
+                    loss, grads = train_step.gradients(batch)
+                    parts = train_step.parts
+                    if self.cfg.skipgram_weight:
+                        out[r] = (loss, batch.n_pairs, parts["capsule"], parts["skipgram"])
+                    else:
+                        out[r] = (loss, batch.n_pairs)
+                    if not math.isfinite(loss):
+                        break
+                    train_step.update(grads)
+            return out
+
+        done = {}
+        if self.pool is None:
+            done.update(run(0))
+        else:
+            for out in self.pool.map(run, range(self.n_threads)):
+                done.update(out)
+        merged = []  # batch order, up to the first batch a stopped thread did not train
+        for r in range(n):
+            if r not in done:
+                break
+            merged.append(done[r])
+            if not math.isfinite(done[r][0]):
+                break
+        self.optimizer.t = step + len(merged)  # for checkpoints: as the synchronous run
+        self.optimizer.lr = rates[len(merged) - 1]
+        return merged
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
 
 
 def _kernels_cold():

@@ -118,6 +118,15 @@ log = logging.getLogger("caps2ne_np.cli")
     "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).",
 )
 @click.option(
+    "--parallel",
+    default="sync",
+    show_default=True,
+    type=click.Choice(["sync", "async"]),
+    help="sync: each step on the threads (the same embeddings on any --threads); async: "
+    "each thread trains its own batches on the shared tables without locks (faster on "
+    "several cores, not reproducible; docs/training.md, Threads).",
+)
+@click.option(
     "--workers",
     default=1,
     show_default=True,
@@ -281,7 +290,13 @@ def _train(
     )
     if options["threads"] is None:
         options["threads"] = usable_cores()
+    parallel = options.pop("parallel")
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
+    if parallel == "async" and engine["engine"] == "ray":
+        raise InputError(
+            "--parallel async: threads of one process share the tables; with --engine ray "
+            "the workers already train batches at once (--workers); drop one of the two"
+        )
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
@@ -338,6 +353,8 @@ def _train(
         fit = functools.partial(
             cli_fit, overwrite=overwrite, write_outputs=finish if streamed else None, **engine
         )
+    else:
+        fit = functools.partial(fit, parallel=parallel)
     ckpt = dict(ckpt, checkpoint_extra=tracker)
     result = fit(
         g.indptr,
