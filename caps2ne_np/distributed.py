@@ -354,8 +354,9 @@ class BatchWorker:
     def step(self, epoch, b, step, w_steps=(), w_rates=(), *d_W_ts):
         """Batch b: pull its rows, run the core step on them, and return one push per
         server, W's gradient (None when server 0 holds W: its push carries it) and
-        (loss, #pairs).  With a replicated W, the previous round's W gradients
-        (``w_steps``, ``w_rates``, ``d_W_ts``) are applied first."""
+        (loss, #pairs), with the skip-gram term also (L_caps, L_sg).  With a replicated
+        W, the previous round's W gradients (``w_steps``, ``w_rates``, ``d_W_ts``) are
+        applied first."""
         if d_W_ts:
             self.apply_W(w_steps, w_rates, *d_W_ts)
         t0 = time.perf_counter()
@@ -395,8 +396,17 @@ class BatchWorker:
             self.pulled += W.nbytes
         self.max_rows = max(self.max_rows, o_nodes.shape[0], x_nodes.shape[0])
         params = Params(W, O, bias, X, fixed_features=self.fixed_features)
+        parts = {}  # L_caps and the skip-gram term, when it is on
         loss, rg = loss_and_row_grads(
-            params, ctx_local, tgt_local, sampled_local, q_true, q_sampled, self.mcfg, key=batch.key
+            params,
+            ctx_local,
+            tgt_local,
+            sampled_local,
+            q_true,
+            q_sampled,
+            self.mcfg,
+            key=batch.key,
+            parts=parts,
         )
         d_W_t = rg["W"].values.reshape(W.shape[0], W.shape[2], W.shape[1])  # every row
         g_o = o_nodes[rg["O"].rows]
@@ -422,7 +432,10 @@ class BatchWorker:
         self.seconds["steps"] += 1
         self.rows["o"] += o_nodes.shape[0]
         self.rows["x"] += x_nodes.shape[0]
-        return (*pushes, d_W_t, (loss, int(tgt.shape[0])))
+        done = (loss, int(tgt.shape[0]))
+        if self.cfg.skipgram_weight:  # both parts, for the log and --history
+            done += (parts["capsule"], parts["skipgram"])
+        return (*pushes, d_W_t, done)
 
     def stats(self):
         return dict(

@@ -424,6 +424,8 @@ def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
     for name in ("W", "O", "bias", "X"):
         assert np.array_equal(getattr(ray.params, name), getattr(one.params, name)), name
     assert [h["loss"] for h in ray.history] == [h["loss"] for h in one.history]
+    for part in ("loss_capsule", "loss_skipgram"):  # the log's and --history's parts
+        assert [h[part] for h in ray.history] == [h[part] for h in one.history]
 
 
 @pytest.mark.parametrize("negatives", FORMS)
