@@ -108,10 +108,9 @@ def _cached(fn, suffix, **options):
     of the compile options and of this file's text.
 
     Numba's on-disk cache is keyed by a function's qualified name and its own source
-    file's time stamp: a change of options here (FASTMATH, REASSOC, error_model) or of
-    ``fast_exp`` below left every kernel of the other modules on its stale machine
-    code until ``caps2ne_np/__pycache__/*.nb?`` were removed by hand.  With the tag in
-    the name such a change compiles anew (tests/test_jit.py)."""
+    file's time stamp, so without the tag a change of options here (FASTMATH, REASSOC,
+    error_model) or of ``fast_exp`` below would not reach the kernels of the other
+    modules; with it, such a change compiles them anew (tests/test_jit.py)."""
     opts = dict(nogil=True, error_model="numpy", **options)
     canon = sorted(
         (k, repr(sorted(v) if isinstance(v, (set, frozenset)) else v)) for k, v in opts.items()

@@ -17,12 +17,15 @@ o_v                   ``O``        (N, k)          output embeddings = the node 
 V', Q                 ``sampled``  (S,)            sampled nodes, expected counts           (Eq. 3)
 ====================  ===========  ==============  ==========================================
 
-Arrays are *position-major*: slot i of every pair is contiguous, so that
-``u_hat[i] = u[i] @ W[i].T`` is one matrix product (BLAS) per slot.  Everything
-that is not a matrix product (squash, routing, the softmax rows) is a Numba kernel
-with ``prange`` over pairs.  Every function here works in float32 (training) and
-float64 (gradient checks); the matching backward functions are in ``grads.py``,
-in the same order and with the same names plus ``_backward``.
+Arrays are *position-major*: slot i of every pair is contiguous.  Training computes
+``W_i u`` once per distinct (slot, node) row of a batch (``batch.share_slots``): one
+matrix product (BLAS) per slot over that slot's rows (``blas.segment_matmul``, called
+from ``core.forward``), or ``predict_sparse`` for sparse features; ``gather_rows``
+expands the rows to every (slot, pair).  Everything that is not a matrix product
+(squash, routing, the softmax rows) is a Numba kernel with ``prange`` over rows or
+pairs.  Every function here works in float32 (training) and float64 (gradient
+checks); the matching backward functions are in ``grads.py``, with the same names
+plus ``_backward``.
 
 Departures from the paper, all following the authors' code (daiquocnguyen/Caps2NE):
 

@@ -18,10 +18,11 @@ Pipeline (docs/math.md#the-whole-batch; each step names its kernel):
     e = Routing(u_hat)                      capsules.route   Algorithm 1
     z = e . o + b - log Q                   capsules.output_logits
     L = mean_p softmax cross-entropy        capsules.softmax_rows   Eq. 3
-    ... and back: grads.sampled_softmax_backward, grads.route_backward,
-    grads.gather_rows_backward (sum over the pairs sharing a row), the per-slot
-    products of grads.predict_backward on the rows (grads.predict_sparse_backward_cols
-    for sparse features), grads.squash_backward.
+    ... and back: grads.sampled_softmax_backward_rows, grads.route_backward,
+    grads.gather_rows_backward (sum over the pairs sharing a row), d_W_i and d_u one
+    GEMM per slot over its rows (blas.segment_matmul_tn, blas.segment_matmul;
+    grads.predict_sparse_backward_cols for sparse features), grads.scatter_add_rows
+    (sum over the rows of a node), grads.squash_backward.
 """
 
 from dataclasses import dataclass, replace

@@ -34,9 +34,8 @@ Checkpoints: one file per server (``shard-<s>-of-<S>.<epoch>-<step>.npz``, writt
 the server) plus the driver's state ``driver.npz``, which names them; the driver
 file is replaced atomically after every shard file is complete, so the directory
 always holds one whole checkpoint.  A killed actor surfaces as ``RayActorError`` in
-the current round (0.02 to 0.09 s after SIGKILL, measured on one machine); the driver
-then restarts every actor from the last checkpoint (``max_restarts`` times) or stops
-with ``WorkerLost``, naming the checkpoint to ``--resume`` from.
+the current round; the driver then restarts every actor from the last checkpoint
+(``max_restarts`` times) or stops with ``WorkerLost``, naming the checkpoint to ``--resume`` from.
 
 Ray is imported only here, and only when this engine runs.
 """

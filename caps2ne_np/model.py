@@ -1,5 +1,5 @@
-"""The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``,
-and the model file (all parameters, config, node ids, format version in one .npz).
+"""The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``
+(the model file it saves and loads is written and read by ``modelfile.py``).
 
 >>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
 >>> O = model.get_embedding()          # (N, k) float32, row i = node model.node_ids_[i]
@@ -130,7 +130,7 @@ class Caps2NE(BaseEstimator):
         self.prone_order = prone_order
         self.prone_mu = prone_mu
         self.prone_theta = prone_theta
-        self.engine = engine  # 'ray': sharded training (distributed.py, issue 18)
+        self.engine = engine  # 'ray': sharded training (distributed.py)
         self.workers = workers
         self.servers = servers
         self.ray_address = ray_address

@@ -104,7 +104,7 @@ def _adam_dense_rowgrad(param, position, grad, m, v, lr_t, beta1, beta2, eps, c1
 @kernel(parallel=True)
 def _adam_tables(params, rows, grads, ms, vs, offsets, lr_t, beta1, beta2, eps, c1, c2):
     """The Adam update of rows ``rows[t]`` of every table ``params[t]``, in one parallel
-    region (issue 27: one fork and join per step instead of one per table).
+    region: one fork and join per step instead of one per table.
 
     params, ms, vs : tuples of 2-D arrays (a parameter's core.row_matrix and its moments)
     rows           : tuple of int64 (r_t,), distinct rows of each table

@@ -1,6 +1,6 @@
 r"""The skip-gram term: each context node's input x also predicts the target's o_v.
 
-Beyond the paper (issue 25; the prototype and its measurements are in
+Beyond the paper (the prototype and its measurements are in
 docs/results/aux_skipgram/).  For a training pair (context u_1..u_{q-1}, target v) and
 each slot i, the first-layer input x_{u_i} meets the output embedding o_v directly,
 not only through the capsules.  The loss trained is
