@@ -46,7 +46,7 @@ def saturation(params, cfg, indptr, indices, n_walks=2000, position=4, seed=1234
     walks = walks[:n_walks]
     ctx, tgt = walks_mod.training_pairs(walks, np.arange(walks.shape[0]), (position,))
     fw = forward(params, ctx, cfg.model_config())
-    s, e = fw["s"][-1], fw["e"]
+    s, e = fw.s[-1], fw.e
     rng = np.random.default_rng(seed)
     other = rng.integers(0, params.O.shape[0], size=tgt.shape[0])
 

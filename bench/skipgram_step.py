@@ -57,10 +57,10 @@ def term_alone(ts, batches, reps=30):
 
     b = batches[0]
     fw = forward(ts.params, b.ctx, ts.mcfg, b.rows)
-    item_x = np.ascontiguousarray(fw["x_of_row"][b.rows.inv].T)
+    item_x = np.ascontiguousarray(fw.x_of_row[b.rows.inv].T)
     dtype = ts.params.O.dtype
     args = (
-        fw["x"],
+        fw.x,
         item_x,
         ts.params.O,
         ts.params.bias,

@@ -167,8 +167,43 @@ class Grads:
     X: np.ndarray | None = None
 
 
+@dataclass
+class Forward:
+    """The forward pass's intermediates (``forward``), for the backward pass.
+
+    rows       BatchRows     the batch's distinct (slot, node) rows (batch.share_slots);
+                             ``rows.ctx_t`` (I, P) are the contexts slot-major
+    u_hat_rows (R, k)        W_i u of each distinct row
+    u_hat      (I, P, k)     their expansion to every (slot, pair)
+    c, s, e_all (m, P, .)    coupling coefficients, s_v and e_v of every routing iteration
+    e          (P, k)        the second capsule, ``e_all[m - 1]``
+    x, u       (G, d)        dense features: the distinct nodes' x and u = squash(x)
+    x_nodes    (G,)          their sorted node ids; row r reads node ``x_of_row[r]``
+    x_of_row   (R,)
+    u_rows     (R, d)        ``u[x_of_row]``
+
+    With sparse (fixed) features u = squash(x) is precomputed and the last five are None.
+    """
+
+    rows: object
+    u_hat_rows: np.ndarray
+    u_hat: np.ndarray
+    c: np.ndarray
+    s: np.ndarray
+    e_all: np.ndarray
+    x: np.ndarray | None = None
+    u: np.ndarray | None = None
+    x_nodes: np.ndarray | None = None
+    x_of_row: np.ndarray | None = None
+    u_rows: np.ndarray | None = None
+
+    @property
+    def e(self):
+        return self.e_all[self.e_all.shape[0] - 1]
+
+
 def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
-    """Forward pass up to the second capsule: returns a dict of intermediates.
+    """Forward pass up to the second capsule: returns its intermediates (``Forward``).
 
     ctx        : (P, I) int  context nodes of each pair in walk order (slot i uses W_i)
     rows       : the batch's BatchRows (batch.batch_rows), or None to make them here
@@ -177,10 +212,7 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
 
     ``u_hat`` is computed once per distinct (slot, node) row (batch.share_slots):
     ``rows`` holds the bookkeeping, ``u_hat_rows`` the distinct predictions and
-    ``u_hat`` (I, P, k) their expansion to every pair.  With dense features ``x``/``u``
-    are the distinct nodes' features (sorted node ids ``x_nodes``; row r reads node
-    ``x_of_row[r]``, ``u_rows`` its u); with sparse ones, u = squash(x) is precomputed
-    and they are None.
+    ``u_hat`` (I, P, k) their expansion to every pair.
     """
     dtype = params.W.dtype
     features = params.X if params.sparse else None
@@ -191,7 +223,7 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
     nodes, slot_ptr, inv = rows.nodes, rows.slot_ptr, rows.inv
     n_slots, n_pairs = rows.ctx_t.shape
     W_t = params.W.transpose(0, 2, 1)  # (I, d, k)
-    out = dict(ctx_t=rows.ctx_t, rows=rows, x=None, u=None)
+    dense = {}
     if u_hat_rows is not None:
         pass
     elif params.sparse:
@@ -209,7 +241,7 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
         u = np.empty_like(x)
         capsules.squash.for_work(4 * x.size)(x, u)
         u_rows = u[x_of_row]  # (R, d)
-        out.update(x=x, u=u, x_nodes=x_nodes, x_of_row=x_of_row, u_rows=u_rows)
+        dense = dict(x=x, u=u, x_nodes=x_nodes, x_of_row=x_of_row, u_rows=u_rows)
         if W_t.flags.c_contiguous:  # slot_major storage
             u_hat_rows = segment_matmul(u_rows, W_t, slot_ptr)
         else:
@@ -226,8 +258,7 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
     capsules.route.for_work(3 * m * u_hat.size)(
         u_hat, m, dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule], c, s, e
     )
-    out.update(u_hat_rows=u_hat_rows, u_hat=u_hat, c=c, s=s, e_all=e, e=e[m - 1])
-    return out
+    return Forward(rows, u_hat_rows, u_hat, c, s, e, **dense)
 
 
 @dataclass
@@ -306,7 +337,7 @@ def loss_and_row_grads(
     targets = np.asarray(targets, dtype=np.int64)
     sampled = np.asarray(sampled, dtype=np.int64)
     fw = forward(params, ctx, cfg, rows, u_hat_rows)
-    e = fw["e"]
+    e = fw.e
     n_pairs = e.shape[0]
 
     # Eq. 3: logits corrected by log Q, then the per-pair softmax cross-entropy.
@@ -327,13 +358,13 @@ def loss_and_row_grads(
         e, params.O, targets, sampled, d_true, d_sampled
     )
     d_e = np.ascontiguousarray(d_e, dtype=dtype)
-    d_u_hat = np.empty_like(fw["u_hat"])
+    d_u_hat = np.empty_like(fw.u_hat)
     n_slots = d_u_hat.shape[0]
-    grads.route_backward.for_work(5 * fw["c"].shape[0] * d_u_hat.size)(
-        fw["u_hat"],
-        fw["c"],
-        fw["s"],
-        fw["e_all"],
+    grads.route_backward.for_work(5 * fw.c.shape[0] * d_u_hat.size)(
+        fw.u_hat,
+        fw.c,
+        fw.s,
+        fw.e_all,
         d_e,
         dtype.type(cfg.scale_for(n_slots)),
         ROUTING_RULES[cfg.routing_rule],
@@ -341,9 +372,9 @@ def loss_and_row_grads(
         d_u_hat,
     )
     # Sum the per-pair gradients of u_hat onto the distinct (slot, node) rows.
-    rws = fw["rows"]
+    rws = fw.rows
     slot_ptr = rws.slot_ptr
-    d_rows = np.empty_like(fw["u_hat_rows"])
+    d_rows = np.empty_like(fw.u_hat_rows)
     grads.gather_rows_backward.for_work(d_u_hat.size)(d_u_hat, rws.inv, slot_ptr, d_rows)
     k = d_rows.shape[1]
     if params.sparse:
@@ -357,7 +388,7 @@ def loss_and_row_grads(
     else:
         # d_W_i = sum_r d_u_hat_r u_r^T over slot i's rows (one GEMM per slot)
         d_W_t = np.empty((n_slots, params.W.shape[2], k), dtype=dtype)  # (I, d, k)
-        segment_matmul_tn(fw["u_rows"], d_rows, slot_ptr, d_W_t)
+        segment_matmul_tn(fw.u_rows, d_rows, slot_ptr, d_W_t)
         d_W = RowGrad.every_row(d_W_t.reshape(-1, k))
     out = {"W": d_W, "O": RowGrad(o_rows, d_O), "bias": RowGrad(o_rows, d_bias)}
     if not params.fixed_features:
@@ -367,12 +398,12 @@ def loss_and_row_grads(
             d_u_rows = segment_matmul(d_rows, W_t, slot_ptr, trans_b=True)
         else:
             d_u_rows = segment_matmul(d_rows, np.ascontiguousarray(params.W), slot_ptr)
-        x = fw["x"]
+        x = fw.x
         d_u = np.zeros_like(x)
-        grads.scatter_add_rows(d_u, fw["x_of_row"], d_u_rows)
+        grads.scatter_add_rows(d_u, fw.x_of_row, d_u_rows)
         d_x = np.empty_like(x)
         grads.squash_backward.for_work(6 * d_u.size)(x, d_u, d_x)
-        out["X"] = RowGrad(fw["x_nodes"], d_x)
+        out["X"] = RowGrad(fw.x_nodes, d_x)
     caps = float(loss.mean(dtype=np.float64))
     if parts is not None:
         parts.update(capsule=caps, skipgram=0.0)
@@ -414,10 +445,10 @@ def _skipgram_term(params, fw, targets, sampled, log_q_true, log_q_sampled, cfg,
     from . import skipgram
 
     check_skipgram((params.fixed_features, params.X.shape[1], params.O.shape[1]), cfg)
-    rws = fw["rows"]
-    item_x = np.ascontiguousarray(fw["x_of_row"][rws.inv].T)  # (P, I)
+    rws = fw.rows
+    item_x = np.ascontiguousarray(fw.x_of_row[rws.inv].T)  # (P, I)
     loss, d_x, o_rows, d_O, d_bias = skipgram.loss_and_row_grads(
-        fw["x"],
+        fw.x,
         item_x,
         params.O,
         params.bias,

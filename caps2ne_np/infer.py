@@ -236,7 +236,7 @@ def capsule_outputs(W, X, ctx, cfg, chunk=None):
     )
     e = np.empty((ctx.shape[0], k), dtype=W.dtype)
     for a in range(0, ctx.shape[0], chunk):
-        e[a : a + chunk] = forward(params, ctx[a : a + chunk], cfg)["e"]
+        e[a : a + chunk] = forward(params, ctx[a : a + chunk], cfg).e
     return e
 
 

@@ -229,18 +229,18 @@ def main():
     show("|u|", np.linalg.norm(u, axis=2), "(I, P) all below 1")
 
     section("Forward: predictions", "docs/math.md#prediction, capsules.predict")
-    u_hat = fw["u_hat"]
+    u_hat = fw.u_hat
     show("u_hat", u_hat, "(I, P, k) u_hat_i = W_i u_i")
 
     section(
         f"Forward: routing, m = {M}, rule 'paper', scale = {scale:g}",
         "docs/math.md#routing, capsules.route",
     )
-    c, s, e_all = fw["c"], fw["s"], fw["e_all"]
+    c, s, e_all = fw.c, fw.s, fw.e_all
     show("c", c, "(m, P, I) c = scale softmax(b) of every iteration; c[0] = 1")
     show("s", s, "(m, P, k) s = sum_i c_i u_hat_i of every iteration")
     show("e", e_all, "(m, P, k) e = squash(s) of every iteration")
-    e = np.ascontiguousarray(fw["e"])
+    e = np.ascontiguousarray(fw.e)
     show("e_v", e, "(P, k) the capsule output e = e[m-1]")
 
     section(
@@ -365,7 +365,7 @@ def main():
     show("d_x", d_x, "(I, P, d) g d_u + 2 g'(|x|^2) (x . d_u) x")
     check("dL/dx (grads.squash_backward)", d_x, central_diff(lambda: dot(squash_rows(x), d_u), x))
     d_X = np.zeros_like(params.X)
-    grads.scatter_add_rows(d_X, fw["ctx_t"].reshape(-1), d_x.reshape(-1, D))
+    grads.scatter_add_rows(d_X, fw.rows.ctx_t.reshape(-1), d_x.reshape(-1, D))
     show("d_X", d_X, "(N, d) d_x summed into the rows of the context nodes")
 
     # ------------------------------------------------------------------ end to end
@@ -381,7 +381,7 @@ def main():
     def full_loss():
         f = forward(params, ctx, cfg)
         return mean_loss(
-            np.ascontiguousarray(f["e"]),
+            np.ascontiguousarray(f.e),
             params.O,
             params.bias,
             targets,
@@ -424,7 +424,7 @@ def main():
         def total(neg=neg, cfg_sg=cfg_sg):
             f = forward(sg, ctx, cfg_sg)
             caps = mean_loss(
-                np.ascontiguousarray(f["e"]), sg.O, sg.bias, targets, sampled,
+                np.ascontiguousarray(f.e), sg.O, sg.bias, targets, sampled,
                 log_q_true, log_q_sampled,
             )  # fmt: skip
             return caps + lam * skipgram_loss(

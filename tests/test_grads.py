@@ -53,7 +53,7 @@ def test_loss_and_grads_match_central_differences(
     c_fixed = None
     if mode == "stop":  # finite differences with c frozen
         fw = forward(params, ctx, cfg)
-        c_fixed = fw["c"][m - 1]
+        c_fixed = fw.c[m - 1]
 
     def f():
         return naive.loss(
@@ -151,7 +151,7 @@ def test_forward_and_sampled_softmax_match_naive(dtype, tol):
     params = Params(W, O, bias, X).astype(dtype)
     fw = forward(params, ctx, cfg)
     e_ref, _ = naive.capsule_output(W, X, ctx, 3, 4.0, "paper")
-    np.testing.assert_allclose(fw["e"], e_ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(fw.e, e_ref, rtol=tol, atol=tol)
     loss, _ = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
     ref = naive.sampled_softmax_loss(e_ref, O, bias, targets, sampled, q_true, q_sampled)
     assert loss == pytest.approx(ref, rel=10 * tol)

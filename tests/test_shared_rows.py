@@ -190,7 +190,7 @@ def test_walk_batches_match_naive_gradients(features, m, positions):
         assert naive.rel_error(analytic, numeric) < 1e-6, name
     u = naive.squash(X[ctx].reshape(-1, d)).reshape(ctx.shape + (d,))
     np.testing.assert_allclose(
-        forward(params, ctx, cfg)["u_hat"], np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15
+        forward(params, ctx, cfg).u_hat, np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15
     )
 
 

@@ -147,7 +147,7 @@ def test_sampled_softmax_approaches_full_softmax_as_sampled_set_grows():
     targets = rng.integers(0, n, pairs)
     sampler = make_sampler("uniform", n)
     cfg = ModelConfig()
-    full = naive.full_softmax_loss(forward(params, ctx, cfg)["e"], params.O, params.bias, targets)
+    full = naive.full_softmax_loss(forward(params, ctx, cfg).e, params.O, params.bias, targets)
     gaps = {}
     for num_sampled in (10, n - 1):
         gap = []
