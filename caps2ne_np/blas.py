@@ -5,8 +5,9 @@ Numba's thread pool instead: one pool of threads for everything, not two fightin
 the cores (measured: docs/benchmarks.md, "Measurements behind the compilation and
 threading choices").
 
-* ``slot_matmul``: out[i] = a[i] @ b[i] for each context slot i (parallel over
-  slots), where a and b may be transposed views of contiguous slices.
+* ``segment_matmul``, ``segment_matmul_tn``: one product per context slot i over the
+  block of rows ``ptr[i]:ptr[i+1]`` that slot i owns (parallel over slots): W_i u and
+  its gradients on a batch's distinct (slot, node) rows.
 * ``row_matmul``: out = a @ b with the rows of ``a`` split into ``CHUNKS`` fixed
   blocks (parallel over blocks).  The split does not depend on the thread count,
   so results are the same on any number of threads.
@@ -24,45 +25,6 @@ from numba import prange
 from ._jit import kernel
 
 CHUNKS = 8
-
-
-@kernel(parallel=True)
-def _slot_nn(a, b, out):
-    for i in prange(a.shape[0]):
-        np.dot(a[i], b[i], out[i])
-
-
-@kernel(parallel=True)
-def _slot_tn(a, b, out):
-    for i in prange(a.shape[0]):
-        np.dot(a[i].T, b[i], out[i])
-
-
-@kernel(parallel=True)
-def _slot_nt(a, b, out):
-    for i in prange(a.shape[0]):
-        np.dot(a[i], b[i].T, out[i])
-
-
-def slot_matmul(a, b, trans_a=False, trans_b=False, out=None):
-    """out[i] = op(a[i]) @ op(b[i]) for every slot i; a, b C-contiguous 3-D arrays.
-
-    op(x) = x.T when the matching ``trans_`` flag is set.  ``out`` C-contiguous.
-    """
-    if trans_a and trans_b:
-        raise ValueError("slot_matmul: at most one operand may be transposed")
-    m = a.shape[2] if trans_a else a.shape[1]
-    n = b.shape[1] if trans_b else b.shape[2]
-    if out is None:
-        out = np.empty((a.shape[0], m, n), dtype=a.dtype)
-    work = out.size * (a.shape[1] if trans_a else a.shape[2])
-    if trans_a:
-        _slot_tn.for_work(work)(a, b, out)
-    elif trans_b:
-        _slot_nt.for_work(work)(a, b, out)
-    else:
-        _slot_nn.for_work(work)(a, b, out)
-    return out
 
 
 @kernel(parallel=True)

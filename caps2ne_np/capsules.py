@@ -42,7 +42,7 @@ from numba import prange
 from numba.extending import overload
 
 from ._jit import REASSOC, fast_exp, kernel
-from .blas import row_matmul, slot_matmul
+from .blas import row_matmul
 
 EPS = 1e-9
 """The epsilon inside the squash's square root (authors' code)."""
@@ -72,18 +72,6 @@ def squash(s, out):
         g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
         for j in range(k):
             out[r, j] = g * s[r, j]
-
-
-def predict(u, W):
-    """u_hat^{(i)} = W_i u^{(i)} for every slot i   [Eq. 2; docs/math.md#prediction]
-
-    ``u`` (I, P, d), ``W`` (I, k, d) -> ``u_hat`` (I, P, k): one GEMM per slot
-    (``u[i] @ W[i].T``), the slots spread over Numba's threads (``blas.py``).
-    """
-    W_t = W.transpose(0, 2, 1)
-    if W_t.flags.c_contiguous:  # slot-major storage (core.slot_major)
-        return slot_matmul(np.ascontiguousarray(u), W_t)
-    return slot_matmul(np.ascontiguousarray(u), np.ascontiguousarray(W), trans_b=True)
 
 
 @kernel(parallel=True, fastmath=REASSOC)

@@ -20,7 +20,7 @@ from numba import prange
 from numba.extending import overload
 
 from ._jit import REASSOC, kernel
-from .blas import row_matmul, row_matmul_tn, slot_matmul
+from .blas import row_matmul, row_matmul_tn
 from .capsules import EPS, RULE_SABOUR
 
 
@@ -46,26 +46,6 @@ def squash_backward(s, d_e, d_s):
         coef = 2.0 * g_prime * s_dot
         for j in range(k):
             d_s[r, j] = g * d_e[r, j] + coef * s[r, j]
-
-
-def predict_backward(u, W, d_u_hat, need_d_u=True):
-    """d_W_i = sum_p d_u_hat_{p,i} u_{p,i}^T,  d_u_{p,i} = W_i^T d_u_hat_{p,i}
-    [u_hat_i = W_i u_i, Eq. 2; docs/math.md#prediction]
-
-    ``u`` (I, P, d), ``W`` (I, k, d), ``d_u_hat`` (I, P, k) ->
-    ``(d_W (I, k, d), d_u (I, P, d) or None)``: two GEMMs per slot (``blas.py``).
-    d_W is returned as a view of a contiguous (I, d, k) array (slot-major, as W).
-    ``need_d_u=False`` skips d_u when the features are fixed.
-    """
-    u = np.ascontiguousarray(u)
-    d_u_hat = np.ascontiguousarray(d_u_hat)
-    d_W = slot_matmul(u, d_u_hat, trans_a=True).transpose(0, 2, 1)
-    if not need_d_u:
-        return d_W, None
-    W_t = W.transpose(0, 2, 1)
-    if W_t.flags.c_contiguous:
-        return d_W, slot_matmul(d_u_hat, W_t, trans_b=True)
-    return d_W, slot_matmul(d_u_hat, np.ascontiguousarray(W))
 
 
 @kernel(parallel=True, fastmath=REASSOC)
@@ -262,17 +242,6 @@ def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
     scatter_add_rows(d_O, inverse[n_sampled:], d_true[:, None] * e)
     scatter_add_rows(d_bias, inverse[n_sampled:], d_true)
     return d_e, rows, d_O, d_bias
-
-
-def sampled_softmax_backward(e, O, targets, sampled, d_true, d_sampled, d_O, d_bias):
-    """``sampled_softmax_backward_rows`` accumulated into dense ``d_O`` (N, k) and
-    ``d_bias`` (N,), which the caller zeroes; returns ``d_e`` (P, k)."""
-    d_e, rows, d_O_rows, d_bias_rows = sampled_softmax_backward_rows(
-        e, O, targets, sampled, d_true, d_sampled
-    )
-    d_O[rows] += d_O_rows
-    d_bias[rows] += d_bias_rows
-    return d_e
 
 
 @kernel(parallel=True)

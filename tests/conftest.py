@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-# tests/naive.py and the other reference modules are imported by plain name.
+# tests/naive_walks.py and the other helper modules are imported by plain name.
 sys.path.insert(0, os.path.dirname(__file__))
 
 # Ray (2.60+) starts a local cluster with token authentication and, when no token is

@@ -1,7 +1,7 @@
 """Inference for new nodes (Algorithm 3) and the inductive split.
 
 The context sampler is checked draw for draw against a slow reference; the capsule
-outputs against tests/naive.py in float64; then the behaviour: deterministic for a
+outputs against caps2ne_np/reference.py in float64; then the behaviour: deterministic for a
 seed, independent of threads and of the other requested nodes, invariant to
 relabelling, a node attached to one community lands next to it, test nodes never
 reach training, and the CLI writes what the API returns.
@@ -15,8 +15,7 @@ import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
 
-import naive
-from caps2ne_np import rng
+from caps2ne_np import reference, rng
 from caps2ne_np.cli import cli
 from caps2ne_np.config import ModelConfig
 from caps2ne_np.core import SparseFeatures
@@ -204,7 +203,7 @@ def test_capsule_outputs_match_naive(sparse, iters, rule):
     ctx = r.integers(0, n, (P, I)).astype(np.int32)
     cfg = ModelConfig(routing_iters=iters, routing_rule=rule)
     e = capsule_outputs(W, X, ctx, cfg, chunk=4)  # chunks of 4 pairs: 4 + 4 + 3
-    ref, _ = naive.capsule_output(
+    ref, _ = reference.capsule_output(
         W.astype(np.float64), Xd.astype(np.float64), ctx, iters, float(I), rule
     )
     np.testing.assert_allclose(e, ref, rtol=1e-5, atol=1e-6)

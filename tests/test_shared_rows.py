@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import naive
-from caps2ne_np import capsules, grads
+from caps2ne_np import capsules, grads, reference
 from caps2ne_np.batch import batch_columns, share_slots
 from caps2ne_np.config import ModelConfig
 from caps2ne_np.core import Params, SparseFeatures, forward, loss_and_grads
@@ -177,7 +176,7 @@ def test_walk_batches_match_naive_gradients(features, m, positions):
     loss, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
 
     def f():
-        return naive.loss(
+        return reference.loss(
             W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, float(q - 1), "paper"
         )
 
@@ -186,9 +185,9 @@ def test_walk_batches_match_naive_gradients(features, m, positions):
     if features == "trainable":
         named.append(("X", X, g.X))
     for name, arr, analytic in named:
-        numeric = naive.numeric_grad(f, arr, h=1e-6)
-        assert naive.rel_error(analytic, numeric) < 1e-6, name
-    u = naive.squash(X[ctx].reshape(-1, d)).reshape(ctx.shape + (d,))
+        numeric = reference.numeric_grad(f, arr, h=1e-6)
+        assert reference.rel_error(analytic, numeric) < 1e-6, name
+    u = reference.squash(X[ctx].reshape(-1, d)).reshape(ctx.shape + (d,))
     np.testing.assert_allclose(
         forward(params, ctx, cfg).u_hat, np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15
     )

@@ -1,5 +1,5 @@
 """The skip-gram term (caps2ne_np/skipgram.py): its loss against the float64 oracle
-(tests/naive.py), its gradients (merged with the capsule loss's) against central
+(caps2ne_np/reference.py), its gradients (merged with the capsule loss's) against central
 differences, weight 0 as the paper's loss bit for bit, the same bits on 1 and 2
 threads, the refusals, and training with it."""
 
@@ -7,8 +7,8 @@ import numba
 import numpy as np
 import pytest
 
-import naive
-from caps2ne_np import skipgram
+import naive_walks
+from caps2ne_np import reference, skipgram
 from caps2ne_np.config import ModelConfig
 from caps2ne_np.core import Params, loss_and_grads, loss_and_row_grads
 from caps2ne_np.errors import InputError
@@ -28,16 +28,26 @@ def case(seed, n_pairs=3, n_slots=3, k=5, n_nodes=7, n_sampled=4):
     return Params(W, O, bias, X), ctx, targets, sampled, q_true, q_sampled
 
 
+def skipgram_reference(params, ctx, targets, sampled, q_true, q_sampled, negatives, key):
+    """The term in float64 (reference.skipgram_loss); with ``negatives`` K > 0, item m's
+    K negatives are drawn from the stream (seed, TAG_SKIPGRAM, step, m) of key (seed, step)
+    through the Python bodies of the random kernels (naive_walks.skipgram_negatives)."""
+    neg = None
+    if negatives:
+        neg = naive_walks.skipgram_negatives(*key, ctx.size, negatives, len(sampled))
+    return reference.skipgram_loss(
+        params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled, neg
+    )
+
+
 @pytest.mark.parametrize("negatives", FORMS)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_term_loss_matches_the_float64_oracle(negatives, seed):
     params, ctx, targets, sampled, q_true, q_sampled = case(seed, n_pairs=6, n_slots=4)
     cfg = ModelConfig(skipgram_weight=0.7, skipgram_negatives=negatives)
     key = (11, 5)
-    want = naive.skipgram_loss(
-        params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled, negatives, key
-    )
-    caps = naive.loss(
+    want = skipgram_reference(params, ctx, targets, sampled, q_true, q_sampled, negatives, key)
+    caps = reference.loss(
         params.W, params.O, params.bias, params.X, ctx, targets, sampled, q_true, q_sampled,
         1, float(ctx.shape[1]), "paper",
     )  # fmt: skip
@@ -64,17 +74,16 @@ def test_total_gradients_match_central_differences(negatives, seed, m):
     n_slots = float(ctx.shape[1])
 
     def f():
-        return naive.loss(
+        return reference.loss(
             params.W, params.O, params.bias, params.X, ctx, targets, sampled, q_true,
             q_sampled, m, n_slots, "paper",
-        ) + 0.7 * naive.skipgram_loss(
-            params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled,
-            negatives, key,
+        ) + 0.7 * skipgram_reference(
+            params, ctx, targets, sampled, q_true, q_sampled, negatives, key
         )  # fmt: skip
 
     for name in ("W", "O", "bias", "X"):
-        numeric = naive.numeric_grad(f, getattr(params, name), h=H)
-        assert naive.rel_error(getattr(g, name), numeric) < BAR, name
+        numeric = reference.numeric_grad(f, getattr(params, name), h=H)
+        assert reference.rel_error(getattr(g, name), numeric) < BAR, name
 
 
 @pytest.mark.parametrize("negatives", FORMS)
@@ -93,17 +102,14 @@ def test_term_gradients_alone_match_central_differences(negatives):
     loss, d_x, o_rows, d_O, d_bias = run()
 
     def f():
-        return naive.skipgram_loss(
-            params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled,
-            negatives, key,
-        )  # fmt: skip
+        return skipgram_reference(params, ctx, targets, sampled, q_true, q_sampled, negatives, key)
 
     assert loss == pytest.approx(f(), rel=1e-12)
     dense = {n: np.zeros_like(getattr(params, n)) for n in ("X", "O", "bias")}
     dense["X"][x_nodes], dense["O"][o_rows], dense["bias"][o_rows] = d_x, d_O, d_bias
     for name in ("X", "O", "bias"):
-        numeric = naive.numeric_grad(f, getattr(params, name), h=H)
-        assert naive.rel_error(dense[name], numeric) < BAR, name
+        numeric = reference.numeric_grad(f, getattr(params, name), h=H)
+        assert reference.rel_error(dense[name], numeric) < BAR, name
 
 
 @pytest.mark.parametrize("negatives", FORMS)
@@ -171,7 +177,7 @@ def test_negatives_follow_the_key():
     b = np.empty_like(a)
     skipgram.negative_positions(1, 2, 50, 4, 9, a)
     skipgram.negative_positions(1, 3, 50, 4, 9, b)
-    assert np.array_equal(a, naive.skipgram_negatives(1, 2, 50, 4, 9))
+    assert np.array_equal(a, naive_walks.skipgram_negatives(1, 2, 50, 4, 9))
     assert not np.array_equal(a, b)
     assert a.min() >= 0 and a.max() < 9 and len(np.unique(a)) == 9
 

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
-import naive
+from caps2ne_np import reference
 from caps2ne_np.config import ModelConfig, TrainConfig
 from caps2ne_np.core import Params, forward, loss_and_grads
 from caps2ne_np.errors import InputError
@@ -147,7 +147,7 @@ def test_sampled_softmax_approaches_full_softmax_as_sampled_set_grows():
     targets = rng.integers(0, n, pairs)
     sampler = make_sampler("uniform", n)
     cfg = ModelConfig()
-    full = naive.full_softmax_loss(forward(params, ctx, cfg).e, params.O, params.bias, targets)
+    full = reference.full_softmax_loss(forward(params, ctx, cfg).e, params.O, params.bias, targets)
     gaps = {}
     for num_sampled in (10, n - 1):
         gap = []
@@ -438,11 +438,11 @@ def test_training_batch_feeds_the_loss_the_expected_counts_of_the_tries(partitio
     O, bias, X = rng.normal(0, 0.5, (n, k)), rng.normal(0, 0.1, n), rng.normal(0, 0.8, (n, d))
     args = (batch.ctx, batch.targets, batch.sampled, batch.q_true, batch.q_sampled)
     loss, _ = loss_and_grads(Params(W, O, bias, X), *args, ModelConfig())
-    ref = naive.loss(
+    ref = reference.loss(
         W, O, bias, X, batch.ctx, batch.targets, sampled, q_true, q_sampled, 1, q - 1.0, "paper"
     )
     assert loss == pytest.approx(ref, rel=1e-9)
-    wrong = naive.loss(
+    wrong = reference.loss(
         W, O, bias, X, batch.ctx, batch.targets, sampled,
         1.0 - (1.0 - p_t) ** num_sampled, 1.0 - (1.0 - p_s) ** num_sampled, 1, q - 1.0, "paper",
     )  # fmt: skip
