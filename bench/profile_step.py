@@ -30,11 +30,12 @@ import pstats
 import time
 from pathlib import Path
 
-from caps2ne_np import _jit, step, train
-from caps2ne_np.config import TrainConfig
-from caps2ne_np.datasets import default_data_dir, load_dataset
-from caps2ne_np.graph import from_scipy, read_edgelist
-from caps2ne_np.train import fit
+from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+from caps2ne_np.graphs.graph import from_scipy, read_edgelist
+from caps2ne_np.kernels import _jit
+from caps2ne_np.training import step, train
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.train import fit
 from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
 GROUPS = {

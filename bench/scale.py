@@ -212,7 +212,7 @@ def worker_generate(args):
 
 
 def worker_load(args):
-    from caps2ne_np import graph
+    from caps2ne_np.graphs import graph
 
     warm = Path(args.workdir) / "warm.txt"
     warm.write_text("a b 2\n1 2\n")
@@ -245,10 +245,10 @@ def worker_load(args):
 
 
 def worker_cache_and_walks(args):
-    from caps2ne_np import graph
-    from caps2ne_np import walks as walks_mod
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.rng import derive_seed
+    from caps2ne_np.graphs import graph
+    from caps2ne_np.kernels.rng import derive_seed
+    from caps2ne_np.training import walks as walks_mod
+    from caps2ne_np.training.config import TrainConfig
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -290,12 +290,12 @@ class _Stop(Exception):
 
 def load_train_graph(path):
     """The Graph to train on: BlogCatalog from the data directory, or a cached edge list."""
-    from caps2ne_np import graph
+    from caps2ne_np.graphs import graph
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if path == BLOGCATALOG:
-            from caps2ne_np.datasets import default_data_dir, load_dataset
+            from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
 
             ds = load_dataset(BLOGCATALOG, default_data_dir())
             return graph.from_scipy(ds.adj, ds.node_ids)
@@ -331,8 +331,8 @@ def worker_train(args):
     runs see the same machine load (the reference's steps are not counted as ours)."""
     import scipy.linalg.cython_blas  # noqa: F401  (see BLAS_NOTE)
 
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     rss_start = current_rss()
     ref = load_train_graph(args.reference) if args.reference else None
@@ -474,7 +474,7 @@ def run_worker(name, **kwargs):
 
 def blogcatalog_available():
     try:
-        from caps2ne_np.datasets import default_data_dir, load_dataset
+        from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
 
         load_dataset(BLOGCATALOG, default_data_dir())
         return True

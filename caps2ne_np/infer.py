@@ -54,9 +54,6 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from . import graph as graph_mod
-from .config import ModelConfig
-from .core import Params, SparseFeatures, forward, prepare_features, slot_major
 from .defaults import (
     AGGREGATES,
     CALIBRATION_METHODS,
@@ -65,9 +62,12 @@ from .defaults import (
     ISOLATED,
 )
 from .errors import InputError, InputWarning, check_int, check_memory
-from .modelfile import RECALIBRATE, check_calibration
-from .rng import derive_seed, quiet_wraparound
-from .walks import (
+from .graphs import graph as graph_mod
+from .io.modelfile import RECALIBRATE, check_calibration
+from .kernels.rng import derive_seed, quiet_wraparound
+from .model.core import Params, SparseFeatures, forward, prepare_features, slot_major
+from .training.config import ModelConfig
+from .training.walks import (
     check_csr,
     check_seed,
     cumulative_weights,
@@ -95,7 +95,7 @@ def _as_graph(graph):
             warnings.simplefilter("ignore", InputWarning)
             return graph_mod.from_scipy(graph, directed=True, keep_self_loops=False)
     raise InputError(
-        f"graph must be a caps2ne_np.graph.Graph or a scipy.sparse adjacency, "
+        f"graph must be a caps2ne_np.graphs.graph.Graph or a scipy.sparse adjacency, "
         f"got {type(graph).__name__}"
     )
 
@@ -728,7 +728,7 @@ def inductive_split(graph_or_adj, test_nodes):
         adj, n = sp.csr_matrix(graph_or_adj), graph_or_adj.shape[0]
     else:
         raise InputError(
-            "graph_or_adj must be a caps2ne_np.graph.Graph or a square scipy.sparse matrix"
+            "graph_or_adj must be a caps2ne_np.graphs.graph.Graph or a square scipy.sparse matrix"
         )
     test = np.asarray(test_nodes)
     if test.size and not np.issubdtype(test.dtype, np.integer):

@@ -6,7 +6,7 @@ No arguments.  It builds a 6-node graph, samples one batch of (context, target)
 pairs and one sampled set V', runs the forward pass and the hand-derived backward
 pass of caps2ne_np in float64, prints every intermediate with its shape, checks
 every gradient against central finite differences of the float64 reference
-(caps2ne_np/reference.py, the paper line by line), and takes one Adam step.  It
+(caps2ne_np/model/reference.py, the paper line by line), and takes one Adam step.  It
 runs in a few seconds, most of it Numba compiling the kernels on the first run
 (they are cached on disk afterwards).
 
@@ -21,11 +21,12 @@ import sys
 
 import numpy as np
 
-from caps2ne_np import capsules, grads, reference, samplers, skipgram, walks
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import forward, init_params, loss_and_grads, loss_and_row_grads
-from caps2ne_np.graph import from_edges
-from caps2ne_np.optim import Adam
+from caps2ne_np.graphs.graph import from_edges
+from caps2ne_np.model import capsules, grads, reference, skipgram
+from caps2ne_np.model.core import forward, init_params, loss_and_grads, loss_and_row_grads
+from caps2ne_np.training import samplers, walks
+from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.optim import Adam
 
 SEED = 3
 N_NODES = 6  # nodes of the toy graph

@@ -1,4 +1,4 @@
-"""Slow, obvious references for caps2ne_np.walks, caps2ne_np.samplers and the skip-gram negatives.
+"""Slow, obvious references for caps2ne_np.training.walks and .samplers and the skip-gram negatives.
 
 Same names and arguments as the kernels (outputs are returned, not preallocated),
 plain loops, no ``@njit``.  Random draws go through the Python bodies of the
@@ -11,7 +11,7 @@ import types
 
 import numpy as np
 
-from caps2ne_np import rng
+from caps2ne_np.kernels import rng
 
 
 def _python_namespace(module):

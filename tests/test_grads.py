@@ -1,6 +1,6 @@
 """Every gradient of the hand-derived backward pass against central finite
 differences in float64 (relative error < 1e-6), and the fast forward kernels
-against the float64 reference caps2ne_np/reference.py."""
+against the float64 reference caps2ne_np/model/reference.py."""
 
 import json
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from caps2ne_np import capsules, grads, reference
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import Params, SparseFeatures, forward, loss_and_grads
+from caps2ne_np.model import capsules, grads, reference
+from caps2ne_np.model.core import Params, SparseFeatures, forward, loss_and_grads
+from caps2ne_np.training.config import ModelConfig
 from cases import make_case
 
 H = 1e-6
@@ -211,7 +211,7 @@ def test_squash_csr_matches_dense_squash():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_blas_helpers_match_numpy_matmul(dtype):
-    from caps2ne_np.blas import row_matmul
+    from caps2ne_np.kernels.blas import row_matmul
 
     rng = np.random.default_rng(0)
     tol = 1e-12 if dtype == np.float64 else 1e-5
@@ -223,7 +223,7 @@ def test_blas_helpers_match_numpy_matmul(dtype):
     np.testing.assert_allclose(row_matmul(x, y), x @ y, rtol=tol)
     np.testing.assert_allclose(row_matmul(x, z, trans_b=True), x @ z.T, rtol=tol)
     np.testing.assert_allclose(row_matmul(x[:3], y), x[:3] @ y, rtol=tol)  # fewer rows than chunks
-    from caps2ne_np.blas import row_matmul_tn, segment_matmul, segment_matmul_tn
+    from caps2ne_np.kernels.blas import row_matmul_tn, segment_matmul, segment_matmul_tn
 
     w = rng.random((37, 6)).astype(dtype)
     np.testing.assert_allclose(row_matmul_tn(x, w), x.T @ w, rtol=tol)
@@ -246,7 +246,7 @@ def test_blas_helpers_match_numpy_matmul(dtype):
 
 
 def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
-    from caps2ne_np.core import loss_and_row_grads, row_matrix, slot_major
+    from caps2ne_np.model.core import loss_and_row_grads, row_matrix, slot_major
 
     rng = np.random.default_rng(11)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
@@ -277,7 +277,7 @@ def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
     # The training path (batch.batch_columns + grads.predict_sparse_backward_cols)
     # checked directly against central differences in float64, untouched columns of
     # W included (their gradient must be exactly zero and absent from the rows).
-    from caps2ne_np.core import loss_and_row_grads, slot_major
+    from caps2ne_np.model.core import loss_and_row_grads, slot_major
 
     rng = np.random.default_rng(12)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(

@@ -7,7 +7,8 @@ import sys
 import numpy as np
 from numba import prange
 
-from caps2ne_np import _jit, capsules
+from caps2ne_np.kernels import _jit
+from caps2ne_np.model import capsules
 
 
 def _f(a):
@@ -36,7 +37,9 @@ def test_cache_name_carries_the_compile_options():
 
 def test_cache_name_is_the_same_in_every_process():
     # a set's iteration order changes with PYTHONHASHSEED; the tag must not
-    code = "from caps2ne_np import capsules; print(capsules.route.parallel.py_func.__qualname__)"
+    code = (
+        "from caps2ne_np.model import capsules; print(capsules.route.parallel.py_func.__qualname__)"
+    )
     names = set()
     for seed in ("1", "2", "3"):
         env = dict(os.environ, PYTHONHASHSEED=seed)

@@ -23,12 +23,20 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from caps2ne_np import checkpoint, io
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
-from caps2ne_np.graph import cache_path, read_graph
-from caps2ne_np.io import load_npy, load_npz, read_word2vec, save_npy, save_npz, write_word2vec
-from caps2ne_np.modelfile import read_model
+from caps2ne_np.graphs.graph import cache_path, read_graph
+from caps2ne_np.io import formats as io
+from caps2ne_np.io.formats import (
+    load_npy,
+    load_npz,
+    read_word2vec,
+    save_npy,
+    save_npz,
+    write_word2vec,
+)
+from caps2ne_np.io.modelfile import read_model
+from caps2ne_np.training import checkpoint
 from test_bad_input import GRAPH, ROOT, TINY, _trained, assert_error, put, run, train  # noqa: F401
 
 LOUD = [a for a in TINY if a != "--quiet"]  # -q prints only errors: info and warnings need this
@@ -301,7 +309,7 @@ def test_dev_zero_is_refused_at_once(run, tmp_path):
 
 
 def test_overlong_line_in_a_stream_is_refused(run, tmp_path, monkeypatch):
-    from caps2ne_np import graph
+    from caps2ne_np.graphs import graph
 
     monkeypatch.setattr(graph, "MAX_LINE_BYTES", 1000)
     put(tmp_path, "g.txt.gz", gzip.compress(b"a b\n" + b"x" * 5000 + b" y\n"))
@@ -309,7 +317,7 @@ def test_overlong_line_in_a_stream_is_refused(run, tmp_path, monkeypatch):
 
 
 def test_stream_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
-    from caps2ne_np import graph
+    from caps2ne_np.graphs import graph
 
     monkeypatch.setattr(graph, "max_stream_bytes", lambda: 100)
     monkeypatch.setattr(graph, "_STREAM_CHUNK", 64)
@@ -717,7 +725,7 @@ def test_signal_ends_the_run_cleanly(tmp_path, sig, code, message):
 
 
 def test_interruption_after_some_outputs_names_them(run, tmp_path, monkeypatch):
-    from caps2ne_np import modelfile
+    from caps2ne_np.io import modelfile
 
     def interrupted(*args, **kwargs):  # Ctrl-C while --model-out is written
         raise KeyboardInterrupt
@@ -756,7 +764,7 @@ def test_second_run_on_a_locked_checkpoint_dir_names_the_holder(run, tmp_path):
             sys.executable,
             "-c",
             "import sys, time; sys.path.insert(0, sys.argv[1]);"
-            "from caps2ne_np import checkpoint\nwith checkpoint.locked('ck'):\n"
+            "from caps2ne_np.training import checkpoint\nwith checkpoint.locked('ck'):\n"
             "    print('held', flush=True); time.sleep(120)",
             str(ROOT),
         ],

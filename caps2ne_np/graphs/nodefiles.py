@@ -11,8 +11,8 @@ import os
 
 import numpy as np
 
-from caps2ne_np.errors import InputError
-from caps2ne_np.files import first_repeat, read_lines
+from ..errors import InputError
+from ..io.files import first_repeat, read_lines
 
 
 def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
@@ -129,7 +129,7 @@ def load_features(path, node_ids_path=None, node_ids=None):
     """
     import scipy.sparse as sp
 
-    from caps2ne_np.io import check_npy_header, read_sparse_npz
+    from ..io.formats import check_npy_header, read_sparse_npz
 
     path = str(path)
     if not os.path.isfile(path):

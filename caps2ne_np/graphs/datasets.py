@@ -21,8 +21,8 @@ cora-bundled    the Cora graph, labels and splits shipped in             7 class
 cache folder unless ``$CAPS2NE_DATA`` says otherwise) from the authors' repository at
 a fixed commit, checking the SHA-256 held in :data:`FILES`; ``$CAPS2NE_DATA_MIRROR``
 points it at a local copy instead (tests, CI, machines without network).  The
-Planetoid pickles are read by :mod:`caps2ne_np.planetoid` (restricted unpickling), a
-user's own features, labels and splits by :mod:`caps2ne_np.nodefiles` (re-exported
+Planetoid pickles are read by :mod:`caps2ne_np.graphs.planetoid` (restricted unpickling), a
+user's own features, labels and splits by :mod:`caps2ne_np.graphs.nodefiles` (re-exported
 here).  Importing this module is light (no scipy, no pickle): the CLI reads
 :data:`NAMES` at start-up.
 """
@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from caps2ne_np.downloads import (
+from ..errors import InputError, InputWarning
+from .downloads import (
     FETCH_DEADLINE,
     FILES,
     SIZES,
@@ -51,8 +52,7 @@ from caps2ne_np.downloads import (
     refetch_command,
     sha256_file,
 )
-from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.nodefiles import load_features, load_labels, load_splits
+from .nodefiles import load_features, load_labels, load_splits
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -331,7 +331,7 @@ def load_planetoid(name: str, data_dir=None, *, features: bool = True, splits=No
         Pubmed); labels: int64 (N,); adj: float32 CSR with the ``.graph`` lists' entries
         as ones (duplicates collapsed, self loops kept).
     """
-    from caps2ne_np import planetoid
+    from . import planetoid
 
     name = str(name).lower()
     if name not in PLANETOID_NAMES:
@@ -430,7 +430,7 @@ def _load_bundled_cora() -> Dataset:
     """The bundled Cora read by ``graph.read_edgelist``; node ``i`` is the id ``i``."""
     import scipy.sparse as sp
 
-    from caps2ne_np.graph import read_edgelist
+    from .graph import read_edgelist
 
     edges_path, labels_path = load_bundled_cora()
     with warnings.catch_warnings():

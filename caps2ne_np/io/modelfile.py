@@ -1,5 +1,5 @@
 """The trained-model file: every parameter, the config, node ids and history in
-one ``.npz`` (no pickles), written atomically.  Used by ``model.Caps2NE.save`` /
+one ``.npz`` (no pickles), written atomically.  Used by ``estimator.Caps2NE.save`` /
 ``load`` and by the CLI (which stays clear of scikit-learn's import cost).
 
 Arrays: ``W`` (I, k, d), ``O`` (N, k), ``bias`` (N,), ``X`` (N, d) when the
@@ -27,10 +27,10 @@ import os
 
 import numpy as np
 
-from .defaults import CALIBRATION_METHODS, OPTIONS
-from .errors import InputError
+from ..defaults import CALIBRATION_METHODS, OPTIONS
+from ..errors import InputError
 from .files import first_repeat
-from .io import load_npz, save_npz
+from .formats import load_npz, save_npz
 
 MODEL_FORMAT = "caps2ne_np.model"
 MODEL_VERSION = 1

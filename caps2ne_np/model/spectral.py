@@ -39,8 +39,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from .defaults import SPECTRAL_MODES
-from .errors import InputError
+from ..defaults import SPECTRAL_MODES
+from ..errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
     check(cfg, features)
     if cfg.spectral == "none" or (resume and cfg.spectral != "features"):
         return SpectralStart()
-    from .rng import derive_seed
+    from ..kernels.rng import derive_seed
 
     t0 = time.perf_counter()
     import sklearn.utils.extmath  # noqa: F401 -- its import, timed on its own

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import prange
 
+from ..kernels._jit import kernel
+from ..kernels.rng import derive_seed
 from . import walks as walks_mod
-from ._jit import kernel
-from .rng import derive_seed
 from .samplers import make_sampler
 
 

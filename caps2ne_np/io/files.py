@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from caps2ne_np.errors import InputError
+from ..errors import InputError
 
 
 def read_bytes(path, name=None, *, what="the file", error=InputError) -> bytes:

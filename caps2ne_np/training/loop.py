@@ -27,10 +27,10 @@ import time
 import warnings
 from dataclasses import dataclass, field
 
+from ..errors import InputError, InputWarning
+from ..model.core import check_skipgram
 from . import walks as walks_mod
 from .config import LR_TINY, learning_rate, resolve, validate
-from .core import check_skipgram
-from .errors import InputError, InputWarning
 
 log = logging.getLogger(__name__)
 

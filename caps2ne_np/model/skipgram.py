@@ -39,10 +39,10 @@ so the bits are the same on any number of threads.
 import numpy as np
 from numba import prange
 
-from ._jit import REASSOC, fast_exp, kernel
-from .blas import row_matmul, row_matmul_tn
+from ..kernels._jit import REASSOC, fast_exp, kernel
+from ..kernels.blas import row_matmul, row_matmul_tn
+from ..kernels.rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
 from .grads import _column_sums, scatter_add_rows
-from .rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
 
 # --------------------------------------------------------------------------- forward
 

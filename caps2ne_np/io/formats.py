@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from caps2ne_np.errors import InputError
-from caps2ne_np.files import check_ids, first_repeat, is_token, read_bytes
+from ..errors import InputError
+from .files import check_ids, first_repeat, is_token, read_bytes
 
 __all__ = [
     "RowBlocks",

@@ -41,8 +41,8 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ._jit import REASSOC, fast_exp, kernel
-from .blas import row_matmul
+from ..kernels._jit import REASSOC, fast_exp, kernel
+from ..kernels.blas import row_matmul
 
 EPS = 1e-9
 """The epsilon inside the squash's square root (authors' code)."""

@@ -21,10 +21,10 @@ import numba
 import numpy as np
 from numba import prange
 
-from . import _jit
-from ._jit import kernel
-from ._threads import StepThreads
-from .core import loss_and_row_grads
+from ..kernels import _jit
+from ..kernels._jit import kernel
+from ..kernels._threads import StepThreads
+from ..model.core import loss_and_row_grads
 from .optim import adam_span, adam_span_zero
 
 

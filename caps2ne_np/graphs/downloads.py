@@ -1,5 +1,6 @@
 """Where the benchmark files live and how they get here: the authors' repository at a fixed
-commit, a mirror, SHA-256 checks (used by :mod:`caps2ne_np.datasets`, which re-exports these).
+commit, a mirror, SHA-256 checks (used by :mod:`caps2ne_np.graphs.datasets`, which re-exports
+these).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 import os
 from pathlib import Path
 
-from caps2ne_np.errors import InputError
+from ..errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ def data_mirror() -> str | None:
     env = os.environ.get("CAPS2NE_DATA_MIRROR")
     if env:
         return env
-    beside = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+    beside = Path(__file__).resolve().parents[3] / "shared" / "data"
     if (beside / "planetoid").is_dir() or (beside / "multilabel").is_dir():
         return str(beside)
     return None

@@ -29,8 +29,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._jit import kernel
-from .core import row_matrix
+from ..kernels._jit import kernel
+from ..model.core import row_matrix
 
 # The kernels compute in the parameters' precision, as TensorFlow's float32 Adam
 # does: ``c1 = 1 - beta1`` and ``c2 = 1 - beta2`` arrive in that dtype, because a

@@ -31,10 +31,17 @@ import numbers
 
 import numpy as np
 
-from ._jit import kernel
-from .defaults import SAMPLERS
-from .errors import InputError, check_int
-from .rng import TAG_SAMPLER, hash_slot, quiet_wraparound, rand_below, rand_uniform, stream2
+from ..defaults import SAMPLERS
+from ..errors import InputError, check_int
+from ..kernels._jit import kernel
+from ..kernels.rng import (
+    TAG_SAMPLER,
+    hash_slot,
+    quiet_wraparound,
+    rand_below,
+    rand_uniform,
+    stream2,
+)
 
 KIND_UNIFORM = 0
 KIND_LOG_UNIFORM = 1

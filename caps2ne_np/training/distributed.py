@@ -50,14 +50,22 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from . import _threads, checkpoint
+from ..errors import InputError
+from ..kernels import _threads
+from ..kernels.rng import derive_seed
+from ..model.core import (
+    Params,
+    RowGrad,
+    init_params,
+    loss_and_row_grads,
+    prepare_features,
+    slot_major,
+)
+from . import checkpoint
 from . import walks as walks_mod
 from .batch import BatchStream
-from .core import Params, RowGrad, init_params, loss_and_row_grads, prepare_features, slot_major
-from .errors import InputError
 from .loop import TrainResult, prepare, run_epochs
 from .optim import Adam
-from .rng import derive_seed
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +219,7 @@ class ShardServer:
         )
 
     def save(self, path):
-        from .io import save_npz
+        from ..io.formats import save_npz
 
         arrays = {f"param_{n}": self.arrays[n] for n in self.arrays}
         for n in self.trainable:
@@ -229,7 +237,7 @@ class ShardServer:
         return str(path)
 
     def load(self, path):
-        from .io import load_npz
+        from ..io.formats import load_npz
 
         z = load_npz(path)
         if int(z["shard"]) != self.shard or int(z["n_shards"]) != self.n_shards:
@@ -324,14 +332,14 @@ class BatchWorker:
         return bool(np.isfinite(self.W).all())
 
     def save_W(self, path):
-        from .io import save_npz
+        from ..io.formats import save_npz
 
         W, m, v = self.W_state()
         save_npz(path, overwrite=True, param_W=W, m_W=m, v_W=v)
         return str(path)
 
     def load_W(self, path):
-        from .io import load_npz
+        from ..io.formats import load_npz
 
         z = load_npz(path)
         for dst, key in (
@@ -461,7 +469,7 @@ def _ray():
 
 
 def _package_root():
-    return str(Path(__file__).resolve().parent.parent)
+    return str(Path(__file__).resolve().parents[2])
 
 
 CONNECT_TIMEOUT = 20.0
@@ -813,7 +821,7 @@ def fit(
             "--engine ray: needs --adam lazy (a server updates only the rows "
             f"it is sent), got --adam {cfg.adam}"
         )
-    from . import spectral
+    from ..model import spectral
 
     start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
     if start.note and start.features is None:  # --spectral init, init_xo
@@ -1193,7 +1201,7 @@ def row_blocks(ray, servers, name, shape, block_rows=None):
     go out before a block is handed on, so the transfer overlaps the writing; the
     driver holds at most two blocks (and their shard parts) of the table.
     ``block_rows`` defaults to ``OUTPUT_BLOCK_ROWS``."""
-    from .io import RowBlocks
+    from ..io.formats import RowBlocks
 
     n_nodes = shape[0]
     block_rows = int(block_rows or OUTPUT_BLOCK_ROWS)
@@ -1238,7 +1246,7 @@ def save_checkpoint(
     after."""
     import json
 
-    from .io import save_npz
+    from ..io.formats import save_npz
 
     directory = Path(directory).absolute()  # the actors' working folder is not ours
     directory.mkdir(parents=True, exist_ok=True)
@@ -1272,7 +1280,7 @@ def load_driver(directory):
     """The driver state of a sharded checkpoint (InputError when there is none)."""
     import json
 
-    from .io import load_npz
+    from ..io.formats import load_npz
 
     path = Path(directory) / DRIVER_FILE
     if not path.is_file():

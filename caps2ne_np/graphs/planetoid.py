@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from caps2ne_np.errors import InputError
-from caps2ne_np.files import read_lines
+from ..errors import InputError
+from ..io.files import read_lines
 
 try:  # NumPy >= 2 moved the pickled name numpy.core.multiarray to numpy._core.multiarray
     from numpy._core.multiarray import _reconstruct as _np_reconstruct

@@ -19,8 +19,8 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ._jit import REASSOC, kernel
-from .blas import row_matmul, row_matmul_tn
+from ..kernels._jit import REASSOC, kernel
+from ..kernels.blas import row_matmul, row_matmul_tn
 from .capsules import EPS, RULE_SABOUR
 
 

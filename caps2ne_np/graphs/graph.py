@@ -29,11 +29,11 @@ at a line longer than ``MAX_LINE_BYTES`` or beyond ``max_stream_bytes()``
 (``/dev/zero`` is refused at once, never read until memory runs out).
 
 The binary cache (``read_graph(..., cache="use")``, :func:`save_graph_cache`,
-:func:`load_graph_cache`; :mod:`caps2ne_np.graph_cache`) keeps the CSR and the ids
+:func:`load_graph_cache`; :mod:`caps2ne_np.graphs.graph_cache`) keeps the CSR and the ids
 in ``<file>.cache.npz``, keyed on the file's size and a BLAKE2b hash of its bytes
 and on ``directed`` / ``keep_self_loops``.  Matrix files and in-memory inputs
 (networkx, DataFrames, edge arrays) are turned into arrays by
-:mod:`caps2ne_np.graph_sources`.
+:mod:`caps2ne_np.graphs.graph_sources`.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from caps2ne_np import graph_cache
-from caps2ne_np.csr import Graph, build, from_edges, from_scipy
-from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
-from caps2ne_np.files import decode, read_bytes
-from caps2ne_np.graph_cache import StaleCacheError, cache_path, load_graph_cache, save_graph_cache
-from caps2ne_np.graph_sources import edges_of, factorise, read_matrix
+from ..errors import GraphFormatError, InputError, InputWarning
+from ..io.files import decode, read_bytes
+from . import graph_cache
+from .csr import Graph, build, from_edges, from_scipy
+from .graph_cache import StaleCacheError, cache_path, load_graph_cache, save_graph_cache
+from .graph_sources import edges_of, factorise, read_matrix
 
 __all__ = [
     "Graph",
@@ -101,7 +101,7 @@ def max_stream_bytes() -> int:
     """The most a stream (stdin, pipe, FIFO, device, compressed file) may hold: the
     available memory (``errors.available_memory``: RAM, cgroup limit, ``ulimit -v``)
     over :data:`READER_BYTES_PER_BYTE`, at least 1 MiB."""
-    from caps2ne_np.errors import available_memory
+    from ..errors import available_memory
 
     free = available_memory()
     return max(1 << 20, (free or (8 << 30)) // READER_BYTES_PER_BYTE)
@@ -193,7 +193,7 @@ def _read_stream(source: str) -> bytes:
             line += chunk.count(b"\n")
             total += len(chunk)
             if total > cap:
-                from caps2ne_np.errors import format_bytes
+                from ..errors import format_bytes
 
                 after = " after decompression" if suffix in COMPRESSED else ""
                 _fail(
@@ -280,7 +280,7 @@ def _read_edgelist(path, directed, keep_self_loops, *, stacklevel):
                 source, directed, keep_self_loops, stacklevel=stacklevel, data=data, name=name
             )
     except MemoryError:
-        from caps2ne_np.errors import available_memory, format_bytes
+        from ..errors import available_memory, format_bytes
 
         free = available_memory()
         _fail(

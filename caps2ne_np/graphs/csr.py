@@ -13,7 +13,7 @@ weights    float32  (nnz,)     finite, > 0; ``None`` when every weight is 1
 node_ids   str      n          index i -> the user's id token
 =========  =======  =========  ==========================================
 
-Every reader (:mod:`caps2ne_np.graph`) ends in :func:`build`, and so do
+Every reader (:mod:`caps2ne_np.graphs.graph`) ends in :func:`build`, and so do
 :func:`from_edges` and :func:`from_scipy`.
 Policies (each departure from "store exactly what was given" is counted in
 ``Graph.stats`` and reported with one :class:`~caps2ne_np.errors.InputWarning`):
@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
-from caps2ne_np.files import check_ids
+from ..errors import GraphFormatError, InputError, InputWarning
+from ..io.files import check_ids
 
 _INT32_MAX = np.iinfo(np.int32).max
 _F32_MAX = float(np.finfo(np.float32).max)

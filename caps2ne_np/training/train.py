@@ -22,14 +22,14 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..errors import InputError
+from ..kernels.rng import derive_seed
+from ..model.core import SparseFeatures, init_params, prepare_features
 from . import checkpoint
 from .batch import BatchStream
 from .config import check_step_memory
-from .core import SparseFeatures, init_params, prepare_features
-from .errors import InputError
 from .loop import TrainResult, prepare, run_epochs
 from .optim import Adam
-from .rng import derive_seed
 from .step import TrainStep
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def fit(
     check_step_memory(
         cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]), sparse
     )
-    from . import spectral
+    from ..model import spectral
 
     start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
     if start.note:
@@ -220,7 +220,9 @@ def _kernels_cold():
     in the on-disk cache (a heuristic: a cache entry for other argument types counts)."""
     import os
 
-    from . import batch, blas, capsules, core, grads, optim, samplers, skipgram, step, walks
+    from ..kernels import blas
+    from ..model import capsules, core, grads, skipgram
+    from . import batch, optim, samplers, step, walks
 
     modules = (capsules, grads, core, batch, blas, optim, step, samplers, walks, skipgram)
     try:

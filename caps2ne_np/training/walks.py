@@ -29,9 +29,9 @@ import numbers
 import numpy as np
 from numba import prange
 
-from ._jit import kernel
-from .errors import InputError, check_int
-from .rng import (
+from ..errors import InputError, check_int
+from ..kernels._jit import kernel
+from ..kernels.rng import (
     TAG_BATCH,
     TAG_INFER,
     TAG_PERMUTATION,

@@ -29,12 +29,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..defaults import GRAD_MODES
+from ..errors import InputError
+from ..kernels.blas import segment_matmul, segment_matmul_tn
+from ..training.batch import batch_columns, batch_rows
 from . import capsules, grads
-from .batch import batch_columns, batch_rows
-from .blas import segment_matmul, segment_matmul_tn
 from .capsules import ROUTING_RULES
-from .defaults import GRAD_MODES
-from .errors import InputError
 
 
 @dataclass

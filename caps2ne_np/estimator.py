@@ -17,13 +17,13 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from . import graph as graph_mod
-from .config import TrainConfig
-from .core import Params
 from .defaults import DEFAULTS as D
 from .errors import InputError
-from .modelfile import read_model, save_model
-from .train import fit
+from .graphs import graph as graph_mod
+from .io.modelfile import read_model, save_model
+from .model.core import Params
+from .training.config import TrainConfig
+from .training.train import fit
 
 
 class Caps2NE(BaseEstimator):
@@ -210,7 +210,7 @@ class Caps2NE(BaseEstimator):
             cfg = self.train_config()
             run, extra = fit, {}
             if self.engine == "ray":
-                from .distributed import fit as run
+                from .training.distributed import fit as run
 
                 extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)
             elif self.engine != "single":

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from caps2ne_np.csr import Graph, warn_stats
-from caps2ne_np.errors import GraphFormatError, InputError
-from caps2ne_np.io import load_npz, save_npz
+from ..errors import GraphFormatError, InputError
+from ..io.formats import load_npz, save_npz
+from .csr import Graph, warn_stats
 
 _FORMAT = "caps2ne_np.graph-cache"
 _VERSION = 2  # 2: keyed on a hash of the content (1: size and mtime)

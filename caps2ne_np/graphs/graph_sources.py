@@ -4,7 +4,7 @@
 checked CSR matrix; :func:`edges_of` turns a networkx graph, a pandas DataFrame of
 edges or an (m, 2|3) edge array into edge arrays with ids numbered in order of first
 appearance (:func:`factorise`), as the edge-list reader numbers tokens.
-:mod:`caps2ne_np.graph` builds the ``Graph`` from either.
+:mod:`caps2ne_np.graphs.graph` builds the ``Graph`` from either.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from caps2ne_np.errors import GraphFormatError, InputError
-from caps2ne_np.files import check_ids
-from caps2ne_np.io import read_sparse_npz
+from ..errors import GraphFormatError, InputError
+from ..io.files import check_ids
+from ..io.formats import read_sparse_npz
 
 _MATRIX = "expected a square sparse matrix of finite weights > 0"
 

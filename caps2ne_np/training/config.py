@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from . import walks as walks_mod
-from .defaults import (
+from ..defaults import (
     BUDGET_MAX_STRETCH,
     BUDGET_PAIRS_PER_NODE,
     DEFAULTS,
@@ -28,7 +27,8 @@ from .defaults import (
     PRESET_NAMES,
     PRESETS,
 )
-from .errors import InputError
+from ..errors import InputError
+from . import walks as walks_mod
 
 
 @dataclass
@@ -383,7 +383,7 @@ def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
 
 def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
     """InputError with the figure when ``step_memory`` exceeds the available memory."""
-    from .errors import check_memory
+    from ..errors import check_memory
 
     check_memory(
         step_memory(cfg, n_nodes, feat_dim, sparse),
