@@ -57,8 +57,9 @@ from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
 from caps2ne_np.graphs.graph import from_scipy, read_edgelist
 from caps2ne_np.model import core
 from caps2ne_np.model.core import init_params
+from caps2ne_np.model.rows import batch_rows
 from caps2ne_np.training import walks as walks_mod
-from caps2ne_np.training.batch import Batch, batch_rows
+from caps2ne_np.training.batch import Batch
 from caps2ne_np.training.config import ModelConfig
 from caps2ne_np.training.optim import Adam
 from caps2ne_np.training.samplers import make_sampler
@@ -279,7 +280,7 @@ class Ours:
         self._batch = None
 
     def _indexed(self, batch):
-        """``batch`` with its rows (batch.batch_rows), as batch.BatchStream gives them."""
+        """``batch`` with its rows (rows.batch_rows), as batch.BatchStream gives them."""
         X = self.params.X
         batch.rows = batch_rows(batch.ctx, X.shape[0], X if self.params.sparse else None)
         return batch
@@ -406,7 +407,7 @@ def flops_per_pair(cfg, n_slots=None, num_sampled=None, rows_per_pair=None):
     step (memory-bound), see ``adam_elements``.
 
     ``rows_per_pair``: the distinct (slot, node) rows per pair that caps2ne_np actually
-    multiplies (batch.share_slots); None counts every slot of every pair (the model as
+    multiplies (rows.share_slots); None counts every slot of every pair (the model as
     written, and what the peer computes).
     """
     I = n_slots or COMMON["walk_length"] - 1
@@ -508,8 +509,8 @@ def adam_floor_ms(n_elements, n_threads, reps=7):
 
 def distinct_rows(problem, cfg, n_batches=20):
     """Mean distinct (slot, node) rows per pair and per slot over the first batches:
-    the rows caps2ne_np's products run on (batch.share_slots)."""
-    from caps2ne_np.training.batch import share_slots
+    the rows caps2ne_np's products run on (rows.share_slots)."""
+    from caps2ne_np.model.rows import share_slots
 
     batches, per_pair, per_slot = Batches(problem, cfg), [], []
     for step in range(n_batches):

@@ -165,7 +165,7 @@ def main():
     section("Forward: gather and squash the features", "docs/math.md#squash, capsules.squash")
     fw = forward(params, ctx, cfg)
     # Per pair, as in the equations.  (core.forward squashes each distinct node once
-    # and multiplies each distinct (slot, node) once, batch.share_slots: same numbers.)
+    # and multiplies each distinct (slot, node) once, rows.share_slots: same numbers.)
     x = params.X[np.asarray(ctx).T]
     u = np.empty_like(x)
     capsules.squash(x.reshape(-1, D), u.reshape(-1, D))

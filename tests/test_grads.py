@@ -274,7 +274,7 @@ def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
 
 
 def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
-    # The training path (batch.batch_columns + grads.predict_sparse_backward_cols)
+    # The training path (rows.batch_columns + grads.predict_sparse_backward_cols)
     # checked directly against central differences in float64, untouched columns of
     # W included (their gradient must be exactly zero and absent from the rows).
     from caps2ne_np.model.core import loss_and_row_grads, slot_major

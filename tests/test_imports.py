@@ -98,6 +98,37 @@ def test_the_package_has_no_import_circle():
     assert cycle is None, "import circle: " + " -> ".join(cycle)
 
 
+# The folders' layering (README.md, Layout): the folders each folder may import, besides
+# its own and the shared modules errors.py and defaults.py, which import no folder.
+LAYERS = {
+    "kernels": set(),
+    "model": {"kernels"},
+    "training": {"kernels", "model", "io"},
+    "io": set(),
+    "graphs": {"io"},
+}
+SHARED = {"caps2ne_np.errors", "caps2ne_np.defaults"}
+
+
+def test_the_folders_import_downward_only():
+    graph = import_graph(PACKAGE)
+    assert set(LAYERS) <= {name.split(".")[1] for name in graph if name.count(".") == 2}
+    wrong = []
+    for name, targets in graph.items():
+        folder = name.split(".")[1] if name.count(".") == 2 else None
+        if name in SHARED:
+            allowed = set()
+        elif folder in LAYERS:
+            allowed = LAYERS[folder] | {folder}
+        else:
+            continue
+        for target in targets:
+            to = target.split(".")[1] if target.count(".") == 2 else None
+            if target not in SHARED and to not in allowed:
+                wrong.append(f"{name} -> {target}")
+    assert not wrong, "imports against the layering: " + ", ".join(wrong)
+
+
 @pytest.mark.parametrize("late", [False, True])
 def test_the_check_finds_a_circle_through_relative_and_function_level_imports(tmp_path, late):
     """pkg.a imports pkg.sub.b at module level; pkg.sub.b imports pkg.a back, at module

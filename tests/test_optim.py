@@ -150,7 +150,7 @@ def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
     import scipy.sparse as sp
 
     from caps2ne_np.model.core import SparseFeatures
-    from caps2ne_np.training.batch import batch_columns, share_slots
+    from caps2ne_np.model.rows import batch_columns, share_slots
 
     rng = np.random.default_rng(seed)
     sf = SparseFeatures.from_scipy(

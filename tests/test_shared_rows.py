@@ -1,4 +1,4 @@
-"""The shared (slot, node) rows of a batch (batch.share_slots): the bookkeeping
+"""The shared (slot, node) rows of a batch (rows.share_slots): the bookkeeping
 against a plain NumPy reference, and whole batches built from walks, where pairs
 share most rows, against the naive per-pair model (float64 loss and gradients)."""
 
@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from caps2ne_np.model import capsules, grads, reference
 from caps2ne_np.model.core import Params, SparseFeatures, forward, loss_and_grads
-from caps2ne_np.training.batch import batch_columns, share_slots
+from caps2ne_np.model.rows import batch_columns, share_slots
 from caps2ne_np.training.config import ModelConfig
 from caps2ne_np.training.walks import training_pairs
 

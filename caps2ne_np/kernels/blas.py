@@ -59,7 +59,7 @@ def row_matmul(a, b, trans_b=False, out=None):
 
 # --- segmented products: one GEMM per slot over that slot's block of rows ---------
 # ``ptr`` (I + 1,) splits the rows of a 2-D array into I consecutive blocks, block i
-# holding the distinct (slot i, node) rows of a batch (batch.share_slots).
+# holding the distinct (slot i, node) rows of a batch (rows.share_slots).
 
 
 @kernel(parallel=True)

@@ -18,7 +18,7 @@ V', Q                 ``sampled``  (S,)            sampled nodes, expected count
 ====================  ===========  ==============  ==========================================
 
 Arrays are *position-major*: slot i of every pair is contiguous.  Training computes
-``W_i u`` once per distinct (slot, node) row of a batch (``batch.share_slots``): one
+``W_i u`` once per distinct (slot, node) row of a batch (``rows.share_slots``): one
 matrix product (BLAS) per slot over that slot's rows (``blas.segment_matmul``, called
 from ``core.forward``), or ``predict_sparse`` for sparse features; ``gather_rows``
 expands the rows to every (slot, pair).  Everything that is not a matrix product
@@ -254,12 +254,12 @@ def predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
     features: O(nnz(u) k) per context node instead of O(d k).
     [Eq. 2; docs/math.md#sparse-features]
 
-    Column by column (``batch.batch_columns``): each touched column j of W_i is read
+    Column by column (``rows.batch_columns``): each touched column j of W_i is read
     once and added, scaled, to every row that has feature j.  Per row the terms
     arrive in ascending j, as in the row-wise sum.  Parallel over the slots, whose
     rows are disjoint.
 
-    keys, slot_key_ptr, key_ptr, ent_row, ent_val : batch.BatchColumns
+    keys, slot_key_ptr, key_ptr, ent_row, ent_val : rows.BatchColumns
     W_t   : (I, d, k)  W transposed, so that column j of W_i is contiguous
     u_hat : (R, k)     zeros on entry (a row without nonzeros stays 0), out
     """
@@ -277,7 +277,7 @@ def predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
 @kernel(parallel=True)
 def gather_rows(src, inv, out):
     """out[i, p] = src[inv[i, p]]: expand the distinct (slot, node) rows of a batch
-    (``batch.share_slots``) back to one row per (slot, pair).
+    (``rows.share_slots``) back to one row per (slot, pair).
 
     src : (R, k)   inv : (I, P) int   out : (I, P, k)
     """

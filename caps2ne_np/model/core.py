@@ -10,7 +10,7 @@ reference form the gradient checks and the autodiff comparison read.
 
 Pipeline (docs/math.md#the-whole-batch; each step names its kernel):
 
-    rows = distinct (slot, node) of ctx     batch.share_slots
+    rows = distinct (slot, node) of ctx     rows.share_slots
     x = X[nodes]                            gather           (G, d)
     u = squash(x)                           capsules.squash  Eq. 1
     u_hat = W_i u, once per row             blas.segment_matmul / capsules.predict_sparse  Eq. 2
@@ -32,9 +32,9 @@ import numpy as np
 from ..defaults import GRAD_MODES
 from ..errors import InputError
 from ..kernels.blas import segment_matmul, segment_matmul_tn
-from ..training.batch import batch_columns, batch_rows
 from . import capsules, grads
 from .capsules import ROUTING_RULES
+from .rows import batch_columns, batch_rows
 
 
 @dataclass
@@ -171,7 +171,7 @@ class Grads:
 class Forward:
     """The forward pass's intermediates (``forward``), for the backward pass.
 
-    rows       BatchRows     the batch's distinct (slot, node) rows (batch.share_slots);
+    rows       BatchRows     the batch's distinct (slot, node) rows (rows.share_slots);
                              ``rows.ctx_t`` (I, P) are the contexts slot-major
     u_hat_rows (R, k)        W_i u of each distinct row
     u_hat      (I, P, k)     their expansion to every (slot, pair)
@@ -206,11 +206,11 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
     """Forward pass up to the second capsule: returns its intermediates (``Forward``).
 
     ctx        : (P, I) int  context nodes of each pair in walk order (slot i uses W_i)
-    rows       : the batch's BatchRows (batch.batch_rows), or None to make them here
+    rows       : the batch's BatchRows (rows.batch_rows), or None to make them here
     u_hat_rows : (R, k) W_i u of those rows, already computed (step.FusedSparseW), or
                  None to compute them here
 
-    ``u_hat`` is computed once per distinct (slot, node) row (batch.share_slots):
+    ``u_hat`` is computed once per distinct (slot, node) row (rows.share_slots):
     ``rows`` holds the bookkeeping, ``u_hat_rows`` the distinct predictions and
     ``u_hat`` (I, P, k) their expansion to every pair.
     """

@@ -249,7 +249,7 @@ def predict_sparse_backward_cols(key_ptr, ent_row, ent_val, d_u_hat, values):
     """d_W for sparse fixed features, row-sparse: only the columns j of W_i that some
     context node of slot i has among its nonzeros.   [docs/math.md#sparse-features]
 
-    ``values[kk]`` = sum over the entries e of key kk (``batch.BatchColumns``) of
+    ``values[kk]`` = sum over the entries e of key kk (``rows.BatchColumns``) of
     ``ent_val[e] * d_u_hat[ent_row[e]]``: the gradient of row ``keys[kk]`` of W stored
     slot-major, summed over the rows in ascending order, each output row written once,
     in parallel over the keys: O(nnz(x) k) per context node and nothing per untouched
@@ -271,7 +271,7 @@ def gather_rows_backward(d_out, inv, slot_ptr, d_src):
     """d_src[r] = sum of d_out[i, p] over the (i, p) with inv[i, p] = r: the gradient
     of ``capsules.gather_rows``.
 
-    Rows of slot i lie in [slot_ptr[i], slot_ptr[i + 1]) (``batch.share_slots``), so
+    Rows of slot i lie in [slot_ptr[i], slot_ptr[i + 1]) (``rows.share_slots``), so
     the slots own disjoint rows: parallel over slots, pairs summed in order p = 0,
     1, ... (the same sums on any number of threads).  ``d_src`` is overwritten.
     """

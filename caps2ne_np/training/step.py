@@ -141,7 +141,7 @@ def _adam_W_predict(p, m, v, n_features, grad, cols, u_hat, coefs):
     grad     (rows, values, slot_ptr): W's row-sparse gradient; rows ascending, slot
              i's in ``rows[slot_ptr[i]:slot_ptr[i + 1]]``
     cols     (keys, slot_key_ptr, key_ptr, ent_row, ent_val): the next batch's
-             batch.BatchColumns
+             rows.BatchColumns
     u_hat    (R, k) its W_i u rows, zeros on entry
     coefs    (lr_t, beta1, beta2, eps, 1 - beta1, 1 - beta2) in W's dtype
 
