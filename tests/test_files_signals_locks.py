@@ -1,7 +1,7 @@
-"""Reliability, second pass (issue 15; docs/reliability.md): special files, pipes,
-colliding outputs, signals, locks, damaged inputs and messages.
+"""Reliability at the edges (docs/reliability.md): special files, pipes, colliding
+outputs, signals, locks, damaged inputs and messages.
 
-One block per item of the issue, numbered as there.  Most cases run in-process with
+One block per kind of trouble, numbered.  Most cases run in-process with
 click's CliRunner (helpers from test_bad_input.py); signals, locks and pipes use a
 real process where the behaviour lives in the process.
 """
