@@ -43,9 +43,6 @@ GROUPS = {
         "_seg_nn",
         "_seg_tn",
         "_seg_nt",
-        "_slot_nn",
-        "_slot_tn",
-        "_slot_nt",
     ),
     "output-layer products (row GEMMs)": ("_rows_nn", "_rows_nt", "_rows_tn"),
     "sparse W_i u and d_W (sparse features)": (
@@ -106,8 +103,8 @@ PYTHON = {
         ("walks.py", "walks"),
         ("walks.py", "training_pairs"),
         ("walks.py", "batch_walk_ids"),
-        ("batch.py", "batch_rows"),
-        ("batch.py", "share_slots"),
+        ("rows.py", "batch_rows"),
+        ("rows.py", "share_slots"),
     ),
     "Numba dispatch (thread-count checks, launches, Kernel.for_work)": (
         ("parallel.py", "_launch_threads"),
