@@ -80,26 +80,6 @@ def dot(a, b):
 # --------------------------------------------------------------------------- forward pieces
 
 
-def route_last(u_hat, cfg, n_slots):
-    """Algorithm 1 on u_hat (I, P, k) with cfg's rule: c, s, e of every iteration
-    (capsules.route)."""
-    m = cfg.routing_iters
-    P = u_hat.shape[1]
-    c = np.empty((m, P, n_slots))
-    s = np.empty((m, P, K))
-    e = np.empty((m, P, K))
-    capsules.route(
-        np.ascontiguousarray(u_hat),
-        m,
-        cfg.scale_for(n_slots),
-        capsules.ROUTING_RULES[cfg.routing_rule],
-        c,
-        s,
-        e,
-    )
-    return c, s, e
-
-
 def squash_rows(a):
     """reference.squash over the last axis of a."""
     return reference.squash(a.reshape(-1, a.shape[-1])).reshape(a.shape)
@@ -107,14 +87,7 @@ def squash_rows(a):
 
 def mean_loss_of_logits(z_t, z_s, targets, sampled):
     """L = mean_p loss_p from the corrected logits (capsules.softmax_rows)."""
-    P = z_t.shape[0]
-    loss = np.empty(P)
-    d_t = np.empty(P)
-    d_s = np.empty_like(z_s)
-    capsules.softmax_rows(
-        np.ascontiguousarray(z_t), np.ascontiguousarray(z_s), targets, sampled, loss, d_t, d_s
-    )
-    return float(loss.mean())
+    return float(capsules.softmax_rows(z_t, z_s, targets, sampled)[0].mean())
 
 
 def main():
@@ -167,8 +140,7 @@ def main():
     # Per pair, as in the equations.  (core.forward squashes each distinct node once
     # and multiplies each distinct (slot, node) once, rows.share_slots: same numbers.)
     x = params.X[np.asarray(ctx).T]
-    u = np.empty_like(x)
-    capsules.squash(x.reshape(-1, D), u.reshape(-1, D))
+    u = capsules.squash(x.reshape(-1, D)).reshape(x.shape)
     show("x", x, "(I, P, d) x = X[ctx.T], position-major")
     show("|x|^2", np.sum(x * x, axis=2), "(I, P)")
     show("u", u, "(I, P, d) u = squash(x) = g(|x|^2) x")
@@ -207,10 +179,7 @@ def main():
     )
     show("z_t", z_t, "(P,) z_t = e . o_t + bias_t - log Q(t)")
     show("z_s", z_s, "(P, S) z_s = e . o_s + bias_s - log Q(s); hits are ignored")
-    loss = np.empty(P)
-    d_z_t = np.empty(P)
-    d_z_s = np.empty_like(z_s)
-    capsules.softmax_rows(z_t, z_s, targets, sampled, loss, d_z_t, d_z_s)
+    loss, d_z_t, d_z_s = capsules.softmax_rows(z_t, z_s, targets, sampled)
     L = float(loss.mean())
     show("loss_p", loss, "(P,) -z_t + log(exp z_t + sum_{s != t} exp z_s)")
     print(f"L = mean_p loss_p = {L:.6f}")
@@ -270,18 +239,12 @@ def main():
     by_mode = {}
     for rule in ("paper", "sabour"):
         for exact in (True, False):
-            cfg_r = ModelConfig(
-                routing_iters=M, routing_rule=rule, grad_mode="exact" if exact else "stop"
-            )
-            c_r, s_r, e_r = route_last(u_hat, cfg_r, n_slots)
-            d_u_hat_r = np.empty_like(u_hat)
-            grads.route_backward(
-                u_hat, c_r, s_r, e_r, d_e, scale, capsules.ROUTING_RULES[rule], exact, d_u_hat_r
-            )
+            c_r, s_r, e_r = capsules.route(u_hat, M, scale, rule)
+            d_u_hat_r = grads.route_backward(u_hat, c_r, s_r, e_r, d_e, scale, rule, exact)
             if exact:
                 # f(u_hat) = <e(u_hat), d_e> through all m iterations
-                def f_route(cfg_r=cfg_r):
-                    return dot(route_last(u_hat, cfg_r, n_slots)[2][M - 1], d_e)
+                def f_route(rule=rule):
+                    return dot(capsules.route(u_hat, M, scale, rule)[2][M - 1], d_e)
             else:
                 # c frozen at the forward values: f = <squash(sum_i c_i u_hat_i), d_e>
                 c_frozen = c_r[M - 1].copy()
@@ -323,10 +286,7 @@ def main():
         "Backward: first squash and the gather",
         "docs/math.md#squash, grads.squash_backward, grads.scatter_add_rows",
     )
-    d_x = np.empty_like(x)
-    grads.squash_backward(
-        x.reshape(-1, D), np.ascontiguousarray(d_u).reshape(-1, D), d_x.reshape(-1, D)
-    )
+    d_x = grads.squash_backward(x.reshape(-1, D), d_u.reshape(-1, D)).reshape(x.shape)
     show("d_x", d_x, "(I, P, d) g d_u + 2 g'(|x|^2) (x . d_u) x")
     check(
         "dL/dx (grads.squash_backward)",

@@ -247,7 +247,7 @@ def test_fused_sparse_W_update_is_bitwise_the_separate_kernels_in_float32(versio
     p1, m1, v1 = p.copy(), m.copy(), v.copy()
     _adam_dense_rowgrad.serial(p1, position, d_W.values, m1, v1, *coefs)
     u_hat1 = np.zeros((n_nodes.shape[0], k), dtype=f)
-    capsules.predict_sparse.serial(
+    capsules._predict_sparse.serial(
         n_cols.keys,
         n_cols.slot_key_ptr,
         n_cols.key_ptr,

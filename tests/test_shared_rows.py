@@ -136,15 +136,13 @@ def test_sparse_products_by_column_match_dense_numpy(seed):
     row_slot = np.repeat(np.arange(n_slots), np.diff(ptr))
     cols = batch_columns(sf, nodes, ptr)
     u_hat = np.zeros((nodes.shape[0], k))
-    capsules.predict_sparse(
-        cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val, W_t, u_hat
-    )
+    capsules.predict_sparse(cols, W_t, u_hat)
     ref = np.stack([u[nodes[r]] @ W_t[row_slot[r]] for r in range(nodes.shape[0])])
     np.testing.assert_allclose(u_hat, ref, rtol=1e-12, atol=1e-14)
     # backward: d_W_i = sum over slot i's rows of u_r (outer) d_u_hat_r, touched columns only
     d_u_hat = rng.normal(size=u_hat.shape)
     values = np.full((cols.keys.shape[0], k), np.nan)
-    grads.predict_sparse_backward_cols(cols.key_ptr, cols.ent_row, cols.ent_val, d_u_hat, values)
+    grads.predict_sparse_backward_cols(cols, d_u_hat, values)
     dense = np.zeros((n_slots, d, k))
     for r in range(nodes.shape[0]):
         dense[row_slot[r]] += np.outer(u[nodes[r]], d_u_hat[r])

@@ -47,13 +47,15 @@ PAR_MIN_WORK = 1 << 18
 class Kernel:
     """A kernel compiled parallel (``kernel(...)``) and serial (``kernel.serial``).
 
-    Calling it runs the parallel version; ``kernel.for_work(n)`` returns the version
-    to use for about ``n`` operations.  Both compute the same values in the same
-    order (every ``prange`` iteration owns its outputs), so the choice never
-    changes a result.
+    ``kernel.for_work(n)`` returns the version to use for about ``n`` operations.
+    Calling the kernel runs the version its declared work estimate picks
+    (``kernel(..., work=f)``: ``f(*args)`` operations), or the parallel version when it
+    declares none.  Both compute the same values in the same order (every ``prange``
+    iteration owns its outputs), so the choice never changes a result.
     """
 
-    def __init__(self, fn, fastmath=FASTMATH):
+    def __init__(self, fn, fastmath=FASTMATH, work=None):
+        self.work = work
         self.py_func = fn
         self.__doc__ = fn.__doc__
         self.__name__ = fn.__name__
@@ -65,6 +67,8 @@ class Kernel:
         self.serial = _cached(fn, "_serial", parallel=False, fastmath=fastmath)
 
     def __call__(self, *args):
+        if self.work is not None:
+            return self.for_work(self.work(*args))(*args)
         LAUNCHES["parallel"] += 1
         return self.parallel(*args)
 
@@ -80,21 +84,47 @@ class Kernel:
 LAUNCHES = {"parallel": 0, "serial": 0}
 """How many times a ``Kernel`` ran (was chosen) parallel or serial since the process
 started: bench/profile_step.py reads the parallel regions per step from it.  A direct
-call (``kernel(...)``) counts as parallel even on one thread."""
+call of a kernel without a work estimate counts as parallel even on one thread."""
 
 
-def kernel(fn=None, *, parallel=False, fastmath=FASTMATH):
+def check_array(name, a, shape, dtype=None):
+    """Raise ValueError unless ``a`` is an array of ``shape`` (None: any length on that
+    axis) and, when given, ``dtype``: the checks of a kernel's public wrapper, which the
+    compiled kernel does not make (an out-of-range index there reads or writes memory
+    it does not own)."""
+    if (
+        not isinstance(a, _np.ndarray)
+        or a.ndim != len(shape)
+        or any(want is not None and got != want for got, want in zip(a.shape, shape))
+        or (dtype is not None and a.dtype != dtype)
+    ):
+        want = "(" + ", ".join("n" if n is None else str(n) for n in shape) + ")"
+        if dtype is not None:
+            want += f" {_np.dtype(dtype)}"
+        got = f"{a.shape} {a.dtype}" if isinstance(a, _np.ndarray) else type(a).__name__
+        raise ValueError(f"{name}: expected an array of shape {want}, got {got}")
+    return a
+
+
+def out_array(name, out, shape, dtype):
+    """An output argument of a kernel's wrapper: a new array when None, else checked."""
+    return _np.empty(shape, dtype=dtype) if out is None else check_array(name, out, shape, dtype)
+
+
+def kernel(fn=None, *, parallel=False, fastmath=FASTMATH, work=None):
     """``njit`` with the project's options: lazy typing, on-disk cache, no fastmath
     unless a kernel asks for it (only where its tests still pass).
 
-    ``parallel=True`` returns a ``Kernel`` (parallel and serial versions)."""
+    ``parallel=True`` returns a ``Kernel`` (parallel and serial versions); ``work``, a
+    function of the kernel's arguments, estimates the operations of a call, which
+    picks the version a call runs (``Kernel.for_work``)."""
 
     if isinstance(fastmath, frozenset):
         fastmath = set(fastmath)  # Numba takes a bool, dict or set
 
     def wrap(f):
         if parallel:
-            return Kernel(f, fastmath=fastmath)
+            return Kernel(f, fastmath=fastmath, work=work)
         return _cached(f, "", parallel=False, fastmath=fastmath)
 
     return wrap(fn) if fn is not None else wrap

@@ -41,8 +41,9 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ..kernels._jit import REASSOC, fast_exp, kernel
+from ..kernels._jit import REASSOC, check_array, fast_exp, kernel, out_array
 from ..kernels.blas import row_matmul
+from .rows import check_columns
 
 EPS = 1e-9
 """The epsilon inside the squash's square root (authors' code)."""
@@ -57,13 +58,22 @@ ROUTING_RULES = {"paper": RULE_PAPER, "sabour": RULE_SABOUR}
 tests/test_defaults.py keeps the two in step)."""
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def squash(s, out):
+def squash(s, out=None):
     """e = g(|s|^2) s,  g(r2) = r2 / ((1 + r2) sqrt(r2 + EPS))   [Eq. 1; docs/math.md#squash]
 
     Row-wise over a 2-D array ``s`` of shape (n, k); writes ``out`` (same shape and
-    dtype).  With EPS = 1e-9 (authors' code) the squash of the zero vector is zero.
+    dtype; made when None) and returns it.  With EPS = 1e-9 (authors' code) the squash
+    of the zero vector is zero.
     """
+    check_array("squash: s", s, (None, None))
+    out = np.empty_like(s) if out is None else check_array("squash: out", out, s.shape, s.dtype)
+    _squash(s, out)
+    return out
+
+
+@kernel(parallel=True, fastmath=REASSOC, work=lambda s, out: 4 * s.size)
+def _squash(s, out):
+    """``squash``'s kernel."""
     n, k = s.shape
     for r in prange(n):
         r2 = 0.0
@@ -74,24 +84,47 @@ def squash(s, out):
             out[r, j] = g * s[r, j]
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def route(u_hat, iters, scale, rule, c, s, e):
+def route(u_hat, iters, scale, rule, c=None, s=None, e=None):
     """Algorithm 1: b = 0; repeat m times: c = scale softmax(b); s = sum_i c_i u_hat_i;
-    e = squash(s); b_i = u_hat_i . e (rule 0, paper) or b_i += u_hat_i . e (rule 1).
+    e = squash(s); b_i = u_hat_i . e ('paper') or b_i += u_hat_i . e ('sabour').
 
     [docs/math.md#routing]
 
     u_hat : (I, P, k)   predictions of the first-layer capsules
     iters : m >= 1      routing iterations
     scale : float       c = scale * softmax(b); the authors' code uses q - 1
-    rule  : RULE_PAPER or RULE_SABOUR
+    rule  : 'paper' or 'sabour' (or its code, RULE_PAPER or RULE_SABOUR)
     c     : (m, P, I)   out: coupling coefficients of every iteration
     s     : (m, P, k)   out: s_v of every iteration
     e     : (m, P, k)   out: e_v of every iteration; ``e[m - 1]`` is the capsule output
 
-    All iterations are kept because the exact backward pass needs them.  The
-    logits are not updated after the last iteration (their value is unused).
+    Returns ``(c, s, e)``, each made when None.  All iterations are kept because the
+    exact backward pass needs them.  The logits are not updated after the last
+    iteration (their value is unused).
     """
+    n_slots, n_pairs, k = check_array("route: u_hat", u_hat, (None, None, None)).shape
+    iters = int(iters)
+    if iters < 1:
+        raise ValueError(f"route: iters must be >= 1, got {iters}")
+    dtype = u_hat.dtype
+    c = out_array("route: c", c, (iters, n_pairs, n_slots), dtype)
+    s = out_array("route: s", s, (iters, n_pairs, k), dtype)
+    e = out_array("route: e", e, (iters, n_pairs, k), dtype)
+    _route(u_hat, iters, dtype.type(scale), rule_code(rule), c, s, e)
+    return c, s, e
+
+
+def rule_code(rule):
+    """The kernel code of a routing rule given by name ('paper', 'sabour') or code."""
+    code = ROUTING_RULES.get(rule, rule) if isinstance(rule, str) else rule
+    if code not in (RULE_PAPER, RULE_SABOUR):
+        raise ValueError(f"routing rule must be one of {sorted(ROUTING_RULES)}, got {rule!r}")
+    return int(code)
+
+
+@kernel(parallel=True, fastmath=REASSOC, work=lambda u_hat, iters, *_: 3 * iters * u_hat.size)
+def _route(u_hat, iters, scale, rule, c, s, e):
+    """``route``'s kernel."""
     n_slots, n_pairs, k = u_hat.shape
     b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)  # one allocation, not P
     for p in prange(n_pairs):
@@ -100,7 +133,7 @@ def route(u_hat, iters, scale, rule, c, s, e):
 
 def route_pair(u_hat, p, iters, scale, rule, c, s, e, b):
     """``route`` for pair p: Algorithm 1 with the logits b (I,), zeros on entry; inlined
-    into the kernel that calls it (``route``), which takes
+    into the kernel that calls it (``_route``), which takes
     their compile options.  A Python function with a Numba overload, not a dispatcher
     (as the other inlined helpers here and in grads.py): a dispatcher without an
     on-disk cache would stop train._kernels_cold's scan of these modules."""
@@ -149,8 +182,9 @@ def _route_pair_in_kernels(
     return route_pair  # the Python function, compiled and inlined into the calling kernel
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_sampled):
+def softmax_rows(
+    logits_true, logits_sampled, targets, sampled, loss=None, d_true=None, d_sampled=None
+):
     """Per pair p: loss_p = -z_t + log(exp(z_t) + sum_{s in V', s != t_p} exp(z_s))
     and its gradient with respect to the logits, divided by P (mean loss).
 
@@ -164,9 +198,27 @@ def softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_
     d_true         : (P,)    out: dL/dz_t with L = mean_p loss_p
     d_sampled      : (P, S)  out: dL/dz_s (zero for accidental hits)
 
-    Accidental hits (s == t_p) are removed from pair p's softmax, as TensorFlow's
+    Returns ``(loss, d_true, d_sampled)``, each made when None.  Accidental hits
+    (s == t_p) are removed from pair p's softmax, as TensorFlow's
     ``remove_accidental_hits=True``.  The log-sum-exp is max-shifted.
     """
+    n_pairs, n_sampled = check_array(
+        "softmax_rows: logits_sampled", logits_sampled, (None, None)
+    ).shape
+    dtype = logits_sampled.dtype
+    check_array("softmax_rows: logits_true", logits_true, (n_pairs,), dtype)
+    check_array("softmax_rows: targets", targets, (n_pairs,))
+    check_array("softmax_rows: sampled", sampled, (n_sampled,))
+    loss = out_array("softmax_rows: loss", loss, (n_pairs,), dtype)
+    d_true = out_array("softmax_rows: d_true", d_true, (n_pairs,), dtype)
+    d_sampled = out_array("softmax_rows: d_sampled", d_sampled, (n_pairs, n_sampled), dtype)
+    _softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_sampled)
+    return loss, d_true, d_sampled
+
+
+@kernel(parallel=True, fastmath=REASSOC, work=lambda z_t, z_s, *_: 8 * z_s.size)
+def _softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_sampled):
+    """``softmax_rows``'s kernel."""
     n_pairs, n_sampled = logits_sampled.shape
     inv_p = 1.0 / n_pairs
     for p in prange(n_pairs):
@@ -248,8 +300,7 @@ def squash_csr(indptr, data, out_data):
             out_data[nz] = g * data[nz]
 
 
-@kernel(parallel=True)
-def predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
+def predict_sparse(cols, W_t, u_hat):
     """u_hat^{(i)} = W_i u^{(i)} = sum_{j in nnz(u)} u_j W_i[:, j] for sparse fixed
     features: O(nnz(u) k) per context node instead of O(d k).
     [Eq. 2; docs/math.md#sparse-features]
@@ -259,10 +310,27 @@ def predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
     arrive in ascending j, as in the row-wise sum.  Parallel over the slots, whose
     rows are disjoint.
 
-    keys, slot_key_ptr, key_ptr, ent_row, ent_val : rows.BatchColumns
+    cols  : rows.BatchColumns  the batch's rows of u by column of W
     W_t   : (I, d, k)  W transposed, so that column j of W_i is contiguous
-    u_hat : (R, k)     zeros on entry (a row without nonzeros stays 0), out
+    u_hat : (R, k)     zeros on entry (a row without nonzeros stays 0), out; returned
     """
+    n_slots, d, k = check_array("predict_sparse: W_t", W_t, (None, None, None)).shape
+    check_array("predict_sparse: u_hat", u_hat, (None, k), W_t.dtype)
+    check_columns("predict_sparse", cols, n_slots, u_hat.shape[0], d)
+    _predict_sparse(
+        cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val, W_t, u_hat
+    )
+    return u_hat
+
+
+@kernel(
+    parallel=True,
+    work=lambda keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat: (
+        ent_row.shape[0] * W_t.shape[2]
+    ),
+)
+def _predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
+    """``predict_sparse``'s kernel."""
     n_slots, d, k = W_t.shape
     for i in prange(n_slots):
         for kk in range(slot_key_ptr[i], slot_key_ptr[i + 1]):
@@ -274,13 +342,24 @@ def predict_sparse(keys, slot_key_ptr, key_ptr, ent_row, ent_val, W_t, u_hat):
                     u_hat[r, j] += val * W_t[i, col, j]
 
 
-@kernel(parallel=True)
-def gather_rows(src, inv, out):
+def gather_rows(src, inv, out=None):
     """out[i, p] = src[inv[i, p]]: expand the distinct (slot, node) rows of a batch
     (``rows.share_slots``) back to one row per (slot, pair).
 
-    src : (R, k)   inv : (I, P) int   out : (I, P, k)
+    src : (R, k)   inv : (I, P) int   out : (I, P, k), made when None; returned
     """
+    n_rows, k = check_array("gather_rows: src", src, (None, None)).shape
+    n_slots, n_pairs = check_array("gather_rows: inv", inv, (None, None)).shape
+    if inv.size and not (0 <= inv.min() and inv.max() < n_rows):
+        raise ValueError(f"gather_rows: a row of inv lies outside [0, {n_rows})")
+    out = out_array("gather_rows: out", out, (n_slots, n_pairs, k), src.dtype)
+    _gather_rows(src, inv, out)
+    return out
+
+
+@kernel(parallel=True, work=lambda src, inv, out: out.size)
+def _gather_rows(src, inv, out):
+    """``gather_rows``'s kernel."""
     n_slots, n_pairs = inv.shape
     k = src.shape[1]
     for p in prange(n_pairs):

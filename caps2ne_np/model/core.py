@@ -33,7 +33,6 @@ from ..defaults import GRAD_MODES
 from ..errors import InputError
 from ..kernels.blas import segment_matmul, segment_matmul_tn
 from . import capsules, grads
-from .capsules import ROUTING_RULES
 from .rows import batch_columns, batch_rows
 
 
@@ -221,7 +220,7 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
     elif features is not None and rows.cols is None:
         rows = replace(rows, cols=batch_columns(features, rows.nodes, rows.slot_ptr))
     nodes, slot_ptr, inv = rows.nodes, rows.slot_ptr, rows.inv
-    n_slots, n_pairs = rows.ctx_t.shape
+    n_slots = rows.ctx_t.shape[0]
     W_t = params.W.transpose(0, 2, 1)  # (I, d, k)
     dense = {}
     if u_hat_rows is not None:
@@ -231,15 +230,12 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
         W_t = np.ascontiguousarray(W_t)  # no copy if slot_major
         cols = rows.cols
         u_hat_rows = np.zeros((nodes.shape[0], W_t.shape[2]), dtype=dtype)
-        capsules.predict_sparse.for_work(cols.ent_row.shape[0] * W_t.shape[2])(
-            cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val, W_t, u_hat_rows
-        )
+        capsules.predict_sparse(cols, W_t, u_hat_rows)
     else:
         # squash each distinct node once, then one GEMM per slot over its rows
         x_nodes, x_of_row = np.unique(nodes, return_inverse=True)
         x = params.X[x_nodes]  # (G, d)
-        u = np.empty_like(x)
-        capsules.squash.for_work(4 * x.size)(x, u)
+        u = capsules.squash(x)
         u_rows = u[x_of_row]  # (R, d)
         dense = dict(x=x, u=u, x_nodes=x_nodes, x_of_row=x_of_row, u_rows=u_rows)
         if W_t.flags.c_contiguous:  # slot_major storage
@@ -248,16 +244,8 @@ def forward(params, ctx, cfg, rows=None, u_hat_rows=None):
             u_hat_rows = segment_matmul(
                 u_rows, np.ascontiguousarray(params.W), slot_ptr, trans_b=True
             )
-    k = u_hat_rows.shape[1]
-    u_hat = np.empty((n_slots, n_pairs, k), dtype=dtype)
-    capsules.gather_rows.for_work(u_hat.size)(u_hat_rows, inv, u_hat)
-    m = int(cfg.routing_iters)
-    c = np.empty((m, n_pairs, n_slots), dtype=dtype)
-    s = np.empty((m, n_pairs, k), dtype=dtype)
-    e = np.empty((m, n_pairs, k), dtype=dtype)
-    capsules.route.for_work(3 * m * u_hat.size)(
-        u_hat, m, dtype.type(cfg.scale_for(n_slots)), ROUTING_RULES[cfg.routing_rule], c, s, e
-    )
+    u_hat = capsules.gather_rows(u_hat_rows, inv)
+    c, s, e = capsules.route(u_hat, cfg.routing_iters, cfg.scale_for(n_slots), cfg.routing_rule)
     return Forward(rows, u_hat_rows, u_hat, c, s, e, **dense)
 
 
@@ -338,7 +326,6 @@ def loss_and_row_grads(
     sampled = np.asarray(sampled, dtype=np.int64)
     fw = forward(params, ctx, cfg, rows, u_hat_rows)
     e = fw.e
-    n_pairs = e.shape[0]
 
     # Eq. 3: logits corrected by log Q, then the per-pair softmax cross-entropy.
     log_q_true = np.log(np.asarray(q_true, dtype=dtype))
@@ -346,45 +333,27 @@ def loss_and_row_grads(
     z_true, z_sampled = capsules.output_logits(
         e, params.O, params.bias, targets, sampled, log_q_true, log_q_sampled
     )
-    loss = np.empty(n_pairs, dtype=dtype)
-    d_true = np.empty(n_pairs, dtype=dtype)
-    d_sampled = np.empty_like(z_sampled)
-    capsules.softmax_rows.for_work(8 * z_sampled.size)(
-        z_true, z_sampled, targets, sampled, loss, d_true, d_sampled
-    )
+    loss, d_true, d_sampled = capsules.softmax_rows(z_true, z_sampled, targets, sampled)
 
     # Back through the output layer, the routing, W_i u and the first squash.
     d_e, o_rows, d_O, d_bias = grads.sampled_softmax_backward_rows(
         e, params.O, targets, sampled, d_true, d_sampled
     )
     d_e = np.ascontiguousarray(d_e, dtype=dtype)
-    d_u_hat = np.empty_like(fw.u_hat)
-    n_slots = d_u_hat.shape[0]
-    grads.route_backward.for_work(5 * fw.c.shape[0] * d_u_hat.size)(
-        fw.u_hat,
-        fw.c,
-        fw.s,
-        fw.e_all,
-        d_e,
-        dtype.type(cfg.scale_for(n_slots)),
-        ROUTING_RULES[cfg.routing_rule],
+    n_slots = fw.u_hat.shape[0]
+    d_u_hat = grads.route_backward(
+        fw.u_hat, fw.c, fw.s, fw.e_all, d_e, cfg.scale_for(n_slots), cfg.routing_rule,
         cfg.grad_mode == "exact",
-        d_u_hat,
-    )
+    )  # fmt: skip
     # Sum the per-pair gradients of u_hat onto the distinct (slot, node) rows.
     rws = fw.rows
     slot_ptr = rws.slot_ptr
-    d_rows = np.empty_like(fw.u_hat_rows)
-    grads.gather_rows_backward.for_work(d_u_hat.size)(d_u_hat, rws.inv, slot_ptr, d_rows)
+    d_rows = grads.gather_rows_backward(d_u_hat, rws.inv, slot_ptr)
     k = d_rows.shape[1]
     if params.sparse:
         # d_W_i[:, j] = sum over the rows r holding feature j of u_rj d_u_hat_r
         cols = rws.cols
-        values = np.empty((cols.keys.shape[0], k), dtype=dtype)
-        grads.predict_sparse_backward_cols.for_work(cols.ent_row.shape[0] * k)(
-            cols.key_ptr, cols.ent_row, cols.ent_val, d_rows, values
-        )
-        d_W = RowGrad(cols.keys, values)
+        d_W = RowGrad(cols.keys, grads.predict_sparse_backward_cols(cols, d_rows))
     else:
         # d_W_i = sum_r d_u_hat_r u_r^T over slot i's rows (one GEMM per slot)
         d_W_t = np.empty((n_slots, params.W.shape[2], k), dtype=dtype)  # (I, d, k)
@@ -401,8 +370,7 @@ def loss_and_row_grads(
         x = fw.x
         d_u = np.zeros_like(x)
         grads.scatter_add_rows(d_u, fw.x_of_row, d_u_rows)
-        d_x = np.empty_like(x)
-        grads.squash_backward.for_work(6 * d_u.size)(x, d_u, d_x)
+        d_x = grads.squash_backward(x, d_u)
         out["X"] = RowGrad(fw.x_nodes, d_x)
     caps = float(loss.mean(dtype=np.float64))
     if parts is not None:

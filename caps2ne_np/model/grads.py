@@ -19,20 +19,31 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ..kernels._jit import REASSOC, kernel
+from ..kernels._jit import REASSOC, check_array, kernel, out_array
 from ..kernels.blas import row_matmul, row_matmul_tn
-from .capsules import EPS, RULE_SABOUR
+from .capsules import EPS, RULE_SABOUR, rule_code
+from .rows import check_columns
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def squash_backward(s, d_e, d_s):
+def squash_backward(s, d_e, d_s=None):
     """d_s = g d_e + 2 g'(|s|^2) (s . d_e) s,  g(r2) = r2 / ((1 + r2) sqrt(r2 + EPS))
     [e = g(|s|^2) s, Eq. 1; docs/math.md#squash]
 
     Row-wise over (n, k) arrays.  With h = 1 / ((1 + r2) sqrt(r2 + EPS)):
     g = r2 h and g' = h (1 / (1 + r2) - r2 / (2 (r2 + EPS))), finite at s = 0
-    (there g' = 1/sqrt(EPS) but it multiplies s = 0, so d_s = 0).
+    (there g' = 1/sqrt(EPS) but it multiplies s = 0, so d_s = 0).  Returns ``d_s``,
+    made when None.
     """
+    check_array("squash_backward: s", s, (None, None))
+    check_array("squash_backward: d_e", d_e, s.shape, s.dtype)
+    d_s = out_array("squash_backward: d_s", d_s, s.shape, s.dtype)
+    _squash_backward(s, d_e, d_s)
+    return d_s
+
+
+@kernel(parallel=True, fastmath=REASSOC, work=lambda s, d_e, d_s: 6 * d_e.size)
+def _squash_backward(s, d_e, d_s):
+    """``squash_backward``'s kernel."""
     n, k = s.shape
     for r in prange(n):
         r2 = 0.0
@@ -48,8 +59,7 @@ def squash_backward(s, d_e, d_s):
             d_s[r, j] = g * d_e[r, j] + coef * s[r, j]
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
+def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat=None):
     """Backward pass of Algorithm 1, from d_e = dL/de_v (of the last iteration) to
     d_u_hat.   [docs/math.md#routing-backward]
 
@@ -68,9 +78,28 @@ def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
     (the authors' code) c is a constant: only the last iteration's
     ``d_u_hat_i = c_i d_s`` is kept.
 
-    u_hat (I, P, k); c (m, P, I); s, e (m, P, k) from ``route``; d_e (P, k);
-    d_u_hat (I, P, k) out.
+    u_hat (I, P, k); c (m, P, I); s, e (m, P, k) from ``route``; d_e (P, k); the
+    ``scale`` and ``rule`` of the forward pass ('paper', 'sabour' or its code); d_u_hat
+    (I, P, k) out, made when None; returned.
     """
+    n_slots, n_pairs, k = check_array("route_backward: u_hat", u_hat, (None, None, None)).shape
+    dtype = u_hat.dtype
+    m = check_array("route_backward: c", c, (None, n_pairs, n_slots), dtype).shape[0]
+    check_array("route_backward: s", s, (m, n_pairs, k), dtype)
+    check_array("route_backward: e", e, (m, n_pairs, k), dtype)
+    check_array("route_backward: d_e", d_e, (n_pairs, k), dtype)
+    d_u_hat = out_array("route_backward: d_u_hat", d_u_hat, u_hat.shape, dtype)
+    _route_backward(u_hat, c, s, e, d_e, dtype.type(scale), rule_code(rule), bool(exact), d_u_hat)
+    return d_u_hat
+
+
+@kernel(
+    parallel=True,
+    fastmath=REASSOC,
+    work=lambda u_hat, c, *_: 5 * c.shape[0] * u_hat.size,
+)
+def _route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
+    """``route_backward``'s kernel."""
     n_slots, n_pairs, k = u_hat.shape
     # per-pair scratch, allocated once for the batch (row p is pair p's)
     d_b_all = np.zeros((n_pairs, n_slots), dtype=u_hat.dtype)
@@ -86,7 +115,7 @@ def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat):
 
 def route_backward_pair(u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b, d_c, d_er, d_s):
     """``route_backward`` for pair p, with its scratch d_b (I,) zeros on entry, d_c (I,),
-    d_er, d_s (k,); inlined into the kernel that calls it (``route_backward``), which
+    d_er, d_s (k,); inlined into the kernel that calls it (``_route_backward``), which
     takes its compile options."""
     n_slots = u_hat.shape[0]
     k = u_hat.shape[2]
@@ -244,8 +273,7 @@ def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
     return d_e, rows, d_O, d_bias
 
 
-@kernel(parallel=True)
-def predict_sparse_backward_cols(key_ptr, ent_row, ent_val, d_u_hat, values):
+def predict_sparse_backward_cols(cols, d_u_hat, values=None):
     """d_W for sparse fixed features, row-sparse: only the columns j of W_i that some
     context node of slot i has among its nonzeros.   [docs/math.md#sparse-features]
 
@@ -254,7 +282,24 @@ def predict_sparse_backward_cols(key_ptr, ent_row, ent_val, d_u_hat, values):
     slot-major, summed over the rows in ascending order, each output row written once,
     in parallel over the keys: O(nnz(x) k) per context node and nothing per untouched
     feature.
+
+    cols : rows.BatchColumns   d_u_hat : (R, k)   values : (K, k), K = len(cols.keys),
+    made when None; returned.
     """
+    n_rows, k = check_array("predict_sparse_backward_cols: d_u_hat", d_u_hat, (None, None)).shape
+    n_keys = cols.keys.shape[0]
+    check_columns("predict_sparse_backward_cols", cols, cols.slot_key_ptr.shape[0] - 1, n_rows)
+    values = out_array("predict_sparse_backward_cols: values", values, (n_keys, k), d_u_hat.dtype)
+    _predict_sparse_backward_cols(cols.key_ptr, cols.ent_row, cols.ent_val, d_u_hat, values)
+    return values
+
+
+@kernel(
+    parallel=True,
+    work=lambda key_ptr, ent_row, ent_val, d_u_hat, values: ent_row.shape[0] * values.shape[1],
+)
+def _predict_sparse_backward_cols(key_ptr, ent_row, ent_val, d_u_hat, values):
+    """``predict_sparse_backward_cols``'s kernel."""
     k = values.shape[1]
     for kk in prange(values.shape[0]):
         for j in range(k):
@@ -266,15 +311,31 @@ def predict_sparse_backward_cols(key_ptr, ent_row, ent_val, d_u_hat, values):
                 values[kk, j] += val * d_u_hat[r, j]
 
 
-@kernel(parallel=True)
-def gather_rows_backward(d_out, inv, slot_ptr, d_src):
+def gather_rows_backward(d_out, inv, slot_ptr, d_src=None):
     """d_src[r] = sum of d_out[i, p] over the (i, p) with inv[i, p] = r: the gradient
     of ``capsules.gather_rows``.
 
     Rows of slot i lie in [slot_ptr[i], slot_ptr[i + 1]) (``rows.share_slots``), so
     the slots own disjoint rows: parallel over slots, pairs summed in order p = 0,
-    1, ... (the same sums on any number of threads).  ``d_src`` is overwritten.
+    1, ... (the same sums on any number of threads).  ``d_src`` (R, k) is
+    overwritten, or made when None (R = slot_ptr[I]); returned.
     """
+    n_slots, n_pairs, k = check_array(
+        "gather_rows_backward: d_out", d_out, (None, None, None)
+    ).shape
+    check_array("gather_rows_backward: inv", inv, (n_slots, n_pairs))
+    check_array("gather_rows_backward: slot_ptr", slot_ptr, (n_slots + 1,))
+    n_rows = int(slot_ptr[n_slots])
+    d_src = out_array("gather_rows_backward: d_src", d_src, (n_rows, k), d_out.dtype)
+    if inv.size and not (0 <= inv.min() and inv.max() < n_rows):
+        raise ValueError(f"gather_rows_backward: a row of inv lies outside [0, {n_rows})")
+    _gather_rows_backward(d_out, inv, slot_ptr, d_src)
+    return d_src
+
+
+@kernel(parallel=True, work=lambda d_out, inv, slot_ptr, d_src: d_out.size)
+def _gather_rows_backward(d_out, inv, slot_ptr, d_src):
+    """``gather_rows_backward``'s kernel."""
     n_slots, n_pairs = inv.shape
     k = d_out.shape[2]
     for i in prange(n_slots):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import prange
 
-from ..kernels._jit import kernel
+from ..kernels._jit import check_array, kernel
 
 
 @kernel
@@ -175,6 +175,21 @@ class BatchColumns:
     key_ptr: np.ndarray
     ent_row: np.ndarray
     ent_val: np.ndarray
+
+
+def check_columns(name, cols, n_slots, n_rows, d=None):
+    """Raise ValueError unless ``cols`` (BatchColumns) fits I = n_slots slots, R =
+    n_rows rows and, when given, d features: the checks of the wrappers of the kernels
+    that read it (capsules.predict_sparse, grads.predict_sparse_backward_cols)."""
+    check_array(f"{name}: slot_key_ptr", cols.slot_key_ptr, (n_slots + 1,))
+    n_keys = check_array(f"{name}: keys", cols.keys, (None,)).shape[0]
+    check_array(f"{name}: key_ptr", cols.key_ptr, (n_keys + 1,))
+    n_ent = check_array(f"{name}: ent_row", cols.ent_row, (None,)).shape[0]
+    check_array(f"{name}: ent_val", cols.ent_val, (n_ent,))
+    if n_ent and not (0 <= cols.ent_row.min() and cols.ent_row.max() < n_rows):
+        raise ValueError(f"{name}: a row of ent_row lies outside [0, {n_rows})")
+    if d is not None and n_keys and not (0 <= cols.keys.min() and cols.keys.max() < n_slots * d):
+        raise ValueError(f"{name}: a key lies outside [0, {n_slots * d})")
 
 
 _CURSOR = threading.local()
