@@ -361,12 +361,11 @@ def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
     products = []
     real_product = capsules.predict_sparse
 
-    class ProductSpy:  # counts the separate sparse products
-        def for_work(self, work):
-            products.append(work)
-            return real_product.for_work(work)
+    def product_spy(cols, W_t, u_hat):  # counts the separate sparse products
+        products.append(cols.ent_row.shape[0])
+        return real_product(cols, W_t, u_hat)
 
-    monkeypatch.setattr(capsules, "predict_sparse", ProductSpy())
+    monkeypatch.setattr(capsules, "predict_sparse", product_spy)
 
     def run(fused, n_jobs):
         monkeypatch.setattr(step_mod.TrainStep.__init__, "__defaults__", (False, fused))

@@ -221,10 +221,10 @@ def _kernels_cold():
     import os
 
     from ..kernels import blas
-    from ..model import capsules, core, grads, skipgram
-    from . import batch, optim, samplers, step, walks
+    from ..model import capsules, core, grads, rows, skipgram
+    from . import optim, samplers, step, walks
 
-    modules = (capsules, grads, core, batch, blas, optim, step, samplers, walks, skipgram)
+    modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks, skipgram)
     try:
         for module in modules:
             for obj in vars(module).values():
