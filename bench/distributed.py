@@ -118,7 +118,7 @@ def main():
 
     import ray
 
-    from caps2ne_np.graphs import graph as graph_mod
+    from caps2ne_np.graphs.csr import from_scipy
     from caps2ne_np.training.config import TrainConfig, resolve
     from caps2ne_np.training.distributed import start_ray
 
@@ -140,7 +140,7 @@ def main():
     try:
         for name in args.graphs.split(","):
             pg = panel_entry(name)
-            g = graph_mod.from_scipy(pg.adj, directed=True, keep_self_loops=False)
+            g = from_scipy(pg.adj, directed=True, keep_self_loops=False)
             base = TrainConfig(adam="lazy", epochs=args.epochs, threads=args.threads)
             cfg, notes = resolve(base, g.n_nodes, g.indices.shape[0])
             num_sampled = cfg.num_sampled or min(256, g.n_nodes - 1)

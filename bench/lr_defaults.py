@@ -18,8 +18,8 @@ import numpy as np
 
 from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.evaluate import classify_splits
+from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
-from caps2ne_np.graphs.graph import from_scipy
 from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
 

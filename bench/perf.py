@@ -53,8 +53,9 @@ from threadpoolctl import threadpool_limits
 import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before torch's OpenMP runtime starts)
 import report
 from caps2ne_np.errors import InputError
+from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
-from caps2ne_np.graphs.graph import from_scipy, read_edgelist
+from caps2ne_np.graphs.graph import read_edgelist
 from caps2ne_np.model import core
 from caps2ne_np.model.core import init_params
 from caps2ne_np.model.rows import batch_rows

@@ -30,8 +30,9 @@ import pstats
 import time
 from pathlib import Path
 
+from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
-from caps2ne_np.graphs.graph import from_scipy, read_edgelist
+from caps2ne_np.graphs.graph import read_edgelist
 from caps2ne_np.kernels import _jit
 from caps2ne_np.training import step, train
 from caps2ne_np.training.config import TrainConfig

@@ -33,8 +33,8 @@ from caps2ne_np.evaluate import (
     multilabel_select_epoch,
     select_epoch,
 )
+from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
-from caps2ne_np.graphs.graph import from_scipy
 from caps2ne_np.training.config import TrainConfig, usable_cores
 from caps2ne_np.training.train import fit
 from common import RESULTS, write_json  # bench/results or $CAPS2NE_BENCH_RESULTS

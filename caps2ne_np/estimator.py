@@ -20,6 +20,7 @@ from sklearn.exceptions import NotFittedError
 from .defaults import DEFAULTS as D
 from .errors import InputError
 from .graphs import graph as graph_mod
+from .graphs.csr import Graph
 from .io.modelfile import read_model, save_model
 from .model.core import Params
 from .training.config import TrainConfig
@@ -193,7 +194,7 @@ class Caps2NE(BaseEstimator):
         ``graph`` is any input of ``graph.coerce_graph``: a scipy.sparse (N, N)
         adjacency (row = source node), a networkx graph (labels kept), an edge array
         (m, 2) or (m, 3) ``u v [weight]``, a pandas DataFrame of edges (any ids), or a
-        ``graph.Graph`` (``read_edgelist``).  As on the command line, edges are
+        ``csr.Graph`` (``read_edgelist``).  As on the command line, edges are
         undirected unless ``directed=True`` and self loops are dropped unless
         ``keep_self_loops=True``: a matrix gives the same stored edges as
         ``caps2ne train --graph matrix.npz``.  Rows of the result follow the graph's
@@ -439,7 +440,7 @@ def _node_indices(given, graph, labels, nodes):
     id strings or ints as indices), or of every node for None."""
     if nodes is None:
         return np.arange(graph.n_nodes, dtype=np.int64)
-    if isinstance(given, graph_mod.Graph):
+    if isinstance(given, Graph):
         return nodes
     if isinstance(nodes, str) or not hasattr(nodes, "__iter__"):
         nodes = [nodes]

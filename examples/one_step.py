@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from caps2ne_np.graphs.graph import from_edges
+from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.model import capsules, grads, reference, skipgram
 from caps2ne_np.model.core import forward, init_params, loss_and_grads, loss_and_row_grads
 from caps2ne_np.training import samplers, walks

@@ -11,7 +11,7 @@ import pytest
 
 from caps2ne_np.errors import InputError
 from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.graphs.graph import from_edges
+from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.io.formats import save_npy, write_word2vec
 
 nx = pytest.importorskip("networkx")

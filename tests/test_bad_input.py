@@ -904,7 +904,7 @@ def _vectors():
 
 @pytest.fixture(scope="module")
 def model():
-    from caps2ne_np.graphs.graph import from_edges
+    from caps2ne_np.graphs.csr import from_edges
 
     g = from_edges([0, 1, 2, 3], [1, 2, 3, 0], None, ["a", "b", "c", "d"])
     return Caps2NE(

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.graphs import graph as graph_mod
+from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.training.config import TrainConfig
 from caps2ne_np.training.train import fit
 from test_train import planted_partition
@@ -41,7 +41,7 @@ def test_single_machine_path_does_not_import_ray():
 @pytest.fixture(scope="module")
 def partition():
     adj, labels = planted_partition()
-    return graph_mod.from_scipy(adj, directed=True, keep_self_loops=False), labels
+    return from_scipy(adj, directed=True, keep_self_loops=False), labels
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,8 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
-from caps2ne_np.graphs.graph import cache_path, read_graph
+from caps2ne_np.graphs.graph import read_graph
+from caps2ne_np.graphs.graph_cache import cache_path
 from caps2ne_np.io import formats as io
 from caps2ne_np.io.formats import (
     load_npy,

@@ -19,12 +19,11 @@ import pytest
 
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
 from caps2ne_np.graphs import graph as G
-from caps2ne_np.graphs.graph import (
+from caps2ne_np.graphs.graph import read_edgelist, read_graph
+from caps2ne_np.graphs.graph_cache import (
     StaleCacheError,
     cache_path,
     load_graph_cache,
-    read_edgelist,
-    read_graph,
     save_graph_cache,
 )
 

@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from caps2ne_np import infer
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.graphs.graph import from_edges, read_graph
+from caps2ne_np.graphs.csr import from_edges
+from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.infer import (
     apply_calibration,
     calibrate,

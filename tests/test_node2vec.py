@@ -346,7 +346,7 @@ def test_model_file_keeps_p_q_and_inference_uses_them(tmp_path, monkeypatch):
 
 def test_sample_contexts_with_p_q_equal_the_kernel_on_sorted_rows():
     """infer.sample_contexts passes p and q to the kernel, on rows it sorts first."""
-    from caps2ne_np.graphs.graph import Graph
+    from caps2ne_np.graphs.csr import Graph
     from caps2ne_np.infer import sample_contexts
 
     ip, ix, _ = random_graph(12, seed=5)

@@ -11,7 +11,8 @@ from ..errors import InputError
 def load_input(source, need_eval=False):
     """(Graph, features or None, labels or None, splits or None) from the CLI options."""
     from ..graphs import datasets
-    from ..graphs.graph import from_scipy, read_graph
+    from ..graphs.csr import from_scipy
+    from ..graphs.graph import read_graph
 
     labels = splits = features = None
     if source["dataset"]:
@@ -99,7 +100,7 @@ def check_stdout(option="--out"):
 
 def input_paths(source):
     """[(option, path)] of the files a command reads, which no output may replace."""
-    from ..graphs.graph import cache_path
+    from ..graphs.graph_cache import cache_path
 
     inputs = [
         ("--graph", source.get("graph")),

@@ -2,7 +2,7 @@
 
 Every loader returns plain NumPy / scipy.sparse objects in a :class:`Dataset`: row
 ``i`` of every matrix is node ``i`` and ``node_ids[i]`` is its name
-(``graph.from_scipy`` turns ``Dataset.adj`` into the training graph).  :data:`NAMES`
+(``csr.from_scipy`` turns ``Dataset.adj`` into the training graph).  :data:`NAMES`
 lists the sets, in this order:
 
 ==============  ======================================================  ================

@@ -10,7 +10,7 @@ Errors in a file raise :class:`~caps2ne_np.errors.GraphFormatError` with one lin
 ``"<path>:<line>: <what is wrong>; <expected / fix>"``, or ``"<path>: ..."`` for
 problems of the whole file (missing, a directory, no edges).  No other exception
 type escapes for bad file content.  Bad in-memory arrays passed to
-:func:`from_edges` / :func:`from_scipy` raise :class:`~caps2ne_np.errors.InputError`.
+``csr.from_edges`` / ``csr.from_scipy`` raise :class:`~caps2ne_np.errors.InputError`.
 
 Two readers produce the same Graph (tested bit for bit).  The NumPy reader parses
 plain files with ``np.loadtxt``: integer ids straight to int64, other ids as strings,
@@ -28,8 +28,8 @@ the same bytes.  That read stops with a ``GraphFormatError`` at the first NUL by
 at a line longer than ``MAX_LINE_BYTES`` or beyond ``max_stream_bytes()``
 (``/dev/zero`` is refused at once, never read until memory runs out).
 
-The binary cache (``read_graph(..., cache="use")``, :func:`save_graph_cache`,
-:func:`load_graph_cache`; :mod:`caps2ne_np.graphs.graph_cache`) keeps the CSR and the ids
+The binary cache (``read_graph(..., cache="use")``; ``save_graph_cache`` and
+``load_graph_cache`` of :mod:`caps2ne_np.graphs.graph_cache`) keeps the CSR and the ids
 in ``<file>.cache.npz``, keyed on the file's size and a BLAKE2b hash of its bytes
 and on ``directed`` / ``keep_self_loops``.  Matrix files and in-memory inputs
 (networkx, DataFrames, edge arrays) are turned into arrays by
@@ -54,20 +54,10 @@ from ..errors import GraphFormatError, InputError, InputWarning
 from ..io.files import decode, read_bytes
 from . import graph_cache
 from .csr import Graph, build, from_edges, from_scipy
-from .graph_cache import StaleCacheError, cache_path, load_graph_cache, save_graph_cache
+from .graph_cache import cache_path
 from .graph_sources import edges_of, factorise, read_matrix
 
-__all__ = [
-    "Graph",
-    "read_edgelist",
-    "read_graph",
-    "from_scipy",
-    "from_edges",
-    "cache_path",
-    "save_graph_cache",
-    "load_graph_cache",
-    "StaleCacheError",
-]
+__all__ = ["read_edgelist", "read_graph", "coerce_graph"]
 
 log = logging.getLogger(__name__)
 
