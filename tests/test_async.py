@@ -8,10 +8,10 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
-from caps2ne_np.config import TrainConfig
 from caps2ne_np.errors import InputError
-from caps2ne_np.model import Caps2NE
-from caps2ne_np.train import AsyncEngine, fit
+from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.train import AsyncEngine, fit
 from test_train import planted_partition
 
 OPTS = dict(

@@ -257,11 +257,11 @@ def _train(
 ):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
-    from .. import checkpoint
-    from ..config import TrainConfig, usable_cores
-    from ..io import nodes_path, save_npy, write_word2vec
-    from ..modelfile import save_model
-    from ..train import fit
+    from ..io.formats import nodes_path, save_npy, write_word2vec
+    from ..io.modelfile import save_model
+    from ..training import checkpoint
+    from ..training.config import TrainConfig, usable_cores
+    from ..training.train import fit
 
     resume = bool(ckpt["resume_from"])
     outputs = [
@@ -345,7 +345,7 @@ def _train(
     streamed = False
     on_ray = engine.pop("engine") == "ray"
     if on_ray:  # sharded training (distributed.py)
-        from ..distributed import cli_fit
+        from ..training.distributed import cli_fit
 
         # the tables go from the shards to the writers block by block (the driver never
         # holds one), unless --eval-every-epoch keeps a best epoch's tables anyway
@@ -383,7 +383,7 @@ class _HistoryWriter:
     def __call__(self, epoch, result):
         import csv
 
-        from ..io import atomic_write
+        from ..io.formats import atomic_write
 
         if self.tracker is not None:
             self.tracker(epoch, result)
