@@ -157,7 +157,9 @@ def negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, 
     loss  (P, I)  out: l_m
     d_t   (P, I)  out: dl/dz_t / M = (sigma(z_t) - 1) / M
     d_n   (M, K)  out: dl/dz_j / M = sigma(z_j) / M; 0 where the negative is the target
-    -log sigma(z) = max(-z, 0) + log(1 + exp(-|z|)), stable for any z.
+    -log sigma(z) = max(-z, 0) + log(1 + exp(-|z|)), stable for any z; the K + 1 terms
+    log(1 + exp(-|z|)) of an item are summed as one log of their product (each factor
+    in [1, 2], so the product stays below 2^(K+1)): one log per item instead of K + 1.
     """
     P, I = item_x.shape
     k = x.shape[1]
@@ -172,7 +174,8 @@ def negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, 
                 dot += x[g, j] * O[t, j]
             z = dot + bias[t]
             e = fast_exp(-abs(z))
-            total = max(-z, 0.0) + np.log1p(e)
+            total = max(-z, 0.0)
+            prod = 1.0 + e
             sig = 1.0 / (1.0 + e) if z >= 0 else e / (1.0 + e)
             d_t[p, i] = (sig - 1.0) * inv_m
             for jj in range(K):
@@ -185,10 +188,11 @@ def negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, 
                     dot += x[g, j] * O[s, j]
                 z = dot + bias[s]
                 e = fast_exp(-abs(z))
-                total += max(z, 0.0) + np.log1p(e)
+                total += max(z, 0.0)
+                prod *= 1.0 + e
                 sig = 1.0 / (1.0 + e) if z >= 0 else e / (1.0 + e)
                 d_n[m, jj] = sig * inv_m
-            loss[p, i] = total
+            loss[p, i] = total + np.log(prod)
 
 
 # --------------------------------------------------------------------------- backward
@@ -320,8 +324,8 @@ def loss_and_row_grads(
     item_ptr, item_ids = group_items(item_x, G)
     loss = np.empty((P, I), dtype=dtype)
     d_t = np.empty((P, I), dtype=dtype)
-    O_s = np.ascontiguousarray(O[sampled])
     if negatives == 0:
+        O_s = np.ascontiguousarray(O[sampled])
         hit = _hit_positions(targets, sampled)
         Z = row_matmul(x, O_s, trans_b=True)  # (G, S)
         c = np.empty(G, dtype=dtype)
