@@ -24,10 +24,10 @@ import scipy.sparse as sp
 import common
 import report
 import vs_deepwalk
-from caps2ne_np import walks as walks_mod
-from caps2ne_np.config import TrainConfig
-from caps2ne_np.core import forward
-from caps2ne_np.train import fit
+from caps2ne_np.model.core import forward
+from caps2ne_np.training import walks as walks_mod
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.train import fit
 
 VARIANTS = {
     "default": {},
@@ -46,7 +46,7 @@ def saturation(params, cfg, indptr, indices, n_walks=2000, position=4, seed=1234
     walks = walks[:n_walks]
     ctx, tgt = walks_mod.training_pairs(walks, np.arange(walks.shape[0]), (position,))
     fw = forward(params, ctx, cfg.model_config())
-    s, e = fw["s"][-1], fw["e"]
+    s, e = fw.s[-1], fw.e
     rng = np.random.default_rng(seed)
     other = rng.integers(0, params.O.shape[0], size=tgt.shape[0])
 
@@ -73,7 +73,7 @@ def run(graph, name, options, threads, seed):
     lr_scale = options.pop("lr_scale", None)
     cfg = TrainConfig(threads=threads, seed=seed, **options)
     if lr_scale is not None:  # the default peak rate times lr_scale
-        from caps2ne_np.config import resolve
+        from caps2ne_np.training.config import resolve
 
         base, _ = resolve(cfg, adj.shape[0], indices.shape[0])
         cfg = TrainConfig(threads=threads, seed=seed, lr=base.lr * lr_scale, **options)

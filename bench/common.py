@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from caps2ne_np import _threads
-from caps2ne_np.config import usable_cores
+from caps2ne_np.kernels import _threads
+from caps2ne_np.training.config import usable_cores
 
 # the package sets the spin only while Numba's libgomp loads; here it stays set for the
 # whole bench process, so that torch's own libgomp (the peer) spins the same way

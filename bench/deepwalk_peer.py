@@ -3,13 +3,13 @@
     python bench/deepwalk_peer.py --graph edges.txt --out dw.emb --threads 2 [--seed 0]
 
 DeepWalk (Perozzi et al. 2014) is uniform random walks plus skip-gram.  The walks are
-the project's own (caps2ne_np.walks.uniform_walks: 10 per node, length 80, DeepWalk's
+the project's own (caps2ne_np.training.walks.uniform_walks: 10 per node, length 80, DeepWalk's
 defaults), the skip-gram is gensim's Word2Vec with negative sampling (sg=1, hs=0,
 negative=5, window 10, 128 dimensions, min_count 0, gensim's default 5 epochs: the
 DeepWalk reference code runs gensim with its default iteration count).  The graph is
-read as caps2ne reads it (caps2ne_np.graph.read_graph, undirected), node ids are the
+read as caps2ne reads it (caps2ne_np.graphs.graph.read_graph, undirected), node ids are the
 tokens of the edge list, and the embeddings are written in word2vec text format
-(caps2ne_np.io.write_word2vec) in the graph's node order.
+(caps2ne_np.io.formats.write_word2vec) in the graph's node order.
 
 Prints the seconds taken by the walks (generation and conversion to token lists) and
 by Word2Vec (vocabulary and training) on stdout, one ``key: value`` line each.
@@ -40,9 +40,9 @@ def main(argv=None):
     import numpy as np
     from gensim.models import Word2Vec
 
-    from caps2ne_np.graph import read_graph
-    from caps2ne_np.io import write_word2vec
-    from caps2ne_np.walks import uniform_walks
+    from caps2ne_np.graphs.graph import read_graph
+    from caps2ne_np.io.formats import write_word2vec
+    from caps2ne_np.training.walks import uniform_walks
 
     t_imports = time.perf_counter() - T0
     t0 = time.perf_counter()

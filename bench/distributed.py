@@ -1,4 +1,4 @@
-"""Sharded training on a local Ray instance (caps2ne_np/distributed.py, issue 18):
+"""Sharded training on a local Ray instance (caps2ne_np/training/distributed.py, issue 18):
 round time, bytes pulled and pushed per step next to docs/scaling.md's formula, and
 accuracy after the same budget as single-machine lazy-Adam training.
 
@@ -32,7 +32,7 @@ def formula(cfg, n_nodes, num_sampled, o_rows=None, x_rows=None):
     sizes): x rows of the distinct context nodes (<= B q), O and b rows of the distinct
     targets and V' (<= B L + |V'|), and W.  With measured row counts, the same sizes
     at those counts."""
-    from caps2ne_np.walks import target_positions
+    from caps2ne_np.training.walks import target_positions
 
     B, q, k, d = cfg.batch_size, cfg.walk_length, cfg.dim, cfg.feat_dim
     L = len(target_positions(cfg.targets, q)) if cfg.targets != "random" else 1
@@ -58,7 +58,7 @@ def ratio(r):
 
 
 def run_single(g, cfg):
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.train import fit
 
     t0 = time.perf_counter()
     result = fit(g.indptr, g.indices, g.weights, cfg)
@@ -66,7 +66,7 @@ def run_single(g, cfg):
 
 
 def run_ray(g, cfg, P, S, w_placement):
-    from caps2ne_np.distributed import fit
+    from caps2ne_np.training.distributed import fit
 
     stats = {}
     t0 = time.perf_counter()
@@ -118,9 +118,9 @@ def main():
 
     import ray
 
-    from caps2ne_np import graph as graph_mod
-    from caps2ne_np.config import TrainConfig, resolve
-    from caps2ne_np.distributed import start_ray
+    from caps2ne_np.graphs.csr import from_scipy
+    from caps2ne_np.training.config import TrainConfig, resolve
+    from caps2ne_np.training.distributed import start_ray
 
     payload = (
         json.loads(path.read_text())
@@ -140,7 +140,7 @@ def main():
     try:
         for name in args.graphs.split(","):
             pg = panel_entry(name)
-            g = graph_mod.from_scipy(pg.adj, directed=True, keep_self_loops=False)
+            g = from_scipy(pg.adj, directed=True, keep_self_loops=False)
             base = TrainConfig(adam="lazy", epochs=args.epochs, threads=args.threads)
             cfg, notes = resolve(base, g.n_nodes, g.indices.shape[0])
             num_sampled = cfg.num_sampled or min(256, g.n_nodes - 1)

@@ -36,10 +36,10 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
 
     import numpy as np
 
-    from caps2ne_np import distributed
-    from caps2ne_np.distributed import ShardServer, gather, start_ray, streamed_params
-    from caps2ne_np.io import save_npy, write_word2vec
-    from caps2ne_np.modelfile import save_model
+    from caps2ne_np.io.formats import save_npy, write_word2vec
+    from caps2ne_np.io.modelfile import save_model
+    from caps2ne_np.training import distributed
+    from caps2ne_np.training.distributed import ShardServer, gather, start_ray, streamed_params
 
     started = start_ray(num_cpus=2)
     import ray

@@ -59,12 +59,11 @@ import numpy as np
 
 import common
 import report
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import prepare_features
-from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.errors import InputWarning
+from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.evaluate import classify_splits, select_epoch
-from caps2ne_np.graph import from_scipy
+from caps2ne_np.graphs.csr import from_scipy
+from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
 from caps2ne_np.infer import (
     DEFAULT_AGGREGATE,
     DEFAULT_CALIBRATION,
@@ -73,8 +72,9 @@ from caps2ne_np.infer import (
     fit_calibration,
     inductive_split,
 )
-from caps2ne_np.model import Caps2NE
-from caps2ne_np.rng import derive_seed
+from caps2ne_np.kernels.rng import derive_seed
+from caps2ne_np.model.core import prepare_features
+from caps2ne_np.training.config import ModelConfig
 
 PAPER = {"cora": 76.54, "citeseer": 69.84, "pubmed": 78.98}
 CALIBRATIONS = ("scale", "diag", "linear")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from caps2ne_np.datasets import load_dataset
+from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.evaluate import classify_splits
-from caps2ne_np.graph import from_scipy
-from caps2ne_np.model import Caps2NE
+from caps2ne_np.graphs.csr import from_scipy
+from caps2ne_np.graphs.datasets import load_dataset
 from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
 

@@ -4,7 +4,7 @@ the float32 GEMM rate of the same machine.
 A pair is one (context, target) example; a step is one batch, timed end to end:
 batch walk ids, (context, target) pairs, the sampled set V' and its expected counts,
 forward, backward and the Adam update of every parameter.  Both implementations run
-the same input pipeline (caps2ne_np.walks / samplers), on the same batches, from the
+the same input pipeline (caps2ne_np.training.walks / samplers), on the same batches, from the
 same initial parameters, in the same process, with the same thread count, and their
 repetitions are interleaved so that they see the same machine load.
 
@@ -22,7 +22,7 @@ routing rule 'paper'):
   g  f with B = 128 walks (1,280 pairs per step), measured beside it
 
 Configs f and g time the step as ``train.fit`` runs it, with the per-step thread rule
-(caps2ne_np/_threads.py, StepThreads: each step on the thread count that timed fastest);
+(caps2ne_np/kernels/_threads.py, StepThreads: each step on the thread count that timed fastest);
 ``ours-fixed`` is the same step forced onto every thread (the rule off), on >1 thread.
 ``--skipgram-weight W`` adds ``ours-skipgram`` (f, g): the step with the skip-gram term of
 issue 14, when this caps2ne_np's ModelConfig has the option (else a note, and no row).
@@ -52,17 +52,19 @@ from threadpoolctl import threadpool_limits
 
 import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before torch's OpenMP runtime starts)
 import report
-from caps2ne_np import core
-from caps2ne_np import walks as walks_mod
-from caps2ne_np.batch import Batch, batch_rows
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import init_params
-from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.errors import InputError
-from caps2ne_np.graph import from_scipy, read_edgelist
-from caps2ne_np.optim import Adam
-from caps2ne_np.samplers import make_sampler
-from caps2ne_np.step import TrainStep
+from caps2ne_np.graphs.csr import from_scipy
+from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+from caps2ne_np.graphs.graph import read_edgelist
+from caps2ne_np.model import core
+from caps2ne_np.model.core import init_params
+from caps2ne_np.model.rows import batch_rows
+from caps2ne_np.training import walks as walks_mod
+from caps2ne_np.training.batch import Batch
+from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.optim import Adam
+from caps2ne_np.training.samplers import make_sampler
+from caps2ne_np.training.step import TrainStep
 
 CONFIGS = {
     "a": dict(
@@ -229,7 +231,7 @@ class Ours:
     """caps2ne_np: ``step.TrainStep`` (``core.loss_and_row_grads`` + ``optim.Adam``,
     dense), exactly as ``train.LocalEngine`` runs a step, the next batch drawn before the
     update as there; BLAS held at one thread as ``train.fit`` does (products run on
-    Numba's threads, caps2ne_np/blas.py).  ``fused=False`` times the separate
+    Numba's threads, caps2ne_np/kernels/blas.py).  ``fused=False`` times the separate
     kernels instead of step.FusedSparseW (sparse features only)."""
 
     name = "ours"
@@ -279,7 +281,7 @@ class Ours:
         self._batch = None
 
     def _indexed(self, batch):
-        """``batch`` with its rows (batch.batch_rows), as batch.BatchStream gives them."""
+        """``batch`` with its rows (rows.batch_rows), as batch.BatchStream gives them."""
         X = self.params.X
         batch.rows = batch_rows(batch.ctx, X.shape[0], X if self.params.sparse else None)
         return batch
@@ -406,7 +408,7 @@ def flops_per_pair(cfg, n_slots=None, num_sampled=None, rows_per_pair=None):
     step (memory-bound), see ``adam_elements``.
 
     ``rows_per_pair``: the distinct (slot, node) rows per pair that caps2ne_np actually
-    multiplies (batch.share_slots); None counts every slot of every pair (the model as
+    multiplies (rows.share_slots); None counts every slot of every pair (the model as
     written, and what the peer computes).
     """
     I = n_slots or COMMON["walk_length"] - 1
@@ -508,8 +510,8 @@ def adam_floor_ms(n_elements, n_threads, reps=7):
 
 def distinct_rows(problem, cfg, n_batches=20):
     """Mean distinct (slot, node) rows per pair and per slot over the first batches:
-    the rows caps2ne_np's products run on (batch.share_slots)."""
-    from caps2ne_np.batch import share_slots
+    the rows caps2ne_np's products run on (rows.share_slots)."""
+    from caps2ne_np.model.rows import share_slots
 
     batches, per_pair, per_slot = Batches(problem, cfg), [], []
     for step in range(n_batches):

@@ -8,7 +8,7 @@ list the panel uses):
 
 * DeepWalk: bench/deepwalk_peer.py run once per gensim epoch count (default 1, 2, 3,
   5), each its own process; a point per run.
-* Caps2NE: ``caps2ne_np.model.Caps2NE(n_jobs=P, random_state=0, progress=False)``
+* Caps2NE: ``caps2ne_np.estimator.Caps2NE(n_jobs=P, random_state=0, progress=False)``
   with every other hyperparameter at its current default, fitted in this process on
   the graph read from the edge list, with an ``epoch_callback`` that scores the
   embeddings after every epoch; a point per epoch.  The callback's own time
@@ -90,8 +90,8 @@ def deepwalk_points(workdir, graph, epochs_list, threads, shuffles):
 
 def caps2ne_points(path, graph, threads, shuffles):
     """Caps2NE with its defaults, scored after every epoch; dicts of epoch, seconds, score."""
-    from caps2ne_np.graph import read_graph
-    from caps2ne_np.model import Caps2NE
+    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.graphs.graph import read_graph
 
     points = []
     off_clock = [0.0]
@@ -116,7 +116,7 @@ def caps2ne_points(path, graph, threads, shuffles):
 
 
 def warm_up(threads):
-    from caps2ne_np.model import Caps2NE
+    from caps2ne_np.estimator import Caps2NE
 
     adj, _ = graphgen.lfr_like(200, mu=0.3, seed=1, min_community=10, max_community=60)
     t0 = time.perf_counter()

@@ -30,11 +30,13 @@ import pstats
 import time
 from pathlib import Path
 
-from caps2ne_np import _jit, step, train
-from caps2ne_np.config import TrainConfig
-from caps2ne_np.datasets import default_data_dir, load_dataset
-from caps2ne_np.graph import from_scipy, read_edgelist
-from caps2ne_np.train import fit
+from caps2ne_np.graphs.csr import from_scipy
+from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+from caps2ne_np.graphs.graph import read_edgelist
+from caps2ne_np.kernels import _jit
+from caps2ne_np.training import step, train
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.train import fit
 from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
 GROUPS = {
@@ -42,21 +44,18 @@ GROUPS = {
         "_seg_nn",
         "_seg_tn",
         "_seg_nt",
-        "_slot_nn",
-        "_slot_tn",
-        "_slot_nt",
     ),
     "output-layer products (row GEMMs)": ("_rows_nn", "_rows_nt", "_rows_tn"),
     "sparse W_i u and d_W (sparse features)": (
-        "predict_sparse",
-        "predict_sparse_backward_cols",
+        "_predict_sparse",
+        "_predict_sparse_backward_cols",
         "_batch_columns",
     ),
-    "squash of x, forward + backward": ("squash", "squash_backward"),
-    "expand / sum the shared rows": ("gather_rows", "gather_rows_backward"),
-    "routing forward + backward": ("route", "route_backward"),
+    "squash of x, forward + backward": ("_squash", "_squash_backward"),
+    "expand / sum the shared rows": ("_gather_rows", "_gather_rows_backward"),
+    "routing forward + backward": ("_route", "_route_backward"),
     "softmax rows and output-layer small kernels": (
-        "softmax_rows",
+        "_softmax_rows",
         "_target_logits",
         "_add_to_rows",
         "_add_scaled_rows",
@@ -84,7 +83,16 @@ PYTHON = {
         ("core.py", "forward"),
         ("core.py", "loss_and_row_grads"),
     ),
-    "capsules/grads/blas wrappers (output_logits, softmax backward, row_matmul*)": (
+    "capsules/grads/blas wrappers (their checks, output_logits, softmax backward, row_matmul*)": (
+        ("capsules.py", "squash"),
+        ("capsules.py", "predict_sparse"),
+        ("capsules.py", "gather_rows"),
+        ("capsules.py", "route"),
+        ("capsules.py", "softmax_rows"),
+        ("grads.py", "route_backward"),
+        ("grads.py", "gather_rows_backward"),
+        ("grads.py", "predict_sparse_backward_cols"),
+        ("grads.py", "squash_backward"),
         ("capsules.py", "output_logits"),
         ("grads.py", "sampled_softmax_backward_rows"),
         ("grads.py", "scatter_add_rows"),
@@ -105,8 +113,8 @@ PYTHON = {
         ("walks.py", "walks"),
         ("walks.py", "training_pairs"),
         ("walks.py", "batch_walk_ids"),
-        ("batch.py", "batch_rows"),
-        ("batch.py", "share_slots"),
+        ("rows.py", "batch_rows"),
+        ("rows.py", "share_slots"),
     ),
     "Numba dispatch (thread-count checks, launches, Kernel.for_work)": (
         ("parallel.py", "_launch_threads"),

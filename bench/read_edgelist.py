@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from caps2ne_np import graph
+from caps2ne_np.graphs import graph
 
 
 def write_files(folder: Path, m: int, n: int, seed: int = 0) -> dict:

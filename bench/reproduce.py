@@ -27,16 +27,16 @@ from pathlib import Path
 import numpy as np
 
 import report
-from caps2ne_np.config import TrainConfig, usable_cores
-from caps2ne_np.datasets import default_data_dir, load_dataset
 from caps2ne_np.evaluate import (
     classify_splits,
     multilabel_f1,
     multilabel_select_epoch,
     select_epoch,
 )
-from caps2ne_np.graph import from_scipy
-from caps2ne_np.train import fit
+from caps2ne_np.graphs.csr import from_scipy
+from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+from caps2ne_np.training.config import TrainConfig, usable_cores
+from caps2ne_np.training.train import fit
 from common import RESULTS, write_json  # bench/results or $CAPS2NE_BENCH_RESULTS
 
 PAPER = {

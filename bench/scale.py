@@ -7,7 +7,7 @@ ids), and times, each phase in a fresh process so that its peak memory is its ow
   load     ``graph.read_edgelist`` of the text file -> CSR (integer ids, then string ids);
            peak RSS above the process's RSS before the call, against the bytes of the
            result (CSR arrays + the id list and its strings)
-  cache    ``graph.save_graph_cache`` once, then ``graph.load_graph_cache`` in a new process
+  cache    ``graph_cache.save_graph_cache`` once, then ``load_graph_cache`` in a new process
   walks    generating all N*T walks (T = 1, q = 10) in chunks of ``walk_chunk``, as
            ``walks.WalkSource`` does during training
   train    ``train.fit`` with TrainConfig(adam='lazy', walks_per_node=1, targets='all',
@@ -212,7 +212,7 @@ def worker_generate(args):
 
 
 def worker_load(args):
-    from caps2ne_np import graph
+    from caps2ne_np.graphs import graph
 
     warm = Path(args.workdir) / "warm.txt"
     warm.write_text("a b 2\n1 2\n")
@@ -239,21 +239,23 @@ def worker_load(args):
     )
     if args.write_cache:
         t0 = time.perf_counter()
-        cache = graph.save_graph_cache(g, args.path)
+        from caps2ne_np.graphs.graph_cache import save_graph_cache
+
+        cache = save_graph_cache(g, args.path)
         out.update(cache_write_s=time.perf_counter() - t0, cache_bytes=cache.stat().st_size)
     return out
 
 
 def worker_cache_and_walks(args):
-    from caps2ne_np import graph
-    from caps2ne_np import walks as walks_mod
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.rng import derive_seed
+    from caps2ne_np.graphs.graph_cache import load_graph_cache
+    from caps2ne_np.kernels.rng import derive_seed
+    from caps2ne_np.training import walks as walks_mod
+    from caps2ne_np.training.config import TrainConfig
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0 = time.perf_counter()
-        g = graph.load_graph_cache(args.path)
+        g = load_graph_cache(args.path)
         cache_s = time.perf_counter() - t0
     cfg = TrainConfig(**dict(TRAIN, threads=args.threads))
     import numba
@@ -290,16 +292,17 @@ class _Stop(Exception):
 
 def load_train_graph(path):
     """The Graph to train on: BlogCatalog from the data directory, or a cached edge list."""
-    from caps2ne_np import graph
+    from caps2ne_np.graphs.csr import from_scipy
+    from caps2ne_np.graphs.graph_cache import load_graph_cache
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if path == BLOGCATALOG:
-            from caps2ne_np.datasets import default_data_dir, load_dataset
+            from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
 
             ds = load_dataset(BLOGCATALOG, default_data_dir())
-            return graph.from_scipy(ds.adj, ds.node_ids)
-        return graph.load_graph_cache(path)
+            return from_scipy(ds.adj, ds.node_ids)
+        return load_graph_cache(path)
 
 
 def step_rates(windows, warmup, pairs_per_step):
@@ -331,8 +334,8 @@ def worker_train(args):
     runs see the same machine load (the reference's steps are not counted as ours)."""
     import scipy.linalg.cython_blas  # noqa: F401  (see BLAS_NOTE)
 
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     rss_start = current_rss()
     ref = load_train_graph(args.reference) if args.reference else None
@@ -474,7 +477,7 @@ def run_worker(name, **kwargs):
 
 def blogcatalog_available():
     try:
-        from caps2ne_np.datasets import default_data_dir, load_dataset
+        from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
 
         load_dataset(BLOGCATALOG, default_data_dir())
         return True

@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import common  # noqa: E402
 import graphgen  # noqa: E402
 import vs_deepwalk as vd  # noqa: E402
-from caps2ne_np.config import TrainConfig  # noqa: E402
-from caps2ne_np.graph import read_edgelist  # noqa: E402
-from caps2ne_np.train import fit  # noqa: E402
+from caps2ne_np.graphs.graph import read_edgelist  # noqa: E402
+from caps2ne_np.training.config import TrainConfig  # noqa: E402
+from caps2ne_np.training.train import fit  # noqa: E402
 
 
 def variant_options(name):

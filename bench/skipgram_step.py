@@ -34,11 +34,11 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 import common  # noqa: E402, F401  (thread and spin settings before numba starts)
 import graphgen  # noqa: E402
-from caps2ne_np.batch import BatchStream  # noqa: E402
-from caps2ne_np.config import ModelConfig, TrainConfig  # noqa: E402
-from caps2ne_np.core import init_params  # noqa: E402
-from caps2ne_np.optim import Adam  # noqa: E402
-from caps2ne_np.step import TrainStep  # noqa: E402
+from caps2ne_np.model.core import init_params  # noqa: E402
+from caps2ne_np.training.batch import BatchStream  # noqa: E402
+from caps2ne_np.training.config import ModelConfig, TrainConfig  # noqa: E402
+from caps2ne_np.training.optim import Adam  # noqa: E402
+from caps2ne_np.training.step import TrainStep  # noqa: E402
 
 
 def variant_config(name):
@@ -52,15 +52,15 @@ def variant_config(name):
 def term_alone(ts, batches, reps=30):
     """Fastest of ``reps`` calls of the term's own function (skipgram.loss_and_row_grads)
     on the first batch, in ms: its cost without the rest of the step around it."""
-    from caps2ne_np import skipgram
-    from caps2ne_np.core import forward
+    from caps2ne_np.model import skipgram
+    from caps2ne_np.model.core import forward
 
     b = batches[0]
     fw = forward(ts.params, b.ctx, ts.mcfg, b.rows)
-    item_x = np.ascontiguousarray(fw["x_of_row"][b.rows.inv].T)
+    item_x = np.ascontiguousarray(fw.x_of_row[b.rows.inv].T)
     dtype = ts.params.O.dtype
     args = (
-        fw["x"],
+        fw.x,
         item_x,
         ts.params.O,
         ts.params.bias,

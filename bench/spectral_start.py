@@ -6,7 +6,7 @@ For every graph (bench/vs_deepwalk.py's loaders and scoring) the graph is writte
 edge list and ``cli.py train --graph g.txt --out m.emb --spectral <mode>`` runs once per
 mode as its own process, timed by wall clock, with the CLI's defaults otherwise (the
 converge preset, every usable core).  Each embedding is scored with the graph's
-protocol.  Beside them: ProNE alone (``caps2ne_np.spectral.prone``, d = 128, in this
+protocol.  Beside them: ProNE alone (``caps2ne_np.model.spectral.prone``, d = 128, in this
 process, scored the same way) and DeepWalk's score from bench/results/vs_deepwalk.json.
 The spectral start's cost is the "spectral start: ... in X s" line of the run's log;
 its ratio to the same run's wall time is the issue's "at most 10%" target.
@@ -77,7 +77,7 @@ def measure(graph, workdir, modes, threads, dw_scores, panel, old=None):
             row["score"] = vs.score_embedding(graph, emb)["headline"]
         entry["modes"].append(row)
         print(f"  {graph.name} {mode}: {row}", flush=True)
-    from caps2ne_np import spectral
+    from caps2ne_np.model import spectral
 
     t0 = time.perf_counter()
     A = spectral.adjacency(graph.adj.indptr, graph.adj.indices, None, graph.n_nodes)

@@ -38,11 +38,11 @@ def main():
     ap.add_argument("--out", default="time_to_accuracy")
     args = ap.parse_args()
 
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.datasets import default_data_dir, load_dataset
     from caps2ne_np.evaluate import classify_splits, select_epoch
-    from caps2ne_np.graph import from_scipy
-    from caps2ne_np.train import fit
+    from caps2ne_np.graphs.csr import from_scipy
+    from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     ds = load_dataset("cora", default_data_dir())
     g = from_scipy(ds.adj, ds.node_ids)

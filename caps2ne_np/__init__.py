@@ -18,11 +18,11 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it (imported on first access)
 _LAZY = {
-    "Caps2NE": "caps2ne_np.model",
-    "read_edgelist": "caps2ne_np.graph",
-    "read_graph": "caps2ne_np.graph",
-    "Graph": "caps2ne_np.graph",
-    "load_dataset": "caps2ne_np.datasets",
+    "Caps2NE": "caps2ne_np.estimator",
+    "read_edgelist": "caps2ne_np.graphs.graph",
+    "read_graph": "caps2ne_np.graphs.graph",
+    "Graph": "caps2ne_np.graphs.csr",
+    "load_dataset": "caps2ne_np.graphs.datasets",
     "InputError": "caps2ne_np.errors",
 }
 

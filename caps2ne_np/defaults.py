@@ -36,13 +36,13 @@ LR_FIXED_FEATURES = 1e-4
 
 
 SKIPGRAM_WEIGHT_CONVERGE = 0.0
-"""The 'converge' preset's weight lambda of the skip-gram term (skipgram.py, issue 25):
+"""The 'converge' preset's weight lambda of the skip-gram term (skipgram.py):
 0, the paper's loss, because the panel said so (bench/results/skipgram.md): at weight 1
 the term gained 1.6 points on Cora and 10-12 on LFR 3k at mixing 0.7, but lost 1.1-2.0
 on Citeseer (1.0 at weight 0.3) and, with the softmax form, 1.25 on PPI, beyond the 0.5
 the adoption rule allows.  The 'paper' preset's is 0 too."""
 SPECTRAL_CONVERGE = "init_xo"
-"""The 'converge' preset's spectral start (spectral.py, issue 25): ProNE starts the
+"""The 'converge' preset's spectral start (spectral.py): ProNE starts the
 trainable x and the output embeddings O.  On the panel (bench/results/spectral_start.md,
 one seed each) it scored -0.18 (Citeseer) to +13.8 points (LFR 3k at mixing 0.7: 44.81
 -> 58.57) against the same preset without it on Cora, Citeseer, PPI, POS, Pubmed,
@@ -354,7 +354,7 @@ DEFAULTS = {name: option.default for name, option in OPTIONS.items()}
 
 AGGREGATES = ("mean", "sum", "calibrated")
 DEFAULT_AGGREGATE = "calibrated"
-"""Chosen by a rule fixed without test accuracy (issue 26): the best validation accuracy,
+"""Chosen by a rule fixed without test accuracy: the best validation accuracy,
 mean over Cora and Citeseer, of the o-path with the val nodes embedded as new nodes
 (column val_infer_mean of bench/results/inductive.json), and within 0.1 point of the best
 the simplest variant (mean, sum, then the calibrations scale, diag, linear).  The rule

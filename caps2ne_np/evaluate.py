@@ -26,7 +26,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.multiclass import OneVsRestClassifier
 from threadpoolctl import threadpool_limits
 
-from caps2ne_np.errors import InputError
+from .errors import InputError
 
 __all__ = [
     "classify_splits",

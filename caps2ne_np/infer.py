@@ -54,9 +54,6 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from . import graph as graph_mod
-from .config import ModelConfig
-from .core import Params, SparseFeatures, forward, prepare_features, slot_major
 from .defaults import (
     AGGREGATES,
     CALIBRATION_METHODS,
@@ -65,9 +62,12 @@ from .defaults import (
     ISOLATED,
 )
 from .errors import InputError, InputWarning, check_int, check_memory
-from .modelfile import RECALIBRATE, check_calibration
-from .rng import derive_seed, quiet_wraparound
-from .walks import (
+from .graphs.csr import Graph, from_scipy
+from .io.modelfile import RECALIBRATE, check_calibration
+from .kernels.rng import derive_seed, quiet_wraparound
+from .model.core import Params, SparseFeatures, forward, prepare_features, slot_major
+from .training.config import ModelConfig
+from .training.walks import (
     check_csr,
     check_seed,
     cumulative_weights,
@@ -87,15 +87,15 @@ PAIRS_BUDGET = 2**25
 
 
 def _as_graph(graph):
-    """A graph.Graph; a scipy.sparse (N, N) adjacency is read as ``Caps2NE.fit`` reads it."""
-    if isinstance(graph, graph_mod.Graph):
+    """A csr.Graph; a scipy.sparse (N, N) adjacency is read as ``Caps2NE.fit`` reads it."""
+    if isinstance(graph, Graph):
         return graph
     if sp.issparse(graph):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", InputWarning)
-            return graph_mod.from_scipy(graph, directed=True, keep_self_loops=False)
+            return from_scipy(graph, directed=True, keep_self_loops=False)
     raise InputError(
-        f"graph must be a caps2ne_np.graph.Graph or a scipy.sparse adjacency, "
+        f"graph must be a caps2ne_np.graphs.csr.Graph or a scipy.sparse adjacency, "
         f"got {type(graph).__name__}"
     )
 
@@ -140,7 +140,7 @@ def context_positions(spec, walk_length):
 def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all", node2vec=(1, 1)):
     """Z contexts C_v per node from walks of length q through it: int32 (V*Z, q-1).
 
-    graph     : graph.Graph (out-edges; in-edges are its transpose)
+    graph     : csr.Graph (out-edges; in-edges are its transpose)
     nodes     : int (V,) graph indices of the nodes to embed
     walk_length : q (the model's); samples : Z >= 1; seed : int in [0, 2**63)
     positions : 'all' or 0-based positions; sample z puts v at positions[z mod L]
@@ -236,7 +236,7 @@ def capsule_outputs(W, X, ctx, cfg, chunk=None):
     )
     e = np.empty((ctx.shape[0], k), dtype=W.dtype)
     for a in range(0, ctx.shape[0], chunk):
-        e[a : a + chunk] = forward(params, ctx[a : a + chunk], cfg)["e"]
+        e[a : a + chunk] = forward(params, ctx[a : a + chunk], cfg).e
     return e
 
 
@@ -354,7 +354,7 @@ def capsule_embeddings(
     """Algorithm 3 for the graph indices ``nodes``: float32 (V, k), row a = nodes[a].
 
     W, X, cfg : as ``capsule_outputs`` (X in graph order, already prepared)
-    graph     : graph.Graph holding the nodes and their edges
+    graph     : csr.Graph holding the nodes and their edges
     samples   : Z; None -> q (each position once with positions='all')
     isolated  : 'self' (context = the node repeated; InputWarning) or 'error'
     known     : bool (N,) nodes that have an input x (featureless models); None = all
@@ -626,7 +626,7 @@ def infer_embeddings(
                ``modelfile.read_model``)
     config   : its TrainConfig as a dict (``Caps2NE.config_``, a model file's ``config``)
     node_ids : id strings of its training nodes (``Caps2NE.node_ids_``)
-    graph    : graph.Graph (or scipy.sparse adjacency) holding the nodes to embed and
+    graph    : csr.Graph (or scipy.sparse adjacency) holding the nodes to embed and
                their edges to old and new nodes
     features : (N_graph, d) fixed features in graph order (dense or scipy.sparse) for
                a fixed-feature model; None for a featureless one
@@ -707,7 +707,7 @@ def infer_embeddings(
 def inductive_split(graph_or_adj, test_nodes):
     """Remove the test nodes and every edge touching them: ``(subgraph, kept)``.
 
-    graph_or_adj : graph.Graph, or a scipy.sparse (N, N) adjacency
+    graph_or_adj : csr.Graph, or a scipy.sparse (N, N) adjacency
     test_nodes   : graph indices (int), or node ids (str) of a Graph
 
     Returns the subgraph on the other nodes (a Graph with their ids, or a CSR matrix)
@@ -717,7 +717,7 @@ def inductive_split(graph_or_adj, test_nodes):
     their own features alone); an ``InputWarning`` gives their count.  Train on the subgraph,
     then embed the test nodes with ``infer_embeddings`` on the full graph.
     """
-    is_graph = isinstance(graph_or_adj, graph_mod.Graph)
+    is_graph = isinstance(graph_or_adj, Graph)
     if is_graph:
         adj, n = graph_or_adj.to_scipy(), graph_or_adj.n_nodes
     elif (
@@ -728,7 +728,7 @@ def inductive_split(graph_or_adj, test_nodes):
         adj, n = sp.csr_matrix(graph_or_adj), graph_or_adj.shape[0]
     else:
         raise InputError(
-            "graph_or_adj must be a caps2ne_np.graph.Graph or a square scipy.sparse matrix"
+            "graph_or_adj must be a caps2ne_np.graphs.csr.Graph or a square scipy.sparse matrix"
         )
     test = np.asarray(test_nodes)
     if test.size and not np.issubdtype(test.dtype, np.integer):
@@ -779,7 +779,7 @@ def inductive_split(graph_or_adj, test_nodes):
         isolated,
     )
     ids = graph_or_adj.node_ids
-    return graph_mod.Graph(
+    return Graph(
         indptr=indptr,
         indices=np.ascontiguousarray(sub.indices, dtype=np.int32),
         weights=weights,

@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from caps2ne_np import Caps2NE
-from caps2ne_np.datasets import load_dataset
 from caps2ne_np.evaluate import classify_splits
-from caps2ne_np.graph import from_scipy
+from caps2ne_np.graphs.csr import from_scipy
+from caps2ne_np.graphs.datasets import load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,8 @@
 No arguments.  It builds a 6-node graph, samples one batch of (context, target)
 pairs and one sampled set V', runs the forward pass and the hand-derived backward
 pass of caps2ne_np in float64, prints every intermediate with its shape, checks
-every gradient against central finite differences, and takes one Adam step.  It
+every gradient against central finite differences of the float64 reference
+(caps2ne_np/model/reference.py, the paper line by line), and takes one Adam step.  It
 runs in a few seconds, most of it Numba compiling the kernels on the first run
 (they are cached on disk afterwards).
 
@@ -20,11 +21,12 @@ import sys
 
 import numpy as np
 
-from caps2ne_np import capsules, grads, samplers, skipgram, walks
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import forward, init_params, loss_and_grads, loss_and_row_grads
-from caps2ne_np.graph import from_edges
-from caps2ne_np.optim import Adam
+from caps2ne_np.graphs.csr import from_edges
+from caps2ne_np.model import capsules, grads, reference, skipgram
+from caps2ne_np.model.core import forward, init_params, loss_and_grads, loss_and_row_grads
+from caps2ne_np.training import samplers, walks
+from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.optim import Adam
 
 SEED = 3
 N_NODES = 6  # nodes of the toy graph
@@ -45,37 +47,12 @@ LR = 0.01  # Adam learning rate for the one step
 # --------------------------------------------------------------------------- helpers
 
 
-def central_diff(f, a, h=H):
-    """(f(a + h e_j) - f(a - h e_j)) / (2h) for every entry j of ``a``.
-
-    ``f()`` is a scalar function that reads ``a``; ``a`` is perturbed in place and
-    restored, so ``f`` must not cache anything computed from it.
-    """
-    g = np.zeros(a.shape, dtype=np.float64)
-    for j in np.ndindex(a.shape):  # index a itself: W is a transposed view (core.slot_major)
-        old = a[j]
-        a[j] = old + h
-        f_plus = f()
-        a[j] = old - h
-        f_minus = f()
-        a[j] = old
-        g[j] = (f_plus - f_minus) / (2.0 * h)
-    return g
-
-
-def rel_error(a, b):
-    """max |a - b| / max(|a| + |b|), the denominator floored at 1e-8."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(a) + np.abs(b))), 1e-8))
-
-
 RESULTS = []
 
 
 def check(name, analytic, numeric):
     """Record and print one gradient check."""
-    err = rel_error(analytic, numeric)
+    err = reference.rel_error(analytic, numeric)
     ok = err < BAR
     RESULTS.append((name, err, ok))
     print(f"  check {name:<46} rel. error {err:.1e}  {'ok' if ok else 'FAILED'}")
@@ -103,72 +80,14 @@ def dot(a, b):
 # --------------------------------------------------------------------------- forward pieces
 
 
-def route_last(u_hat, cfg, n_slots):
-    """Algorithm 1 on u_hat (I, P, k) with cfg's rule: c, s, e of every iteration
-    (capsules.route)."""
-    m = cfg.routing_iters
-    P = u_hat.shape[1]
-    c = np.empty((m, P, n_slots))
-    s = np.empty((m, P, K))
-    e = np.empty((m, P, K))
-    capsules.route(
-        np.ascontiguousarray(u_hat),
-        m,
-        cfg.scale_for(n_slots),
-        capsules.ROUTING_RULES[cfg.routing_rule],
-        c,
-        s,
-        e,
-    )
-    return c, s, e
-
-
 def squash_rows(a):
-    """squash over the last axis of a (capsules.squash on the 2-D view)."""
-    out = np.empty_like(a)
-    capsules.squash(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), out.reshape(-1, a.shape[-1]))
-    return out
-
-
-def mean_loss(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
-    """L = mean_p loss_p: capsules.output_logits, then capsules.softmax_rows."""
-    z_t, z_s = capsules.output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled)
-    return mean_loss_of_logits(z_t, z_s, targets, sampled)
+    """reference.squash over the last axis of a."""
+    return reference.squash(a.reshape(-1, a.shape[-1])).reshape(a.shape)
 
 
 def mean_loss_of_logits(z_t, z_s, targets, sampled):
     """L = mean_p loss_p from the corrected logits (capsules.softmax_rows)."""
-    P = z_t.shape[0]
-    loss = np.empty(P)
-    d_t = np.empty(P)
-    d_s = np.empty_like(z_s)
-    capsules.softmax_rows(
-        np.ascontiguousarray(z_t), np.ascontiguousarray(z_s), targets, sampled, loss, d_t, d_s
-    )
-    return float(loss.mean())
-
-
-def skipgram_loss(X, O, bias, ctx, targets, sampled, log_q_true, log_q_sampled, neg=None):
-    """The skip-gram term, item by item (docs/math.md#the-skip-gram-term): the mean over
-    (pair p, slot i) of the sampled softmax of x_u . o + b - log Q over {t} and V' (hits
-    removed), or with ``neg`` (M, K) positions in V', of word2vec's negative sampling."""
-    losses = []
-    for p, t in enumerate(targets):
-        for i, u in enumerate(ctx[p]):
-            x = X[u]
-            if neg is None:
-                z = [x @ O[t] + bias[t] - log_q_true[p]]
-                z += [
-                    x @ O[s] + bias[s] - log_q_sampled[j] for j, s in enumerate(sampled) if s != t
-                ]
-                losses.append(np.log(np.sum(np.exp(z))) - z[0])
-            else:
-                item = np.log1p(np.exp(-(x @ O[t] + bias[t])))
-                for j in neg[p * ctx.shape[1] + i]:
-                    if sampled[j] != t:
-                        item += np.log1p(np.exp(x @ O[sampled[j]] + bias[sampled[j]]))
-                losses.append(item)
-    return float(np.mean(losses))
+    return float(capsules.softmax_rows(z_t, z_s, targets, sampled)[0].mean())
 
 
 def main():
@@ -219,28 +138,35 @@ def main():
     section("Forward: gather and squash the features", "docs/math.md#squash, capsules.squash")
     fw = forward(params, ctx, cfg)
     # Per pair, as in the equations.  (core.forward squashes each distinct node once
-    # and multiplies each distinct (slot, node) once, batch.share_slots: same numbers.)
+    # and multiplies each distinct (slot, node) once, rows.share_slots: same numbers.)
     x = params.X[np.asarray(ctx).T]
-    u = np.empty_like(x)
-    capsules.squash(x.reshape(-1, D), u.reshape(-1, D))
+    u = capsules.squash(x.reshape(-1, D)).reshape(x.shape)
     show("x", x, "(I, P, d) x = X[ctx.T], position-major")
     show("|x|^2", np.sum(x * x, axis=2), "(I, P)")
     show("u", u, "(I, P, d) u = squash(x) = g(|x|^2) x")
     show("|u|", np.linalg.norm(u, axis=2), "(I, P) all below 1")
 
-    section("Forward: predictions", "docs/math.md#prediction, capsules.predict")
-    u_hat = fw["u_hat"]
+    section(
+        "Forward: predictions",
+        "docs/math.md#prediction, blas.segment_matmul, capsules.gather_rows",
+    )
+    u_hat = fw.u_hat
     show("u_hat", u_hat, "(I, P, k) u_hat_i = W_i u_i")
+    same_u_hat = np.allclose(u_hat, reference.predict(u, params.W), rtol=1e-12, atol=1e-15)
+    print(
+        f"{fw.u_hat_rows.shape[0]} distinct (slot, node) rows for {u_hat.shape[0] * P} "
+        f"(slot, pair) products; equal to reference.predict pair by pair: {same_u_hat}"
+    )
 
     section(
         f"Forward: routing, m = {M}, rule 'paper', scale = {scale:g}",
         "docs/math.md#routing, capsules.route",
     )
-    c, s, e_all = fw["c"], fw["s"], fw["e_all"]
+    c, s, e_all = fw.c, fw.s, fw.e_all
     show("c", c, "(m, P, I) c = scale softmax(b) of every iteration; c[0] = 1")
     show("s", s, "(m, P, k) s = sum_i c_i u_hat_i of every iteration")
     show("e", e_all, "(m, P, k) e = squash(s) of every iteration")
-    e = np.ascontiguousarray(fw["e"])
+    e = np.ascontiguousarray(fw.e)
     show("e_v", e, "(P, k) the capsule output e = e[m-1]")
 
     section(
@@ -253,10 +179,7 @@ def main():
     )
     show("z_t", z_t, "(P,) z_t = e . o_t + bias_t - log Q(t)")
     show("z_s", z_s, "(P, S) z_s = e . o_s + bias_s - log Q(s); hits are ignored")
-    loss = np.empty(P)
-    d_z_t = np.empty(P)
-    d_z_s = np.empty_like(z_s)
-    capsules.softmax_rows(z_t, z_s, targets, sampled, loss, d_z_t, d_z_s)
+    loss, d_z_t, d_z_s = capsules.softmax_rows(z_t, z_s, targets, sampled)
     L = float(loss.mean())
     show("loss_p", loss, "(P,) -z_t + log(exp z_t + sum_{s != t} exp z_s)")
     print(f"L = mean_p loss_p = {L:.6f}")
@@ -268,37 +191,46 @@ def main():
     check(
         "dL/dz_t (capsules.softmax_rows)",
         d_z_t,
-        central_diff(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_t),
+        reference.numeric_grad(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_t),
     )
     check(
         "dL/dz_s (capsules.softmax_rows)",
         d_z_s,
-        central_diff(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_s),
+        reference.numeric_grad(lambda: mean_loss_of_logits(z_t, z_s, targets, sampled), z_s),
     )
 
     section(
-        "Backward: output layer", "docs/math.md#sampled-softmax, grads.sampled_softmax_backward"
+        "Backward: output layer",
+        "docs/math.md#sampled-softmax, grads.sampled_softmax_backward_rows",
     )
+    d_e, o_rows, d_O_rows, d_bias_rows = grads.sampled_softmax_backward_rows(
+        e, params.O, targets, sampled, d_z_t, d_z_s
+    )
+    d_e = np.ascontiguousarray(d_e)
     d_O = np.zeros_like(params.O)
     d_bias = np.zeros_like(params.bias)
-    d_e = grads.sampled_softmax_backward(e, params.O, targets, sampled, d_z_t, d_z_s, d_O, d_bias)
-    d_e = np.ascontiguousarray(d_e)
+    d_O[o_rows], d_bias[o_rows] = d_O_rows, d_bias_rows
     show("d_e", d_e, "(P, k) d_z_t o_t + sum_s d_z_s o_s")
-    show("d_O", d_O, "(N, k) non-zero only on rows in targets and V'")
+    show("rows", o_rows, "the rows of O the batch touches: targets and V'")
+    show("d_O", d_O, "(N, k) non-zero only on those rows")
     show("d_bias", d_bias, "(N,)")
+    ref = reference.sampled_softmax_backward(e, params.O, targets, sampled, d_z_t, d_z_s)
+    same_out = all(
+        np.allclose(a, b, rtol=1e-12, atol=1e-15) for a, b in zip(ref, (d_e, d_O, d_bias))
+    )
+    print(f"equal to reference.sampled_softmax_backward (dense): {same_out}")
 
     def loss_of_output_layer():
-        return mean_loss(e, params.O, params.bias, targets, sampled, log_q_true, log_q_sampled)
+        return reference.sampled_softmax_loss(
+            e, params.O, params.bias, targets, sampled, q_true, q_sampled
+        )
 
-    check("dL/de (grads.sampled_softmax_backward)", d_e, central_diff(loss_of_output_layer, e))
-    check(
-        "dL/dO (grads.sampled_softmax_backward)", d_O, central_diff(loss_of_output_layer, params.O)
-    )
-    check(
-        "dL/dbias (grads.sampled_softmax_backward)",
-        d_bias,
-        central_diff(loss_of_output_layer, params.bias),
-    )
+    for name, grad, arr in (("e", d_e, e), ("O", d_O, params.O), ("bias", d_bias, params.bias)):
+        check(
+            f"dL/d{name} (grads.sampled_softmax_backward_rows)",
+            grad,
+            reference.numeric_grad(loss_of_output_layer, arr),
+        )
 
     section(
         "Backward: routing, both rules and both gradient modes",
@@ -307,18 +239,12 @@ def main():
     by_mode = {}
     for rule in ("paper", "sabour"):
         for exact in (True, False):
-            cfg_r = ModelConfig(
-                routing_iters=M, routing_rule=rule, grad_mode="exact" if exact else "stop"
-            )
-            c_r, s_r, e_r = route_last(u_hat, cfg_r, n_slots)
-            d_u_hat_r = np.empty_like(u_hat)
-            grads.route_backward(
-                u_hat, c_r, s_r, e_r, d_e, scale, capsules.ROUTING_RULES[rule], exact, d_u_hat_r
-            )
+            c_r, s_r, e_r = capsules.route(u_hat, M, scale, rule)
+            d_u_hat_r = grads.route_backward(u_hat, c_r, s_r, e_r, d_e, scale, rule, exact)
             if exact:
                 # f(u_hat) = <e(u_hat), d_e> through all m iterations
-                def f_route(cfg_r=cfg_r):
-                    return dot(route_last(u_hat, cfg_r, n_slots)[2][M - 1], d_e)
+                def f_route(rule=rule):
+                    return dot(capsules.route(u_hat, M, scale, rule)[2][M - 1], d_e)
             else:
                 # c frozen at the forward values: f = <squash(sum_i c_i u_hat_i), d_e>
                 c_frozen = c_r[M - 1].copy()
@@ -328,44 +254,47 @@ def main():
                     return dot(squash_rows(s_f), d_e)
 
             mode = "exact" if exact else "stop, c frozen"
-            check(f"dL/du_hat ({rule}, {mode})", d_u_hat_r, central_diff(f_route, u_hat))
+            check(f"dL/du_hat ({rule}, {mode})", d_u_hat_r, reference.numeric_grad(f_route, u_hat))
             by_mode[rule, exact] = d_u_hat_r
     d_u_hat = by_mode[cfg.routing_rule, cfg.grad_mode == "exact"]
     for rule in ("paper", "sabour"):
-        diff = rel_error(by_mode[rule, True], by_mode[rule, False])
+        diff = reference.rel_error(by_mode[rule, True], by_mode[rule, False])
         print(
             f"  rule {rule!r}: exact and stop gradients differ by {diff:.1e} (relative): "
             f"the path through c"
         )
     show("d_u_hat", d_u_hat, "(I, P, k) rule 'paper', exact: the one the model uses")
 
-    section("Backward: predictions", "docs/math.md#prediction, grads.predict_backward")
-    d_W, d_u = grads.predict_backward(u, params.W, d_u_hat)
+    section("Backward: predictions", "docs/math.md#prediction, reference.predict_backward")
+    # pair by pair, as the equations; core.loss_and_row_grads sums d_u_hat over the pairs
+    # that share a row first (grads.gather_rows_backward): the same numbers
+    d_W, d_u = reference.predict_backward(u, params.W, d_u_hat)
     show("d_W", d_W, "(I, k, d) d_W_i = sum_p d_u_hat_i u_i^T")
     show("d_u", d_u, "(I, P, d) d_u_i = W_i^T d_u_hat_i")
     check(
-        "dL/dW (grads.predict_backward)",
+        "dL/dW (reference.predict_backward)",
         d_W,
-        central_diff(lambda: dot(capsules.predict(u, params.W), d_u_hat), params.W),
+        reference.numeric_grad(lambda: dot(reference.predict(u, params.W), d_u_hat), params.W),
     )
     check(
-        "dL/du (grads.predict_backward)",
+        "dL/du (reference.predict_backward)",
         d_u,
-        central_diff(lambda: dot(capsules.predict(u, params.W), d_u_hat), u),
+        reference.numeric_grad(lambda: dot(reference.predict(u, params.W), d_u_hat), u),
     )
 
     section(
         "Backward: first squash and the gather",
         "docs/math.md#squash, grads.squash_backward, grads.scatter_add_rows",
     )
-    d_x = np.empty_like(x)
-    grads.squash_backward(
-        x.reshape(-1, D), np.ascontiguousarray(d_u).reshape(-1, D), d_x.reshape(-1, D)
-    )
+    d_x = grads.squash_backward(x.reshape(-1, D), d_u.reshape(-1, D)).reshape(x.shape)
     show("d_x", d_x, "(I, P, d) g d_u + 2 g'(|x|^2) (x . d_u) x")
-    check("dL/dx (grads.squash_backward)", d_x, central_diff(lambda: dot(squash_rows(x), d_u), x))
+    check(
+        "dL/dx (grads.squash_backward)",
+        d_x,
+        reference.numeric_grad(lambda: dot(squash_rows(x), d_u), x),
+    )
     d_X = np.zeros_like(params.X)
-    grads.scatter_add_rows(d_X, fw["ctx_t"].reshape(-1), d_x.reshape(-1, D))
+    grads.scatter_add_rows(d_X, fw.rows.ctx_t.reshape(-1), d_x.reshape(-1, D))
     show("d_X", d_X, "(N, d) d_x summed into the rows of the context nodes")
 
     # ------------------------------------------------------------------ end to end
@@ -380,21 +309,15 @@ def main():
 
     def full_loss():
         f = forward(params, ctx, cfg)
-        return mean_loss(
-            np.ascontiguousarray(f["e"]),
-            params.O,
-            params.bias,
-            targets,
-            sampled,
-            log_q_true,
-            log_q_sampled,
+        return reference.sampled_softmax_loss(
+            f.e, params.O, params.bias, targets, sampled, q_true, q_sampled
         )
 
     for name in ("W", "O", "bias", "X"):
         check(
             f"dL/d{name} end to end (core.loss_and_grads)",
             getattr(gr, name),
-            central_diff(full_loss, getattr(params, name)),
+            reference.numeric_grad(full_loss, getattr(params, name)),
         )
 
     # ------------------------------------------------------------------ skip-gram term
@@ -423,22 +346,21 @@ def main():
 
         def total(neg=neg, cfg_sg=cfg_sg):
             f = forward(sg, ctx, cfg_sg)
-            caps = mean_loss(
-                np.ascontiguousarray(f["e"]), sg.O, sg.bias, targets, sampled,
-                log_q_true, log_q_sampled,
-            )  # fmt: skip
-            return caps + lam * skipgram_loss(
-                sg.X, sg.O, sg.bias, ctx, targets, sampled, log_q_true, log_q_sampled, neg
+            caps = reference.sampled_softmax_loss(
+                f.e, sg.O, sg.bias, targets, sampled, q_true, q_sampled
+            )
+            return caps + lam * reference.skipgram_loss(
+                sg.X, sg.O, sg.bias, ctx, targets, sampled, q_true, q_sampled, neg
             )
 
         check(f"L_sg itself ({form})", np.array(parts["skipgram"]), np.array(
-            skipgram_loss(sg.X, sg.O, sg.bias, ctx, targets, sampled, log_q_true,
-                          log_q_sampled, neg)))  # fmt: skip
+            reference.skipgram_loss(sg.X, sg.O, sg.bias, ctx, targets, sampled, q_true,
+                                    q_sampled, neg)))  # fmt: skip
         for name in ("W", "O", "bias", "X"):
             check(
                 f"dL/d{name} with the term ({'NS' if negatives else 'softmax'})",
                 getattr(g_sg, name),
-                central_diff(total, getattr(sg, name)),
+                reference.numeric_grad(total, getattr(sg, name)),
             )
 
     # ------------------------------------------------------------------ Adam
@@ -469,6 +391,8 @@ def main():
     failed = [name for name, _, ok in RESULTS if not ok]
     if not same:
         failed.append("step-by-step pass != core.loss_and_grads")
+    if not (same_u_hat and same_out):
+        failed.append("training's kernels != the float64 reference")
     if not adam_ok:
         failed.append("Adam step != closed form")
     if failed:

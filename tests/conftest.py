@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-# tests/naive.py and the other reference modules are imported by plain name.
+# tests/naive_walks.py and the other helper modules are imported by plain name.
 sys.path.insert(0, os.path.dirname(__file__))
 
 # Ray (2.60+) starts a local cluster with token authentication and, when no token is
@@ -28,7 +28,7 @@ def _session_data():
     process it starts; $CAPS2NE_DATA_MIRROR becomes the local mirror or an empty folder.
     So no test writes into the user's folders or downloads anything, and a test that
     needs a file nobody has skips (tests/benchdata.py).  Returns the sources used."""
-    from caps2ne_np import downloads
+    from caps2ne_np.graphs import downloads
 
     mirror = downloads.data_mirror()
     if mirror is not None and mirror.startswith("file://"):
@@ -67,7 +67,7 @@ _DATA_SKIPS = []
 def _needed_sets(item, marker):
     """(dataset names, features) a ``needs_data`` marker asks for (the test's ``name``
     parameter when the marker names none)."""
-    from caps2ne_np.datasets import NAMES
+    from caps2ne_np.graphs.datasets import NAMES
 
     names = list(marker.args)
     if not names:
@@ -142,7 +142,7 @@ def ray_local():
     fixture started it; skips without ray.  A Ray that is installed but fails to start is
     an error of the test, not a skip."""
     ray = pytest.importorskip("ray")
-    from caps2ne_np.distributed import start_ray
+    from caps2ne_np.training.distributed import start_ray
 
     started = start_ray(num_cpus=2)
     yield ray

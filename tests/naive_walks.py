@@ -1,4 +1,4 @@
-"""Slow, obvious references for caps2ne_np.walks and caps2ne_np.samplers.
+"""Slow, obvious references for caps2ne_np.training.walks and .samplers and the skip-gram negatives.
 
 Same names and arguments as the kernels (outputs are returned, not preallocated),
 plain loops, no ``@njit``.  Random draws go through the Python bodies of the
@@ -11,7 +11,7 @@ import types
 
 import numpy as np
 
-from caps2ne_np import rng
+from caps2ne_np.kernels import rng
 
 
 def _python_namespace(module):
@@ -269,3 +269,16 @@ def sample(sampler, num_sampled, seed, key):
 def expected_count(p, num_tries):
     """1 - (1 - p)^num_tries, the chance that num_tries draws include a node of probability p."""
     return 1.0 - (1.0 - np.asarray(p, dtype=np.float64)) ** num_tries
+
+
+def skipgram_negatives(seed, step, n_items, n_negatives, n_sampled):
+    """(M, K) positions in V' of each item's negatives (skipgram.negative_positions):
+    the stream (seed, TAG_SKIPGRAM, step, m) of rng.py, drawn through the kernels'
+    Python bodies."""
+    out = np.empty((n_items, n_negatives), dtype=np.int64)
+    with rng.quiet_wraparound():
+        for m in range(n_items):
+            state = pyrng.stream3(seed, rng.TAG_SKIPGRAM, step, m)
+            for j in range(n_negatives):
+                state, out[m, j] = pyrng.rand_below(state, n_sampled)
+    return out

@@ -27,10 +27,11 @@ import scipy.io
 import scipy.sparse as sp
 from click.testing import CliRunner
 
-from caps2ne_np import checkpoint, io
 from caps2ne_np.cli import cli
-from caps2ne_np.io import load_npy, read_word2vec, save_npy, write_word2vec
-from caps2ne_np.model import Caps2NE
+from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.io import formats as io
+from caps2ne_np.io.formats import load_npy, read_word2vec, save_npy, write_word2vec
+from caps2ne_np.training import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -903,7 +904,7 @@ def _vectors():
 
 @pytest.fixture(scope="module")
 def model():
-    from caps2ne_np.graph import from_edges
+    from caps2ne_np.graphs.csr import from_edges
 
     g = from_edges([0, 1, 2, 3], [1, 2, 3, 0], None, ["a", "b", "c", "d"])
     return Caps2NE(
@@ -1015,7 +1016,7 @@ def test_cli_disk_full_names_the_file_and_keeps_the_old_one(run, tmp_path, monke
 
 
 def test_cli_interrupted_run_keeps_the_old_output(run, tmp_path, monkeypatch):
-    from caps2ne_np import walks
+    from caps2ne_np.training import walks
 
     put(tmp_path, "g.txt", GRAPH)
     put(tmp_path, "o.emb", "precious\n")

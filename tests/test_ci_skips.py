@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchdata import DATA, needs_data
-from caps2ne_np.datasets import dataset_files
+from caps2ne_np.graphs.datasets import dataset_files
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -144,7 +144,7 @@ def test_the_skip_reason_points_to_no_shared_data_folder(name):
 def test_the_session_data_folder_is_a_temporary_copy():
     import tempfile
 
-    from caps2ne_np.datasets import data_mirror, default_data_dir
+    from caps2ne_np.graphs.datasets import data_mirror, default_data_dir
 
     data = os.environ["CAPS2NE_DATA"]
     assert default_data_dir() == data and Path(data).is_relative_to(tempfile.gettempdir())
@@ -153,7 +153,7 @@ def test_the_session_data_folder_is_a_temporary_copy():
 
 PARTIAL = """
 from benchdata import needs_data
-from caps2ne_np.datasets import load_dataset
+from caps2ne_np.graphs.datasets import load_dataset
 
 
 @needs_data("cora")

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from benchdata import DATA, needs_data
-from caps2ne_np import datasets
-from caps2ne_np.io import read_word2vec
+from caps2ne_np.graphs import datasets
+from caps2ne_np.io.formats import read_word2vec
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = "http://127.0.0.1:9/"  # the discard port: every download is refused

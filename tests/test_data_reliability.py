@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from benchdata import DATA, needs_data
-from caps2ne_np import datasets, downloads, errors, graph
+from caps2ne_np import errors
 from caps2ne_np.errors import GraphFormatError, InputError
+from caps2ne_np.graphs import datasets, downloads, graph
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = "http://127.0.0.1:9/"  # the discard port: connection refused
@@ -202,7 +203,7 @@ def test_ulimit_v_caps_the_stream_instead_of_a_memory_error(tmp_path):
     bomb.write_bytes(gzip.compress(b"1 2\n" * (10 << 20), 9))  # 40 MiB of text in 41 kB
     code = (
         "import resource, sys\n"
-        "from caps2ne_np import graph\n"
+        "from caps2ne_np.graphs import graph\n"
         "vm = [int(l.split()[1]) * 1024 for l in open('/proc/self/status')"
         " if l.startswith('VmSize')][0]\n"
         "resource.setrlimit(resource.RLIMIT_AS, (vm + (300 << 20), resource.RLIM_INFINITY))\n"
@@ -380,8 +381,8 @@ def test_perf_smoke_without_its_data_is_one_line(tmp_path):
 def test_the_cli_turns_memory_error_into_one_line(monkeypatch, tmp_path):
     from click.testing import CliRunner
 
-    from caps2ne_np import datasets as ds_module
     from caps2ne_np.cli import cli as main
+    from caps2ne_np.graphs import datasets as ds_module
 
     def out_of_memory(*args, **kwargs):
         raise MemoryError()

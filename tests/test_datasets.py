@@ -13,8 +13,9 @@ import pytest
 import scipy.sparse as sp
 
 from benchdata import DATA, REASON, have, needs_data
-from caps2ne_np import datasets, planetoid
-from caps2ne_np.datasets import (
+from caps2ne_np.errors import InputError
+from caps2ne_np.graphs import datasets, planetoid
+from caps2ne_np.graphs.datasets import (
     default_data_dir,
     load_bundled_cora,
     load_dataset,
@@ -24,8 +25,7 @@ from caps2ne_np.datasets import (
     load_planetoid,
     load_splits,
 )
-from caps2ne_np.errors import InputError
-from caps2ne_np.planetoid import RestrictedUnpickler
+from caps2ne_np.graphs.planetoid import RestrictedUnpickler
 
 CITESEER_UNLABELLED = [
     2407,
@@ -455,9 +455,10 @@ def test_one_registry_names_every_set_in_order_and_imports_light():
     ):
         datasets.dataset_files("flickr")
     code = (
-        "import sys, caps2ne_np.datasets\n"
+        "import sys, caps2ne_np.graphs.datasets\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'\n"
-        "             or m in ('caps2ne_np.planetoid', 'caps2ne_np.io', 'caps2ne_np.graph')))"
+        "             or m in ('caps2ne_np.graphs.planetoid', 'caps2ne_np.io.formats',\n"
+        "                      'caps2ne_np.graphs.graph')))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "[]", run.stdout + run.stderr[-2000:]

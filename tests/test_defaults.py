@@ -15,18 +15,18 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np import defaults
-from caps2ne_np.batch import walk_seed
-from caps2ne_np.config import (
+from caps2ne_np.errors import InputError
+from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.training.batch import walk_seed
+from caps2ne_np.training.config import (
     TrainConfig,
     budget_epochs,
     converge_lr,
     learning_rate,
     resolve,
 )
-from caps2ne_np.errors import InputError
-from caps2ne_np.model import Caps2NE
-from caps2ne_np.train import fit
-from caps2ne_np.walks import WalkSource
+from caps2ne_np.training.train import fit
+from caps2ne_np.training.walks import WalkSource
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8)
@@ -64,7 +64,7 @@ def test_linear_schedule_runs_from_lr_to_floor_and_constant_stays():
 
 def test_run_applies_the_schedule_step_by_step(adj, monkeypatch):
     """Adam sees lr(step) at every step of a linear run: first the peak, last the floor."""
-    import caps2ne_np.optim as optim
+    import caps2ne_np.training.optim as optim
 
     seen = []
     real = optim.Adam.step
@@ -299,7 +299,7 @@ def test_cli_history_csv_budget_line_and_paper_preset(tmp_path, adj):
     assert proc.returncode == 0, proc.stderr
     with open(tmp_path / "h.csv") as fh:
         rows_ = list(csv.DictReader(fh))
-    from caps2ne_np.modelfile import read_model
+    from caps2ne_np.io.modelfile import read_model
 
     config = read_model(tmp_path / "m.npz")["config"]
     assert len(rows_) == config["epochs"] >= 1
@@ -416,7 +416,7 @@ def test_cli_estimator_and_trainconfig_share_every_default():
 
 def test_validate_takes_ranges_and_choices_from_the_table(adj):
     """config.validate checks every integer range and every choice of defaults.OPTIONS."""
-    from caps2ne_np.config import validate
+    from caps2ne_np.training.config import validate
 
     good = resolve(TrainConfig(**TINY), adj.shape[0], adj.nnz)[0]
     validate(good, adj.shape[0])
@@ -434,8 +434,8 @@ def test_validate_takes_ranges_and_choices_from_the_table(adj):
 def test_the_kernels_know_every_routing_rule_the_options_offer():
     # capsules.ROUTING_RULES maps each name to the code the Numba kernels branch on;
     # the names themselves are defined once, in defaults.ROUTING_RULES.
-    from caps2ne_np import capsules
     from caps2ne_np.defaults import ROUTING_RULES
+    from caps2ne_np.model import capsules
 
     assert tuple(capsules.ROUTING_RULES) == ROUTING_RULES
     assert len(set(capsules.ROUTING_RULES.values())) == len(ROUTING_RULES)

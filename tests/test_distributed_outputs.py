@@ -17,11 +17,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from caps2ne_np import io
-from caps2ne_np.core import Params, slot_major
-from caps2ne_np.distributed import ShardServer, interleave, row_blocks, streamed_params
 from caps2ne_np.errors import InputError
-from caps2ne_np.modelfile import read_model, save_model
+from caps2ne_np.io import formats as io
+from caps2ne_np.io.modelfile import read_model, save_model
+from caps2ne_np.model.core import Params, slot_major
+from caps2ne_np.training.distributed import ShardServer, interleave, row_blocks, streamed_params
 
 K, D = 3, 2
 NOW = SimpleNamespace(get=lambda refs: list(refs))  # ray.get for handles that answer at once
@@ -167,7 +167,7 @@ def test_streamed_model_file_holds_np_savez_members(tmp_path, S, block_rows):
     streamed = streamed_params(NOW, cluster, 11, K, D, fixed=False, block_rows=block_rows)
     assert isinstance(streamed.O, io.RowBlocks) and isinstance(streamed.X, io.RowBlocks)
     history = [dict(epoch=1, loss=1.5)]
-    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.training.config import TrainConfig
 
     config = TrainConfig(dim=K, feat_dim=D, walk_length=3).to_dict()  # read_model checks it
     save_model(tmp_path / "whole.npz", whole, ids, config, 0.01, history)
@@ -283,8 +283,8 @@ def test_cli_engine_ray_streams_byte_identical_outputs(ray_local, tmp_path, monk
     single machine's; blocks of 7 rows over S = 2 shards do not divide N."""
     from click.testing import CliRunner
 
-    from caps2ne_np import distributed
     from caps2ne_np.cli import cli
+    from caps2ne_np.training import distributed
 
     monkeypatch.setattr(distributed, "OUTPUT_BLOCK_ROWS", 7)
     gathered = []

@@ -1,6 +1,6 @@
 """Every gradient of the hand-derived backward pass against central finite
 differences in float64 (relative error < 1e-6), and the fast forward kernels
-against the naive references in tests/naive.py."""
+against the float64 reference caps2ne_np/model/reference.py."""
 
 import json
 
@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import naive
-from caps2ne_np import capsules, grads
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import Params, SparseFeatures, forward, loss_and_grads
+from caps2ne_np.model import capsules, grads, reference
+from caps2ne_np.model.core import Params, SparseFeatures, forward, loss_and_grads
+from caps2ne_np.training.config import ModelConfig
 from cases import make_case
 
 H = 1e-6
@@ -53,15 +52,16 @@ def test_loss_and_grads_match_central_differences(
     c_fixed = None
     if mode == "stop":  # finite differences with c frozen
         fw = forward(params, ctx, cfg)
-        c_fixed = fw["c"][m - 1]
+        c_fixed = fw.c[m - 1]
 
     def f():
-        return naive.loss(
+        return reference.loss(
             W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, sc, rule, c_fixed
         )
 
     assert loss == pytest.approx(
-        naive.loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, sc, rule), rel=1e-12
+        reference.loss(W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, sc, rule),
+        rel=1e-12,
     )
     named = [("W", W, g.W), ("O", O, g.O), ("bias", bias, g.bias)]
     if not fixed:
@@ -69,7 +69,7 @@ def test_loss_and_grads_match_central_differences(
     else:
         assert g.X is None
     errors = {
-        name: naive.rel_error(analytic, naive.numeric_grad(f, arr, h=H))
+        name: reference.rel_error(analytic, reference.numeric_grad(f, arr, h=H))
         for name, arr, analytic in named
     }
     record_property(
@@ -85,25 +85,25 @@ def test_loss_and_grads_match_central_differences(
 
 
 @pytest.mark.parametrize("n,k", [(1, 2), (3, 5)])
-def test_squash_matches_naive_and_backward_matches_central_differences(n, k):
+def test_squash_matches_reference_and_backward_matches_central_differences(n, k):
     rng = np.random.default_rng(10 * n + k)
     s = rng.standard_normal((n, k))
     d_e = rng.standard_normal((n, k))
     out = np.empty_like(s)
     capsules.squash(s, out)
-    np.testing.assert_allclose(out, naive.squash(s), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(out, reference.squash(s), rtol=1e-12, atol=1e-15)
     d_s = np.empty_like(s)
     grads.squash_backward(s, d_e, d_s)
-    numeric = naive.numeric_grad(lambda: float(np.sum(naive.squash(s) * d_e)), s, h=H)
-    assert naive.rel_error(d_s, numeric) < BAR
+    numeric = reference.numeric_grad(lambda: float(np.sum(reference.squash(s) * d_e)), s, h=H)
+    assert reference.rel_error(d_s, numeric) < BAR
 
 
-def test_squash_float32_matches_naive_float64():
+def test_squash_float32_matches_reference_float64():
     rng = np.random.default_rng(3)
     s = rng.standard_normal((20, 16)).astype(np.float32)
     out = np.empty_like(s)
     capsules.squash(s, out)
-    np.testing.assert_allclose(out, naive.squash(s), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out, reference.squash(s), rtol=1e-5, atol=1e-6)
 
 
 def test_squash_and_gradient_are_finite_and_zero_at_zero_vector():
@@ -126,7 +126,7 @@ def test_route_matches_naive(m, rule, dtype, tol):
     e = np.empty((m, n_pairs, k), dtype=dtype)
     capsules.route(u_hat.astype(dtype), m, dtype(n_slots), capsules.ROUTING_RULES[rule], c, s, e)
     for p in range(n_pairs):
-        e_ref, cs_ref = naive.route(u_hat[:, p, :], m, float(n_slots), rule)
+        e_ref, cs_ref = reference.route(u_hat[:, p, :], m, float(n_slots), rule)
         np.testing.assert_allclose(e[m - 1, p], e_ref, rtol=tol, atol=tol)
         for r in range(m):
             np.testing.assert_allclose(c[r, p], cs_ref[r], rtol=tol, atol=tol)
@@ -143,17 +143,17 @@ def test_one_iteration_with_default_scale_gives_unit_coefficients():
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
-def test_forward_and_sampled_softmax_match_naive(dtype, tol):
+def test_forward_and_sampled_softmax_match_reference(dtype, tol):
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
         5, n_nodes=12, n_pairs=6, n_slots=4
     )
     cfg = ModelConfig(routing_iters=3)
     params = Params(W, O, bias, X).astype(dtype)
     fw = forward(params, ctx, cfg)
-    e_ref, _ = naive.capsule_output(W, X, ctx, 3, 4.0, "paper")
-    np.testing.assert_allclose(fw["e"], e_ref, rtol=tol, atol=tol)
+    e_ref, _ = reference.capsule_output(W, X, ctx, 3, 4.0, "paper")
+    np.testing.assert_allclose(fw.e, e_ref, rtol=tol, atol=tol)
     loss, _ = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
-    ref = naive.sampled_softmax_loss(e_ref, O, bias, targets, sampled, q_true, q_sampled)
+    ref = reference.sampled_softmax_loss(e_ref, O, bias, targets, sampled, q_true, q_sampled)
     assert loss == pytest.approx(ref, rel=10 * tol)
 
 
@@ -165,7 +165,7 @@ def test_float32_gradients_track_float64():
         Params(W, O, bias, X).astype(np.float32), ctx, targets, sampled, q_true, q_sampled, cfg
     )
     for a, b in [(g32.W, g64.W), (g32.O, g64.O), (g32.bias, g64.bias), (g32.X, g64.X)]:
-        assert naive.rel_error(a, b) < 1e-5
+        assert reference.rel_error(a, b) < 1e-5
 
 
 def test_scatter_add_rows_sums_repeats_like_numpy_add_at():
@@ -206,20 +206,15 @@ def test_squash_csr_matches_dense_squash():
     X[1] = 0.0
     sf = SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64)
     u = sp.csr_matrix((sf.u_data, sf.indices, sf.indptr), shape=sf.shape).toarray()
-    np.testing.assert_allclose(u, naive.squash(X), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(u, reference.squash(X), rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_blas_helpers_match_numpy_matmul(dtype):
-    from caps2ne_np.blas import row_matmul, slot_matmul
+    from caps2ne_np.kernels.blas import row_matmul
 
     rng = np.random.default_rng(0)
-    a, b = rng.random((3, 5, 4)).astype(dtype), rng.random((3, 4, 6)).astype(dtype)
-    c, d = rng.random((3, 5, 6)).astype(dtype), rng.random((3, 6, 4)).astype(dtype)
     tol = 1e-12 if dtype == np.float64 else 1e-5
-    np.testing.assert_allclose(slot_matmul(a, b), a @ b, rtol=tol)
-    np.testing.assert_allclose(slot_matmul(a, c, trans_a=True), a.transpose(0, 2, 1) @ c, rtol=tol)
-    np.testing.assert_allclose(slot_matmul(a, d, trans_b=True), a @ d.transpose(0, 2, 1), rtol=tol)
     x, y, z = (
         rng.random((37, 8)).astype(dtype),
         rng.random((8, 5)).astype(dtype),
@@ -228,7 +223,7 @@ def test_blas_helpers_match_numpy_matmul(dtype):
     np.testing.assert_allclose(row_matmul(x, y), x @ y, rtol=tol)
     np.testing.assert_allclose(row_matmul(x, z, trans_b=True), x @ z.T, rtol=tol)
     np.testing.assert_allclose(row_matmul(x[:3], y), x[:3] @ y, rtol=tol)  # fewer rows than chunks
-    from caps2ne_np.blas import row_matmul_tn, segment_matmul, segment_matmul_tn
+    from caps2ne_np.kernels.blas import row_matmul_tn, segment_matmul, segment_matmul_tn
 
     w = rng.random((37, 6)).astype(dtype)
     np.testing.assert_allclose(row_matmul_tn(x, w), x.T @ w, rtol=tol)
@@ -251,7 +246,7 @@ def test_blas_helpers_match_numpy_matmul(dtype):
 
 
 def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
-    from caps2ne_np.core import loss_and_row_grads, row_matrix, slot_major
+    from caps2ne_np.model.core import loss_and_row_grads, row_matrix, slot_major
 
     rng = np.random.default_rng(11)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
@@ -279,10 +274,10 @@ def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
 
 
 def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
-    # The training path (batch.batch_columns + grads.predict_sparse_backward_cols)
+    # The training path (rows.batch_columns + grads.predict_sparse_backward_cols)
     # checked directly against central differences in float64, untouched columns of
     # W included (their gradient must be exactly zero and absent from the rows).
-    from caps2ne_np.core import loss_and_row_grads, slot_major
+    from caps2ne_np.model.core import loss_and_row_grads, slot_major
 
     rng = np.random.default_rng(12)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
@@ -300,7 +295,7 @@ def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
     _, rg = loss_and_row_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
     W_rows = params.W.transpose(0, 2, 1).reshape(-1, params.W.shape[1])  # view: (I * d, k)
     assert np.shares_memory(W_rows, params.W)
-    numeric = naive.numeric_grad(loss, W_rows)
+    numeric = reference.numeric_grad(loss, W_rows)
     analytic = np.zeros_like(numeric)
     analytic[rg["W"].rows] = rg["W"].values
     np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-9)

@@ -1,4 +1,4 @@
-"""Edge-list / matrix readers and the CSR Graph (caps2ne_np.graph)."""
+"""Edge-list / matrix readers and the CSR Graph (caps2ne_np.graphs.graph)."""
 
 import warnings
 
@@ -8,7 +8,8 @@ import scipy.io
 import scipy.sparse as sp
 
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
-from caps2ne_np.graph import Graph, from_edges, from_scipy, read_edgelist, read_graph
+from caps2ne_np.graphs.csr import Graph, from_edges, from_scipy
+from caps2ne_np.graphs.graph import read_edgelist, read_graph
 
 
 def write(tmp_path, content, name="g.txt"):

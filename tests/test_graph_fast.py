@@ -1,4 +1,4 @@
-"""The NumPy edge-list reader and the binary graph cache (caps2ne_np.graph).
+"""The NumPy edge-list reader and the binary graph cache (caps2ne_np.graphs.graph).
 
 The careful reader (``_read_edgelist_careful``, plain Python string handling) is the
 reference: on every well-formed file the NumPy reader (``_read_edgelist_fast``) must
@@ -17,14 +17,13 @@ import warnings
 import numpy as np
 import pytest
 
-from caps2ne_np import graph as G
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
-from caps2ne_np.graph import (
+from caps2ne_np.graphs import graph as G
+from caps2ne_np.graphs.graph import read_edgelist, read_graph
+from caps2ne_np.graphs.graph_cache import (
     StaleCacheError,
     cache_path,
     load_graph_cache,
-    read_edgelist,
-    read_graph,
     save_graph_cache,
 )
 

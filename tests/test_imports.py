@@ -3,7 +3,7 @@
 Every module is parsed with ``ast`` (nothing is imported), and every import statement
 counts, at module level or inside a function, relative or absolute.  An edge goes
 from a module to each caps2ne_np module it names: ``from . import graph`` names
-caps2ne_np.graph, ``from .graph import Graph`` names caps2ne_np.graph too.  Running a
+caps2ne_np.graphs.graph, ``from .graph import Graph`` names caps2ne_np.graphs.graph too.  Running a
 submodule also runs its package's ``__init__``; that implicit step is not an edge
 (a package whose ``__init__`` registers its submodules is no circle).
 """
@@ -93,9 +93,40 @@ def find_cycle(graph):
 
 def test_the_package_has_no_import_circle():
     graph = import_graph(PACKAGE)
-    assert len(graph) > 20 and "caps2ne_np.train" in graph["caps2ne_np.model"]
+    assert len(graph) > 20 and "caps2ne_np.training.train" in graph["caps2ne_np.estimator"]
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+# The folders' layering (README.md, Layout): the folders each folder may import, besides
+# its own and the shared modules errors.py and defaults.py, which import no folder.
+LAYERS = {
+    "kernels": set(),
+    "model": {"kernels"},
+    "training": {"kernels", "model", "io"},
+    "io": set(),
+    "graphs": {"io"},
+}
+SHARED = {"caps2ne_np.errors", "caps2ne_np.defaults"}
+
+
+def test_the_folders_import_downward_only():
+    graph = import_graph(PACKAGE)
+    assert set(LAYERS) <= {name.split(".")[1] for name in graph if name.count(".") == 2}
+    wrong = []
+    for name, targets in graph.items():
+        folder = name.split(".")[1] if name.count(".") == 2 else None
+        if name in SHARED:
+            allowed = set()
+        elif folder in LAYERS:
+            allowed = LAYERS[folder] | {folder}
+        else:
+            continue
+        for target in targets:
+            to = target.split(".")[1] if target.count(".") == 2 else None
+            if target not in SHARED and to not in allowed:
+                wrong.append(f"{name} -> {target}")
+    assert not wrong, "imports against the layering: " + ", ".join(wrong)
 
 
 @pytest.mark.parametrize("late", [False, True])

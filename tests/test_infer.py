@@ -1,7 +1,7 @@
 """Inference for new nodes (Algorithm 3) and the inductive split.
 
 The context sampler is checked draw for draw against a slow reference; the capsule
-outputs against tests/naive.py in float64; then the behaviour: deterministic for a
+outputs against caps2ne_np/model/reference.py in float64; then the behaviour: deterministic for a
 seed, independent of threads and of the other requested nodes, invariant to
 relabelling, a node attached to one community lands next to it, test nodes never
 reach training, and the CLI writes what the API returns.
@@ -15,23 +15,18 @@ import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
 
-import naive
-from caps2ne_np import rng
 from caps2ne_np.cli import cli
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import SparseFeatures
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.graph import from_edges, from_scipy
-from caps2ne_np.infer import (
-    capsule_outputs,
-    inductive_split,
-    infer_embeddings,
-    sample_contexts,
-)
-from caps2ne_np.io import read_word2vec
-from caps2ne_np.model import Caps2NE
-from caps2ne_np.rng import TAG_INFER
-from caps2ne_np.walks import uniform_walks
+from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.graphs.csr import from_edges, from_scipy
+from caps2ne_np.infer import capsule_outputs, inductive_split, infer_embeddings, sample_contexts
+from caps2ne_np.io.formats import read_word2vec
+from caps2ne_np.kernels import rng
+from caps2ne_np.kernels.rng import TAG_INFER
+from caps2ne_np.model import reference
+from caps2ne_np.model.core import SparseFeatures
+from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.walks import uniform_walks
 from naive_walks import pyrng
 
 # --------------------------------------------------------------------------- naive reference
@@ -204,7 +199,7 @@ def test_capsule_outputs_match_naive(sparse, iters, rule):
     ctx = r.integers(0, n, (P, I)).astype(np.int32)
     cfg = ModelConfig(routing_iters=iters, routing_rule=rule)
     e = capsule_outputs(W, X, ctx, cfg, chunk=4)  # chunks of 4 pairs: 4 + 4 + 3
-    ref, _ = naive.capsule_output(
+    ref, _ = reference.capsule_output(
         W.astype(np.float64), Xd.astype(np.float64), ctx, iters, float(I), rule
     )
     np.testing.assert_allclose(e, ref, rtol=1e-5, atol=1e-6)
@@ -258,8 +253,8 @@ def test_scipy_adjacency_and_indices_as_input(full, fixed_model, features):
 
 def test_samples_average_the_capsule_outputs(full, fixed_model, features):
     """E = (1/Z) sum_z e_z over the contexts sample_contexts draws (Algorithm 3)."""
-    from caps2ne_np.core import prepare_features
-    from caps2ne_np.rng import derive_seed
+    from caps2ne_np.kernels.rng import derive_seed
+    from caps2ne_np.model.core import prepare_features
 
     E = infer_embeddings(
         *fitted(fixed_model), full, features, ["new"], samples=13, seed=2, aggregate="mean"
@@ -488,7 +483,7 @@ def _invoke(*args):
 
 
 def test_cli_infer_matches_api(cli_files, featureless_model):
-    from caps2ne_np.graph import read_graph
+    from caps2ne_np.graphs.graph import read_graph
 
     d = cli_files
     out = d / "new.emb"
@@ -516,7 +511,7 @@ def test_cli_infer_matches_api(cli_files, featureless_model):
 
 
 def test_cli_infer_with_features_and_ids(cli_files, fixed_model, features, full):
-    from caps2ne_np.graph import read_graph
+    from caps2ne_np.graphs.graph import read_graph
 
     d = cli_files
     out = d / "fixed.emb"
@@ -590,7 +585,7 @@ def test_cli_infer_errors_are_one_line(cli_files, case, match):
 
 def test_cli_infer_through_the_dataset_loader(tmp_path):
     """--dataset: train (API) on the bundled Cora graph without 5 nodes, embed them by CLI."""
-    from caps2ne_np.datasets import load_dataset
+    from caps2ne_np.graphs.datasets import load_dataset
 
     ds = load_dataset("cora-bundled")
     g = from_scipy(ds.adj, ds.node_ids)
@@ -620,7 +615,7 @@ def test_cli_infer_through_the_dataset_loader(tmp_path):
 
 def test_cli_dataset_choices_are_the_dataset_registry():
     from caps2ne_np.cli import cli as group
-    from caps2ne_np.datasets import NAMES
+    from caps2ne_np.graphs.datasets import NAMES
 
     for name in ("train", "infer", "evaluate"):
         option = next(p for p in group.commands[name].params if p.name == "dataset")
@@ -630,8 +625,8 @@ def test_cli_dataset_choices_are_the_dataset_registry():
 def test_estimator_transform_delegates_to_infer_embeddings():
     import scipy.sparse as sp
 
+    from caps2ne_np.estimator import Caps2NE
     from caps2ne_np.infer import infer_embeddings
-    from caps2ne_np.model import Caps2NE
 
     rng = np.random.default_rng(0)
     upper = np.triu(rng.random((30, 30)) < 0.2, 1)

@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from caps2ne_np import infer
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.graph import from_edges, read_graph
+from caps2ne_np.graphs.csr import from_edges
+from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.infer import (
     apply_calibration,
     calibrate,
@@ -28,8 +29,8 @@ from caps2ne_np.infer import (
     inductive_split,
     infer_embeddings,
 )
-from caps2ne_np.io import read_word2vec
-from caps2ne_np.modelfile import read_calibration, read_model, save_calibration
+from caps2ne_np.io.formats import read_word2vec
+from caps2ne_np.io.modelfile import read_calibration, read_model, save_calibration
 from test_infer import features, fit_quiet, fitted, full  # noqa: F401 (shared fixtures)
 
 OLD = [f"n{i}" for i in range(30)]

@@ -1,4 +1,4 @@
-"""Embedding files and atomic writes (caps2ne_np.io)."""
+"""Embedding files and atomic writes (caps2ne_np.io.formats)."""
 
 import os
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.io import (
+from caps2ne_np.io.formats import (
     atomic_write,
     load_npy,
     load_npz,
@@ -273,8 +273,8 @@ def test_atomic_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch, w
     elif writer == "npz":
         save_npz(target, a=vectors)
     else:
-        from caps2ne_np.core import Params
-        from caps2ne_np.modelfile import save_model
+        from caps2ne_np.io.modelfile import save_model
+        from caps2ne_np.model.core import Params
 
         W = np.ones((2, 4, 3), dtype=np.float32)
         params = Params(W, vectors, np.zeros(5, np.float32), np.ones((5, 3), np.float32))
@@ -290,7 +290,7 @@ def test_atomic_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch, w
 INTERRUPTED_ZIP = """
 import os, sys, zipfile
 import numpy as np
-from caps2ne_np.io import save_npz
+from caps2ne_np.io.formats import save_npz
 
 real, calls = zipfile._ZipWriteFile.close, []
 
@@ -332,7 +332,7 @@ def test_an_interrupt_inside_a_zip_member_stays_an_interrupt(tmp_path):
 LEFT_IN_A_WINDOW = """
 import sys
 from pathlib import Path
-from caps2ne_np import io
+from caps2ne_np.io import formats as io
 
 f, tmp = io._create_temp(Path(sys.argv[1]) / "x.npz", binary=True)
 f.write(b"half")

@@ -5,9 +5,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from numba import prange
 
-from caps2ne_np import _jit, capsules
+from caps2ne_np.kernels import _jit
+from caps2ne_np.model import capsules
 
 
 def _f(a):
@@ -36,7 +38,10 @@ def test_cache_name_carries_the_compile_options():
 
 def test_cache_name_is_the_same_in_every_process():
     # a set's iteration order changes with PYTHONHASHSEED; the tag must not
-    code = "from caps2ne_np import capsules; print(capsules.route.parallel.py_func.__qualname__)"
+    code = (
+        "from caps2ne_np.model import capsules; "
+        "print(capsules._route.parallel.py_func.__qualname__)"
+    )
     names = set()
     for seed in ("1", "2", "3"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
@@ -45,4 +50,37 @@ def test_cache_name_is_the_same_in_every_process():
         )
         assert out.returncode == 0, out.stderr[-2000:]
         names.add(out.stdout.strip())
-    assert names == {capsules.route.parallel.py_func.__qualname__}
+    assert names == {capsules._route.parallel.py_func.__qualname__}
+
+
+def test_a_declared_work_estimate_picks_the_version_a_call_runs(monkeypatch):
+    monkeypatch.setattr(_jit.numba, "get_num_threads", lambda: 2)
+    small = np.zeros((3, 4))
+    big = np.zeros((_jit.PAR_MIN_WORK // 4, 4))
+    for s, version in ((small, "serial"), (big, "parallel")):
+        before = dict(_jit.LAUNCHES)
+        capsules.squash(s)  # capsules._squash declares 4 operations per entry
+        assert _jit.LAUNCHES[version] == before[version] + 1
+        assert sum(_jit.LAUNCHES.values()) == sum(before.values()) + 1
+
+
+def test_the_kernels_public_wrappers_check_their_arrays():
+    from caps2ne_np.model import grads
+
+    s = np.zeros((3, 4))
+    with pytest.raises(ValueError, match=r"squash: out: expected an array of shape \(3, 4\)"):
+        capsules.squash(s, np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="squash_backward: d_e"):
+        grads.squash_backward(s, np.zeros((3, 4), dtype=np.float32))
+    with pytest.raises(ValueError, match="route: u_hat"):
+        capsules.route(s, 1, 1.0, "paper")
+    with pytest.raises(ValueError, match="routing rule"):
+        capsules.route(np.zeros((2, 3, 4)), 1, 1.0, "other")
+    with pytest.raises(ValueError, match="outside"):
+        capsules.gather_rows(np.zeros((2, 3)), np.array([[0, 2]]))
+    with pytest.raises(ValueError, match="softmax_rows: targets"):
+        capsules.softmax_rows(np.zeros(2), np.zeros((2, 3)), np.zeros(3, int), np.zeros(3, int))
+    c, s_, e = capsules.route(np.zeros((2, 3, 4)), 2, 2.0, "sabour")
+    assert c.shape == (2, 3, 2) and s_.shape == e.shape == (2, 3, 4)
+    d_u_hat = grads.route_backward(np.zeros((2, 3, 4)), c, s_, e, np.zeros((3, 4)), 2.0, 1, True)
+    assert d_u_hat.shape == (2, 3, 4)

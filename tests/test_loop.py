@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from caps2ne_np.config import TrainConfig, learning_rate
-from caps2ne_np.loop import TrainingDiverged, TrainResult, run_epochs
+from caps2ne_np.training.config import TrainConfig, learning_rate
+from caps2ne_np.training.loop import TrainingDiverged, TrainResult, run_epochs
 
 N_WALKS = 40  # batch_size 8: 5 batches per epoch
 
@@ -114,8 +114,8 @@ def test_divergence_names_the_step_and_the_routing_scale(round_size):
 def test_checkpoint_without_filled_num_sampled_resumes():
     """A checkpoint written before ``resolve`` filled num_sampled stores None: the
     same run, so resuming it is not refused; another explicit value still is."""
-    from caps2ne_np import checkpoint
     from caps2ne_np.errors import InputError
+    from caps2ne_np.training import checkpoint
 
     ckpt = {"path": "ck/latest.npz", "graph_hash": "h", "config": {"num_sampled": None, "dim": 8}}
     checkpoint._check_same_run(ckpt, {"num_sampled": 59, "dim": 8, "skipgram_weight": 0.0}, "h")

@@ -9,8 +9,8 @@ import scipy.sparse as sp
 from scipy import stats
 
 import naive_walks as naive
-from caps2ne_np.rng import quiet_wraparound
-from caps2ne_np.walks import (
+from caps2ne_np.kernels.rng import quiet_wraparound
+from caps2ne_np.training.walks import (
     WalkSource,
     cumulative_weights,
     node2vec_walk_contexts,
@@ -246,8 +246,8 @@ def csr_of(adj):
 
 
 def test_training_walks_follow_the_options():
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     ip, ix, _ = csr_of(ring_adj())
     O = {}
@@ -259,9 +259,9 @@ def test_training_walks_follow_the_options():
 
 
 def test_ray_batch_worker_makes_the_same_node2vec_walks():
-    from caps2ne_np.batch import walk_seed
-    from caps2ne_np.config import TrainConfig, resolve
-    from caps2ne_np.distributed import BatchWorker
+    from caps2ne_np.training.batch import walk_seed
+    from caps2ne_np.training.config import TrainConfig, resolve
+    from caps2ne_np.training.distributed import BatchWorker
 
     adj = ring_adj()
     ip, ix, _ = csr_of(adj)
@@ -282,8 +282,8 @@ def test_ray_batch_worker_makes_the_same_node2vec_walks():
     ],
 )
 def test_training_refuses_bad_p_and_q_in_one_line(options, message):
-    from caps2ne_np.config import TrainConfig, resolve, validate
     from caps2ne_np.errors import InputError
+    from caps2ne_np.training.config import TrainConfig, resolve, validate
 
     cfg = resolve(TrainConfig(**TINY, **options), 10, 20)[0]
     with pytest.raises(InputError, match=message) as err:
@@ -308,7 +308,7 @@ def test_model_file_keeps_p_q_and_inference_uses_them(tmp_path, monkeypatch):
     """The estimator stores p and q in the model file; inference grows its contexts with
     them; a model file without them (older) infers with p = q = 1."""
     from caps2ne_np import infer
-    from caps2ne_np.model import Caps2NE
+    from caps2ne_np.estimator import Caps2NE
 
     adj = ring_adj()
     model = Caps2NE(**TINY, node2vec_p=0.5, node2vec_q=2.0).fit(adj)
@@ -346,7 +346,7 @@ def test_model_file_keeps_p_q_and_inference_uses_them(tmp_path, monkeypatch):
 
 def test_sample_contexts_with_p_q_equal_the_kernel_on_sorted_rows():
     """infer.sample_contexts passes p and q to the kernel, on rows it sorts first."""
-    from caps2ne_np.graph import Graph
+    from caps2ne_np.graphs.csr import Graph
     from caps2ne_np.infer import sample_contexts
 
     ip, ix, _ = random_graph(12, seed=5)

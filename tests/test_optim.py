@@ -3,9 +3,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import naive
-from caps2ne_np.core import RowGrad, row_matrix, slot_major
-from caps2ne_np.optim import Adam
+from caps2ne_np.model import reference
+from caps2ne_np.model.core import RowGrad, row_matrix, slot_major
+from caps2ne_np.training.optim import Adam
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
@@ -18,7 +18,7 @@ def test_adam_matches_tf1_reference_over_several_steps(dtype, tol):
     for t in range(1, 6):
         g = rng.normal(size=p0.shape)
         opt.step({"p": RowGrad.every_row(g.astype(dtype))})
-        ref, m, v = naive.adam_tf1(ref, g, m, v, t, 0.01)
+        ref, m, v = reference.adam_tf1(ref, g, m, v, t, 0.01)
     np.testing.assert_allclose(p, ref, rtol=tol, atol=tol)
     np.testing.assert_allclose(opt.m["p"], m, rtol=tol, atol=tol)
     assert opt.t == 5
@@ -52,7 +52,7 @@ def test_lazy_adam_updates_only_touched_rows_and_matches_reference_there():
         g = rng.normal(size=(len(rows), 3))
         opt.step({"p": RowGrad(rows, g)}, lazy=True)
         # reference: Adam on the touched rows only, with the global step t
-        new, m_new, v_new = naive.adam_tf1(ref[rows], g, m[rows], v[rows], t, 0.05)
+        new, m_new, v_new = reference.adam_tf1(ref[rows], g, m[rows], v[rows], t, 0.05)
         ref[rows], m[rows], v[rows] = new, m_new, v_new
     np.testing.assert_allclose(p, ref, rtol=1e-12)
     np.testing.assert_array_equal(p[[1, 3, 4]], p0[[1, 3, 4]])  # never touched
@@ -149,8 +149,8 @@ def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
     the column index of a second batch (the one the fused update predicts)."""
     import scipy.sparse as sp
 
-    from caps2ne_np.batch import batch_columns, share_slots
-    from caps2ne_np.core import SparseFeatures
+    from caps2ne_np.model.core import SparseFeatures
+    from caps2ne_np.model.rows import batch_columns, share_slots
 
     rng = np.random.default_rng(seed)
     sf = SparseFeatures.from_scipy(
@@ -169,7 +169,7 @@ def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
 
 def _fused(version, p, m, v, d, d_W, cols, u_hat, coefs):
     """step._adam_W_predict on W's row matrices, as step.FusedSparseW calls it."""
-    from caps2ne_np.step import _adam_W_predict
+    from caps2ne_np.training.step import _adam_W_predict
 
     n_slots = p.shape[0] // d
     grad = (d_W.rows, d_W.values, np.searchsorted(d_W.rows, np.arange(n_slots + 1) * d))
@@ -229,8 +229,8 @@ def _adam64(p, g, m, v, lr_t, beta1=0.9, beta2=0.999, eps=1e-8):
 
 @pytest.mark.parametrize("version", ["serial", "parallel"])
 def test_fused_sparse_W_update_is_bitwise_the_separate_kernels_in_float32(version):
-    from caps2ne_np import capsules
-    from caps2ne_np.optim import _adam_dense_rowgrad
+    from caps2ne_np.model import capsules
+    from caps2ne_np.training.optim import _adam_dense_rowgrad
 
     rng, sf, (n_nodes, n_ptr, n_cols), W, d_W = _sparse_W_problem(np.float32, seed=1)
     n_slots, k, d = W.shape
@@ -247,7 +247,7 @@ def test_fused_sparse_W_update_is_bitwise_the_separate_kernels_in_float32(versio
     p1, m1, v1 = p.copy(), m.copy(), v.copy()
     _adam_dense_rowgrad.serial(p1, position, d_W.values, m1, v1, *coefs)
     u_hat1 = np.zeros((n_nodes.shape[0], k), dtype=f)
-    capsules.predict_sparse.serial(
+    capsules._predict_sparse.serial(
         n_cols.keys,
         n_cols.slot_key_ptr,
         n_cols.key_ptr,
@@ -274,7 +274,7 @@ def test_lazy_step_of_all_tables_in_one_kernel_is_bitwise_the_per_table_kernels(
     gradient of every row), float32, on 1 and 2 threads."""
     import numba
 
-    import caps2ne_np._jit as jit
+    import caps2ne_np.kernels._jit as jit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel versions, however small
     rng = np.random.default_rng(7)

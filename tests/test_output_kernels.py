@@ -7,7 +7,7 @@ column counts that do not fill the last block."""
 import numpy as np
 import pytest
 
-from caps2ne_np import capsules, grads
+from caps2ne_np.model import capsules, grads
 
 VERSIONS = ["serial", "parallel"]
 

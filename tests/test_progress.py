@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from caps2ne_np import loop as loop_mod
-from caps2ne_np import progress
-from caps2ne_np import train as train_mod
 from caps2ne_np.cli import cli
 from caps2ne_np.cli.run import BarSafeHandler as _BarSafeHandler
 from caps2ne_np.cli.run import reset_logging as _reset_logging
-from caps2ne_np.config import TrainConfig
-from caps2ne_np.graph import read_edgelist
-from caps2ne_np.train import fit
+from caps2ne_np.graphs.graph import read_edgelist
+from caps2ne_np.training import loop as loop_mod
+from caps2ne_np.training import progress
+from caps2ne_np.training import train as train_mod
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.train import fit
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--num-sampled", "3"]
@@ -249,7 +249,7 @@ def test_first_step_is_kept_out_of_pairs_per_second(monkeypatch):
 
 
 def test_compiling_message_when_the_numba_cache_is_cold(tmp_path):
-    code = "from caps2ne_np import train; print(train._kernels_cold())"
+    code = "from caps2ne_np.training import train; print(train._kernels_cold())"
     env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_CACHE_DIR=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 import naive_walks as naive
-from caps2ne_np.samplers import (
+from caps2ne_np.training.samplers import (
     LogUniformSampler,
     UniformSampler,
     UnigramSampler,

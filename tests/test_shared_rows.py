@@ -1,4 +1,4 @@
-"""The shared (slot, node) rows of a batch (batch.share_slots): the bookkeeping
+"""The shared (slot, node) rows of a batch (rows.share_slots): the bookkeeping
 against a plain NumPy reference, and whole batches built from walks, where pairs
 share most rows, against the naive per-pair model (float64 loss and gradients)."""
 
@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import naive
-from caps2ne_np import capsules, grads
-from caps2ne_np.batch import batch_columns, share_slots
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import Params, SparseFeatures, forward, loss_and_grads
-from caps2ne_np.walks import training_pairs
+from caps2ne_np.model import capsules, grads, reference
+from caps2ne_np.model.core import Params, SparseFeatures, forward, loss_and_grads
+from caps2ne_np.model.rows import batch_columns, share_slots
+from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.walks import training_pairs
 
 
 def walk_batch(seed, n_nodes=9, n_walks=5, q=6, positions="all"):
@@ -111,7 +110,7 @@ def test_batch_columns_parallel_equals_serial(seed, density, monkeypatch):
     # the slots are indexed independently in parallel: same arrays as one thread
     import numba
 
-    from caps2ne_np import _jit
+    from caps2ne_np.kernels import _jit
 
     _, sf, nodes, ptr = _sparse_batch(seed, density=density)
     serial = batch_columns(sf, nodes, ptr)
@@ -137,15 +136,13 @@ def test_sparse_products_by_column_match_dense_numpy(seed):
     row_slot = np.repeat(np.arange(n_slots), np.diff(ptr))
     cols = batch_columns(sf, nodes, ptr)
     u_hat = np.zeros((nodes.shape[0], k))
-    capsules.predict_sparse(
-        cols.keys, cols.slot_key_ptr, cols.key_ptr, cols.ent_row, cols.ent_val, W_t, u_hat
-    )
+    capsules.predict_sparse(cols, W_t, u_hat)
     ref = np.stack([u[nodes[r]] @ W_t[row_slot[r]] for r in range(nodes.shape[0])])
     np.testing.assert_allclose(u_hat, ref, rtol=1e-12, atol=1e-14)
     # backward: d_W_i = sum over slot i's rows of u_r (outer) d_u_hat_r, touched columns only
     d_u_hat = rng.normal(size=u_hat.shape)
     values = np.full((cols.keys.shape[0], k), np.nan)
-    grads.predict_sparse_backward_cols(cols.key_ptr, cols.ent_row, cols.ent_val, d_u_hat, values)
+    grads.predict_sparse_backward_cols(cols, d_u_hat, values)
     dense = np.zeros((n_slots, d, k))
     for r in range(nodes.shape[0]):
         dense[row_slot[r]] += np.outer(u[nodes[r]], d_u_hat[r])
@@ -177,7 +174,7 @@ def test_walk_batches_match_naive_gradients(features, m, positions):
     loss, g = loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, cfg)
 
     def f():
-        return naive.loss(
+        return reference.loss(
             W, O, bias, X, ctx, targets, sampled, q_true, q_sampled, m, float(q - 1), "paper"
         )
 
@@ -186,11 +183,11 @@ def test_walk_batches_match_naive_gradients(features, m, positions):
     if features == "trainable":
         named.append(("X", X, g.X))
     for name, arr, analytic in named:
-        numeric = naive.numeric_grad(f, arr, h=1e-6)
-        assert naive.rel_error(analytic, numeric) < 1e-6, name
-    u = naive.squash(X[ctx].reshape(-1, d)).reshape(ctx.shape + (d,))
+        numeric = reference.numeric_grad(f, arr, h=1e-6)
+        assert reference.rel_error(analytic, numeric) < 1e-6, name
+    u = reference.squash(X[ctx].reshape(-1, d)).reshape(ctx.shape + (d,))
     np.testing.assert_allclose(
-        forward(params, ctx, cfg)["u_hat"], np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15
+        forward(params, ctx, cfg).u_hat, np.einsum("ikd,pid->ipk", W, u), rtol=1e-12, atol=1e-15
     )
 
 

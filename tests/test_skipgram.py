@@ -1,5 +1,5 @@
-"""The skip-gram term (caps2ne_np/skipgram.py): its loss against the float64 oracle
-(tests/naive.py), its gradients (merged with the capsule loss's) against central
+"""The skip-gram term (caps2ne_np/model/skipgram.py): its loss against the float64 oracle
+(caps2ne_np/model/reference.py), its gradients (merged with the capsule loss's) against central
 differences, weight 0 as the paper's loss bit for bit, the same bits on 1 and 2
 threads, the refusals, and training with it."""
 
@@ -7,11 +7,11 @@ import numba
 import numpy as np
 import pytest
 
-import naive
-from caps2ne_np import skipgram
-from caps2ne_np.config import ModelConfig
-from caps2ne_np.core import Params, loss_and_grads, loss_and_row_grads
+import naive_walks
 from caps2ne_np.errors import InputError
+from caps2ne_np.model import reference, skipgram
+from caps2ne_np.model.core import Params, loss_and_grads, loss_and_row_grads
+from caps2ne_np.training.config import ModelConfig
 from cases import make_case
 
 H = 1e-6
@@ -28,16 +28,26 @@ def case(seed, n_pairs=3, n_slots=3, k=5, n_nodes=7, n_sampled=4):
     return Params(W, O, bias, X), ctx, targets, sampled, q_true, q_sampled
 
 
+def skipgram_reference(params, ctx, targets, sampled, q_true, q_sampled, negatives, key):
+    """The term in float64 (reference.skipgram_loss); with ``negatives`` K > 0, item m's
+    K negatives are drawn from the stream (seed, TAG_SKIPGRAM, step, m) of key (seed, step)
+    through the Python bodies of the random kernels (naive_walks.skipgram_negatives)."""
+    neg = None
+    if negatives:
+        neg = naive_walks.skipgram_negatives(*key, ctx.size, negatives, len(sampled))
+    return reference.skipgram_loss(
+        params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled, neg
+    )
+
+
 @pytest.mark.parametrize("negatives", FORMS)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_term_loss_matches_the_float64_oracle(negatives, seed):
     params, ctx, targets, sampled, q_true, q_sampled = case(seed, n_pairs=6, n_slots=4)
     cfg = ModelConfig(skipgram_weight=0.7, skipgram_negatives=negatives)
     key = (11, 5)
-    want = naive.skipgram_loss(
-        params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled, negatives, key
-    )
-    caps = naive.loss(
+    want = skipgram_reference(params, ctx, targets, sampled, q_true, q_sampled, negatives, key)
+    caps = reference.loss(
         params.W, params.O, params.bias, params.X, ctx, targets, sampled, q_true, q_sampled,
         1, float(ctx.shape[1]), "paper",
     )  # fmt: skip
@@ -64,17 +74,16 @@ def test_total_gradients_match_central_differences(negatives, seed, m):
     n_slots = float(ctx.shape[1])
 
     def f():
-        return naive.loss(
+        return reference.loss(
             params.W, params.O, params.bias, params.X, ctx, targets, sampled, q_true,
             q_sampled, m, n_slots, "paper",
-        ) + 0.7 * naive.skipgram_loss(
-            params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled,
-            negatives, key,
+        ) + 0.7 * skipgram_reference(
+            params, ctx, targets, sampled, q_true, q_sampled, negatives, key
         )  # fmt: skip
 
     for name in ("W", "O", "bias", "X"):
-        numeric = naive.numeric_grad(f, getattr(params, name), h=H)
-        assert naive.rel_error(getattr(g, name), numeric) < BAR, name
+        numeric = reference.numeric_grad(f, getattr(params, name), h=H)
+        assert reference.rel_error(getattr(g, name), numeric) < BAR, name
 
 
 @pytest.mark.parametrize("negatives", FORMS)
@@ -93,17 +102,14 @@ def test_term_gradients_alone_match_central_differences(negatives):
     loss, d_x, o_rows, d_O, d_bias = run()
 
     def f():
-        return naive.skipgram_loss(
-            params.X, params.O, params.bias, ctx, targets, sampled, q_true, q_sampled,
-            negatives, key,
-        )  # fmt: skip
+        return skipgram_reference(params, ctx, targets, sampled, q_true, q_sampled, negatives, key)
 
     assert loss == pytest.approx(f(), rel=1e-12)
     dense = {n: np.zeros_like(getattr(params, n)) for n in ("X", "O", "bias")}
     dense["X"][x_nodes], dense["O"][o_rows], dense["bias"][o_rows] = d_x, d_O, d_bias
     for name in ("X", "O", "bias"):
-        numeric = naive.numeric_grad(f, getattr(params, name), h=H)
-        assert naive.rel_error(dense[name], numeric) < BAR, name
+        numeric = reference.numeric_grad(f, getattr(params, name), h=H)
+        assert reference.rel_error(dense[name], numeric) < BAR, name
 
 
 @pytest.mark.parametrize("negatives", FORMS)
@@ -138,7 +144,7 @@ def test_weight_zero_is_the_papers_loss_bit_for_bit_and_never_runs_the_term(monk
 
 @pytest.mark.parametrize("negatives", FORMS)
 def test_same_bits_on_one_and_two_threads(negatives, monkeypatch):
-    import caps2ne_np._jit as jit
+    import caps2ne_np.kernels._jit as jit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel kernels, however small
     params, ctx, targets, sampled, q_true, q_sampled = case(
@@ -171,7 +177,7 @@ def test_negatives_follow_the_key():
     b = np.empty_like(a)
     skipgram.negative_positions(1, 2, 50, 4, 9, a)
     skipgram.negative_positions(1, 3, 50, 4, 9, b)
-    assert np.array_equal(a, naive.skipgram_negatives(1, 2, 50, 4, 9))
+    assert np.array_equal(a, naive_walks.skipgram_negatives(1, 2, 50, 4, 9))
     assert not np.array_equal(a, b)
     assert a.min() >= 0 and a.max() < 9 and len(np.unique(a)) == 9
 
@@ -184,7 +190,7 @@ def test_negatives_follow_the_key():
     ],
 )
 def test_term_refuses_what_it_cannot_train(params_like, match):
-    from caps2ne_np.core import check_skipgram
+    from caps2ne_np.model.core import check_skipgram
 
     with pytest.raises(InputError, match=match):
         check_skipgram(params_like, ModelConfig(skipgram_weight=1.0))
@@ -237,8 +243,8 @@ BEFORE_ISSUE_25 = {
 def test_paper_preset_and_term_off_train_the_same_bits_as_before_the_term(preset, extra):
     import hashlib
 
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
     cfg = TrainConfig(**SMALL_RUN, preset=preset, seed=3, **extra)
@@ -252,8 +258,8 @@ def test_paper_preset_and_term_off_train_the_same_bits_as_before_the_term(preset
 
 
 def test_term_trains_logs_both_losses_and_lowers_them():
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
     for negatives in FORMS:
@@ -270,7 +276,7 @@ def test_term_trains_logs_both_losses_and_lowers_them():
 @pytest.mark.parametrize("converge_weight", [0.0, 1.0])  # the default, and a preset with it
 def test_presets_fixed_features_and_feat_dim_decide_the_weight(converge_weight, monkeypatch):
     from caps2ne_np import defaults
-    from caps2ne_np.config import TrainConfig, resolve
+    from caps2ne_np.training.config import TrainConfig, resolve
 
     monkeypatch.setitem(defaults.PRESETS["converge"], "skipgram_weight", converge_weight)
 
@@ -293,8 +299,8 @@ def test_presets_fixed_features_and_feat_dim_decide_the_weight(converge_weight, 
     ],
 )
 def test_fit_refuses_bad_term_settings_in_one_line(kwargs, match):
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
     with pytest.raises(InputError, match=match) as err:
@@ -303,8 +309,8 @@ def test_fit_refuses_bad_term_settings_in_one_line(kwargs, match):
 
 
 def test_fit_refuses_the_term_with_fixed_features():
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
     X = np.random.default_rng(0).random((indptr.shape[0] - 1, 8)).astype(np.float32)
@@ -315,9 +321,9 @@ def test_fit_refuses_the_term_with_fixed_features():
 
 
 def test_resume_with_another_weight_is_refused_and_old_checkpoints_mean_weight_zero(tmp_path):
-    from caps2ne_np import checkpoint
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    from caps2ne_np.training import checkpoint
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
     cfg = TrainConfig(**SMALL_RUN, skipgram_weight=1.0)
@@ -336,8 +342,8 @@ def test_resume_with_another_weight_is_refused_and_old_checkpoints_mean_weight_z
 def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
     import json
 
-    from caps2ne_np.io import load_npz, save_npz
-    from caps2ne_np.model import Caps2NE
+    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.io.formats import load_npz, save_npz
 
     indptr, indices, _ = _partition()
     import scipy.sparse as sp
@@ -410,9 +416,9 @@ def test_cli_history_log_line_and_refusal_with_features(tmp_path):
 def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
     """The Ray workers remap node ids to local rows; V' keeps its order and the batch
     its stream key, so the term (and its negatives) are the same bits."""
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.distributed import fit as fit_ray
-    from caps2ne_np.train import fit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.distributed import fit as fit_ray
+    from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
     cfg = TrainConfig(
@@ -424,13 +430,15 @@ def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
     for name in ("W", "O", "bias", "X"):
         assert np.array_equal(getattr(ray.params, name), getattr(one.params, name)), name
     assert [h["loss"] for h in ray.history] == [h["loss"] for h in one.history]
+    for part in ("loss_capsule", "loss_skipgram"):  # the log's and --history's parts
+        assert [h[part] for h in ray.history] == [h[part] for h in one.history]
 
 
 @pytest.mark.parametrize("negatives", FORMS)
 def test_training_with_the_term_is_the_same_on_one_and_two_threads(negatives, monkeypatch):
-    import caps2ne_np._jit as jit
-    from caps2ne_np.config import TrainConfig
-    from caps2ne_np.train import fit
+    import caps2ne_np.kernels._jit as jit
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel kernels, however small
     indptr, indices, _ = _partition()

@@ -1,4 +1,4 @@
-"""The spectral start (issue 25): ProNE (caps2ne_np/spectral.py) against a slow dense
+"""The spectral start (issue 25): ProNE (caps2ne_np/model/spectral.py) against a slow dense
 NumPy reference of the same two steps, the Chebyshev filter against the matrix
 exponential it approximates, the nodevectors package's ProNE with the same seed, two
 planted communities that must separate; then the three ways a run uses it (--spectral
@@ -15,12 +15,12 @@ import scipy.sparse as sp
 from scipy.special import iv
 from threadpoolctl import threadpool_limits
 
-from caps2ne_np import spectral
-from caps2ne_np.config import TrainConfig
 from caps2ne_np.errors import InputError
-from caps2ne_np.io import load_npz, save_npz
-from caps2ne_np.model import Caps2NE
-from caps2ne_np.train import fit
+from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.io.formats import load_npz, save_npz
+from caps2ne_np.model import spectral
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.train import fit
 
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, epochs=1, batch_size=8)
 
@@ -245,7 +245,7 @@ def test_a_run_with_the_spectral_start_does_not_import_scikit_learn():
 
     code = (
         "import sys, numpy as np, scipy.sparse as sp\n"
-        "from caps2ne_np import spectral\n"
+        "from caps2ne_np.model import spectral\n"
         "A = sp.random(50, 50, density=0.2, random_state=1, format='csr')\n"
         "A = ((A + A.T) > 0).astype(np.float64)\n"
         "spectral.prone(sp.csr_matrix(A), 4)\n"
@@ -276,7 +276,7 @@ class Captured(Exception):
 
 def initial_params(monkeypatch, adj, **options):
     """The parameters a run starts from (captured where the training step is built)."""
-    import caps2ne_np.train as train_mod
+    import caps2ne_np.training.train as train_mod
 
     def capture(params, *args, **kwargs):
         raise Captured(params.X.copy(), params.O.copy(), params.fixed_features)
@@ -288,7 +288,7 @@ def initial_params(monkeypatch, adj, **options):
 
 
 def expected_prone(adj, cfg, d):
-    from caps2ne_np.rng import derive_seed
+    from caps2ne_np.kernels.rng import derive_seed
 
     A = sp.csr_matrix(adj)
     return spectral.prone(A, d, derive_seed(cfg.seed, "spectral") % 2**32)
@@ -370,7 +370,7 @@ def test_user_features_do_not_start_from_prone(two_blocks, monkeypatch):
 @pytest.mark.parametrize("mode", ["init", "init_xo"])
 def test_ray_one_worker_starts_x_from_prone_as_one_machine(two_blocks, mode, ray_local):
     """The Ray engine starts x (and O) from ProNE too: one worker equals one machine."""
-    from caps2ne_np.distributed import fit as ray_fit
+    from caps2ne_np.training.distributed import fit as ray_fit
 
     adj = sp.csr_matrix(two_blocks[0], dtype=np.float32)
     cfg = TrainConfig(**dict(TINY, adam="lazy", spectral=mode, threads=1))
@@ -434,7 +434,7 @@ def test_prone_peer_script_writes_what_nodevectors_gives(two_blocks, tmp_path):
     import sys
     from pathlib import Path
 
-    from caps2ne_np.io import read_word2vec
+    from caps2ne_np.io.formats import read_word2vec
 
     A, labels = two_blocks
     rows, cols = np.nonzero(np.triu(A))
@@ -502,7 +502,7 @@ def test_a_spectral_run_is_the_same_on_1_and_2_threads(two_blocks, mode):
 def test_preset_start_falls_back_to_random_x_on_a_graph_too_small_for_prone(dims):
     """The converge preset's ProNE start needs d < N for x (and O, at d = k): a smaller
     graph trains from random x with a note, instead of an error it did not ask for."""
-    from caps2ne_np.config import resolve
+    from caps2ne_np.training.config import resolve
 
     cfg, notes = resolve(TrainConfig(**dims), 30, 60)
     assert cfg.spectral == "none"

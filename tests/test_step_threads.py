@@ -1,10 +1,10 @@
-"""The per-step thread rule (caps2ne_np/_threads.py, StepThreads; issue 27): more threads
+"""The per-step thread rule (caps2ne_np/kernels/_threads.py, StepThreads; issue 27): more threads
 never make a run slower than fewer.  The logic is tested with a fake clock, not timings."""
 
 import numpy as np
 import pytest
 
-from caps2ne_np._threads import StepThreads
+from caps2ne_np.kernels._threads import StepThreads
 
 
 class FakeMachine:
@@ -84,11 +84,11 @@ def test_one_thread_and_always_parallel_keep_the_full_count(monkeypatch):
     assert set(m.run(chooser_on(m, 1, warmup=0), 20)) == {1}
     import numba
 
-    import caps2ne_np._jit as jit
-    from caps2ne_np.config import ModelConfig
-    from caps2ne_np.core import init_params
-    from caps2ne_np.optim import Adam
-    from caps2ne_np.step import TrainStep
+    import caps2ne_np.kernels._jit as jit
+    from caps2ne_np.model.core import init_params
+    from caps2ne_np.training.config import ModelConfig
+    from caps2ne_np.training.optim import Adam
+    from caps2ne_np.training.step import TrainStep
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
@@ -109,11 +109,11 @@ def test_train_step_chooses_threads_and_results_do_not_depend_on_it():
     on 1 thread without it; the rule ran its trial (both counts used)."""
     import numba
 
-    from caps2ne_np.batch import Batch
-    from caps2ne_np.config import ModelConfig
-    from caps2ne_np.core import init_params
-    from caps2ne_np.optim import Adam
-    from caps2ne_np.step import TrainStep
+    from caps2ne_np.model.core import init_params
+    from caps2ne_np.training.batch import Batch
+    from caps2ne_np.training.config import ModelConfig
+    from caps2ne_np.training.optim import Adam
+    from caps2ne_np.training.step import TrainStep
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")

@@ -1,4 +1,4 @@
-"""The OpenMP spin setting (caps2ne_np/_threads.py): Numba's threading layer starts with
+"""The OpenMP spin setting (caps2ne_np/kernels/_threads.py): Numba's threading layer starts with
 GOMP_SPINCOUNT=_threads.SPIN_COUNT unless the user chose a spin, and os.environ is never changed.
 
 Each case runs in a fresh interpreter: the layer starts once per process."""
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from caps2ne_np._threads import SPIN_COUNT
+from caps2ne_np.kernels._threads import SPIN_COUNT
 
 PROBE = """
 import json, os
@@ -24,7 +24,7 @@ numba.get_num_threads = spy
 before = dict(os.environ)
 import caps2ne_np
 after_package = dict(os.environ)
-import caps2ne_np.model                    # every kernel module: the layer starts here
+import caps2ne_np.estimator                # every kernel module: the layer starts here
 numba.get_num_threads = _get
 # threadpoolctl and scikit-learn set KMP_DUPLICATE_LIB_OK / KMP_INIT_AT_FORK on import
 try:

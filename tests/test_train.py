@@ -7,13 +7,13 @@ import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
-import naive
-from caps2ne_np.config import ModelConfig, TrainConfig
-from caps2ne_np.core import Params, forward, loss_and_grads
 from caps2ne_np.errors import InputError
-from caps2ne_np.model import Caps2NE
-from caps2ne_np.samplers import make_sampler
-from caps2ne_np.train import fit
+from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.model import reference
+from caps2ne_np.model.core import Params, forward, loss_and_grads
+from caps2ne_np.training.config import ModelConfig, TrainConfig
+from caps2ne_np.training.samplers import make_sampler
+from caps2ne_np.training.train import fit
 
 
 def planted_partition(blocks=4, size=50, p_in=0.2, p_out=0.005, seed=0):
@@ -61,7 +61,7 @@ def test_loss_falls_and_planted_blocks_separate(partition):
 def always_parallel(monkeypatch):
     """Run every kernel's parallel version, however small the work (tiny test sizes
     would otherwise all take the serial one)."""
-    import caps2ne_np._jit as jit
+    import caps2ne_np.kernels._jit as jit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)
 
@@ -147,7 +147,7 @@ def test_sampled_softmax_approaches_full_softmax_as_sampled_set_grows():
     targets = rng.integers(0, n, pairs)
     sampler = make_sampler("uniform", n)
     cfg = ModelConfig()
-    full = naive.full_softmax_loss(forward(params, ctx, cfg)["e"], params.O, params.bias, targets)
+    full = reference.full_softmax_loss(forward(params, ctx, cfg).e, params.O, params.bias, targets)
     gaps = {}
     for num_sampled in (10, n - 1):
         gap = []
@@ -235,8 +235,8 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
 ):
     """A NaN loss in step 12 (injected) stops the run with a message naming the epoch
     and step; the checkpoints written before it hold finite parameters."""
-    from caps2ne_np.loop import TrainingDiverged
-    from caps2ne_np.step import TrainStep
+    from caps2ne_np.training.loop import TrainingDiverged
+    from caps2ne_np.training.step import TrainStep
 
     adj, _ = partition
     real = TrainStep.gradients
@@ -252,7 +252,7 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
         Caps2NE(**dict(SMALL, epochs=3), random_state=0).fit(
             adj, checkpoint_dir=tmp_path, checkpoint_every=5
         )
-    from caps2ne_np import checkpoint
+    from caps2ne_np.training import checkpoint
 
     ck = checkpoint.load(tmp_path)
     assert ck["state"]["step"] == 10
@@ -286,7 +286,7 @@ def test_lazy_adam_trains_separates_blocks_and_is_thread_invariant(partition, al
 
 
 def test_row_sparse_gradients_equal_dense_gradients():
-    from caps2ne_np.core import loss_and_row_grads, row_matrix, slot_major
+    from caps2ne_np.model.core import loss_and_row_grads, row_matrix, slot_major
 
     rng = np.random.default_rng(4)
     params = Params(
@@ -324,8 +324,8 @@ def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(
     X = sp.csr_matrix(words.astype(np.float32))
     runs = [Caps2NE(**SMALL, adam="lazy", n_jobs=t, random_state=0).fit(adj, X=X) for t in (1, 2)]
     np.testing.assert_array_equal(runs[0].W_, runs[1].W_)
-    from caps2ne_np.core import init_params
-    from caps2ne_np.rng import derive_seed
+    from caps2ne_np.kernels.rng import derive_seed
+    from caps2ne_np.model.core import init_params
 
     W0 = init_params(200, 16, 300, 9, np.random.default_rng(derive_seed(0, "init")), features=X).W
     np.testing.assert_array_equal(runs[0].W_[:, :, 299], W0[:, :, 299])  # never touched
@@ -343,7 +343,7 @@ def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
     same parameters, bit for bit, as the separate kernels, on 1 and 2 threads."""
     if threshold == "always_parallel":
         request.getfixturevalue("always_parallel")
-    import caps2ne_np.step as step_mod
+    import caps2ne_np.training.step as step_mod
 
     adj, _ = partition
     feats = sp.random(200, 60, density=0.1, format="csr", random_state=1, dtype=np.float32)
@@ -356,17 +356,16 @@ def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
             return real.for_work(work)
 
     monkeypatch.setattr(step_mod, "_adam_W_predict", Spy())
-    import caps2ne_np.capsules as capsules
+    import caps2ne_np.model.capsules as capsules
 
     products = []
     real_product = capsules.predict_sparse
 
-    class ProductSpy:  # counts the separate sparse products
-        def for_work(self, work):
-            products.append(work)
-            return real_product.for_work(work)
+    def product_spy(cols, W_t, u_hat):  # counts the separate sparse products
+        products.append(cols.ent_row.shape[0])
+        return real_product(cols, W_t, u_hat)
 
-    monkeypatch.setattr(capsules, "predict_sparse", ProductSpy())
+    monkeypatch.setattr(capsules, "predict_sparse", product_spy)
 
     def run(fused, n_jobs):
         monkeypatch.setattr(step_mod.TrainStep.__init__, "__defaults__", (False, fused))
@@ -406,8 +405,8 @@ def test_training_batch_feeds_the_loss_the_expected_counts_of_the_tries(partitio
     float64 reference loss with Q(c) = 1 - (1 - P(c))^tries, where tries counts every
     draw (repeats included) until |V'| distinct nodes appeared.  Passing num_sampled
     instead of the tries (a wrong log-Q correction) changes the loss far beyond rtol."""
-    from caps2ne_np.batch import BatchStream
-    from caps2ne_np.config import TrainConfig
+    from caps2ne_np.training.batch import BatchStream
+    from caps2ne_np.training.config import TrainConfig
 
     adj, _ = partition
     n, num_sampled, q = adj.shape[0], 40, 6
@@ -438,11 +437,11 @@ def test_training_batch_feeds_the_loss_the_expected_counts_of_the_tries(partitio
     O, bias, X = rng.normal(0, 0.5, (n, k)), rng.normal(0, 0.1, n), rng.normal(0, 0.8, (n, d))
     args = (batch.ctx, batch.targets, batch.sampled, batch.q_true, batch.q_sampled)
     loss, _ = loss_and_grads(Params(W, O, bias, X), *args, ModelConfig())
-    ref = naive.loss(
+    ref = reference.loss(
         W, O, bias, X, batch.ctx, batch.targets, sampled, q_true, q_sampled, 1, q - 1.0, "paper"
     )
     assert loss == pytest.approx(ref, rel=1e-9)
-    wrong = naive.loss(
+    wrong = reference.loss(
         W, O, bias, X, batch.ctx, batch.targets, sampled,
         1.0 - (1.0 - p_t) ** num_sampled, 1.0 - (1.0 - p_s) ** num_sampled, 1, q - 1.0, "paper",
     )  # fmt: skip

@@ -5,9 +5,9 @@
 ProNE (Zhang et al., IJCAI 2019): a sparse randomized SVD of a shifted-log proximity
 matrix, then Chebyshev spectral propagation; nodevectors' defaults but for the size:
 128 dimensions, order (``step``) 10, mu 0.2, theta 0.5.  The graph is read as caps2ne
-reads it (caps2ne_np.graph.read_graph, undirected) and handed to nodevectors as a scipy
+reads it (caps2ne_np.graphs.graph.read_graph, undirected) and handed to nodevectors as a scipy
 CSR matrix in the graph's node order; the embeddings are written in word2vec text format
-(caps2ne_np.io.write_word2vec).  nodevectors 0.1.23 needs two fixes, applied here as a
+(caps2ne_np.io.formats.write_word2vec).  nodevectors 0.1.23 needs two fixes, applied here as a
 monkeypatch (``patch_nodevectors``), not by editing the package:
 
 * networkx 3 removed ``nx.adj_matrix``, which csrgraph calls for a networkx input: it is
@@ -19,7 +19,7 @@ monkeypatch (``patch_nodevectors``), not by editing the package:
 nodevectors' randomized SVD is unseeded (``random_state=None``: NumPy's global
 generator): it is seeded with ``np.random.seed(--seed)``.  BLAS runs on ``--threads``
 threads.  Prints the seconds of each phase on stdout, one ``key: value`` line each, as
-bench/deepwalk_peer.py.  caps2ne_np/spectral.py is this project's own ProNE
+bench/deepwalk_peer.py.  caps2ne_np/model/spectral.py is this project's own ProNE
 (tests/test_spectral.py checks it against this package with the same seed).
 """
 
@@ -59,8 +59,8 @@ def main(argv=None):
     import scipy.sparse as sp
     from threadpoolctl import threadpool_limits
 
-    from caps2ne_np.graph import read_graph
-    from caps2ne_np.io import write_word2vec
+    from caps2ne_np.graphs.graph import read_graph
+    from caps2ne_np.io.formats import write_word2vec
 
     nodevectors = patch_nodevectors()
     t_imports = time.perf_counter() - T0

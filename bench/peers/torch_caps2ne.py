@@ -1,6 +1,6 @@
 r"""Caps2NE in PyTorch (CPU): the peer of the benchmarks and an independent gradient check.
 
-The same model, loss and options as ``caps2ne_np.core.loss_and_grads``, written the
+The same model, loss and options as ``caps2ne_np.model.core.loss_and_grads``, written the
 way a PyTorch user would: batched tensor ops, autograd for the backward pass,
 ``torch.optim.Adam`` for the update.  Nothing here imports ``caps2ne_np``.
 
@@ -31,7 +31,7 @@ Layout choices (for speed, as a competent user would make them):
 * Adam is ``torch.optim.Adam``; bench/perf.py passes ``fused=True``, measured the
   fastest of torch's three CPU implementations here (single-tensor, foreach, fused;
   compare with ``bench/perf.py --peer-adam``).  Its eps is added to sqrt(v_hat) (Kingma and
-  Ba); TensorFlow 1 (and ``caps2ne_np.optim``) adds eps to sqrt(v) and folds the bias
+  Ba); TensorFlow 1 (and ``caps2ne_np.training.optim``) adds eps to sqrt(v) and folds the bias
   correction into the step size.  The two differ only through eps and cost the same,
   which is all the throughput comparison needs.
 """

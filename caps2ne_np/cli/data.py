@@ -24,7 +24,7 @@ def fetch_data(names, data_dir, featureless, debug):
     """
 
     def fetch():
-        from .. import datasets
+        from ..graphs import datasets
 
         setup_logging(False)
         for name in names or DOWNLOADABLE:

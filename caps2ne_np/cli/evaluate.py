@@ -182,7 +182,6 @@ def _evaluate(
 
     import numpy as np
 
-    from .. import datasets
     from ..evaluate import (
         classify_splits,
         format_table,
@@ -191,7 +190,8 @@ def _evaluate(
         random_splits,
         select_epoch,
     )
-    from ..io import atomic_write
+    from ..graphs import datasets
+    from ..io.formats import atomic_write
 
     if json_out:
         check_outputs(
@@ -326,7 +326,7 @@ def _evaluate(
 
 
 def _read_embeddings(path):
-    from ..io import load_npy, read_word2vec
+    from ..io.formats import load_npy, read_word2vec
 
     return load_npy(path) if str(path).endswith(".npy") else read_word2vec(path)
 

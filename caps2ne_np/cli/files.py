@@ -10,8 +10,9 @@ from ..errors import InputError
 
 def load_input(source, need_eval=False):
     """(Graph, features or None, labels or None, splits or None) from the CLI options."""
-    from .. import datasets
-    from ..graph import from_scipy, read_graph
+    from ..graphs import datasets
+    from ..graphs.csr import from_scipy
+    from ..graphs.graph import read_graph
 
     labels = splits = features = None
     if source["dataset"]:
@@ -60,7 +61,7 @@ def load_input(source, need_eval=False):
 def check_writable(path, overwrite, option="--out"):
     """InputError now if writing ``path`` would be refused or fail later ('-': standard
     output, which must be open)."""
-    from ..io import check_output_path, is_stdout, probe_writable
+    from ..io.formats import check_output_path, is_stdout, probe_writable
 
     if is_stdout(path):
         check_stdout(option)
@@ -99,7 +100,7 @@ def check_stdout(option="--out"):
 
 def input_paths(source):
     """[(option, path)] of the files a command reads, which no output may replace."""
-    from ..graph import cache_path
+    from ..graphs.graph_cache import cache_path
 
     inputs = [
         ("--graph", source.get("graph")),
@@ -117,8 +118,8 @@ def check_outputs(outputs, inputs, checkpoint_dir=None):
     """Before any work: every output (option, path, overwrite) is writable, and no two
     outputs, nor an output and an input, nor an output and a checkpoint file, are the
     same file once symbolic links and '..' are resolved (os.path.realpath)."""
-    from .. import checkpoint
-    from ..io import is_stdout, probe_writable
+    from ..io.formats import is_stdout, probe_writable
+    from ..training import checkpoint
 
     taken = {
         os.path.realpath(path): (f"input {option}", path)

@@ -201,13 +201,13 @@ def _infer(
 ):
     import numpy as np
 
-    from ..core import Params
     from ..errors import InputError
+    from ..graphs.nodefiles import read_id_file
     from ..infer import calibrate, infer_embeddings
-    from ..io import write_word2vec
-    from ..modelfile import read_model
-    from ..modelfile import save_calibration as store_calibration
-    from ..nodefiles import read_id_file
+    from ..io.formats import write_word2vec
+    from ..io.modelfile import read_model
+    from ..io.modelfile import save_calibration as store_calibration
+    from ..model.core import Params
 
     check_outputs(
         [("--out", out, overwrite)],

@@ -8,8 +8,8 @@ the order written, as stacked ``@click.option`` lines would.
 
 import click
 
-from ..datasets import NAMES as DATASET_NAMES  # the one registry; a light import
 from ..defaults import OPTIONS
+from ..graphs.datasets import NAMES as DATASET_NAMES  # the one registry; a light import
 
 DATA_DIR_HELP = (
     "Folder of the benchmark data; files missing there are downloaded (SHA-256 "

@@ -38,7 +38,7 @@ _WRITTEN = []  # outputs written by the running command, for the interruption me
 
 def wrote(path, what="embeddings"):
     """Say on stderr that ``path`` was written ('-': standard output) and remember it."""
-    from ..io import is_stdout
+    from ..io.formats import is_stdout
 
     _WRITTEN.append(str(path))
     log.info(f"wrote {what} to standard output" if is_stdout(path) else f"wrote {path}")
@@ -55,7 +55,7 @@ def run(debug, fn, *args, **kwargs):
     import signal
     import threading
 
-    from ..loop import TrainingDiverged
+    from ..training.loop import TrainingDiverged
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, InputWarning):

@@ -118,6 +118,15 @@ log = logging.getLogger("caps2ne_np.cli")
     "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).",
 )
 @click.option(
+    "--parallel",
+    default="sync",
+    show_default=True,
+    type=click.Choice(["sync", "async"]),
+    help="sync: each step on the threads (the same embeddings on any --threads); async: "
+    "each thread trains its own batches on the shared tables without locks (faster on "
+    "several cores, not reproducible; docs/training.md, Threads).",
+)
+@click.option(
     "--workers",
     default=1,
     show_default=True,
@@ -248,11 +257,11 @@ def _train(
 ):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
-    from .. import checkpoint
-    from ..config import TrainConfig, usable_cores
-    from ..io import nodes_path, save_npy, write_word2vec
-    from ..modelfile import save_model
-    from ..train import fit
+    from ..io.formats import nodes_path, save_npy, write_word2vec
+    from ..io.modelfile import save_model
+    from ..training import checkpoint
+    from ..training.config import TrainConfig, usable_cores
+    from ..training.train import fit
 
     resume = bool(ckpt["resume_from"])
     outputs = [
@@ -281,7 +290,13 @@ def _train(
     )
     if options["threads"] is None:
         options["threads"] = usable_cores()
+    parallel = options.pop("parallel")
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
+    if parallel == "async" and engine["engine"] == "ray":
+        raise InputError(
+            "--parallel async: threads of one process share the tables; with --engine ray "
+            "the workers already train batches at once (--workers); drop one of the two"
+        )
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
@@ -330,7 +345,7 @@ def _train(
     streamed = False
     on_ray = engine.pop("engine") == "ray"
     if on_ray:  # sharded training (distributed.py)
-        from ..distributed import cli_fit
+        from ..training.distributed import cli_fit
 
         # the tables go from the shards to the writers block by block (the driver never
         # holds one), unless --eval-every-epoch keeps a best epoch's tables anyway
@@ -338,6 +353,8 @@ def _train(
         fit = functools.partial(
             cli_fit, overwrite=overwrite, write_outputs=finish if streamed else None, **engine
         )
+    else:
+        fit = functools.partial(fit, parallel=parallel)
     ckpt = dict(ckpt, checkpoint_extra=tracker)
     result = fit(
         g.indptr,
@@ -366,7 +383,7 @@ class _HistoryWriter:
     def __call__(self, epoch, result):
         import csv
 
-        from ..io import atomic_write
+        from ..io.formats import atomic_write
 
         if self.tracker is not None:
             self.tracker(epoch, result)

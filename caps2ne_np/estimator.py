@@ -1,0 +1,499 @@
+"""The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``
+(the model file it saves and loads is written and read by ``modelfile.py``).
+
+>>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
+>>> O = model.get_embedding()          # (N, k) float32, row i = node model.node_ids_[i]
+>>> model.embedding_dict()[5]          # the vector of the node the input called 5
+
+Node labels are kept as the input gave them (any hashable: ints, strings with spaces,
+tuples) in ``node_ids_``, ``embedding_dict()`` and ``to_keyedvectors()``; only the text
+writers (word2vec, ``.nodes.txt``) need tokens, and they say which labels are not.
+"""
+
+import numbers
+import re
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from .defaults import DEFAULTS as D
+from .errors import InputError
+from .graphs import graph as graph_mod
+from .graphs.csr import Graph
+from .io.modelfile import read_model, save_model
+from .model.core import Params
+from .training.config import TrainConfig
+from .training.train import fit
+
+
+class Caps2NE(BaseEstimator):
+    """Caps2NE node embeddings (Nguyen et al., CIKM 2020).
+
+    Hyperparameters are those of ``config.TrainConfig`` (paper symbols there), with the
+    defaults of ``defaults.OPTIONS``, as on the command line.  Those left None come from
+    ``preset`` (``defaults.PRESETS``: 'auto' is 'converge' for a featureless graph,
+    'paper' with fixed features X); ``config_`` holds the values used.
+    ``n_jobs`` is the thread count (Numba and BLAS, restored after ``fit``).
+    ``random_state``: an int seed (same seed and input, same embeddings on any thread
+    count), a ``numpy.random.Generator`` (one seed is drawn from it), or None: a fresh
+    seed from the operating system's entropy, so every fit differs; ``seed_`` records
+    the seed used, so such a run can be repeated.
+
+    Defaults: every hyperparameter's default is the command line's (``defaults.OPTIONS``)
+    except the thread count: ``n_jobs=1`` here (one thread, the scikit-learn
+    convention; -1 = every core), all cores this process may use on the command line.
+    Results do not depend on it.
+
+    Fitted state: ``O_`` (the embeddings), ``W_``, ``bias_``, ``X_`` (trained or fixed
+    input features), ``node_ids_`` (each row's node as the input named it: an int stays
+    an int, a networkx label stays that label; the id strings of a file or a
+    ``Graph``; a loaded model's as saved: ints when every label was an int, else
+    strings), ``nodes_`` (the same list), ``seed_``, ``history_`` (per-epoch loss and
+    throughput), ``calibration_`` (after ``calibrate`` or ``load`` of a file that
+    stores one: what ``transform`` uses).  An unfitted model raises scikit-learn's
+    ``NotFittedError``.  Errors name the parameters (``dim``), as given here.
+
+    ``engine='ray'`` trains on a Ray cluster instead (``distributed.fit``): ``workers``
+    P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
+    ``parallel='async'``: ``n_jobs`` threads train their own batches on the shared tables
+    without locks (``train.AsyncEngine``; faster, not reproducible).
+    """
+
+    def __init__(
+        self,
+        dim=D["dim"],
+        feat_dim=D["feat_dim"],
+        walk_length=D["walk_length"],
+        walks_per_node=D["walks_per_node"],
+        epochs=D["epochs"],
+        batch_size=D["batch_size"],
+        lr=D["lr"],
+        num_sampled=D["num_sampled"],
+        sampler=D["sampler"],
+        routing_iters=D["routing_iters"],
+        routing_rule=D["routing_rule"],
+        routing_scale=D["routing_scale"],
+        grad_mode=D["grad_mode"],
+        targets=D["targets"],
+        batch_mode=D["batch_mode"],
+        normalize_features=D["normalize_features"],
+        adam=D["adam"],
+        walk_chunk=D["walk_chunk"],
+        n_jobs=D["threads"],
+        random_state=D["seed"],
+        progress=False,
+        preset=D["preset"],
+        lr_schedule=D["lr_schedule"],
+        lr_floor=D["lr_floor"],
+        walks=D["walks"],
+        skipgram_weight=D["skipgram_weight"],
+        skipgram_negatives=D["skipgram_negatives"],
+        spectral=D["spectral"],
+        spectral_dim=D["spectral_dim"],
+        prone_order=D["prone_order"],
+        prone_mu=D["prone_mu"],
+        prone_theta=D["prone_theta"],
+        engine="single",
+        parallel="sync",
+        workers=1,
+        servers=1,
+        ray_address=None,
+        node2vec_p=D["node2vec_p"],
+        node2vec_q=D["node2vec_q"],
+    ):
+        self.dim = dim
+        self.feat_dim = feat_dim
+        self.walk_length = walk_length
+        self.walks_per_node = walks_per_node
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.num_sampled = num_sampled
+        self.sampler = sampler
+        self.routing_iters = routing_iters
+        self.routing_rule = routing_rule
+        self.routing_scale = routing_scale
+        self.grad_mode = grad_mode
+        self.targets = targets
+        self.batch_mode = batch_mode
+        self.normalize_features = normalize_features
+        self.adam = adam
+        self.walk_chunk = walk_chunk
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.progress = progress
+        self.preset = preset
+        self.lr_schedule = lr_schedule
+        self.lr_floor = lr_floor
+        self.walks = walks
+        self.skipgram_weight = skipgram_weight
+        self.skipgram_negatives = skipgram_negatives
+        self.spectral = spectral  # ProNE start (spectral.py): none, features, init, init_xo
+        self.spectral_dim = spectral_dim
+        self.prone_order = prone_order
+        self.prone_mu = prone_mu
+        self.prone_theta = prone_theta
+        self.engine = engine  # 'ray': sharded training (distributed.py)
+        self.parallel = parallel  # 'async': lock-free threads (train.AsyncEngine)
+        self.workers = workers
+        self.servers = servers
+        self.ray_address = ray_address
+        self.node2vec_p = node2vec_p  # node2vec's p and q: second-order walks (walks.py)
+        self.node2vec_q = node2vec_q
+
+    def train_config(self):
+        """The TrainConfig these hyperparameters describe."""
+        return TrainConfig(
+            dim=self.dim,
+            feat_dim=self.feat_dim,
+            walk_length=self.walk_length,
+            walks_per_node=self.walks_per_node,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            num_sampled=self.num_sampled,
+            sampler=self.sampler,
+            routing_iters=self.routing_iters,
+            routing_rule=self.routing_rule,
+            routing_scale=self.routing_scale,
+            grad_mode=self.grad_mode,
+            targets=self.targets if isinstance(self.targets, str) else tuple(self.targets),
+            batch_mode=self.batch_mode,
+            normalize_features=self.normalize_features,
+            adam=self.adam,
+            walk_chunk=self.walk_chunk,
+            preset=self.preset,
+            lr_schedule=self.lr_schedule,
+            lr_floor=self.lr_floor,
+            walks=self.walks,
+            skipgram_weight=self.skipgram_weight,
+            skipgram_negatives=self.skipgram_negatives,
+            spectral=self.spectral,
+            spectral_dim=self.spectral_dim,
+            prone_order=self.prone_order,
+            prone_mu=self.prone_mu,
+            prone_theta=self.prone_theta,
+            threads=_threads(self.n_jobs),
+            seed=_seed(self.random_state),
+            node2vec_p=self.node2vec_p,
+            node2vec_q=self.node2vec_q,
+        )
+
+    def fit(
+        self,
+        graph,
+        X=None,
+        epoch_callback=None,
+        checkpoint_dir=None,
+        checkpoint_every=0,
+        resume_from=None,
+        step_callback=None,
+        *,
+        directed=False,
+        keep_self_loops=False,
+    ):
+        """Learn embeddings for ``graph``; returns self.
+
+        ``graph`` is any input of ``graph.coerce_graph``: a scipy.sparse (N, N)
+        adjacency (row = source node), a networkx graph (labels kept), an edge array
+        (m, 2) or (m, 3) ``u v [weight]``, a pandas DataFrame of edges (any ids), or a
+        ``csr.Graph`` (``read_edgelist``).  As on the command line, edges are
+        undirected unless ``directed=True`` and self loops are dropped unless
+        ``keep_self_loops=True``: a matrix gives the same stored edges as
+        ``caps2ne train --graph matrix.npz``.  Rows of the result follow the graph's
+        node order (``node_ids_``): matrix rows, ``G.nodes``, or first appearance in
+        an edge list or array.  ``X`` (N, d) fixed input features in that order
+        (dense, or scipy.sparse kept sparse), or None to train them.
+        ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
+        those of ``train.fit``.
+        """
+        with _api_errors():
+            graph, nodes = graph_mod.coerce_graph(
+                graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
+            )
+            cfg = self.train_config()
+            run, extra = fit, dict(parallel=self.parallel)
+            if self.engine == "ray":
+                if self.parallel != "sync":
+                    raise InputError(
+                        "parallel='async' trains on threads of one process; with "
+                        "engine='ray' the workers train batches at once"
+                    )
+                from .training.distributed import fit as run
+
+                extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)
+            elif self.engine != "single":
+                raise ValueError(f"engine must be 'single' or 'ray', got {self.engine!r}")
+            result = run(
+                graph.indptr,
+                graph.indices,
+                graph.weights,
+                cfg,
+                features=X,
+                progress=self.progress,
+                epoch_callback=epoch_callback,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=checkpoint_every,
+                resume_from=resume_from,
+                step_callback=step_callback,
+                **extra,
+            )
+        p = result.params
+        self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
+        self.fixed_features_ = p.fixed_features
+        self.node_ids_ = list(nodes)
+        self.nodes_ = self.node_ids_
+        self.directed_, self.keep_self_loops_ = bool(directed), bool(keep_self_loops)
+        self.seed_ = cfg.seed
+        self.history_ = result.history
+        self.config_ = result.config.to_dict()
+        self.lr_ = result.optimizer.lr
+        if hasattr(self, "calibration_"):
+            del self.calibration_  # fitted for the parameters a refit replaces
+        return self
+
+    def fit_transform(self, graph, X=None, **fit_params):
+        """``fit(graph, X, **fit_params).get_embedding()``: the trained o_v, (N, k) float32.
+
+        (Not ``fit(...).transform(graph)``, which re-embeds every node through the
+        capsule path, Algorithm 3: that is for new nodes.)"""
+        return self.fit(graph, X, **fit_params).get_embedding()
+
+    def get_embedding(self):
+        """The node embeddings o_v: (N, k) float32; row i is node ``node_ids_[i]``.
+
+        The order is the graph's, not sorted ids: matrix rows, ``G.nodes`` for
+        networkx, first appearance for an edge list or edge array (so row 5 is node
+        5 only when the ids are 0..N-1 in that order).  ``embedding_dict()`` keys
+        the rows by node.
+        """
+        _check_fitted(self)
+        return self.O_
+
+    def embedding_dict(self):
+        """``{node: o_v}``: each node as the input named it (``nodes_``) to its (k,) vector.
+
+        Keys are ``node_ids_``: the labels given to ``fit`` (networkx labels, edge-array
+        or DataFrame values, matrix rows as ints; the id strings for a file).
+        """
+        _check_fitted(self)
+        return dict(zip(self.node_ids_, self.O_))
+
+    def to_keyedvectors(self):
+        """The embeddings as gensim ``KeyedVectors`` keyed by ``node_ids_``, as
+        ``embedding_dict`` (ints stay ints; needs gensim).  Writing them in word2vec
+        text format needs labels without whitespace (``str(label)`` is written)."""
+        _check_fitted(self)
+        try:
+            from gensim.models import KeyedVectors
+        except ImportError:
+            raise ImportError("to_keyedvectors needs gensim: pip install gensim") from None
+        kv = KeyedVectors(vector_size=self.O_.shape[1])
+        kv.add_vectors(list(self.node_ids_), np.asarray(self.O_, dtype=np.float32))
+        return kv
+
+    def _graph(self, graph):
+        """(Graph, labels) of a graph given to ``transform`` / ``calibrate``: any input
+        ``fit`` takes, read with the edge policies of the fit (a loaded model: the
+        command line's, undirected without self loops)."""
+        return graph_mod.coerce_graph(
+            graph,
+            directed=getattr(self, "directed_", False),
+            keep_self_loops=getattr(self, "keep_self_loops_", False),
+            tokens=False,
+        )
+
+    def transform(self, graph, X=None, nodes=None, samples=None, random_state=0, aggregate=None):
+        """Embeddings of (new) nodes through the capsule path, Algorithm 3.
+
+        ``graph`` holds the nodes and their edges: any input ``fit`` takes (networkx
+        graph, scipy.sparse adjacency, edge array, DataFrame, ``Graph``), read with the
+        fit's ``directed`` / ``keep_self_loops``; nodes match the training nodes by
+        ``str(label)``.  ``X`` their fixed features in graph order (None for a
+        featureless model).  ``nodes``: the labels to embed as the graph names them
+        (for a ``Graph``: id strings, or ints as graph indices); default every node of
+        ``graph``.
+        ``aggregate``: None (the default, ``infer.DEFAULT_AGGREGATE``: 'calibrated'),
+        'calibrated' (on the scale of the o_v, with ``calibration_`` when set -- by
+        ``calibrate`` or a loaded model file that stores one -- else a calibration fitted
+        on the training nodes in ``graph``), 'mean' (the paper's average) or 'sum'
+        (infer.infer_embeddings).
+        Returns (V, k) float32 from e over Z sampled contexts (infer.py); row a is
+        ``nodes[a]``.
+        """
+        from .infer import DEFAULT_AGGREGATE, infer_embeddings
+
+        _check_fitted(self)
+        with _api_errors():
+            g, labels = self._graph(graph)
+            idx = _node_indices(graph, g, labels, nodes)
+            _, E = infer_embeddings(
+                self.params_(),
+                self.config_,
+                self.node_ids_,
+                g,
+                X,
+                idx,
+                samples=samples,
+                seed=_seed(random_state),
+                threads=_threads(self.n_jobs),
+                aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate,
+                calibration=getattr(self, "calibration_", None),
+            )
+        return E
+
+    def calibrate(self, graph, X=None, samples=None, random_state=0, positions="all", method=None):
+        """Fit the map from Algorithm 3's mean capsule output e onto the o_v (infer.calibrate)
+        on the training nodes in ``graph`` (best: the training graph; any input ``fit``
+        takes), set ``calibration_`` to it (``transform`` and ``save`` use it) and return
+        it.  ``method``: None (the default, 'diag'), 'scale' or 'linear'."""
+        from .infer import DEFAULT_CALIBRATION, calibrate
+
+        _check_fitted(self)
+        with _api_errors():
+            g, _ = self._graph(graph)
+            self.calibration_ = calibrate(
+                self.params_(),
+                self.config_,
+                self.node_ids_,
+                g,
+                X,
+                samples=samples,
+                seed=_seed(random_state),
+                threads=_threads(self.n_jobs),
+                positions=positions,
+                method=DEFAULT_CALIBRATION if method is None else method,
+            )
+        return self.calibration_
+
+    def save(self, path, overwrite=False):
+        """Write every parameter, the config, node ids, history and ``calibration_`` (when
+        set) to one .npz (atomic; ``overwrite=True`` to replace a file).  Labels are
+        stored as ``str(label)`` (and as ints when every one is an int)."""
+        _check_fitted(self)
+        with _api_errors():
+            save_model(
+                path,
+                self.params_(),
+                self.node_ids_,
+                self.config_,
+                self.lr_,
+                self.history_,
+                overwrite=overwrite,
+                calibration=getattr(self, "calibration_", None),
+            )
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by ``save`` (or ``caps2ne train --model-out``), with the
+        calibration ``infer --save-calibration`` or ``save`` stored in it (``calibration_``)."""
+        m = read_model(path)
+        keys = set(TrainConfig.__dataclass_fields__)
+        params = {k: v for k, v in m["config"].items() if k in keys}
+        model = cls(
+            **{
+                ("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
+                for k, v in params.items()
+            }
+        )
+        model.O_, model.W_, model.bias_, model.X_ = m["O"], m["W"], m["bias"], m["X"]
+        model.fixed_features_ = m["fixed_features"]
+        model.node_ids_ = list(m["node_labels"])
+        model.nodes_ = model.node_ids_
+        model.history_ = m["history"]
+        model.config_ = m["config"]
+        model.lr_ = m["lr_used"]
+        if m["calibration"] is not None:
+            model.calibration_ = m["calibration"]
+        return model
+
+    def params_(self):
+        """The fitted parameters as a ``core.Params``."""
+        _check_fitted(self)
+        return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
+
+
+def _threads(n_jobs):
+    import os
+
+    if n_jobs is None or n_jobs == 0:
+        return 1
+    if n_jobs < 0:
+        return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+    return int(n_jobs)
+
+
+def _seed(random_state):
+    """The run seed for ``random_state``: an int as it is; a Generator or RandomState
+    draws one; None draws one from the operating system's entropy."""
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, 2**63 - 1))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    if (
+        isinstance(random_state, numbers.Integral)
+        and not isinstance(random_state, bool)
+        and random_state >= 0
+    ):
+        return int(random_state)
+    raise InputError(
+        f"random_state must be None, an int >= 0 or a numpy Generator, got {random_state!r}"
+    )
+
+
+def _node_indices(given, graph, labels, nodes):
+    """Graph indices (int64) of ``nodes`` (labels as ``given`` names them; for a Graph:
+    id strings or ints as indices), or of every node for None."""
+    if nodes is None:
+        return np.arange(graph.n_nodes, dtype=np.int64)
+    if isinstance(given, Graph):
+        return nodes
+    if isinstance(nodes, str) or not hasattr(nodes, "__iter__"):
+        nodes = [nodes]
+    index = {label: i for i, label in enumerate(labels)}
+    out = []
+    for node in nodes:
+        i = index.get(node.item() if isinstance(node, np.generic) else node)
+        if i is None and isinstance(node, str):
+            i = graph.index_of([node])[0] if node in graph.node_ids else None  # str(label)
+        if i is None:
+            raise InputError(f"nodes: {node!r} is not a node of the graph given")
+        out.append(i)
+    return np.asarray(out, dtype=np.int64)
+
+
+_PARAMETER = {"threads": "n_jobs", "seed": "random_state", "overwrite": "overwrite=True"}
+"""Command-line flags whose estimator parameter is not their name with underscores."""
+
+
+def _api_message(message):
+    """An error message with the command line's flags (``--dim``) as the estimator's
+    parameters (``dim``)."""
+
+    def name(match):
+        flag = match.group(1).replace("-", "_")
+        return _PARAMETER.get(flag, flag)
+
+    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", name, message)
+
+
+class _api_errors:
+    """Re-raise an InputError of the block with the estimator's parameter names."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, err, tb):
+        if isinstance(err, InputError):
+            message = _api_message(str(err))
+            if message != str(err):
+                raise type(err)(message).with_traceback(tb) from None
+        return False
+
+
+def _check_fitted(model):
+    if not hasattr(model, "O_"):
+        raise NotFittedError("this Caps2NE model is not fitted yet; call fit() first")

@@ -1,0 +1,1 @@
+"""Files out and in: embedding formats with atomic writes, input-file checks, the model file."""

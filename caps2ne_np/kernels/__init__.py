@@ -1,0 +1,1 @@
+"""Numba kernels' shared machinery: compile options, threads, batched BLAS, random streams."""

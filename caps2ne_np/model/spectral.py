@@ -1,0 +1,254 @@
+"""A spectral start: ProNE (Zhang et al., IJCAI 2019) embeddings as Caps2NE's input
+features x, or as the first values of the trainable x (and O).  docs/math.md, "ProNE".
+
+ProNE has two steps, both with scipy.sparse and a randomized SVD (``randomized_svd``):
+
+1. sparse matrix factorisation (``proximity_matrix``, ``factorize``): on the support of
+   the symmetric adjacency A (no self loops), with P = D^-1 A the random-walk transition
+   matrix and lambda_j = (sum_i P_ij)^0.75 / sum_l (sum_i P_il)^0.75 the negative-sampling
+   distribution,
+
+       F_ij = log P_ij - log(A_ij lambda_j)      (A_ij > 0; F_ij = 0 elsewhere)
+
+   then a truncated randomized SVD F ~ U S V^T and R = rownorm(U S^1/2)  (N, d);
+
+2. spectral propagation (``propagate``): with L = I - D~^-1 (I + A) (D~ the degrees of
+   I + A) and M = L - mu I, a Chebyshev expansion of order ``order`` of
+   exp(-theta X), X = M^2 / 2 - I (the Bessel coefficients I_i(theta)):
+
+       R~ = (I + A) (R - sum_i c_i T_i(X) R),   c_0 = I_0(theta), c_i = 2 (-1)^i I_i(theta)
+
+   then the dense SVD R~ = U S V^T and E = rownorm(U S^1/2), float32, unit rows.
+
+Notes (departures of the reference code, THUDM/ProNE ``proNE.py``, from the paper, which
+this module follows, as the ``nodevectors`` package does): the paper's filter is
+g(lambda) = exp(-theta ((lambda - mu)^2 - 1) / 2); the code's exp(-theta ((lambda - mu)^2 / 2
+- 1)) differs by a constant factor inside the band.  The paper propagates with D^-1 A; the
+code with I + A, unnormalised.  The random SVD is seeded here (the reference's is not),
+and everything runs on one BLAS thread, so a run is the same on any thread count.
+
+``start(indptr, indices, weights, cfg, features)`` is the one call a training run makes
+(train.fit's preamble): the fixed features or the initial tables of ``cfg.spectral``.
+"""
+
+import logging
+import math
+import time
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..defaults import SPECTRAL_MODES
+from ..errors import InputError
+
+log = logging.getLogger(__name__)
+
+NEGATIVE_EXPONENT = 0.75
+"""lambda_j ~ (column sum of P)^0.75: word2vec's and ProNE's negative-sampling power."""
+SVD_ITERATIONS = 5
+"""Power iterations of the randomized SVD (the reference's n_iter)."""
+
+
+def adjacency(indptr, indices, weights, n_nodes):
+    """The symmetric adjacency A (float64 CSR) ProNE factorises: max(A, A^T) of the stored
+    edges (an undirected graph stores both directions: A itself), without self loops."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices)
+    data = np.ones(indices.shape[0]) if weights is None else np.asarray(weights, np.float64)
+    A = sp.csr_matrix((data, indices, indptr), shape=(n_nodes, n_nodes))
+    A = A.maximum(A.T).tocsr()
+    A.setdiag(0)
+    A.eliminate_zeros()
+    A.sort_indices()
+    return A
+
+
+def proximity_matrix(A, exponent=NEGATIVE_EXPONENT):
+    """F_ij = log P_ij - log(A_ij lambda_j) on A's support (docstring of the module), CSR.
+
+    A (N, N) symmetric, non-negative, float64 CSR.  P = D^-1 A row by row; a node without
+    edges has an empty row of F."""
+    A = sp.csr_matrix(A, dtype=np.float64)
+    deg = np.asarray(A.sum(axis=1)).ravel()
+    inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
+    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
+    P = sp.csr_matrix((A.data * inv[rows], A.indices, A.indptr), shape=A.shape)  # A's pattern
+    lam = np.asarray(P.sum(axis=0)).ravel() ** exponent
+    lam /= lam.sum()
+    F = P.copy()
+    neg = A.data * lam[A.indices]  # the entries of A diag(lambda), P's pattern
+    F.data = np.log(np.where(P.data > 0, P.data, 1.0)) - np.log(np.where(neg > 0, neg, 1.0))
+    return F
+
+
+def rownorm(U):
+    """Each row divided by its Euclidean norm (all-zero rows stay zero)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", U, U))
+    return U / np.where(norms > 0, norms, 1.0)[:, None]
+
+
+def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10):
+    """The rank-``dim`` randomized SVD M ~ U S V^T of Halko, Martinsson and Tropp (2011,
+    Algorithm 4.4 with LU normalisation): ``(U (n, dim), S (dim,))``.
+
+    Scikit-learn's ``randomized_svd`` step by step, with its defaults (10 oversamples,
+    LU between power iterations when there are more than 2, scipy's QR and gesdd SVD,
+    signs flipped so each column of U has its largest entry positive), and the same
+    draws from ``np.random.RandomState(seed)``: the same bits (tests/test_spectral.py),
+    without importing scikit-learn (0.7 s, more than ProNE itself on a 1,000-node graph).
+    ``M``: a scipy.sparse matrix or an array, square here."""
+    from scipy import linalg
+
+    Q = np.random.RandomState(seed).normal(size=(M.shape[1], dim + oversamples))
+    if n_iter > 2:
+        normalize = lambda X: linalg.lu(X, permute_l=True, check_finite=False)[0]  # noqa: E731
+    else:
+        normalize = lambda X: X  # noqa: E731
+    for _ in range(n_iter):  # power iterations: Q tends to M's leading singular space
+        Q = normalize(M @ Q)
+        Q = normalize(M.T @ Q)
+    Q = linalg.qr(M @ Q, mode="economic", check_finite=False)[0]  # a basis of M's range
+    Uhat, S, _ = linalg.svd(Q.T @ M, full_matrices=False, lapack_driver="gesdd")
+    U = Q @ Uhat
+    signs = np.sign(U[np.argmax(np.abs(U), axis=0), np.arange(U.shape[1])])
+    U *= signs[None, :]
+    return U[:, :dim], S[:dim]
+
+
+def factorize(F, dim, seed, n_iter=SVD_ITERATIONS):
+    """R = rownorm(U S^1/2) of the rank-``dim`` randomized SVD F ~ U S V^T (N, dim) float64,
+    seeded by ``seed`` (``randomized_svd``, ``n_iter`` power iterations)."""
+    U, S = randomized_svd(sp.csc_matrix(F), dim, seed, n_iter)
+    return rownorm(U * np.sqrt(S))
+
+
+def chebyshev_filter(A, R, order, mu, theta):
+    """sum_{i < order} c_i T_i(X) R, X = M^2 / 2 - I, M = I - D~^-1 (I + A) - mu I: the
+    Chebyshev expansion of exp(-theta X) R (module docstring), (N, d) float64."""
+    from scipy.special import iv
+
+    n = A.shape[0]
+    A1 = (sp.eye(n, format="csr") + A).tocsr()
+    deg = np.asarray(A1.sum(axis=1)).ravel()
+    M = (sp.eye(n, format="csr") * (1.0 - mu) - sp.diags(1.0 / deg) @ A1).tocsr()
+    T0 = R
+    T1 = 0.5 * (M @ (M @ R)) - R
+    out = iv(0, theta) * T0 - 2.0 * iv(1, theta) * T1
+    for i in range(2, order):
+        T2 = (M @ (M @ T1)) - 2.0 * T1 - T0  # T_i = 2 X T_{i-1} - T_{i-2}
+        out += (2.0 if i % 2 == 0 else -2.0) * iv(i, theta) * T2
+        T0, T1 = T1, T2
+    return out
+
+
+def propagate(A, R, order, mu, theta):
+    """E = rownorm(U S^1/2) of the dense SVD of (I + A)(R - chebyshev_filter(R)): ProNE's
+    spectral propagation (order 1: R unchanged), (N, d) float64."""
+    if order == 1:
+        return R
+    n = A.shape[0]
+    A1 = (sp.eye(n, format="csr") + A).tocsr()
+    Rt = A1 @ (R - chebyshev_filter(A, R, order, mu, theta))
+    from scipy import linalg
+
+    U, S, _ = linalg.svd(Rt, full_matrices=False, check_finite=False)
+    d = R.shape[1]
+    return rownorm(U[:, :d] * np.sqrt(S[:d]))
+
+
+def prone(A, dim, seed=0, order=10, mu=0.2, theta=0.5):
+    """ProNE embeddings of the symmetric adjacency ``A`` (N, N): (N, dim) float32 with unit
+    rows (a node without edges: a zero row).  ``order`` of the Chebyshev expansion (1: no
+    propagation), ``mu`` and ``theta`` of its filter; ``seed`` of the randomized SVD.
+    Runs on one BLAS thread: the same bits whatever the machine's thread count."""
+    from threadpoolctl import threadpool_limits
+
+    n = A.shape[0]
+    if not 1 <= dim < n:
+        raise InputError(
+            f"--spectral-dim: ProNE needs 1 <= d < N = {n} (the graph's nodes), got d = {dim}; "
+            "lower --spectral-dim (or --feat-dim)"
+        )
+    with threadpool_limits(limits=1):
+        R = factorize(proximity_matrix(A), dim, seed)
+        return propagate(A, R, order, mu, theta).astype(np.float32)
+
+
+class SpectralStart(NamedTuple):
+    """What ``start`` gives a run: fixed ``features`` (N, d) or None, initial ``X`` (N, d)
+    or None, initial ``O`` (N, k) or None, the ``seconds`` it took and a ``note``."""
+
+    features: object = None
+    X: object = None
+    O: object = None
+    seconds: float = 0.0
+    note: str = ""
+
+
+def check(cfg, user_features):
+    """InputError (one line) when ``cfg.spectral`` cannot combine with the rest of the run."""
+    mode = cfg.spectral
+    if mode not in SPECTRAL_MODES:
+        raise InputError(f"--spectral: must be one of {SPECTRAL_MODES}, got {mode!r}")
+    if mode == "none":
+        return
+    if user_features is not None:
+        verb = "replace" if mode == "features" else "start"
+        raise InputError(
+            f"--spectral {mode}: the input features x are the given fixed features "
+            f"(--features, or a --dataset's: --featureless drops those), so there is no x for "
+            f"ProNE to {verb}; drop the features or use --spectral none"
+        )
+    if mode in ("init", "init_xo") and cfg.spectral_dim not in (None, cfg.feat_dim):
+        raise InputError(
+            f"--spectral-dim {cfg.spectral_dim}: with --spectral {mode} ProNE starts x, "
+            f"whose size is --feat-dim {cfg.feat_dim}; leave --spectral-dim unset"
+        )
+    for name, value, ok, what in (
+        ("prone_mu", cfg.prone_mu, math.isfinite(cfg.prone_mu), "a finite number"),
+        ("prone_theta", cfg.prone_theta, cfg.prone_theta > 0, "a number > 0"),
+    ):
+        if not ok:
+            raise InputError(f"--{name.replace('_', '-')}: must be {what}, got {value}")
+
+
+def start(indptr, indices, weights, cfg, features=None, resume=False):
+    """The spectral start of a run with options ``cfg`` (config.TrainConfig): a
+    SpectralStart.  'none': nothing.  'features': ProNE (d = spectral_dim or feat_dim) as
+    fixed features x, used as they are (unit rows: no row-sum normalisation).  'init': x
+    starts from ProNE (d = feat_dim), rescaled to the mean row norm of the random start
+    U(-sqrt(1/d), sqrt(1/d)), sqrt(1/3); 'init_xo': also O (ProNE at d = k), rescaled to
+    the row norm of its Glorot start, sqrt(2 k / (N + k)).  The SVD's seed comes from
+    cfg.seed; ``features``: the user's fixed features (refused with any mode but 'none').
+    ``resume``: the run continues from a checkpoint, which holds x and O: 'init' and
+    'init_xo' compute nothing."""
+    check(cfg, features)
+    if cfg.spectral == "none" or (resume and cfg.spectral != "features"):
+        return SpectralStart()
+    from ..kernels.rng import derive_seed
+
+    t0 = time.perf_counter()
+    n = int(np.asarray(indptr).shape[0] - 1)
+    A = adjacency(indptr, indices, weights, n)
+    seed = derive_seed(cfg.seed, "spectral") % (2**32)
+    d = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
+
+    def embed(dim):
+        return prone(A, dim, seed, cfg.prone_order, cfg.prone_mu, cfg.prone_theta)
+
+    E = embed(d)
+    if cfg.spectral == "features":
+        out = dict(features=E)
+    else:
+        out = dict(X=E * np.float32(math.sqrt(1 / 3)))
+    if cfg.spectral == "init_xo":
+        Ek = E if cfg.dim == d else embed(cfg.dim)
+        out["O"] = Ek * np.float32(math.sqrt(2.0 * cfg.dim / (n + cfg.dim)))
+    seconds = time.perf_counter() - t0
+    what = dict(features="fixed features x", init="the start of x", init_xo="the start of x and O")
+    note = (
+        f"spectral start: ProNE d={d} (order {cfg.prone_order}, mu {cfg.prone_mu:g}, theta "
+        f"{cfg.prone_theta:g}) as {what[cfg.spectral]} in {seconds:.2f} s"
+    )
+    return SpectralStart(seconds=seconds, note=note, **out)

@@ -1,0 +1,409 @@
+"""Training checkpoints: the full state of a run in one ``.npz``, written atomically.
+
+A checkpoint holds every parameter, the Adam moments and step counter, the
+position in the run (epoch, batch within the epoch, global step, the epoch's
+running loss), the run's config and history, and a fingerprint of the graph and
+features.  Every random choice of a run is keyed by (seed, epoch, step)
+(docs/training.md), so these counters *are* the random state: a run resumed from
+a checkpoint takes exactly the steps the uninterrupted run would have taken and
+ends with bitwise identical embeddings.
+
+Files: ``<dir>/checkpoint.npz`` (the latest) is replaced atomically; the previous
+one is kept as ``<dir>/checkpoint.prev.npz`` (a hard link made before the
+replacement), so at every instant ``checkpoint.npz`` is a complete checkpoint, and
+``load`` falls back to the previous one (with an ``InputWarning``, which the CLI
+shows even with ``-q``) if the latest is missing
+or damaged: not a readable ``.npz``, a missing array, bad JSON, a state that does
+not parse, or (``fall_back``, called by ``train.fit``) arrays of the wrong shape.
+
+A run holds ``<dir>/lock`` (its pid, and an ``flock`` on the file, which the system
+releases when the process dies) for as long as it writes checkpoints there; a
+second run on the same folder is refused with the holder's pid.  Taking the lock
+also removes what a killed run may have left: ``checkpoint.new.npz``,
+``checkpoint.prev.new.npz`` and hidden ``.checkpoint*.tmp`` files.
+
+``extra`` arrays (``save(..., extra=)``, returned by ``load`` as ``ckpt["extra"]``)
+carry state of the caller's, such as the CLI's best-epoch tracker.
+"""
+
+import hashlib
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, InputWarning
+from ..io.formats import load_npz, save_npz
+
+FORMAT = "caps2ne_np.checkpoint"
+VERSION = 1
+LATEST = "checkpoint.npz"
+PREVIOUS = "checkpoint.prev.npz"
+NEW = "checkpoint.new.npz"
+PREVIOUS_NEW = "checkpoint.prev.new.npz"
+LOCK = "lock"
+REQUIRED = ("format", "version", "config", "history", "state", "graph_hash", "adam_t", "adam_lr")
+STATE_KEYS = ("epoch", "batch", "step", "loss_sum", "n_pairs", "seconds")
+
+# Options that may change between the interrupted run and its resumption.
+RESUMABLE_CHANGES = ("epochs", "threads")
+FILLED_BY_RESOLVE = ("num_sampled",)
+"""Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
+before ``resolve`` filled them stores None, which means the same derived value."""
+
+
+def fingerprint(indptr, indices, weights, features):
+    """SHA-256 of the graph (and fixed features): a resumed run must see the same input."""
+    h = hashlib.sha256()
+    for a in (indptr, indices, weights):
+        if a is not None:
+            h.update(np.ascontiguousarray(a).tobytes())
+    if features is not None:
+        for a in (
+            (features.indptr, features.indices, features.data)
+            if hasattr(features, "u_data")
+            else (features,)
+        ):
+            h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def save(directory, params, optimizer, state, config, history, graph_hash, extra=None):
+    """Write the run's state to ``directory/checkpoint.npz`` (atomic; previous kept).
+
+    ``extra``: more named arrays, stored as ``extra_<name>`` (``load`` gives them back
+    in ``ckpt["extra"]``)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    arrays = {
+        "format": np.asarray(FORMAT),
+        "version": np.int64(VERSION),
+        "config": np.asarray(json.dumps(config)),
+        "history": np.asarray(json.dumps(history)),
+        "state": np.asarray(json.dumps(state)),
+        "graph_hash": np.asarray(graph_hash),
+        "adam_t": np.int64(optimizer.t),
+        "adam_lr": np.float64(optimizer.lr),
+    }
+    for name in params.trainable():
+        arrays[f"param_{name}"] = getattr(params, name)
+        arrays[f"m_{name}"] = optimizer.m[name]
+        arrays[f"v_{name}"] = optimizer.v[name]
+    for name, value in (extra or {}).items():
+        arrays[f"extra_{name}"] = value
+    latest = directory / LATEST
+    tmp = directory / NEW
+    prev_tmp = directory / PREVIOUS_NEW
+    try:
+        save_npz(tmp, overwrite=True, **arrays)
+        if latest.exists():  # keep the current one as .prev, without
+            if prev_tmp.exists():  # ever unlinking checkpoint.npz
+                prev_tmp.unlink()
+            try:
+                os.link(latest, prev_tmp)
+            except OSError:  # no hard links here: copy instead
+                import shutil
+
+                shutil.copyfile(latest, prev_tmp)
+            os.replace(prev_tmp, directory / PREVIOUS)
+        os.replace(tmp, latest)
+    except BaseException:  # Ctrl-C, SIGTERM, a full disk: leave no
+        for leftover in (tmp, prev_tmp):  # half-done files (the old ones stay)
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
+        raise
+    return latest
+
+
+def check_fresh(directory, overwrite):
+    """InputError if ``directory`` already holds a checkpoint a new run would replace."""
+    path = Path(directory) / LATEST
+    if path.exists() and not overwrite:
+        raise InputError(
+            f"{path}: exists; pass --resume {directory} to continue that run, "
+            "or --overwrite to start a new one there"
+        )
+
+
+def load(directory):
+    """Read ``directory/checkpoint.npz``, or ``checkpoint.prev.npz`` when the latest is
+    missing or damaged (a WARNING names the reason); InputError when neither is a
+    usable checkpoint."""
+    path = Path(directory) / LATEST
+    prev = Path(directory) / PREVIOUS
+    if not path.is_file() and not prev.is_file():
+        raise InputError(
+            f"{directory}: no {LATEST} to resume from; was the run started with --checkpoint-dir?"
+        )
+    try:
+        return _load_one(path)
+    except InputError as err:
+        if not prev.is_file():
+            raise
+        reason = err
+    _warn(f"{reason}; resuming from the previous checkpoint {prev} instead")
+    return _load_one(prev)
+
+
+def _load_one(path):
+    """One checkpoint file, its structure checked; InputError (one line) otherwise."""
+    if not path.is_file():
+        raise InputError(f"{path}: missing")
+    arrays = load_npz(path)
+    if str(arrays.get("format", "")) != FORMAT:
+        raise InputError(f"{path}: not a caps2ne_np checkpoint")
+    missing = [k for k in REQUIRED if k not in arrays]
+    if missing:
+        raise InputError(
+            f"{path}: damaged checkpoint (no {', '.join(missing)}); resume from an "
+            "earlier copy or start a new run"
+        )
+    try:
+        version = int(arrays["version"])
+        parsed = {k: json.loads(str(arrays[k])) for k in ("config", "history", "state")}
+        adam_t, adam_lr = int(arrays["adam_t"]), float(arrays["adam_lr"])
+    except (TypeError, ValueError) as err:
+        raise InputError(
+            f"{path}: damaged checkpoint ({type(err).__name__}: "
+            f"{' '.join(str(err).split())}); resume from an earlier copy or start "
+            "a new run"
+        ) from None
+    if version > VERSION:
+        raise InputError(
+            f"{path}: checkpoint version {version} is newer than "
+            f"this caps2ne_np supports ({VERSION})"
+        )
+    state = parsed["state"]
+    if (
+        not isinstance(parsed["config"], dict)
+        or not isinstance(parsed["history"], list)
+        or not isinstance(state, dict)
+        or any(
+            not isinstance(state[k], (int, float))
+            or isinstance(state[k], bool)
+            or not np.isfinite(state[k])
+            or state[k] < 0
+            for k in STATE_KEYS
+            if k in state
+        )
+        or any(
+            not float(state[k]).is_integer()
+            for k in ("epoch", "batch", "step", "n_pairs")
+            if k in state
+        )
+        or adam_t < 0
+        or not np.isfinite(adam_lr)
+    ):
+        raise InputError(
+            f"{path}: damaged checkpoint (config, history or state of the wrong "
+            "form); resume from an earlier copy or start a new run"
+        )
+    return {
+        "config": parsed["config"],
+        "history": parsed["history"],
+        "state": state,
+        "graph_hash": str(arrays["graph_hash"]),
+        "adam_t": adam_t,
+        "adam_lr": adam_lr,
+        "arrays": arrays,
+        "path": str(path),
+        "extra": {k[len("extra_") :]: v for k, v in arrays.items() if k.startswith("extra_")},
+    }
+
+
+def fall_back(ckpt, err):
+    """The previous checkpoint, after ``err`` (an InputError) made ``ckpt`` unusable;
+    re-raises ``err`` when ``ckpt`` is already the previous one or there is none."""
+    prev = Path(ckpt["path"]).with_name(PREVIOUS)
+    if Path(ckpt["path"]).name == PREVIOUS or not prev.is_file():
+        raise err
+    _warn(f"{err}; resuming from the previous checkpoint {prev} instead")
+    return _load_one(prev)
+
+
+def _warn(message):
+    """An InputWarning: the CLI prints it as a ``warning:`` line whatever the log level
+    (-q hides log records, not these)."""
+    import warnings
+
+    warnings.warn(message, InputWarning, stacklevel=3)
+
+
+def check_arrays(ckpt, params, names):
+    """InputError unless the checkpoint holds parameter and Adam arrays of the run's shapes."""
+    arrays = ckpt["arrays"]
+    for name in names:
+        want = getattr(params, name).shape
+        for prefix in ("param", "m", "v"):
+            key = f"{prefix}_{name}"
+            if key not in arrays:
+                raise InputError(
+                    f"{ckpt['path']}: damaged checkpoint (no {key}); resume from an "
+                    "earlier copy or start a new run"
+                )
+            got = np.shape(arrays[key])
+            if got != want or not np.issubdtype(arrays[key].dtype, np.floating):
+                raise InputError(
+                    f"{ckpt['path']}: {key} has shape {got} {arrays[key].dtype}, this "
+                    f"run needs {want} floats; the checkpoint is damaged or from "
+                    "another run"
+                )
+
+
+def check_compatible(ckpt, config, graph_hash):
+    """InputError naming every option (or the input) that differs from the checkpoint.
+
+    When the latest checkpoint differs but the previous one (written by the same run,
+    so with the same options and input) does not, the latest is damaged: the previous
+    one is returned instead, with a warning.  Returns the checkpoint to resume from."""
+    try:
+        _check_same_run(ckpt, config, graph_hash)
+    except InputError as err:
+        prev = Path(ckpt["path"]).with_name(PREVIOUS)
+        if Path(ckpt["path"]).name == PREVIOUS or not prev.is_file():
+            raise
+        try:
+            older = _load_one(prev)
+            _check_same_run(older, config, graph_hash)
+        except InputError:
+            raise err from None
+        _warn(
+            f"{ckpt['path']}: its options or input fingerprint differ from those of "
+            f"{prev}, written by the same run; it is damaged, resuming from {prev} instead"
+        )
+        ckpt = older
+    _check_epochs(ckpt, config)
+    return ckpt
+
+
+def _check_same_run(ckpt, config, graph_hash):
+    if ckpt["graph_hash"] != graph_hash:
+        raise InputError(
+            f"{ckpt['path']}: the graph or features differ from the run that wrote "
+            "this checkpoint; resume with the same input"
+        )
+    saved = dict(ckpt["config"])
+    saved.setdefault("skipgram_weight", 0.0)  # older checkpoints: the paper's loss
+    diff = [
+        k
+        for k in saved
+        if k not in RESUMABLE_CHANGES
+        and saved[k] != config.get(k)
+        and not (saved[k] is None and k in FILLED_BY_RESOLVE)
+    ]
+    if diff:
+        shown = ", ".join(
+            f"--{k.replace('_', '-')} {_shown(saved[k])} (now {_shown(config.get(k))})"
+            for k in diff
+        )
+        raise InputError(
+            f"{ckpt['path']}: options differ from the checkpointed run: {shown}; "
+            "resume with the same options (only --epochs and --threads may change)"
+        )
+
+
+def _check_epochs(ckpt, config):
+    done = int(ckpt["state"].get("epoch", 0)) + (1 if ckpt["state"].get("batch") else 0)
+    if config.get("epochs") is not None and int(config["epochs"]) < done:
+        raise InputError(
+            f"{ckpt['path']}: the checkpointed run is at epoch {done}, more than "
+            f"--epochs {config['epochs']}; pass --epochs {done} or more (or start a "
+            "new run)"
+        )
+
+
+def _shown(value):
+    """An option's value as the user would type it (None: the preset's choice)."""
+    if value is None:
+        return "unset (the preset's value)"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@contextmanager
+def locked(directory):
+    """Hold ``directory/lock`` for the block (re-entrant within a process).
+
+    InputError naming the holder's pid when another live process holds it; a lock
+    left by a dead process is taken over (its flock died with it).  Stale files of a
+    killed run are removed once the lock is held."""
+    directory = Path(directory)
+    key = os.path.realpath(directory)
+    if key in _HELD:
+        _HELD[key][1] += 1
+        try:
+            yield
+        finally:
+            _HELD[key][1] -= 1
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = _acquire(directory / LOCK)
+    _HELD[key] = [fd, 1]
+    try:
+        _remove_leftovers(directory)
+        yield
+    finally:
+        del _HELD[key]
+        try:
+            os.unlink(directory / LOCK)
+        except OSError:
+            pass
+        os.close(fd)
+
+
+_HELD = {}
+
+
+def _acquire(path):
+    import fcntl
+
+    for _ in range(10):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise InputError(
+                f"{path}: cannot create the lock file ({err.strerror or err}); "
+                "choose a writable --checkpoint-dir"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise InputError(
+                f"{path.parent}: in use by process {holder} (lock file {path}); "
+                "wait for that run to end or stop it, or choose another folder"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # removed by its last holder meanwhile: retry
+            os.close(fd)
+            continue
+        old = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+        if old and old != str(os.getpid()):
+            _warn(f"{path}: taking over the lock of process {old}, which is gone")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        return fd
+    raise InputError(f"{path}: could not take the lock; retry")
+
+
+def _remove_leftovers(directory):
+    """Files a killed run may have left in its checkpoint folder (ours now: we hold the lock)."""
+    for name in (NEW, PREVIOUS_NEW):
+        try:
+            os.unlink(directory / name)
+        except FileNotFoundError:
+            pass
+    for tmp in directory.glob(".checkpoint*.tmp"):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass

@@ -1,0 +1,337 @@
+"""Training on one machine (Algorithm 2): ``fit`` and its engine.
+
+An epoch follows the authors' code: T walks start from every node; a batch is B
+walks drawn uniformly *with replacement*, each giving its (context, target) pairs;
+an epoch is ceil(#walks / B) batches.  ``batch_mode = 'shuffle'`` instead visits
+every walk exactly once per epoch in a seeded order.  With ``walks = 'fixed'`` (the
+authors') every epoch replays the same N*T walks; with ``'fresh'`` each epoch draws
+new ones.  Walks are made batch by batch and never stored (batch.BatchStream).
+
+``fit`` resolves the options (config.py), then runs the epoch loop (loop.run_epochs)
+with ``LocalEngine``: one step per round, the parameters and Adam in this process.
+Every random choice comes from a stream keyed by (seed, purpose, epoch, step), so
+a run is reproducible from its seed whatever the thread count (docs/training.md).
+"""
+
+import logging
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, nullcontext
+from copy import copy
+
+import numba
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from ..errors import InputError
+from ..kernels.rng import derive_seed
+from ..model.core import SparseFeatures, init_params, prepare_features
+from . import checkpoint
+from .batch import BatchStream
+from .config import check_step_memory
+from .loop import TrainResult, prepare, run_epochs
+from .optim import Adam
+from .step import TrainStep
+
+log = logging.getLogger(__name__)
+
+PARALLEL_MODES = ("sync", "async")
+
+
+def fit(
+    indptr,
+    indices,
+    weights,
+    cfg,
+    features=None,
+    progress=False,
+    epoch_callback=None,
+    checkpoint_dir=None,
+    checkpoint_every=0,
+    resume_from=None,
+    step_callback=None,
+    checkpoint_extra=None,
+    parallel="sync",
+):
+    """Train Caps2NE on the graph given by CSR arrays; returns a loop.TrainResult.
+
+    indptr (N+1,) int64, indices (nnz,) int32, weights (nnz,) float32 or None.
+    features: (N, d) fixed input features, or None to train x (featureless).
+    epoch_callback(epoch, result) is called after every epoch.
+    checkpoint_dir: write the full state there after every epoch and, with
+    ``checkpoint_every = n > 0``, every n steps (checkpoint.py).
+    resume_from: a checkpoint directory to continue from (same input and options;
+    ``epochs`` and ``threads`` may change).
+    step_callback(epoch, batch, step) is called after every step (tests use it to
+    interrupt a run).
+    checkpoint_extra: state of the caller's that goes into every checkpoint, an object
+    with ``checkpoint_arrays()`` (a dict of named arrays, as of the last finished epoch)
+    and ``restore_checkpoint(arrays)`` (called on resume with the stored dict); the
+    epoch callback runs before the epoch's checkpoint is written, so that state
+    includes the epoch.  The folder is locked for the run (checkpoint.locked).
+    Memory: refused before allocating (InputError) when ``step_memory`` exceeds what is
+    available.
+    parallel: 'sync' (every step on the threads that time fastest; the same bits on any
+    thread count) or 'async' (``AsyncEngine``: ``cfg.threads`` threads each train their
+    own batches on the shared tables without locks; faster, not reproducible).
+    """
+    if parallel not in PARALLEL_MODES:
+        raise InputError(f"--parallel: must be one of {PARALLEL_MODES}, got {parallel!r}")
+    n_nodes = int(indptr.shape[0] - 1)
+    n_edges = int(np.asarray(indices).shape[0])
+    cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
+    sparse = features is not None and hasattr(features, "nnz")
+    check_step_memory(
+        cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]), sparse
+    )
+    from ..model import spectral
+
+    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
+    if start.note:
+        log.info("%s", start.note)
+        notes = notes + [start.note]
+    if features is not None:
+        features = prepare_features(features, n_nodes, cfg.normalize_features)
+    elif start.features is not None:  # unit rows, used as they are
+        features = prepare_features(start.features, n_nodes, normalize=False)
+    old_threads = numba.get_num_threads()
+    numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
+    lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
+    try:
+        # over/underflow ends as NaN or inf, which the divergence checks report in one line
+        with (
+            threadpool_limits(limits=1),
+            np.errstate(over="ignore", invalid="ignore"),
+            lock,
+            ExitStack() as stack,
+        ):
+            Engine = AsyncEngine if parallel == "async" else LocalEngine
+            engine = Engine(
+                indptr, indices, weights, cfg, features, resume_from, progress=progress, start=start
+            )
+            result = TrainResult(
+                params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=notes
+            )
+            stack.callback(engine.close)
+            return run_epochs(
+                engine,
+                result,
+                engine.stream.source.n_walks,
+                progress=progress,
+                epoch_callback=epoch_callback,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=checkpoint_every,
+                step_callback=step_callback,
+                checkpoint_extra=checkpoint_extra,
+            )
+    finally:
+        numba.set_num_threads(old_threads)
+
+
+class LocalEngine:
+    """The single-machine engine of loop.run_epochs: every table and Adam's moments in
+    this process, one step per round; the next batch of the epoch is drawn before a
+    step's update (every draw is keyed by its step), for the fused W update
+    (step.FusedSparseW)."""
+
+    round_size = 1
+
+    def __init__(
+        self, indptr, indices, weights, cfg, features, resume_from, progress=False, start=None
+    ):
+        self.cfg = cfg
+        n_nodes = int(indptr.shape[0] - 1)
+        self.graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
+        ckpt = None
+        if resume_from is not None:
+            ckpt = checkpoint.load(resume_from)
+            ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), self.graph_hash)
+        sparse = isinstance(features, SparseFeatures)
+        self.stream = BatchStream(
+            indptr, indices, weights, cfg, index=True, sparse_features=features if sparse else None
+        )
+        if progress and _kernels_cold():
+            log.info("compiling kernels (first run only; cached on disk for later runs) ...")
+        if cfg.sampler == "unigram":
+            t0 = time.perf_counter()
+            self.stream.set_counts(self.stream.source.node_counts(cfg.walk_chunk))
+            log.info(
+                "counted nodes in %d walks in %.2fs",
+                self.stream.source.n_walks,
+                time.perf_counter() - t0,
+            )
+        rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
+        feat_dim = cfg.feat_dim if features is None else features.shape[1]
+        params = init_params(n_nodes, cfg.dim, feat_dim, cfg.walk_length - 1, rng, features)
+        if start is not None and start.X is not None:  # --spectral init, init_xo
+            params.X[...] = start.X
+        if start is not None and start.O is not None:
+            params.O[...] = start.O
+        self.names = names = params.trainable()
+        opt = Adam({name: getattr(params, name) for name in names}, lr=cfg.lr)
+        if ckpt is not None:
+            try:
+                checkpoint.check_arrays(ckpt, params, names)
+            except InputError as err:  # the latest is damaged: try the previous
+                ckpt = checkpoint.fall_back(ckpt, err)
+                ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), self.graph_hash)
+                checkpoint.check_arrays(ckpt, params, names)
+            arrays = ckpt["arrays"]
+            for name in names:
+                getattr(params, name)[...] = arrays[f"param_{name}"]
+                opt.m[name][...] = arrays[f"m_{name}"]
+                opt.v[name][...] = arrays[f"v_{name}"]
+            opt.t, opt.lr = ckpt["adam_t"], ckpt["adam_lr"]
+        self.resumed = ckpt
+        self._params, self.optimizer = params, opt
+        self.step = TrainStep(params, opt, cfg.model_config(), lazy=cfg.adam == "lazy")
+        self._ahead = None  # (epoch, b, batch b): drawn by the previous step
+
+    def train(self, epoch, b, step, rates):
+        out = []
+        for r, lr in enumerate(rates):
+            ahead = self._ahead
+            if ahead is not None and ahead[:2] == (epoch, b + r):
+                batch = ahead[2]
+            else:
+                batch = self.stream.batch(epoch, b + r, step + r)
+            self.optimizer.lr = lr
+            loss, grads = self.step.gradients(batch)  # forward, backward
+            parts = self.step.parts  # L_caps and the skip-gram term, when it is on
+            if self.cfg.skipgram_weight:
+                out.append((loss, batch.n_pairs, parts["capsule"], parts["skipgram"]))
+            else:
+                out.append((loss, batch.n_pairs))
+            if not math.isfinite(loss):
+                break
+            nxt = b + r + 1
+            ahead = (
+                self.stream.batch(epoch, nxt, step + r + 1) if nxt < self.stream.n_batches else None
+            )
+            self.step.update(grads, ahead)  # Adam
+            self._ahead = (epoch, nxt, ahead)
+        return out
+
+    def finite(self):
+        return all(np.isfinite(getattr(self._params, n)).all() for n in self.names)
+
+    def save(self, directory, state, history, extra):
+        checkpoint.save(
+            directory,
+            self._params,
+            self.optimizer,
+            state,
+            self.cfg.to_dict(),
+            history,
+            self.graph_hash,
+            extra=extra,
+        )
+
+    def params(self):
+        return self._params
+
+    def close(self):
+        pass
+
+
+class AsyncEngine(LocalEngine):
+    """``--parallel async``: ``cfg.threads`` threads train at once, each its own batches,
+    on the shared tables without locks (Hogwild, Recht et al. 2011; word2vec's threads).
+
+    A round of ``round_size`` consecutive batches is dealt out round-robin (thread w
+    takes batches w, w + n, ...); each thread draws its batches from the run's stream
+    (every draw is keyed by its batch and step, as in the synchronous run), computes
+    the step on one Numba thread and applies its lazy Adam update to the rows it
+    touched while the other threads do the same.  Adam's step t and rate are those of
+    the batch's global step.  So a round holds the same batches with the same rates as
+    the synchronous run; what differs is that a step may read rows another thread is
+    writing, and sees the other threads' updates in an order that depends on timing:
+    the result is not reproducible bit for bit, and with one thread it is the
+    synchronous run's exactly (tests/test_train.py).
+
+    Each thread runs its kernels with the GIL released (``nogil``), so the threads
+    overlap everything but the Python between kernels (docs/training.md, Threads)."""
+
+    STEPS_PER_THREAD = 16
+    """Batches each thread trains per round (a round is one ``loop.run_epochs`` unit:
+    progress, checkpoints and step callbacks happen between rounds)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.n_threads = max(1, int(self.cfg.threads))
+        self.round_size = self.n_threads * self.STEPS_PER_THREAD
+        mcfg, lazy = self.cfg.model_config(), self.cfg.adam == "lazy"
+        self.steps = []
+        for _ in range(self.n_threads):
+            opt = copy(self.optimizer)  # its own t and lr; the tables and moments shared
+            self.steps.append(
+                TrainStep(self._params, opt, mcfg, lazy=lazy, fused=False, adaptive_threads=False)
+            )
+        self.pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
+
+    def train(self, epoch, b, step, rates):
+        self.stream.set_epoch(epoch)  # before the threads read the stream
+        n = len(rates)
+
+        def run(w):
+            numba.set_num_threads(1)  # per thread; its kernels run serially
+            out = {}
+            train_step = self.steps[w]
+            with np.errstate(over="ignore", invalid="ignore"):  # (per thread)
+                for r in range(w, n, self.n_threads):
+                    batch = self.stream.batch(epoch, b + r, step + r)
+                    train_step.opt.t, train_step.opt.lr = step + r, rates[r]
+                    loss, grads = train_step.gradients(batch)
+                    parts = train_step.parts
+                    if self.cfg.skipgram_weight:
+                        out[r] = (loss, batch.n_pairs, parts["capsule"], parts["skipgram"])
+                    else:
+                        out[r] = (loss, batch.n_pairs)
+                    if not math.isfinite(loss):
+                        break
+                    train_step.update(grads)
+            return out
+
+        done = {}
+        if self.pool is None:
+            done.update(run(0))
+        else:
+            for out in self.pool.map(run, range(self.n_threads)):
+                done.update(out)
+        merged = []  # batch order, up to the first batch a stopped thread did not train
+        for r in range(n):
+            if r not in done:
+                break
+            merged.append(done[r])
+            if not math.isfinite(done[r][0]):
+                break
+        self.optimizer.t = step + len(merged)  # for checkpoints: as the synchronous run
+        self.optimizer.lr = rates[len(merged) - 1]
+        return merged
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+
+
+def _kernels_cold():
+    """True if a Numba kernel of the training step is compiled neither in this process nor
+    in the on-disk cache (a heuristic: a cache entry for other argument types counts)."""
+    import os
+
+    from ..kernels import blas
+    from ..model import capsules, core, grads, rows, skipgram
+    from . import optim, samplers, step, walks
+
+    modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks, skipgram)
+    try:
+        for module in modules:
+            for obj in vars(module).values():
+                if isinstance(obj, numba.core.dispatcher.Dispatcher) and not obj.signatures:
+                    if not os.path.exists(obj._cache._cache_file._index_path):
+                        return True
+    except AttributeError:  # another Numba's cache layout: say nothing
+        return False
+    return False
