@@ -24,6 +24,7 @@ import tempfile
 
 import common
 import graphgen
+import report
 import vs_deepwalk as vd
 
 RUNS = (
@@ -68,7 +69,7 @@ def render(payload):
         f"turn; load average {payload['load_before']:.1f} before, "
         f"{payload['load_after']:.1f} after.",
         "",
-        common.short_machine(payload["machine"]),
+        report.machine_markdown(payload["machine"]),
         "",
         "| graph | run | wall s (median) | score (each repetition) | speed over 1 thread |",
         "| --- | --- | --- | --- | --- |",
@@ -114,7 +115,7 @@ def main(argv=None):
     payload = dict(
         command="python bench/parallel_modes.py " + " ".join(argv or sys.argv[1:]),
         reps=args.reps,
-        machine=common.machine_info(),
+        machine=common.short_machine(common.machine_info()),
         load_before=os.getloadavg()[0],
         graphs=[],
     )

@@ -50,6 +50,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
+import caps2ne_np
 import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before torch's OpenMP runtime starts)
 import report
 from caps2ne_np.errors import InputError
@@ -174,7 +175,7 @@ def load_problem(cfg):
     A dataset named ``*.edgelist`` is that file of caps2ne_np/data (no features), as
     ``caps2ne train --graph caps2ne_np/data/cora.edgelist`` reads it."""
     if cfg["dataset"].endswith(".edgelist"):
-        g = read_edgelist(str(Path(walks_mod.__file__).parent / "data" / cfg["dataset"]))
+        g = read_edgelist(str(Path(caps2ne_np.__file__).parent / "data" / cfg["dataset"]))
         features = None
     else:
         try:

@@ -30,6 +30,7 @@ import pstats
 import time
 from pathlib import Path
 
+import caps2ne_np
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
 from caps2ne_np.graphs.graph import read_edgelist
@@ -217,7 +218,7 @@ def converge(args):
     # every step on exactly --threads threads: the per-step rule would pick its own
     if "adaptive_threads" in step.TrainStep.__init__.__code__.co_varnames:
         train.TrainStep = functools.partial(step.TrainStep, adaptive_threads=False)
-    g = read_edgelist(str(Path(train.__file__).parent / "data" / "cora.edgelist"))
+    g = read_edgelist(str(Path(caps2ne_np.__file__).parent / "data" / "cora.edgelist"))
     runs = []
     for B in (16, 128):
         cfg = TrainConfig(batch_size=B, epochs=1, threads=args.threads)
