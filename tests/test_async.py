@@ -3,6 +3,8 @@ shared tables without locks.  With one thread it is the synchronous run bit for 
 (the same batches, rates and Adam steps); with two it trains as well; what cannot
 combine is refused in one line."""
 
+import sys
+
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
@@ -74,7 +76,9 @@ def test_two_async_threads_train_as_well(partition, monkeypatch):
         return out
 
     monkeypatch.setattr(AsyncEngine, "train", spy)
+    switch = sys.getswitchinterval()
     two = run(adj, "async", 2)
+    assert sys.getswitchinterval() == switch  # the GIL's switch interval restored
     assert max(seen) >= 2  # the pool's thread ran beside this one
     losses = [h["loss"] for h in two.history]
     assert all(np.isfinite(losses)) and losses[-1] < 0.85 * losses[0]
