@@ -63,7 +63,8 @@ from caps2ne_np.errors import InputWarning
 from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.evaluate import classify_splits, select_epoch
 from caps2ne_np.graphs.csr import from_scipy
-from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+from caps2ne_np.graphs.datasets import load_dataset
+from caps2ne_np.graphs.downloads import default_data_dir
 from caps2ne_np.infer import (
     DEFAULT_AGGREGATE,
     DEFAULT_CALIBRATION,

@@ -55,7 +55,8 @@ import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before torch's OpenMP r
 import report
 from caps2ne_np.errors import InputError
 from caps2ne_np.graphs.csr import from_scipy
-from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+from caps2ne_np.graphs.datasets import load_dataset
+from caps2ne_np.graphs.downloads import default_data_dir
 from caps2ne_np.graphs.graph import read_edgelist
 from caps2ne_np.model import core
 from caps2ne_np.model.core import init_params

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import caps2ne_np
 from caps2ne_np.graphs.csr import from_scipy
-from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+from caps2ne_np.graphs.datasets import load_dataset
+from caps2ne_np.graphs.downloads import default_data_dir
 from caps2ne_np.graphs.graph import read_edgelist
 from caps2ne_np.kernels import _jit
 from caps2ne_np.training import step, train

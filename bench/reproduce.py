@@ -34,7 +34,8 @@ from caps2ne_np.evaluate import (
     select_epoch,
 )
 from caps2ne_np.graphs.csr import from_scipy
-from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+from caps2ne_np.graphs.datasets import load_dataset
+from caps2ne_np.graphs.downloads import default_data_dir
 from caps2ne_np.training.config import TrainConfig, usable_cores
 from caps2ne_np.training.train import fit
 from common import RESULTS, write_json  # bench/results or $CAPS2NE_BENCH_RESULTS

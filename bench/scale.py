@@ -298,7 +298,8 @@ def load_train_graph(path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if path == BLOGCATALOG:
-            from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+            from caps2ne_np.graphs.datasets import load_dataset
+            from caps2ne_np.graphs.downloads import default_data_dir
 
             ds = load_dataset(BLOGCATALOG, default_data_dir())
             return from_scipy(ds.adj, ds.node_ids)
@@ -477,7 +478,8 @@ def run_worker(name, **kwargs):
 
 def blogcatalog_available():
     try:
-        from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+        from caps2ne_np.graphs.datasets import load_dataset
+        from caps2ne_np.graphs.downloads import default_data_dir
 
         load_dataset(BLOGCATALOG, default_data_dir())
         return True

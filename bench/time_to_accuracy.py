@@ -40,7 +40,8 @@ def main():
 
     from caps2ne_np.evaluate import classify_splits, select_epoch
     from caps2ne_np.graphs.csr import from_scipy
-    from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+    from caps2ne_np.graphs.datasets import load_dataset
+    from caps2ne_np.graphs.downloads import default_data_dir
     from caps2ne_np.training.config import TrainConfig
     from caps2ne_np.training.train import fit
 

@@ -39,7 +39,7 @@ dependency like gensim: without it the ProNE column is skipped, with a line sayi
 (``--no-prone`` skips it too).
 
 The panel: cora, citeseer, pubmed, ppi, pos, blogcatalog (from the data directory,
-``--data-dir`` or caps2ne_np.graphs.datasets.default_data_dir(); a graph whose files are
+``--data-dir`` or caps2ne_np.graphs.downloads.default_data_dir(); a graph whose files are
 missing is skipped with a note) and the LFR-like graphs of bench/graphgen.py:
 syn-{1k,3k,10k,30k,100k}-mu0.3 and syn-{3k,10k}-mu0.5 (seed 0).  Any
 ``syn-<n>[k]-mu<mu>`` name works with ``--graphs``.  ``--smoke`` runs a 300-node
@@ -171,7 +171,8 @@ def panel_entry(name, data_dir=None):
             "10 seeded stratified 50/50 splits",
             dict(n=n, mu=mu, seed=SYN_SEED, realized_mixing=per_node),
         )
-    from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+    from caps2ne_np.graphs.datasets import load_dataset
+    from caps2ne_np.graphs.downloads import default_data_dir
 
     if name == "cora-bundled":
         ds = load_dataset(name)
@@ -547,7 +548,7 @@ def main(argv=None):
     ap.add_argument(
         "--data-dir",
         default=None,
-        help="benchmark data (default: caps2ne_np.graphs.datasets.default_data_dir())",
+        help="benchmark data (default: caps2ne_np.graphs.downloads.default_data_dir())",
     )
     ap.add_argument(
         "--threads",

@@ -212,7 +212,8 @@ def main(argv=None):
     import common
     import report
     from caps2ne_np.graphs.csr import from_scipy
-    from caps2ne_np.graphs.datasets import default_data_dir, load_dataset
+    from caps2ne_np.graphs.datasets import load_dataset
+    from caps2ne_np.graphs.downloads import default_data_dir
     from caps2ne_np.training.walks import uniform_walks
 
     t_start = time.perf_counter()

@@ -79,7 +79,7 @@ def classify_splits(
     labels : (N,) int array
         Class per node; -1 (unlabelled) must not occur in a split.
     splits : list of dict
-        ``{'train', 'val', 'test'}`` index arrays (see ``datasets.load_splits``).
+        ``{'train', 'val', 'test'}`` index arrays (see ``graphs.nodefiles.load_splits``).
     C : float
         Inverse L2 regularisation strength (scikit-learn's ``C``).
     max_iter : int
@@ -130,7 +130,7 @@ def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed
     part of ``train_fraction`` of the labelled nodes (label >= 0), then a validation
     part of ``val_fraction`` of them (empty for 0); the rest is the test part.  The
     splits are a function of ``seed`` alone.  Returns ``[{'train', 'val', 'test'}]``
-    int64 index arrays, as ``datasets.load_splits``.
+    int64 index arrays, as ``graphs.nodefiles.load_splits``.
     """
     from sklearn.model_selection import train_test_split
 

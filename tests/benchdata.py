@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from caps2ne_np.graphs.datasets import dataset_files, default_data_dir
+from caps2ne_np.graphs.datasets import dataset_files
+from caps2ne_np.graphs.downloads import default_data_dir
 
 DATA = Path(default_data_dir())
 HOWTO = (

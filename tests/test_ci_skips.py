@@ -144,7 +144,7 @@ def test_the_skip_reason_points_to_no_shared_data_folder(name):
 def test_the_session_data_folder_is_a_temporary_copy():
     import tempfile
 
-    from caps2ne_np.graphs.datasets import data_mirror, default_data_dir
+    from caps2ne_np.graphs.downloads import data_mirror, default_data_dir
 
     data = os.environ["CAPS2NE_DATA"]
     assert default_data_dir() == data and Path(data).is_relative_to(tempfile.gettempdir())

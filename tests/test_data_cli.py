@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from benchdata import DATA, needs_data
-from caps2ne_np.graphs import datasets
+from caps2ne_np.graphs import datasets, downloads
 from caps2ne_np.io.formats import read_word2vec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def test_train_dataset_offline_says_which_file_to_put_where(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: multilabel/PPI.mat: cannot get it from the mirror")
     assert f"put it at {tmp_path / 'data' / 'multilabel' / 'PPI.mat'}" in last
-    assert datasets.UPSTREAM + "graph/PPI.mat" in last
+    assert downloads.UPSTREAM + "graph/PPI.mat" in last
     assert not (tmp_path / "ppi.emb").exists()
 
 

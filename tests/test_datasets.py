@@ -14,17 +14,15 @@ import scipy.sparse as sp
 
 from benchdata import DATA, REASON, have, needs_data
 from caps2ne_np.errors import InputError
-from caps2ne_np.graphs import datasets, planetoid
+from caps2ne_np.graphs import datasets, downloads, planetoid
 from caps2ne_np.graphs.datasets import (
-    default_data_dir,
     load_bundled_cora,
     load_dataset,
-    load_features,
-    load_labels,
     load_mat,
     load_planetoid,
-    load_splits,
 )
+from caps2ne_np.graphs.downloads import default_data_dir
+from caps2ne_np.graphs.nodefiles import load_features, load_labels, load_splits
 from caps2ne_np.graphs.planetoid import RestrictedUnpickler
 
 CITESEER_UNLABELLED = [
@@ -467,19 +465,19 @@ def test_one_registry_names_every_set_in_order_and_imports_light():
 def test_registry_covers_every_file_the_loaders_read():
     for name in datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES):
         files = datasets.dataset_files(name)
-        assert files and all(rel in datasets.FILES for rel in files)
+        assert files and all(rel in downloads.FILES for rel in files)
     assert datasets.dataset_files("cora", features=False) == [
         "planetoid/ind.cora.ally",
         "planetoid/ind.cora.ty",
         "planetoid/ind.cora.graph",
         "planetoid/ind.cora.test.index",
     ]
-    assert all(len(sha) == 64 and int(sha, 16) >= 0 for _, sha in datasets.FILES.values())
-    assert datasets.UPSTREAM.startswith("https://raw.githubusercontent.com/daiquocnguyen/Caps2NE/")
+    assert all(len(sha) == 64 and int(sha, 16) >= 0 for _, sha in downloads.FILES.values())
+    assert downloads.UPSTREAM.startswith("https://raw.githubusercontent.com/daiquocnguyen/Caps2NE/")
     if (DATA / "planetoid").is_dir():  # the hashes held in the code are those of the data
-        for rel, (_, sha) in datasets.FILES.items():
+        for rel, (_, sha) in downloads.FILES.items():
             if (DATA / rel).is_file():
-                assert datasets.sha256_file(DATA / rel) == sha, rel
+                assert downloads.sha256_file(DATA / rel) == sha, rel
 
 
 @needs_data("cora")
@@ -515,8 +513,8 @@ def test_fetch_over_http_from_a_loopback_server(monkeypatch, tmp_path):
         server.server_close()
     assert ds.n_nodes == 3890 and ds.multilabel
     assert (
-        datasets.sha256_file(tmp_path / "multilabel" / "PPI.mat")
-        == datasets.FILES["multilabel/PPI.mat"][1]
+        downloads.sha256_file(tmp_path / "multilabel" / "PPI.mat")
+        == downloads.FILES["multilabel/PPI.mat"][1]
     )
 
 
@@ -542,7 +540,7 @@ def test_fetch_without_network_says_which_file_to_put_where(monkeypatch, tmp_pat
         "planetoid/ind.citeseer.ally: cannot get it from the mirror http://127.0.0.1:9/"
     )
     assert f"put it at {tmp_path / 'planetoid' / 'ind.citeseer.ally'}" in msg
-    assert datasets.UPSTREAM + "data/ind.citeseer.ally" in msg
+    assert downloads.UPSTREAM + "data/ind.citeseer.ally" in msg
     assert "then the same for ind.citeseer.ty, ind.citeseer.graph" in msg and "\n" not in msg
 
 

@@ -190,7 +190,7 @@ def _evaluate(
         random_splits,
         select_epoch,
     )
-    from ..graphs import datasets
+    from ..graphs import datasets, downloads, nodefiles
     from ..io.formats import atomic_write
 
     if json_out:
@@ -211,13 +211,13 @@ def _evaluate(
     if dataset:
         ds = datasets.load_dataset(
             dataset,
-            data_dir or datasets.default_data_dir(),
+            data_dir or downloads.default_data_dir(),
             **({"features": False} if dataset in datasets.PLANETOID_NAMES else {}),
         )
         node_ids, labels, multilabel, splits = ds.node_ids, ds.labels, ds.multilabel, ds.splits
     else:
         node_ids = ids
-        labels, multilabel = datasets.load_labels(labels_path, node_ids)
+        labels, multilabel = nodefiles.load_labels(labels_path, node_ids)
         if multilabel and splits_path:
             raise InputError(
                 f"{labels_path}: multi-label (a node on several lines), but --splits "
@@ -226,7 +226,7 @@ def _evaluate(
                 "per node"
             )
         splits = (
-            datasets.load_splits(splits_path, len(node_ids), node_ids=node_ids)
+            nodefiles.load_splits(splits_path, len(node_ids), node_ids=node_ids)
             if splits_path
             else None
         )

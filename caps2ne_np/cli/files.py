@@ -10,13 +10,13 @@ from ..errors import InputError
 
 def load_input(source, need_eval=False):
     """(Graph, features or None, labels or None, splits or None) from the CLI options."""
-    from ..graphs import datasets
+    from ..graphs import datasets, downloads, nodefiles
     from ..graphs.csr import from_scipy
     from ..graphs.graph import read_graph
 
     labels = splits = features = None
     if source["dataset"]:
-        data_dir = source["data_dir"] or datasets.default_data_dir()
+        data_dir = source["data_dir"] or downloads.default_data_dir()
         kwargs = (
             {"features": False}
             if (source["featureless"] and source["dataset"] in datasets.PLANETOID_NAMES)
@@ -42,15 +42,15 @@ def load_input(source, need_eval=False):
             cache=None if cache == "off" else cache,
         )
     if source["features"]:
-        features = datasets.load_features(
+        features = nodefiles.load_features(
             source["features"], source["feature_ids"], node_ids=g.node_ids
         )
     if source["labels"]:
-        labels, multilabel = datasets.load_labels(source["labels"], g.node_ids)
+        labels, multilabel = nodefiles.load_labels(source["labels"], g.node_ids)
         if need_eval and multilabel:
             raise InputError(f"{source['labels']}: --eval-every-epoch needs one label per node")
     if source["splits"]:
-        splits = datasets.load_splits(source["splits"], g.n_nodes, node_ids=g.node_ids)
+        splits = nodefiles.load_splits(source["splits"], g.n_nodes, node_ids=g.node_ids)
     if need_eval and (labels is None or splits is None):
         raise InputError(
             "--eval-every-epoch needs labels and splits: --dataset, or --labels and --splits"

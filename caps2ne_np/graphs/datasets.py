@@ -42,17 +42,14 @@ from ..errors import InputError, InputWarning
 from .downloads import (
     FETCH_DEADLINE,
     FILES,
-    SIZES,
-    UPSTREAM,
     data_mirror,
     default_data_dir,
     download,
     matches_registry,
     mirror_has,
     refetch_command,
-    sha256_file,
 )
-from .nodefiles import load_features, load_labels, load_splits
+from .nodefiles import load_labels, load_splits
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -64,22 +61,13 @@ __all__ = [
     "Dataset",
     "PLANETOID_NAMES",
     "MAT_FILES",
-    "FILES",
-    "UPSTREAM",
     "available",
-    "data_mirror",
     "dataset_files",
-    "default_data_dir",
     "fetch",
     "check_files",
-    "SIZES",
     "paper_splits",
-    "sha256_file",
     "load_planetoid",
     "load_mat",
-    "load_splits",
-    "load_features",
-    "load_labels",
     "load_dataset",
     "load_bundled_cora",
     "bundled_cora_splits",
@@ -89,7 +77,6 @@ PLANETOID_NAMES = ("cora", "citeseer", "pubmed")
 MAT_FILES = {"ppi": "PPI.mat", "pos": "POS.mat", "blogcatalog": "blogcatalog.mat"}
 NAMES = PLANETOID_NAMES + tuple(MAT_FILES) + ("cora-bundled",)
 """Every name :func:`load_dataset` takes, in the order the CLI lists them."""
-DATASET_NAMES = NAMES  # the former name
 
 
 @dataclass
