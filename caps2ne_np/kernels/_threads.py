@@ -5,12 +5,14 @@ them, so how long an idle OpenMP worker spins before it sleeps decides whether a
 second thread helps: a worker that slept during the Python between two regions pays a
 futex wake-up (tens to hundreds of microseconds) at the next one.  Measured on a quiet
 2-core machine, the featureless default step (B = 16 walks, Cora), 676 steps, median:
-1.89 ms on one thread; on two, 2.64 ms with ``GOMP_SPINCOUNT=1000`` (slower than one),
-1.70 with 10,000, 1.62 with 30,000, 1.51 with 100,000, 1.45 with 300,000 (libgomp's
-default) (docs/results/threads_spin.md).  A long spin is a disaster only when another
+1.89-1.90 ms on one thread; on two (two rounds), 2.64-2.74 ms with
+``GOMP_SPINCOUNT=1000`` (slower than one), 1.71-1.80 with 10,000, 1.60-1.63 with 30,000,
+1.50-1.51 with 100,000, 1.41-1.50 with 300,000 (libgomp's default)
+(docs/results/threads_spin.md).  A long spin is a disaster only when another
 process wants the core the worker spins on; ``StepThreads`` below then moves the steps
 to one thread (no parallel regions, so nothing spins), and processes that share the
-cores by design (Ray's actors, distributed.start_ray) start with ``SHARED_SPIN_COUNT``.
+cores by design (Ray's actors, training.distributed.start_ray) start with
+``SHARED_SPIN_COUNT``.
 
 libgomp reads ``GOMP_SPINCOUNT`` once, when it is loaded, and Numba loads it when its
 threading layer starts (the first parallel launch or ``numba.get_num_threads`` /

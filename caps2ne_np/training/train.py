@@ -253,7 +253,7 @@ class AsyncEngine(LocalEngine):
     the synchronous run; what differs is that a step may read rows another thread is
     writing, and sees the other threads' updates in an order that depends on timing:
     the result is not reproducible bit for bit, and with one thread it is the
-    synchronous run's exactly (tests/test_train.py).
+    synchronous run's exactly (tests/test_async.py).
 
     Each thread runs its kernels with the GIL released (``nogil``), so the threads
     overlap everything but the Python between kernels (docs/training.md, Threads)."""
