@@ -203,11 +203,7 @@ class LocalEngine:
                 batch = self.stream.batch(epoch, b + r, step + r)
             self.optimizer.lr = lr
             loss, grads = self.step.gradients(batch)  # forward, backward
-            parts = self.step.parts  # L_caps and the skip-gram term, when it is on
-            if self.cfg.skipgram_weight:
-                out.append((loss, batch.n_pairs, parts["capsule"], parts["skipgram"]))
-            else:
-                out.append((loss, batch.n_pairs))
+            out.append(self._record(loss, batch, self.step))
             if not math.isfinite(loss):
                 break
             nxt = b + r + 1
@@ -217,6 +213,14 @@ class LocalEngine:
             self.step.update(grads, ahead)  # Adam
             self._ahead = (epoch, nxt, ahead)
         return out
+
+    def _record(self, loss, batch, train_step):
+        """A trained batch as loop.run_epochs takes it: (loss, pairs), and with the
+        skip-gram term its two parts, L_caps and L_sg (``train_step.parts``)."""
+        if self.cfg.skipgram_weight:
+            parts = train_step.parts
+            return (loss, batch.n_pairs, parts["capsule"], parts["skipgram"])
+        return (loss, batch.n_pairs)
 
     def finite(self):
         return all(np.isfinite(getattr(self._params, n)).all() for n in self.names)
@@ -294,11 +298,7 @@ class AsyncEngine(LocalEngine):
                     batch = self.stream.batch(epoch, b + r, step + r)
                     train_step.opt.t, train_step.opt.lr = step + r, rates[r]
                     loss, grads = train_step.gradients(batch)
-                    parts = train_step.parts
-                    if self.cfg.skipgram_weight:
-                        out[r] = (loss, batch.n_pairs, parts["capsule"], parts["skipgram"])
-                    else:
-                        out[r] = (loss, batch.n_pairs)
+                    out[r] = self._record(loss, batch, train_step)
                     if not math.isfinite(loss):
                         break
                     train_step.update(grads)
