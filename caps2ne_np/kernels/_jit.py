@@ -52,6 +52,11 @@ class Kernel:
     (``kernel(..., work=f)``: ``f(*args)`` operations), or the parallel version when it
     declares none.  Both compute the same values in the same order (every ``prange``
     iteration owns its outputs), so the choice never changes a result.
+
+    A kernel may call other parallel kernels by name (training/fused.py's chunk calls
+    its stages): its parallel version calls their parallel versions and its serial
+    version their serial ones, so a serial call never starts a parallel region
+    (``_cached``).  The two versions are compiled on first use.
     """
 
     def __init__(self, fn, fastmath=FASTMATH, work=None):
@@ -61,10 +66,26 @@ class Kernel:
         self.__name__ = fn.__name__
         self.__module__ = fn.__module__
         self.__wrapped__ = fn
+        self._fastmath = fastmath
+        self._versions = {}
+
+    @property
+    def parallel(self):
+        return self._version(True)
+
+    @property
+    def serial(self):
+        return self._version(False)
+
+    def _version(self, parallel):
         # copies under other qualified names (the on-disk cache's key), so the two
         # versions' caches never mix, nor those of other compile options (_cached)
-        self.parallel = _cached(fn, "", parallel=True, fastmath=fastmath)
-        self.serial = _cached(fn, "_serial", parallel=False, fastmath=fastmath)
+        d = self._versions.get(parallel)
+        if d is None:
+            suffix = "" if parallel else "_serial"
+            d = _cached(self.py_func, suffix, parallel=parallel, fastmath=self._fastmath)
+            self._versions[parallel] = d
+        return d
 
     def __call__(self, *args):
         if self.work is not None:
@@ -135,25 +156,61 @@ _THIS_FILE = Path(__file__).read_bytes()
 
 def _cached(fn, suffix, **options):
     """``njit(cache=True, ...)`` of a copy of ``fn`` whose qualified name carries a tag
-    of the compile options and of this file's text.
+    of the compile options and of the source text of every module it calls into.
 
     Numba's on-disk cache is keyed by a function's qualified name and its own source
     file's time stamp, so without the tag a change of options here (FASTMATH, REASSOC,
-    error_model) or of ``fast_exp`` below would not reach the kernels of the other
-    modules; with it, such a change compiles them anew (tests/test_jit.py)."""
+    error_model), of ``fast_exp`` below, or of a helper another module inlines into it
+    (capsules.route_pair into training/fused.py's stages) would not reach the cached
+    kernel; with it, such a change compiles it anew (tests/test_jit.py).
+
+    A global of ``fn`` that is a ``Kernel`` resolves, in the copy, to the version being
+    made (parallel or serial)."""
     opts = dict(nogil=True, error_model="numpy", **options)
     canon = sorted(
         (k, repr(sorted(v) if isinstance(v, (set, frozenset)) else v)) for k, v in opts.items()
     )  # a set's repr order varies by process
-    tag = hashlib.sha1(repr(canon).encode() + _THIS_FILE).hexdigest()[:8]
+    sources = b"".join(Path(f).read_bytes() for f in sorted(_source_files(fn)))
+    tag = hashlib.sha1(repr(canon).encode() + _THIS_FILE + sources).hexdigest()[:8]
+    glob = fn.__globals__
+    kernels = {
+        n: glob[n] for n in fn.__code__.co_names if isinstance(glob.get(n), Kernel)
+    }
+    if kernels:  # a snapshot of the module's globals with the matching versions
+        glob = dict(glob)
+        for n, k in kernels.items():
+            glob[n] = k.parallel if options.get("parallel") else k.serial
     copy = types.FunctionType(
-        fn.__code__, fn.__globals__, fn.__name__ + suffix, fn.__defaults__, fn.__closure__
+        fn.__code__, glob, fn.__name__ + suffix, fn.__defaults__, fn.__closure__
     )
     copy.__qualname__ = f"{fn.__qualname__}{suffix}_{tag}"
     copy.__module__ = fn.__module__
     copy.__doc__ = fn.__doc__
     copy.__wrapped__ = fn
     return njit(cache=True, **opts)(copy)
+
+
+_PACKAGE = __name__.split(".")[0]
+
+
+def _source_files(fn):
+    """The source files of the package's modules ``fn`` calls into, directly or
+    through the functions those call (its own module's included)."""
+    files, seen, todo = set(), set(), [fn]
+    while todo:
+        f = todo.pop()
+        f = getattr(f, "py_func", f)  # a Kernel or a Numba dispatcher: its Python function
+        f = getattr(f, "__wrapped__", f)
+        code = getattr(f, "__code__", None)
+        if code is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        module = getattr(f, "__module__", "") or ""
+        if module.split(".")[0] == _PACKAGE and module != __name__:
+            files.add(code.co_filename)
+        glob = getattr(f, "__globals__", {})
+        todo.extend(glob[n] for n in code.co_names if n in glob and callable(glob[n]))
+    return files
 
 
 # --- exp for float32 that LLVM can vectorise -------------------------------------

@@ -74,14 +74,25 @@ def squash(s, out=None):
 @kernel(parallel=True, fastmath=REASSOC, work=lambda s, out: 4 * s.size)
 def _squash(s, out):
     """``squash``'s kernel."""
-    n, k = s.shape
-    for r in prange(n):
-        r2 = 0.0
-        for j in range(k):
-            r2 += s[r, j] * s[r, j]
-        g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
-        for j in range(k):
-            out[r, j] = g * s[r, j]
+    for r in prange(s.shape[0]):
+        squash_vector(s[r], out[r])
+
+
+def squash_vector(s, out):
+    """e = g(|s|^2) s for one vector ``s`` (k,) into ``out`` (k,): Eq. 1, inlined into
+    the kernels that call it (``_squash``, training/fused.py), which take their compile
+    options."""
+    r2 = 0.0
+    for j in range(s.shape[0]):
+        r2 += s[j] * s[j]
+    g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+    for j in range(s.shape[0]):
+        out[j] = g * s[j]
+
+
+@overload(squash_vector, inline="always")
+def _squash_vector_in_kernels(s, out):
+    return squash_vector  # the Python function, compiled and inlined into the calling kernel
 
 
 def route(u_hat, iters, scale, rule, c=None, s=None, e=None):
@@ -219,30 +230,43 @@ def softmax_rows(
 @kernel(parallel=True, fastmath=REASSOC, work=lambda z_t, z_s, *_: 8 * z_s.size)
 def _softmax_rows(logits_true, logits_sampled, targets, sampled, loss, d_true, d_sampled):
     """``softmax_rows``'s kernel."""
-    n_pairs, n_sampled = logits_sampled.shape
-    inv_p = 1.0 / n_pairs
-    for p in prange(n_pairs):
-        t = targets[p]
-        z_max = logits_true[p]
-        for j in range(n_sampled):
-            if sampled[j] != t and logits_sampled[p, j] > z_max:
-                z_max = logits_sampled[p, j]
-        # one exp per logit, kept in d_sampled and normalised below; the exp loop has
-        # no reduction in it, so it vectorises (fast_exp); the sum runs separately
-        w_true = fast_exp(logits_true[p] - z_max)
-        for j in range(n_sampled):
-            d_sampled[p, j] = fast_exp(logits_sampled[p, j] - z_max)
-        total = w_true
-        for j in range(n_sampled):
-            if sampled[j] != t:
-                total += d_sampled[p, j]
-            else:
-                d_sampled[p, j] = 0.0
-        loss[p] = z_max + np.log(total) - logits_true[p]
-        scale = inv_p / total
-        d_true[p] = (w_true / total - 1.0) * inv_p
-        for j in range(n_sampled):
-            d_sampled[p, j] *= scale
+    inv_p = 1.0 / logits_sampled.shape[0]
+    for p in prange(logits_sampled.shape[0]):
+        loss[p], d_true[p] = softmax_pair(
+            logits_true[p], logits_sampled[p], targets[p], sampled, inv_p, d_sampled[p]
+        )
+
+
+def softmax_pair(z_t, z_s, t, sampled, inv_p, d_s):
+    """One pair of ``softmax_rows``: its loss -z_t + log(exp(z_t) + sum_{s != t} exp(z_s))
+    and dL/dz_t, returned, and dL/dz_s into ``d_s`` (S,) (zero for an accidental hit),
+    with L the mean over the batch's pairs (``inv_p`` = 1 / P).  Inlined into the kernels
+    that call it (``_softmax_rows``, training/fused.py)."""
+    n_sampled = z_s.shape[0]
+    z_max = z_t
+    for j in range(n_sampled):
+        if sampled[j] != t and z_s[j] > z_max:
+            z_max = z_s[j]
+    # one exp per logit, kept in d_s and normalised below; the exp loop has no
+    # reduction in it, so it vectorises (fast_exp); the sum runs separately
+    w_true = fast_exp(z_t - z_max)
+    for j in range(n_sampled):
+        d_s[j] = fast_exp(z_s[j] - z_max)
+    total = w_true
+    for j in range(n_sampled):
+        if sampled[j] != t:
+            total += d_s[j]
+        else:
+            d_s[j] = 0.0
+    scale = inv_p / total
+    for j in range(n_sampled):
+        d_s[j] *= scale
+    return z_max + np.log(total) - z_t, (w_true / total - 1.0) * inv_p
+
+
+@overload(softmax_pair, inline="always")
+def _softmax_pair_in_kernels(z_t, z_s, t, sampled, inv_p, d_s):
+    return softmax_pair  # the Python function, compiled and inlined into the calling kernel
 
 
 def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):

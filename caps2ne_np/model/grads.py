@@ -44,19 +44,30 @@ def squash_backward(s, d_e, d_s=None):
 @kernel(parallel=True, fastmath=REASSOC, work=lambda s, d_e, d_s: 6 * d_e.size)
 def _squash_backward(s, d_e, d_s):
     """``squash_backward``'s kernel."""
-    n, k = s.shape
-    for r in prange(n):
-        r2 = 0.0
-        s_dot = 0.0
-        for j in range(k):
-            r2 += s[r, j] * s[r, j]
-            s_dot += s[r, j] * d_e[r, j]
-        h = 1.0 / ((1.0 + r2) * np.sqrt(r2 + EPS))
-        g = r2 * h
-        g_prime = h * (1.0 / (1.0 + r2) - 0.5 * r2 / (r2 + EPS))
-        coef = 2.0 * g_prime * s_dot
-        for j in range(k):
-            d_s[r, j] = g * d_e[r, j] + coef * s[r, j]
+    for r in prange(s.shape[0]):
+        squash_backward_vector(s[r], d_e[r], d_s[r])
+
+
+def squash_backward_vector(s, d_e, d_s):
+    """``squash_backward`` for one vector: ``s``, ``d_e`` (k,) -> ``d_s`` (k,); inlined
+    into the kernels that call it (``_squash_backward``, training/fused.py)."""
+    k = s.shape[0]
+    r2 = 0.0
+    s_dot = 0.0
+    for j in range(k):
+        r2 += s[j] * s[j]
+        s_dot += s[j] * d_e[j]
+    h = 1.0 / ((1.0 + r2) * np.sqrt(r2 + EPS))
+    g = r2 * h
+    g_prime = h * (1.0 / (1.0 + r2) - 0.5 * r2 / (r2 + EPS))
+    coef = 2.0 * g_prime * s_dot
+    for j in range(k):
+        d_s[j] = g * d_e[j] + coef * s[j]
+
+
+@overload(squash_backward_vector, inline="always")
+def _squash_backward_vector_in_kernels(s, d_e, d_s):
+    return squash_backward_vector  # the Python function, compiled and inlined
 
 
 def route_backward(u_hat, c, s, e, d_e, scale, rule, exact, d_u_hat=None):
