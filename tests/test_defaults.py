@@ -64,16 +64,16 @@ def test_linear_schedule_runs_from_lr_to_floor_and_constant_stays():
 
 def test_run_applies_the_schedule_step_by_step(adj, monkeypatch):
     """Adam sees lr(step) at every step of a linear run: first the peak, last the floor."""
-    import caps2ne_np.training.optim as optim
+    from caps2ne_np.training.fused import FusedStep
 
     seen = []
-    real = optim.Adam.step
+    real = FusedStep.train
 
-    def spy(self, *args, **kwargs):
-        seen.append(self.lr)
-        return real(self, *args, **kwargs)
+    def spy(self, epoch, batches, steps, rates, parallel=True):
+        seen.extend(rates)  # the compiled step's Adam takes each step's rate
+        return real(self, epoch, batches, steps, rates, parallel)
 
-    monkeypatch.setattr(optim.Adam, "step", spy)
+    monkeypatch.setattr(FusedStep, "train", spy)
     model = Caps2NE(
         **TINY, epochs=2, lr=1e-2, lr_schedule="linear", batch_size=8, random_state=0
     ).fit(adj)

@@ -83,7 +83,10 @@ class Kernel:
         d = self._versions.get(parallel)
         if d is None:
             suffix = "" if parallel else "_serial"
-            d = _cached(self.py_func, suffix, parallel=parallel, fastmath=self._fastmath)
+            # a kernel that only calls others (no prange of its own) compiles serial code
+            # in both versions: its parallel version calls the others' parallel versions
+            own = parallel and "prange" in self.py_func.__code__.co_names
+            d = _cached(self.py_func, suffix, parallel=own, fastmath=self._fastmath, calls=parallel)
             self._versions[parallel] = d
         return d
 
@@ -164,8 +167,9 @@ def _cached(fn, suffix, **options):
     (capsules.route_pair into training/fused.py's stages) would not reach the cached
     kernel; with it, such a change compiles it anew (tests/test_jit.py).
 
-    A global of ``fn`` that is a ``Kernel`` resolves, in the copy, to the version being
-    made (parallel or serial)."""
+    A global of ``fn`` that is a ``Kernel`` resolves, in the copy, to its parallel
+    version when ``calls`` (default: ``parallel``) is true, else to its serial one."""
+    calls = options.pop("calls", options.get("parallel", False))
     opts = dict(nogil=True, error_model="numpy", **options)
     canon = sorted(
         (k, repr(sorted(v) if isinstance(v, (set, frozenset)) else v)) for k, v in opts.items()
@@ -173,13 +177,11 @@ def _cached(fn, suffix, **options):
     sources = b"".join(Path(f).read_bytes() for f in sorted(_source_files(fn)))
     tag = hashlib.sha1(repr(canon).encode() + _THIS_FILE + sources).hexdigest()[:8]
     glob = fn.__globals__
-    kernels = {
-        n: glob[n] for n in fn.__code__.co_names if isinstance(glob.get(n), Kernel)
-    }
+    kernels = {n: glob[n] for n in fn.__code__.co_names if isinstance(glob.get(n), Kernel)}
     if kernels:  # a snapshot of the module's globals with the matching versions
         glob = dict(glob)
         for n, k in kernels.items():
-            glob[n] = k.parallel if options.get("parallel") else k.serial
+            glob[n] = k.parallel if calls else k.serial
     copy = types.FunctionType(
         fn.__code__, glob, fn.__name__ + suffix, fn.__defaults__, fn.__closure__
     )

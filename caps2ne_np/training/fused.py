@@ -83,7 +83,9 @@ def _draw_batch(graph, draws, sampler, epoch, b, step, walks, ctx_t, targets, sa
     n_b = ids.shape[0]
     for w in range(n_b):
         if second_order:
-            _node2vec_walk(indptr, indices, cum, weighted, inv_p, inv_q, walk_seed, ids[w], walks[w])
+            _node2vec_walk(
+                indptr, indices, cum, weighted, inv_p, inv_q, walk_seed, ids[w], walks[w]
+            )
         else:
             _walk(indptr, indices, cum, weighted, walk_seed, ids[w], walks[w])
     # pairs: C_v = (v_t : t != j), v = v_j, at the given positions or one random j per walk
@@ -363,9 +365,11 @@ def _loss_and_grads(tables, model, batch, ws, sizes):
     iters, scale, rule, exact = model
     ctx_t, targets, sampled, log_q_true, log_q_sampled = batch
     n_pairs, R, G, n_o = sizes
+    # fmt: off
     (nodes, slot_ptr, inv, x_nodes, x_of_row, row_ptr, row_list, o_nodes, o_of_target, x, u,
      u_rows, u_hat_rows, u_hat, c, s, e_all, b_all, O_s, z_s, loss, d_true, d_s, d_sT, d_e,
-     d_O, d_bias, d_u_hat, scratch_i, scratch_k, d_rows, d_W_t, d_u_rows, d_u, d_x) = ws  # fmt: skip
+     d_O, d_bias, d_u_hat, scratch_i, scratch_k, d_rows, d_W_t, d_u_rows, d_u, d_x) = ws
+    # fmt: on
     P = n_pairs
     _squash_nodes(X, x_nodes, G, x, u)
     _predict(u, x_of_row, slot_ptr, W_t, u_rows, u_hat_rows)
@@ -455,7 +459,9 @@ def _adam(tables, moments, ws, sizes, coefs, lazy, marks):
         if item < n_w:
             lo = item * ADAM_BLOCK
             hi = min(Wf.shape[0], lo + ADAM_BLOCK)
-            adam_span(Wf[lo:hi], dWf[lo:hi], mWf[lo:hi], vWf[lo:hi], lr_t, beta1, beta2, eps, c1, c2)
+            adam_span(
+                Wf[lo:hi], dWf[lo:hi], mWf[lo:hi], vWf[lo:hi], lr_t, beta1, beta2, eps, c1, c2
+            )
         elif item < n_w + n_rows:
             o = item - n_w
             v = o_nodes[o] if lazy else o
@@ -466,7 +472,9 @@ def _adam(tables, moments, ws, sizes, coefs, lazy, marks):
                           lr_t, beta1, beta2, eps, c1, c2)  # fmt: skip
             else:
                 adam_span_zero(O[v], mO[v], vO[v], lr_t, beta1, beta2, eps)
-                adam_span_zero(bias[v : v + 1], mb[v : v + 1], vb[v : v + 1], lr_t, beta1, beta2, eps)
+                adam_span_zero(
+                    bias[v : v + 1], mb[v : v + 1], vb[v : v + 1], lr_t, beta1, beta2, eps
+                )
         else:
             r = item - n_w - n_rows
             v = x_nodes[r] if lazy else r
@@ -647,3 +655,49 @@ class FusedStep:
                 losses, pairs,
             )  # fmt: skip
         return [(float(losses[n]), int(pairs[n])) for n in range(done)]
+
+
+def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, mcfg, parallel=True):
+    """The compiled step's mean loss and dense gradients (core.Grads) of one given batch,
+    in the parameters' dtype (float64 for the gradient checks): the same stages
+    ``_train_chunk`` runs, from the index on (tests/test_fused.py checks them against
+    central differences and model/reference.py).  Arguments as core.loss_and_grads;
+    trained x or dense fixed features."""
+    from ..model.core import Grads
+
+    dtype = params.O.dtype
+    n_slots, k, d = params.W.shape
+    ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)
+    targets = np.ascontiguousarray(targets, dtype=np.int64)
+    sampled = np.ascontiguousarray(sampled, dtype=np.int64)
+    n_pairs, n_sampled = targets.shape[0], sampled.shape[0]
+    log_q_true = np.log(np.asarray(q_true, dtype=dtype))
+    log_q_sampled = np.log(np.asarray(q_sampled, dtype=dtype))
+    W_t = np.ascontiguousarray(params.W.transpose(0, 2, 1))
+    train_x = not params.fixed_features
+    tables = (np.ascontiguousarray(params.X), W_t, params.O, params.bias, train_x)
+    scale = dtype.type(mcfg.scale_for(n_slots))
+    model = (
+        int(mcfg.routing_iters),
+        scale,
+        rule_code(mcfg.routing_rule),
+        mcfg.grad_mode == "exact",
+    )
+    ws = _workspace(n_pairs, n_sampled, n_slots, d, k, model[0], params.O)
+    marks = np.full((3, params.O.shape[0]), -1, dtype=np.int64)
+    batch = (ctx_t, targets, sampled, log_q_true, log_q_sampled)
+    R, G, n_o = _index_batch(ctx_t, n_pairs, targets, sampled, marks, ws[0:3], ws[3:7], ws[7:9])
+    version = _loss_and_grads.parallel if parallel else _loss_and_grads.serial
+    loss = version(tables, model, batch, ws, (n_pairs, R, G, n_o))
+    x_nodes, o_nodes = ws[3][:G], ws[7][:n_o]
+    out = Grads(
+        W=np.ascontiguousarray(ws[31].transpose(0, 2, 1)),
+        O=np.zeros_like(params.O),
+        bias=np.zeros_like(params.bias),
+        X=np.zeros_like(params.X) if train_x else None,
+    )
+    out.O[o_nodes] = ws[25][:n_o]
+    out.bias[o_nodes] = ws[26][:n_o]
+    if train_x:
+        out.X[x_nodes] = ws[34][:G]
+    return float(loss), out

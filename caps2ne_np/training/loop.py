@@ -189,8 +189,9 @@ def run_epochs(
                             pairs_s=f"{_rate(state, epoch, first):,.0f}",
                             refresh=False,
                         )  # redraws follow mininterval
-                if step_callback is not None:
-                    step_callback(epoch, b0 + n - 1, step0 + n - 1)
+                if step_callback is not None:  # every step of the round, in order
+                    for r in range(n):
+                        step_callback(epoch, b0 + r, step0 + r)
             if not engine.finite():
                 raise diverged("a parameter became NaN or infinite", state["batch"])
             seconds = time.perf_counter() - t_start

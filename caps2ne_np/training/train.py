@@ -26,9 +26,11 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..errors import InputError
+from ..kernels import _jit
+from ..kernels._threads import StepThreads
 from ..kernels.rng import derive_seed
 from ..model.core import SparseFeatures, init_params, prepare_features
-from . import checkpoint
+from . import checkpoint, fused
 from .batch import BatchStream
 from .config import check_step_memory
 from .loop import TrainResult, prepare, run_epochs
@@ -38,6 +40,11 @@ from .step import TrainStep
 log = logging.getLogger(__name__)
 
 PARALLEL_MODES = ("sync", "async")
+CHUNK_TRIAL = dict(warmup=1, rounds=3, recheck=60, watch=8)
+"""StepThreads' trial over chunks of fused.CHUNK batches (a chunk of the default Cora run
+takes ~0.1 s): the first chunk compiles or loads the kernels, three chunks on each
+count, a new trial every 60 chunks and when 8 chunks run 50% slower than the trial
+said."""
 SWITCH_INTERVAL = 1e-4
 """Python's GIL switch interval while ``AsyncEngine``'s threads run (Python's default is
 5 ms): the default Cora run with ``--parallel async --threads 2`` took 24.7 s with it
@@ -119,6 +126,8 @@ def fit(
                 params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=notes
             )
             stack.callback(engine.close)
+            if checkpoint_every:  # a checkpoint every n steps, not when a chunk passes one
+                engine.chunk = min(engine.chunk, int(checkpoint_every))
             return run_epochs(
                 engine,
                 result,
@@ -136,8 +145,14 @@ def fit(
 
 class LocalEngine:
     """The single-machine engine of loop.run_epochs: every table and Adam's moments in
-    this process, one step per round; the next batch of the epoch is drawn before a
-    step's update (every draw is keyed by its step), for the fused W update
+    this process.
+
+    Where fused.supports the run (trained x or dense fixed features, no skip-gram term:
+    the defaults), a round is a chunk of ``fused.CHUNK`` batches trained by one compiled
+    call (fused.FusedStep), on the thread count a ``StepThreads`` trial over chunks finds
+    fastest (1 or all: the same bits either way).  Otherwise a round is one batch of
+    step.TrainStep, the next batch of the epoch drawn before its update (every draw is
+    keyed by its step) for the fused W update with sparse features
     (step.FusedSparseW)."""
 
     round_size = 1
@@ -190,10 +205,36 @@ class LocalEngine:
             opt.t, opt.lr = ckpt["adam_t"], ckpt["adam_lr"]
         self.resumed = ckpt
         self._params, self.optimizer = params, opt
-        self.step = TrainStep(params, opt, cfg.model_config(), lazy=cfg.adam == "lazy")
+        lazy = cfg.adam == "lazy"
+        kind = None if features is None else ("sparse" if sparse else "dense")
+        self.fused = self.step = self.threads = None
+        self.chunk = 1
+        if fused.supports(cfg, kind):
+            self.fused = fused.FusedStep(self.stream, params, opt, cfg.model_config(), lazy)
+            # the first round is one batch (it compiles or loads the kernels: kept out of
+            # the rate and the ETA), the others a chunk each
+            self.chunk = fused.CHUNK
+            n = numba.get_num_threads()
+            if n > 1 and _jit.PAR_MIN_WORK > 0:  # (0: the tests' every kernel parallel)
+                self.threads = StepThreads(n, **CHUNK_TRIAL)
+        else:
+            self.step = TrainStep(params, opt, cfg.model_config(), lazy=lazy)
         self._ahead = None  # (epoch, b, batch b): drawn by the previous step
 
     def train(self, epoch, b, step, rates):
+        if self.fused is not None:
+            n = len(rates)
+            if self.threads is not None:
+                self.threads.begin()
+            out = self.fused.train(
+                epoch, range(b, b + n), range(step, step + n), rates,
+                parallel=numba.get_num_threads() > 1,
+            )  # fmt: skip
+            if self.threads is not None:
+                self.threads.end()
+            self.optimizer.t, self.optimizer.lr = step + len(out), rates[len(out) - 1]
+            self.round_size = self.chunk - (step + n) % self.chunk  # to a multiple of chunk
+            return out
         out = []
         for r, lr in enumerate(rates):
             ahead = self._ahead
@@ -259,27 +300,38 @@ class AsyncEngine(LocalEngine):
     the result is not reproducible bit for bit, and with one thread it is the
     synchronous run's exactly (tests/test_async.py).
 
-    Each thread runs its kernels with the GIL released (``nogil``), so the threads
-    overlap everything but the Python between kernels (docs/training.md, Threads)."""
+    With the compiled step (fused.FusedStep: the defaults) each thread trains its share
+    of a round in one call of the serial chunk kernel with the GIL released, so the
+    threads overlap everything; otherwise each thread runs step.TrainStep, whose kernels
+    release the GIL but whose Python between them takes turns (docs/training.md,
+    Threads)."""
 
     STEPS_PER_THREAD = 16
-    """Batches each thread trains per round (a round is one ``loop.run_epochs`` unit:
-    progress, checkpoints and step callbacks happen between rounds)."""
+    """Batches each thread trains per round with step.TrainStep (a round is one
+    ``loop.run_epochs`` unit: progress, checkpoints and step callbacks happen between
+    rounds); fused.CHUNK with the compiled step."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.n_threads = max(1, int(self.cfg.threads))
-        self.round_size = self.n_threads * self.STEPS_PER_THREAD
+        self.threads = None  # every thread on its own core, serial kernels
         mcfg, lazy = self.cfg.model_config(), self.cfg.adam == "lazy"
         self.steps = []
-        for _ in range(self.n_threads):
-            opt = copy(self.optimizer)  # its own t and lr; the tables and moments shared
-            self.steps.append(
-                TrainStep(self._params, opt, mcfg, lazy=lazy, fused=False, adaptive_threads=False)
-            )
+        if self.fused is not None:
+            self.chunk = self.n_threads * fused.CHUNK
+            self.steps = [self.fused.copy_for_thread() for _ in range(self.n_threads)]
+        else:
+            self.round_size = self.n_threads * self.STEPS_PER_THREAD
+            for _ in range(self.n_threads):
+                opt = copy(self.optimizer)  # its own t and lr; the tables and moments shared
+                self.steps.append(
+                    TrainStep(
+                        self._params, opt, mcfg, lazy=lazy, fused=False, adaptive_threads=False
+                    )
+                )
         self.pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
         self._switch = None
-        if self.pool is not None:
+        if self.pool is not None and self.fused is None:
             # the GIL passes between the threads at every kernel call and return; a thread
             # waiting for it while another runs Python waits this long before asking
             self._switch = sys.getswitchinterval()
@@ -288,6 +340,14 @@ class AsyncEngine(LocalEngine):
     def train(self, epoch, b, step, rates):
         self.stream.set_epoch(epoch)  # before the threads read the stream
         n = len(rates)
+
+        def run_fused(w):
+            mine = list(range(w, n, self.n_threads))
+            out = self.steps[w].train(
+                epoch, [b + r for r in mine], [step + r for r in mine], [rates[r] for r in mine],
+                parallel=False,
+            )  # fmt: skip
+            return dict(zip(mine, out))
 
         def run(w):
             numba.set_num_threads(1)  # per thread; its kernels run serially
@@ -304,6 +364,9 @@ class AsyncEngine(LocalEngine):
                     train_step.update(grads)
             return out
 
+        if self.fused is not None:
+            run = run_fused
+            self.round_size = self.chunk - (step + n) % self.chunk  # to a multiple of chunk
         done = {}
         if self.pool is None:
             done.update(run(0))
