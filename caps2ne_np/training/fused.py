@@ -50,9 +50,6 @@ BLOCKS = 8
 """Fixed blocks of pairs (and of V') for the output layer's products: the split does
 not depend on the thread count, so neither do the sums."""
 
-ADAM_BLOCK = 4096
-"""Elements of W per item of the Adam update."""
-
 
 def supports(cfg, features_kind):
     """True when ``_train_chunk`` trains this run: ``features_kind`` is None
@@ -219,15 +216,16 @@ def _route_pairs(u_hat_rows, inv, n_pairs, iters, scale, rule, u_hat, c, s, e_al
 
 
 @kernel(parallel=True, fastmath=REASSOC)
-def _output_layer(e, O, bias, targets, sampled, log_q_true, log_q_sampled, O_s, z_s, loss,
+def _output_layer(e, O, bias, targets, sampled, log_q_true, log_q_sampled, O_s, bq, z_s, loss,
                   d_true, d_s, d_sT):  # fmt: skip
     """z_t = e.o_t + b_t - log Q(t), z_s = e.o_s + b_s - log Q(s) (Eq. 3), then the
     softmax of each pair (capsules.softmax_pair): its loss and dL/dz, also transposed
-    (``d_sT`` (S, P), for d_O)."""
+    (``d_sT`` (S, P), for d_O), in blocks of pairs."""
     n_pairs, k = e.shape
     n_sampled = sampled.shape[0]
     for j in prange(n_sampled):
         O_s[j] = O[sampled[j]]
+        bq[j] = bias[sampled[j]] - log_q_sampled[j]
     inv_p = 1.0 / n_pairs
     for blk in prange(BLOCKS):
         lo = blk * n_pairs // BLOCKS
@@ -242,9 +240,10 @@ def _output_layer(e, O, bias, targets, sampled, log_q_true, log_q_sampled, O_s, 
             d_true[p] = acc + bias[t] - log_q_true[p]  # z_t, rounded to the tables' dtype
             z_t = d_true[p]
             for j in range(n_sampled):
-                z_s[p, j] += bias[sampled[j]] - log_q_sampled[j]
+                z_s[p, j] += bq[j]
             loss[p], d_true[p] = softmax_pair(z_t, z_s[p], t, sampled, inv_p, d_s[p])
-            for j in range(n_sampled):
+        for j in range(n_sampled):  # the block transposed: contiguous runs in d_sT
+            for p in range(lo, hi):
                 d_sT[j, p] = d_s[p, j]
 
 
@@ -306,21 +305,19 @@ def _route_back(u_hat, c, s, e_all, d_e, n_pairs, scale, rule, exact, d_u_hat, s
 
 
 @kernel(parallel=True)
-def _rows_backward(d_u_hat, inv, slot_ptr, n_pairs, d_rows):
+def _rows_backward(d_u_hat, inv, slot_ptr, d_rows):
     """d_rows[r] = sum of d_u_hat[i, p] over the pairs p whose slot i reads row r, in
-    pair order; items (slot, 16 columns)."""
-    n_slots = inv.shape[0]
+    pair order; parallel over the slots, which own disjoint rows (the loop of
+    grads.gather_rows_backward: a split of the columns measured 10x slower)."""
+    n_slots, n_pairs = inv.shape
     k = d_u_hat.shape[2]
-    n_cb = (k + 15) // 16
-    for item in prange(n_slots * n_cb):
-        i = item // n_cb
-        c0 = (item % n_cb) * 16
-        c1 = min(k, c0 + 16)
+    for i in prange(n_slots):
         for r in range(slot_ptr[i], slot_ptr[i + 1]):
-            d_rows[r, c0:c1] = 0.0
+            for j in range(k):
+                d_rows[r, j] = 0.0
         for p in range(n_pairs):
             r = inv[i, p]
-            for j in range(c0, c1):
+            for j in range(k):
                 d_rows[r, j] += d_u_hat[i, p, j]
 
 
@@ -368,19 +365,19 @@ def _loss_and_grads(tables, model, batch, ws, sizes):
     # fmt: off
     (nodes, slot_ptr, inv, x_nodes, x_of_row, row_ptr, row_list, o_nodes, o_of_target, x, u,
      u_rows, u_hat_rows, u_hat, c, s, e_all, b_all, O_s, z_s, loss, d_true, d_s, d_sT, d_e,
-     d_O, d_bias, d_u_hat, scratch_i, scratch_k, d_rows, d_W_t, d_u_rows, d_u, d_x) = ws
+     d_O, d_bias, d_u_hat, scratch_i, scratch_k, d_rows, d_W_t, d_u_rows, d_u, d_x, bq) = ws
     # fmt: on
     P = n_pairs
     _squash_nodes(X, x_nodes, G, x, u)
     _predict(u, x_of_row, slot_ptr, W_t, u_rows, u_hat_rows)
     _route_pairs(u_hat_rows, inv, P, iters, scale, rule, u_hat, c, s, e_all, b_all)
     e = e_all[iters - 1, :P]
-    _output_layer(e, O, bias, targets[:P], sampled, log_q_true[:P], log_q_sampled, O_s,
+    _output_layer(e, O, bias, targets[:P], sampled, log_q_true[:P], log_q_sampled, O_s, bq,
                   z_s[:P], loss, d_true, d_s[:P], d_sT)  # fmt: skip
     _output_backward(e, O, targets[:P], d_true, d_s[:P], d_sT, O_s, o_of_target, n_o,
                      d_e[:P], d_O, d_bias)  # fmt: skip
     _route_back(u_hat, c, s, e_all, d_e, P, scale, rule, exact, d_u_hat, scratch_i, scratch_k)
-    _rows_backward(d_u_hat, inv, slot_ptr, P, d_rows)
+    _rows_backward(d_u_hat, inv, slot_ptr, d_rows)
     _W_backward(u_rows, d_rows, slot_ptr, W_t, train_x, d_W_t, d_u_rows)
     if train_x:
         _x_backward(x, d_u_rows, row_ptr, row_list, G, d_u, d_x)
@@ -433,6 +430,7 @@ def _workspace(P, S, n_slots, d, k, iters, dtype_of):
         np.empty((R, d), dtype=f),  # d_u_rows
         np.empty((R, d), dtype=f),  # d_u
         np.empty((R, d), dtype=f),  # d_x
+        np.empty(S, dtype=f),  # bq: b_s - log Q(s)
     )
 
 
@@ -451,17 +449,19 @@ def _adam(tables, moments, ws, sizes, coefs, lazy, marks):
     x_nodes, o_nodes = ws[3], ws[7]
     d_O, d_bias, d_W_t, d_x = ws[25], ws[26], ws[31], ws[34]
     lr_t, beta1, beta2, eps, c1, c2 = coefs
-    Wf, mWf, vWf, dWf = W_t.reshape(-1), mW.reshape(-1), vW.reshape(-1), d_W_t.reshape(-1)
-    n_w = (Wf.shape[0] + ADAM_BLOCK - 1) // ADAM_BLOCK
+    n_slots, d, k = W_t.shape
+    Wr, mWr, vWr = (
+        W_t.reshape(n_slots * d, k),
+        mW.reshape(n_slots * d, k),
+        vW.reshape(n_slots * d, k),
+    )
+    dWr = d_W_t.reshape(n_slots * d, k)
+    n_w = n_slots * d  # rows of W (column j of W_i each): items of k elements, as O's rows
     n_rows = n_o if lazy else O.shape[0]
     n_x = (G if lazy else X.shape[0]) if train_x else 0
     for item in prange(n_w + n_rows + n_x):
         if item < n_w:
-            lo = item * ADAM_BLOCK
-            hi = min(Wf.shape[0], lo + ADAM_BLOCK)
-            adam_span(
-                Wf[lo:hi], dWf[lo:hi], mWf[lo:hi], vWf[lo:hi], lr_t, beta1, beta2, eps, c1, c2
-            )
+            adam_span(Wr[item], dWr[item], mWr[item], vWr[item], lr_t, beta1, beta2, eps, c1, c2)
         elif item < n_w + n_rows:
             o = item - n_w
             v = o_nodes[o] if lazy else o
