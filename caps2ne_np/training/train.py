@@ -400,9 +400,9 @@ def _kernels_cold():
 
     from ..kernels import blas
     from ..model import capsules, core, grads, rows, skipgram
-    from . import optim, samplers, step, walks
+    from . import fused, optim, samplers, step, walks
 
-    modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks, skipgram)
+    modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks, skipgram, fused)
     try:
         for module in modules:
             for obj in vars(module).values():

@@ -1,0 +1,227 @@
+"""Where a step of the compiled chunk (caps2ne_np/training/fused.py) spends its time,
+stage by stage, on one thread, beside the Python step (step.TrainStep) in the same run.
+
+The featureless defaults on the bundled Cora edge list (perf.py's configs f and g: B = 16
+and 128 walks, every position a target, k = d = 128, |V'| = 256, lazy Adam, unigram
+sampler).  Each stage kernel is timed on a real batch by calling its serial version
+alone (thread CPU time, median of ``--reps`` blocks of 20 calls), and the whole step
+three ways: the compiled chunk, the sum of its stages, and the Python step.  The
+serial share (drawing and indexing the batch, the loss sum), which no thread count
+splits, is what docs/scaling.md's bounds for more cores start from.
+
+    python bench/profile_fused.py                 # B = 16 and 128, ~1 min
+    python bench/profile_fused.py --batch-sizes 16 --reps 9
+
+Writes bench/results/<--out>.json + .md.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+import common
+import numba
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from caps2ne_np.graphs.graph import read_edgelist
+from caps2ne_np.model import spectral
+from caps2ne_np.training import fused as F
+from caps2ne_np.training import train as T
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.loop import prepare
+
+
+def cpu_ms(fn, reps, inner=20):
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.thread_time()
+        for _ in range(inner):
+            fn()
+        times.append((time.thread_time() - t0) / inner * 1e3)
+    return common.median(times)
+
+
+def engine(g, cfg, start, python_step):
+    real = F.supports
+    F.supports = (lambda c, k: False) if python_step else real
+    try:
+        return T.LocalEngine(g.indptr, g.indices, g.weights, cfg, None, None, start=start)
+    finally:
+        F.supports = real
+
+
+def profile(g, batch_size, reps):
+    n = g.indptr.shape[0] - 1
+    cfg, _ = prepare(TrainConfig(threads=1, seed=3, epochs=1, batch_size=batch_size), n,
+                     g.indices.shape[0], False, 0)  # fmt: skip
+    start = spectral.start(g.indptr, g.indices, g.weights, cfg, None, resume=False)
+    fast, slow = engine(g, cfg, start, False), engine(g, cfg, start, True)
+    fs = fast.fused
+    steps = {"n": 0}
+
+    def chunk(n_steps):
+        def run():
+            s = steps["n"]
+            fs.train(0, range(s, s + n_steps), range(s, s + n_steps), [cfg.lr] * n_steps, False)
+            steps["n"] += n_steps
+
+        return run
+
+    def python_chunk(n_steps):
+        def run():
+            s = steps["n"]
+            slow.train(0, s, s, [cfg.lr] * n_steps)
+            steps["n"] += n_steps
+
+        return run
+
+    per = 20
+    step_fused = cpu_ms(chunk(per), reps, inner=1) / per
+    step_python = cpu_ms(python_chunk(per), reps, inner=1) / per
+
+    # one real batch, its index and workspace, for the stages alone
+    p = fast._params
+    b = fast.stream.batch(0, 0, 0)
+    n_slots, k, d = p.W.shape
+    ctx_t = np.ascontiguousarray(b.ctx.T, dtype=np.int64)
+    targets = b.targets.astype(np.int64)
+    sampled = b.sampled.astype(np.int64)
+    P, S = targets.shape[0], sampled.shape[0]
+    lqt = np.log(b.q_true.astype(np.float32))
+    lqs = np.log(b.q_sampled.astype(np.float32))
+    ws = F._workspace(P, S, n_slots, d, k, 1, p.O)
+    marks = np.full((3, n), -1, dtype=np.int64)
+
+    def index():
+        out = F._index_batch(ctx_t, P, targets, sampled, marks, ws[0:3], ws[3:7], ws[7:9])
+        F._unmark(marks, ws[3], out[1], ws[7], out[2])
+        return out
+
+    R, G, n_o = index()  # fills the workspace's index (the marks restored, as in a chunk)
+    X, W_t, O, bias, _ = fs.tables
+    iters, scale, rule, exact = fs.model
+    # fmt: off
+    (nodes, slot_ptr, inv, x_nodes, x_of_row, row_ptr, row_list, o_nodes, o_of_target, x, u,
+     u_rows, u_hat_rows, u_hat, c, s, e_all, b_all, O_s, z_s, loss, d_true, d_s, d_sT, d_e,
+     d_O, d_bias, d_u_hat, scratch_i, scratch_k, d_rows, d_W_t, d_u_rows, d_u, d_x, bq) = ws
+    # fmt: on
+    e = e_all[0]
+    walks = np.empty((fs.stream.cfg.batch_size, n_slots + 1), dtype=np.int64)
+    src = fs.stream.source
+    smp = fs.stream.sampler
+    draws = (int(src.seed), int(src.n_walks), batch_size, np.empty(0, dtype=np.int64),
+             int(fs.stream.seed_batch), fs.positions, int(fs.stream.seed_pos))  # fmt: skip
+    sampler = (int(smp._kind), int(smp.n), float(smp._log_range), smp._prob, smp._alias,
+               getattr(smp, "_p", np.empty(0)), int(fs.stream.seed_sample), S)  # fmt: skip
+    size = 2
+    while size < 2 * S:
+        size *= 2
+    table = np.empty(size, dtype=np.int64)
+    bt, bs, bqt, bqs = ctx_t.copy(), targets.copy(), np.empty(P, np.float32), np.empty(S, np.float32)
+    smp_out = sampled.copy()
+    zero = (lr := np.float32(1e-4), np.float32(0.9), np.float32(0.999), np.float32(1e-8),
+            np.float32(0.1), np.float32(0.001))  # fmt: skip
+    del lr
+    moments = tuple(a.copy() for a in fs.moments)
+    tables = (X.copy(), W_t.copy(), O.copy(), bias.copy(), True)
+    stages = {
+        "draw: walks, pairs, V', log Q (serial)": lambda: F._draw_batch(
+            fs.graph, draws, sampler, 0, 0, 0, walks, bt, bs, smp_out, table, bqt, bqs
+        ),
+        "index: distinct rows, x and O rows (serial)": index,
+        "x = X[nodes], u = squash(x)": lambda: F._squash_nodes.serial(X, x_nodes, G, x, u),
+        "u_hat = W_i u (GEMMs)": lambda: F._predict.serial(
+            u, x_of_row, slot_ptr, W_t, u_rows, u_hat_rows
+        ),
+        "routing": lambda: F._route_pairs.serial(
+            u_hat_rows, inv, P, iters, scale, rule, u_hat, c, s, e_all, b_all
+        ),
+        "output layer: z, softmax (GEMM)": lambda: F._output_layer.serial(
+            e, O, bias, targets, sampled, lqt, lqs, O_s, bq, z_s, loss, d_true, d_s, d_sT
+        ),
+        "output layer backward (GEMMs)": lambda: F._output_backward.serial(
+            e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_e, d_O, d_bias
+        ),
+        "routing backward": lambda: F._route_back.serial(
+            u_hat, c, s, e_all, d_e, P, scale, rule, exact, d_u_hat, scratch_i, scratch_k
+        ),
+        "sum over shared rows": lambda: F._rows_backward.serial(d_u_hat, inv, slot_ptr, d_rows),
+        "d_W, d_u (GEMMs)": lambda: F._W_backward.serial(
+            u_rows, d_rows, slot_ptr, W_t, True, d_W_t, d_u_rows
+        ),
+        "d_x": lambda: F._x_backward.serial(x, d_u_rows, row_ptr, row_list, G, d_u, d_x),
+        "Adam (lazy: W, touched rows of O, b, x)": lambda: F._adam.serial(
+            tables, moments, ws, (P, R, G, n_o), zero, True, marks
+        ),
+    }
+    rows = {name: cpu_ms(fn, reps) for name, fn in stages.items()}
+    serial = sum(v for name, v in rows.items() if "(serial)" in name)
+    return dict(
+        batch_size=batch_size,
+        pairs=P,
+        distinct_rows=R,
+        distinct_nodes=G,
+        o_rows=n_o,
+        stages_ms=rows,
+        stages_sum_ms=sum(rows.values()),
+        step_fused_ms=step_fused,
+        step_python_ms=step_python,
+        serial_ms=serial,
+        serial_share=serial / step_fused,
+    )
+
+
+def render(payload):
+    out = [
+        "# A step of the compiled chunk, stage by stage (Cora featureless, defaults, 1 thread)",
+        "",
+        f"`{payload['command']}`",
+        "",
+        "Thread CPU time in ms per step, medians; the stages each timed alone on one real "
+        "batch (serial versions), the steps as chunks of 20 batches.",
+        "",
+    ]
+    results = payload["results"]
+    out.append("| | " + " | ".join(f"B = {r['batch_size']} ({r['pairs']} pairs)" for r in results) + " |")
+    out.append("| --- |" + " --- |" * len(results))
+    for name in results[0]["stages_ms"]:
+        out.append(f"| {name} | " + " | ".join(f"{r['stages_ms'][name]:.3f}" for r in results) + " |")
+    for key, label in (
+        ("stages_sum_ms", "**sum of the stages**"),
+        ("step_fused_ms", "**compiled step (chunk / 20)**"),
+        ("step_python_ms", "**Python step (step.TrainStep), same run**"),
+    ):
+        out.append(f"| {label} | " + " | ".join(f"**{r[key]:.3f}**" for r in results) + " |")
+    out.append("| Python / compiled | " + " | ".join(
+        f"{r['step_python_ms'] / r['step_fused_ms']:.2f}x" for r in results) + " |")  # fmt: skip
+    out.append("| serial share of the compiled step | " + " | ".join(
+        f"{100 * r['serial_share']:.1f}%" for r in results) + " |")  # fmt: skip
+    out += ["", "Machine:", "", "```", json.dumps(payload["machine"], indent=1), "```", ""]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-sizes", default="16,128")
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--out", default="profile_fused")
+    args = parser.parse_args(argv)
+    g = read_edgelist(common.REPO / "caps2ne_np" / "data" / "cora.edgelist")
+    numba.set_num_threads(1)
+    with threadpool_limits(limits=1):
+        results = [profile(g, int(b), args.reps) for b in args.batch_sizes.split(",")]
+    payload = dict(
+        command="python bench/profile_fused.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        results=results,
+        machine=common.machine_info(),
+    )
+    md = render(payload)
+    common.write_results(args.out, payload, md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
