@@ -1,4 +1,4 @@
-"""Sharded training on a local Ray instance (caps2ne_np/training/distributed.py, issue 18):
+"""Sharded training on a local Ray instance (caps2ne_np/training/ray/, issue 18):
 round time, bytes pulled and pushed per step next to docs/scaling.md's formula, and
 accuracy after the same budget as single-machine lazy-Adam training.
 
@@ -66,7 +66,7 @@ def run_single(g, cfg):
 
 
 def run_ray(g, cfg, P, S, w_placement):
-    from caps2ne_np.training.distributed import fit
+    from caps2ne_np.training.ray import fit
 
     stats = {}
     t0 = time.perf_counter()
@@ -120,7 +120,7 @@ def main():
 
     from caps2ne_np.graphs.csr import from_scipy
     from caps2ne_np.training.config import TrainConfig, resolve
-    from caps2ne_np.training.distributed import start_ray
+    from caps2ne_np.training.ray import start_ray
 
     payload = (
         json.loads(path.read_text())

@@ -1,6 +1,6 @@
 """The Ray engine's driver memory while writing the outputs (issue 18): the tables
 gathered whole and handed to the writers, against streamed in row blocks from the
-shards (``distributed.streamed_params``).
+shards (``training.ray.outputs.streamed_params``).
 
     python bench/distributed_outputs.py [--nodes 1000000] [--dim 16] [--servers 2]
 
@@ -38,8 +38,8 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
 
     from caps2ne_np.io.formats import save_npy, write_word2vec
     from caps2ne_np.io.modelfile import save_model
-    from caps2ne_np.training import distributed
-    from caps2ne_np.training.distributed import ShardServer, gather, start_ray, streamed_params
+    from caps2ne_np.training.ray import outputs, start_ray
+    from caps2ne_np.training.ray.server import ShardServer
 
     started = start_ray(num_cpus=2)
     import ray
@@ -60,9 +60,11 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
     tracemalloc.start()
     t0 = time.perf_counter()
     if mode == "gather":
-        params = gather(ray, cluster, nodes, False)
+        params = outputs.gather(ray, cluster, nodes, False)
     else:
-        params = streamed_params(ray, cluster, nodes, dim, dim, False, block_rows=block_rows)
+        params = outputs.streamed_params(
+            ray, cluster, nodes, dim, dim, False, block_rows=block_rows
+        )
     write_word2vec(Path(out_dir) / "e.emb", ids, params.O)
     save_npy(Path(out_dir) / "e.npy", params.O, ids)
     save_model(Path(out_dir) / "m.npz", params, ids, {"dim": dim}, 0.01, [])
@@ -89,7 +91,7 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
                 nodes=nodes,
                 dim=dim,
                 servers=servers,
-                block_rows=block_rows or distributed.OUTPUT_BLOCK_ROWS,
+                block_rows=block_rows or outputs.OUTPUT_BLOCK_ROWS,
                 table_mb=table_bytes / 1e6,
                 traced_peak_mb=peak / 1e6,
                 rss_growth_mb=(rss1 - rss0) / 1e6,
@@ -106,7 +108,9 @@ def main():
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=16, help="k = d")
     ap.add_argument("--servers", type=int, default=2)
-    ap.add_argument("--block-rows", type=int, default=0, help="0: distributed.OUTPUT_BLOCK_ROWS")
+    ap.add_argument(
+        "--block-rows", type=int, default=0, help="0: training.ray.outputs.OUTPUT_BLOCK_ROWS"
+    )
     ap.add_argument(
         "--update", action="store_true", help="write bench/results/distributed_outputs.md"
     )
