@@ -3,7 +3,7 @@
 For each of the paper's splits s (20 labelled nodes per class for training, 1,000 for
 validation, 1,000 for test):
 
-1. remove the split's test nodes and every edge touching them (``infer.inductive_split``),
+1. remove the split's test nodes and every edge touching them (``evaluate.inductive_split``),
    so no walk, pair, sampled negative or parameter of training ever involves them;
 2. train Caps2NE on the remaining graph with the fixed, row-normalised bag-of-words
    features of its nodes;
@@ -59,9 +59,10 @@ import numpy as np
 
 import common
 import report
+from caps2ne_np.calibration import fit_calibration
 from caps2ne_np.errors import InputWarning
 from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.evaluate import classify_splits, select_epoch
+from caps2ne_np.evaluate import classify_splits, inductive_split, select_epoch
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
@@ -70,8 +71,6 @@ from caps2ne_np.infer import (
     DEFAULT_CALIBRATION,
     aggregate_samples,
     capsule_embeddings,
-    fit_calibration,
-    inductive_split,
 )
 from caps2ne_np.kernels.rng import derive_seed
 from caps2ne_np.model.core import prepare_features
@@ -196,7 +195,7 @@ def run_split(ds, full, X_full, split, s, args):
     Z = args.samples
     n, k = full.n_nodes, cfg["dim"]
     deg_sub = np.diff(sub.indptr)
-    cal_sub = np.flatnonzero(deg_sub > 0).astype(np.int64)  # infer.calibration_nodes
+    cal_sub = np.flatnonzero(deg_sub > 0).astype(np.int64)  # calibration.calibration_nodes
     cal_full = kept[cal_sub]
     cal_no_val = ~np.isin(cal_full, val)  # calibration for scoring val nodes as new ones
     sub_row = np.full(n, -1, dtype=np.int64)
