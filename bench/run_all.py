@@ -1,6 +1,6 @@
 """The whole performance suite in one command, timed: every figure of perf.md.
 
-    python bench/run_all.py              # ~10 minutes on the 2-core machine
+    python bench/run_all.py              # 344 s on 2 cores (bench/results/suite.md)
     python bench/run_all.py --dry-run    # list the commands only
     python bench/run_all.py --only perf,walks
 
