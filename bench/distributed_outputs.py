@@ -22,10 +22,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import common
 
 
 def child(mode, nodes, dim, servers, block_rows, out_dir):
@@ -58,17 +57,17 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
     gc.collect()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     tracemalloc.start()
-    t0 = time.perf_counter()
-    if mode == "gather":
-        params = outputs.gather(ray, cluster, nodes, False)
-    else:
-        params = outputs.streamed_params(
-            ray, cluster, nodes, dim, dim, False, block_rows=block_rows
-        )
-    write_word2vec(Path(out_dir) / "e.emb", ids, params.O)
-    save_npy(Path(out_dir) / "e.npy", params.O, ids)
-    save_model(Path(out_dir) / "m.npz", params, ids, {"dim": dim}, 0.01, [])
-    seconds = time.perf_counter() - t0
+    with common.clock() as c:
+        if mode == "gather":
+            params = outputs.gather(ray, cluster, nodes, False)
+        else:
+            params = outputs.streamed_params(
+                ray, cluster, nodes, dim, dim, False, block_rows=block_rows
+            )
+        write_word2vec(Path(out_dir) / "e.emb", ids, params.O)
+        save_npy(Path(out_dir) / "e.npy", params.O, ids)
+        save_model(Path(out_dir) / "m.npz", params, ids, {"dim": dim}, 0.01, [])
+    seconds = c.seconds
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -104,16 +103,14 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(__doc__, out="distributed_outputs")
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=16, help="k = d")
     ap.add_argument("--servers", type=int, default=2)
     ap.add_argument(
         "--block-rows", type=int, default=0, help="0: training.ray.outputs.OUTPUT_BLOCK_ROWS"
     )
-    ap.add_argument(
-        "--update", action="store_true", help="write bench/results/distributed_outputs.md"
-    )
+    ap.add_argument("--update", action="store_true", help="write the result files (--out)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out-dir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -171,7 +168,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if args.update:
-        (RESULTS / "distributed_outputs.md").write_text(text, encoding="utf-8")
+        common.write_results(args.out, common.payload(args, rows), text)
 
 
 if __name__ == "__main__":

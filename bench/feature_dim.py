@@ -15,7 +15,6 @@ Forward and backward cost O(nnz(x) k) per row whatever d is; what grows with d i
 Writes bench/results/feature_dim.json + .md.
 """
 
-import argparse
 import time
 
 import numpy as np
@@ -63,14 +62,10 @@ def time_runners(runners, warmup, steps, reps):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
+    ap = common.parser(__doc__, threads=2, reps=5, smoke="d = 256 only, 2 steps", out="feature_dim")
     ap.add_argument("--dims", default="128,512,1433,3703,8192")
-    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--out", default="feature_dim", help="result file stem in bench/results")
-    ap.add_argument("--smoke", action="store_true", help="seconds: d = 256 only, 2 steps")
     args = ap.parse_args(argv)
     if args.smoke:
         args.dims, args.reps, args.steps, args.warmup = "256", 1, 2, 1

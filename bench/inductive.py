@@ -49,7 +49,6 @@ Writes bench/results/<--out>.json (every split: its graph counts, timings and th
 accuracy; every variant's mean and std) and <--out>.md.
 """
 
-import argparse
 import shlex
 import sys
 import time
@@ -90,13 +89,17 @@ DEFAULT_PATH = "o:" + (
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(
+        __doc__,
+        threads=1,
+        smoke="1 split, 1 epoch, T = 1, cora only: checks the pipeline in a minute",
+        out="",
+    )
     ap.add_argument("--datasets", default="cora,citeseer", help="comma-separated: cora, citeseer")
     ap.add_argument(
         "--splits", type=int, default=10, help="how many of the 10 splits (the first n)"
     )
     ap.add_argument("--epochs", type=int, default=50, help="epochs per split (paper: up to 50)")
-    ap.add_argument("--threads", type=int, default=1, help="Numba and BLAS threads")
     ap.add_argument("--walks-per-node", type=int, default=32, help="T (paper grid 8..64)")
     ap.add_argument("--routing-iters", type=int, default=1, help="m (paper grid 1, 3, 5, 7)")
     ap.add_argument("--lr", type=float, default=1e-4, help="Adam lr (paper's best: 1e-4)")
@@ -109,23 +112,15 @@ def parse_args(argv=None):
         "--data-dir", default=None, help="default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np"
     )
     ap.add_argument(
-        "--out", default=None, help="result name [default: inductive, or inductive_smoke]"
-    )
-    ap.add_argument(
         "--render",
         default=None,
         metavar="JSON",
         help="only rewrite <--out>.md from a results .json, with the current default",
     )
-    ap.add_argument(
-        "--smoke",
-        action="store_true",
-        help="1 split, 1 epoch, T = 1, cora only: checks the pipeline in a minute",
-    )
     args = ap.parse_args(argv)
     if args.smoke:
         args.datasets, args.splits, args.epochs, args.walks_per_node = "cora", 1, 1, 1
-    if args.out is None:
+    if not args.out:  # the default: inductive, or inductive_smoke
         args.out = "inductive_smoke" if args.smoke else "inductive"
     args.datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     bad = [d for d in args.datasets if d not in ("cora", "citeseer")]

@@ -17,7 +17,6 @@ Protocols (docs/evaluation.md):
     python bench/reproduce.py --dataset ppi --lr 5e-4 --walks-per-node 64 --epochs 5
 """
 
-import argparse
 import json
 import platform
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+import common
 import report
 from caps2ne_np.evaluate import (
     classify_splits,
@@ -101,7 +101,7 @@ def cpu_model():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=1)
     ap.add_argument("--dataset", required=True, choices=list(PAPER))
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--lr", type=float, default=None)
@@ -109,7 +109,6 @@ def main(argv=None):
     ap.add_argument("--walks-per-node", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=None, help="default 64 (citation), 128")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--featureless",

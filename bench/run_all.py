@@ -1,6 +1,6 @@
 """The whole performance suite in one command, timed: every figure of perf.md.
 
-    python bench/run_all.py              # 344 s on 2 cores (bench/results/suite.md)
+    python bench/run_all.py              # 344 s on 2 cores without vs_deepwalk (suite.md)
     python bench/run_all.py --dry-run    # list the commands only
     python bench/run_all.py --only perf,walks
 
@@ -25,7 +25,6 @@ status is then 1.  The reproduction scripts (reproduce.py, inductive.py,
 lr_defaults.py) are long accuracy runs and not part of it.
 """
 
-import argparse
 import os
 import subprocess
 import sys
@@ -61,12 +60,11 @@ SUITE = [
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, out="suite")
     ap.add_argument(
         "--only", default=None, help="comma-separated subset of " + ",".join(n for n, _ in SUITE)
     )
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    ap.add_argument("--out", default="suite", help="result file stem (default suite)")
     args = ap.parse_args(argv)
     names = [n for n, _ in SUITE]
     chosen = names if args.only is None else [n.strip() for n in args.only.split(",") if n.strip()]
