@@ -86,11 +86,15 @@ def threads(n, blas=None):
 
 class clock:
     """The harness's one timer: ``with clock() as c: ...``, then ``c.seconds`` (wall
-    time, ``time.perf_counter``); inside the block, ``c.elapsed()`` so far."""
+    time, ``time.perf_counter``); ``c.elapsed()``, the time so far, also works on a
+    clock used without ``with`` (it starts when made)."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.seconds = None
 
     def __enter__(self):
         self.start = time.perf_counter()
-        self.seconds = None
         return self
 
     def elapsed(self):

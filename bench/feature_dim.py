@@ -15,8 +15,6 @@ Forward and backward cost O(nnz(x) k) per row whatever d is; what grows with d i
 Writes bench/results/feature_dim.json + .md.
 """
 
-import time
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -70,7 +68,7 @@ def main(argv=None):
     if args.smoke:
         args.dims, args.reps, args.steps, args.warmup = "256", 1, 2, 1
     dims = [int(v) for v in args.dims.split(",")]
-    t_start = time.perf_counter()
+    whole = common.clock()
     base = perf.load_problem(CONFIG)  # Citeseer graph and walks
     n_nodes = base["n_nodes"]
     n_slots = perf.COMMON["walk_length"] - 1
@@ -129,7 +127,7 @@ def main(argv=None):
         f"`python bench/feature_dim.py --threads {args.threads} --dims {args.dims} "
         f"--reps {args.reps}` ({args.reps} rounds of {args.steps} steps of every case, "
         f"interleaved, after {args.warmup} warm-up steps; medians; "
-        f"{time.perf_counter() - t_start:.0f} s in all)",
+        f"{whole.elapsed():.0f} s in all)",
         "",
         report.machine_markdown(info),
         "Citeseer graph, perf.py's config (d): 256 pairs per step, k = 128, |V'| = 256, "

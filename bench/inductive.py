@@ -51,7 +51,6 @@ accuracy; every variant's mean and std) and <--out>.md.
 
 import shlex
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -203,7 +202,7 @@ def run_split(ds, full, X_full, split, s, args):
 
     def each_epoch(epoch, result):
         W, O = result.params.W, result.params.O
-        t0 = time.perf_counter()
+        infer = common.clock()
         E_eval = capsule_embeddings(W, X_full, full, evaluated, mcfg, Z, seed)
         E_cal = capsule_embeddings(W, X_sub, sub, cal_sub, mcfg, Z, seed)
         E_cal_full = capsule_embeddings(W, X_full, full, cal_full, mcfg, Z, seed)
@@ -214,7 +213,8 @@ def run_split(ds, full, X_full, split, s, args):
         cals_val = {m: fit_calibration(E_cal[cal_no_val], O_nv, m) for m in CALIBRATIONS}
         cals_val["scale-full"] = fit_calibration(E_cal_full[cal_no_val], O_nv, "scale")
         cals_val["diag-full"] = fit_calibration(E_cal_full[cal_no_val], O_nv, "diag")
-        t1 = time.perf_counter()
+        timing["infer"] += infer.elapsed()
+        score = common.clock()
         agg = {"mean": E_eval, "sum": aggregate_samples(E_eval, Z, "sum")}
         agg.update({m: aggregate_samples(E_eval, Z, "calibrated", c) for m, c in cals.items()})
         E_val = E_eval[val_rows]
@@ -255,8 +255,7 @@ def run_split(ds, full, X_full, split, s, args):
             emb[val] = agg_val[v]
             r = classify_splits(emb, ds.labels, [split])
             curves[f"o:{v}"][-1]["val_infer"] = float(r["val"][0])
-        timing["infer"] += t1 - t0
-        timing["score"] += time.perf_counter() - t1
+        timing["score"] += score.elapsed()
         print(
             f"  {ds.name} split {s} epoch {epoch}: loss {stats['loss']:.4f}; |o| "
             f"{stats['norm_o_cal']:.2f}, |mean e| test {stats['norm_mean_test']:.2f}, scale "
@@ -270,9 +269,9 @@ def run_split(ds, full, X_full, split, s, args):
             flush=True,
         )
 
-    t0 = time.perf_counter()
-    model = Caps2NE(**cfg).fit(sub, X=features, epoch_callback=each_epoch)
-    seconds = time.perf_counter() - t0
+    with common.clock() as c:
+        model = Caps2NE(**cfg).fit(sub, X=features, epoch_callback=each_epoch)
+    seconds = c.seconds
     chosen = {}
     for path in PATHS:
         sel = select_epoch(
@@ -600,7 +599,7 @@ def main(argv=None):
         map(shlex.quote, sys.argv[1:] if argv is None else argv)
     )
     load_before = load_average()
-    t0 = time.perf_counter()
+    run = common.clock()
     results = []
     for name in args.datasets:  # written after each data set: a cut-short run keeps those
         results.append(run_dataset(name, args))
@@ -608,7 +607,7 @@ def main(argv=None):
             command=command.strip(),
             args=vars(args),
             default_path=DEFAULT_PATH,
-            wall_seconds=time.perf_counter() - t0,
+            wall_seconds=run.elapsed(),
             load_before=load_before,
             load_after=load_average(),
             paper=PAPER,

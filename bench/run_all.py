@@ -28,7 +28,6 @@ lr_defaults.py) are long accuracy runs and not part of it.
 import os
 import subprocess
 import sys
-import time
 
 import common
 import report
@@ -82,18 +81,19 @@ def main(argv=None):
         return 0
     load_before = os.getloadavg()
     steps = []
-    t_all = time.perf_counter()
-    for name, cmd in plan:
-        shown = "python bench/" + os.path.basename(cmd[1]) + " " + " ".join(cmd[2:])
-        print(f"== {name}: {shown.strip()}", flush=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=common.BENCH.parent)
-        seconds = time.perf_counter() - t0
-        steps.append(
-            dict(name=name, command=shown.strip(), seconds=seconds, returncode=proc.returncode)
-        )
-        print(f"== {name}: exit {proc.returncode} after {seconds:.0f} s", flush=True)
-    total = time.perf_counter() - t_all
+    with common.clock() as whole:
+        for name, cmd in plan:
+            shown = "python bench/" + os.path.basename(cmd[1]) + " " + " ".join(cmd[2:])
+            print(f"== {name}: {shown.strip()}", flush=True)
+            with common.clock() as c:
+                proc = subprocess.run(cmd, cwd=common.BENCH.parent)
+            steps.append(
+                dict(
+                    name=name, command=shown.strip(), seconds=c.seconds, returncode=proc.returncode
+                )
+            )
+            print(f"== {name}: exit {proc.returncode} after {c.seconds:.0f} s", flush=True)
+    total = whole.seconds
     payload = dict(
         command="python bench/run_all.py " + " ".join(sys.argv[1:] if argv is None else argv),
         machine=common.machine_info(),

@@ -66,8 +66,8 @@ def fit(
     write_outputs: called as ``write_outputs(result)`` after training, while the actors
     still live, with ``result.params`` holding W and, instead of the N-row tables,
     ``io.RowBlocks`` that pull consecutive row blocks from the shards (see
-    ``streamed_params``): the writers of ``io`` stream them, and the driver never holds
-    a whole table.  The returned result then has ``params=None``.
+    ``outputs.streamed_params``): the writers of ``io`` stream them, and the driver
+    never holds a whole table.  The returned result then has ``params=None``.
     checkpoint_extra: as ``train.fit``'s (stored in the driver's file).
     """
     P, S = int(workers), int(servers)
