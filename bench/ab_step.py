@@ -8,7 +8,7 @@ The base revision is exported with ``git archive`` into a temporary folder (its 
 bench/perf.py times it). Each side reports ms per step (the least disturbed of ``--reps``
 repetitions of ``--steps`` steps after 5 warm-up steps) and process CPU time; the table
 gives medians over alternations, their ratio, and whether both sides reached the same
-loss bit for bit. Writes ``ab_step.md`` in the results folder ($CAPS2NE_BENCH_RESULTS;
+loss bit for bit. Writes ``ab_step.json`` and ``.md`` in the results folder ($CAPS2NE_BENCH_RESULTS;
 the comparison for issue 17 is docs/results/ab_step.md).
 """
 
@@ -75,13 +75,11 @@ def side(root, key, args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(__doc__, threads=1, reps=5, out="ab_step")
     ap.add_argument("--base", help="git revision to compare this tree against")
     ap.add_argument("--configs", default="b", help="bench/perf.py configs, comma-separated")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--alternations", type=int, default=7)
     ap.add_argument("--steps", type=int, default=30)
-    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -118,7 +116,7 @@ def main():
         f"{args.alternations}`; load average {load:.1f} at the end.\n\n{table}\n"
     )
     print(text)
-    common.write_text_atomic(common.RESULTS / "ab_step.md", text)
+    common.write_results(args.out, common.payload(args, rows), text)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,8 @@ The variants are the levers docs/training.md ("Where the defaults still lose")
 reports; one seed each, so differences of a point or two are noise.
 """
 
-import argparse
 import json
 import os
-import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -77,9 +75,9 @@ def run(graph, name, options, threads, seed):
 
         base, _ = resolve(cfg, adj.shape[0], indices.shape[0])
         cfg = TrainConfig(threads=threads, seed=seed, lr=base.lr * lr_scale, **options)
-    t0 = time.perf_counter()
-    res = fit(indptr, indices, None, cfg)
-    seconds = time.perf_counter() - t0
+    with common.clock() as c:
+        res = fit(indptr, indices, None, cfg)
+    seconds = c.seconds
     init_W = np.sqrt(res.params.W[0].size) * 0.01  # E|W_i|_F at initialisation
     score = vs_deepwalk.score_embedding(graph, np.asarray(res.params.O), fractions=(0.5,))
     return dict(
@@ -95,7 +93,7 @@ def run(graph, name, options, threads, seed):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=2, out="capsule_saturation")
     ap.add_argument("--graph", default="syn-3k-mu0.7")
     ap.add_argument(
         "--variants",
@@ -103,9 +101,7 @@ def main(argv=None):
         help=f"comma-separated, of {sorted(VARIANTS)}",
     )
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="capsule_saturation")
     args = ap.parse_args(argv)
     names = args.variants.split(",")
     unknown = [n for n in names if n not in VARIANTS]

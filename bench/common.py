@@ -1,11 +1,25 @@
-"""Shared helpers of the bench/ scripts: thread control, timing with medians, machine
-information and result files (<RESULTS>/<name>.json + .md); the Markdown of the
-reports is bench/report.py's.
+"""The bench/ harness: what every script shares, so that a script supplies only its
+experiment and its rendering (the Markdown helpers are bench/report.py's).
+
+    ap = common.parser(__doc__, threads=2, reps=5, smoke="d = 256 only", out="feature_dim")
+    ap.add_argument("--dims", default="128,512")        # the script's own options
+    args = ap.parse_args()
+    with common.threads(args.threads), common.clock() as c:
+        ...                                              # the experiment
+    payload = common.payload(args, rows, seconds=c.seconds)
+    common.write_results(args.out, payload, render(payload))
+
+* the shared flags, defined once (``parser``): ``--threads``, ``--reps``, ``--smoke``
+  and ``--out STEM`` (always a result stem: <RESULTS>/<STEM>.json and .md);
+* one timer (``clock``; ``timed`` for one call), with ``median`` and ``spread``;
+* one result schema (``payload``: the command, the arguments, the machine block, the
+  rows, and the script's own fields) and one writer (``write_results``, atomic).
 
 ``RESULTS`` is bench/results/, or the folder named by ``$CAPS2NE_BENCH_RESULTS``
 (the tests point it at a temporary folder so that smoke runs leave bench/results/
 alone); the scripts write their results there and read earlier results from there."""
 
+import argparse
 import contextlib
 import importlib.metadata
 import json
@@ -70,11 +84,32 @@ def threads(n, blas=None):
             torch.set_num_threads(old_torch)
 
 
+class clock:
+    """The harness's one timer: ``with clock() as c: ...``, then ``c.seconds`` (wall
+    time, ``time.perf_counter``); ``c.elapsed()``, the time so far, also works on a
+    clock used without ``with`` (it starts when made)."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.seconds = None
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def elapsed(self):
+        return time.perf_counter() - self.start
+
+    def __exit__(self, *exc):
+        self.seconds = self.elapsed()
+        return False
+
+
 def timed(fn, *args):
-    """Seconds taken by fn(*args) (perf_counter)."""
-    t0 = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - t0
+    """Seconds taken by fn(*args) (``clock``)."""
+    with clock() as c:
+        fn(*args)
+    return c.seconds
 
 
 def median(values):
@@ -236,3 +271,79 @@ def write_results(name, payload, markdown):
         write_json(RESULTS / f"{name}.json", payload),
         write_text_atomic(RESULTS / f"{name}.md", markdown),
     ]
+
+
+# ----------------------------------------------------------------------------- the harness
+
+
+def _thread_counts(text):
+    """'1,2' -> [1, 2] (``--threads`` of a script that sweeps thread counts)."""
+    try:
+        counts = [int(v) for v in str(text).split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or N,M,..., got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"thread counts must be >= 1, got {text!r}")
+    return counts
+
+
+def parser(doc, *, threads=None, reps=None, smoke=None, out=None):
+    """An ``argparse`` parser with the harness's shared flags, each defined here once;
+    a keyword left None leaves its flag out.  The description is ``doc``'s first line.
+
+    threads  default of ``--threads N`` (Numba and BLAS threads): an int; 0 for the
+             usable cores; a string such as "1,2" for a sweep (``args.threads`` is then
+             a list of ints)
+    reps     default of ``--reps N``: timed repetitions, medians reported
+    smoke    help of ``--smoke``: what the configuration of seconds for the tests runs
+    out      default of ``--out STEM``: the results go to <RESULTS>/<STEM>.json and .md
+    """
+    ap = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    if isinstance(threads, str):
+        ap.add_argument(
+            "--threads",
+            type=_thread_counts,
+            default=_thread_counts(threads),
+            help=f"thread counts, comma-separated (default {threads})",
+        )
+    elif threads is not None:
+        ap.add_argument(
+            "--threads",
+            type=int,
+            default=threads or usable_cores(),
+            help="Numba and BLAS threads (default %(default)s"
+            + (": the usable cores)" if not threads else ")"),
+        )
+    if reps is not None:
+        ap.add_argument(
+            "--reps", type=int, default=reps, help="timed repetitions, medians reported"
+        )
+    if smoke is not None:
+        ap.add_argument("--smoke", action="store_true", help=f"seconds, for the tests: {smoke}")
+    if out is not None:
+        ap.add_argument(
+            "--out",
+            default=out,
+            metavar="STEM",
+            help=f"result stem: <results>/STEM.json and .md (default {out}; the folder is "
+            "bench/results or $CAPS2NE_BENCH_RESULTS)",
+        )
+    return ap
+
+
+def command(argv=None):
+    """The command line that ran this script, as the result files quote it."""
+    argv = sys.argv if argv is None else argv
+    return "python bench/" + " ".join([Path(argv[0]).name, *argv[1:]])
+
+
+def payload(args, rows, **fields):
+    """The harness's result schema: the command, the arguments, the machine block
+    (``machine_info``), the rows of the experiment, and the script's own ``fields``."""
+    return dict(
+        command=command(),
+        args=vars(args) if isinstance(args, argparse.Namespace) else dict(args),
+        machine=machine_info(),
+        rows=rows,
+        **fields,
+    )

@@ -1,4 +1,4 @@
-"""Sharded training on a local Ray instance (caps2ne_np/training/distributed.py, issue 18):
+"""Sharded training on a local Ray instance (caps2ne_np/training/ray/, issue 18):
 round time, bytes pulled and pushed per step next to docs/scaling.md's formula, and
 accuracy after the same budget as single-machine lazy-Adam training.
 
@@ -11,17 +11,16 @@ the graph), so every run takes the same batches.  Writes bench/results/distribut
 and .md (``--update`` merges graphs into an existing file).
 """
 
-import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import common  # noqa: E402
 from common import RESULTS, machine_info, write_results  # noqa: E402
 from report import machine_markdown, markdown_table  # noqa: E402
 from vs_deepwalk import panel_entry, score_embedding  # noqa: E402
@@ -60,44 +59,42 @@ def ratio(r):
 def run_single(g, cfg):
     from caps2ne_np.training.train import fit
 
-    t0 = time.perf_counter()
-    result = fit(g.indptr, g.indices, g.weights, cfg)
-    return result, time.perf_counter() - t0
+    with common.clock() as c:
+        result = fit(g.indptr, g.indices, g.weights, cfg)
+    return result, c.seconds
 
 
 def run_ray(g, cfg, P, S, w_placement):
-    from caps2ne_np.training.distributed import fit
+    from caps2ne_np.training.ray import fit
 
     stats = {}
-    t0 = time.perf_counter()
-    result = fit(
-        g.indptr,
-        g.indices,
-        g.weights,
-        cfg,
-        workers=P,
-        servers=S,
-        stats=stats,
-        w_placement=w_placement,
-    )
-    wall = time.perf_counter() - t0
+    with common.clock() as c:
+        result = fit(
+            g.indptr,
+            g.indices,
+            g.weights,
+            cfg,
+            workers=P,
+            servers=S,
+            stats=stats,
+            w_placement=w_placement,
+        )
+    wall = c.seconds
     stats.pop("actors", None)
     return result, wall, stats
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=2, out="distributed")
     ap.add_argument("--graphs", default="cora-bundled")
     ap.add_argument(
         "--layouts",
         default="1x1,1x2,2x1,2x2,1x1w,2x2w",
         help="PxS; a trailing w replicates W on the workers (else on server 0)",
     )
-    ap.add_argument("--threads", type=int, default=2, help="threads of the single-machine run")
     ap.add_argument("--ray-cpus", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=None, help="default: the preset's budget")
     ap.add_argument("--shuffles", type=int, default=5)
-    ap.add_argument("--out", default="distributed")
     ap.add_argument("--update", action="store_true")
     ap.add_argument(
         "--render", action="store_true", help="only rewrite the .md from the stored .json"
@@ -120,7 +117,7 @@ def main():
 
     from caps2ne_np.graphs.csr import from_scipy
     from caps2ne_np.training.config import TrainConfig, resolve
-    from caps2ne_np.training.distributed import start_ray
+    from caps2ne_np.training.ray import start_ray
 
     payload = (
         json.loads(path.read_text())

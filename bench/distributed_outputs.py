@@ -1,6 +1,6 @@
 """The Ray engine's driver memory while writing the outputs (issue 18): the tables
 gathered whole and handed to the writers, against streamed in row blocks from the
-shards (``distributed.streamed_params``).
+shards (``training.ray.outputs.streamed_params``).
 
     python bench/distributed_outputs.py [--nodes 1000000] [--dim 16] [--servers 2]
 
@@ -22,10 +22,9 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import common
 
 
 def child(mode, nodes, dim, servers, block_rows, out_dir):
@@ -38,8 +37,8 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
 
     from caps2ne_np.io.formats import save_npy, write_word2vec
     from caps2ne_np.io.modelfile import save_model
-    from caps2ne_np.training import distributed
-    from caps2ne_np.training.distributed import ShardServer, gather, start_ray, streamed_params
+    from caps2ne_np.training.ray import outputs, start_ray
+    from caps2ne_np.training.ray.server import ShardServer
 
     started = start_ray(num_cpus=2)
     import ray
@@ -58,15 +57,17 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
     gc.collect()
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     tracemalloc.start()
-    t0 = time.perf_counter()
-    if mode == "gather":
-        params = gather(ray, cluster, nodes, False)
-    else:
-        params = streamed_params(ray, cluster, nodes, dim, dim, False, block_rows=block_rows)
-    write_word2vec(Path(out_dir) / "e.emb", ids, params.O)
-    save_npy(Path(out_dir) / "e.npy", params.O, ids)
-    save_model(Path(out_dir) / "m.npz", params, ids, {"dim": dim}, 0.01, [])
-    seconds = time.perf_counter() - t0
+    with common.clock() as c:
+        if mode == "gather":
+            params = outputs.gather(ray, cluster, nodes, False)
+        else:
+            params = outputs.streamed_params(
+                ray, cluster, nodes, dim, dim, False, block_rows=block_rows
+            )
+        write_word2vec(Path(out_dir) / "e.emb", ids, params.O)
+        save_npy(Path(out_dir) / "e.npy", params.O, ids)
+        save_model(Path(out_dir) / "m.npz", params, ids, {"dim": dim}, 0.01, [])
+    seconds = c.seconds
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -89,7 +90,7 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
                 nodes=nodes,
                 dim=dim,
                 servers=servers,
-                block_rows=block_rows or distributed.OUTPUT_BLOCK_ROWS,
+                block_rows=block_rows or outputs.OUTPUT_BLOCK_ROWS,
                 table_mb=table_bytes / 1e6,
                 traced_peak_mb=peak / 1e6,
                 rss_growth_mb=(rss1 - rss0) / 1e6,
@@ -102,14 +103,14 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(__doc__, out="distributed_outputs")
     ap.add_argument("--nodes", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=16, help="k = d")
     ap.add_argument("--servers", type=int, default=2)
-    ap.add_argument("--block-rows", type=int, default=0, help="0: distributed.OUTPUT_BLOCK_ROWS")
     ap.add_argument(
-        "--update", action="store_true", help="write bench/results/distributed_outputs.md"
+        "--block-rows", type=int, default=0, help="0: training.ray.outputs.OUTPUT_BLOCK_ROWS"
     )
+    ap.add_argument("--update", action="store_true", help="write the result files (--out)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out-dir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -167,7 +168,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if args.update:
-        (RESULTS / "distributed_outputs.md").write_text(text, encoding="utf-8")
+        common.write_results(args.out, common.payload(args, rows), text)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,6 @@ Forward and backward cost O(nnz(x) k) per row whatever d is; what grows with d i
 Writes bench/results/feature_dim.json + .md.
 """
 
-import argparse
-import time
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -63,19 +60,15 @@ def time_runners(runners, warmup, steps, reps):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
+    ap = common.parser(__doc__, threads=2, reps=5, smoke="d = 256 only, 2 steps", out="feature_dim")
     ap.add_argument("--dims", default="128,512,1433,3703,8192")
-    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--out", default="feature_dim", help="result file stem in bench/results")
-    ap.add_argument("--smoke", action="store_true", help="seconds: d = 256 only, 2 steps")
     args = ap.parse_args(argv)
     if args.smoke:
         args.dims, args.reps, args.steps, args.warmup = "256", 1, 2, 1
     dims = [int(v) for v in args.dims.split(",")]
-    t_start = time.perf_counter()
+    whole = common.clock()
     base = perf.load_problem(CONFIG)  # Citeseer graph and walks
     n_nodes = base["n_nodes"]
     n_slots = perf.COMMON["walk_length"] - 1
@@ -134,7 +127,7 @@ def main(argv=None):
         f"`python bench/feature_dim.py --threads {args.threads} --dims {args.dims} "
         f"--reps {args.reps}` ({args.reps} rounds of {args.steps} steps of every case, "
         f"interleaved, after {args.warmup} warm-up steps; medians; "
-        f"{time.perf_counter() - t_start:.0f} s in all)",
+        f"{whole.elapsed():.0f} s in all)",
         "",
         report.machine_markdown(info),
         "Citeseer graph, perf.py's config (d): 256 pairs per step, k = 128, |V'| = 256, "

@@ -3,7 +3,7 @@
 For each of the paper's splits s (20 labelled nodes per class for training, 1,000 for
 validation, 1,000 for test):
 
-1. remove the split's test nodes and every edge touching them (``infer.inductive_split``),
+1. remove the split's test nodes and every edge touching them (``evaluate.inductive_split``),
    so no walk, pair, sampled negative or parameter of training ever involves them;
 2. train Caps2NE on the remaining graph with the fixed, row-normalised bag-of-words
    features of its nodes;
@@ -49,19 +49,18 @@ Writes bench/results/<--out>.json (every split: its graph counts, timings and th
 accuracy; every variant's mean and std) and <--out>.md.
 """
 
-import argparse
 import shlex
 import sys
-import time
 import warnings
 
 import numpy as np
 
 import common
 import report
+from caps2ne_np.calibration import fit_calibration
 from caps2ne_np.errors import InputWarning
 from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.evaluate import classify_splits, select_epoch
+from caps2ne_np.evaluate import classify_splits, inductive_split, select_epoch
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
@@ -70,8 +69,6 @@ from caps2ne_np.infer import (
     DEFAULT_CALIBRATION,
     aggregate_samples,
     capsule_embeddings,
-    fit_calibration,
-    inductive_split,
 )
 from caps2ne_np.kernels.rng import derive_seed
 from caps2ne_np.model.core import prepare_features
@@ -91,13 +88,17 @@ DEFAULT_PATH = "o:" + (
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(
+        __doc__,
+        threads=1,
+        smoke="1 split, 1 epoch, T = 1, cora only: checks the pipeline in a minute",
+        out="",
+    )
     ap.add_argument("--datasets", default="cora,citeseer", help="comma-separated: cora, citeseer")
     ap.add_argument(
         "--splits", type=int, default=10, help="how many of the 10 splits (the first n)"
     )
     ap.add_argument("--epochs", type=int, default=50, help="epochs per split (paper: up to 50)")
-    ap.add_argument("--threads", type=int, default=1, help="Numba and BLAS threads")
     ap.add_argument("--walks-per-node", type=int, default=32, help="T (paper grid 8..64)")
     ap.add_argument("--routing-iters", type=int, default=1, help="m (paper grid 1, 3, 5, 7)")
     ap.add_argument("--lr", type=float, default=1e-4, help="Adam lr (paper's best: 1e-4)")
@@ -110,23 +111,15 @@ def parse_args(argv=None):
         "--data-dir", default=None, help="default: $CAPS2NE_DATA, else ~/.cache/caps2ne_np"
     )
     ap.add_argument(
-        "--out", default=None, help="result name [default: inductive, or inductive_smoke]"
-    )
-    ap.add_argument(
         "--render",
         default=None,
         metavar="JSON",
         help="only rewrite <--out>.md from a results .json, with the current default",
     )
-    ap.add_argument(
-        "--smoke",
-        action="store_true",
-        help="1 split, 1 epoch, T = 1, cora only: checks the pipeline in a minute",
-    )
     args = ap.parse_args(argv)
     if args.smoke:
         args.datasets, args.splits, args.epochs, args.walks_per_node = "cora", 1, 1, 1
-    if args.out is None:
+    if not args.out:  # the default: inductive, or inductive_smoke
         args.out = "inductive_smoke" if args.smoke else "inductive"
     args.datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     bad = [d for d in args.datasets if d not in ("cora", "citeseer")]
@@ -196,7 +189,7 @@ def run_split(ds, full, X_full, split, s, args):
     Z = args.samples
     n, k = full.n_nodes, cfg["dim"]
     deg_sub = np.diff(sub.indptr)
-    cal_sub = np.flatnonzero(deg_sub > 0).astype(np.int64)  # infer.calibration_nodes
+    cal_sub = np.flatnonzero(deg_sub > 0).astype(np.int64)  # calibration.calibration_nodes
     cal_full = kept[cal_sub]
     cal_no_val = ~np.isin(cal_full, val)  # calibration for scoring val nodes as new ones
     sub_row = np.full(n, -1, dtype=np.int64)
@@ -209,7 +202,7 @@ def run_split(ds, full, X_full, split, s, args):
 
     def each_epoch(epoch, result):
         W, O = result.params.W, result.params.O
-        t0 = time.perf_counter()
+        infer = common.clock()
         E_eval = capsule_embeddings(W, X_full, full, evaluated, mcfg, Z, seed)
         E_cal = capsule_embeddings(W, X_sub, sub, cal_sub, mcfg, Z, seed)
         E_cal_full = capsule_embeddings(W, X_full, full, cal_full, mcfg, Z, seed)
@@ -220,7 +213,8 @@ def run_split(ds, full, X_full, split, s, args):
         cals_val = {m: fit_calibration(E_cal[cal_no_val], O_nv, m) for m in CALIBRATIONS}
         cals_val["scale-full"] = fit_calibration(E_cal_full[cal_no_val], O_nv, "scale")
         cals_val["diag-full"] = fit_calibration(E_cal_full[cal_no_val], O_nv, "diag")
-        t1 = time.perf_counter()
+        timing["infer"] += infer.elapsed()
+        score = common.clock()
         agg = {"mean": E_eval, "sum": aggregate_samples(E_eval, Z, "sum")}
         agg.update({m: aggregate_samples(E_eval, Z, "calibrated", c) for m, c in cals.items()})
         E_val = E_eval[val_rows]
@@ -261,8 +255,7 @@ def run_split(ds, full, X_full, split, s, args):
             emb[val] = agg_val[v]
             r = classify_splits(emb, ds.labels, [split])
             curves[f"o:{v}"][-1]["val_infer"] = float(r["val"][0])
-        timing["infer"] += t1 - t0
-        timing["score"] += time.perf_counter() - t1
+        timing["score"] += score.elapsed()
         print(
             f"  {ds.name} split {s} epoch {epoch}: loss {stats['loss']:.4f}; |o| "
             f"{stats['norm_o_cal']:.2f}, |mean e| test {stats['norm_mean_test']:.2f}, scale "
@@ -276,9 +269,9 @@ def run_split(ds, full, X_full, split, s, args):
             flush=True,
         )
 
-    t0 = time.perf_counter()
-    model = Caps2NE(**cfg).fit(sub, X=features, epoch_callback=each_epoch)
-    seconds = time.perf_counter() - t0
+    with common.clock() as c:
+        model = Caps2NE(**cfg).fit(sub, X=features, epoch_callback=each_epoch)
+    seconds = c.seconds
     chosen = {}
     for path in PATHS:
         sel = select_epoch(
@@ -606,7 +599,7 @@ def main(argv=None):
         map(shlex.quote, sys.argv[1:] if argv is None else argv)
     )
     load_before = load_average()
-    t0 = time.perf_counter()
+    run = common.clock()
     results = []
     for name in args.datasets:  # written after each data set: a cut-short run keeps those
         results.append(run_dataset(name, args))
@@ -614,7 +607,7 @@ def main(argv=None):
             command=command.strip(),
             args=vars(args),
             default_path=DEFAULT_PATH,
-            wall_seconds=time.perf_counter() - t0,
+            wall_seconds=run.elapsed(),
             load_before=load_before,
             load_after=load_average(),
             paper=PAPER,

@@ -9,13 +9,12 @@ bench/results/lr_defaults.json + .md.
     python bench/lr_defaults.py [--epochs 10] [--walks-per-node 16] [--threads 2]
 """
 
-import argparse
 import platform
-import time
 from pathlib import Path
 
 import numpy as np
 
+import common
 from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.evaluate import classify_splits
 from caps2ne_np.graphs.csr import from_scipy
@@ -24,12 +23,10 @@ from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=2, out="lr_defaults")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--walks-per-node", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lrs", default="1e-4,5e-4,1e-3,2e-3")
-    ap.add_argument("--out", default="lr_defaults")
     args = ap.parse_args()
     ds = load_dataset("cora-bundled")
     g = from_scipy(ds.adj, ds.node_ids)
@@ -48,20 +45,20 @@ def main():
                 )
             )
 
-        t0 = time.perf_counter()
-        Caps2NE(
-            walks_per_node=args.walks_per_node,
-            epochs=args.epochs,
-            lr=lr,
-            n_jobs=args.threads,
-            preset="paper",
-            random_state=0,
-        ).fit(g, epoch_callback=score)
+        with common.clock() as c:
+            Caps2NE(
+                walks_per_node=args.walks_per_node,
+                epochs=args.epochs,
+                lr=lr,
+                n_jobs=args.threads,
+                preset="paper",
+                random_state=0,
+            ).fit(g, epoch_callback=score)
         best = max(curve, key=lambda c: c["val"])
         rows.append(
             dict(
                 lr=lr,
-                seconds=time.perf_counter() - t0,
+                seconds=c.seconds,
                 curve=curve,
                 best_epoch=best["epoch"],
                 best_val=best["val"],

@@ -27,7 +27,6 @@ bench/results/vs_deepwalk_curves.json, which bench/vs_deepwalk.py copies into it
 results.  matplotlib is an optional bench dependency.
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -199,7 +198,7 @@ def render(p):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=0, out="vs_deepwalk_curves")
     ap.add_argument(
         "--graphs",
         default=",".join(DEFAULT_GRAPHS),
@@ -208,13 +207,11 @@ def main(argv=None):
     ap.add_argument(
         "--dw-epochs", default="1,2,3,5", help="gensim epoch counts of the DeepWalk runs"
     )
-    ap.add_argument("--threads", type=int, default=None, help="default: the usable cores")
     ap.add_argument("--shuffles", type=int, default=3, help="multi-label shuffles per score")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument(
         "--png", default=str(PNG), help=f"figure path (default {PNG.relative_to(common.REPO)})"
     )
-    ap.add_argument("--out", default="vs_deepwalk_curves", help="result stem in bench/results")
     args = ap.parse_args(argv)
     try:
         import matplotlib

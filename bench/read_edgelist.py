@@ -9,17 +9,16 @@ machine hits both alike) after one warm-up read; prints the median seconds, the 
 and whether the two Graphs are equal bit for bit.  Files go to a temporary folder.
 """
 
-import argparse
 import importlib.util
 import statistics
 import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+import common
 from caps2ne_np.graphs import graph
 
 
@@ -61,10 +60,9 @@ def same(a, b) -> bool:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, reps=5)
     ap.add_argument("--edges", type=int, default=1_000_000)
     ap.add_argument("--nodes", type=int, default=200_000)
-    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--against", help="path of another graph.py to time side by side")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -75,11 +73,9 @@ def main():
         for name, path in write_files(Path(tmp), args.edges, args.nodes).items():
             times = {key: [] for key in readers}
             graphs = {key: read(path) for key, read in readers.items()}  # warm-up (and JIT)
-            for _ in range(args.rounds):
+            for _ in range(args.reps):
                 for key, read in readers.items():
-                    t = time.perf_counter()
-                    read(path)
-                    times[key].append(time.perf_counter() - t)
+                    times[key].append(common.timed(read, path))
             line = f"{name:22s}" + "".join(
                 f"  {key} {statistics.median(t):.3f} s" for key, t in times.items()
             )

@@ -17,15 +17,14 @@ Protocols (docs/evaluation.md):
     python bench/reproduce.py --dataset ppi --lr 5e-4 --walks-per-node 64 --epochs 5
 """
 
-import argparse
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
+import common
 import report
 from caps2ne_np.evaluate import (
     classify_splits,
@@ -101,7 +100,7 @@ def cpu_model():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=1)
     ap.add_argument("--dataset", required=True, choices=list(PAPER))
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--lr", type=float, default=None)
@@ -109,7 +108,6 @@ def main(argv=None):
     ap.add_argument("--walks-per-node", type=int, default=32)
     ap.add_argument("--epochs", type=int, default=50)
     ap.add_argument("--batch-size", type=int, default=None, help="default 64 (citation), 128")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--featureless",
@@ -162,7 +160,7 @@ def main(argv=None):
         adam=args.adam,
         preset="paper",
     )  # the authors' settings: constant lr, walks fixed per run
-    per_epoch, per_epoch_ovr, t0 = [], [], time.perf_counter()
+    per_epoch, per_epoch_ovr, run = [], [], common.clock()
     candidates = {}  # epoch -> a copy of O, for --select-every
 
     def score(epoch, result):
@@ -177,15 +175,14 @@ def main(argv=None):
             print(
                 f"epoch {epoch}: loss {result.history[-1]['loss']:.4f} "
                 f"val {100 * r['val_mean']:.2f} "
-                f"test {100 * r['test_mean']:.2f} ({time.perf_counter() - t0:.0f}s)",
+                f"test {100 * r['test_mean']:.2f} ({run.elapsed():.0f}s)",
                 flush=True,
             )
         else:
             if args.select_every and (epoch % args.select_every == 0 or epoch == args.epochs):
                 candidates[epoch] = result.params.O.copy()
             print(
-                f"epoch {epoch}: loss {result.history[-1]['loss']:.4f} "
-                f"({time.perf_counter() - t0:.0f}s)",
+                f"epoch {epoch}: loss {result.history[-1]['loss']:.4f} ({run.elapsed():.0f}s)",
                 flush=True,
             )
 
@@ -197,7 +194,7 @@ def main(argv=None):
         features=None if featureless else ds.features,
         epoch_callback=score,
     )
-    wall = time.perf_counter() - t0
+    wall = run.elapsed()
     entry = dict(
         dataset=name,
         features="trained x (featureless)" if featureless else "bag-of-words",
@@ -234,7 +231,7 @@ def main(argv=None):
             f"(paper {PAPER[name]['acc']})"
         )
     else:
-        t1 = time.perf_counter()
+        evaluation = common.clock()
         r = multilabel_f1(
             result.params.O, ds.labels, (0.1, 0.5, 0.9), n_shuffles=10, seed=args.seed
         )
@@ -243,7 +240,7 @@ def main(argv=None):
             macro=[100 * float(v) for v in r["macro_mean"]],
             micro_std=[100 * float(v) for v in r["micro_std"]],
             macro_std=[100 * float(v) for v in r["macro_std"]],
-            eval_seconds=time.perf_counter() - t1,
+            eval_seconds=evaluation.elapsed(),
         )
         # DeepWalk's scorer (example_graphs/scoring.py), which the paper's multi-label
         # protocol comes from: one-vs-rest LIBLINEAR, same shuffles
@@ -262,7 +259,7 @@ def main(argv=None):
         if candidates:
             # the paper's protocol: the epoch chosen per fraction by cross-validation
             # (here per fraction and shuffle, on the training part only)
-            t2 = time.perf_counter()
+            selection = common.clock()
             sel = multilabel_select_epoch(
                 list(candidates.values()),
                 ds.labels,
@@ -279,7 +276,7 @@ def main(argv=None):
                 epochs_macro=sel["epochs_macro"].tolist(),
                 candidate_epochs=list(candidates),
                 cv_folds=args.cv_folds,
-                select_seconds=time.perf_counter() - t2,
+                select_seconds=selection.elapsed(),
             )
         for key in ("", "_liblinear") + (("_selected",) if candidates else ()):
             print(

@@ -1,6 +1,6 @@
 """The whole performance suite in one command, timed: every figure of perf.md.
 
-    python bench/run_all.py              # ~10 minutes on the 2-core machine
+    python bench/run_all.py              # 344 s on 2 cores without vs_deepwalk (suite.md)
     python bench/run_all.py --dry-run    # list the commands only
     python bench/run_all.py --only perf,walks
 
@@ -25,11 +25,9 @@ status is then 1.  The reproduction scripts (reproduce.py, inductive.py,
 lr_defaults.py) are long accuracy runs and not part of it.
 """
 
-import argparse
 import os
 import subprocess
 import sys
-import time
 
 import common
 import report
@@ -61,12 +59,11 @@ SUITE = [
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, out="suite")
     ap.add_argument(
         "--only", default=None, help="comma-separated subset of " + ",".join(n for n, _ in SUITE)
     )
     ap.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    ap.add_argument("--out", default="suite", help="result file stem (default suite)")
     args = ap.parse_args(argv)
     names = [n for n, _ in SUITE]
     chosen = names if args.only is None else [n.strip() for n in args.only.split(",") if n.strip()]
@@ -84,18 +81,19 @@ def main(argv=None):
         return 0
     load_before = os.getloadavg()
     steps = []
-    t_all = time.perf_counter()
-    for name, cmd in plan:
-        shown = "python bench/" + os.path.basename(cmd[1]) + " " + " ".join(cmd[2:])
-        print(f"== {name}: {shown.strip()}", flush=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, cwd=common.BENCH.parent)
-        seconds = time.perf_counter() - t0
-        steps.append(
-            dict(name=name, command=shown.strip(), seconds=seconds, returncode=proc.returncode)
-        )
-        print(f"== {name}: exit {proc.returncode} after {seconds:.0f} s", flush=True)
-    total = time.perf_counter() - t_all
+    with common.clock() as whole:
+        for name, cmd in plan:
+            shown = "python bench/" + os.path.basename(cmd[1]) + " " + " ".join(cmd[2:])
+            print(f"== {name}: {shown.strip()}", flush=True)
+            with common.clock() as c:
+                proc = subprocess.run(cmd, cwd=common.BENCH.parent)
+            steps.append(
+                dict(
+                    name=name, command=shown.strip(), seconds=c.seconds, returncode=proc.returncode
+                )
+            )
+            print(f"== {name}: exit {proc.returncode} after {c.seconds:.0f} s", flush=True)
+    total = whole.seconds
     payload = dict(
         command="python bench/run_all.py " + " ".join(sys.argv[1:] if argv is None else argv),
         machine=common.machine_info(),

@@ -16,12 +16,10 @@ graph, variant, epochs, per-epoch scores and losses, wall seconds (the machine i
 shared: compare seconds only side by side).
 """
 
-import argparse
 import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -67,9 +65,9 @@ def run(graph_name, variant, threads, epochs, workdir):
         scores.append(round(vd.score_embedding(g, emb)["headline"], 2))
 
     cfg = TrainConfig(threads=threads, epochs=epochs, **variant_options(variant))
-    t0 = time.perf_counter()
-    res = fit(graph.indptr, graph.indices, graph.weights, cfg, epoch_callback=score)
-    seconds = time.perf_counter() - t0
+    with common.clock() as c:
+        res = fit(graph.indptr, graph.indices, graph.weights, cfg, epoch_callback=score)
+    seconds = c.seconds
     return dict(
         graph=graph_name,
         variant=variant,
@@ -88,13 +86,14 @@ def run(graph_name, variant, threads, epochs, workdir):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=2)
     ap.add_argument("--graphs", default="cora,citeseer,syn-1k-mu0.3,syn-3k-mu0.5,syn-3k-mu0.7,ppi")
     ap.add_argument("--variants", default="off,softmax,ns5")
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=None, help="override the budget")
     ap.add_argument(
-        "--out", default=str(common.REPO / "docs" / "results" / "skipgram" / "runs.jsonl")
+        "--runs",
+        default=str(common.REPO / "docs" / "results" / "skipgram" / "runs.jsonl"),
+        help="the JSON-lines file each run is appended to",
     )
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as workdir:
@@ -102,7 +101,7 @@ def main(argv=None):
             for variant in a.variants.split(","):
                 r = run(graph_name, variant, a.threads, a.epochs, workdir)
                 print(json.dumps(r), flush=True)
-                with open(a.out, "a") as fh:
+                with open(a.runs, "a") as fh:
                     fh.write(json.dumps(r) + "\n")
 
 

@@ -15,11 +15,8 @@ Adam rows (its rows are the capsule loss's).
     python bench/skipgram_step.py --walks 16,128 --threads 1 --reps 7
 """
 
-import argparse
-import json
 import math
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,7 +29,7 @@ import numba  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-import common  # noqa: E402, F401  (thread and spin settings before numba starts)
+import common  # noqa: E402  (thread and spin settings before numba starts)
 import graphgen  # noqa: E402
 from caps2ne_np.model.core import init_params  # noqa: E402
 from caps2ne_np.training.batch import BatchStream  # noqa: E402
@@ -74,21 +71,17 @@ def term_alone(ts, batches, reps=30):
     skipgram.loss_and_row_grads(*args)
     best = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
-        skipgram.loss_and_row_grads(*args)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, common.timed(skipgram.loss_and_row_grads, *args))
     return 1e3 * best
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=1, reps=7, out="skipgram_step")
     ap.add_argument("--nodes", type=int, default=3000)
     ap.add_argument("--walks", default="16,128", help="walks per batch B (x 10 pairs)")
     ap.add_argument("--variants", default="off,softmax,ns5")
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=20, help="steps per timed repetition")
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--out", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--save", action="store_true", help="also write the result files (--out)")
     a = ap.parse_args(argv)
     numba.set_num_threads(a.threads)
     adj, _ = graphgen.lfr_like(a.nodes, mu=0.5, seed=0)
@@ -118,11 +111,11 @@ def main(argv=None):
                 for name in variants:
                     ts, step = runners[name]
                     batches = [batch(step + i) for i in range(a.steps)]
-                    t0 = time.perf_counter()
-                    for b in batches:
-                        loss, grads = ts.gradients(b)
-                        ts.update(grads)
-                    dt = (time.perf_counter() - t0) / a.steps
+                    with common.clock() as c:
+                        for b in batches:
+                            loss, grads = ts.gradients(b)
+                            ts.update(grads)
+                    dt = c.seconds / a.steps
                     if not math.isfinite(loss):
                         raise SystemExit(f"{name}: loss {loss}")
                     runners[name][1] += a.steps
@@ -144,20 +137,21 @@ def main(argv=None):
                     term_share_alone=alone / (base + alone) if base else float("nan"),
                 )
             )
-    print(f"threads {a.threads}, {a.nodes} nodes, k = d = {k}, |V'| = 256, fastest of {a.reps}")
-    print(
+    lines = [
+        f"threads {a.threads}, {a.nodes} nodes, k = d = {k}, |V'| = 256, fastest of {a.reps}",
         "| walks B | pairs | variant | ms per step | share (step - off) / step | term alone, ms "
-        "| share term / (off + term) |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+        "| share term / (off + term) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
-        print(
+        lines.append(
             f"| {r['B']} | {r['pairs']} | {r['variant']} | {r['ms_per_step']:.2f} | "
             f"{100 * r['term_share']:.0f}% | {r['term_ms']:.2f} | "
             f"{100 * r['term_share_alone']:.0f}% |"
         )
-    if a.out:
-        Path(a.out).write_text(json.dumps(rows, indent=1))
+    print("\n".join(lines))
+    if a.save:
+        common.write_results(a.out, common.payload(a, rows), "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -20,14 +20,12 @@ figures; bench/results stays under its size limit, tests/test_results_size.py) a
 every graph; graphs and modes already in that file and not measured again are kept.
 """
 
-import argparse
 import json
 import os
 import re
 import shutil
 import sys
 import tempfile
-import time
 
 import common
 import graphgen
@@ -79,12 +77,10 @@ def measure(graph, workdir, modes, threads, dw_scores, panel, old=None):
         print(f"  {graph.name} {mode}: {row}", flush=True)
     from caps2ne_np.model import spectral
 
-    t0 = time.perf_counter()
-    A = spectral.adjacency(graph.adj.indptr, graph.adj.indices, None, graph.n_nodes)
-    E = spectral.prone(A, 128)
-    entry["prone_alone"] = dict(
-        seconds=time.perf_counter() - t0, score=vs.score_embedding(graph, E)["headline"]
-    )
+    with common.clock() as c:
+        A = spectral.adjacency(graph.adj.indptr, graph.adj.indices, None, graph.n_nodes)
+        E = spectral.prone(A, 128)
+    entry["prone_alone"] = dict(seconds=c.seconds, score=vs.score_embedding(graph, E)["headline"])
     entry["deepwalk"] = dw_scores.get(graph.name)
     return entry
 
@@ -130,13 +126,11 @@ def write(name, payload):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=2, out="spectral_start")
     ap.add_argument("--graphs", default=DEFAULT_GRAPHS)
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--all-modes", default=",".join(MODES), help="the table's columns")
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default="spectral_start")
     args = ap.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     dw_file = common.RESULTS / "vs_deepwalk.json"

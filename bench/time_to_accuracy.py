@@ -16,10 +16,11 @@ import time
 
 T0 = time.perf_counter()
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
+
+import common  # noqa: E402  (inside the clock, as every import of the run)
 
 
 class _Reached(Exception):
@@ -27,15 +28,13 @@ class _Reached(Exception):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, threads=2, out="time_to_accuracy")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--walks-per-node", type=int, default=32)
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-epochs", type=int, default=50)
     ap.add_argument("--target", type=float, default=0.80)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="time_to_accuracy")
     args = ap.parse_args()
 
     from caps2ne_np.evaluate import classify_splits, select_epoch
@@ -91,7 +90,7 @@ def main():
         f"{'reached' if reached else 'did not reach'} {100 * args.target:.0f}% "
         f"after {len(log)} epochs, {wall:.1f}s"
     )
-    from common import RESULTS, write_json, write_text_atomic  # not at the top: the clock runs
+    from common import RESULTS, write_json, write_text_atomic
 
     path = RESULTS / f"{args.out}.json"
     stored = json.loads(path.read_text()) if path.exists() else []

@@ -29,7 +29,7 @@ SPECTRAL_MODES = ("none", "features", "init", "init_xo")
 LR_FEATURELESS = 5e-4
 """The 'paper' preset's Adam lr when the input features x are trained (no fixed
 features): the authors' rate for featureless graphs.  Measured on the bundled Cora
-graph (docs/training.md): 5e-4 reaches 70.4% after 5 epochs at T = 16, ahead of 1e-3
+graph (bench/results/lr_defaults.md): 5e-4 reaches 70.4% after 5 epochs at T = 16, ahead of 1e-3
 (69.9%) and 1e-4 (63.6% after 10, still climbing)."""
 LR_FIXED_FEATURES = 1e-4
 """Default Adam lr with fixed input features (the paper's best for citation graphs)."""
@@ -74,7 +74,7 @@ PRESETS = {
         skipgram_weight=SKIPGRAM_WEIGHT_CONVERGE,
         spectral=SPECTRAL_CONVERGE,
     ),
-    # The authors' settings (and this project's defaults before session 5): the same
+    # The authors' settings (and this project's defaults before 'converge'): the same
     # N*T walks every epoch, a constant rate, B = 64, dense Adam, 5 epochs.  The paper's
     # tables are reproduced with these (bench/reproduce.py) plus the per-dataset T,
     # epochs and lr of bench/results/transductive.md.

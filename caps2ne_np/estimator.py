@@ -54,7 +54,7 @@ class Caps2NE(BaseEstimator):
     stores one: what ``transform`` uses).  An unfitted model raises scikit-learn's
     ``NotFittedError``.  Errors name the parameters (``dim``), as given here.
 
-    ``engine='ray'`` trains on a Ray cluster instead (``distributed.fit``): ``workers``
+    ``engine='ray'`` trains on a Ray cluster instead (``training.ray.fit``): ``workers``
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
     ``parallel='async'``: ``n_jobs`` threads train their own batches on the shared tables
     without locks (``train.AsyncEngine``; faster, not reproducible).
@@ -134,7 +134,7 @@ class Caps2NE(BaseEstimator):
         self.prone_order = prone_order
         self.prone_mu = prone_mu
         self.prone_theta = prone_theta
-        self.engine = engine  # 'ray': sharded training (distributed.py)
+        self.engine = engine  # 'ray': sharded training (training/ray/)
         self.parallel = parallel  # 'async': lock-free threads (train.AsyncEngine)
         self.workers = workers
         self.servers = servers
@@ -220,7 +220,7 @@ class Caps2NE(BaseEstimator):
                         "parallel='async' trains on threads of one process; with "
                         "engine='ray' the workers train batches at once"
                     )
-                from .training.distributed import fit as run
+                from .training.ray import fit as run
 
                 extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)
             elif self.engine != "single":

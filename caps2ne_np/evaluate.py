@@ -12,11 +12,17 @@ nodes, shuffled, trains a one-vs-rest logistic regression; every other node rece
 k most probable labels, k = its true number of labels; micro- and macro-F1 are averaged
 over shuffles (:func:`multilabel_f1`).
 
+Inductive (paper Sec. 4.3): the test nodes and every edge touching them are removed
+(:func:`inductive_split`), a model is trained on the rest, and the test nodes are
+embedded by Algorithm 3 on the full graph (``infer.infer_embeddings``) before the
+classifier scores them (docs/inductive.md).
+
 Exact definitions and the departures from the paper are in ``docs/evaluation.md``.
 """
 
 from __future__ import annotations
 
+import logging
 import warnings
 
 import numpy as np
@@ -26,7 +32,8 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.multiclass import OneVsRestClassifier
 from threadpoolctl import threadpool_limits
 
-from .errors import InputError
+from .errors import InputError, InputWarning
+from .graphs.csr import Graph
 
 __all__ = [
     "classify_splits",
@@ -35,7 +42,10 @@ __all__ = [
     "multilabel_select_epoch",
     "top_k_predictions",
     "format_table",
+    "inductive_split",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def _check_embedding(emb, n_rows: int, what: str) -> np.ndarray:
@@ -533,3 +543,91 @@ def _pm(mean: float, std: float) -> str:
     if np.isnan(mean):
         return "-"
     return f"{100 * mean:.2f} +- {100 * std:.2f}"
+
+
+# ------------------------------------------------------------------ inductive split (Sec. 4.3)
+
+
+def inductive_split(graph_or_adj, test_nodes):
+    """Remove the test nodes and every edge touching them: ``(subgraph, kept)``.
+
+    graph_or_adj : csr.Graph, or a scipy.sparse (N, N) adjacency
+    test_nodes   : graph indices (int), or node ids (str) of a Graph
+
+    Returns the subgraph on the other nodes (a Graph with their ids, or a CSR matrix)
+    and ``kept`` int64 (N - |test|,): subgraph node i is original node kept[i] (kept is
+    sorted, so the remaining nodes keep their relative order).  Nodes left without
+    edges stay in the subgraph (their walks stay in place, so their o_v is learned from
+    their own features alone); an ``InputWarning`` gives their count.  Train on the subgraph,
+    then embed the test nodes with ``infer_embeddings`` on the full graph.
+    """
+    is_graph = isinstance(graph_or_adj, Graph)
+    if is_graph:
+        adj, n = graph_or_adj.to_scipy(), graph_or_adj.n_nodes
+    elif (
+        sp.issparse(graph_or_adj)
+        and graph_or_adj.ndim == 2
+        and graph_or_adj.shape[0] == graph_or_adj.shape[1]
+    ):
+        adj, n = sp.csr_matrix(graph_or_adj), graph_or_adj.shape[0]
+    else:
+        raise InputError(
+            "graph_or_adj must be a caps2ne_np.graphs.csr.Graph or a square scipy.sparse matrix"
+        )
+    test = np.asarray(test_nodes)
+    if test.size and not np.issubdtype(test.dtype, np.integer):
+        if not is_graph:
+            raise InputError("test_nodes of a scipy adjacency must be integer node indices")
+        test = graph_or_adj.index_of([str(t) for t in test_nodes])
+    test = np.unique(test.astype(np.int64))
+    if test.size and (test[0] < 0 or test[-1] >= n):
+        raise InputError(f"test_nodes must be node indices in [0, {n})")
+    keep = np.ones(n, dtype=bool)
+    keep[test] = False
+    kept = np.flatnonzero(keep).astype(np.int64)
+    if kept.size < 2:
+        raise InputError(
+            f"removing {test.size} test nodes leaves {kept.size} node(s); training needs at least 2"
+        )
+    sub = adj[kept][:, kept].tocsr()
+    sub.sort_indices()
+    indptr = np.ascontiguousarray(sub.indptr, dtype=np.int64)
+    lone = np.flatnonzero((np.diff(indptr) == 0) & (np.diff(sub.tocsc().indptr) == 0))
+    if lone.size:
+        first = graph_or_adj.node_ids[int(kept[lone[0]])] if is_graph else int(kept[lone[0]])
+        warnings.warn(
+            f"{lone.size} node(s) left without edges by removing the test nodes, e.g. "
+            f"{first!r}: training learns their o_v from their own features alone (an "
+            "edge list of the subgraph would drop them); infer_embeddings on the full "
+            "graph embeds them from their edges",
+            InputWarning,
+            stacklevel=2,
+        )
+    if not is_graph:
+        return sub, kept
+    weights = None
+    if graph_or_adj.weights is not None:
+        weights = np.ascontiguousarray(sub.data, dtype=np.float32)
+        if np.all(weights == 1.0):
+            weights = None
+    isolated = int(np.count_nonzero(np.diff(indptr) == 0))  # as graph.py counts them
+    stats = dict(
+        removed_nodes=int(test.size),
+        removed_edges=int(graph_or_adj.n_edges - sub.nnz),
+        isolated_nodes=isolated,
+    )
+    log.info(
+        "inductive split: removed %d nodes and %d stored edges; %d nodes left without edges",
+        test.size,
+        stats["removed_edges"],
+        isolated,
+    )
+    ids = graph_or_adj.node_ids
+    return Graph(
+        indptr=indptr,
+        indices=np.ascontiguousarray(sub.indices, dtype=np.int32),
+        weights=weights,
+        node_ids=[ids[i] for i in kept],
+        directed=graph_or_adj.directed,
+        stats=stats,
+    ), kept

@@ -1,4 +1,4 @@
-r"""Embeddings for new, unseen nodes (Algorithm 3) and the inductive split (Sec. 4.3).
+r"""Embeddings for new, unseen nodes (Algorithm 3).
 
 A trained Caps2NE maps any context C_v = (v_1, ..., v_{q-1}) of input features to a
 second-layer capsule e.  For a node v that was not in the training graph there is
@@ -21,9 +21,11 @@ Pipeline (each step names its function)::
     E   = aggregate_samples(E, Z, aggregate, cal)      # mean | sum = Z E | calibrated = E A + b
 
 The default aggregate, 'calibrated', maps the mean onto the o_v with a map fitted on
-the training nodes (``calibrate``; per dimension by default), so a classifier fitted
-on o_v applies to new nodes.  The defaults were chosen on validation, by a rule that
-reads no test accuracy (``defaults.DEFAULT_AGGREGATE``, docs/inductive.md).
+the training nodes (``calibrate``, which embeds them by Algorithm 3 and fits the map of
+calibration.py; per dimension by default), so a classifier fitted on o_v applies to new
+nodes.  The defaults were chosen on validation, by a rule that reads no test accuracy
+(``defaults.DEFAULT_AGGREGATE``, docs/inductive.md).  The inductive split of the
+experiments (Sec. 4.3) is ``evaluate.inductive_split``.
 
 Choices (docs/inductive.md explains each):
 
@@ -54,16 +56,16 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from .defaults import (
-    AGGREGATES,
-    CALIBRATION_METHODS,
-    DEFAULT_AGGREGATE,
-    DEFAULT_CALIBRATION,
-    ISOLATED,
+from .calibration import (
+    CALIBRATION_NODES,
+    apply_calibration,
+    calibration_nodes,
+    check_settings,
+    fit_calibration,
 )
+from .defaults import AGGREGATES, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION, ISOLATED
 from .errors import InputError, InputWarning, check_int, check_memory
 from .graphs.csr import Graph, from_scipy
-from .io.modelfile import RECALIBRATE, check_calibration
 from .kernels.rng import derive_seed, quiet_wraparound
 from .model.core import Params, SparseFeatures, forward, prepare_features, slot_major
 from .training.config import ModelConfig
@@ -247,73 +249,6 @@ def average_samples(e, samples):
 
 
 # --------------------------------------------------------------------------- aggregation
-
-
-CALIBRATION_NODES = 10000
-"""At most this many training nodes (a seeded sample) are embedded to fit a calibration."""
-
-
-def fit_calibration(E, O, method=DEFAULT_CALIBRATION):
-    """A map from mean capsule outputs e to the output vectors o of the same training nodes.
-
-    E, O   : (n, k) the Algorithm 3 mean e and the trained o_v of n training nodes
-    method : 'scale'  o ~ s e,  s = mean_v |o_v| / mean_v |e_v|  (recovers o_v's scale)
-             'diag'   o_j ~ a_j e_j + b_j per dimension j (least squares; the default,
-                      chosen on validation: docs/inductive.md)
-             'linear' o ~ A^T e + b (ridge least squares, lambda = 1e-3 tr(E^T E) / k)
-
-    Returns a dict: method, ``A`` float32 (k, k) (diagonal for 'scale' and 'diag'), ``b``
-    float32 (k,), and n.  ``apply_calibration`` computes e A + b.
-    """
-    if method not in CALIBRATION_METHODS:
-        raise InputError(f"calibration method must be one of {CALIBRATION_METHODS}, got {method!r}")
-    E = np.asarray(E, dtype=np.float64)
-    O = np.asarray(O, dtype=np.float64)
-    if E.ndim != 2 or E.shape != O.shape or E.shape[0] < 2:
-        raise InputError(
-            f"calibration needs two (n, k) arrays with n >= 2, got {E.shape} and {O.shape}"
-        )
-    n, k = E.shape
-    b = np.zeros(k)
-    if method == "scale":
-        norm_e = np.linalg.norm(E, axis=1).mean()
-        if not norm_e > 0:
-            raise InputError(
-                "every capsule output of the calibration nodes is zero; cannot calibrate"
-            )
-        A = np.eye(k) * (np.linalg.norm(O, axis=1).mean() / norm_e)
-    elif method == "diag":
-        Ec, Oc = E - E.mean(axis=0), O - O.mean(axis=0)
-        var = np.einsum("ij,ij->j", Ec, Ec)
-        a = np.where(var > 0, np.einsum("ij,ij->j", Ec, Oc) / np.where(var > 0, var, 1.0), 0.0)
-        A = np.diag(a)
-        b = O.mean(axis=0) - a * E.mean(axis=0)
-    else:
-        Em = E.mean(axis=0)
-        Ec, Oc = E - Em, O - O.mean(axis=0)
-        G = Ec.T @ Ec
-        lam = 1e-3 * np.trace(G) / k
-        A = np.linalg.solve(G + lam * np.eye(k), Ec.T @ Oc)
-        b = O.mean(axis=0) - Em @ A
-    return dict(method=method, A=A.astype(np.float32), b=b.astype(np.float32), n=int(n))
-
-
-def apply_calibration(E, calibration):
-    """e A + b (float64 products, float32 out): E (V, k) in the space of the o_v.
-
-    The calibration is checked first (``modelfile.check_calibration``: shapes, finite,
-    below 1e18); InputError when the result would not be finite in float32."""
-    check_calibration(calibration, E.shape[1])
-    A, b = np.asarray(calibration["A"]), np.asarray(calibration["b"])
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = (np.asarray(E, dtype=np.float64) @ A.astype(np.float64) + b).astype(np.float32)
-    if not np.isfinite(out).all():
-        top = float(np.max(np.abs(A)))
-        raise InputError(
-            f"the calibration (A up to {top:.3g}) maps these embeddings beyond float32's "
-            f"range; {RECALIBRATE}"
-        )
-    return out
 
 
 def aggregate_samples(E_mean, samples, aggregate, calibration=None):
@@ -511,6 +446,7 @@ def _positions(config, positions):
 
 
 def _run_threads(threads, fn, *args):
+    """``fn(*args)`` on ``threads`` Numba threads (restored after) and one BLAS thread."""
     old = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     try:
@@ -520,28 +456,26 @@ def _run_threads(threads, fn, *args):
         numba.set_num_threads(old)
 
 
-def calibration_nodes(node_ids, graph, max_nodes=CALIBRATION_NODES, seed=0):
-    """Graph indices of the model's training nodes used to fit a calibration, int64.
-
-    node_ids : id strings of the model's training nodes
-
-    The training nodes present in ``graph`` (ids compared as strings) that have an edge
-    there (an edgeless node's o_v was learned from its own features alone); all present
-    training nodes if none has one.  More than ``max_nodes``: a seeded sample of them.
-    """
-    index = {nid: i for i, nid in enumerate(graph.node_ids)}
-    idx = np.array(sorted(index[nid] for nid in node_ids if nid in index), dtype=np.int64)
-    if idx.size < 2:
-        raise InputError(
-            f"the graph holds {idx.size} of the model's training nodes; calibration "
-            "needs the training nodes and their edges (at least 2)"
-        )
-    deg = np.diff(graph.indptr)[idx] + np.diff(in_edges(graph)[0])[idx]
-    if np.count_nonzero(deg) >= 2:
-        idx = idx[deg > 0]
-    if idx.size > max_nodes:
-        idx = np.sort(np.random.default_rng(seed).choice(idx, max_nodes, replace=False))
-    return idx
+def _embed(threads, inputs, config, graph, idx, samples, seed, positions, isolated):
+    """Algorithm 3 for the graph indices ``idx`` (``capsule_embeddings``) on ``threads``
+    threads: ``inputs`` are ``model_inputs``' (W, X, cfg, known), ``config`` the model's
+    (its node2vec walks); the contexts are seeded by ``derive_seed(seed, 'infer')``."""
+    W, X, cfg, known = inputs
+    return _run_threads(
+        threads,
+        capsule_embeddings,
+        W,
+        X,
+        graph,
+        idx,
+        cfg,
+        samples,
+        derive_seed(seed, "infer"),
+        positions,
+        isolated,
+        known,
+        _node2vec(config),
+    )
 
 
 def calibrate(
@@ -585,21 +519,7 @@ def calibrate(
     O = np.asarray(params.O)[[rows[graph.node_ids[int(i)]] for i in idx]]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)  # edgeless training nodes: own features
-        E = _run_threads(
-            threads,
-            capsule_embeddings,
-            W,
-            X,
-            graph,
-            idx,
-            cfg,
-            Z,
-            derive_seed(seed, "infer"),
-            positions,
-            "self",
-            known,
-            _node2vec(config),
-        )
+        E = _embed(threads, (W, X, cfg, known), config, graph, idx, Z, seed, positions, "self")
     cal = fit_calibration(E, O, method)
     cal.update(samples=int(Z), positions=[int(p) for p in pos], seed=int(seed))
     return cal
@@ -665,125 +585,7 @@ def infer_embeddings(
         if cal is None:
             log.info("no stored calibration: fitting one on the training nodes in the graph")
             cal = calibrate(params, config, node_ids, graph, features, Z, seed, threads, positions)
-        elif "samples" not in cal or "positions" not in cal:
-            warnings.warn(
-                f"the calibration does not say with which Z and positions it was fitted "
-                f"(no 'samples' or 'positions'); inferring with Z = {Z}: the scale of the "
-                "outputs may differ (fit it with infer.calibrate)",
-                InputWarning,
-                stacklevel=2,
-            )
-        elif cal.get("samples") != Z or cal.get("positions") != [
-            int(p) for p in context_positions(positions, q)
-        ]:
-            warnings.warn(
-                f"the calibration was fitted with Z = {cal.get('samples')} at positions "
-                f"{cal.get('positions')}; inferring with Z = {Z}: the scale of the "
-                "outputs may differ (recalibrate with the same settings)",
-                InputWarning,
-                stacklevel=2,
-            )
-    E = _run_threads(
-        threads,
-        capsule_embeddings,
-        W,
-        X,
-        graph,
-        idx,
-        cfg,
-        Z,
-        derive_seed(seed, "infer"),
-        positions,
-        isolated,
-        known,
-        _node2vec(config),
-    )
+        else:
+            check_settings(cal, Z, [int(p) for p in context_positions(positions, q)])
+    E = _embed(threads, (W, X, cfg, known), config, graph, idx, Z, seed, positions, isolated)
     return [graph.node_ids[int(i)] for i in idx], aggregate_samples(E, Z, aggregate, cal)
-
-
-# --------------------------------------------------------------------------- inductive split
-
-
-def inductive_split(graph_or_adj, test_nodes):
-    """Remove the test nodes and every edge touching them: ``(subgraph, kept)``.
-
-    graph_or_adj : csr.Graph, or a scipy.sparse (N, N) adjacency
-    test_nodes   : graph indices (int), or node ids (str) of a Graph
-
-    Returns the subgraph on the other nodes (a Graph with their ids, or a CSR matrix)
-    and ``kept`` int64 (N - |test|,): subgraph node i is original node kept[i] (kept is
-    sorted, so the remaining nodes keep their relative order).  Nodes left without
-    edges stay in the subgraph (their walks stay in place, so their o_v is learned from
-    their own features alone); an ``InputWarning`` gives their count.  Train on the subgraph,
-    then embed the test nodes with ``infer_embeddings`` on the full graph.
-    """
-    is_graph = isinstance(graph_or_adj, Graph)
-    if is_graph:
-        adj, n = graph_or_adj.to_scipy(), graph_or_adj.n_nodes
-    elif (
-        sp.issparse(graph_or_adj)
-        and graph_or_adj.ndim == 2
-        and graph_or_adj.shape[0] == graph_or_adj.shape[1]
-    ):
-        adj, n = sp.csr_matrix(graph_or_adj), graph_or_adj.shape[0]
-    else:
-        raise InputError(
-            "graph_or_adj must be a caps2ne_np.graphs.csr.Graph or a square scipy.sparse matrix"
-        )
-    test = np.asarray(test_nodes)
-    if test.size and not np.issubdtype(test.dtype, np.integer):
-        if not is_graph:
-            raise InputError("test_nodes of a scipy adjacency must be integer node indices")
-        test = graph_or_adj.index_of([str(t) for t in test_nodes])
-    test = np.unique(test.astype(np.int64))
-    if test.size and (test[0] < 0 or test[-1] >= n):
-        raise InputError(f"test_nodes must be node indices in [0, {n})")
-    keep = np.ones(n, dtype=bool)
-    keep[test] = False
-    kept = np.flatnonzero(keep).astype(np.int64)
-    if kept.size < 2:
-        raise InputError(
-            f"removing {test.size} test nodes leaves {kept.size} node(s); training needs at least 2"
-        )
-    sub = adj[kept][:, kept].tocsr()
-    sub.sort_indices()
-    indptr = np.ascontiguousarray(sub.indptr, dtype=np.int64)
-    lone = np.flatnonzero((np.diff(indptr) == 0) & (np.diff(sub.tocsc().indptr) == 0))
-    if lone.size:
-        first = graph_or_adj.node_ids[int(kept[lone[0]])] if is_graph else int(kept[lone[0]])
-        warnings.warn(
-            f"{lone.size} node(s) left without edges by removing the test nodes, e.g. "
-            f"{first!r}: training learns their o_v from their own features alone (an "
-            "edge list of the subgraph would drop them); infer_embeddings on the full "
-            "graph embeds them from their edges",
-            InputWarning,
-            stacklevel=2,
-        )
-    if not is_graph:
-        return sub, kept
-    weights = None
-    if graph_or_adj.weights is not None:
-        weights = np.ascontiguousarray(sub.data, dtype=np.float32)
-        if np.all(weights == 1.0):
-            weights = None
-    isolated = int(np.count_nonzero(np.diff(indptr) == 0))  # as graph.py counts them
-    stats = dict(
-        removed_nodes=int(test.size),
-        removed_edges=int(graph_or_adj.n_edges - sub.nnz),
-        isolated_nodes=isolated,
-    )
-    log.info(
-        "inductive split: removed %d nodes and %d stored edges; %d nodes left without edges",
-        test.size,
-        stats["removed_edges"],
-        isolated,
-    )
-    ids = graph_or_adj.node_ids
-    return Graph(
-        indptr=indptr,
-        indices=np.ascontiguousarray(sub.indices, dtype=np.int32),
-        weights=weights,
-        node_ids=[ids[i] for i in kept],
-        directed=graph_or_adj.directed,
-        stats=stats,
-    ), kept

@@ -142,7 +142,7 @@ def ray_local():
     fixture started it; skips without ray.  A Ray that is installed but fails to start is
     an error of the test, not a skip."""
     ray = pytest.importorskip("ray")
-    from caps2ne_np.training.distributed import start_ray
+    from caps2ne_np.training.ray import start_ray
 
     started = start_ray(num_cpus=2)
     yield ray

@@ -1,4 +1,4 @@
-"""Sharded training on Ray (caps2ne_np/training/distributed.py): P = 1 equals single-machine
+"""Sharded training on Ray (caps2ne_np/training/ray/): P = 1 equals single-machine
 lazy-Adam training bit for bit, fixed P is reproducible whatever S, P = S = 2 learns as
 well as one machine, a killed actor costs nothing checkpointed, and no server holds
 all rows.  Skipped without Ray (``pip install -e ".[ray]"``); the import test runs
@@ -51,7 +51,7 @@ def single(partition):
 
 
 def run(g, P, S, **kwargs):
-    from caps2ne_np.training.distributed import fit as fit_ray
+    from caps2ne_np.training.ray import fit as fit_ray
 
     cfg = kwargs.pop("cfg", TrainConfig(**CFG))
     return fit_ray(g.indptr, g.indices, g.weights, cfg, workers=P, servers=S, **kwargs)
@@ -163,7 +163,7 @@ def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(
 
 @pytest.mark.slow
 def test_killed_actor_without_restarts_names_the_checkpoint(ray_local, partition, tmp_path):
-    from caps2ne_np.training.distributed import WorkerLost
+    from caps2ne_np.training.ray import WorkerLost
 
     g, _ = partition
     stats = {}
@@ -330,7 +330,7 @@ def test_only_the_main_threads_writes_reach_stdout_while_ray_runs(capsys, quiet)
     looked up when they print; --out - writes the results from the main thread."""
     import threading
 
-    from caps2ne_np.training.distributed import results_only_stdout
+    from caps2ne_np.training.ray.connect import results_only_stdout
 
     warning = "(raylet) WARNING: 8 PYTHON worker processes have been started on node"
     with results_only_stdout(quiet):
@@ -366,7 +366,7 @@ def test_cli_ray_out_dash_prints_only_the_embeddings_and_q_silences_ray(tmp_path
 
 def test_ray_address_forms_are_checked_before_ray_starts():
     pytest.importorskip("ray")
-    from caps2ne_np.training.distributed import ray_address_target
+    from caps2ne_np.training.ray.connect import ray_address_target
 
     assert ray_address_target("auto") is None
     assert ray_address_target("10.0.0.1:6379") == ("10.0.0.1", 6379)
@@ -388,7 +388,7 @@ def test_a_port_that_accepts_and_stays_silent_fails_within_the_timeout():
     alarm gets through); the probe gives up after its timeout with one line."""
     import socket
 
-    from caps2ne_np.training.distributed import _probe
+    from caps2ne_np.training.ray.connect import _probe
 
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))
@@ -430,7 +430,7 @@ def test_workers_are_capped_by_the_batches_of_an_epoch(ray_local, partition, mon
     most 2 batches), with the same bits as --workers 2, and warns above the CPU count."""
     import logging
 
-    from caps2ne_np.training.distributed import cli_fit
+    from caps2ne_np.training.ray import cli_fit
 
     g, _ = partition
     cfg = TrainConfig(**dict(CFG, batch_size=400, epochs=1))  # 200 nodes x 4 walks: 2 batches
@@ -455,7 +455,7 @@ def test_workers_are_capped_by_the_batches_of_an_epoch(ray_local, partition, mon
 
 
 def test_a_running_ray_clusters_gcs_passes_the_probe(ray_local):
-    from caps2ne_np.training.distributed import _probe, ray_address_target
+    from caps2ne_np.training.ray.connect import _probe, ray_address_target
 
     address = ray_local.get_runtime_context().gcs_address
     _probe(address, *ray_address_target(address), 10.0)  # no InputError
@@ -470,7 +470,7 @@ def test_a_running_ray_clusters_gcs_passes_the_probe(ray_local):
     ],
 )
 def test_ray_actors_start_with_the_short_openmp_spin(monkeypatch, user_env, expected):
-    from caps2ne_np.training import distributed
+    from caps2ne_np.training.ray import connect
 
     for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
         monkeypatch.delenv(name, raising=False)
@@ -485,7 +485,7 @@ def test_ray_actors_start_with_the_short_openmp_spin(monkeypatch, user_env, expe
         def init(self, **options):
             seen.update(options)
 
-    monkeypatch.setattr(distributed, "_ray", FakeRay)
-    assert distributed.start_ray() is True
+    monkeypatch.setattr(connect, "import_ray", FakeRay)
+    assert connect.start_ray() is True
     env = seen["runtime_env"]["env_vars"]
     assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == expected

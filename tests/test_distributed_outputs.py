@@ -1,5 +1,5 @@
 """Streamed outputs of the Ray engine (issue 18): the driver pulls rows [a, b) of every
-shard, interleaves them into node order (``distributed.row_blocks``) and feeds the
+shard, interleaves them into node order (``ray.outputs.row_blocks``) and feeds the
 block-wise writers of ``io``, which must write the very bytes the single-machine
 writers write for the whole arrays (word2vec text and binary, ``.npy`` and its
 ``.nodes.txt``, the model ``.npz``), with atomic_write's guarantees.
@@ -21,7 +21,9 @@ from caps2ne_np.errors import InputError
 from caps2ne_np.io import formats as io
 from caps2ne_np.io.modelfile import read_model, save_model
 from caps2ne_np.model.core import Params, slot_major
-from caps2ne_np.training.distributed import ShardServer, interleave, row_blocks, streamed_params
+from caps2ne_np.training.ray.outputs import row_blocks, streamed_params
+from caps2ne_np.training.ray.server import ShardServer
+from caps2ne_np.training.ray.shards import interleave
 
 K, D = 3, 2
 NOW = SimpleNamespace(get=lambda refs: list(refs))  # ray.get for handles that answer at once
@@ -284,11 +286,11 @@ def test_cli_engine_ray_streams_byte_identical_outputs(ray_local, tmp_path, monk
     from click.testing import CliRunner
 
     from caps2ne_np.cli import cli
-    from caps2ne_np.training import distributed
+    from caps2ne_np.training.ray import outputs as ray_outputs
 
-    monkeypatch.setattr(distributed, "OUTPUT_BLOCK_ROWS", 7)
+    monkeypatch.setattr(ray_outputs, "OUTPUT_BLOCK_ROWS", 7)
     gathered = []
-    monkeypatch.setattr(distributed, "gather", lambda *a, **kw: gathered.append(1))
+    monkeypatch.setattr(ray_outputs, "gather", lambda *a, **kw: gathered.append(1))
     edges = tmp_path / "g.edgelist"
     rng = np.random.default_rng(0)
     edges.write_text(

@@ -115,7 +115,7 @@ def test_the_folders_import_downward_only():
     assert set(LAYERS) <= {name.split(".")[1] for name in graph if name.count(".") == 2}
     wrong = []
     for name, targets in graph.items():
-        folder = name.split(".")[1] if name.count(".") == 2 else None
+        folder = name.split(".")[1] if name.count(".") >= 2 else None  # and sub-folders
         if name in SHARED:
             allowed = set()
         elif folder in LAYERS:
@@ -123,7 +123,7 @@ def test_the_folders_import_downward_only():
         else:
             continue
         for target in targets:
-            to = target.split(".")[1] if target.count(".") == 2 else None
+            to = target.split(".")[1] if target.count(".") >= 2 else None
             if target not in SHARED and to not in allowed:
                 wrong.append(f"{name} -> {target}")
     assert not wrong, "imports against the layering: " + ", ".join(wrong)

@@ -17,18 +17,14 @@ import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
 
-from caps2ne_np import infer
+from caps2ne_np import calibration, infer
+from caps2ne_np.calibration import apply_calibration, fit_calibration
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
+from caps2ne_np.evaluate import inductive_split
 from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.graphs.graph import read_graph
-from caps2ne_np.infer import (
-    apply_calibration,
-    calibrate,
-    fit_calibration,
-    inductive_split,
-    infer_embeddings,
-)
+from caps2ne_np.infer import calibrate, infer_embeddings
 from caps2ne_np.io.formats import read_word2vec
 from caps2ne_np.io.modelfile import read_calibration, read_model, save_calibration
 from test_infer import features, fit_quiet, fitted, full  # noqa: F401 (shared fixtures)
@@ -349,7 +345,7 @@ def test_cli_and_api_defaults_agree():
     assert (
         signature(infer.infer_embeddings).parameters["aggregate"].default == infer.DEFAULT_AGGREGATE
     )
-    assert tuple(params["calibration_method"].type.choices) == infer.CALIBRATION_METHODS
+    assert tuple(params["calibration_method"].type.choices) == calibration.CALIBRATION_METHODS
     assert params["calibration_method"].default == infer.DEFAULT_CALIBRATION
     assert signature(infer.calibrate).parameters["method"].default == infer.DEFAULT_CALIBRATION
     assert tuple(params["isolated"].type.choices) == infer.ISOLATED
@@ -403,7 +399,9 @@ def test_the_defaults_follow_the_validation_rule():
         else infer.DEFAULT_AGGREGATE
     )
     assert default == chosen
-    assert infer.DEFAULT_CALIBRATION == choose_by_validation(summaries, infer.CALIBRATION_METHODS)
+    assert infer.DEFAULT_CALIBRATION == choose_by_validation(
+        summaries, calibration.CALIBRATION_METHODS
+    )
     # the rule reads no test figure: the same choice with every test accuracy scrambled
     scrambled = [{p: dict(v, test_mean=-v["test_mean"]) for p, v in s.items()} for s in summaries]
     assert choose_by_validation(scrambled, SIMPLEST_FIRST) == chosen

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from caps2ne_np.calibration import apply_calibration
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.graphs.graph import read_graph
-from caps2ne_np.infer import apply_calibration, calibrate, infer_embeddings
+from caps2ne_np.infer import calibrate, infer_embeddings
 from caps2ne_np.io.formats import load_npz, read_word2vec, save_npz
 from caps2ne_np.io.modelfile import read_model, save_calibration
 from test_infer import fit_quiet, fitted, planted_partition
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning"
 def files(tmp_path_factory):
     """A featureless model trained on the planted-partition graph without 'new', the full
     graph as an edge list, and the nodes to embed."""
-    from caps2ne_np.infer import inductive_split
+    from caps2ne_np.evaluate import inductive_split
 
     d = tmp_path_factory.mktemp("modelfiles")
     full = planted_partition()

@@ -261,7 +261,7 @@ def test_training_walks_follow_the_options():
 def test_ray_batch_worker_makes_the_same_node2vec_walks():
     from caps2ne_np.training.batch import walk_seed
     from caps2ne_np.training.config import TrainConfig, resolve
-    from caps2ne_np.training.distributed import BatchWorker
+    from caps2ne_np.training.ray.worker import BatchWorker
 
     adj = ring_adj()
     ip, ix, _ = csr_of(adj)

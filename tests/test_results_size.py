@@ -6,8 +6,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-# bytes, as `du -sb bench/results` counts them (the folder's own entry too); 150 kB until
-# issues 25-27 added the skip-gram, spectral-start and node2vec summaries
+# bytes, as `du -sb bench/results` counts them (the folder's own entry too); bench/README.md
+# states the same limit
 LIMIT = 160_000
 
 

@@ -344,8 +344,8 @@ def _train(
 
     streamed = False
     on_ray = engine.pop("engine") == "ray"
-    if on_ray:  # sharded training (distributed.py)
-        from ..training.distributed import cli_fit
+    if on_ray:  # sharded training (training/ray/)
+        from ..training.ray import cli_fit
 
         # the tables go from the shards to the writers block by block (the driver never
         # holds one), unless --eval-every-epoch keeps a best epoch's tables anyway

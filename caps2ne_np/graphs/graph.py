@@ -83,8 +83,9 @@ _TESTER = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}  # the command that test
 
 READER_BYTES_PER_BYTE = 20
 """Peak memory of reading an edge list per byte of it (decompressed): measured 16.4 for
-'1 2' lines, 17.6 for 'a b', 11.2 for random integer ids (tests/test_reliability3.py
-measures it again); the readers hold the bytes, tokens, id arrays and the CSR at once."""
+'1 2' lines, 17.6 for 'a b', 11.2 for random integer ids, when the cap was set (a
+one-off measurement; tests/test_data_reliability.py checks the cap built on it); the
+readers hold the bytes, tokens, id arrays and the CSR at once."""
 
 
 def max_stream_bytes() -> int:

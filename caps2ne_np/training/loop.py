@@ -7,15 +7,18 @@ every step (config.learning_rate), the divergence checks, checkpoints (every
 its log line, and the order at the end of an epoch: the epoch callback first, then
 the checkpoint, so that the caller's state (``checkpoint_extra``) includes the epoch.
 
-An engine supplies only what differs (train.LocalEngine, distributed.RayEngine):
+An engine supplies only what differs (train.LocalEngine, train.AsyncEngine,
+ray.engine.RayEngine):
 
     round_size                 consecutive batches one ``train`` call takes (1; Ray: P)
     resumed                    the checkpoint it restored (dict: state, history, path,
                                extra), or None
     optimizer                  ``lr`` and ``t`` of the last step
-    train(epoch, b, step, rates) -> [(loss, pairs)]  batches b, b + 1, ... of the epoch,
-                               one per rate (steps step, step + 1, ...); stops after
-                               a non-finite loss
+    train(epoch, b, step, rates) -> [record]  batches b, b + 1, ... of the epoch, one
+                               per rate (steps step, step + 1, ...), each recorded by
+                               ``trained_batch``: (loss, pairs), or (loss, pairs,
+                               L_caps, L_sg) with the skip-gram term; stops after a
+                               non-finite loss
     finite()                   every parameter finite
     save(directory, state, history, extra)  a checkpoint
     params()                   the parameters (core.Params) as of now
@@ -48,6 +51,15 @@ class TrainResult:
     history: list = field(default_factory=list)
     optimizer: object = None
     notes: list = field(default_factory=list)
+
+
+def trained_batch(cfg, loss, batch, parts):
+    """A trained batch as ``run_epochs`` takes it from an engine: (loss, pairs), and with
+    the skip-gram term (``cfg.skipgram_weight``) its two parts too, (loss, pairs, L_caps,
+    L_sg), from the ``parts`` dict core.loss_and_row_grads fills."""
+    if cfg.skipgram_weight:
+        return (loss, batch.n_pairs, parts["capsule"], parts["skipgram"])
+    return (loss, batch.n_pairs)
 
 
 def prepare(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):

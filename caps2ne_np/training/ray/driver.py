@@ -1,0 +1,262 @@
+"""The driver of a Ray run: ``fit`` (the set-up, the cluster's attempts and the restart
+loop after an actor dies), ``cli_fit`` (as ``caps2ne train --engine ray`` calls it) and
+``worker_count`` (the cap on the workers)."""
+
+import logging
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import InputError
+from ...model.core import prepare_features
+from .. import walks as walks_mod
+from ..loop import TrainResult, prepare, run_epochs
+from .checkpoints import DRIVER_FILE
+from .connect import import_ray, one_line, ray_logging_level, results_only_stdout, start_ray
+from .engine import RayEngine
+from .shards import shard_rows
+
+log = logging.getLogger(__name__)
+
+W_PLACEMENTS = ("server", "workers")
+
+
+class WorkerLost(ConnectionError):
+    """An actor died and the run could not continue on its own (a ConnectionError, so
+    the command line reports it in one line, exit code 1)."""
+
+
+def fit(
+    indptr,
+    indices,
+    weights,
+    cfg,
+    features=None,
+    progress=False,
+    epoch_callback=None,
+    checkpoint_dir=None,
+    checkpoint_every=0,
+    resume_from=None,
+    step_callback=None,
+    workers=1,
+    servers=1,
+    address=None,
+    max_restarts=2,
+    max_rows_per_shard=None,
+    stats=None,
+    w_placement="server",
+    write_outputs=None,
+    checkpoint_extra=None,
+):
+    """``train.fit`` on a Ray cluster (P = ``workers``, S = ``servers``): same
+    arguments and result, plus the engine's own.
+
+    address: a Ray cluster ('auto', 'ray://host:10001', ...) or None for a local
+    instance sized to this machine.  max_restarts: automatic restarts from the last
+    checkpoint after an actor dies (needs ``checkpoint_dir``).  max_rows_per_shard:
+    refuse a layout whose servers would each hold more rows (a guard for memory
+    planning and the tests).  stats: a dict, filled with per-actor traffic and memory.
+    w_placement: 'server' (W and its moments on server 0: every worker pulls W and
+    pushes its gradient each round) or 'workers' (a replica on every worker, each
+    applying all P gradients of a round in rank order: no W traffic at P = 1,
+    (P - 1) gradients in per worker and round).  Same numbers either way.
+    write_outputs: called as ``write_outputs(result)`` after training, while the actors
+    still live, with ``result.params`` holding W and, instead of the N-row tables,
+    ``io.RowBlocks`` that pull consecutive row blocks from the shards (see
+    ``outputs.streamed_params``): the writers of ``io`` stream them, and the driver
+    never holds a whole table.  The returned result then has ``params=None``.
+    checkpoint_extra: as ``train.fit``'s (stored in the driver's file).
+    """
+    P, S = int(workers), int(servers)
+    n_nodes = int(indptr.shape[0] - 1)
+    P, S = int(workers), int(servers)
+    n_nodes = int(indptr.shape[0] - 1)
+    _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
+    n_edges = int(np.asarray(indices).shape[0])
+    cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
+    if cfg.adam != "lazy":
+        raise InputError(
+            "--engine ray: needs --adam lazy (a server updates only the rows "
+            f"it is sent), got --adam {cfg.adam}"
+        )
+    start, features, notes = _start_values(
+        indptr, indices, weights, cfg, features, resume_from, notes
+    )
+    loop_options = dict(
+        progress=progress,
+        epoch_callback=epoch_callback,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        step_callback=step_callback,
+        checkpoint_extra=checkpoint_extra,
+    )
+    started = start_ray(address)
+    ray = import_ray()
+    try:
+        attempt = 0
+        while True:
+            try:
+                engine = RayEngine(
+                    ray,
+                    indptr,
+                    indices,
+                    weights,
+                    cfg,
+                    features,
+                    resume_from,
+                    P,
+                    S,
+                    w_placement == "workers",
+                    stats,
+                    start=start,
+                )
+                try:
+                    result = TrainResult(
+                        params=None, config=cfg, optimizer=engine.optimizer, notes=notes
+                    )
+                    run_epochs(engine, result, n_nodes * cfg.walks_per_node, **loop_options)
+                    return engine.finish(result, stats, write_outputs)
+                finally:
+                    engine.cluster.kill()
+            except _actor_lost_errors(ray) as err:
+                attempt += 1
+                resume_from = _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _start_values(indptr, indices, weights, cfg, features, resume_from, notes):
+    """(the spectral start, the features the run uses, the notes with the start's):
+    ``--spectral`` starts x (and O), or its unit rows are the fixed features; given
+    features are prepared (and must be dense)."""
+    from ...model import spectral
+
+    n_nodes = int(indptr.shape[0] - 1)
+    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
+    if start.note and start.features is None:  # --spectral init, init_xo
+        log.info("%s", start.note)
+        notes = notes + [start.note]
+    if start.features is not None:  # unit rows, used as they are
+        features, notes = start.features, notes + [start.note]
+    elif features is not None:
+        features = prepare_features(features, n_nodes, cfg.normalize_features)
+        if not isinstance(features, np.ndarray):
+            raise InputError(
+                "--engine ray: sparse fixed features are not supported yet; "
+                "pass them dense (.npy) or use the single-machine engine"
+            )
+    return start, features, notes
+
+
+def _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats):
+    """After an actor died (``err``): the checkpoint folder to restart attempt number
+    ``attempt`` from, or WorkerLost when there is no checkpoint or no restart left."""
+    have = checkpoint_dir is not None and (Path(checkpoint_dir) / DRIVER_FILE).is_file()
+    what = one_line(err)
+    if stats is not None:
+        stats.setdefault("failures", []).append(dict(time=time.time(), what=what))
+    if have and attempt <= max_restarts:
+        log.warning(
+            "an actor died (%s); restarting every actor from the checkpoint "
+            "in %s (restart %d of %d)",
+            what,
+            checkpoint_dir,
+            attempt,
+            max_restarts,
+        )
+        return checkpoint_dir
+    if have:
+        raise WorkerLost(
+            f"an actor died ({what}); the last checkpoint is in "
+            f"{checkpoint_dir}: continue with --resume "
+            f"{checkpoint_dir}"
+        ) from None
+    raise WorkerLost(
+        f"an actor died ({what}); nothing was checkpointed (give "
+        "--checkpoint-dir to be able to resume)"
+    ) from None
+
+
+def _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard):
+    """InputError (one line) for a layout that cannot run: P workers, S servers."""
+    if P < 1:
+        raise InputError(f"--workers: must be >= 1, got {P}")
+    if w_placement not in W_PLACEMENTS:
+        raise InputError(f"w_placement: must be one of {W_PLACEMENTS}, got {w_placement!r}")
+    if S < 1:
+        raise InputError(f"--servers: must be >= 1, got {S}")
+    if S > n_nodes:
+        raise InputError(f"--servers: at most the number of nodes ({n_nodes}), got {S}")
+    if max_rows_per_shard is not None and shard_rows(n_nodes, S, 0) > max_rows_per_shard:
+        raise InputError(
+            f"--servers: {S} servers hold up to {shard_rows(n_nodes, S, 0)} rows "
+            f"each, above the limit of {max_rows_per_shard}; use at least "
+            f"{math.ceil(n_nodes / max_rows_per_shard)}"
+        )
+
+
+def _actor_lost_errors(ray):
+    """The errors by which Ray reports an actor gone: killed, crashed, or stopped by
+    Ray's memory monitor."""
+    e = ray.exceptions
+    return (e.RayActorError, e.WorkerCrashedError, e.OutOfMemoryError)
+
+
+def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **kwargs):
+    """``fit`` as ``caps2ne train --engine ray`` calls it: refuses to start a new run
+    over a sharded checkpoint unless ``overwrite``."""
+    directory = kwargs.get("checkpoint_dir")
+    if (
+        directory
+        and not kwargs.get("resume_from")
+        and not overwrite
+        and (Path(directory) / DRIVER_FILE).exists()
+    ):
+        raise InputError(
+            f"{Path(directory) / DRIVER_FILE}: exists; pass --resume {directory} "
+            "to continue that run, or --overwrite to start a new one there"
+        )
+    n_nodes, n_edges = int(indptr.shape[0] - 1), int(np.asarray(indices).shape[0])
+    fixed = kwargs.get("features") is not None
+    if "workers" in kwargs:
+        kwargs["workers"] = worker_count(
+            kwargs["workers"], cfg, n_nodes, n_edges, fixed, ray_address
+        )
+    with results_only_stdout(quiet=ray_logging_level() > logging.WARNING):
+        return fit(indptr, indices, weights, cfg, address=ray_address, **kwargs)
+
+
+def worker_count(workers, cfg, n_nodes, n_edges, fixed_features=False, address=None):
+    """``workers`` capped by the batches of an epoch (a round trains at most that many:
+    the extra workers would only start and idle; the result is the same bits), with a
+    warning, and a warning when a local run has more workers than CPUs."""
+    from ..config import resolve
+
+    P = int(workers)
+    if P < 1:
+        return P  # fit says what is wrong
+    resolved, _ = resolve(cfg, n_nodes, n_edges, fixed_features=fixed_features)
+    n_batches = walks_mod.batches_per_epoch(n_nodes * resolved.walks_per_node, resolved.batch_size)
+    if P > n_batches:
+        log.warning(
+            "--workers %d: an epoch has %d batches, so a round trains at most %d; "
+            "starting %d workers",
+            P,
+            n_batches,
+            n_batches,
+            n_batches,
+        )
+        P = n_batches
+    cpus = os.cpu_count() or 1
+    if not address and P > cpus:
+        log.warning(
+            "--workers %d: more than the %d CPUs of this machine; the workers share "
+            "them (slower per worker, and each one a process of its own)",
+            P,
+            cpus,
+        )
+    return P
