@@ -19,7 +19,6 @@ threads >= 1.7x its 1-thread rate and >= 0.9x g's at 2 threads; async at 2 threa
 1.85x f sync at 1 thread.  Writes bench/results/<--out>.json + .md.
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -126,12 +125,10 @@ def render(payload):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, reps=3, out="fused_step")
     parser.add_argument("--before", required=True, help="a checkout of the commit before")
     parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--out", default="fused_step", help="result file stem")
     args = parser.parse_args(argv)
     names = [c for c in args.cases.split(",") if c]
     unknown = set(names) - set(CASES)

@@ -15,16 +15,15 @@ splits, is what docs/scaling.md's bounds for more cores start from.
 Writes bench/results/<--out>.json + .md.
 """
 
-import argparse
 import json
 import sys
 import time
 
-import common
 import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+import common
 from caps2ne_np.graphs.graph import read_edgelist
 from caps2ne_np.model import spectral
 from caps2ne_np.training import fused as F
@@ -120,7 +119,12 @@ def profile(g, batch_size, reps):
     while size < 2 * S:
         size *= 2
     table = np.empty(size, dtype=np.int64)
-    bt, bs, bqt, bqs = ctx_t.copy(), targets.copy(), np.empty(P, np.float32), np.empty(S, np.float32)
+    bt, bs, bqt, bqs = (
+        ctx_t.copy(),
+        targets.copy(),
+        np.empty(P, np.float32),
+        np.empty(S, np.float32),
+    )
     smp_out = sampled.copy()
     zero = (lr := np.float32(1e-4), np.float32(0.9), np.float32(0.999), np.float32(1e-8),
             np.float32(0.1), np.float32(0.001))  # fmt: skip
@@ -185,10 +189,14 @@ def render(payload):
         "",
     ]
     results = payload["results"]
-    out.append("| | " + " | ".join(f"B = {r['batch_size']} ({r['pairs']} pairs)" for r in results) + " |")
+    out.append(
+        "| | " + " | ".join(f"B = {r['batch_size']} ({r['pairs']} pairs)" for r in results) + " |"
+    )
     out.append("| --- |" + " --- |" * len(results))
     for name in results[0]["stages_ms"]:
-        out.append(f"| {name} | " + " | ".join(f"{r['stages_ms'][name]:.3f}" for r in results) + " |")
+        out.append(
+            f"| {name} | " + " | ".join(f"{r['stages_ms'][name]:.3f}" for r in results) + " |"
+        )
     for key, label in (
         ("stages_sum_ms", "**sum of the stages**"),
         ("step_fused_ms", "**compiled step (chunk / 20)**"),
@@ -204,17 +212,16 @@ def render(payload):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, reps=7, out="profile_fused")
     parser.add_argument("--batch-sizes", default="16,128")
-    parser.add_argument("--reps", type=int, default=7)
-    parser.add_argument("--out", default="profile_fused")
     args = parser.parse_args(argv)
     g = read_edgelist(common.REPO / "caps2ne_np" / "data" / "cora.edgelist")
     numba.set_num_threads(1)
     with threadpool_limits(limits=1):
         results = [profile(g, int(b), args.reps) for b in args.batch_sizes.split(",")]
     payload = dict(
-        command="python bench/profile_fused.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        command="python bench/profile_fused.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         results=results,
         machine=common.machine_info(),
     )

@@ -11,7 +11,7 @@ futex wake-up (tens to hundreds of microseconds) at the next one.  Measured on a
 (docs/results/threads_spin.md).  A long spin is a disaster only when another
 process wants the core the worker spins on; ``StepThreads`` below then moves the steps
 to one thread (no parallel regions, so nothing spins), and processes that share the
-cores by design (Ray's actors, training.distributed.start_ray) start with
+cores by design (Ray's actors, training.ray.start_ray) start with
 ``SHARED_SPIN_COUNT``.
 
 libgomp reads ``GOMP_SPINCOUNT`` once, when it is loaded, and Numba loads it when its

@@ -33,7 +33,7 @@ from ..model.core import SparseFeatures, init_params, prepare_features
 from . import checkpoint, fused
 from .batch import BatchStream
 from .config import check_step_memory
-from .loop import TrainResult, prepare, run_epochs
+from .loop import TrainResult, prepare, run_epochs, trained_batch
 from .optim import Adam
 from .step import TrainStep
 
@@ -256,12 +256,8 @@ class LocalEngine:
         return out
 
     def _record(self, loss, batch, train_step):
-        """A trained batch as loop.run_epochs takes it: (loss, pairs), and with the
-        skip-gram term its two parts, L_caps and L_sg (``train_step.parts``)."""
-        if self.cfg.skipgram_weight:
-            parts = train_step.parts
-            return (loss, batch.n_pairs, parts["capsule"], parts["skipgram"])
-        return (loss, batch.n_pairs)
+        """A trained batch as loop.run_epochs takes it (loop.trained_batch)."""
+        return trained_batch(self.cfg, loss, batch, train_step.parts)
 
     def finite(self):
         return all(np.isfinite(getattr(self._params, n)).all() for n in self.names)
