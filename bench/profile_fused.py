@@ -163,6 +163,10 @@ def profile(g, batch_size, reps):
     }
     rows = {name: cpu_ms(fn, reps) for name, fn in stages.items()}
     serial = sum(v for name, v in rows.items() if "(serial)" in name)
+    # the independent items of each stage's parallel region(s): its most threads
+    items = [1, 1, G, 2 * n_slots, P, F.BLOCKS, 2 * F.BLOCKS, P, n_slots, 2 * n_slots, G,
+             n_slots * d + n_o + G]  # fmt: skip
+    regions = [0, 0, 1, 1, 1, 2, 2, 1, 1, 1, 1, 1]
     return dict(
         batch_size=batch_size,
         pairs=P,
@@ -175,7 +179,53 @@ def profile(g, batch_size, reps):
         step_python_ms=step_python,
         serial_ms=serial,
         serial_share=serial / step_fused,
+        items=dict(zip(rows, items)),
+        regions=dict(zip(rows, regions)),
     )
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _region(out):
+    for i in numba.prange(out.shape[0]):
+        out[i] += 1.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _regions(out, n):
+    for _ in range(n):
+        _region(out)
+
+
+def region_us(n_threads, reps):
+    """Wall microseconds of one empty parallel region (a fork and a join) on ``n_threads``,
+    called from compiled code as the chunk's stages are."""
+    numba.set_num_threads(n_threads)
+    out = np.zeros(64)
+    _regions(out, 10)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        _regions(out, 2000)
+        times.append((time.perf_counter() - t0) / 2000 * 1e6)
+    numba.set_num_threads(1)
+    return common.median(times)
+
+
+def projection(result, fork_us, counts=(1, 2, 4, 8, 16, 32)):
+    """Synchronous ms per step on n threads, on paper: each stage's one-thread time split
+    over min(n, its items) threads as the static schedule does (ceil(items / n) items on
+    the busiest), the serial stages not at all, plus a fork and join per region of
+    ``fork_us(n)`` microseconds."""
+    out = {}
+    for n in counts:
+        ms = 0.0
+        for name, t in result["stages_ms"].items():
+            k = result["items"][name]
+            ms += t * (-(-k // n)) / k if k > 1 else t
+            if n > 1:
+                ms += result["regions"][name] * fork_us(n) / 1e3
+        out[n] = ms
+    return out
 
 
 def render(payload):
@@ -207,6 +257,21 @@ def render(payload):
         f"{r['step_python_ms'] / r['step_fused_ms']:.2f}x" for r in results) + " |")  # fmt: skip
     out.append("| serial share of the compiled step | " + " | ".join(
         f"{100 * r['serial_share']:.1f}%" for r in results) + " |")  # fmt: skip
+    fork = payload["fork_us"]
+    out += [
+        "",
+        f"An empty parallel region (fork and join, called from compiled code) took {fork:.1f} "
+        "us on 2 threads. On paper, the synchronous step on n threads: each stage's time "
+        "split over min(n, its items) threads as the static schedule splits it, the serial "
+        "stages not at all, plus a fork and join per region, taken as the 2-thread cost times "
+        "log2(n) (an assumption: a tree barrier). Pairs/s relative to one thread:",
+        "",
+        "| threads | " + " | ".join(f"B = {r['batch_size']}" for r in results) + " |",
+        "| --- |" + " --- |" * len(results),
+    ]
+    for n in results[0]["projection_ms"]:
+        cells = [f"{r['projection_ms']['1'] / r['projection_ms'][n]:.2f}x" for r in results]
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
     out += ["", "Machine:", "", "```", json.dumps(payload["machine"], indent=1), "```", ""]
     return "\n".join(out)
 
@@ -219,10 +284,15 @@ def main(argv=None):
     numba.set_num_threads(1)
     with threadpool_limits(limits=1):
         results = [profile(g, int(b), args.reps) for b in args.batch_sizes.split(",")]
+        fork = region_us(2, args.reps)
+    for r in results:
+        proj = projection(r, lambda n: fork * max(1.0, np.log2(n)))
+        r["projection_ms"] = {str(n): v for n, v in proj.items()}
     payload = dict(
         command="python bench/profile_fused.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),
         results=results,
+        fork_us=fork,
         machine=common.machine_info(),
     )
     md = render(payload)

@@ -43,8 +43,12 @@ from .samplers import KIND_ALIAS, KIND_LOG_UNIFORM, _sample_unique
 from .walks import _batch_walk_ids, _node2vec_walk, _walk
 
 CHUNK = 64
-"""Batches per call of the compiled chunk (the local engine's round): progress,
-checkpoints and the thread-count trial happen between chunks."""
+"""At most this many batches per call of the compiled chunk (per thread: the local
+engines' round), and about ``CHUNK_SECONDS`` of work: progress, checkpoints, signals
+and the thread-count trial happen between chunks (train.LocalEngine._next_round)."""
+CHUNK_SECONDS = 0.25
+PROBE = 4
+"""Batches of the round that times a batch (the run's second)."""
 
 BLOCKS = 8
 """Fixed blocks of pairs (and of V') for the output layer's products: the split does

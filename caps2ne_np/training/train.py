@@ -126,8 +126,7 @@ def fit(
                 params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=notes
             )
             stack.callback(engine.close)
-            if checkpoint_every:  # a checkpoint every n steps, not when a chunk passes one
-                engine.chunk = min(engine.chunk, int(checkpoint_every))
+            engine.checkpoint_every = int(checkpoint_every)  # rounds end at its multiples
             return run_epochs(
                 engine,
                 result,
@@ -208,32 +207,35 @@ class LocalEngine:
         lazy = cfg.adam == "lazy"
         kind = None if features is None else ("sparse" if sparse else "dense")
         self.fused = self.step = self.threads = None
-        self.chunk = 1
+        self.checkpoint_every = 0  # train.fit sets it: rounds end at its multiples
+        self.width = 1  # batches trained at once (AsyncEngine: one per thread)
+        self._chunk = None  # batches per round (per thread), once timed
+        self._n, self._rounds = 1, 0
         if fused.supports(cfg, kind):
             self.fused = fused.FusedStep(self.stream, params, opt, cfg.model_config(), lazy)
-            # the first round is one batch (it compiles or loads the kernels: kept out of
-            # the rate and the ETA), the others a chunk each
-            self.chunk = fused.CHUNK
             n = numba.get_num_threads()
             if n > 1 and _jit.PAR_MIN_WORK > 0:  # (0: the tests' every kernel parallel)
-                self.threads = StepThreads(n, **CHUNK_TRIAL)
+                # each round's time per batch (rounds differ in size)
+                clock = lambda: time.perf_counter() / self._n  # noqa: E731
+                self.threads = StepThreads(n, clock=clock, **CHUNK_TRIAL)
         else:
             self.step = TrainStep(params, opt, cfg.model_config(), lazy=lazy)
         self._ahead = None  # (epoch, b, batch b): drawn by the previous step
 
     def train(self, epoch, b, step, rates):
         if self.fused is not None:
-            n = len(rates)
+            n = self._n = len(rates)
             if self.threads is not None:
                 self.threads.begin()
+            t0 = time.perf_counter()
             out = self.fused.train(
                 epoch, range(b, b + n), range(step, step + n), rates,
                 parallel=numba.get_num_threads() > 1,
             )  # fmt: skip
+            self._next_round(step + n, time.perf_counter() - t0)
             if self.threads is not None:
                 self.threads.end()
             self.optimizer.t, self.optimizer.lr = step + len(out), rates[len(out) - 1]
-            self.round_size = self.chunk - (step + n) % self.chunk  # to a multiple of chunk
             return out
         out = []
         for r, lr in enumerate(rates):
@@ -254,6 +256,27 @@ class LocalEngine:
             self.step.update(grads, ahead)  # Adam
             self._ahead = (epoch, nxt, ahead)
         return out
+
+    def _next_round(self, next_step, seconds):
+        """The size of the next round with the compiled step: the run's first round is one
+        batch (it compiles or loads the kernels: kept out of the rate and the ETA), the
+        second ``fused.PROBE`` batches per thread, which time a batch; from then on a
+        chunk of about ``fused.CHUNK_SECONDS`` (at most ``fused.CHUNK`` batches per
+        thread), so that progress, checkpoints and signals are never far apart.  A round
+        ends at the next multiple of ``checkpoint_every``."""
+        self._rounds += 1
+        if self._chunk is not None:
+            size = self._chunk * self.width
+        elif self._rounds == 1:  # the first round: loading
+            size = fused.PROBE * self.width
+        else:
+            per = seconds / max(self._n, 1) * self.width  # one batch per thread
+            self._chunk = max(1, min(fused.CHUNK, int(fused.CHUNK_SECONDS / per)))
+            size = self._chunk * self.width
+        every = self.checkpoint_every
+        if every:
+            size = min(size, every - next_step % every)
+        self.round_size = max(1, size)
 
     def _record(self, loss, batch, train_step):
         """A trained batch as loop.run_epochs takes it (loop.trained_batch)."""
@@ -314,7 +337,7 @@ class AsyncEngine(LocalEngine):
         mcfg, lazy = self.cfg.model_config(), self.cfg.adam == "lazy"
         self.steps = []
         if self.fused is not None:
-            self.chunk = self.n_threads * fused.CHUNK
+            self.width = self.n_threads
             self.steps = [self.fused.copy_for_thread() for _ in range(self.n_threads)]
         else:
             self.round_size = self.n_threads * self.STEPS_PER_THREAD
@@ -360,9 +383,10 @@ class AsyncEngine(LocalEngine):
                     train_step.update(grads)
             return out
 
+        t0 = time.perf_counter()
         if self.fused is not None:
             run = run_fused
-            self.round_size = self.chunk - (step + n) % self.chunk  # to a multiple of chunk
+            self._n = n
         done = {}
         if self.pool is None:
             done.update(run(0))
@@ -378,6 +402,8 @@ class AsyncEngine(LocalEngine):
                 break
         self.optimizer.t = step + len(merged)  # for checkpoints: as the synchronous run
         self.optimizer.lr = rates[len(merged) - 1]
+        if self.fused is not None:
+            self._next_round(step + n, time.perf_counter() - t0)
         return merged
 
     def close(self):
