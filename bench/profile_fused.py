@@ -43,6 +43,31 @@ def cpu_ms(fn, reps, inner=20):
     return common.median(times)
 
 
+def async_ms(fs, per, reps):
+    """Thread CPU ms per batch of each of two threads training their own chunks at once on
+    the shared tables (``parallel='async'``): beside the one-thread figure, what W's
+    shared traffic (every step rewrites W, m and v) costs each thread."""
+    import threading
+
+    steps = [fs.copy_for_thread() for _ in range(2)]
+    start = 10**6
+    times = [[], []]
+
+    def run(w, s0):
+        t0 = time.thread_time()
+        ids = list(range(s0 + w, s0 + 2 * per, 2))
+        steps[w].train(0, ids, ids, [1e-4] * len(ids), False)
+        times[w].append((time.thread_time() - t0) / len(ids) * 1e3)
+
+    for r in range(reps):
+        threads = [threading.Thread(target=run, args=(w, start + 2 * per * r)) for w in (0, 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return common.median(times[0] + times[1])
+
+
 def engine(g, cfg, start, python_step):
     real = F.supports
     F.supports = (lambda c, k: False) if python_step else real
@@ -80,6 +105,7 @@ def profile(g, batch_size, reps):
     per = 20
     step_fused = cpu_ms(chunk(per), reps, inner=1) / per
     step_python = cpu_ms(python_chunk(per), reps, inner=1) / per
+    async_cpu = async_ms(fs, per, reps)
 
     # one real batch, its index and workspace, for the stages alone
     p = fast._params
@@ -177,6 +203,7 @@ def profile(g, batch_size, reps):
         stages_sum_ms=sum(rows.values()),
         step_fused_ms=step_fused,
         step_python_ms=step_python,
+        async_thread_ms=async_cpu,
         serial_ms=serial,
         serial_share=serial / step_fused,
         items=dict(zip(rows, items)),
@@ -253,6 +280,8 @@ def render(payload):
         ("step_python_ms", "**Python step (step.TrainStep), same run**"),
     ):
         out.append(f"| {label} | " + " | ".join(f"**{r[key]:.3f}**" for r in results) + " |")
+    out.append("| async, 2 threads at once: each thread's CPU ms per batch | " + " | ".join(
+        f"{r['async_thread_ms']:.3f}" for r in results) + " |")  # fmt: skip
     out.append("| Python / compiled | " + " | ".join(
         f"{r['step_python_ms'] / r['step_fused_ms']:.2f}x" for r in results) + " |")  # fmt: skip
     out.append("| serial share of the compiled step | " + " | ".join(
