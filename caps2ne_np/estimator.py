@@ -415,12 +415,25 @@ class Caps2NE(BaseEstimator):
 
 
 def _threads(n_jobs):
+    """The thread count of ``n_jobs``: None is 1, k >= 1 is k, -1 every core, -2 all but
+    one (scikit-learn's convention); 0, a negative below -(cores) and anything but an
+    integer are InputErrors naming ``n_jobs``."""
     import os
 
-    if n_jobs is None or n_jobs == 0:
+    if n_jobs is None:
         return 1
+    cores = os.cpu_count() or 1
+    if not (
+        isinstance(n_jobs, numbers.Integral)
+        and not isinstance(n_jobs, (bool, np.bool_))
+        and (n_jobs >= 1 or -cores <= n_jobs <= -1)
+    ):
+        raise InputError(
+            f"n_jobs: must be an integer >= 1, or -1 (every core) down to -{cores} (one), "
+            f"got {n_jobs!r}"
+        )
     if n_jobs < 0:
-        return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+        return cores + 1 + int(n_jobs)
     return int(n_jobs)
 
 

@@ -490,6 +490,11 @@ USAGE_ERRORS = [
     (["--targets", "middle"], "'--targets'"),
     (["--targets", "3,,4"], "'--targets'"),
     (["--targets", ""], "'--targets'"),
+    # ProNE's filter: theta 710 spun in the SVD past SIGTERM, mu 1e20 gave NaN (issue 33)
+    (["--prone-theta", "710"], "'--prone-theta'"),
+    (["--prone-theta", "1000"], "'--prone-theta'"),
+    (["--prone-mu", "1e20"], "'--prone-mu'"),
+    (["--prone-mu", "-1e300"], "'--prone-mu'"),
 ]
 
 

@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..defaults import SPECTRAL_MODES
+from ..defaults import PRONE_THETA_MAX, SPECTRAL_MODES
 from ..errors import InputError
 
 log = logging.getLogger(__name__)
@@ -205,12 +205,14 @@ def check(cfg, user_features):
             f"--spectral-dim {cfg.spectral_dim}: with --spectral {mode} ProNE starts x, "
             f"whose size is --feat-dim {cfg.feat_dim}; leave --spectral-dim unset"
         )
-    for name, value, ok, what in (
-        ("prone_mu", cfg.prone_mu, math.isfinite(cfg.prone_mu), "a finite number"),
-        ("prone_theta", cfg.prone_theta, cfg.prone_theta > 0, "a number > 0"),
-    ):
-        if not ok:
-            raise InputError(f"--{name.replace('_', '-')}: must be {what}, got {value}")
+    for name, low, high in (("prone_mu", 0.0, 2.0), ("prone_theta", 0.0, PRONE_THETA_MAX)):
+        value = getattr(cfg, name)  # theta > 0; mu within the Laplacian's spectrum [0, 2]
+        ok = math.isfinite(value) and (value > low if name == "prone_theta" else value >= low)
+        if not (ok and value <= high):
+            lo = "(" if name == "prone_theta" else "["
+            raise InputError(
+                f"--{name.replace('_', '-')}: must be in {lo}{low:g}, {high:g}], got {value}"
+            )
 
 
 def start(indptr, indices, weights, cfg, features=None, resume=False):
