@@ -1073,3 +1073,34 @@ def test_process_debug_shows_the_traceback(tmp_path):
     assert (
         "Traceback" in proc.stderr and "GraphFormatError: g.txt:2: line has 1 field" in proc.stderr
     )
+
+
+def shell_process(command, cwd):
+    """``sh -c command`` with ``cli`` standing for this checkout's cli.py: for the shell's
+    own redirections (a closed stdin or stderr)."""
+    cli_py = f"{sys.executable} {ROOT / 'cli.py'}"
+    return subprocess.run(
+        ["sh", "-c", command.replace("cli ", cli_py + " ", 1)],
+        cwd=cwd,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+def test_stdout_carries_only_embeddings_when_stderr_is_closed(tmp_path):
+    """2>&-: tqdm and the log lines fell back to stdout, inside the embeddings (issue 33)."""
+    put(tmp_path, "g.txt", GRAPH)
+    args = " ".join(a for a in TINY if a != "--quiet")  # with the log lines and warnings
+    proc = shell_process(f"cli train --graph g.txt --out - {args} 2>&-", tmp_path)
+    assert proc.returncode == 0
+    lines = proc.stdout.decode().splitlines()
+    assert lines[0] == "4 4" and len(lines) == 5, lines
+    assert all(len(line.split()) == 5 for line in lines[1:]), lines
+
+
+def test_graph_from_a_closed_stdin_is_one_line(tmp_path):
+    proc = shell_process("cli train --graph - --out cs.emb <&-", tmp_path)
+    assert proc.returncode == 1 and proc.stdout == b""
+    err = proc.stderr.decode().strip()
+    assert err == "error: <stdin>: standard input is closed; pipe the edge list in or name a file"
+    assert not (tmp_path / "cs.emb").exists()
