@@ -105,9 +105,18 @@ def test_async_checkpoints_and_resumes(partition, tmp_path):
     resumed = fit(*args, parallel="async", checkpoint_dir=tmp_path, resume_from=tmp_path)
     assert len(resumed.history) == OPTS["epochs"]
     assert score(resumed.params.O, labels) >= 0.95
-    # a run checkpointed in one mode resumes in the other
-    sync = fit(*args, parallel="sync", resume_from=tmp_path)
-    assert len(sync.history) == OPTS["epochs"]
+    # the checkpoint records the mode: a resume in the other is refused (issue 33 item
+    # 12: only --epochs and --threads may change), either way
+    with pytest.raises(InputError, match=r"--parallel async \(now sync\)") as info:
+        fit(*args, parallel="sync", resume_from=tmp_path)
+    assert str(tmp_path) in str(info.value)
+    sync_dir = tmp_path / "sync"
+    one_epoch = TrainConfig(**dict(OPTS, epochs=1, threads=2))
+    fit(*args[:3], one_epoch, parallel="sync", checkpoint_dir=sync_dir)
+    with pytest.raises(InputError, match=r"--parallel sync \(now async\)"):
+        fit(*args, parallel="async", resume_from=sync_dir)
+    resumed_sync = fit(*args, parallel="sync", resume_from=sync_dir)  # the same mode: fine
+    assert len(resumed_sync.history) == OPTS["epochs"]
 
 
 def test_what_cannot_combine_is_refused_in_one_line(partition):

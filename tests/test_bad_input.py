@@ -1102,5 +1102,5 @@ def test_graph_from_a_closed_stdin_is_one_line(tmp_path):
     proc = shell_process("cli train --graph - --out cs.emb <&-", tmp_path)
     assert proc.returncode == 1 and proc.stdout == b""
     err = proc.stderr.decode().strip()
-    assert err == "error: <stdin>: standard input is closed; pipe the edge list in or name a file"
+    assert err == "error: <stdin>: standard input is closed; pipe the edges in or name a file"
     assert not (tmp_path / "cs.emb").exists()

@@ -130,7 +130,7 @@ def _read_stream(source: str) -> bytes:
     try:
         if source == STDIN:
             if sys.stdin is None:  # the shell closed it: <&-
-                _fail(name, None, "standard input is closed", "pipe the edge list in or name a file")
+                _fail(name, None, "standard input is closed", "pipe the edges in or name a file")
             fh = sys.stdin.buffer
         elif suffix in COMPRESSED:
             import importlib

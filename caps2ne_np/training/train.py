@@ -83,6 +83,8 @@ def fit(
     """
     if parallel not in PARALLEL_MODES:
         raise InputError(f"--parallel: must be one of {PARALLEL_MODES}, got {parallel!r}")
+    # every checkpoint records the mode; a resume in the other one is refused
+    checkpoint_extra = checkpoint.RecordsParallel(parallel, checkpoint_extra, resume_from)
     n_nodes = int(indptr.shape[0] - 1)
     n_edges = int(np.asarray(indices).shape[0])
     cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
