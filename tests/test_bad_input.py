@@ -1104,3 +1104,9 @@ def test_graph_from_a_closed_stdin_is_one_line(tmp_path):
     err = proc.stderr.decode().strip()
     assert err == "error: <stdin>: standard input is closed; pipe the edges in or name a file"
     assert not (tmp_path / "cs.emb").exists()
+
+
+def test_parallel_async_with_the_ray_engine_is_a_usage_error_before_loading(run, tmp_path):
+    """An option conflict: exit 2, and the graph (here missing) is never read (issue 33)."""
+    result = train(run, "--parallel", "async", "--engine", "ray", graph="missing.txt")
+    assert_error(result, "--parallel async", ["--engine ray"], code=2)

@@ -203,6 +203,11 @@ def train(
         raise click.UsageError(
             "--graph - (standard input) needs --out (a file, or '-' for standard output)"
         )
+    if options.get("parallel") == "async" and options.get("engine") == "ray":
+        raise click.UsageError(  # an option conflict: exit 2, before the graph loads
+            "--parallel async: threads of one process share the tables; with --engine ray "
+            "the workers already train batches at once (--workers); drop one of the two"
+        )
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
     setup_logging(quiet, verbose)
@@ -292,11 +297,6 @@ def _train(
         options["threads"] = usable_cores()
     parallel = options.pop("parallel")
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
-    if parallel == "async" and engine["engine"] == "ray":
-        raise InputError(
-            "--parallel async: threads of one process share the tables; with --engine ray "
-            "the workers already train batches at once (--workers); drop one of the two"
-        )
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
