@@ -21,7 +21,7 @@ from .defaults import DEFAULTS as D
 from .errors import InputError
 from .graphs import graph as graph_mod
 from .graphs.csr import Graph
-from .io.modelfile import read_model, save_model
+from .io.modelfile import default_run, read_model, save_model
 from .model.core import Params
 from .training.config import TrainConfig
 from .training.train import fit
@@ -51,8 +51,11 @@ class Caps2NE(BaseEstimator):
     ``Graph``; a loaded model's as saved: ints when every label was an int, else
     strings), ``nodes_`` (the same list), ``seed_``, ``history_`` (per-epoch loss and
     throughput), ``calibration_`` (after ``calibrate`` or ``load`` of a file that
-    stores one: what ``transform`` uses).  An unfitted model raises scikit-learn's
-    ``NotFittedError``.  Errors name the parameters (``dim``), as given here.
+    stores one: what ``transform`` uses), ``config_`` (every option as the run resolved
+    it: the preset's lr, epochs, |V'|), ``run_`` (``directed``, ``keep_self_loops``,
+    ``parallel`` and ``params``, the parameters as given to the fit: ``load`` restores
+    those, so ``clone(loaded).fit(other_graph)`` resolves afresh).  An unfitted model
+    raises scikit-learn's ``NotFittedError``.  Errors name the parameters (``dim``), as given here.
 
     ``engine='ray'`` trains on a Ray cluster instead (``distributed.fit``): ``workers``
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
@@ -246,6 +249,12 @@ class Caps2NE(BaseEstimator):
         self.nodes_ = self.node_ids_
         self.directed_, self.keep_self_loops_ = bool(directed), bool(keep_self_loops)
         self.seed_ = cfg.seed
+        self.run_ = dict(
+            directed=self.directed_,
+            keep_self_loops=self.keep_self_loops_,
+            parallel=self.parallel,
+            params=_given_params(self),
+        )
         self.history_ = result.history
         self.config_ = result.config.to_dict()
         self.lr_ = result.optimizer.lr
@@ -382,6 +391,7 @@ class Caps2NE(BaseEstimator):
                 self.history_,
                 overwrite=overwrite,
                 calibration=getattr(self, "calibration_", None),
+                run=getattr(self, "run_", None),
             )
 
     @classmethod
@@ -389,14 +399,21 @@ class Caps2NE(BaseEstimator):
         """Read a model written by ``save`` (or ``caps2ne train --model-out``), with the
         calibration ``infer --save-calibration`` or ``save`` stored in it (``calibration_``)."""
         m = read_model(path)
-        keys = set(TrainConfig.__dataclass_fields__)
-        params = {k: v for k, v in m["config"].items() if k in keys}
-        model = cls(
-            **{
+        run = m["run"] if m["run"] is not None else default_run()
+        names = set(cls().get_params())
+        if run["params"] is not None:  # the parameters as the user gave them
+            params = {k: v for k, v in run["params"].items() if k in names}
+        else:  # an older file: its resolved config, but what a preset or rule fills
+            # (lr, epochs, num_sampled, ... : default None) is left to it
+            keys = set(TrainConfig.__dataclass_fields__)
+            params = {
                 ("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
-                for k, v in params.items()
+                for k, v in m["config"].items()
+                if k in keys and D.get(k, 0) is not None
             }
-        )
+        model = cls(**params)
+        model.directed_, model.keep_self_loops_ = run["directed"], run["keep_self_loops"]
+        model.run_ = run
         model.O_, model.W_, model.bias_, model.X_ = m["O"], m["W"], m["bias"], m["X"]
         model.fixed_features_ = m["fixed_features"]
         model.node_ids_ = list(m["node_labels"])
@@ -412,6 +429,21 @@ class Caps2NE(BaseEstimator):
         """The fitted parameters as a ``core.Params``."""
         _check_fitted(self)
         return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
+
+
+def _given_params(model):
+    """``model.get_params()`` as JSON values (for the model file's ``run``): a
+    ``random_state`` that is not an int or None is stored as the seed it gave."""
+    out = {}
+    for key, value in model.get_params().items():
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, tuple):
+            value = [v.item() if isinstance(v, np.generic) else v for v in value]
+        if key == "random_state" and not (value is None or isinstance(value, int)):
+            value = model.seed_
+        out[key] = value
+    return out
 
 
 def _threads(n_jobs):

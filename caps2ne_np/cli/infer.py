@@ -214,6 +214,14 @@ def _infer(
         [("--model", model_path), ("--nodes", nodes_path)] + input_paths(source),
     )
     model = read_model(model_path)
+    if model["run"] is not None:  # read the graph as training did
+        for key, flag in (("directed", "--directed"), ("keep_self_loops", "--keep-self-loops")):
+            if source[key] and not model["run"][key]:
+                raise InputError(
+                    f"{model_path}: the model was trained without {flag}; drop {flag} "
+                    "(infer reads the graph as training did)"
+                )
+            source[key] = model["run"][key]
     params = Params(
         model["W"], model["O"], model["bias"], model["X"], fixed_features=model["fixed_features"]
     )

@@ -247,6 +247,10 @@ def train(
     )
 
 
+_ESTIMATOR_NAME = {"threads": "n_jobs", "seed": "random_state"}
+"""TrainConfig fields whose Caps2NE parameter has another name."""
+
+
 def _train(
     source,
     eval_every_epoch,
@@ -299,6 +303,14 @@ def _train(
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
+    # the model file's run: how the graph was read, the mode, the options as given
+    given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
+    run_record = dict(
+        directed=bool(g.directed),
+        keep_self_loops=bool(source.get("keep_self_loops")),
+        parallel=parallel,
+        params=dict(given, parallel=parallel, **engine),
+    )
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
     callback = tracker
     if history_out:
@@ -334,6 +346,7 @@ def _train(
                 lr,
                 result.history,
                 overwrite=overwrite,
+                run=run_record,
             )
             wrote(model_out)
         if tracker is not None:  # the outputs hold the kept epoch, which may not be the last

@@ -13,7 +13,11 @@ them still load): ``node_labels`` (N,) int64 when every node label given to
 ``Caps2NE.fit`` was an int (``Caps2NE.load`` gives them back as ints); the
 calibration of Algorithm 3's outputs onto the o_v (``infer.calibrate``):
 ``calibration_A`` (k, k), ``calibration_b`` (k,) and ``calibration`` (JSON: method,
-n, samples, positions, seed).
+n, samples, positions, seed); ``run`` (JSON, ``RUN_KEYS``): how the graph was read
+(``directed``, ``keep_self_loops``: ``infer`` and ``Caps2NE.transform`` read a graph the
+same way), the ``parallel`` mode, and ``params``, the estimator's parameters as the user
+gave them (``Caps2NE.load`` gives those back, not the values a preset filled in; the
+config holds those).  A file without ``run``: undirected, no self loops, 'sync'.
 
 ``read_model`` checks all of it (``check_model``) before anything is used: the format
 and version, the arrays, unique node ids, the config by the rows of
@@ -56,9 +60,20 @@ def integer_labels(labels):
     return None
 
 
-def save_model(path, params, node_ids, config, lr, history, overwrite=False, calibration=None):
+RUN_KEYS = {
+    "directed": (bool, False),
+    "keep_self_loops": (bool, False),
+    "parallel": (str, "sync"),
+    "params": (dict, None),
+}
+"""The keys of a model file's ``run`` member: type, and the value of a file without it."""
+
+
+def save_model(
+    path, params, node_ids, config, lr, history, overwrite=False, calibration=None, run=None
+):
     """Write ``params`` (core.Params) and their context to ``path`` (atomic); with
-    ``calibration`` (``infer.calibrate``) also that.
+    ``calibration`` (``infer.calibrate``) also that; ``run``: a dict of ``RUN_KEYS``.
 
     ``node_ids``: each row's node, as strings or as the labels the input gave (stored
     as ``str(label)``; when every label is an int, the ints are stored too, as
@@ -83,7 +98,29 @@ def save_model(path, params, node_ids, config, lr, history, overwrite=False, cal
     if calibration is not None:
         check_calibration(calibration, params.O.shape[1])
         arrays.update(_calibration_arrays(calibration))
+    if run is not None:
+        arrays["run"] = np.asarray(json.dumps(_check_run(path, run)))
     save_npz(path, overwrite=overwrite, **arrays)
+
+
+def default_run():
+    """The ``run`` of a file written before it was stored (RUN_KEYS' defaults)."""
+    return {key: default for key, (_, default) in RUN_KEYS.items()}
+
+
+def _check_run(path, run):
+    """``run`` (RUN_KEYS) with the defaults of the keys it lacks; InputError if damaged."""
+    if not isinstance(run, dict):
+        _bad(path, f"run is a JSON {type(run).__name__}, expected an object")
+    out = default_run()
+    for key, value in run.items():
+        kind = RUN_KEYS.get(key, (None,))[0]
+        if kind is not None and not isinstance(value, kind) and value is not None:
+            _bad(path, f"run {key} is {value!r}, expected a {kind.__name__}")
+        out[key] = value
+    if out["parallel"] not in ("sync", "async"):
+        _bad(path, f"run parallel is {out['parallel']!r}, expected 'sync' or 'async'")
+    return out
 
 
 def save_calibration(path, calibration):
@@ -280,7 +317,8 @@ def _read_calibration(path, arrays, k):
 def read_model(path):
     """Read a model file: dict with W, O, bias, X (or None), fixed_features, node_ids,
     node_labels (the ids as the input named them: ints for integer labels), config,
-    lr_used, history, calibration (or None).
+    lr_used, history, calibration (or None), run (RUN_KEYS; None for a file without it:
+    ``default_run()`` then says what the run most likely was).
 
     The whole file is checked first (``check_model``): InputError, one line, for
     anything that is not a model this version can use."""
@@ -304,6 +342,7 @@ def read_model(path):
         config=config,
         history=history,
         calibration=calibration,
+        run=_check_run(path, _json(path, arrays, "run")) if "run" in arrays else None,
     )
 
 
