@@ -239,13 +239,16 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
     def embed(dim):
         return prone(A, dim, seed, cfg.prone_order, cfg.prone_mu, cfg.prone_theta)
 
-    E = embed(d)
+    zero_rows = []
+    E = fill_zero_rows(embed(d), derive_seed(cfg.seed, "spectral zero rows"), zero_rows)
     if cfg.spectral == "features":
         out = dict(features=E)
     else:
         out = dict(X=E * np.float32(math.sqrt(1 / 3)))
     if cfg.spectral == "init_xo":
-        Ek = E if cfg.dim == d else embed(cfg.dim)
+        Ek = E
+        if cfg.dim != d:
+            Ek = fill_zero_rows(embed(cfg.dim), derive_seed(cfg.seed, "spectral zero O"), [])
         out["O"] = Ek * np.float32(math.sqrt(2.0 * cfg.dim / (n + cfg.dim)))
     seconds = time.perf_counter() - t0
     what = dict(features="fixed features x", init="the start of x", init_xo="the start of x and O")
@@ -253,4 +256,22 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
         f"spectral start: ProNE d={d} (order {cfg.prone_order}, mu {cfg.prone_mu:g}, theta "
         f"{cfg.prone_theta:g}) as {what[cfg.spectral]} in {seconds:.2f} s"
     )
+    if zero_rows[0]:
+        note += (
+            f"; {zero_rows[0]} of {n} rows were zero (nodes without edges, or cancelled by "
+            "the propagation): those start from random unit rows"
+        )
     return SpectralStart(seconds=seconds, note=note, **out)
+
+
+def fill_zero_rows(E, seed, count):
+    """``E`` with each all-zero row replaced by a random unit row (float32, from ``seed``):
+    a zero x or o_v never trains (squash has no gradient at 0), so a node ProNE cannot
+    place starts at random as without the spectral start.  Appends the count to ``count``."""
+    zero = ~np.any(E != 0, axis=1)
+    count.append(int(zero.sum()))
+    if zero.any():
+        E = E.copy()
+        R = np.random.default_rng(seed).standard_normal((int(zero.sum()), E.shape[1]))
+        E[zero] = (R / np.linalg.norm(R, axis=1, keepdims=True)).astype(E.dtype)
+    return E

@@ -17,6 +17,7 @@ import logging
 import math
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, nullcontext
 from copy import copy
@@ -25,7 +26,7 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..errors import InputError
+from ..errors import InputError, InputWarning
 from ..kernels.rng import derive_seed
 from ..model.core import SparseFeatures, init_params, prepare_features
 from . import checkpoint
@@ -121,7 +122,7 @@ def fit(
                 params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=notes
             )
             stack.callback(engine.close)
-            return run_epochs(
+            result = run_epochs(
                 engine,
                 result,
                 engine.stream.source.n_walks,
@@ -134,6 +135,14 @@ def fit(
             )
     finally:
         numba.set_num_threads(old_threads)
+    if not np.any(result.params.O):  # never silent (a zero start does not train)
+        warnings.warn(
+            f"all {n_nodes} trained embeddings o_v are zero: nothing trained (squash has "
+            "no gradient at a zero start); check --spectral, --lr and --epochs",
+            InputWarning,
+            stacklevel=2,
+        )
+    return result
 
 
 class LocalEngine:
