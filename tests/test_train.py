@@ -494,3 +494,36 @@ def test_a_changed_option_is_shown_with_the_digits_that_differ(partition, tmp_pa
         Caps2NE(**dict(SMALL, epochs=2), node2vec_p=0.5000000001, random_state=5).fit(
             adj, resume_from=tmp_path
         )
+
+
+@pytest.mark.parametrize("parallel", ["sync", "async"])
+def test_a_parameter_that_turns_nan_with_a_finite_loss_stops_the_run_at_the_epoch_end(
+    partition, tmp_path, parallel
+):
+    """The end-of-epoch check that every parameter is finite (issue 33 item 26: removing it
+    failed no test; the tests injected a NaN loss only).  O turns NaN after the last step
+    of epoch 2, so no later loss sees it: only that check can stop the run, and the last
+    checkpoint stays the finite one of epoch 1."""
+    from caps2ne_np.training import checkpoint
+    from caps2ne_np.training.loop import TrainingDiverged
+    from caps2ne_np.training.train import fit
+    from caps2ne_np.training.walks import batches_per_epoch
+
+    adj, _ = partition
+    cfg = TrainConfig(**dict(SMALL, threads=1, batch_size=256))
+    n_batches = batches_per_epoch(adj.shape[0] * cfg.walks_per_node, cfg.batch_size)
+    live = []
+
+    def keep(epoch, result):
+        live[:] = [result]
+
+    def poison(epoch, batch, step):
+        if epoch == 1 and batch == n_batches - 1:
+            live[0].params.O[...] = np.nan
+
+    args = (adj.indptr.astype(np.int64), adj.indices.astype(np.int32), None, cfg)
+    with pytest.raises(TrainingDiverged, match="a parameter became NaN or infinite at epoch 2"):
+        fit(*args, epoch_callback=keep, step_callback=poison, checkpoint_dir=tmp_path,
+            parallel=parallel)  # fmt: skip
+    ck = checkpoint.load(tmp_path)
+    assert ck["state"]["epoch"] == 1 and np.all(np.isfinite(ck["arrays"]["param_O"]))
