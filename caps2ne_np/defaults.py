@@ -243,7 +243,13 @@ OPTIONS = {
         "node index), walk-frequency^0.75, or uniform. [preset]",
         choices=SAMPLERS,
     ),
-    "routing_iters": Option(1, "int", "Routing iterations m (Algorithm 1).", low=1),
+    "routing_iters": Option(
+        1,
+        "int",
+        "Routing iterations m (Algorithm 1; the routing settles in a few: Sabour et al. use 3).",
+        low=1,
+        high=100,
+    ),
     "routing_rule": Option(
         "paper",
         "choice",

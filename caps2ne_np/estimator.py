@@ -403,13 +403,13 @@ class Caps2NE(BaseEstimator):
         names = set(cls().get_params())
         if run["params"] is not None:  # the parameters as the user gave them
             params = {k: v for k, v in run["params"].items() if k in names}
-        else:  # an older file: its resolved config, but what a preset or rule fills
-            # (lr, epochs, num_sampled, ... : default None) is left to it
-            keys = set(TrainConfig.__dataclass_fields__)
+        else:  # an older file: its resolved config, but what resolve set from the graph
+            # (the rate, the epoch budget, |V'| = N - 1, the spectral start) left unset
+            keys = set(TrainConfig.__dataclass_fields__) - {"lr", "epochs", "num_sampled"}
             params = {
                 ("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
                 for k, v in m["config"].items()
-                if k in keys and D.get(k, 0) is not None
+                if k in keys and not (k == "spectral" and v == "none")
             }
         model = cls(**params)
         model.directed_, model.keep_self_loops_ = run["directed"], run["keep_self_loops"]

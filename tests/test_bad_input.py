@@ -495,6 +495,7 @@ USAGE_ERRORS = [
     (["--prone-theta", "1000"], "'--prone-theta'"),
     (["--prone-mu", "1e20"], "'--prone-mu'"),
     (["--prone-mu", "-1e300"], "'--prone-mu'"),
+    (["--routing-iters", "1000000"], "'--routing-iters'"),
 ]
 
 
@@ -1110,3 +1111,65 @@ def test_parallel_async_with_the_ray_engine_is_a_usage_error_before_loading(run,
     """An option conflict: exit 2, and the graph (here missing) is never read (issue 33)."""
     result = train(run, "--parallel", "async", "--engine", "ray", graph="missing.txt")
     assert_error(result, "--parallel async", ["--engine ray"], code=2)
+
+
+# ---- messages that pointed the wrong way (issue 33 item 13) ------------------------
+
+
+WRONG_WAY = [
+    # lambda L_sg overflows: the weight is the cause, not the rate
+    (["--skipgram-weight", "1e40"], "", ["became", "lower --skipgram-weight (now 1e+40"]),
+    # O starts from ProNE at d = k: --dim, not --spectral-dim
+    (["--spectral", "init_xo", "--dim", "8", "--feat-dim", "2"], "--dim 8:", ["lower --dim"]),
+    (
+        ["--skipgram-weight", "1", "--spectral", "features"],
+        "--skipgram-weight:",
+        ["--spectral features makes x ProNE's fixed features"],
+    ),
+    (
+        ["--skipgram-weight", "1", "--skipgram-negatives", "1000000000"],
+        "training with",
+        ["--skipgram-negatives 1000000000", "needs about"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "args,where,what", WRONG_WAY, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+)
+def test_messages_name_the_option_that_is_the_cause(run, tmp_path, args, where, what):
+    put(tmp_path, "g.txt", GRAPH)
+    assert_error(train(run, *args), where, what)
+
+
+def test_a_model_path_that_is_no_regular_file_says_what_it_is(run, tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    for path in ("/dev/null", str(tmp_path / "fifo")):
+        with pytest.raises(Exception, match="is not a regular file"):
+            Caps2NE.load(path)
+    with pytest.raises(Exception, match="is not a regular file"):
+        Caps2NE.load("/dev/zero")
+    with pytest.raises(Exception, match="an empty path was given"):
+        Caps2NE.load("")
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "nodes.txt", "a\n")
+    result = run("infer", "--model", "/dev/null", "--graph", "g.txt", "--nodes", "nodes.txt")
+    assert_error(result, "/dev/null: is not a regular file")
+
+
+def test_a_checkpoint_given_as_a_model_says_so(run, tmp_path):
+    save_npz_ = io.save_npz
+    save_npz_(tmp_path / "checkpoint.npz", overwrite=True, format=np.asarray(checkpoint.FORMAT))
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "nodes.txt", "a\n")
+    result = run("infer", "--model", "checkpoint.npz", "--graph", "g.txt", "--nodes", "nodes.txt")
+    assert_error(result, "checkpoint.npz: a training checkpoint, not a model file", ["--resume"])
+
+
+def test_resuming_a_ray_checkpoint_without_the_ray_engine_says_so(run, tmp_path):
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "driver.npz").write_bytes(b"")
+    put(tmp_path, "g.txt", GRAPH)
+    assert_error(train(run, "--resume", "ck"), "ck: a checkpoint of --engine ray", ["--engine ray"])

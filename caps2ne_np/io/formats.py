@@ -918,11 +918,17 @@ def save_npz(path, overwrite: bool = False, **arrays) -> None:
 
 def load_npz(path) -> dict:
     """All arrays of an ``.npz`` as a dict, read fully (the file is closed); pickles refused."""
+    if os.fspath(path) == "":
+        raise InputError("an empty path was given; give the path of an .npz file")
     p = Path(os.fspath(path))
     if not p.is_file():
-        raise InputError(
-            f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npz file"
-        )
+        if p.is_dir():
+            what = "is a directory"
+        elif p.exists():  # /dev/null, /dev/zero, a FIFO, a socket
+            what = "is not a regular file (a device, FIFO or socket)"
+        else:
+            what = "no such file"
+        raise InputError(f"{path}: {what}; give an .npz file")
     try:
         with open(p, "rb") as fh:
             head = fh.read(4)

@@ -37,6 +37,7 @@ from .files import first_repeat
 from .formats import load_npz, save_npz
 
 MODEL_FORMAT = "caps2ne_np.model"
+CHECKPOINT_FORMAT = "caps2ne_np.checkpoint"  # training/checkpoint.py's FORMAT
 MODEL_VERSION = 1
 
 
@@ -352,6 +353,11 @@ def check_model(path, arrays):
     one line naming the first problem."""
     fmt = arrays.get("format")
     if fmt is None or np.ndim(fmt) != 0 or str(fmt) != MODEL_FORMAT:
+        if fmt is not None and np.ndim(fmt) == 0 and str(fmt) == CHECKPOINT_FORMAT:
+            raise InputError(
+                f"{path}: a training checkpoint, not a model file; continue it with train "
+                "--resume DIR, or write a model with train --model-out"
+            )
         raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
     version = arrays.get("version")
     if version is None:

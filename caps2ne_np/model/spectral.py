@@ -200,6 +200,12 @@ def check(cfg, user_features):
             f"(--features, or a --dataset's: --featureless drops those), so there is no x for "
             f"ProNE to {verb}; drop the features or use --spectral none"
         )
+    if mode == "features" and cfg.skipgram_weight:
+        raise InputError(
+            "--skipgram-weight: the skip-gram term trains x, and --spectral features makes "
+            "x ProNE's fixed features; use --spectral init or init_xo (ProNE starts x, "
+            "which then trains) or --skipgram-weight 0"
+        )
     if mode in ("init", "init_xo") and cfg.spectral_dim not in (None, cfg.feat_dim):
         raise InputError(
             f"--spectral-dim {cfg.spectral_dim}: with --spectral {mode} ProNE starts x, "
@@ -235,6 +241,15 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
     A = adjacency(indptr, indices, weights, n)
     seed = derive_seed(cfg.seed, "spectral") % (2**32)
     d = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
+    sizes = [("--spectral-dim" if cfg.spectral_dim else "--feat-dim", d)]
+    if cfg.spectral == "init_xo":
+        sizes.append(("--dim", cfg.dim))  # O starts from ProNE at d = k
+    for flag, size in sizes:  # ProNE's SVD needs d < N: name the option that set d
+        if not 1 <= size < n:
+            raise InputError(
+                f"{flag} {size}: --spectral {cfg.spectral} runs ProNE at d = {size}, which "
+                f"needs d < N = {n} (the graph's nodes); lower {flag} or use --spectral none"
+            )
 
     def embed(dim):
         return prone(A, dim, seed, cfg.prone_order, cfg.prone_mu, cfg.prone_theta)

@@ -136,6 +136,11 @@ def load(directory):
     path = Path(directory) / LATEST
     prev = Path(directory) / PREVIOUS
     if not path.is_file() and not prev.is_file():
+        if (Path(directory) / "driver.npz").is_file():  # distributed.DRIVER_FILE
+            raise InputError(
+                f"{directory}: a checkpoint of --engine ray (driver.npz and shards); resume "
+                "it with --engine ray and the same --workers and --servers"
+            )
         raise InputError(
             f"{directory}: no {LATEST} to resume from; was the run started with --checkpoint-dir?"
         )

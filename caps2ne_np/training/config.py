@@ -442,13 +442,16 @@ def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
     parameters with Adam's two moments, and one step's intermediates (float32; indices
     int64).  P = B x targets per walk pairs, I = q - 1 slots, m routing iterations:
     x and u (I, P, d) with their gradients, u_hat and its gradient (I, P, k), the
-    routing's c (m, P, I), s and e (m, P, k), the sampled logits (P, |V'|) twice."""
+    routing's c (m, P, I), s and e (m, P, k), the sampled logits (P, |V'|) twice; with
+    the skip-gram term's negative sampling, K negatives per (slot, pair) item: their
+    positions, scores and gradients (I P K)."""
     q, k, B, m = cfg.walk_length, cfg.dim, cfg.batch_size, cfg.routing_iters
     I = q - 1
     per_walk = q if cfg.targets == "all" else 1 if cfg.targets == "random" else len(cfg.targets)
     P = B * per_walk
     S = sampled_size(cfg, n_nodes)
     d = 0 if sparse_features else feat_dim
+    K = int(cfg.skipgram_negatives) if cfg.skipgram_weight else 0
     floats = (
         4 * I * P * d
         + 2 * I * P * k
@@ -457,9 +460,10 @@ def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
         + 2 * P * S
         + 3 * n_nodes * (k + 1 + (feat_dim if not sparse_features and d else 0))
         + 4 * I * k * feat_dim
+        + 3 * I * P * K
     )
     ints = B * q + 3 * I * P + (n_nodes * cfg.walks_per_node if cfg.batch_mode == "shuffle" else 0)
-    return 4 * floats + 8 * ints
+    return 4 * floats + 8 * (ints + 2 * I * P * K)
 
 
 def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
@@ -469,7 +473,13 @@ def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
     check_memory(
         step_memory(cfg, n_nodes, feat_dim, sparse),
         f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
-        f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes",
+        f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters}"
+        + (
+            f", --skipgram-negatives {cfg.skipgram_negatives}"
+            if cfg.skipgram_weight and cfg.skipgram_negatives
+            else ""
+        )
+        + f" on {n_nodes} nodes",
         "lower them (--batch-size first)",
     )
 
