@@ -1173,3 +1173,15 @@ def test_resuming_a_ray_checkpoint_without_the_ray_engine_says_so(run, tmp_path)
     (tmp_path / "ck" / "driver.npz").write_bytes(b"")
     put(tmp_path, "g.txt", GRAPH)
     assert_error(train(run, "--resume", "ck"), "ck: a checkpoint of --engine ray", ["--engine ray"])
+
+
+def test_a_reader_that_closes_stdout_gets_one_line_and_exit_141(tmp_path):
+    """`train --out - | head` printed 'error: [Errno 32] Broken pipe' (issue 33 item 13)."""
+    put(tmp_path, "g.txt", "".join(f"n{i} n{(i + 1) % 300}\n" for i in range(300)))
+    args = "--dim 256 --feat-dim 4 --epochs 1 --walks-per-node 1 --threads 1 --quiet"
+    proc = shell_process(f"(cli train --graph g.txt --out - {args}; echo $? > rc) | true", tmp_path)
+    assert (tmp_path / "rc").read_text().strip() == "141"
+    assert proc.stderr.decode().strip() == (
+        "error: standard output was closed by its reader (a pipe such as head): what was "
+        "written there is cut short"
+    )

@@ -3,7 +3,8 @@ progress bar, and the list of outputs written (for the interruption message).
 
 Exit codes: 0 success, 2 usage errors (click's own), 1 bad input data or a failed
 run, with one line on stderr; ``--debug`` shows the traceback instead; 130 after
-Ctrl-C and 143 after SIGTERM, as shells report a process ended by those signals.
+Ctrl-C and 143 after SIGTERM, as shells report a process ended by those signals, and
+141 when the reader of standard output closed it (``--out - | head``), as after SIGPIPE.
 """
 
 import logging
@@ -73,6 +74,16 @@ def run(debug, fn, *args, **kwargs):
         warnings.showwarning = show
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:  # `train --out - | head`: the reader left
+            if debug:
+                raise
+            _silence_stdout()
+            failure = Failure(
+                "standard output was closed by its reader (a pipe such as head): what "
+                "was written there is cut short"
+            )
+            failure.exit_code = 141  # as a shell reports a process ended by SIGPIPE
+            raise failure from None
         except (InputError, TrainingDiverged, OSError) as err:
             if debug:
                 raise
@@ -105,6 +116,17 @@ def run(debug, fn, *args, **kwargs):
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
+
+
+def _silence_stdout():
+    """Point stdout at the null device, so that the flush at exit does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (click's test runner)
+        pass
 
 
 def one_line(err):
