@@ -160,6 +160,7 @@ DAMAGED = {
         {"W": lambda a: np.ascontiguousarray(a[:, :-1, :])},
         "W must be (q-1, k, d) with k = 8",
     ),
+    "feat-dim-disagrees": ({"config": _config(feat_dim=9)}, "config feat_dim is 9 but W and X"),
     "run-directed-yes": (
         {"run": np.asarray(json.dumps({"directed": "yes"}))},
         "run directed is 'yes', expected a bool",
@@ -366,3 +367,14 @@ def test_infer_reads_the_graph_as_the_model_was_trained(tmp_path):
     assert (tmp_path / "a.emb").read_bytes() == (tmp_path / "b.emb").read_bytes()
     r = _infer("--model", tmp_path / "u.npz", *args, "--directed", "--out", tmp_path / "c.emb")
     assert r.exit_code == 1 and "trained without --directed" in r.output, r.output
+
+
+def test_a_calibration_that_fails_on_a_tampered_model_names_the_file(files, tmp_path):
+    """routing_scale 1e30 overflows e: the calibration fitted on it is not finite; the
+    message names the model file (issue 33 item 13: it said only 'the calibration')."""
+    bad = _damage(files / "model.npz", tmp_path / "bad.npz", config=_config(routing_scale=1e30))
+    r = _infer(
+        "--model", bad, "--graph", files / "full.txt", "--nodes", files / "nodes.txt",
+        "--out", tmp_path / "x.emb", "--aggregate", "calibrated",
+    )  # fmt: skip
+    assert r.exit_code == 1 and f"error: {bad}: fitting its calibration: " in r.output, r.output

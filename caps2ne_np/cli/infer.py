@@ -205,7 +205,7 @@ def _infer(
     from ..graphs.nodefiles import read_id_file
     from ..infer import calibrate, infer_embeddings
     from ..io.formats import write_word2vec
-    from ..io.modelfile import read_model
+    from ..io.modelfile import check_calibration, read_model
     from ..io.modelfile import save_calibration as store_calibration
     from ..model.core import Params
 
@@ -245,15 +245,21 @@ def _infer(
     n_old = sum(nid in seen for nid in ids)
     how = "stored in the model file"
     if save_calibration or (aggregate == "calibrated" and calibration is None):
-        calibration = calibrate(
-            *trained,
-            g,
-            features,
-            samples=samples,
-            seed=seed,
-            threads=threads,
-            positions=positions,
-            method=calibration_method,
+        try:
+            calibration = calibrate(
+                *trained,
+                g,
+                features,
+                samples=samples,
+                seed=seed,
+                threads=threads,
+                positions=positions,
+                method=calibration_method,
+            )
+        except InputError as err:  # the model's numbers: name its file
+            raise InputError(f"{model_path}: fitting its calibration: {err}") from None
+        check_calibration(  # NaN from the model's own numbers (a tampered routing_scale)
+            calibration, params.O.shape[1], f"{model_path}: fitting its calibration: the map"
         )
         how = (
             f"{calibration_method}, fitted on {calibration['n']} training nodes of "

@@ -210,9 +210,11 @@ def check_option(name, value):
     return value
 
 
-def check_config(path, config, k, n_slots):
+def check_config(path, config, k, n_slots, d=None):
     """The config of a model file checked as training checks its options (``check_option``)
-    and against the arrays (dim = k, walk_length = q = n_slots + 1); InputError, one line."""
+    and against the arrays (dim = k, walk_length = q = n_slots + 1, feat_dim = d of a
+    trained x; ``d`` None: fixed features, whose size the config does not set); InputError,
+    one line."""
     if not isinstance(config, dict):
         _bad(path, f"config is a JSON {type(config).__name__}, expected an object")
     missing = [key for key in REQUIRED_CONFIG if key not in config]
@@ -227,6 +229,8 @@ def check_config(path, config, k, n_slots):
                 _bad(path, f"config {name} {err}")
     if config.get("dim", k) != k:
         _bad(path, f"config dim is {config['dim']} but O has k = {k} columns")
+    if d is not None and config.get("feat_dim", d) != d:
+        _bad(path, f"config feat_dim is {config['feat_dim']} but W and X have d = {d}")
     if config.get("walk_length", n_slots + 1) != n_slots + 1:
         _bad(path, f"config walk_length is {config['walk_length']} but W has {n_slots} slots")
     targets = config.get("targets")
@@ -387,7 +391,8 @@ def check_model(path, arrays):
         if [str(x) for x in labels.tolist()] != ids.tolist():
             _bad(path, "node_labels do not match node_ids")
     k, n_slots = arrays["O"].shape[1], arrays["W"].shape[0]
-    config = check_config(path, _json(path, arrays, "config"), k, n_slots)
+    d = None if bool(arrays["fixed_features"]) else arrays["W"].shape[2]
+    config = check_config(path, _json(path, arrays, "config"), k, n_slots, d)
     lr = config.get("lr_used")
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float))):
         _bad(path, f"config lr_used is {lr!r}, expected a number")
