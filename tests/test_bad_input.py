@@ -1185,3 +1185,30 @@ def test_a_reader_that_closes_stdout_gets_one_line_and_exit_141(tmp_path):
         "error: standard output was closed by its reader (a pipe such as head): what was "
         "written there is cut short"
     )
+
+
+def test_cli_outputs_of_one_run_are_committed_together(run, tmp_path, monkeypatch):
+    """--model-out on a full disk after --out and --npy were written: none is replaced
+    (issue 33 item 11: the embeddings were already replaced when the model write failed)."""
+    put(tmp_path, "g.txt", GRAPH)
+    outputs = {"o.emb": b"old emb\n", "o.npy": b"old npy", "o.nodes.txt": b"old ids\n",
+               "m.npz": b"old model"}  # fmt: skip
+    for name, content in outputs.items():
+        (tmp_path / name).write_bytes(content)
+    real, created = io._create_temp, []
+
+    def create(target, binary):
+        f, tmp = real(target, binary)
+        created.append(Path(target).name)
+        return (_FailingFile(f, 0, _disk_full) if Path(target).name == "m.npz" else f), tmp
+
+    monkeypatch.setattr(io, "_create_temp", create)
+    result = train(run, "--overwrite", "--npy", "o.npy", "--model-out", "m.npz", out="o.emb")
+    assert_error(result, "m.npz: No space left on device")
+    assert created == ["o.emb", "o.npy", "o.nodes.txt", "m.npz"]  # all written, then failed
+    assert {name: (tmp_path / name).read_bytes() for name in outputs} == outputs
+    assert not list(tmp_path.glob(".*.tmp"))
+    monkeypatch.setattr(io, "_create_temp", real)  # (undo() would also undo the chdir)
+    again = train(run, "--overwrite", "--npy", "o.npy", "--model-out", "m.npz", out="o.emb")
+    assert again.exit_code == 0, again.stderr
+    assert all((tmp_path / name).read_bytes() != old for name, old in outputs.items())

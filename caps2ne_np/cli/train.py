@@ -266,7 +266,7 @@ def _train(
 ):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
-    from ..io.formats import nodes_path, save_npy, write_word2vec
+    from ..io.formats import nodes_path, publish_together, save_npy, write_word2vec
     from ..io.modelfile import save_model
     from ..training import checkpoint
     from ..training.config import TrainConfig, usable_cores
@@ -332,22 +332,26 @@ def _train(
         if tracker is not None:
             params = tracker.params_like(result.params)
             log.info(tracker.summary())
-        write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+        # committed together: a failed write (a full disk) replaces none of them
+        with publish_together():
+            write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+            if npy_out:
+                save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
+            if model_out:
+                save_model(
+                    model_out,
+                    params,
+                    g.node_ids,
+                    cfg.to_dict(),
+                    lr,
+                    result.history,
+                    overwrite=overwrite,
+                    run=run_record,
+                )
         wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
         if npy_out:
-            save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
             wrote(npy_out)
         if model_out:
-            save_model(
-                model_out,
-                params,
-                g.node_ids,
-                cfg.to_dict(),
-                lr,
-                result.history,
-                overwrite=overwrite,
-                run=run_record,
-            )
             wrote(model_out)
         if tracker is not None:  # the outputs hold the kept epoch, which may not be the last
             log.info(
