@@ -115,7 +115,12 @@ LR_RANGE = (5e-4, 4e-3)
 def preset_summary(name):
     """One line saying what preset ``name`` sets (the --preset help)."""
     p = PRESETS[name]
-    lr = "5e-4 or 1e-4" if p["lr"] is None else f"{p['lr']:g}"
+    if p["lr"] is not None:
+        lr = f"{p['lr']:g}"
+    elif name == "converge":  # config.converge_lr
+        lr = f"{LR_PER_DEGREE:g} x mean degree, within {LR_RANGE[0]:g}..{LR_RANGE[1]:g},"
+    else:
+        lr = f"{LR_FEATURELESS:g} ({LR_FIXED_FEATURES:g} with fixed features)"
     return (
         f"lr {lr} {p['lr_schedule']}, batch {p['batch_size']}, T {p['walks_per_node']} "
         f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"

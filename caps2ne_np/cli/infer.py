@@ -14,7 +14,7 @@ from ..defaults import (
 )
 from . import options as opt
 from .files import check_outputs, input_paths, load_input
-from .run import reset_logging, run, wrote
+from .run import run, setup_logging, wrote
 
 
 def parse_positions(value):
@@ -145,7 +145,7 @@ def infer(
     of the model's o_v, so a classifier fitted on o_v applies (docs/inductive.md).
     The embeddings are written in word2vec text format, ids as given in --nodes.
     """
-    reset_logging()
+    setup_logging(quiet)  # the "wrote" line and warnings; errors only with -q
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:

@@ -38,11 +38,16 @@ _WRITTEN = []  # outputs written by the running command, for the interruption me
 
 
 def wrote(path, what="embeddings"):
-    """Say on stderr that ``path`` was written ('-': standard output) and remember it."""
+    """Say on stderr that ``path`` was written ('-': standard output) and remember it.
+    ``what``: what went to standard output; for a file, None or the text after 'wrote'
+    (the path and its companions)."""
     from ..io.formats import is_stdout
 
     _WRITTEN.append(str(path))
-    log.info(f"wrote {what} to standard output" if is_stdout(path) else f"wrote {path}")
+    if is_stdout(path):
+        log.info(f"wrote {what} to standard output")
+    else:
+        log.info(f"wrote {what if what and str(path) in what else path}")
 
 
 def run(debug, fn, *args, **kwargs):

@@ -323,7 +323,8 @@ def _train(
         lr = cfg.lr
         seconds = sum(h["seconds"] for h in result.history)
         log.info(
-            f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
+            f"trained {len(result.history)} epoch{'s' * (len(result.history) != 1)} in "
+            f"{seconds:.1f}s: final loss "
             f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
             f"{cfg.lr_schedule})"
         )
@@ -350,9 +351,12 @@ def _train(
                 )
         wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
         if npy_out:
-            wrote(npy_out)
+            ids_file = nodes_path(npy_out)
+            wrote(npy_out, f"{npy_out} (node ids in {ids_file})" if ids_file.exists() else None)
         if model_out:
             wrote(model_out)
+        if history_out:
+            wrote(history_out, f"{history_out} (the per-epoch history)")
         if tracker is not None:  # the outputs hold the kept epoch, which may not be the last
             log.info(
                 f"wrote epoch {tracker.best_epoch} of {len(result.history)}: best validation "
