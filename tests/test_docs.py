@@ -81,7 +81,8 @@ GRAPHS = {
 def last_epoch_rate(graph):
     """The pairs/s of a graph's last epoch: the final line of its section's stderr."""
     text = section(VS, graph)
-    return re.search(r"trained \d+ epochs? in [\d.]+s: final loss [\d.]+, ([\d,]+) pairs/s", text)[1]
+    line = r"trained \d+ epochs? in [\d.]+s: final loss [\d.]+, ([\d,]+) pairs/s"
+    return re.search(line, text)[1]
 
 
 def phase(nodes, start, nth=0):
