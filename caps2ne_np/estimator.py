@@ -193,7 +193,7 @@ class Caps2NE(BaseEstimator):
         resume_from=None,
         step_callback=None,
         *,
-        directed=False,
+        directed=None,
         keep_self_loops=False,
     ):
         """Learn embeddings for ``graph``; returns self.
@@ -204,13 +204,18 @@ class Caps2NE(BaseEstimator):
         ``csr.Graph`` (``read_edgelist``).  As on the command line, edges are
         undirected unless ``directed=True`` and self loops are dropped unless
         ``keep_self_loops=True``: a matrix gives the same stored edges as
-        ``caps2ne train --graph matrix.npz``.  Rows of the result follow the graph's
+        ``caps2ne train --graph matrix.npz``; ``directed=None`` (the default) follows
+        a networkx graph's ``is_directed()`` (a ``DiGraph`` is directed) and is False
+        for every other input.  Rows of the result follow the graph's
         node order (``node_ids_``): matrix rows, ``G.nodes``, or first appearance in
         an edge list or array.  ``X`` (N, d) fixed input features in that order
         (dense, or scipy.sparse kept sparse), or None to train them.
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
         those of ``train.fit``.
         """
+        if directed is None:
+            is_directed = getattr(graph, "is_directed", None)
+            directed = type(graph).__module__.startswith("networkx") and bool(is_directed())
         with _api_errors():
             graph, nodes = graph_mod.coerce_graph(
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False

@@ -638,7 +638,7 @@ def test_labels_for_nodes_without_embedding(run, eval_files):
     assert_error(
         run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json"),
         "l2.txt:3: ",
-        "node 'zz' is not in the graph",
+        "node 'zz' is not in the embeddings e.txt",  # there is no graph (issue 33 item 21)
     )
 
 

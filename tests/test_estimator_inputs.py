@@ -303,3 +303,23 @@ def test_networkx_weight_that_is_not_a_number_names_the_edge():
     G.add_edge("b", "c")
     with pytest.raises(InputError, match=r"edge \('a', 'b'\): weight 'heavy' is not a number"):
         small_model().fit(G)
+
+
+def test_a_file_name_given_to_fit_points_to_read_edgelist(edge_file):
+    """issue 33 item 23: fit('edges.txt') said only what it cannot read."""
+    with pytest.raises(InputError, match=r"fit\(read_edgelist\('.*edges\.txt'\)\)"):
+        small_model().fit(str(edge_file))
+    with pytest.raises(InputError, match=r"read_edgelist"):
+        small_model().fit(edge_file)  # a Path too
+
+
+def test_a_networkx_digraph_is_trained_as_directed_by_default():
+    """issue 33 item 22: a DiGraph was trained as undirected unless directed=True."""
+    nx = pytest.importorskip("networkx")
+    D = nx.DiGraph([(u, v) for u, v, _ in EDGES])
+    model = small_model().fit(D)
+    assert model.directed_
+    explicit = small_model().fit(D, directed=True)
+    np.testing.assert_array_equal(model.get_embedding(), explicit.get_embedding())
+    assert not small_model().fit(D, directed=False).directed_
+    assert not small_model().fit(nx.Graph(D)).directed_

@@ -568,7 +568,8 @@ def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False, tok
       first appearance, as :func:`read_edgelist` numbers the tokens of a file.
 
     The same policies as :func:`read_edgelist` apply: undirected unless ``directed``
-    (a networkx ``DiGraph`` too), self loops dropped unless ``keep_self_loops``,
+    (a networkx ``DiGraph`` too; ``Caps2NE.fit`` passes ``directed=True`` for one by
+    default), self loops dropped unless ``keep_self_loops``,
     duplicates merged.  ``tokens=False`` (the estimator) accepts labels whose
     ``str`` has whitespace.  Returns ``(graph, labels)``: ``labels[i]`` is node ``i`` as the
     input named it (an int stays an int), ``graph.node_ids[i] == str(labels[i])``.
@@ -580,10 +581,14 @@ def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False, tok
         return g, list(range(g.n_nodes))
     edges = edges_of(obj)
     if edges is None:
+        hint = ""
+        if isinstance(obj, (str, os.PathLike)):  # a file name: the reader takes it
+            hint = f"; for a file, read it first: fit(read_edgelist({os.fspath(obj)!r}))"
         raise InputError(
             f"cannot read a graph from {type(obj).__name__}; give a scipy.sparse matrix, a "
             "networkx "
             "graph, an (m, 2|3) edge array, a pandas DataFrame of edges or a caps2ne_np Graph"
+            + hint
         )
     src, dst, weights, ids, labels = edges
     return from_edges(
