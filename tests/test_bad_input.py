@@ -122,6 +122,19 @@ EDGE_LISTS = [
     pytest.param("# header only\n\n   \n", "g.txt: ", "no edges in 3 line(s)", id="comments-only"),
     pytest.param("a b\nc\n", "g.txt:2: ", "line has 1 field 'c'", id="one-token"),
     pytest.param("a b\nb c 1 2\n", "g.txt:2: ", "line has 4 fields", id="four-tokens"),
+    # ids with spaces in a tab-separated file (issue 33 item 19): the message says why
+    pytest.param(
+        "Evelyn Jefferson\tE1\n",
+        "g.txt:1: ",
+        ["weight 'E1' is not a number", "split at every space and tab", "cannot contain a space"],
+        id="tab-separated-id-with-a-space",
+    ),
+    pytest.param(
+        "Evelyn Jefferson\tEvent 1\n",
+        "g.txt:1: ",
+        ["line has 4 fields", "a node id cannot contain a space"],
+        id="tab-separated-ids-with-spaces",
+    ),
     pytest.param(
         "a b\nb c heavy\n", "g.txt:2: ", "weight 'heavy' is not a number", id="weight-not-numeric"
     ),

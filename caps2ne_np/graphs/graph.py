@@ -216,7 +216,8 @@ def _parse_weights(tokens, linenos, source):
                     source,
                     int(line),
                     f"weight {_short(tok)} is not a number",
-                    "expected a number > 0 in the third column",
+                    "expected a number > 0 in the third column (fields are split at every "
+                    "space and tab, so a node id cannot contain a space)",
                 )
         _fail(source, None, "a weight is not a number", "expected a number > 0 in the third column")
     with np.errstate(over="ignore"):
@@ -307,7 +308,8 @@ def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=
     if bad.size:
         i = int(bad[0])
         what = f"1 field {_short(rows[i][0])}" if lens[i] == 1 else f"{lens[i]} fields"
-        _fail(source, i + 1, f"line has {what}", "expected " + _FORMAT)
+        fix = "expected " + _FORMAT + ("; a node id cannot contain a space" if lens[i] > 3 else "")
+        _fail(source, i + 1, f"line has {what}", fix)
     has_edge = np.flatnonzero(lens >= 2)
     if has_edge.size == 0:
         _fail(
