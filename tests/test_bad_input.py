@@ -475,7 +475,30 @@ def test_bad_splits_in_train(run, tmp_path, content, where, what):
 
 def test_eval_every_epoch_without_labels(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
-    assert_error(train(run, "--eval-every-epoch"), "--eval-every-epoch needs labels and splits")
+    assert_error(train(run, "--eval-every-epoch"), "--eval-every-epoch needs labels")
+
+
+def test_eval_every_epoch_with_labels_and_no_splits_draws_random_splits(run, tmp_path):
+    """As evaluate does (issue 33 item 20: train refused what evaluate scores)."""
+    put(
+        tmp_path,
+        "g.txt",
+        "".join(f"n{i} n{(i + 1) % 40}\nn{i} n{(i + 2) % 40}\n" for i in range(40)),
+    )
+    put(tmp_path, "l.txt", "".join(f"n{i} {i % 2}\n" for i in range(40)))
+    result = train(run, "--labels", "l.txt", "--eval-every-epoch", quiet=False)
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "note: no --splits: scoring each epoch on 10 random stratified splits training on "
+        "0.5 and validating on 0.1 of the labelled nodes (--seed 0)" in result.stderr
+    )
+    assert "wrote epoch 1 of 1: best validation accuracy" in result.stderr
+    result = train(run, "--labels", "l.txt", "--eval-every-epoch", "--train-fraction", "0.3",
+                   "--overwrite")  # fmt: skip
+    assert result.exit_code == 0 and "note:" not in result.stderr, result.stderr
+    both = train(run, "--labels", "l.txt", "--eval-every-epoch", "--train-fraction", "0.3",
+                 "--splits", "s.json")  # fmt: skip
+    assert_error(both, "give at most one of --splits and --train-fraction", code=2)
 
 
 # ---- 1. options -----------------------------------------------------------------------

@@ -43,6 +43,21 @@ log = logging.getLogger("caps2ne_np.cli")
     help="Score o_v on the splits after every epoch (logistic regression) and write the "
     "embeddings of the epoch with the best mean validation accuracy.",
 )
+@click.option(
+    "--train-fraction",
+    default=None,
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    help="--eval-every-epoch with --labels but no --splits: 10 random splits, stratified "
+    "by class (seeded by --seed), training on this fraction of the labelled nodes, as "
+    "evaluate does [default: 0.5].",
+)
+@click.option(
+    "--val-fraction",
+    default=None,
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    help="With those random splits: the fraction held out for validation, which "
+    "chooses the epoch [default: 0.1].",
+)
 @opt.edges(
     "Treat each line as u->v only (default: undirected).", "Keep u-u edges (dropped by default)."
 )
@@ -167,6 +182,8 @@ def train(
     labels_path,
     splits_path,
     eval_every_epoch,
+    train_fraction,
+    val_fraction,
     directed,
     keep_self_loops,
     out,
@@ -190,6 +207,13 @@ def train(
     """
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
+    if (train_fraction is not None or val_fraction is not None) and splits_path:
+        raise click.UsageError("give at most one of --splits and --train-fraction/--val-fraction")
+    if (train_fraction or 0.5) + (val_fraction or 0.1) >= 1:
+        raise click.UsageError(
+            "--train-fraction plus --val-fraction must leave nodes to test "
+            f"(got {train_fraction or 0.5:g} + {val_fraction or 0.1:g})"
+        )
     for option, value in (
         ("--npy", npy_out),
         ("--model-out", model_out),
@@ -223,6 +247,9 @@ def train(
         splits=splits_path,
         directed=directed,
         keep_self_loops=keep_self_loops,
+        train_fraction=train_fraction,
+        val_fraction=val_fraction,
+        seed=options["seed"],
     )
     options["normalize_features"] = not no_normalize_features
     ckpt = dict(
