@@ -131,6 +131,7 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     )  # the summary
     assert result.exit_code == 0, result.output
     assert "kept epoch" in result.output and "val acc" in result.output
+    kept = next(line for line in result.output.splitlines() if line.startswith("kept epoch"))
     ids, vectors = read_word2vec(out)
     assert len(ids) == 2708 and vectors.shape == (2708, 8)
     js = tmp_path / "res.json"
@@ -155,6 +156,9 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     res = json.loads(js.read_text())
     assert len(res) == 3 and len(res[0]["test"]) == 10
     assert res[2]["protocol"] == "epoch-selection"
+    # the kept-epoch line quotes the written file's score (issue 33 item 18: it quoted
+    # only the per-split selection's, which no written file has)
+    assert f"the written embeddings score test acc {100 * np.mean(res[0]['test']):.2f} +- " in kept
 
 
 def test_evaluate_multilabel_from_label_file(tmp_path):
