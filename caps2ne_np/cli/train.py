@@ -550,9 +550,9 @@ class _EpochTracker:
         return self.best_params if self.best_params is not None else params
 
     def summary(self):
-        from ..evaluate import select_epoch
-
         import numpy as np
+
+        from ..evaluate import select_epoch
 
         sel = select_epoch(self.results)
         kept = self.results[self.best_epoch - 1]
