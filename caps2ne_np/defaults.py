@@ -49,6 +49,10 @@ one seed each) it scored -0.18 (Citeseer) to +13.8 points (LFR 3k at mixing 0.7:
 BlogCatalog and four LFR graphs, above 'init' (x only) on all but Citeseer and PPI, and
 Cora 72.51; 'features' (ProNE as fixed x) lost 0.74 on PPI.  The 'paper' preset's is
 'none'; with fixed features it is 'none' whatever the preset (config.resolve)."""
+PRONE_THETA_MAX = 100.0
+"""The largest --prone-theta: ProNE's Chebyshev coefficients I_i(theta) grow as
+e^theta / sqrt(2 pi theta), so the filtered rows reach e^theta (4e43 at 100) before the
+SVD; near 710 they overflow float64 (NaN, or an SVD that does not return)."""
 SKIPGRAM_NEGATIVES = 5
 """The skip-gram term's negatives when it is on: 5 per (context node, target), word2vec's
 negative sampling, which scored as well as or better than the sampled softmax over V' on
@@ -111,7 +115,12 @@ LR_RANGE = (5e-4, 4e-3)
 def preset_summary(name):
     """One line saying what preset ``name`` sets (the --preset help)."""
     p = PRESETS[name]
-    lr = "5e-4 or 1e-4" if p["lr"] is None else f"{p['lr']:g}"
+    if p["lr"] is not None:
+        lr = f"{p['lr']:g}"
+    elif name == "converge":  # config.converge_lr
+        lr = f"{LR_PER_DEGREE:g} x mean degree, within {LR_RANGE[0]:g}..{LR_RANGE[1]:g},"
+    else:
+        lr = f"{LR_FEATURELESS:g} ({LR_FIXED_FEATURES:g} with fixed features)"
     return (
         f"lr {lr} {p['lr_schedule']}, batch {p['batch_size']}, T {p['walks_per_node']} "
         f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
@@ -239,7 +248,13 @@ OPTIONS = {
         "node index), walk-frequency^0.75, or uniform. [preset]",
         choices=SAMPLERS,
     ),
-    "routing_iters": Option(1, "int", "Routing iterations m (Algorithm 1).", low=1),
+    "routing_iters": Option(
+        1,
+        "int",
+        "Routing iterations m (Algorithm 1; the routing settles in a few: Sabour et al. use 3).",
+        low=1,
+        high=100,
+    ),
     "routing_rule": Option(
         "paper",
         "choice",
@@ -337,9 +352,22 @@ OPTIONS = {
     "prone_order": Option(
         10, "int", "ProNE: order of the Chebyshev expansion (1: no propagation).", low=1
     ),
-    "prone_mu": Option(0.2, "float", "ProNE: centre mu of the band-pass filter."),
+    "prone_mu": Option(
+        0.2,
+        "float",
+        "ProNE: centre mu of the band-pass filter, within the spectrum [0, 2] of the "
+        "normalised Laplacian (outside it the Chebyshev expansion diverges).",
+        low=0,
+        high=2,
+    ),
     "prone_theta": Option(
-        0.5, "float", "ProNE: width theta of the band-pass filter.", low=0, open=("low",)
+        0.5,
+        "float",
+        "ProNE: width theta of the band-pass filter (its Bessel coefficients grow as "
+        "e^theta: above 100 float64 loses the filter).",
+        low=0,
+        high=PRONE_THETA_MAX,
+        open=("low",),
     ),
 }
 """The options of a training run, in the command line's order.  ``threads`` is 1 in

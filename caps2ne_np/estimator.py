@@ -21,7 +21,7 @@ from .defaults import DEFAULTS as D
 from .errors import InputError
 from .graphs import graph as graph_mod
 from .graphs.csr import Graph
-from .io.modelfile import read_model, save_model
+from .io.modelfile import default_run, read_model, save_model
 from .model.core import Params
 from .training.config import TrainConfig
 from .training.train import fit
@@ -51,8 +51,11 @@ class Caps2NE(BaseEstimator):
     ``Graph``; a loaded model's as saved: ints when every label was an int, else
     strings), ``nodes_`` (the same list), ``seed_``, ``history_`` (per-epoch loss and
     throughput), ``calibration_`` (after ``calibrate`` or ``load`` of a file that
-    stores one: what ``transform`` uses).  An unfitted model raises scikit-learn's
-    ``NotFittedError``.  Errors name the parameters (``dim``), as given here.
+    stores one: what ``transform`` uses), ``config_`` (every option as the run resolved
+    it: the preset's lr, epochs, |V'|), ``run_`` (``directed``, ``keep_self_loops``,
+    ``parallel`` and ``params``, the parameters as given to the fit: ``load`` restores
+    those, so ``clone(loaded).fit(other_graph)`` resolves afresh).  An unfitted model
+    raises scikit-learn's ``NotFittedError``.  Errors name the parameters (``dim``), as given here.
 
     ``engine='ray'`` trains on a Ray cluster instead (``training.ray.fit``): ``workers``
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
@@ -190,7 +193,7 @@ class Caps2NE(BaseEstimator):
         resume_from=None,
         step_callback=None,
         *,
-        directed=False,
+        directed=None,
         keep_self_loops=False,
     ):
         """Learn embeddings for ``graph``; returns self.
@@ -201,13 +204,18 @@ class Caps2NE(BaseEstimator):
         ``csr.Graph`` (``read_edgelist``).  As on the command line, edges are
         undirected unless ``directed=True`` and self loops are dropped unless
         ``keep_self_loops=True``: a matrix gives the same stored edges as
-        ``caps2ne train --graph matrix.npz``.  Rows of the result follow the graph's
+        ``caps2ne train --graph matrix.npz``; ``directed=None`` (the default) follows
+        a networkx graph's ``is_directed()`` (a ``DiGraph`` is directed) and is False
+        for every other input.  Rows of the result follow the graph's
         node order (``node_ids_``): matrix rows, ``G.nodes``, or first appearance in
         an edge list or array.  ``X`` (N, d) fixed input features in that order
         (dense, or scipy.sparse kept sparse), or None to train them.
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
         those of ``train.fit``.
         """
+        if directed is None:
+            is_directed = getattr(graph, "is_directed", None)
+            directed = type(graph).__module__.startswith("networkx") and bool(is_directed())
         with _api_errors():
             graph, nodes = graph_mod.coerce_graph(
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
@@ -246,6 +254,12 @@ class Caps2NE(BaseEstimator):
         self.nodes_ = self.node_ids_
         self.directed_, self.keep_self_loops_ = bool(directed), bool(keep_self_loops)
         self.seed_ = cfg.seed
+        self.run_ = dict(
+            directed=self.directed_,
+            keep_self_loops=self.keep_self_loops_,
+            parallel=self.parallel,
+            params=_given_params(self),
+        )
         self.history_ = result.history
         self.config_ = result.config.to_dict()
         self.lr_ = result.optimizer.lr
@@ -382,6 +396,7 @@ class Caps2NE(BaseEstimator):
                 self.history_,
                 overwrite=overwrite,
                 calibration=getattr(self, "calibration_", None),
+                run=getattr(self, "run_", None),
             )
 
     @classmethod
@@ -389,14 +404,21 @@ class Caps2NE(BaseEstimator):
         """Read a model written by ``save`` (or ``caps2ne train --model-out``), with the
         calibration ``infer --save-calibration`` or ``save`` stored in it (``calibration_``)."""
         m = read_model(path)
-        keys = set(TrainConfig.__dataclass_fields__)
-        params = {k: v for k, v in m["config"].items() if k in keys}
-        model = cls(
-            **{
+        run = m["run"] if m["run"] is not None else default_run()
+        names = set(cls().get_params())
+        if run["params"] is not None:  # the parameters as the user gave them
+            params = {k: v for k, v in run["params"].items() if k in names}
+        else:  # an older file: its resolved config, but what resolve set from the graph
+            # (the rate, the epoch budget, |V'| = N - 1, the spectral start) left unset
+            keys = set(TrainConfig.__dataclass_fields__) - {"lr", "epochs", "num_sampled"}
+            params = {
                 ("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
-                for k, v in params.items()
+                for k, v in m["config"].items()
+                if k in keys and not (k == "spectral" and v == "none")
             }
-        )
+        model = cls(**params)
+        model.directed_, model.keep_self_loops_ = run["directed"], run["keep_self_loops"]
+        model.run_ = run
         model.O_, model.W_, model.bias_, model.X_ = m["O"], m["W"], m["bias"], m["X"]
         model.fixed_features_ = m["fixed_features"]
         model.node_ids_ = list(m["node_labels"])
@@ -414,13 +436,41 @@ class Caps2NE(BaseEstimator):
         return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
 
 
+def _given_params(model):
+    """``model.get_params()`` as JSON values (for the model file's ``run``): a
+    ``random_state`` that is not an int or None is stored as the seed it gave."""
+    out = {}
+    for key, value in model.get_params().items():
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, tuple):
+            value = [v.item() if isinstance(v, np.generic) else v for v in value]
+        if key == "random_state" and not (value is None or isinstance(value, int)):
+            value = model.seed_
+        out[key] = value
+    return out
+
+
 def _threads(n_jobs):
+    """The thread count of ``n_jobs``: None is 1, k >= 1 is k, -1 every core, -2 all but
+    one (scikit-learn's convention); 0, a negative below -(cores) and anything but an
+    integer are InputErrors naming ``n_jobs``."""
     import os
 
-    if n_jobs is None or n_jobs == 0:
+    if n_jobs is None:
         return 1
+    cores = os.cpu_count() or 1
+    if not (
+        isinstance(n_jobs, numbers.Integral)
+        and not isinstance(n_jobs, (bool, np.bool_))
+        and (n_jobs >= 1 or -cores <= n_jobs <= -1)
+    ):
+        raise InputError(
+            f"n_jobs: must be an integer >= 1, or -1 (every core) down to -{cores} (one), "
+            f"got {n_jobs!r}"
+        )
     if n_jobs < 0:
-        return max(1, (os.cpu_count() or 1) + 1 + n_jobs)
+        return cores + 1 + int(n_jobs)
     return int(n_jobs)
 
 

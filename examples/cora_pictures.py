@@ -1,7 +1,7 @@
 """Pictures of a default run on the bundled Cora graph: where the embeddings put the
 classes, and how accuracy grows epoch by epoch (the PNGs in docs/img/).
 
-    pip install matplotlib          # optional dependency, only for this script
+    pip install -e ".[plot]"        # matplotlib: optional, only for this script
     python examples/cora_pictures.py [--out-dir docs/img] [--projection tsne|pca]
 
 It trains Caps2NE with the command line's defaults (preset 'converge', no input
@@ -100,10 +100,8 @@ def project(O, how, seed):
 
 
 def draw(model, ds, rows, args):
-    try:
-        import matplotlib
-    except ImportError:
-        sys.exit("this script needs matplotlib: pip install matplotlib")
+    import matplotlib  # checked by main
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -172,6 +170,12 @@ def draw(model, ds, rows, args):
 
 def main(argv=None):
     args = parse_args(argv)
+    try:  # before two minutes of training, not after
+        import matplotlib  # noqa: F401
+    except ImportError:
+        sys.exit(
+            'this script needs matplotlib: pip install -e ".[plot]" (or pip install matplotlib)'
+        )
     if args.smoke:
         args.projection = "pca"
     model, ds, rows = train_with_scores(args)

@@ -111,11 +111,35 @@ def node2vec_step(indptr, indices, weights, p, q, state, t, v):
     if hi == lo or (weights is not None and not np.sum(weights[lo:hi], dtype=np.float64) > 0):
         return state, v
     a_max = max(1.0 / p, 1.0, 1.0 / q)
-    while True:
+    for _ in range(NODE2VEC_TRIES):
         state, x = _first_order_step(indptr, indices, weights, state, v)
         state, r = pyrng.rand_uniform(state)
         if r * a_max < node2vec_alpha(indptr, indices, p, q, t, x):
             return state, x
+    # then exactly: mass w_e alpha(t, x_e) over v's edges in order, one draw
+    if weights is None:
+        w = np.ones(hi - lo)
+    else:
+        cum = np.cumsum(np.asarray(weights[lo:hi], dtype=np.float32).astype(np.float64))
+        w = np.diff(cum, prepend=0.0)
+        w[0] = cum[0]
+    xs = [int(x) for x in indices[lo:hi]]
+    mass = [float(w[e]) * node2vec_alpha(indptr, indices, p, q, t, x) for e, x in enumerate(xs)]
+    total = 0.0
+    for m in mass:
+        total += m
+    state, u = pyrng.rand_uniform(state)
+    acc, last = 0.0, 0
+    for e, m in enumerate(mass):
+        if m > 0.0:
+            acc += m
+            last = e
+            if acc > u * total:
+                return state, xs[e]
+    return state, xs[last]
+
+
+NODE2VEC_TRIES = 16  # walks.NODE2VEC_TRIES: proposals before the exact draw
 
 
 def node2vec_walks(indptr, indices, weights, walks_per_node, walk_length, seed, p, q):

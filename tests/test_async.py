@@ -105,9 +105,18 @@ def test_async_checkpoints_and_resumes(partition, tmp_path):
     resumed = fit(*args, parallel="async", checkpoint_dir=tmp_path, resume_from=tmp_path)
     assert len(resumed.history) == OPTS["epochs"]
     assert score(resumed.params.O, labels) >= 0.95
-    # a run checkpointed in one mode resumes in the other
-    sync = fit(*args, parallel="sync", resume_from=tmp_path)
-    assert len(sync.history) == OPTS["epochs"]
+    # the checkpoint records the mode: a resume in the other is refused (issue 33 item
+    # 12: only --epochs and --threads may change), either way
+    with pytest.raises(InputError, match=r"--parallel async \(now sync\)") as info:
+        fit(*args, parallel="sync", resume_from=tmp_path)
+    assert str(tmp_path) in str(info.value)
+    sync_dir = tmp_path / "sync"
+    one_epoch = TrainConfig(**dict(OPTS, epochs=1, threads=2))
+    fit(*args[:3], one_epoch, parallel="sync", checkpoint_dir=sync_dir)
+    with pytest.raises(InputError, match=r"--parallel sync \(now async\)"):
+        fit(*args, parallel="async", resume_from=sync_dir)
+    resumed_sync = fit(*args, parallel="sync", resume_from=sync_dir)  # the same mode: fine
+    assert len(resumed_sync.history) == OPTS["epochs"]
 
 
 def test_what_cannot_combine_is_refused_in_one_line(partition):
@@ -137,3 +146,35 @@ def test_cli_async_and_its_refusal_with_ray(tmp_path):
     )
     assert r.exit_code != 0 and "--parallel async" in r.output
     assert "Traceback" not in r.output
+
+
+def test_every_async_update_uses_its_own_steps_t_and_rate(partition, monkeypatch):
+    """Each thread's Adam step uses the t and rate of its batch's global step, every step
+    once (issue 33 item 27: threads sharing one optimizer object instead of a copy each
+    failed no test -- one thread is bit for bit, two only scored -- though one thread's
+    t then overwrites another's between its gradient and its update)."""
+    import threading
+
+    from caps2ne_np.training.config import learning_rate
+    from caps2ne_np.training.fused import FusedStep
+    from caps2ne_np.training.walks import batches_per_epoch
+
+    adj, _ = partition
+    used, threads = [], set()
+    real = FusedStep.train
+
+    def spy(self, epoch, batches, steps, rates, parallel=True):
+        # the compiled chunk's Adam takes each batch's step t and rate from these
+        used.extend(zip(steps, rates))
+        if len(steps):
+            threads.add(threading.get_ident())
+        return real(self, epoch, batches, steps, rates, parallel)
+
+    monkeypatch.setattr(FusedStep, "train", spy)
+    result = run(adj, "async", 2, epochs=2)
+    cfg = result.config
+    total = cfg.epochs * batches_per_epoch(adj.shape[0] * cfg.walks_per_node, cfg.batch_size)
+    assert len(threads) == 2  # both threads trained
+    assert sorted(t for t, _ in used) == list(range(total))
+    for t, lr in used:
+        assert lr == learning_rate(cfg, cfg.lr, t, total), t

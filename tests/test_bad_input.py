@@ -122,6 +122,19 @@ EDGE_LISTS = [
     pytest.param("# header only\n\n   \n", "g.txt: ", "no edges in 3 line(s)", id="comments-only"),
     pytest.param("a b\nc\n", "g.txt:2: ", "line has 1 field 'c'", id="one-token"),
     pytest.param("a b\nb c 1 2\n", "g.txt:2: ", "line has 4 fields", id="four-tokens"),
+    # ids with spaces in a tab-separated file (issue 33 item 19): the message says why
+    pytest.param(
+        "Evelyn Jefferson\tE1\n",
+        "g.txt:1: ",
+        ["weight 'E1' is not a number", "split at every space and tab", "cannot contain a space"],
+        id="tab-separated-id-with-a-space",
+    ),
+    pytest.param(
+        "Evelyn Jefferson\tEvent 1\n",
+        "g.txt:1: ",
+        ["line has 4 fields", "a node id cannot contain a space"],
+        id="tab-separated-ids-with-spaces",
+    ),
     pytest.param(
         "a b\nb c heavy\n", "g.txt:2: ", "weight 'heavy' is not a number", id="weight-not-numeric"
     ),
@@ -462,7 +475,30 @@ def test_bad_splits_in_train(run, tmp_path, content, where, what):
 
 def test_eval_every_epoch_without_labels(run, tmp_path):
     put(tmp_path, "g.txt", GRAPH)
-    assert_error(train(run, "--eval-every-epoch"), "--eval-every-epoch needs labels and splits")
+    assert_error(train(run, "--eval-every-epoch"), "--eval-every-epoch needs labels")
+
+
+def test_eval_every_epoch_with_labels_and_no_splits_draws_random_splits(run, tmp_path):
+    """As evaluate does (issue 33 item 20: train refused what evaluate scores)."""
+    put(
+        tmp_path,
+        "g.txt",
+        "".join(f"n{i} n{(i + 1) % 40}\nn{i} n{(i + 2) % 40}\n" for i in range(40)),
+    )
+    put(tmp_path, "l.txt", "".join(f"n{i} {i % 2}\n" for i in range(40)))
+    result = train(run, "--labels", "l.txt", "--eval-every-epoch", quiet=False)
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "note: no --splits: scoring each epoch on 10 random stratified splits training on "
+        "0.5 and validating on 0.1 of the labelled nodes (--seed 0)" in result.stderr
+    )
+    assert "wrote epoch 1 of 1: best validation accuracy" in result.stderr
+    result = train(run, "--labels", "l.txt", "--eval-every-epoch", "--train-fraction", "0.3",
+                   "--overwrite")  # fmt: skip
+    assert result.exit_code == 0 and "note:" not in result.stderr, result.stderr
+    both = train(run, "--labels", "l.txt", "--eval-every-epoch", "--train-fraction", "0.3",
+                 "--splits", "s.json")  # fmt: skip
+    assert_error(both, "give at most one of --splits and --train-fraction", code=2)
 
 
 # ---- 1. options -----------------------------------------------------------------------
@@ -490,6 +526,12 @@ USAGE_ERRORS = [
     (["--targets", "middle"], "'--targets'"),
     (["--targets", "3,,4"], "'--targets'"),
     (["--targets", ""], "'--targets'"),
+    # ProNE's filter: theta 710 spun in the SVD past SIGTERM, mu 1e20 gave NaN (issue 33)
+    (["--prone-theta", "710"], "'--prone-theta'"),
+    (["--prone-theta", "1000"], "'--prone-theta'"),
+    (["--prone-mu", "1e20"], "'--prone-mu'"),
+    (["--prone-mu", "-1e300"], "'--prone-mu'"),
+    (["--routing-iters", "1000000"], "'--routing-iters'"),
 ]
 
 
@@ -632,7 +674,7 @@ def test_labels_for_nodes_without_embedding(run, eval_files):
     assert_error(
         run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json"),
         "l2.txt:3: ",
-        "node 'zz' is not in the graph",
+        "node 'zz' is not in the embeddings e.txt",  # there is no graph (issue 33 item 21)
     )
 
 
@@ -1068,3 +1110,141 @@ def test_process_debug_shows_the_traceback(tmp_path):
     assert (
         "Traceback" in proc.stderr and "GraphFormatError: g.txt:2: line has 1 field" in proc.stderr
     )
+
+
+def shell_process(command, cwd):
+    """``sh -c command`` with ``cli`` standing for this checkout's cli.py: for the shell's
+    own redirections (a closed stdin or stderr)."""
+    cli_py = f"{sys.executable} {ROOT / 'cli.py'}"
+    return subprocess.run(
+        ["sh", "-c", command.replace("cli ", cli_py + " ", 1)],
+        cwd=cwd,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+def test_stdout_carries_only_embeddings_when_stderr_is_closed(tmp_path):
+    """2>&-: tqdm and the log lines fell back to stdout, inside the embeddings (issue 33)."""
+    put(tmp_path, "g.txt", GRAPH)
+    args = " ".join(a for a in TINY if a != "--quiet")  # with the log lines and warnings
+    proc = shell_process(f"cli train --graph g.txt --out - {args} 2>&-", tmp_path)
+    assert proc.returncode == 0
+    lines = proc.stdout.decode().splitlines()
+    assert lines[0] == "4 4" and len(lines) == 5, lines
+    assert all(len(line.split()) == 5 for line in lines[1:]), lines
+
+
+def test_graph_from_a_closed_stdin_is_one_line(tmp_path):
+    proc = shell_process("cli train --graph - --out cs.emb <&-", tmp_path)
+    assert proc.returncode == 1 and proc.stdout == b""
+    err = proc.stderr.decode().strip()
+    assert err == "error: <stdin>: standard input is closed; pipe the edges in or name a file"
+    assert not (tmp_path / "cs.emb").exists()
+
+
+def test_parallel_async_with_the_ray_engine_is_a_usage_error_before_loading(run, tmp_path):
+    """An option conflict: exit 2, and the graph (here missing) is never read (issue 33)."""
+    result = train(run, "--parallel", "async", "--engine", "ray", graph="missing.txt")
+    assert_error(result, "--parallel async", ["--engine ray"], code=2)
+
+
+# ---- messages that pointed the wrong way (issue 33 item 13) ------------------------
+
+
+WRONG_WAY = [
+    # lambda L_sg overflows: the weight is the cause, not the rate
+    (["--skipgram-weight", "1e40"], "", ["became", "lower --skipgram-weight (now 1e+40"]),
+    # O starts from ProNE at d = k: --dim, not --spectral-dim
+    (["--spectral", "init_xo", "--dim", "8", "--feat-dim", "2"], "--dim 8:", ["lower --dim"]),
+    (
+        ["--skipgram-weight", "1", "--spectral", "features"],
+        "--skipgram-weight:",
+        ["--spectral features makes x ProNE's fixed features"],
+    ),
+    (
+        ["--skipgram-weight", "1", "--skipgram-negatives", "1000000000"],
+        "training with",
+        ["--skipgram-negatives 1000000000", "needs about"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "args,where,what", WRONG_WAY, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+)
+def test_messages_name_the_option_that_is_the_cause(run, tmp_path, args, where, what):
+    put(tmp_path, "g.txt", GRAPH)
+    assert_error(train(run, *args), where, what)
+
+
+def test_a_model_path_that_is_no_regular_file_says_what_it_is(run, tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    for path in ("/dev/null", str(tmp_path / "fifo")):
+        with pytest.raises(Exception, match="is not a regular file"):
+            Caps2NE.load(path)
+    with pytest.raises(Exception, match="is not a regular file"):
+        Caps2NE.load("/dev/zero")
+    with pytest.raises(Exception, match="an empty path was given"):
+        Caps2NE.load("")
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "nodes.txt", "a\n")
+    result = run("infer", "--model", "/dev/null", "--graph", "g.txt", "--nodes", "nodes.txt")
+    assert_error(result, "/dev/null: is not a regular file")
+
+
+def test_a_checkpoint_given_as_a_model_says_so(run, tmp_path):
+    save_npz_ = io.save_npz
+    save_npz_(tmp_path / "checkpoint.npz", overwrite=True, format=np.asarray(checkpoint.FORMAT))
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "nodes.txt", "a\n")
+    result = run("infer", "--model", "checkpoint.npz", "--graph", "g.txt", "--nodes", "nodes.txt")
+    assert_error(result, "checkpoint.npz: a training checkpoint, not a model file", ["--resume"])
+
+
+def test_resuming_a_ray_checkpoint_without_the_ray_engine_says_so(run, tmp_path):
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "driver.npz").write_bytes(b"")
+    put(tmp_path, "g.txt", GRAPH)
+    assert_error(train(run, "--resume", "ck"), "ck: a checkpoint of --engine ray", ["--engine ray"])
+
+
+def test_a_reader_that_closes_stdout_gets_one_line_and_exit_141(tmp_path):
+    """`train --out - | head` printed 'error: [Errno 32] Broken pipe' (issue 33 item 13)."""
+    put(tmp_path, "g.txt", "".join(f"n{i} n{(i + 1) % 300}\n" for i in range(300)))
+    args = "--dim 256 --feat-dim 4 --epochs 1 --walks-per-node 1 --threads 1 --quiet"
+    proc = shell_process(f"(cli train --graph g.txt --out - {args}; echo $? > rc) | true", tmp_path)
+    assert (tmp_path / "rc").read_text().strip() == "141"
+    assert proc.stderr.decode().strip() == (
+        "error: standard output was closed by its reader (a pipe such as head): what was "
+        "written there is cut short"
+    )
+
+
+def test_cli_outputs_of_one_run_are_committed_together(run, tmp_path, monkeypatch):
+    """--model-out on a full disk after --out and --npy were written: none is replaced
+    (issue 33 item 11: the embeddings were already replaced when the model write failed)."""
+    put(tmp_path, "g.txt", GRAPH)
+    outputs = {"o.emb": b"old emb\n", "o.npy": b"old npy", "o.nodes.txt": b"old ids\n",
+               "m.npz": b"old model"}  # fmt: skip
+    for name, content in outputs.items():
+        (tmp_path / name).write_bytes(content)
+    real, created = io._create_temp, []
+
+    def create(target, binary):
+        f, tmp = real(target, binary)
+        created.append(Path(target).name)
+        return (_FailingFile(f, 0, _disk_full) if Path(target).name == "m.npz" else f), tmp
+
+    monkeypatch.setattr(io, "_create_temp", create)
+    result = train(run, "--overwrite", "--npy", "o.npy", "--model-out", "m.npz", out="o.emb")
+    assert_error(result, "m.npz: No space left on device")
+    assert created == ["o.emb", "o.npy", "o.nodes.txt", "m.npz"]  # all written, then failed
+    assert {name: (tmp_path / name).read_bytes() for name in outputs} == outputs
+    assert not list(tmp_path.glob(".*.tmp"))
+    monkeypatch.setattr(io, "_create_temp", real)  # (undo() would also undo the chdir)
+    again = train(run, "--overwrite", "--npy", "o.npy", "--model-out", "m.npz", out="o.emb")
+    assert again.exit_code == 0, again.stderr
+    assert all((tmp_path / name).read_bytes() != old for name, old in outputs.items())

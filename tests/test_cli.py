@@ -131,6 +131,7 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     )  # the summary
     assert result.exit_code == 0, result.output
     assert "kept epoch" in result.output and "val acc" in result.output
+    kept = next(line for line in result.output.splitlines() if line.startswith("kept epoch"))
     ids, vectors = read_word2vec(out)
     assert len(ids) == 2708 and vectors.shape == (2708, 8)
     js = tmp_path / "res.json"
@@ -155,6 +156,9 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     res = json.loads(js.read_text())
     assert len(res) == 3 and len(res[0]["test"]) == 10
     assert res[2]["protocol"] == "epoch-selection"
+    # the kept-epoch line quotes the written file's score (issue 33 item 18: it quoted
+    # only the per-split selection's, which no written file has)
+    assert f"the written embeddings score test acc {100 * np.mean(res[0]['test']):.2f} +- " in kept
 
 
 def test_evaluate_multilabel_from_label_file(tmp_path):
@@ -288,3 +292,29 @@ def test_graph_cache_is_written_then_used(edges, tmp_path):
     a, b = read_word2vec(tmp_path / "a.emb"), read_word2vec(tmp_path / "b.emb")
     assert a[0] == b[0]
     np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_result_lines_name_every_file_written(edges, tmp_path, monkeypatch):
+    """'trained 1 epochs', a 'wrote x.npy' that hid x.nodes.txt, no line for --history, no
+    'wrote' from infer (issue 33 item 18)."""
+    monkeypatch.chdir(tmp_path)
+    small = [a for a in TINY if a != "--quiet"]
+    small[small.index("--epochs") + 1] = "1"
+    result = CliRunner().invoke(
+        cli,
+        ["train", "--graph", str(edges), "--out", "e.txt", "--npy", "e.npy", "--history",
+         "h.csv", "--model-out", "m.npz", *small],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("trained 1 epoch in ") for line in lines), lines
+    for want in ("wrote e.txt", "wrote e.npy (node ids in e.nodes.txt)",
+                 "wrote h.csv (the per-epoch history)", "wrote m.npz"):  # fmt: skip
+        assert want in lines, lines
+    (tmp_path / "nodes.txt").write_text("alice\n")
+    result = CliRunner().invoke(
+        cli, ["infer", "--model", "m.npz", "--graph", str(edges), "--nodes", "nodes.txt",
+              "--out", "i.emb"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == "wrote i.emb", result.stderr

@@ -439,3 +439,19 @@ def test_the_kernels_know_every_routing_rule_the_options_offer():
 
     assert tuple(capsules.ROUTING_RULES) == ROUTING_RULES
     assert len(set(capsules.ROUTING_RULES.values())) == len(ROUTING_RULES)
+
+
+def test_preset_help_states_the_rate_rule_runs_use():
+    """--preset said converge used 'lr 5e-4 or 1e-4'; runs use the mean-degree rule
+    (issue 33 item 17).  The help's numbers are converge_lr's, and the paper's are
+    resolve's."""
+    from caps2ne_np.defaults import LR_PER_DEGREE, LR_RANGE, preset_summary
+    from caps2ne_np.training.config import TrainConfig, converge_lr, resolve
+
+    text = preset_summary("converge")
+    assert f"lr {LR_PER_DEGREE:g} x mean degree, within {LR_RANGE[0]:g}..{LR_RANGE[1]:g}" in text
+    assert converge_lr(100, 100 * 4)[0] == LR_PER_DEGREE * 4  # degree 4: inside the range
+    paper = preset_summary("paper")
+    for fixed, n_edges in ((False, 400), (True, 400)):
+        lr = resolve(TrainConfig(preset="paper"), 100, n_edges, fixed_features=fixed)[0].lr
+        assert f"{lr:g}" in paper

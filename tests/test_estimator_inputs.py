@@ -250,3 +250,76 @@ def test_package_exports_are_lazy_and_python_m_works():
     )
     assert proc.returncode == 0 and "Usage: python -m caps2ne_np" in proc.stdout
     assert "train" in proc.stdout and "fetch-data" in proc.stdout
+
+
+# --------------------------------------------------------------------------- issue 33, item 8
+
+
+@pytest.mark.parametrize(
+    "params,name",
+    [
+        (dict(dim="4"), "dim"),
+        (dict(dim=4.0), "dim"),
+        (dict(epochs="1"), "epochs"),
+        (dict(epochs=True), "epochs"),
+        (dict(batch_size="8"), "batch_size"),
+        (dict(routing_iters="2"), "routing_iters"),
+        (dict(walk_length="5"), "walk_length"),
+        (dict(walk_length=5.0), "walk_length"),
+        (dict(prone_order=3.0), "prone_order"),
+        (dict(prone_mu="x"), "prone_mu"),
+        (dict(prone_mu=1e20), "prone_mu"),
+        (dict(prone_theta=710.0), "prone_theta"),
+        (dict(lr="0.001"), "lr"),
+        (dict(skipgram_weight="1"), "skipgram_weight"),
+        (dict(normalize_features="no"), "normalize_features"),
+        (dict(n_jobs="2"), "n_jobs"),
+        (dict(n_jobs=0), "n_jobs"),
+        (dict(n_jobs=-100_000), "n_jobs"),
+        (dict(n_jobs=True), "n_jobs"),
+    ],
+)
+def test_parameters_of_the_wrong_type_or_range_are_one_line_errors_naming_them(params, name):
+    """No raw TypeError, no 'Unknown format code', nothing taken silently (issue 33, 2, 8)."""
+    adj = asymmetric_matrix(20, seed=3)
+    with pytest.raises(InputError) as info:
+        small_model(**params).fit(adj)
+    message = str(info.value)
+    assert message.startswith(f"{name}: ") and "\n" not in message, message
+
+
+def test_numpy_numbers_stay_accepted_and_equal_python_ones():
+    adj = asymmetric_matrix(20, seed=3)
+    a = small_model(dim=np.int64(8), lr=np.float32(0.002), n_jobs=np.int32(1)).fit(adj)
+    b = small_model(dim=8, lr=float(np.float32(0.002)), n_jobs=1).fit(adj)
+    np.testing.assert_array_equal(a.get_embedding(), b.get_embedding())
+    assert type(a.config_["dim"]) is int and type(a.config_["lr"]) is float
+
+
+def test_networkx_weight_that_is_not_a_number_names_the_edge():
+    nx = pytest.importorskip("networkx")
+    G = nx.Graph()
+    G.add_edge("a", "b", weight="heavy")
+    G.add_edge("b", "c")
+    with pytest.raises(InputError, match=r"edge \('a', 'b'\): weight 'heavy' is not a number"):
+        small_model().fit(G)
+
+
+def test_a_file_name_given_to_fit_points_to_read_edgelist(edge_file):
+    """issue 33 item 23: fit('edges.txt') said only what it cannot read."""
+    with pytest.raises(InputError, match=r"fit\(read_edgelist\('.*edges\.txt'\)\)"):
+        small_model().fit(str(edge_file))
+    with pytest.raises(InputError, match=r"read_edgelist"):
+        small_model().fit(edge_file)  # a Path too
+
+
+def test_a_networkx_digraph_is_trained_as_directed_by_default():
+    """issue 33 item 22: a DiGraph was trained as undirected unless directed=True."""
+    nx = pytest.importorskip("networkx")
+    D = nx.DiGraph([(u, v) for u, v, _ in EDGES])
+    model = small_model().fit(D)
+    assert model.directed_
+    explicit = small_model().fit(D, directed=True)
+    np.testing.assert_array_equal(model.get_embedding(), explicit.get_embedding())
+    assert not small_model().fit(D, directed=False).directed_
+    assert not small_model().fit(nx.Graph(D)).directed_

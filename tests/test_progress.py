@@ -326,3 +326,23 @@ def test_quiet_does_not_leak_into_the_next_command(edges, tmp_path):
     logger = logging.getLogger("caps2ne_np")
     assert logger.level == logging.NOTSET and logger.propagate
     assert not [h for h in logger.handlers if isinstance(h, _BarSafeHandler)]
+
+
+def test_time_remaining_ignores_a_compile_stall(monkeypatch):
+    """issue 33 item 16: 6/13540 [00:18<17:16:53] -- a kernel compiling after the first
+    step stalled one update for 18 s, and tqdm's moving average made that the rate."""
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    bar = loop_mod._progress(True, 13540)
+    now = [0.0]
+    bar.eta.clock = lambda: now[0]
+    bar.eta.last = 0.0
+    for dt in (0.1, 0.1, 18.0, 0.1, 0.1, 0.1):  # a stall in the third update
+        now[0] += dt
+        bar.update(1)
+    assert bar.eta.text() == "22:33"  # 13534 batches at 10 per second
+    bar._bar.refresh()
+    assert "6/13540" in term.parts[-1] and "<22:33" in term.parts[-1], term.parts[-1]
+    bar.close()
+    fresh = progress.Eta(100, 0, clock=lambda: 0.0)
+    assert fresh.text() == "?"  # no estimate from fewer than 3 updates

@@ -213,48 +213,59 @@ def _partition():
 SMALL_RUN = dict(
     dim=8, feat_dim=8, walk_length=5, walks_per_node=2, epochs=1, batch_size=16, num_sampled=20
 )
-# SHA-256 of O, X, W and the biases after this run, recorded from the code before issue
-# 25 (commit 76140ee): the paper preset, and the converge preset with the term off.
-BEFORE_ISSUE_25 = {
-    "paper": (
-        "2e96483d059878156b27553b6f9f04961ac80228f688bec45b74b89c51ab4b7b",
-        "29517dd07a4936be0c2521ed8c2dfa90034946ea30459874a90abf27700bb7d5",
-        "86805c6fb25ddb046d274d4b303f00decd60b2c84d32897b4379c5b3894c84f0",
-        "a5cd9dfb25ed9e4ec64df94935fea73f00945c62361abf62aabff6a3fc9cb850",
-    ),
-    "converge": (
-        "77bbf08b11dea9e7dc937ee66df8b40cd83c904eee195a23a68aab49b4c440a2",
-        "7adf828ceda5bdbe6123c02b2ff309b7c2d273322fc2f382655e7184606625ba",
-        "40d8bf1cbe7a87fc1a09d14ba6a07f75a5f5828ac67330c2b7a875b385c860bf",
-        "40eafff98da7374aad3c3acf0507d753c81358fe26678d00c718128ec523c104",
-    ),
-}
+
+
+class _ZeroButOn(float):
+    """lambda = 0.0 in every product, but truthy: the term's code runs and adds 0 x its
+    gradients, so a run with it is the weight-0 path plus whatever the term's code
+    disturbs besides its own (shared random streams, rows, the sampler)."""
+
+    def __bool__(self):
+        return True
 
 
 @pytest.mark.parametrize(
     "preset,extra",
-    # the converge preset's spectral start (issue 25) changes its bits: compared without it
+    # the paper preset, and the converge preset with the term off explicitly and by default
     [
         ("paper", {}),
         ("converge", {"skipgram_weight": 0.0, "spectral": "none"}),
         ("converge", {"spectral": "none"}),
     ],
 )
-def test_paper_preset_and_term_off_train_the_same_bits_as_before_the_term(preset, extra):
-    import hashlib
-
-    from caps2ne_np.training.config import TrainConfig
+def test_paper_preset_and_term_off_train_the_same_bits_as_the_path_without_the_term(
+    preset, extra, monkeypatch
+):
+    """The term at weight 0 changes no bit of training: the run without the term's code
+    and a run whose term runs at lambda exactly 0 are trained side by side in this process
+    and give the same O, X, W and biases.  (This replaced SHA-256s recorded on one CPU:
+    float bits differ between CPUs -- BLAS and Numba pick kernels by the instruction set
+    -- so a recorded float hash is not a property of the code; issue 33, item 1.)"""
+    from caps2ne_np.training.config import ModelConfig, TrainConfig
     from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
     cfg = TrainConfig(**SMALL_RUN, preset=preset, seed=3, **extra)
-    res = fit(indptr, indices, None, cfg)
-    assert res.config.skipgram_weight == 0.0
-    got = tuple(
-        hashlib.sha256(np.ascontiguousarray(getattr(res.params, n)).tobytes()).hexdigest()
-        for n in ("O", "X", "W", "bias")
+    without = fit(indptr, indices, None, cfg)
+    assert without.config.skipgram_weight == 0.0
+
+    ran = []
+    real_term = skipgram.loss_and_row_grads
+    monkeypatch.setattr(
+        skipgram, "loss_and_row_grads", lambda *a, **k: ran.append(1) or real_term(*a, **k)
     )
-    assert got == BEFORE_ISSUE_25[preset]
+    real_model_config = TrainConfig.model_config
+
+    def term_at_zero(self):
+        mc = real_model_config(self)
+        return ModelConfig(**{**mc.__dict__, "skipgram_weight": _ZeroButOn(0.0)})
+
+    monkeypatch.setattr(TrainConfig, "model_config", term_at_zero)
+    with_term = fit(indptr, indices, None, cfg)
+    assert ran, "the term's code did not run: the comparison would be vacuous"
+    for name in ("O", "X", "W", "bias"):
+        a, b = getattr(without.params, name), getattr(with_term.params, name)
+        assert np.array_equal(a, b), name
 
 
 def test_term_trains_logs_both_losses_and_lowers_them():
@@ -357,6 +368,7 @@ def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
     config = json.loads(str(arrays["config"]))
     del config["skipgram_weight"], config["skipgram_negatives"]  # a file from before
     arrays["config"] = np.asarray(json.dumps(config))
+    del arrays["run"]  # (stored since issue 33)
     save_npz(tmp_path / "old.npz", overwrite=True, **arrays)
     assert Caps2NE.load(tmp_path / "old.npz").skipgram_weight == 0.0
 

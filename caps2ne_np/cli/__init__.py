@@ -25,6 +25,10 @@ from .train import train
 @click.version_option(version=__version__, message="caps2ne_np %(version)s")
 def cli():
     """Caps2NE node embeddings (Nguyen et al., CIKM 2020) on CPU with NumPy + Numba."""
+    import sys
+
+    if sys.stderr is None:  # started with 2>&-: messages go nowhere, never into stdout
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- for the life of the process
 
 
 for command in (train, evaluate, fetch_data, infer):

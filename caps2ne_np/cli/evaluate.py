@@ -217,7 +217,9 @@ def _evaluate(
         node_ids, labels, multilabel, splits = ds.node_ids, ds.labels, ds.multilabel, ds.splits
     else:
         node_ids = ids
-        labels, multilabel = nodefiles.load_labels(labels_path, node_ids)
+        labels, multilabel = nodefiles.load_labels(
+            labels_path, node_ids, within=f"the embeddings {emb_paths[0]}"
+        )
         if multilabel and splits_path:
             raise InputError(
                 f"{labels_path}: multi-label (a node on several lines), but --splits "

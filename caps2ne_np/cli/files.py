@@ -51,11 +51,37 @@ def load_input(source, need_eval=False):
             raise InputError(f"{source['labels']}: --eval-every-epoch needs one label per node")
     if source["splits"]:
         splits = nodefiles.load_splits(source["splits"], g.n_nodes, node_ids=g.node_ids)
-    if need_eval and (labels is None or splits is None):
-        raise InputError(
-            "--eval-every-epoch needs labels and splits: --dataset, or --labels and --splits"
-        )
+    if need_eval and labels is not None and splits is None:  # as evaluate: random splits
+        splits = _random_splits(source, labels)
+    if need_eval and labels is None:
+        raise InputError("--eval-every-epoch needs labels: --dataset, or --labels")
     return g, features, labels, splits
+
+
+TRAIN_FRACTION, VAL_FRACTION, N_SPLITS = 0.5, 0.1, 10
+"""train --eval-every-epoch with --labels and no --splits: 10 random stratified splits
+training on half the labelled nodes (evaluate's default) and holding out a tenth for
+validation, which chooses the epoch."""
+
+
+def _random_splits(source, labels):
+    """The random stratified splits of ``train --eval-every-epoch`` without --splits, with
+    a note saying so (evaluate.random_splits, seeded by the run's --seed)."""
+    import logging
+
+    from ..evaluate import random_splits
+
+    train = source.get("train_fraction") or TRAIN_FRACTION
+    val = source.get("val_fraction") or VAL_FRACTION
+    seed = source.get("seed") or 0
+    splits = random_splits(labels, train, N_SPLITS, val_fraction=val, seed=seed)
+    if source.get("train_fraction") is None:
+        logging.getLogger("caps2ne_np.cli").info(
+            f"note: no --splits: scoring each epoch on {N_SPLITS} random stratified splits "
+            f"training on {train:g} and validating on {val:g} of the labelled nodes (--seed "
+            f"{seed}); pass --splits or --train-fraction to choose"
+        )
+    return splits
 
 
 def check_writable(path, overwrite, option="--out"):

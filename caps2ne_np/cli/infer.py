@@ -14,7 +14,7 @@ from ..defaults import (
 )
 from . import options as opt
 from .files import check_outputs, input_paths, load_input
-from .run import reset_logging, run, wrote
+from .run import run, setup_logging, wrote
 
 
 def parse_positions(value):
@@ -145,7 +145,7 @@ def infer(
     of the model's o_v, so a classifier fitted on o_v applies (docs/inductive.md).
     The embeddings are written in word2vec text format, ids as given in --nodes.
     """
-    reset_logging()
+    setup_logging(quiet)  # the "wrote" line and warnings; errors only with -q
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
     if out is None:
@@ -205,7 +205,7 @@ def _infer(
     from ..graphs.nodefiles import read_id_file
     from ..infer import calibrate, infer_embeddings
     from ..io.formats import write_word2vec
-    from ..io.modelfile import read_model
+    from ..io.modelfile import check_calibration, read_model
     from ..io.modelfile import save_calibration as store_calibration
     from ..model.core import Params
 
@@ -214,6 +214,14 @@ def _infer(
         [("--model", model_path), ("--nodes", nodes_path)] + input_paths(source),
     )
     model = read_model(model_path)
+    if model["run"] is not None:  # read the graph as training did
+        for key, flag in (("directed", "--directed"), ("keep_self_loops", "--keep-self-loops")):
+            if source[key] and not model["run"][key]:
+                raise InputError(
+                    f"{model_path}: the model was trained without {flag}; drop {flag} "
+                    "(infer reads the graph as training did)"
+                )
+            source[key] = model["run"][key]
     params = Params(
         model["W"], model["O"], model["bias"], model["X"], fixed_features=model["fixed_features"]
     )
@@ -237,15 +245,21 @@ def _infer(
     n_old = sum(nid in seen for nid in ids)
     how = "stored in the model file"
     if save_calibration or (aggregate == "calibrated" and calibration is None):
-        calibration = calibrate(
-            *trained,
-            g,
-            features,
-            samples=samples,
-            seed=seed,
-            threads=threads,
-            positions=positions,
-            method=calibration_method,
+        try:
+            calibration = calibrate(
+                *trained,
+                g,
+                features,
+                samples=samples,
+                seed=seed,
+                threads=threads,
+                positions=positions,
+                method=calibration_method,
+            )
+        except InputError as err:  # the model's numbers: name its file
+            raise InputError(f"{model_path}: fitting its calibration: {err}") from None
+        check_calibration(  # NaN from the model's own numbers (a tampered routing_scale)
+            calibration, params.O.shape[1], f"{model_path}: fitting its calibration: the map"
         )
         how = (
             f"{calibration_method}, fitted on {calibration['n']} training nodes of "

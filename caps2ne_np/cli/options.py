@@ -109,6 +109,8 @@ def parse_targets(value):
 
 
 def _click_type(option):
+    if option.kind in ("int", "float") and option.low is None and option.high is None:
+        return click.INT if option.kind == "int" else click.FLOAT  # not "x<=None" in --help
     if option.kind == "int":
         return click.IntRange(min=option.low, max=option.high)
     if option.kind == "float":

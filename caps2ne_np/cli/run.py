@@ -3,7 +3,8 @@ progress bar, and the list of outputs written (for the interruption message).
 
 Exit codes: 0 success, 2 usage errors (click's own), 1 bad input data or a failed
 run, with one line on stderr; ``--debug`` shows the traceback instead; 130 after
-Ctrl-C and 143 after SIGTERM, as shells report a process ended by those signals.
+Ctrl-C and 143 after SIGTERM, as shells report a process ended by those signals, and
+141 when the reader of standard output closed it (``--out - | head``), as after SIGPIPE.
 """
 
 import logging
@@ -37,11 +38,16 @@ _WRITTEN = []  # outputs written by the running command, for the interruption me
 
 
 def wrote(path, what="embeddings"):
-    """Say on stderr that ``path`` was written ('-': standard output) and remember it."""
+    """Say on stderr that ``path`` was written ('-': standard output) and remember it.
+    ``what``: what went to standard output; for a file, None or the text after 'wrote'
+    (the path and its companions)."""
     from ..io.formats import is_stdout
 
     _WRITTEN.append(str(path))
-    log.info(f"wrote {what} to standard output" if is_stdout(path) else f"wrote {path}")
+    if is_stdout(path):
+        log.info(f"wrote {what} to standard output")
+    else:
+        log.info(f"wrote {what if what and str(path) in what else path}")
 
 
 def run(debug, fn, *args, **kwargs):
@@ -73,6 +79,16 @@ def run(debug, fn, *args, **kwargs):
         warnings.showwarning = show
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:  # `train --out - | head`: the reader left
+            if debug:
+                raise
+            _silence_stdout()
+            failure = Failure(
+                "standard output was closed by its reader (a pipe such as head): what "
+                "was written there is cut short"
+            )
+            failure.exit_code = 141  # as a shell reports a process ended by SIGPIPE
+            raise failure from None
         except (InputError, TrainingDiverged, OSError) as err:
             if debug:
                 raise
@@ -105,6 +121,17 @@ def run(debug, fn, *args, **kwargs):
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
+
+
+def _silence_stdout():
+    """Point stdout at the null device, so that the flush at exit does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (click's test runner)
+        pass
 
 
 def one_line(err):

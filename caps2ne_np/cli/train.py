@@ -43,6 +43,21 @@ log = logging.getLogger("caps2ne_np.cli")
     help="Score o_v on the splits after every epoch (logistic regression) and write the "
     "embeddings of the epoch with the best mean validation accuracy.",
 )
+@click.option(
+    "--train-fraction",
+    default=None,
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    help="--eval-every-epoch with --labels but no --splits: 10 random splits, stratified "
+    "by class (seeded by --seed), training on this fraction of the labelled nodes, as "
+    "evaluate does [default: 0.5].",
+)
+@click.option(
+    "--val-fraction",
+    default=None,
+    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+    help="With those random splits: the fraction held out for validation, which "
+    "chooses the epoch [default: 0.1].",
+)
 @opt.edges(
     "Treat each line as u->v only (default: undirected).", "Keep u-u edges (dropped by default)."
 )
@@ -167,6 +182,8 @@ def train(
     labels_path,
     splits_path,
     eval_every_epoch,
+    train_fraction,
+    val_fraction,
     directed,
     keep_self_loops,
     out,
@@ -190,6 +207,13 @@ def train(
     """
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
+    if (train_fraction is not None or val_fraction is not None) and splits_path:
+        raise click.UsageError("give at most one of --splits and --train-fraction/--val-fraction")
+    if (train_fraction or 0.5) + (val_fraction or 0.1) >= 1:
+        raise click.UsageError(
+            "--train-fraction plus --val-fraction must leave nodes to test "
+            f"(got {train_fraction or 0.5:g} + {val_fraction or 0.1:g})"
+        )
     for option, value in (
         ("--npy", npy_out),
         ("--model-out", model_out),
@@ -202,6 +226,11 @@ def train(
     if out is None and graph == "-":
         raise click.UsageError(
             "--graph - (standard input) needs --out (a file, or '-' for standard output)"
+        )
+    if options.get("parallel") == "async" and options.get("engine") == "ray":
+        raise click.UsageError(  # an option conflict: exit 2, before the graph loads
+            "--parallel async: threads of one process share the tables; with --engine ray "
+            "the workers already train batches at once (--workers); drop one of the two"
         )
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
@@ -218,6 +247,9 @@ def train(
         splits=splits_path,
         directed=directed,
         keep_self_loops=keep_self_loops,
+        train_fraction=train_fraction,
+        val_fraction=val_fraction,
+        seed=options["seed"],
     )
     options["normalize_features"] = not no_normalize_features
     ckpt = dict(
@@ -242,6 +274,10 @@ def train(
     )
 
 
+_ESTIMATOR_NAME = {"threads": "n_jobs", "seed": "random_state"}
+"""TrainConfig fields whose Caps2NE parameter has another name."""
+
+
 def _train(
     source,
     eval_every_epoch,
@@ -257,7 +293,7 @@ def _train(
 ):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
-    from ..io.formats import nodes_path, save_npy, write_word2vec
+    from ..io.formats import nodes_path, publish_together, save_npy, write_word2vec
     from ..io.modelfile import save_model
     from ..training import checkpoint
     from ..training.config import TrainConfig, usable_cores
@@ -292,13 +328,16 @@ def _train(
         options["threads"] = usable_cores()
     parallel = options.pop("parallel")
     engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
-    if parallel == "async" and engine["engine"] == "ray":
-        raise InputError(
-            "--parallel async: threads of one process share the tables; with --engine ray "
-            "the workers already train batches at once (--workers); drop one of the two"
-        )
     cfg = TrainConfig(**options)
     log.debug("options: %s; %d thread(s)", cfg, options["threads"])
+    # the model file's run: how the graph was read, the mode, the options as given
+    given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
+    run_record = dict(
+        directed=bool(g.directed),
+        keep_self_loops=bool(source.get("keep_self_loops")),
+        parallel=parallel,
+        params=dict(given, parallel=parallel, **engine),
+    )
     tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
     callback = tracker
     if history_out:
@@ -311,7 +350,8 @@ def _train(
         lr = cfg.lr
         seconds = sum(h["seconds"] for h in result.history)
         log.info(
-            f"trained {len(result.history)} epochs in {seconds:.1f}s: final loss "
+            f"trained {len(result.history)} epoch{'s' * (len(result.history) != 1)} in "
+            f"{seconds:.1f}s: final loss "
             f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
             f"{cfg.lr_schedule})"
         )
@@ -320,22 +360,30 @@ def _train(
         if tracker is not None:
             params = tracker.params_like(result.params)
             log.info(tracker.summary())
-        write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+        # committed together: a failed write (a full disk) replaces none of them
+        with publish_together():
+            write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+            if npy_out:
+                save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
+            if model_out:
+                save_model(
+                    model_out,
+                    params,
+                    g.node_ids,
+                    cfg.to_dict(),
+                    lr,
+                    result.history,
+                    overwrite=overwrite,
+                    run=run_record,
+                )
         wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
         if npy_out:
-            save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
-            wrote(npy_out)
+            ids_file = nodes_path(npy_out)
+            wrote(npy_out, f"{npy_out} (node ids in {ids_file})" if ids_file.exists() else None)
         if model_out:
-            save_model(
-                model_out,
-                params,
-                g.node_ids,
-                cfg.to_dict(),
-                lr,
-                result.history,
-                overwrite=overwrite,
-            )
             wrote(model_out)
+        if history_out:
+            wrote(history_out, f"{history_out} (the per-epoch history)")
         if tracker is not None:  # the outputs hold the kept epoch, which may not be the last
             log.info(
                 f"wrote epoch {tracker.best_epoch} of {len(result.history)}: best validation "
@@ -502,11 +550,16 @@ class _EpochTracker:
         return self.best_params if self.best_params is not None else params
 
     def summary(self):
+        import numpy as np
+
         from ..evaluate import select_epoch
 
         sel = select_epoch(self.results)
+        kept = self.results[self.best_epoch - 1]
         return (
-            f"kept epoch {self.best_epoch} (best mean val acc {100 * self.best_val:.2f}); "
-            f"per-split epoch selection on val: test acc {100 * sel['test_mean']:.2f} "
-            f"+- {100 * sel['test_std']:.2f}"
+            f"kept epoch {self.best_epoch} (best mean val acc {100 * self.best_val:.2f}%): "
+            f"the written embeddings score test acc {100 * kept['test_mean']:.2f} "
+            f"+- {100 * float(np.std(kept['test'])):.2f}% on the splits; with the epoch "
+            f"chosen per split on val (the paper's protocol): {100 * sel['test_mean']:.2f} "
+            f"+- {100 * sel['test_std']:.2f}%"
         )

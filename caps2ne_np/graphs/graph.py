@@ -130,6 +130,8 @@ def _read_stream(source: str) -> bytes:
     suffix = Path(source).suffix.lower() if source != STDIN else ""
     try:
         if source == STDIN:
+            if sys.stdin is None:  # the shell closed it: <&-
+                _fail(name, None, "standard input is closed", "pipe the edges in or name a file")
             fh = sys.stdin.buffer
         elif suffix in COMPRESSED:
             import importlib
@@ -215,7 +217,8 @@ def _parse_weights(tokens, linenos, source):
                     source,
                     int(line),
                     f"weight {_short(tok)} is not a number",
-                    "expected a number > 0 in the third column",
+                    "expected a number > 0 in the third column (fields are split at every "
+                    "space and tab, so a node id cannot contain a space)",
                 )
         _fail(source, None, "a weight is not a number", "expected a number > 0 in the third column")
     with np.errstate(over="ignore"):
@@ -306,7 +309,8 @@ def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=
     if bad.size:
         i = int(bad[0])
         what = f"1 field {_short(rows[i][0])}" if lens[i] == 1 else f"{lens[i]} fields"
-        _fail(source, i + 1, f"line has {what}", "expected " + _FORMAT)
+        fix = "expected " + _FORMAT + ("; a node id cannot contain a space" if lens[i] > 3 else "")
+        _fail(source, i + 1, f"line has {what}", fix)
     has_edge = np.flatnonzero(lens >= 2)
     if has_edge.size == 0:
         _fail(
@@ -567,7 +571,8 @@ def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False, tok
       first appearance, as :func:`read_edgelist` numbers the tokens of a file.
 
     The same policies as :func:`read_edgelist` apply: undirected unless ``directed``
-    (a networkx ``DiGraph`` too), self loops dropped unless ``keep_self_loops``,
+    (a networkx ``DiGraph`` too; ``Caps2NE.fit`` passes ``directed=True`` for one by
+    default), self loops dropped unless ``keep_self_loops``,
     duplicates merged.  ``tokens=False`` (the estimator) accepts labels whose
     ``str`` has whitespace.  Returns ``(graph, labels)``: ``labels[i]`` is node ``i`` as the
     input named it (an int stays an int), ``graph.node_ids[i] == str(labels[i])``.
@@ -579,10 +584,14 @@ def coerce_graph(obj, directed: bool = False, keep_self_loops: bool = False, tok
         return g, list(range(g.n_nodes))
     edges = edges_of(obj)
     if edges is None:
+        hint = ""
+        if isinstance(obj, (str, os.PathLike)):  # a file name: the reader takes it
+            hint = f"; for a file, read it first: fit(read_edgelist({os.fspath(obj)!r}))"
         raise InputError(
             f"cannot read a graph from {type(obj).__name__}; give a scipy.sparse matrix, a "
             "networkx "
             "graph, an (m, 2|3) edge array, a pandas DataFrame of edges or a caps2ne_np Graph"
+            + hint
         )
     src, dst, weights, ids, labels = edges
     return from_edges(

@@ -194,7 +194,14 @@ def _networkx(G):
     dst = np.empty(m, dtype=np.int64)
     w = np.empty(m, dtype=np.float64)
     for e, (a, b, weight) in enumerate(G.edges(data="weight", default=1.0)):
-        src[e], dst[e], w[e] = index[a], index[b], weight
+        src[e], dst[e] = index[a], index[b]
+        try:
+            w[e] = weight
+        except (TypeError, ValueError):
+            raise InputError(
+                f"networkx edge ({a!r}, {b!r}): weight {weight!r} is not a number; "
+                "edge weights must be finite numbers > 0"
+            ) from None
     weights = None if np.all(w == 1.0) else w
     if weights is not None and not np.all(np.isfinite(weights) & (weights > 0)):
         raise InputError("networkx edge weights must be finite and > 0")

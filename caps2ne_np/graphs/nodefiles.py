@@ -208,8 +208,10 @@ def load_features(path, node_ids_path=None, node_ids=None):
     return x[order].tocsr() if sp.issparse(x) else np.ascontiguousarray(x[order])
 
 
-def load_labels(path, node_ids, *, return_classes: bool = False):
+def load_labels(path, node_ids, *, return_classes: bool = False, within="the graph"):
     """Node labels from lines ``node label`` (``#`` comments and blank lines skipped).
+    ``within`` names where ``node_ids`` come from in the message for an unknown node
+    (evaluate: the embedding file).
 
     A node on several lines with different labels makes the set multi-label. Classes
     are numbered in sorted order (numerically when every label is an integer).
@@ -237,7 +239,7 @@ def load_labels(path, node_ids, *, return_classes: bool = False):
         node = index.get(fields[0], -1)
         if node < 0:
             raise InputError(
-                f"{path}:{lineno}: node {fields[0]!r} is not in the graph; remove the line or fix "
+                f"{path}:{lineno}: node {fields[0]!r} is not in {within}; remove the line or fix "
                 "the id"
             )
         pairs.add((node, fields[1]))

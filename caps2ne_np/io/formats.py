@@ -245,8 +245,55 @@ def _keep_mode(tmp: Path, target: Path) -> None:
             pass
 
 
+_STAGED = []
+"""The publications ``publish_together`` holds back: a list per open block (innermost
+last) of ("publish", tmp, target, overwrite) and ("unlink", path) actions."""
+
+
+@contextmanager
+def publish_together():
+    """Hold back every output the block writes (``atomic_write``, ``save_npy``,
+    ``save_npz``, word2vec) until the block ends: then all are renamed into place, in
+    the order written; if the block raises (a full disk while writing the third), none
+    is, their temp files are removed and every old file stays as it was.  Renames need
+    no space, so once every temp file is complete, publishing them all almost never
+    fails.  (Standard output is written at once: it cannot be held back.)"""
+    _STAGED.append([])
+    try:
+        yield
+    except BaseException:
+        for action in _STAGED.pop():
+            if action[0] == "publish":
+                _discard(action[1])
+        raise
+    actions = _STAGED.pop()
+    for i, action in enumerate(actions):
+        try:
+            if action[0] == "publish":
+                _publish(*action[1:])
+            elif _exists(action[1]):
+                os.unlink(action[1])
+        except BaseException:
+            for rest in actions[i + 1 :]:
+                if rest[0] == "publish":
+                    _discard(rest[1])
+            raise
+
+
+def _unlink_output(path: Path) -> None:
+    """Remove an output's stale companion (``save_npy``'s nodes file), or stage that."""
+    if _STAGED:
+        _STAGED[-1].append(("unlink", path))
+    elif _exists(path):
+        os.unlink(path)
+
+
 def _publish(tmp: Path, target: Path, overwrite: bool) -> None:
-    """Move the finished temp file to ``target``; without overwrite, never clobber."""
+    """Move the finished temp file to ``target``; without overwrite, never clobber.
+    Inside ``publish_together``: only noted, done when the block ends."""
+    if _STAGED:
+        _STAGED[-1].append(("publish", tmp, target, overwrite))
+        return
     if overwrite:
         if target.exists() and not target.is_file():  # became a device / FIFO meanwhile
             raise InputError(f"{target}: exists and is not a regular file; refusing to replace it")
@@ -725,8 +772,8 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
         pending.remove(tmp_matrix)
         if write_ids:
             _publish(tmp_nodes, nodes, overwrite)
-        elif _exists(nodes):
-            os.unlink(nodes)
+        else:
+            _unlink_output(nodes)
     except BaseException as err:
         for tmp in pending:
             _discard(tmp)
@@ -918,11 +965,17 @@ def save_npz(path, overwrite: bool = False, **arrays) -> None:
 
 def load_npz(path) -> dict:
     """All arrays of an ``.npz`` as a dict, read fully (the file is closed); pickles refused."""
+    if os.fspath(path) == "":
+        raise InputError("an empty path was given; give the path of an .npz file")
     p = Path(os.fspath(path))
     if not p.is_file():
-        raise InputError(
-            f"{path}: {'is a directory' if p.is_dir() else 'no such file'}; give an .npz file"
-        )
+        if p.is_dir():
+            what = "is a directory"
+        elif p.exists():  # /dev/null, /dev/zero, a FIFO, a socket
+            what = "is not a regular file (a device, FIFO or socket)"
+        else:
+            what = "no such file"
+        raise InputError(f"{path}: {what}; give an .npz file")
     try:
         with open(p, "rb") as fh:
             head = fh.read(4)

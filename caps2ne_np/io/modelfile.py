@@ -13,7 +13,11 @@ them still load): ``node_labels`` (N,) int64 when every node label given to
 ``Caps2NE.fit`` was an int (``Caps2NE.load`` gives them back as ints); the
 calibration of Algorithm 3's outputs onto the o_v (``infer.calibrate``):
 ``calibration_A`` (k, k), ``calibration_b`` (k,) and ``calibration`` (JSON: method,
-n, samples, positions, seed).
+n, samples, positions, seed); ``run`` (JSON, ``RUN_KEYS``): how the graph was read
+(``directed``, ``keep_self_loops``: ``infer`` and ``Caps2NE.transform`` read a graph the
+same way), the ``parallel`` mode, and ``params``, the estimator's parameters as the user
+gave them (``Caps2NE.load`` gives those back, not the values a preset filled in; the
+config holds those).  A file without ``run``: undirected, no self loops, 'sync'.
 
 ``read_model`` checks all of it (``check_model``) before anything is used: the format
 and version, the arrays, unique node ids, the config by the rows of
@@ -33,6 +37,7 @@ from .files import first_repeat
 from .formats import load_npz, save_npz
 
 MODEL_FORMAT = "caps2ne_np.model"
+CHECKPOINT_FORMAT = "caps2ne_np.checkpoint"  # training/checkpoint.py's FORMAT
 MODEL_VERSION = 1
 
 
@@ -56,9 +61,20 @@ def integer_labels(labels):
     return None
 
 
-def save_model(path, params, node_ids, config, lr, history, overwrite=False, calibration=None):
+RUN_KEYS = {
+    "directed": (bool, False),
+    "keep_self_loops": (bool, False),
+    "parallel": (str, "sync"),
+    "params": (dict, None),
+}
+"""The keys of a model file's ``run`` member: type, and the value of a file without it."""
+
+
+def save_model(
+    path, params, node_ids, config, lr, history, overwrite=False, calibration=None, run=None
+):
     """Write ``params`` (core.Params) and their context to ``path`` (atomic); with
-    ``calibration`` (``infer.calibrate``) also that.
+    ``calibration`` (``infer.calibrate``) also that; ``run``: a dict of ``RUN_KEYS``.
 
     ``node_ids``: each row's node, as strings or as the labels the input gave (stored
     as ``str(label)``; when every label is an int, the ints are stored too, as
@@ -83,7 +99,29 @@ def save_model(path, params, node_ids, config, lr, history, overwrite=False, cal
     if calibration is not None:
         check_calibration(calibration, params.O.shape[1])
         arrays.update(_calibration_arrays(calibration))
+    if run is not None:
+        arrays["run"] = np.asarray(json.dumps(_check_run(path, run)))
     save_npz(path, overwrite=overwrite, **arrays)
+
+
+def default_run():
+    """The ``run`` of a file written before it was stored (RUN_KEYS' defaults)."""
+    return {key: default for key, (_, default) in RUN_KEYS.items()}
+
+
+def _check_run(path, run):
+    """``run`` (RUN_KEYS) with the defaults of the keys it lacks; InputError if damaged."""
+    if not isinstance(run, dict):
+        _bad(path, f"run is a JSON {type(run).__name__}, expected an object")
+    out = default_run()
+    for key, value in run.items():
+        kind = RUN_KEYS.get(key, (None,))[0]
+        if kind is not None and not isinstance(value, kind) and value is not None:
+            _bad(path, f"run {key} is {value!r}, expected a {kind.__name__}")
+        out[key] = value
+    if out["parallel"] not in ("sync", "async"):
+        _bad(path, f"run parallel is {out['parallel']!r}, expected 'sync' or 'async'")
+    return out
 
 
 def save_calibration(path, calibration):
@@ -172,9 +210,11 @@ def check_option(name, value):
     return value
 
 
-def check_config(path, config, k, n_slots):
+def check_config(path, config, k, n_slots, d=None):
     """The config of a model file checked as training checks its options (``check_option``)
-    and against the arrays (dim = k, walk_length = q = n_slots + 1); InputError, one line."""
+    and against the arrays (dim = k, walk_length = q = n_slots + 1, feat_dim = d of a
+    trained x; ``d`` None: fixed features, whose size the config does not set); InputError,
+    one line."""
     if not isinstance(config, dict):
         _bad(path, f"config is a JSON {type(config).__name__}, expected an object")
     missing = [key for key in REQUIRED_CONFIG if key not in config]
@@ -189,6 +229,8 @@ def check_config(path, config, k, n_slots):
                 _bad(path, f"config {name} {err}")
     if config.get("dim", k) != k:
         _bad(path, f"config dim is {config['dim']} but O has k = {k} columns")
+    if d is not None and config.get("feat_dim", d) != d:
+        _bad(path, f"config feat_dim is {config['feat_dim']} but W and X have d = {d}")
     if config.get("walk_length", n_slots + 1) != n_slots + 1:
         _bad(path, f"config walk_length is {config['walk_length']} but W has {n_slots} slots")
     targets = config.get("targets")
@@ -280,7 +322,8 @@ def _read_calibration(path, arrays, k):
 def read_model(path):
     """Read a model file: dict with W, O, bias, X (or None), fixed_features, node_ids,
     node_labels (the ids as the input named them: ints for integer labels), config,
-    lr_used, history, calibration (or None).
+    lr_used, history, calibration (or None), run (RUN_KEYS; None for a file without it:
+    ``default_run()`` then says what the run most likely was).
 
     The whole file is checked first (``check_model``): InputError, one line, for
     anything that is not a model this version can use."""
@@ -304,6 +347,7 @@ def read_model(path):
         config=config,
         history=history,
         calibration=calibration,
+        run=_check_run(path, _json(path, arrays, "run")) if "run" in arrays else None,
     )
 
 
@@ -313,6 +357,11 @@ def check_model(path, arrays):
     one line naming the first problem."""
     fmt = arrays.get("format")
     if fmt is None or np.ndim(fmt) != 0 or str(fmt) != MODEL_FORMAT:
+        if fmt is not None and np.ndim(fmt) == 0 and str(fmt) == CHECKPOINT_FORMAT:
+            raise InputError(
+                f"{path}: a training checkpoint, not a model file; continue it with train "
+                "--resume DIR, or write a model with train --model-out"
+            )
         raise InputError(f"{path}: not a caps2ne_np model file (no format tag)")
     version = arrays.get("version")
     if version is None:
@@ -342,7 +391,8 @@ def check_model(path, arrays):
         if [str(x) for x in labels.tolist()] != ids.tolist():
             _bad(path, "node_labels do not match node_ids")
     k, n_slots = arrays["O"].shape[1], arrays["W"].shape[0]
-    config = check_config(path, _json(path, arrays, "config"), k, n_slots)
+    d = None if bool(arrays["fixed_features"]) else arrays["W"].shape[2]
+    config = check_config(path, _json(path, arrays, "config"), k, n_slots, d)
     lr = config.get("lr_used")
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float))):
         _bad(path, f"config lr_used is {lr!r}, expected a number")

@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..defaults import SPECTRAL_MODES
+from ..defaults import PRONE_THETA_MAX, SPECTRAL_MODES
 from ..errors import InputError
 
 log = logging.getLogger(__name__)
@@ -200,17 +200,25 @@ def check(cfg, user_features):
             f"(--features, or a --dataset's: --featureless drops those), so there is no x for "
             f"ProNE to {verb}; drop the features or use --spectral none"
         )
+    if mode == "features" and cfg.skipgram_weight:
+        raise InputError(
+            "--skipgram-weight: the skip-gram term trains x, and --spectral features makes "
+            "x ProNE's fixed features; use --spectral init or init_xo (ProNE starts x, "
+            "which then trains) or --skipgram-weight 0"
+        )
     if mode in ("init", "init_xo") and cfg.spectral_dim not in (None, cfg.feat_dim):
         raise InputError(
             f"--spectral-dim {cfg.spectral_dim}: with --spectral {mode} ProNE starts x, "
             f"whose size is --feat-dim {cfg.feat_dim}; leave --spectral-dim unset"
         )
-    for name, value, ok, what in (
-        ("prone_mu", cfg.prone_mu, math.isfinite(cfg.prone_mu), "a finite number"),
-        ("prone_theta", cfg.prone_theta, cfg.prone_theta > 0, "a number > 0"),
-    ):
-        if not ok:
-            raise InputError(f"--{name.replace('_', '-')}: must be {what}, got {value}")
+    for name, low, high in (("prone_mu", 0.0, 2.0), ("prone_theta", 0.0, PRONE_THETA_MAX)):
+        value = getattr(cfg, name)  # theta > 0; mu within the Laplacian's spectrum [0, 2]
+        ok = math.isfinite(value) and (value > low if name == "prone_theta" else value >= low)
+        if not (ok and value <= high):
+            lo = "(" if name == "prone_theta" else "["
+            raise InputError(
+                f"--{name.replace('_', '-')}: must be in {lo}{low:g}, {high:g}], got {value}"
+            )
 
 
 def start(indptr, indices, weights, cfg, features=None, resume=False):
@@ -233,17 +241,29 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
     A = adjacency(indptr, indices, weights, n)
     seed = derive_seed(cfg.seed, "spectral") % (2**32)
     d = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
+    sizes = [("--spectral-dim" if cfg.spectral_dim else "--feat-dim", d)]
+    if cfg.spectral == "init_xo":
+        sizes.append(("--dim", cfg.dim))  # O starts from ProNE at d = k
+    for flag, size in sizes:  # ProNE's SVD needs d < N: name the option that set d
+        if not 1 <= size < n:
+            raise InputError(
+                f"{flag} {size}: --spectral {cfg.spectral} runs ProNE at d = {size}, which "
+                f"needs d < N = {n} (the graph's nodes); lower {flag} or use --spectral none"
+            )
 
     def embed(dim):
         return prone(A, dim, seed, cfg.prone_order, cfg.prone_mu, cfg.prone_theta)
 
-    E = embed(d)
+    zero_rows = []
+    E = fill_zero_rows(embed(d), derive_seed(cfg.seed, "spectral zero rows"), zero_rows)
     if cfg.spectral == "features":
         out = dict(features=E)
     else:
         out = dict(X=E * np.float32(math.sqrt(1 / 3)))
     if cfg.spectral == "init_xo":
-        Ek = E if cfg.dim == d else embed(cfg.dim)
+        Ek = E
+        if cfg.dim != d:
+            Ek = fill_zero_rows(embed(cfg.dim), derive_seed(cfg.seed, "spectral zero O"), [])
         out["O"] = Ek * np.float32(math.sqrt(2.0 * cfg.dim / (n + cfg.dim)))
     seconds = time.perf_counter() - t0
     what = dict(features="fixed features x", init="the start of x", init_xo="the start of x and O")
@@ -251,4 +271,22 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
         f"spectral start: ProNE d={d} (order {cfg.prone_order}, mu {cfg.prone_mu:g}, theta "
         f"{cfg.prone_theta:g}) as {what[cfg.spectral]} in {seconds:.2f} s"
     )
+    if zero_rows[0]:
+        note += (
+            f"; {zero_rows[0]} of {n} rows were zero (nodes without edges, or cancelled by "
+            "the propagation): those start from random unit rows"
+        )
     return SpectralStart(seconds=seconds, note=note, **out)
+
+
+def fill_zero_rows(E, seed, count):
+    """``E`` with each all-zero row replaced by a random unit row (float32, from ``seed``):
+    a zero x or o_v never trains (squash has no gradient at 0), so a node ProNE cannot
+    place starts at random as without the spectral start.  Appends the count to ``count``."""
+    zero = ~np.any(E != 0, axis=1)
+    count.append(int(zero.sum()))
+    if zero.any():
+        E = E.copy()
+        R = np.random.default_rng(seed).standard_normal((int(zero.sum()), E.shape[1]))
+        E[zero] = (R / np.linalg.norm(R, axis=1, keepdims=True)).astype(E.dtype)
+    return E

@@ -136,6 +136,11 @@ def load(directory):
     path = Path(directory) / LATEST
     prev = Path(directory) / PREVIOUS
     if not path.is_file() and not prev.is_file():
+        if (Path(directory) / "driver.npz").is_file():  # distributed.DRIVER_FILE
+            raise InputError(
+                f"{directory}: a checkpoint of --engine ray (driver.npz and shards); resume "
+                "it with --engine ray and the same --workers and --servers"
+            )
         raise InputError(
             f"{directory}: no {LATEST} to resume from; was the run started with --checkpoint-dir?"
         )
@@ -287,7 +292,8 @@ def _check_same_run(ckpt, config, graph_hash):
             "this checkpoint; resume with the same input"
         )
     saved = dict(ckpt["config"])
-    saved.setdefault("skipgram_weight", 0.0)  # older checkpoints: the paper's loss
+    for key, value in RECORDED_LATER.items():  # older checkpoints trained with these
+        saved.setdefault(key, value)
     diff = [
         k
         for k in saved
@@ -306,6 +312,38 @@ def _check_same_run(ckpt, config, graph_hash):
         )
 
 
+RECORDED_LATER = {"skipgram_weight": 0.0, "node2vec_p": 1.0, "node2vec_q": 1.0}
+"""Options added after the first checkpoints, with the value every run before them used
+(the paper's loss; first-order walks): a checkpoint without them resumes only with these."""
+
+
+class RecordsParallel:
+    """The ``checkpoint_extra`` of ``train.fit``: stores the run's ``parallel`` mode
+    ('sync' or 'async') in every checkpoint next to the caller's ``inner`` extra state,
+    and refuses a resume in another mode (a checkpoint without it: 'sync').  ``source``:
+    the resumed folder, for the message."""
+
+    def __init__(self, parallel, inner=None, source=None):
+        self.parallel, self.inner, self.source = parallel, inner, source
+
+    def checkpoint_arrays(self):
+        arrays = dict(self.inner.checkpoint_arrays()) if self.inner is not None else {}
+        arrays["parallel"] = np.asarray(self.parallel)
+        return arrays
+
+    def restore_checkpoint(self, arrays):
+        arrays = dict(arrays)
+        recorded = str(arrays.pop("parallel", "sync"))
+        if recorded != self.parallel:
+            raise InputError(
+                f"{self.source}: options differ from the checkpointed run: --parallel "
+                f"{recorded} (now {self.parallel}); resume with the same options (only "
+                "--epochs and --threads may change)"
+            )
+        if self.inner is not None:
+            self.inner.restore_checkpoint(arrays)
+
+
 def _check_epochs(ckpt, config):
     done = int(ckpt["state"].get("epoch", 0)) + (1 if ckpt["state"].get("batch") else 0)
     if config.get("epochs") is not None and int(config["epochs"]) < done:
@@ -322,7 +360,9 @@ def _shown(value):
         return "unset (the preset's value)"
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, float):  # 0.5, but 0.5000000001 when :g would hide the change
+        return f"{value:g}" if float(f"{value:g}") == value else repr(value)
+    return str(value)
 
 
 @contextmanager

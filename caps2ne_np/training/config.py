@@ -10,6 +10,7 @@ and a budget of training pairs per node (``budget_epochs``), or 'paper'.
 """
 
 import math
+import numbers
 import os
 from dataclasses import asdict, dataclass, replace
 
@@ -171,6 +172,7 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
     ``loop.TrainResult.notes``).
 
     Explicit options always win: ``epochs=N`` trains exactly N epochs."""
+    cfg = check_types(cfg)
     name = preset_for(cfg, fixed_features)
     values, notes = {}, []
     if cfg.skipgram_weight is None and (fixed_features or cfg.feat_dim != cfg.dim):
@@ -280,6 +282,81 @@ def budget_epochs(n_nodes, n_edges, cfg):
     return epochs, why + f", {per_epoch} per epoch"
 
 
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def check_types(cfg):
+    """``cfg`` with every option as a plain Python value (numpy integers and floats
+    become ``int`` / ``float``), or InputError (one line, naming the option) for a value
+    of the wrong type: ``dim='4'``, ``dim=4.0``, ``epochs=True``, ``lr='0.001'``,
+    ``normalize_features='no'``.  Options whose default is None (set by the preset) may
+    be None.  Runs before anything reads the options (``resolve``)."""
+    values = {}
+    for name, option in OPTIONS.items():
+        value = getattr(cfg, name)
+        if value is None and option.default is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if option.kind == "int":
+            if not _is_int(value):
+                raise InputError(f"{flag}: must be an integer, got {value!r}")
+            values[name] = int(value)
+        elif option.kind == "float":
+            if not _is_real(value):
+                raise InputError(f"{flag}: must be a number, got {value!r}")
+            values[name] = float(value)
+        elif option.kind == "flag":
+            if not isinstance(value, (bool, np.bool_)):
+                raise InputError(f"{flag}: must be True or False, got {value!r}")
+            values[name] = bool(value)
+        elif option.kind == "choice":
+            if not isinstance(value, str):
+                raise InputError(f"{flag}: must be one of {option.choices}, got {value!r}")
+        elif option.kind == "positions":
+            ok = isinstance(value, str) or (
+                isinstance(value, (tuple, list)) and all(_is_int(t) for t in value)
+            )
+            if not ok:
+                raise InputError(
+                    f"{flag}: must be 'all', 'random' or a tuple of 0-based positions, "
+                    f"got {value!r}"
+                )
+            if not isinstance(value, str):
+                values[name] = tuple(int(t) for t in value)
+    return replace(cfg, **values)
+
+
+def _in_range(value, option):
+    """Whether a number is within ``option``'s range (finite for a float)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    low_ok = option.low is None or (
+        value > option.low if "low" in option.open else value >= option.low
+    )
+    high_ok = option.high is None or (
+        value < option.high if "high" in option.open else value <= option.high
+    )
+    return low_ok and high_ok
+
+
+def range_text(option):
+    """``option``'s range as the messages and --help say it: '>= 1', 'in (0, 100]'."""
+    lo = "(" if "low" in option.open else "["
+    hi = ")" if "high" in option.open else "]"
+    if option.low is not None and option.high is not None:
+        return f"in {lo}{option.low:g}, {option.high:g}{hi}"
+    if option.low is not None:
+        return f"{'>' if 'low' in option.open else '>='} {option.low:g}"
+    if option.high is not None:
+        return f"{'<' if 'high' in option.open else '<='} {option.high:g}"
+    return "finite"
+
+
 def validate(cfg, n_nodes):
     """Raise InputError (one line, naming the option) for an out-of-range option: the
     ranges and choices of ``defaults.OPTIONS``, then the rules that involve the graph."""
@@ -343,6 +420,10 @@ def validate(cfg, n_nodes):
             walks_mod.check_node2vec(name, value)
         except InputError:
             need(False, name, f"must be a finite number in [{lo:g}, {hi:g}], got {value!r}")
+    for name, option in OPTIONS.items():  # every other range: --prone-mu, --prone-theta, ...
+        value = getattr(cfg, name)
+        if option.kind in ("int", "float") and value is not None:
+            need(_in_range(value, option), name, f"must be {range_text(option)}, got {value!r}")
     if cfg.batch_size is not None and cfg.walks_per_node is not None:
         check_step_memory(cfg, n_nodes, cfg.feat_dim, sparse=True)  # before any allocation
     try:
@@ -361,13 +442,16 @@ def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
     parameters with Adam's two moments, and one step's intermediates (float32; indices
     int64).  P = B x targets per walk pairs, I = q - 1 slots, m routing iterations:
     x and u (I, P, d) with their gradients, u_hat and its gradient (I, P, k), the
-    routing's c (m, P, I), s and e (m, P, k), the sampled logits (P, |V'|) twice."""
+    routing's c (m, P, I), s and e (m, P, k), the sampled logits (P, |V'|) twice; with
+    the skip-gram term's negative sampling, K negatives per (slot, pair) item: their
+    positions, scores and gradients (I P K)."""
     q, k, B, m = cfg.walk_length, cfg.dim, cfg.batch_size, cfg.routing_iters
     I = q - 1
     per_walk = q if cfg.targets == "all" else 1 if cfg.targets == "random" else len(cfg.targets)
     P = B * per_walk
     S = sampled_size(cfg, n_nodes)
     d = 0 if sparse_features else feat_dim
+    K = int(cfg.skipgram_negatives) if cfg.skipgram_weight else 0
     floats = (
         4 * I * P * d
         + 2 * I * P * k
@@ -376,9 +460,10 @@ def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
         + 2 * P * S
         + 3 * n_nodes * (k + 1 + (feat_dim if not sparse_features and d else 0))
         + 4 * I * k * feat_dim
+        + 3 * I * P * K
     )
     ints = B * q + 3 * I * P + (n_nodes * cfg.walks_per_node if cfg.batch_mode == "shuffle" else 0)
-    return 4 * floats + 8 * ints
+    return 4 * floats + 8 * (ints + 2 * I * P * K)
 
 
 def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
@@ -388,7 +473,13 @@ def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
     check_memory(
         step_memory(cfg, n_nodes, feat_dim, sparse),
         f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
-        f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes",
+        f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters}"
+        + (
+            f", --skipgram-negatives {cfg.skipgram_negatives}"
+            if cfg.skipgram_weight and cfg.skipgram_negatives
+            else ""
+        )
+        + f" on {n_nodes} nodes",
         "lower them (--batch-size first)",
     )
 

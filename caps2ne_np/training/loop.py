@@ -128,7 +128,12 @@ def run_epochs(
         where = f"; the last good checkpoint is in {checkpoint_dir}" if checkpoint_dir else ""
         fix = f"lower --lr (now {cfg.lr:g})"
         q = cfg.walk_length
-        if cfg.routing_scale is not None and cfg.routing_scale > q - 1:
+        if cfg.skipgram_weight and cfg.skipgram_weight > 1:  # lambda L_sg dwarfs the rest
+            fix = (
+                f"lower --skipgram-weight (now {cfg.skipgram_weight:g}; 1 weighs the two "
+                f"losses alike) or --lr (now {cfg.lr:g})"
+            )
+        elif cfg.routing_scale is not None and cfg.routing_scale > q - 1:
             fix = (
                 f"lower --routing-scale (now {cfg.routing_scale:g}; the authors' is q - 1 = "
                 f"{q - 1}) or --lr (now {cfg.lr:g})"

@@ -17,6 +17,7 @@ import logging
 import math
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, nullcontext
 from copy import copy
@@ -25,7 +26,7 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..errors import InputError
+from ..errors import InputError, InputWarning
 from ..kernels import _jit
 from ..kernels._threads import StepThreads
 from ..kernels.rng import derive_seed
@@ -90,6 +91,8 @@ def fit(
     """
     if parallel not in PARALLEL_MODES:
         raise InputError(f"--parallel: must be one of {PARALLEL_MODES}, got {parallel!r}")
+    # every checkpoint records the mode; a resume in the other one is refused
+    checkpoint_extra = checkpoint.RecordsParallel(parallel, checkpoint_extra, resume_from)
     n_nodes = int(indptr.shape[0] - 1)
     n_edges = int(np.asarray(indices).shape[0])
     cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
@@ -127,7 +130,7 @@ def fit(
             )
             stack.callback(engine.close)
             engine.checkpoint_every = int(checkpoint_every)  # rounds end at its multiples
-            return run_epochs(
+            result = run_epochs(
                 engine,
                 result,
                 engine.stream.source.n_walks,
@@ -140,6 +143,14 @@ def fit(
             )
     finally:
         numba.set_num_threads(old_threads)
+    if not np.any(result.params.O):  # never silent (a zero start does not train)
+        warnings.warn(
+            f"all {n_nodes} trained embeddings o_v are zero: nothing trained (squash has "
+            "no gradient at a zero start); check --spectral, --lr and --epochs",
+            InputWarning,
+            stacklevel=2,
+        )
+    return result
 
 
 class LocalEngine:

@@ -147,6 +147,13 @@ def node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v):
     without the membership test x in N(t), a binary search in the row of t, whose
     indices must be sorted.  A node without out-edges (or whose out-weights are all 0)
     stays put, as in ``walk_step``.
+
+    After ``NODE2VEC_TRIES`` rejections the step is drawn exactly instead
+    (``_node2vec_exact``: one pass over v's edges, one draw): an accepted proposal and
+    the exact draw have the same distribution, so their mixture has it too, and a step
+    costs at most NODE2VEC_TRIES proposals plus one pass.  (Where almost every proposal
+    is rejected -- a directed cycle with p = 0.001, q = 1000 accepts one in 10^6 -- runs
+    were 30x slower and a signal waited ~30 s for the kernel.)
     """
     lo, hi = indptr[v], indptr[v + 1]
     if hi == lo:
@@ -158,7 +165,7 @@ def node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v):
             return state, v
     a_max = max(inv_p, max(1.0, inv_q))
     a_min = min(inv_p, min(1.0, inv_q))
-    while True:
+    for _ in range(NODE2VEC_TRIES):
         if weighted:
             state, u = rand_uniform(state)
             x = indices[_pick_weighted(cum, lo, hi, u * total)]
@@ -177,6 +184,50 @@ def node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v):
             alpha = inv_q
         if bar < alpha:
             return state, x
+    return _node2vec_exact(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v)
+
+
+NODE2VEC_TRIES = 16
+"""Proposals of a node2vec step before it is drawn exactly (``node2vec_step``)."""
+
+
+@kernel
+def _node2vec_exact(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v):
+    """The exact second-order step from v (come from t), v with out-edges of positive
+    total weight: mass_e = w_e alpha(t, x_e) over v's edges e in order (w_e = 1, or the
+    edge's weight as cum[e] - cum[e - 1]), one draw u ~ U[0, 1), the first edge whose
+    running mass exceeds u * sum_e mass_e (the last edge of positive mass if rounding
+    leaves none); returns (state, x)."""
+    lo, hi = indptr[v], indptr[v + 1]
+    total = 0.0
+    for e in range(lo, hi):
+        total += _node2vec_mass(indptr, indices, cum, weighted, inv_p, inv_q, t, lo, e)
+    state, u = rand_uniform(state)
+    bar = u * total
+    acc = 0.0
+    last = lo
+    for e in range(lo, hi):
+        m = _node2vec_mass(indptr, indices, cum, weighted, inv_p, inv_q, t, lo, e)
+        if m > 0.0:
+            acc += m
+            last = e
+            if acc > bar:
+                return state, indices[e]
+    return state, indices[last]
+
+
+@kernel
+def _node2vec_mass(indptr, indices, cum, weighted, inv_p, inv_q, t, lo, e):
+    """w_e alpha(t, x_e) of edge e of the row starting at lo (``_node2vec_exact``)."""
+    w = 1.0
+    if weighted:
+        w = cum[e] - cum[e - 1] if e > lo else cum[e]
+    x = indices[e]
+    if x == t:
+        return w * inv_p
+    if _has_edge(indptr, indices, t, x):
+        return w
+    return w * inv_q
 
 
 @kernel
