@@ -241,9 +241,12 @@ def test_paper_preset_and_term_off_train_the_same_bits_as_the_path_without_the_t
     and give the same O, X, W and biases.  (This replaced SHA-256s recorded on one CPU:
     float bits differ between CPUs -- BLAS and Numba pick kernels by the instruction set
     -- so a recorded float hash is not a property of the code; issue 33, item 1.)"""
+    from caps2ne_np.training import fused
     from caps2ne_np.training.config import ModelConfig, TrainConfig
     from caps2ne_np.training.train import fit
 
+    # both runs on the Python step, where the term lives (the compiled step has no term)
+    monkeypatch.setattr(fused, "supports", lambda cfg, kind: False)
     indptr, indices, _ = _partition()
     cfg = TrainConfig(**SMALL_RUN, preset=preset, seed=3, **extra)
     without = fit(indptr, indices, None, cfg)
