@@ -94,6 +94,8 @@ class Caps2NE(BaseEstimator):
         prone_order=D["prone_order"],
         prone_mu=D["prone_mu"],
         prone_theta=D["prone_theta"],
+        propagate=D["propagate"],
+        stop=D["stop"],
         engine="single",
         parallel="sync",
         workers=1,
@@ -134,6 +136,8 @@ class Caps2NE(BaseEstimator):
         self.prone_order = prone_order
         self.prone_mu = prone_mu
         self.prone_theta = prone_theta
+        self.propagate = propagate  # ProNE's propagation of the written o_v (propagation.py)
+        self.stop = stop  # 'auto': end before the budget when the o_v stop moving (budget.py)
         self.engine = engine  # 'ray': sharded training (distributed.py)
         self.parallel = parallel  # 'async': lock-free threads (train.AsyncEngine)
         self.workers = workers
@@ -174,6 +178,8 @@ class Caps2NE(BaseEstimator):
             prone_order=self.prone_order,
             prone_mu=self.prone_mu,
             prone_theta=self.prone_theta,
+            propagate=self.propagate,
+            stop=self.stop,
             threads=_threads(self.n_jobs),
             seed=_seed(self.random_state),
             node2vec_p=self.node2vec_p,
@@ -249,6 +255,12 @@ class Caps2NE(BaseEstimator):
         self.history_ = result.history
         self.config_ = result.config.to_dict()
         self.lr_ = result.optimizer.lr
+        from .model import propagation
+
+        with _api_errors():
+            self.propagation_ = propagation.apply(
+                graph.indptr, graph.indices, graph.weights, result.config, p.O
+            )
         if hasattr(self, "calibration_"):
             del self.calibration_  # fitted for the parameters a refit replaces
         return self
@@ -261,7 +273,9 @@ class Caps2NE(BaseEstimator):
         return self.fit(graph, X, **fit_params).get_embedding()
 
     def get_embedding(self):
-        """The node embeddings o_v: (N, k) float32; row i is node ``node_ids_[i]``.
+        """The node embeddings: (N, k) float32; row i is node ``node_ids_[i]``: the o_v, or
+        the o_v propagated when ``propagate`` said so (``propagation_`` is then set; its
+        ``E`` is this, unit rows; model/propagation.py).
 
         The order is the graph's, not sorted ids: matrix rows, ``G.nodes`` for
         networkx, first appearance for an edge list or edge array (so row 5 is node
@@ -269,7 +283,8 @@ class Caps2NE(BaseEstimator):
         the rows by node.
         """
         _check_fitted(self)
-        return self.O_
+        propagated = getattr(self, "propagation_", None)
+        return self.O_ if propagated is None else propagated.E
 
     def embedding_dict(self):
         """``{node: o_v}``: each node as the input named it (``nodes_``) to its (k,) vector.
@@ -278,7 +293,7 @@ class Caps2NE(BaseEstimator):
         or DataFrame values, matrix rows as ints; the id strings for a file).
         """
         _check_fitted(self)
-        return dict(zip(self.node_ids_, self.O_))
+        return dict(zip(self.node_ids_, self.get_embedding()))
 
     def to_keyedvectors(self):
         """The embeddings as gensim ``KeyedVectors`` keyed by ``node_ids_``, as
@@ -290,7 +305,7 @@ class Caps2NE(BaseEstimator):
         except ImportError:
             raise ImportError("to_keyedvectors needs gensim: pip install gensim") from None
         kv = KeyedVectors(vector_size=self.O_.shape[1])
-        kv.add_vectors(list(self.node_ids_), np.asarray(self.O_, dtype=np.float32))
+        kv.add_vectors(list(self.node_ids_), np.asarray(self.get_embedding(), dtype=np.float32))
         return kv
 
     def _graph(self, graph):
@@ -320,15 +335,24 @@ class Caps2NE(BaseEstimator):
         on the training nodes in ``graph``), 'mean' (the paper's average) or 'sum'
         (infer.infer_embeddings).
         Returns (V, k) float32 from e over Z sampled contexts (infer.py); row a is
-        ``nodes[a]``.
+        ``nodes[a]``.  A propagated model (``propagation_``) sends the calibrated outputs
+        through the run's filter and map (infer_propagated.py): rows in the space of
+        ``get_embedding()``.
         """
         from .infer import DEFAULT_AGGREGATE, infer_embeddings
 
         _check_fitted(self)
+        run = infer_embeddings
+        if getattr(self, "propagation_", None) is not None:  # the written space: propagated
+            import functools
+
+            from .infer_propagated import infer_propagated
+
+            run = functools.partial(infer_propagated, propagated=self.propagation_)
         with _api_errors():
             g, labels = self._graph(graph)
             idx = _node_indices(graph, g, labels, nodes)
-            _, E = infer_embeddings(
+            _, E = run(
                 self.params_(),
                 self.config_,
                 self.node_ids_,
@@ -382,6 +406,7 @@ class Caps2NE(BaseEstimator):
                 self.history_,
                 overwrite=overwrite,
                 calibration=getattr(self, "calibration_", None),
+                propagation=getattr(self, "propagation_", None),
             )
 
     @classmethod
@@ -406,6 +431,8 @@ class Caps2NE(BaseEstimator):
         model.lr_ = m["lr_used"]
         if m["calibration"] is not None:
             model.calibration_ = m["calibration"]
+        if m.get("propagation") is not None:
+            model.propagation_ = m["propagation"]
         return model
 
     def params_(self):

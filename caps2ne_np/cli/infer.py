@@ -254,7 +254,14 @@ def _infer(
         if save_calibration:
             store_calibration(model_path, calibration)
             how += f", stored in {model_path}"
-    node_ids, E = infer_embeddings(
+    run = infer_embeddings
+    if model.get("propagation") is not None:  # the written space: propagated (--propagate)
+        import functools
+
+        from ..infer_propagated import infer_propagated
+
+        run = functools.partial(infer_propagated, propagated=model["propagation"])
+    node_ids, E = run(
         *trained,
         g,
         features,

@@ -320,10 +320,21 @@ def _train(
         if tracker is not None:
             params = tracker.params_like(result.params)
             log.info(tracker.summary())
-        write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+        propagated = None  # --propagate: the written embeddings (propagation.py)
+        if streamed and cfg.propagate != "none":
+            log.info(
+                "written embeddings: the o_v as trained (--engine ray streams them; "
+                "give --propagate on to gather and propagate them)"
+            )
+        elif not streamed:
+            from ..model import propagation
+
+            propagated = propagation.apply(g.indptr, g.indices, g.weights, cfg, params.O)
+        written = params.O if propagated is None else propagated.E
+        write_word2vec(out, g.node_ids, written, overwrite=overwrite, binary=binary)
         wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
         if npy_out:
-            save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
+            save_npy(npy_out, written, g.node_ids, overwrite=overwrite)
             wrote(npy_out)
         if model_out:
             save_model(
@@ -334,6 +345,7 @@ def _train(
                 lr,
                 result.history,
                 overwrite=overwrite,
+                propagation=propagated,
             )
             wrote(model_out)
         if tracker is not None:  # the outputs hold the kept epoch, which may not be the last
@@ -349,7 +361,7 @@ def _train(
 
         # the tables go from the shards to the writers block by block (the driver never
         # holds one), unless --eval-every-epoch keeps a best epoch's tables anyway
-        streamed = tracker is None
+        streamed = tracker is None and options.get("propagate") in (None, "none")
         fit = functools.partial(
             cli_fit, overwrite=overwrite, write_outputs=finish if streamed else None, **engine
         )

@@ -13,7 +13,9 @@ them still load): ``node_labels`` (N,) int64 when every node label given to
 ``Caps2NE.fit`` was an int (``Caps2NE.load`` gives them back as ints); the
 calibration of Algorithm 3's outputs onto the o_v (``infer.calibrate``):
 ``calibration_A`` (k, k), ``calibration_b`` (k,) and ``calibration`` (JSON: method,
-n, samples, positions, seed).
+n, samples, positions, seed); the spectral propagation of the written embeddings
+(``--propagate``, model/propagation.py): ``propagated`` (N, k) float32, the written
+embeddings, and ``propagation_P`` (k, k) float64, the map infer sends new nodes through.
 
 ``read_model`` checks all of it (``check_model``) before anything is used: the format
 and version, the arrays, unique node ids, the config by the rows of
@@ -56,9 +58,20 @@ def integer_labels(labels):
     return None
 
 
-def save_model(path, params, node_ids, config, lr, history, overwrite=False, calibration=None):
+def save_model(
+    path,
+    params,
+    node_ids,
+    config,
+    lr,
+    history,
+    overwrite=False,
+    calibration=None,
+    propagation=None,
+):
     """Write ``params`` (core.Params) and their context to ``path`` (atomic); with
-    ``calibration`` (``infer.calibrate``) also that.
+    ``calibration`` (``infer.calibrate``) also that, with ``propagation`` (a
+    ``propagation.Propagated``) the propagated embeddings and their map.
 
     ``node_ids``: each row's node, as strings or as the labels the input gave (stored
     as ``str(label)``; when every label is an int, the ints are stored too, as
@@ -83,6 +96,11 @@ def save_model(path, params, node_ids, config, lr, history, overwrite=False, cal
     if calibration is not None:
         check_calibration(calibration, params.O.shape[1])
         arrays.update(_calibration_arrays(calibration))
+    if propagation is not None:
+        arrays.update(
+            propagated=np.asarray(propagation.E, dtype=np.float32),
+            propagation_P=np.asarray(propagation.P, dtype=np.float64),
+        )
     save_npz(path, overwrite=overwrite, **arrays)
 
 
@@ -280,7 +298,8 @@ def _read_calibration(path, arrays, k):
 def read_model(path):
     """Read a model file: dict with W, O, bias, X (or None), fixed_features, node_ids,
     node_labels (the ids as the input named them: ints for integer labels), config,
-    lr_used, history, calibration (or None).
+    lr_used, history, calibration (or None), propagation (``propagation.Propagated``
+    or None).
 
     The whole file is checked first (``check_model``): InputError, one line, for
     anything that is not a model this version can use."""
@@ -292,6 +311,9 @@ def read_model(path):
         labels = [int(x) for x in arrays["node_labels"]]
     config.setdefault("skipgram_weight", 0.0)  # older files: the paper's loss
     config.setdefault("spectral", "none")  # files written before the spectral start
+    propagation = None
+    if "propagated" in arrays or "propagation_P" in arrays:
+        propagation = _read_propagation(path, arrays)
     return dict(
         W=arrays["W"],
         O=arrays["O"],
@@ -304,7 +326,26 @@ def read_model(path):
         config=config,
         history=history,
         calibration=calibration,
+        propagation=propagation,
     )
+
+
+def _read_propagation(path, arrays):
+    """The stored propagation (model/propagation.py's ``Propagated``), checked."""
+    from ..model.propagation import Propagated
+
+    E, P = arrays.get("propagated"), arrays.get("propagation_P")
+    n, k = arrays["O"].shape
+    if E is None or P is None:
+        _bad(path, "one of propagated and propagation_P without the other")
+    if E.shape != (n, k) or P.shape != (k, k):
+        _bad(
+            path,
+            f"propagated {E.shape} and propagation_P {P.shape}: expected ({n}, {k}), ({k}, {k})",
+        )
+    if not (np.isfinite(E).all() and np.isfinite(P).all()):
+        _bad(path, "propagated or propagation_P holds NaN or infinite values")
+    return Propagated(np.asarray(E, dtype=np.float32), np.asarray(P, dtype=np.float64))
 
 
 def check_model(path, arrays):

@@ -1,0 +1,205 @@
+"""Issue 32's measurements: spectral propagation of the trained o_v (``--propagate``) and
+the label-free stop rule (``training/budget.py``), graph by graph and seed by seed.
+
+    python bench/propagate_panel.py --graphs cora-bundled,syn-1k-mu0.6 --seeds 0,1,2
+    python bench/propagate_panel.py --smoke          # tiny, seconds
+
+For every (graph, seed) one run of the defaults (``--propagate none --stop none``: the
+full budget of the 'converge' preset) trains the graph as it is (weights kept) and,
+after every epoch, records for its o_v:
+
+* ``score``: the graph's classification protocol (bench/vs_deepwalk.py's
+  ``score_embedding``; for multi-label graphs micro-F1 at 50% training nodes, over
+  ``--shuffles``) -- read by nothing but this report, to judge the rules;
+* ``score_prop``: the same for the propagated embeddings (model/propagation.py);
+* the label-free measures the rules may use: ``drift`` |O_t - O_{t-1}| / |O_t| (Frobenius),
+  and propagation.edge_measures: the link-prediction AUC of held-out edges (``auc`` for the o_v,
+  ``auc_prop`` propagated over the graph without those edges, ``auc_cos`` with cosine
+  scores: how much the norms of the o_v carry).
+
+The table gives, per graph, mean and spread (sample standard deviation over seeds) of
+the last epoch's score with and without propagation, the gain, and the label-free
+figures; a gap smaller than the spread is a tie.  Writes bench/results/<out>.json + .md.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import common
+import vs_deepwalk
+from caps2ne_np.model import propagation, spectral
+from caps2ne_np.training import budget
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.train import fit
+
+PANEL = ["cora-bundled", "citeseer", "ppi", "pos", "syn-1k-mu0.6", "syn-3k-mu0.7"]
+
+
+def weights_of(adj):
+    """The edge weights of a panel graph's CSR, or None when every weight is 1."""
+    data = np.asarray(adj.data, dtype=np.float32)
+    return None if np.all(data == 1) else data
+
+
+def run_one(g, seed, args):
+    """One run of the defaults on PanelGraph ``g``: a list of per-epoch records."""
+    adj = g.adj.tocsr()
+    adj.sort_indices()
+    weights = weights_of(adj)
+    A = spectral.adjacency(adj.indptr, adj.indices, weights, g.n_nodes)
+    held = propagation.holdout(A, seed=seed)
+    records, prev = [], [None]
+    cfg = TrainConfig(threads=args.threads, seed=seed, propagate="none", stop="none")
+    if args.smoke:
+        cfg = TrainConfig(
+            threads=args.threads,
+            seed=seed,
+            propagate="none",
+            stop="none",
+            epochs=2,
+            walks_per_node=2,
+        )
+
+    def score(emb):
+        return vs_deepwalk.score_embedding(g, emb, shuffles=args.shuffles, fractions=(0.5,))[
+            "headline"
+        ]
+
+    def on_epoch(epoch, result):
+        O = np.array(result.params.O, dtype=np.float64)
+        t0 = time.perf_counter()
+        last = epoch == result.config.epochs
+        rec = dict(
+            epoch=epoch,
+            seconds=result.history[-1]["seconds"],
+            loss=result.history[-1]["loss"],
+            drift=None if prev[0] is None else budget.drift(prev[0], O),
+            score=score(O.astype(np.float32)),
+            score_prop=None,
+            auc=None,
+            auc_prop=None,
+            auc_cos=None,
+        )
+        if last or not args.lean:  # --lean: the propagated figures of the last epoch only
+            p = propagation.propagate(A, O)
+            rec.update(prop_seconds=p.seconds, score_prop=score(p.E))
+            rec.update(propagation.edge_measures(held, O))
+        rec["measure_seconds"] = time.perf_counter() - t0
+        prev[0] = O
+        records.append(rec)
+        shown = {k: round(v, 4) for k, v in rec.items() if isinstance(v, float)}
+        print(f"  {g.name} seed {seed} epoch {epoch}: {shown}", file=sys.stderr, flush=True)
+
+    fit(adj.indptr, adj.indices, weights, cfg, epoch_callback=on_epoch)
+    return records
+
+
+def spread(xs):
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def summarise(name, runs):
+    """Per graph: mean and spread of the last epoch's figures over seeds."""
+    last = [r[-1] for r in runs]
+    out = dict(graph=name, seeds=len(runs), epochs=len(runs[0]))
+    for key in ("score", "score_prop", "auc", "auc_prop", "auc_cos"):
+        xs = [r[key] for r in last]
+        out[key] = statistics.mean(xs)
+        out[key + "_sd"] = spread(xs)
+    gains = [r["score_prop"] - r["score"] for r in last]
+    out["gain"], out["gain_sd"] = statistics.mean(gains), spread(gains)
+    dauc = [r["auc_prop"] - r["auc"] for r in last]
+    out["dauc"], out["dauc_sd"] = statistics.mean(dauc), spread(dauc)
+    return out
+
+
+def render(result):
+    lines = [
+        "# Spectral propagation of the trained o_v, and the label-free measures (issue 32)",
+        "",
+        f"Command: `{result['command']}`",
+        "",
+        "Defaults of the 'converge' preset with `--propagate none --stop none` (the full "
+        "budget), one run per seed; after the last epoch the o_v are scored as they are "
+        "and propagated (ProNE's filter, order 10, mu 0.2, theta 0.5, then the SVD). "
+        "Score: the graph's protocol (accuracy; multi-label: micro-F1 at 50%, "
+        f"{result['shuffles']} shuffles). AUC: link prediction of held-out edges "
+        "(propagation.holdout) by dot products, the o_v against the propagated rows (the "
+        "filter without those edges); cos: the o_v by cosine. Mean +- sample sd over seeds.",
+        "",
+        "| graph | seeds | epochs | score | propagated | gain | AUC | AUC propagated | "
+        "dAUC | AUC cos |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in result["summary"]:
+        lines.append(
+            f"| {s['graph']} | {s['seeds']} | {s['epochs']} | {s['score']:.2f} +- "
+            f"{s['score_sd']:.2f} | {s['score_prop']:.2f} +- {s['score_prop_sd']:.2f} | "
+            f"{s['gain']:+.2f} +- {s['gain_sd']:.2f} | {s['auc']:.4f} | "
+            f"{s['auc_prop']:.4f} | {s['dauc']:+.4f} +- {s['dauc_sd']:.4f} | "
+            f"{s['auc_cos']:.4f} |"
+        )
+    lines += ["", "Per epoch (mean over seeds):", ""]
+    lines += ["| graph | epoch | score | propagated | AUC | AUC propagated | drift |"]
+    lines += ["| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, runs in result["runs"].items():
+        for e in range(min(len(r) for r in runs)):
+            recs = [r[e] for r in runs]
+
+            def m(key, recs=recs):
+                xs = [r[key] for r in recs if r.get(key) is not None]
+                return statistics.mean(xs) if xs else float("nan")
+
+            lines.append(
+                f"| {name} | {e + 1} | {m('score'):.2f} | {m('score_prop'):.2f} | "
+                f"{m('auc'):.4f} | {m('auc_prop'):.4f} | {m('drift'):.4f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--graphs", default=",".join(PANEL))
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--shuffles", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=common.usable_cores())
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--out", default="propagate_panel")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument(
+        "--lean",
+        action="store_true",
+        help="propagate and measure AUCs after the last epoch only (the score every epoch)",
+    )
+    args = ap.parse_args(argv)
+    names = ["syn-300-mu0.3"] if args.smoke else args.graphs.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    result = dict(
+        command="python bench/propagate_panel.py " + " ".join(argv or sys.argv[1:]),
+        shuffles=args.shuffles,
+        runs={},
+        summary=[],
+        machine=common.machine_info() if hasattr(common, "machine_info") else {},
+    )
+    for name in names:
+        try:
+            g = vs_deepwalk.panel_entry(name, args.data_dir)
+        except Exception as err:  # a dataset whose files are missing
+            print(f"skipping {name}: {err}", file=sys.stderr)
+            continue
+        runs = [run_one(g, seed, args) for seed in seeds]
+        result["runs"][name] = runs
+        result["summary"].append(summarise(name, runs))
+        out = common.RESULTS / f"{args.out}.json"
+        out.write_text(json.dumps(result, indent=1))
+        (common.RESULTS / f"{args.out}.md").write_text(render(result))
+    print(render(result))
+
+
+if __name__ == "__main__":
+    main()

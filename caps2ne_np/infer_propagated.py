@@ -1,0 +1,63 @@
+"""New nodes of a model whose written embeddings were propagated (``--propagate``,
+model/propagation.py): Algorithm 3 calibrated onto the o_v (infer.py), then the training
+run's spectral propagation, so that they land in the space of the written embeddings.
+
+For a graph holding the training nodes and new ones, every node gets a filter input:
+a training node its o_v, any other node its calibrated Algorithm 3 output (the o-path,
+docs/inductive.md); the input is filtered over the whole graph with the run's order,
+mu and theta and mapped by the run's P (propagation.embed_new).  A node of the graph
+that the model was trained on, when listed, gets its filtered o_v (not its capsule
+path): the written embeddings' map applied to the graph as it is now.
+"""
+
+import numpy as np
+
+from .errors import InputError
+from .infer import _as_graph, _graph_nodes, infer_embeddings
+from .model import propagation, spectral
+
+
+def infer_propagated(
+    params, config, node_ids, graph, features, nodes, propagated, isolated="self", **kwargs
+):
+    """``(node_ids, E)``: ``infer.infer_embeddings``'s result for a propagated model
+    (``propagated``: the run's ``propagation.Propagated``; its P is used); ``kwargs``:
+    samples, seed, threads, positions, calibration (aggregate is 'calibrated').  E (V, k)
+    float32 with unit rows, in the space of the model's written embeddings."""
+    aggregate = kwargs.pop("aggregate", "calibrated")
+    if aggregate != "calibrated":
+        raise InputError(
+            f"aggregate {aggregate!r}: the model's written embeddings were propagated "
+            "(--propagate), and only the calibrated outputs go through the same filter and "
+            "map; use aggregate 'calibrated' (the default)"
+        )
+    graph = _as_graph(graph)
+    idx = _graph_nodes(graph, nodes)
+    rows = {str(nid): r for r, nid in enumerate(node_ids)}
+    O_model = np.asarray(params.O, dtype=np.float64)
+    O = np.zeros((graph.n_nodes, O_model.shape[1]))
+    known = np.array([rows.get(nid, -1) for nid in graph.node_ids], dtype=np.int64)
+    old = np.flatnonzero(known >= 0)
+    O[old] = O_model[known[old]]
+    new = np.flatnonzero(known < 0)
+    if new.size:
+        asked = np.intersect1d(new, idx)
+        rest = np.setdiff1d(new, asked)
+        for part, how in ((asked, isolated), (rest, "self")):
+            if part.size:
+                _, E = infer_embeddings(
+                    params, config, node_ids, graph, features, part, isolated=how, **kwargs
+                )
+                O[part] = E
+    A = spectral.adjacency(graph.indptr, graph.indices, graph.weights, graph.n_nodes)
+    cfg = dict(config)
+    E = propagation.embed_new(
+        A,
+        O,
+        idx,
+        np.asarray(propagated.P, dtype=np.float64),
+        cfg.get("prone_order", 10),
+        cfg.get("prone_mu", 0.2),
+        cfg.get("prone_theta", 0.5),
+    )
+    return [graph.node_ids[int(i)] for i in idx], E
