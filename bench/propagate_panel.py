@@ -54,7 +54,9 @@ def run_one(g, seed, args):
     A = spectral.adjacency(adj.indptr, adj.indices, weights, g.n_nodes)
     held = propagation.holdout(A, seed=seed)
     records, prev = [], [None]
-    cfg = TrainConfig(threads=args.threads, seed=seed, propagate="none", stop="none")
+    cfg = TrainConfig(
+        threads=args.threads, seed=seed, propagate="none", stop="none", epochs=args.epochs
+    )
     if args.smoke:
         cfg = TrainConfig(
             threads=args.threads,
@@ -85,10 +87,10 @@ def run_one(g, seed, args):
             auc_prop=None,
             auc_cos=None,
         )
-        if last or not args.lean:  # --lean: the propagated figures of the last epoch only
+        rec.update(propagation.edge_measures(held, O))
+        if last or not args.lean:  # --lean: the propagated score of the last epoch only
             p = propagation.propagate(A, O)
             rec.update(prop_seconds=p.seconds, score_prop=score(p.E))
-            rec.update(propagation.edge_measures(held, O))
         rec["measure_seconds"] = time.perf_counter() - t0
         prev[0] = O
         records.append(rec)
@@ -162,6 +164,25 @@ def render(result):
     return "\n".join(lines) + "\n"
 
 
+def combine(args):
+    """One report from several result files: each graph's runs and summary as measured,
+    the commands listed."""
+    merged = dict(command="", shuffles=None, runs={}, summary=[], parts=[])
+    commands = []
+    for path in args.combine:
+        part = json.loads(open(path).read())
+        commands.append(part["command"])
+        merged["shuffles"] = part["shuffles"]
+        merged["parts"].append(dict(command=part["command"], graphs=list(part["runs"])))
+        for name, runs in part["runs"].items():
+            merged["runs"][name] = runs
+        merged["summary"] += part["summary"]
+    merged["command"] = "`; `".join(commands)
+    (common.RESULTS / f"{args.out}.json").write_text(json.dumps(merged, indent=1))
+    (common.RESULTS / f"{args.out}.md").write_text(render(merged))
+    print(render(merged))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--graphs", default=",".join(PANEL))
@@ -172,11 +193,22 @@ def main(argv=None):
     ap.add_argument("--out", default="propagate_panel")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument(
+        "--epochs", type=int, default=None, help="a fixed budget (default: the preset's)"
+    )
+    ap.add_argument(
         "--lean",
         action="store_true",
-        help="propagate and measure AUCs after the last epoch only (the score every epoch)",
+        help="score the propagated embeddings after the last epoch only",
+    )
+    ap.add_argument(
+        "--combine",
+        nargs="+",
+        default=None,
+        help="only render: merge these result files (runs measured apart) into --out",
     )
     args = ap.parse_args(argv)
+    if args.combine:
+        return combine(args)
     names = ["syn-300-mu0.3"] if args.smoke else args.graphs.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     result = dict(

@@ -38,10 +38,18 @@ class StopRule:
     when the drift of the o_v over that epoch is below ``threshold`` (epoch >= 2; the
     first epoch has no previous o_v).  ``drifts`` keeps what it measured."""
 
-    def __init__(self, threshold=STOP_DRIFT):
-        self.threshold = float(threshold)
+    def __init__(self, threshold=None):
+        self.threshold = float(STOP_DRIFT if threshold is None else threshold)
         self.previous = None
         self.drifts = []
+
+    def resume(self, state, params):
+        """Before the first epoch (``run_epochs``): a run resumed at the end of an epoch
+        compares its next epoch with the o_v it resumed from, as the uninterrupted run
+        would; a fresh run, or one resumed within an epoch, decides from the epoch after
+        its first (the o_v of the last epoch end are not at hand)."""
+        if state["epoch"] > 0 and state["batch"] == 0:
+            self.previous = np.array(params.O, dtype=np.float64)
 
     def __call__(self, epoch, params):
         O = np.array(params.O, dtype=np.float64)

@@ -113,6 +113,9 @@ def run_epochs(
             state["batch"],
         )
 
+    if stop_rule is not None and hasattr(stop_rule, "resume"):  # the o_v it compares with
+        stop_rule.resume(state, engine.params())
+
     def save():
         if checkpoint_dir is not None:
             extra = checkpoint_extra.checkpoint_arrays() if checkpoint_extra is not None else None
