@@ -24,6 +24,7 @@ figures; a gap smaller than the spread is a tie.  Writes bench/results/<out>.jso
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -120,6 +121,49 @@ def summarise(name, runs):
     return out
 
 
+THRESHOLDS = (0.1, 0.2, 0.3, 0.35, 0.4, 0.5)
+
+
+def stop_epoch(run, threshold):
+    """The epoch --stop auto ends ``run`` at with drift threshold ``threshold``: the first
+    epoch >= 2 whose drift is below it, else the last."""
+    for r in run[1:]:
+        if r["drift"] is not None and r["drift"] < threshold:
+            return r["epoch"]
+    return run[-1]["epoch"]
+
+
+def stop_table(result):
+    """Per threshold and graph: where the drift rule stops (mean epoch over seeds), the
+    written score there with propagation against the full budget's with and without it."""
+    lines = [
+        "",
+        "The stop rule, replayed on the runs above (budget.StopRule: stop after the first "
+        "epoch >= 2 whose drift |O_t - O_t-1| / |O_t| is below the threshold); `prop@stop` "
+        "is the propagated score at that epoch (seeds whose run lacks it are left out), "
+        "against the full budget propagated (`full prop`) and as trained (`full`); "
+        "`epochs` is the mean epochs trained over the budget's.",
+        "",
+        "| threshold | graph | epochs | prop@stop | full prop | full | prop@stop - full prop "
+        "| prop@stop - full |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for t in THRESHOLDS:
+        for name, runs in result["runs"].items():
+            stops = [stop_epoch(r, t) for r in runs]
+            at = [r[e - 1]["score_prop"] for r, e in zip(runs, stops)]
+            pairs = [(a, r[-1]["score_prop"]) for a, r in zip(at, runs) if a is not None]
+            full = statistics.mean(r[-1]["score"] for r in runs)
+            if not pairs:
+                continue
+            sp_, fp = statistics.mean(a for a, _ in pairs), statistics.mean(b for _, b in pairs)
+            lines.append(
+                f"| {t:g} | {name} | {statistics.mean(stops):.1f} / {len(runs[0])} | "
+                f"{sp_:.2f} | {fp:.2f} | {full:.2f} | {sp_ - fp:+.2f} | {sp_ - full:+.2f} |"
+            )
+    return lines
+
+
 def render(result):
     lines = [
         "# Spectral propagation of the trained o_v, and the label-free measures (issue 32)",
@@ -146,6 +190,7 @@ def render(result):
             f"{s['auc_prop']:.4f} | {s['dauc']:+.4f} +- {s['dauc_sd']:.4f} | "
             f"{s['auc_cos']:.4f} |"
         )
+    lines += stop_table(result)
     lines += ["", "Per epoch (mean over seeds):", ""]
     lines += ["| graph | epoch | score | propagated | AUC | AUC propagated | drift |"]
     lines += ["| --- | --- | --- | --- | --- | --- | --- |"]
@@ -174,9 +219,11 @@ def combine(args):
         commands.append(part["command"])
         merged["shuffles"] = part["shuffles"]
         merged["parts"].append(dict(command=part["command"], graphs=list(part["runs"])))
+        fixed = re.search(r"--epochs (\d+)", part["command"])
+        suffix = f" ({fixed.group(1)} epochs)" if fixed else ""  # not the preset's budget
         for name, runs in part["runs"].items():
-            merged["runs"][name] = runs
-        merged["summary"] += part["summary"]
+            merged["runs"][name + suffix] = runs
+        merged["summary"] += [dict(s, graph=s["graph"] + suffix) for s in part["summary"]]
     merged["command"] = "`; `".join(commands)
     (common.RESULTS / f"{args.out}.json").write_text(json.dumps(merged, indent=1))
     (common.RESULTS / f"{args.out}.md").write_text(render(merged))

@@ -51,10 +51,12 @@ one seed each) it scored -0.18 (Citeseer) to +13.8 points (LFR 3k at mixing 0.7:
 BlogCatalog and four LFR graphs, above 'init' (x only) on all but Citeseer and PPI, and
 Cora 72.51; 'features' (ProNE as fixed x) lost 0.74 on PPI.  The 'paper' preset's is
 'none'; with fixed features it is 'none' whatever the preset (config.resolve)."""
-PROPAGATE_CONVERGE = "auto"
+PROPAGATE_CONVERGE = "on"
 """The 'converge' preset's spectral propagation of the written o_v (propagation.py):
-'auto', the label-free rule of propagation.decide (docs/training.md, "Spectral
-propagation"; bench/results/propagate_panel.md).  The 'paper' preset's is 'none'."""
+'on', by the panel's net gain (bench/results/propagate_panel.md: +1 to +6 points on
+every graph measured, none lower); the label-free rule of 'auto' (propagation.decide)
+chose 'on' on all of them too, so no rule was shown to separate graphs (docs/training.md,
+"Spectral propagation").  The 'paper' preset's is 'none'."""
 STOP_CONVERGE = "auto"
 """The 'converge' preset's stop rule (training/budget.py): 'auto' ends the run before
 its budget once an epoch moves the o_v little (docs/training.md, "When to stop");

@@ -13,7 +13,7 @@ path): the written embeddings' map applied to the graph as it is now.
 import numpy as np
 
 from .errors import InputError
-from .infer import _as_graph, _graph_nodes, infer_embeddings
+from .infer import _as_graph, _graph_nodes, calibrate, infer_embeddings
 from .model import propagation, spectral
 
 
@@ -41,6 +41,18 @@ def infer_propagated(
     O[old] = O_model[known[old]]
     new = np.flatnonzero(known < 0)
     if new.size:
+        if kwargs.get("calibration") is None:  # fitted once for both calls below
+            kwargs["calibration"] = calibrate(
+                params,
+                config,
+                node_ids,
+                graph,
+                features,
+                kwargs.get("samples"),
+                kwargs.get("seed", 0),
+                kwargs.get("threads", 1),
+                kwargs.get("positions", "all"),
+            )
         asked = np.intersect1d(new, idx)
         rest = np.setdiff1d(new, asked)
         for part, how in ((asked, isolated), (rest, "self")):

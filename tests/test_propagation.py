@@ -180,7 +180,7 @@ def test_paper_preset_never_propagates_and_explicit_epochs_never_stop():
     fixed, _ = resolve(TrainConfig(), 1000, 10000, fixed_features=True)  # auto -> paper
     assert (fixed.propagate, fixed.stop) == ("none", "none")
     converge, _ = resolve(TrainConfig(), 1000, 10000)
-    assert (converge.propagate, converge.stop) == ("auto", "auto")
+    assert (converge.propagate, converge.stop) == ("on", "auto")
     exact, _ = resolve(TrainConfig(epochs=7), 1000, 10000)
     assert exact.stop == "none" and exact.epochs == 7
 
@@ -263,3 +263,33 @@ def test_cli_writes_propagated_embeddings_and_infer_uses_them(tmp_path):
     written = dict(zip(*read_word2vec(tmp_path / "e.txt")))
     assert ids == ["n0", "n1"]
     np.testing.assert_allclose(got, np.stack([written["n0"], written["n1"]]), atol=1e-5)
+
+
+# --------------------------------------------------------------------------- the auto rule
+
+
+def core_periphery(n_core=6, n_leaves=54, seed=0):
+    """Every core node linked to every other node; leaves linked only to the core."""
+    n = n_core + n_leaves
+    A = np.zeros((n, n))
+    A[:n_core, :] = A[:, :n_core] = 1.0
+    np.fill_diagonal(A, 0)
+    return sp.csr_matrix(A)
+
+
+def test_auto_propagates_block_structure_and_keeps_norms_that_carry_the_links():
+    """Two graphs of opposite kinds.  Planted communities whose o_v point by block: the
+    filter keeps the block directions and the held-out edges stay predictable: on.
+    A core-periphery graph whose o_v are one number each, the node's degree (rank 1):
+    every edge has a core end, so dot products rank edges above leaf-leaf non-edges
+    (AUC 1), but the unit-length propagated rows are all +-1 (AUC 0.5): off."""
+    rng = np.random.default_rng(0)
+    blocks = planted_blocks(n=80, p_in=0.3, p_out=0.02)
+    O = np.repeat(np.eye(2), 40, axis=0) + 0.3 * rng.standard_normal((80, 2))
+    on, why = propagation.decide(blocks, O, seed=0)
+    assert on, why
+    cp = core_periphery()
+    degrees = np.asarray(cp.sum(axis=1))
+    on, why = propagation.decide(cp, degrees, seed=0)
+    assert not on, why
+    assert "AUC 0.5000 propagated against 1.0000" in why

@@ -225,6 +225,8 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         f"{out.walks_per_node} {out.walks} walks per node and epoch, "
         f"{out.adam} Adam, {out.sampler} sampler"
         + (f", --spectral {out.spectral}" if out.spectral != "none" else "")
+        + (f", --propagate {out.propagate}" if out.propagate not in (None, "none") else "")
+        + (", --stop auto" if out.stop == "auto" else "")
         + (
             f", skip-gram term x {out.skipgram_weight:g} ("
             + (
