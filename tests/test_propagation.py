@@ -293,3 +293,12 @@ def test_auto_propagates_block_structure_and_keeps_norms_that_carry_the_links():
     on, why = propagation.decide(cp, degrees, seed=0)
     assert not on, why
     assert "AUC 0.5000 propagated against 1.0000" in why
+
+
+def test_a_graph_with_fewer_nodes_than_dimensions_keeps_k_columns():
+    A = sp.csr_matrix(np.ones((5, 5)) - np.eye(5))
+    O = np.random.default_rng(0).standard_normal((5, 8))
+    p = propagation.propagate(A, O)
+    assert p.E.shape == (5, 8) and p.P.shape == (8, 8)
+    assert np.all(p.E[:, 5:] == 0)
+    np.testing.assert_allclose(np.linalg.norm(p.E, axis=1), 1.0, rtol=1e-5)

@@ -63,7 +63,7 @@ def filtered(A, O, order, mu, theta):
 
 def projection(Ot):
     """P = V S^-1/2 (k, k) of the thin SVD O~ = U S V^T, so that O~ P = U S^1/2 (directions
-    of a zero singular value map to 0).  Signs as spectral.randomized_svd's: each column
+    of a zero singular value map to 0, and so do the columns past N when N < k).  Signs as spectral.randomized_svd's: each column
     of U has its largest entry positive."""
     from scipy import linalg
 
@@ -72,7 +72,9 @@ def projection(Ot):
     signs[signs == 0] = 1.0
     top = S[0] if S.size else 0.0
     inv = np.divide(1.0, np.sqrt(S), out=np.zeros_like(S), where=S > 1e-12 * max(top, 1e-300))
-    return (Vt.T * signs[None, :]) * inv[None, :]
+    P = np.zeros((Ot.shape[1], Ot.shape[1]))  # N < k: the columns past rank N stay 0
+    P[:, : S.size] = (Vt.T * signs[None, :]) * inv[None, :]
+    return P
 
 
 class Propagated(NamedTuple):
