@@ -358,7 +358,7 @@ OPTIONS = {
         None,
         "choice",
         "auto: end the run before --epochs once an epoch moves the o_v by less than a "
-        "tenth of their norm (training/budget.py; no labels read); none: train every "
+        "fifth of their norm (training/budget.py; no labels read); none: train every "
         "epoch. [preset: converge auto, paper none; none when --epochs is given] "
         "docs/training.md.",
         choices=STOP_MODES,

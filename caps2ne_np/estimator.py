@@ -343,7 +343,8 @@ class Caps2NE(BaseEstimator):
 
         _check_fitted(self)
         run = infer_embeddings
-        if getattr(self, "propagation_", None) is not None:  # the written space: propagated
+        aggregate = DEFAULT_AGGREGATE if aggregate is None else aggregate
+        if getattr(self, "propagation_", None) is not None and aggregate == "calibrated":
             import functools
 
             from .infer_propagated import infer_propagated
@@ -432,7 +433,9 @@ class Caps2NE(BaseEstimator):
         if m["calibration"] is not None:
             model.calibration_ = m["calibration"]
         if m.get("propagation") is not None:
-            model.propagation_ = m["propagation"]
+            from .model.propagation import Propagated
+
+            model.propagation_ = Propagated(**m["propagation"])
         return model
 
     def params_(self):

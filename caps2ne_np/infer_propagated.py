@@ -12,8 +12,8 @@ path): the written embeddings' map applied to the graph as it is now.
 
 import numpy as np
 
-from .errors import InputError
-from .infer import _as_graph, _graph_nodes, calibrate, infer_embeddings
+from . import infer
+from .infer import _as_graph, _graph_nodes, model_inputs
 from .model import propagation, spectral
 
 
@@ -22,16 +22,17 @@ def infer_propagated(
 ):
     """``(node_ids, E)``: ``infer.infer_embeddings``'s result for a propagated model
     (``propagated``: the run's ``propagation.Propagated``; its P is used); ``kwargs``:
-    samples, seed, threads, positions, calibration (aggregate is 'calibrated').  E (V, k)
-    float32 with unit rows, in the space of the model's written embeddings."""
-    aggregate = kwargs.pop("aggregate", "calibrated")
-    if aggregate != "calibrated":
-        raise InputError(
-            f"aggregate {aggregate!r}: the model's written embeddings were propagated "
-            "(--propagate), and only the calibrated outputs go through the same filter and "
-            "map; use aggregate 'calibrated' (the default)"
+    samples, seed, threads, positions, aggregate, calibration.  With aggregate
+    'calibrated' (the default) E (V, k) float32 has unit rows in the space of the model's
+    written embeddings; 'mean' and 'sum' are Algorithm 3's outputs, as for any model."""
+    aggregate = kwargs.get("aggregate", "calibrated")
+    if aggregate != "calibrated":  # Algorithm 3's own space (the e-path): no o_v involved
+        return infer.infer_embeddings(
+            params, config, node_ids, graph, features, nodes, isolated=isolated, **kwargs
         )
     graph = _as_graph(graph)
+    node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
+    model_inputs(params, config, node_ids, graph, features)  # its checks, before any work
     idx = _graph_nodes(graph, nodes)
     rows = {str(nid): r for r, nid in enumerate(node_ids)}
     O_model = np.asarray(params.O, dtype=np.float64)
@@ -42,7 +43,7 @@ def infer_propagated(
     new = np.flatnonzero(known < 0)
     if new.size:
         if kwargs.get("calibration") is None:  # fitted once for both calls below
-            kwargs["calibration"] = calibrate(
+            kwargs["calibration"] = infer.calibrate(
                 params,
                 config,
                 node_ids,
@@ -57,7 +58,7 @@ def infer_propagated(
         rest = np.setdiff1d(new, asked)
         for part, how in ((asked, isolated), (rest, "self")):
             if part.size:
-                _, E = infer_embeddings(
+                _, E = infer.infer_embeddings(
                     params, config, node_ids, graph, features, part, isolated=how, **kwargs
                 )
                 O[part] = E

@@ -255,12 +255,13 @@ def _infer(
             store_calibration(model_path, calibration)
             how += f", stored in {model_path}"
     run = infer_embeddings
-    if model.get("propagation") is not None:  # the written space: propagated (--propagate)
+    if model.get("propagation") is not None and aggregate == "calibrated":  # --propagate
         import functools
 
         from ..infer_propagated import infer_propagated
+        from ..model.propagation import Propagated
 
-        run = functools.partial(infer_propagated, propagated=model["propagation"])
+        run = functools.partial(infer_propagated, propagated=Propagated(**model["propagation"]))
     node_ids, E = run(
         *trained,
         g,

@@ -298,8 +298,8 @@ def _read_calibration(path, arrays, k):
 def read_model(path):
     """Read a model file: dict with W, O, bias, X (or None), fixed_features, node_ids,
     node_labels (the ids as the input named them: ints for integer labels), config,
-    lr_used, history, calibration (or None), propagation (``propagation.Propagated``
-    or None).
+    lr_used, history, calibration (or None), propagation (dict(E, P): the written
+    embeddings and their map, ``--propagate``; or None).
 
     The whole file is checked first (``check_model``): InputError, one line, for
     anything that is not a model this version can use."""
@@ -331,9 +331,8 @@ def read_model(path):
 
 
 def _read_propagation(path, arrays):
-    """The stored propagation (model/propagation.py's ``Propagated``), checked."""
-    from ..model.propagation import Propagated
-
+    """The stored propagation, checked: dict(E, P) (model/propagation.py's ``Propagated``
+    takes them)."""
     E, P = arrays.get("propagated"), arrays.get("propagation_P")
     n, k = arrays["O"].shape
     if E is None or P is None:
@@ -345,7 +344,7 @@ def _read_propagation(path, arrays):
         )
     if not (np.isfinite(E).all() and np.isfinite(P).all()):
         _bad(path, "propagated or propagation_P holds NaN or infinite values")
-    return Propagated(np.asarray(E, dtype=np.float32), np.asarray(P, dtype=np.float64))
+    return dict(E=np.asarray(E, dtype=np.float32), P=np.asarray(P, dtype=np.float64))
 
 
 def check_model(path, arrays):

@@ -63,8 +63,8 @@ def filtered(A, O, order, mu, theta):
 
 def projection(Ot):
     """P = V S^-1/2 (k, k) of the thin SVD O~ = U S V^T, so that O~ P = U S^1/2 (directions
-    of a zero singular value map to 0, and so do the columns past N when N < k).  Signs as spectral.randomized_svd's: each column
-    of U has its largest entry positive."""
+    of a zero singular value map to 0, and so do the columns past N when N < k).  Signs
+    as spectral.randomized_svd's: each column of U has its largest entry positive."""
     from scipy import linalg
 
     U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
