@@ -164,11 +164,25 @@ def stop_table(result):
     return lines
 
 
+def verdict(s):
+    """'gain' / 'loss' when the mean gain exceeds its spread over seeds, else 'tie'."""
+    if s["seeds"] < 2:
+        return "one seed"
+    if abs(s["gain"]) <= s["gain_sd"]:
+        return "tie"
+    return "gain" if s["gain"] > 0 else "loss"
+
+
 def render(result):
     lines = [
         "# Spectral propagation of the trained o_v, and the label-free measures (issue 32)",
         "",
         f"Command: `{result['command']}`",
+        "",
+    ]
+    for part in result.get("parts", []):
+        lines.append(f"- `{part['command']}` measured: {', '.join(part['graphs'])}")
+    lines += [
         "",
         "Defaults of the 'converge' preset with `--propagate none --stop none` (the full "
         "budget), one run per seed; after the last epoch the o_v are scored as they are "
@@ -176,17 +190,18 @@ def render(result):
         "Score: the graph's protocol (accuracy; multi-label: micro-F1 at 50%, "
         f"{result['shuffles']} shuffles). AUC: link prediction of held-out edges "
         "(propagation.holdout) by dot products, the o_v against the propagated rows (the "
-        "filter without those edges); cos: the o_v by cosine. Mean +- sample sd over seeds.",
+        "filter without those edges); cos: the o_v by cosine. Mean +- sample sd over seeds; "
+        "a gain within its spread is a tie.",
         "",
-        "| graph | seeds | epochs | score | propagated | gain | AUC | AUC propagated | "
-        "dAUC | AUC cos |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| graph | seeds | epochs | score | propagated | gain | verdict | AUC | AUC propagated "
+        "| dAUC | AUC cos |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in result["summary"]:
         lines.append(
             f"| {s['graph']} | {s['seeds']} | {s['epochs']} | {s['score']:.2f} +- "
             f"{s['score_sd']:.2f} | {s['score_prop']:.2f} +- {s['score_prop_sd']:.2f} | "
-            f"{s['gain']:+.2f} +- {s['gain_sd']:.2f} | {s['auc']:.4f} | "
+            f"{s['gain']:+.2f} +- {s['gain_sd']:.2f} | {verdict(s)} | {s['auc']:.4f} | "
             f"{s['auc_prop']:.4f} | {s['dauc']:+.4f} +- {s['dauc_sd']:.4f} | "
             f"{s['auc_cos']:.4f} |"
         )

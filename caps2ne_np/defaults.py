@@ -53,8 +53,8 @@ Cora 72.51; 'features' (ProNE as fixed x) lost 0.74 on PPI.  The 'paper' preset'
 'none'; with fixed features it is 'none' whatever the preset (config.resolve)."""
 PROPAGATE_CONVERGE = "on"
 """The 'converge' preset's spectral propagation of the written o_v (propagation.py):
-'on', by the panel's net gain (bench/results/propagate_panel.md: +1 to +6 points on
-every graph measured, none lower); the label-free rule of 'auto' (propagation.decide)
+'on', by the panel's net gain (bench/results/propagate_panel.md: +0.6 to +2.5 points
+on the five graphs measured, none lower); the label-free rule of 'auto' (propagation.decide)
 chose 'on' on all of them too, so no rule was shown to separate graphs (docs/training.md,
 "Spectral propagation").  The 'paper' preset's is 'none'."""
 STOP_CONVERGE = "auto"
