@@ -28,15 +28,19 @@ import re
 import statistics
 import sys
 import time
+from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
 
-import common
-import vs_deepwalk
-from caps2ne_np.model import propagation, spectral
-from caps2ne_np.training import budget
-from caps2ne_np.training.config import TrainConfig
-from caps2ne_np.training.train import fit
+import numpy as np  # noqa: E402
+
+import common  # noqa: E402
+import vs_deepwalk  # noqa: E402
+from caps2ne_np.model import propagation, spectral  # noqa: E402
+from caps2ne_np.training import budget  # noqa: E402
+from caps2ne_np.training.config import TrainConfig  # noqa: E402
+from caps2ne_np.training.train import fit  # noqa: E402
 
 PANEL = ["cora-bundled", "citeseer", "ppi", "pos", "syn-1k-mu0.6", "syn-3k-mu0.7"]
 
@@ -272,7 +276,7 @@ def main(argv=None):
     if args.combine:
         return combine(args)
     names = ["syn-300-mu0.3"] if args.smoke else args.graphs.split(",")
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = [0, 1] if args.smoke else [int(s) for s in args.seeds.split(",")]
     result = dict(
         command="python bench/propagate_panel.py " + " ".join(argv or sys.argv[1:]),
         shuffles=args.shuffles,
