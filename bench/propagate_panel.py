@@ -125,7 +125,7 @@ def summarise(name, runs):
     return out
 
 
-THRESHOLDS = (0.1, 0.2, 0.3, 0.35, 0.4, 0.5)
+THRESHOLDS = (0.1, 0.2, 0.3, 0.4)
 
 
 def stop_epoch(run, threshold):
@@ -135,6 +135,29 @@ def stop_epoch(run, threshold):
         if r["drift"] is not None and r["drift"] < threshold:
             return r["epoch"]
     return run[-1]["epoch"]
+
+
+def stop_rows(result):
+    """[threshold, graph, mean stop epoch, propagated score there, full budget's
+    propagated score, full budget's score] of ``stop_table``, for the JSON."""
+    rows = []
+    for t in THRESHOLDS:
+        for name, runs in result["runs"].items():
+            stops = [stop_epoch(r, t) for r in runs]
+            at = [r[e - 1]["score_prop"] for r, e in zip(runs, stops)]
+            if any(a is None for a in at):
+                continue
+            rows.append(
+                [
+                    t,
+                    name,
+                    statistics.mean(stops),
+                    statistics.mean(at),
+                    statistics.mean(r[-1]["score_prop"] for r in runs),
+                    statistics.mean(r[-1]["score"] for r in runs),
+                ]
+            )
+    return rows
 
 
 def stop_table(result):
@@ -235,6 +258,7 @@ def combine(args):
     commands = []
     for path in args.combine:
         part = json.loads(open(path).read())
+        part["command"] = re.sub(r"--out \S*/", "--out ", part["command"])  # file names only
         commands.append(part["command"])
         merged["shuffles"] = part["shuffles"]
         merged["parts"].append(dict(command=part["command"], graphs=list(part["runs"])))
@@ -244,9 +268,24 @@ def combine(args):
             merged["runs"][name + suffix] = runs
         merged["summary"] += [dict(s, graph=s["graph"] + suffix) for s in part["summary"]]
     merged["command"] = "`; `".join(commands)
-    (common.RESULTS / f"{args.out}.json").write_text(json.dumps(merged, indent=1))
-    (common.RESULTS / f"{args.out}.md").write_text(render(merged))
-    print(render(merged))
+    full = render(merged)
+    if args.runs_out:  # every epoch of every run: docs/results (bench/results keeps summaries)
+        common.write_json(Path(f"{args.runs_out}.json"), merged)
+        common.write_text_atomic(Path(f"{args.runs_out}.md"), full)
+    summary = dict(merged, runs=None, stop=stop_rows(merged))
+    stems = " ".join(Path(p).stem + ".json" for p in args.combine)
+    how = (
+        f"\nCombined by `python bench/propagate_panel.py --combine {stems} --out {args.out}"
+        + (f" --runs-out {args.runs_out}`" if args.runs_out else "`")
+        + " (each command above wrote one of them).\n"
+    )
+    brief = (
+        full.split("\nPer epoch")[0]
+        + how
+        + (f"\nEvery epoch of every run: {args.runs_out}.md and .json.\n" if args.runs_out else "")
+    )
+    common.write_results(args.out, summary, brief)
+    print(brief)
 
 
 def main(argv=None):
@@ -265,6 +304,11 @@ def main(argv=None):
         "--lean",
         action="store_true",
         help="score the propagated embeddings after the last epoch only",
+    )
+    ap.add_argument(
+        "--runs-out",
+        default=None,
+        help="--combine: also write every epoch of every run to this stem (.json, .md)",
     )
     ap.add_argument(
         "--combine",
@@ -293,9 +337,7 @@ def main(argv=None):
         runs = [run_one(g, seed, args) for seed in seeds]
         result["runs"][name] = runs
         result["summary"].append(summarise(name, runs))
-        out = common.RESULTS / f"{args.out}.json"
-        out.write_text(json.dumps(result, indent=1))
-        (common.RESULTS / f"{args.out}.md").write_text(render(result))
+        common.write_results(args.out, result, render(result))
     print(render(result))
 
 
