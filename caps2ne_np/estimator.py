@@ -266,7 +266,8 @@ class Caps2NE(BaseEstimator):
         return self
 
     def fit_transform(self, graph, X=None, **fit_params):
-        """``fit(graph, X, **fit_params).get_embedding()``: the trained o_v, (N, k) float32.
+        """``fit(graph, X, **fit_params).get_embedding()``: the written embeddings (the o_v,
+        propagated when ``propagate`` says so), (N, k) float32.
 
         (Not ``fit(...).transform(graph)``, which re-embeds every node through the
         capsule path, Algorithm 3: that is for new nodes.)"""

@@ -185,8 +185,9 @@ def train(
 ):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
-    The embeddings written out are the output vectors o_v, one per node, in the
-    user's node ids (word2vec text format, readable by gensim).
+    The embeddings written out are the output vectors o_v (after ProNE's spectral
+    propagation with --propagate on, the converge preset's default), one per node, in
+    the user's node ids (word2vec text format, readable by gensim).
     """
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
