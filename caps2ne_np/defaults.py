@@ -25,6 +25,8 @@ LR_SCHEDULES = ("linear", "constant")
 ROUTING_RULES = ("paper", "sabour")
 GRAD_MODES = ("exact", "stop")
 SPECTRAL_MODES = ("none", "features", "init", "init_xo")
+PROPAGATE_MODES = ("none", "on", "auto")
+STOP_MODES = ("none", "auto")
 
 LR_FEATURELESS = 5e-4
 """The 'paper' preset's Adam lr when the input features x are trained (no fixed
@@ -53,6 +55,16 @@ PRONE_THETA_MAX = 100.0
 """The largest --prone-theta: ProNE's Chebyshev coefficients I_i(theta) grow as
 e^theta / sqrt(2 pi theta), so the filtered rows reach e^theta (4e43 at 100) before the
 SVD; near 710 they overflow float64 (NaN, or an SVD that does not return)."""
+PROPAGATE_CONVERGE = "on"
+"""The 'converge' preset's spectral propagation of the written o_v (propagation.py):
+'on', by the panel's net gain (bench/results/propagate_panel.md: +0.6 to +2.5 points
+on the five graphs measured, none lower); the label-free rule of 'auto' (propagation.decide)
+chose 'on' on all of them too, so no rule was shown to separate graphs (docs/training.md,
+"Spectral propagation").  The 'paper' preset's is 'none'."""
+STOP_CONVERGE = "auto"
+"""The 'converge' preset's stop rule (training/budget.py): 'auto' ends the run before
+its budget once an epoch moves the o_v little (docs/training.md, "When to stop");
+an explicit --epochs N trains exactly N.  The 'paper' preset's is 'none'."""
 SKIPGRAM_NEGATIVES = 5
 """The skip-gram term's negatives when it is on: 5 per (context node, target), word2vec's
 negative sampling, which scored as well as or better than the sampled softmax over V' on
@@ -77,6 +89,8 @@ PRESETS = {
         adam="lazy",
         skipgram_weight=SKIPGRAM_WEIGHT_CONVERGE,
         spectral=SPECTRAL_CONVERGE,
+        propagate=PROPAGATE_CONVERGE,
+        stop=STOP_CONVERGE,
     ),
     # The authors' settings (and this project's defaults before 'converge'): the same
     # N*T walks every epoch, a constant rate, B = 64, dense Adam, 5 epochs.  The paper's
@@ -93,6 +107,8 @@ PRESETS = {
         adam="dense",
         skipgram_weight=0.0,
         spectral="none",
+        propagate="none",
+        stop="none",
     ),
 }
 """Named sets of the options a preset fills (every option left None).  'auto' is
@@ -342,6 +358,25 @@ OPTIONS = {
         "trainable x; init_xo: x and O; none: random x. Featureless graphs only "
         "(with --features: none). [preset] docs/training.md.",
         choices=SPECTRAL_MODES,
+    ),
+    "propagate": Option(
+        None,
+        "choice",
+        "ProNE's spectral propagation of the trained o_v (propagation.py): on: the "
+        "embeddings written (--out, --npy, get_embedding) are the o_v filtered over the "
+        "graph, then factorised (unit rows); auto: on when a held-out sample of edges "
+        "says it helps (no labels read); none: the o_v as trained. [preset: converge "
+        f"{PROPAGATE_CONVERGE}, paper none] docs/training.md.",
+        choices=PROPAGATE_MODES,
+    ),
+    "stop": Option(
+        None,
+        "choice",
+        "auto: end the run before --epochs once an epoch moves the o_v by less than a "
+        "fifth of their norm (training/budget.py; no labels read); none: train every "
+        "epoch. [preset: converge auto, paper none; none when --epochs is given] "
+        "docs/training.md.",
+        choices=STOP_MODES,
     ),
     "spectral_dim": Option(
         None,

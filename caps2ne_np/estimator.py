@@ -97,6 +97,8 @@ class Caps2NE(BaseEstimator):
         prone_order=D["prone_order"],
         prone_mu=D["prone_mu"],
         prone_theta=D["prone_theta"],
+        propagate=D["propagate"],
+        stop=D["stop"],
         engine="single",
         parallel="sync",
         workers=1,
@@ -137,6 +139,8 @@ class Caps2NE(BaseEstimator):
         self.prone_order = prone_order
         self.prone_mu = prone_mu
         self.prone_theta = prone_theta
+        self.propagate = propagate  # ProNE's propagation of the written o_v (propagation.py)
+        self.stop = stop  # 'auto': end before the budget when the o_v stop moving (budget.py)
         self.engine = engine  # 'ray': sharded training (training/ray/)
         self.parallel = parallel  # 'async': lock-free threads (train.AsyncEngine)
         self.workers = workers
@@ -177,6 +181,8 @@ class Caps2NE(BaseEstimator):
             prone_order=self.prone_order,
             prone_mu=self.prone_mu,
             prone_theta=self.prone_theta,
+            propagate=self.propagate,
+            stop=self.stop,
             threads=_threads(self.n_jobs),
             seed=_seed(self.random_state),
             node2vec_p=self.node2vec_p,
@@ -263,19 +269,28 @@ class Caps2NE(BaseEstimator):
         self.history_ = result.history
         self.config_ = result.config.to_dict()
         self.lr_ = result.optimizer.lr
+        from .model import propagation
+
+        with _api_errors():
+            self.propagation_ = propagation.apply(
+                graph.indptr, graph.indices, graph.weights, result.config, p.O
+            )
         if hasattr(self, "calibration_"):
             del self.calibration_  # fitted for the parameters a refit replaces
         return self
 
     def fit_transform(self, graph, X=None, **fit_params):
-        """``fit(graph, X, **fit_params).get_embedding()``: the trained o_v, (N, k) float32.
+        """``fit(graph, X, **fit_params).get_embedding()``: the written embeddings (the o_v,
+        propagated when ``propagate`` says so), (N, k) float32.
 
         (Not ``fit(...).transform(graph)``, which re-embeds every node through the
         capsule path, Algorithm 3: that is for new nodes.)"""
         return self.fit(graph, X, **fit_params).get_embedding()
 
     def get_embedding(self):
-        """The node embeddings o_v: (N, k) float32; row i is node ``node_ids_[i]``.
+        """The node embeddings: (N, k) float32; row i is node ``node_ids_[i]``: the o_v, or
+        the o_v propagated when ``propagate`` said so (``propagation_`` is then set; its
+        ``E`` is this, unit rows; model/propagation.py).
 
         The order is the graph's, not sorted ids: matrix rows, ``G.nodes`` for
         networkx, first appearance for an edge list or edge array (so row 5 is node
@@ -283,7 +298,8 @@ class Caps2NE(BaseEstimator):
         the rows by node.
         """
         _check_fitted(self)
-        return self.O_
+        propagated = getattr(self, "propagation_", None)
+        return self.O_ if propagated is None else propagated.E
 
     def embedding_dict(self):
         """``{node: o_v}``: each node as the input named it (``nodes_``) to its (k,) vector.
@@ -292,7 +308,7 @@ class Caps2NE(BaseEstimator):
         or DataFrame values, matrix rows as ints; the id strings for a file).
         """
         _check_fitted(self)
-        return dict(zip(self.node_ids_, self.O_))
+        return dict(zip(self.node_ids_, self.get_embedding()))
 
     def to_keyedvectors(self):
         """The embeddings as gensim ``KeyedVectors`` keyed by ``node_ids_``, as
@@ -304,7 +320,7 @@ class Caps2NE(BaseEstimator):
         except ImportError:
             raise ImportError("to_keyedvectors needs gensim: pip install gensim") from None
         kv = KeyedVectors(vector_size=self.O_.shape[1])
-        kv.add_vectors(list(self.node_ids_), np.asarray(self.O_, dtype=np.float32))
+        kv.add_vectors(list(self.node_ids_), np.asarray(self.get_embedding(), dtype=np.float32))
         return kv
 
     def _graph(self, graph):
@@ -334,15 +350,25 @@ class Caps2NE(BaseEstimator):
         on the training nodes in ``graph``), 'mean' (the paper's average) or 'sum'
         (infer.infer_embeddings).
         Returns (V, k) float32 from e over Z sampled contexts (infer.py); row a is
-        ``nodes[a]``.
+        ``nodes[a]``.  A propagated model (``propagation_``) sends the calibrated outputs
+        through the run's filter and map (infer_propagated.py): rows in the space of
+        ``get_embedding()``.
         """
         from .infer import DEFAULT_AGGREGATE, infer_embeddings
 
         _check_fitted(self)
+        run = infer_embeddings
+        aggregate = DEFAULT_AGGREGATE if aggregate is None else aggregate
+        if getattr(self, "propagation_", None) is not None and aggregate == "calibrated":
+            import functools
+
+            from .infer_propagated import infer_propagated
+
+            run = functools.partial(infer_propagated, propagated=self.propagation_)
         with _api_errors():
             g, labels = self._graph(graph)
             idx = _node_indices(graph, g, labels, nodes)
-            _, E = infer_embeddings(
+            _, E = run(
                 self.params_(),
                 self.config_,
                 self.node_ids_,
@@ -397,6 +423,7 @@ class Caps2NE(BaseEstimator):
                 overwrite=overwrite,
                 calibration=getattr(self, "calibration_", None),
                 run=getattr(self, "run_", None),
+                propagation=getattr(self, "propagation_", None),
             )
 
     @classmethod
@@ -428,6 +455,10 @@ class Caps2NE(BaseEstimator):
         model.lr_ = m["lr_used"]
         if m["calibration"] is not None:
             model.calibration_ = m["calibration"]
+        if m.get("propagation") is not None:
+            from .model.propagation import Propagated
+
+            model.propagation_ = Propagated(**m["propagation"])
         return model
 
     def params_(self):

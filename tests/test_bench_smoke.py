@@ -90,6 +90,13 @@ def test_feature_dim_bench_smoke_runs(tmp_path):
     assert "| sparse, d = 256 |" in md
 
 
+@pytest.mark.slow
+def test_propagate_panel_smoke_runs(tmp_path):
+    data, md = smoke_run("propagate_panel.py", "propagate_panel_ci_smoke", tmp_path)
+    assert [len(runs) for runs in data["runs"].values()] == [2]  # --smoke: seeds 0 and 1
+    assert "| syn-300-mu0.3 |" in md and "| threshold |" in md
+
+
 def test_run_all_lists_the_whole_suite_and_rejects_unknown_parts():
     script = str(ROOT / "bench" / "run_all.py")
     proc = subprocess.run(

@@ -97,6 +97,7 @@ def fit_quiet(graph, X=None, **kw):
     opts = dict(
         dim=8, feat_dim=8, walks_per_node=16, epochs=8, num_sampled=12, lr=5e-3, random_state=0
     )
+    opts["propagate"] = "none"  # Algorithm 3 itself; propagated models: test_propagation.py
     opts.update(kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)

@@ -6,9 +6,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-# bytes, as `du -sb bench/results` counts them (the folder's own entry too); bench/README.md
-# states the same limit
-LIMIT = 160_000
+# bytes, as `du -sb bench/results` counts them (the folder's own entry too); 150 kB until
+# issues 25-27 added the skip-gram, spectral-start and node2vec summaries, 160 kB until
+# issue 32 added the propagation panel's (its per-epoch runs are in docs/results/)
+LIMIT = 170_000
 
 
 def test_bench_results_stay_under_the_limit():

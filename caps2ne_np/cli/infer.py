@@ -268,7 +268,15 @@ def _infer(
         if save_calibration:
             store_calibration(model_path, calibration)
             how += f", stored in {model_path}"
-    node_ids, E = infer_embeddings(
+    run = infer_embeddings
+    if model.get("propagation") is not None and aggregate == "calibrated":  # --propagate
+        import functools
+
+        from ..infer_propagated import infer_propagated
+        from ..model.propagation import Propagated
+
+        run = functools.partial(infer_propagated, propagated=Propagated(**model["propagation"]))
+    node_ids, E = run(
         *trained,
         g,
         features,

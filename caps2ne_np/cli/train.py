@@ -202,8 +202,9 @@ def train(
 ):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
-    The embeddings written out are the output vectors o_v, one per node, in the
-    user's node ids (word2vec text format, readable by gensim).
+    The embeddings written out are the output vectors o_v (after ProNE's spectral
+    propagation with --propagate on, the converge preset's default), one per node, in
+    the user's node ids (word2vec text format, readable by gensim).
     """
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
@@ -360,11 +361,22 @@ def _train(
         if tracker is not None:
             params = tracker.params_like(result.params)
             log.info(tracker.summary())
+        propagated = None  # --propagate: the written embeddings (propagation.py)
+        if streamed and cfg.propagate != "none":
+            log.info(
+                "written embeddings: the o_v as trained (--engine ray streams them; "
+                "give --propagate on to gather and propagate them)"
+            )
+        elif not streamed:
+            from ..model import propagation
+
+            propagated = propagation.apply(g.indptr, g.indices, g.weights, cfg, params.O)
+        written = params.O if propagated is None else propagated.E
         # committed together: a failed write (a full disk) replaces none of them
         with publish_together():
-            write_word2vec(out, g.node_ids, params.O, overwrite=overwrite, binary=binary)
+            write_word2vec(out, g.node_ids, written, overwrite=overwrite, binary=binary)
             if npy_out:
-                save_npy(npy_out, params.O, g.node_ids, overwrite=overwrite)
+                save_npy(npy_out, written, g.node_ids, overwrite=overwrite)
             if model_out:
                 save_model(
                     model_out,
@@ -375,6 +387,7 @@ def _train(
                     result.history,
                     overwrite=overwrite,
                     run=run_record,
+                    propagation=propagated,
                 )
         wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
         if npy_out:
@@ -397,7 +410,7 @@ def _train(
 
         # the tables go from the shards to the writers block by block (the driver never
         # holds one), unless --eval-every-epoch keeps a best epoch's tables anyway
-        streamed = tracker is None
+        streamed = tracker is None and options.get("propagate") in (None, "none")
         fit = functools.partial(
             cli_fit, overwrite=overwrite, write_outputs=finish if streamed else None, **engine
         )

@@ -17,7 +17,10 @@ n, samples, positions, seed); ``run`` (JSON, ``RUN_KEYS``): how the graph was re
 (``directed``, ``keep_self_loops``: ``infer`` and ``Caps2NE.transform`` read a graph the
 same way), the ``parallel`` mode, and ``params``, the estimator's parameters as the user
 gave them (``Caps2NE.load`` gives those back, not the values a preset filled in; the
-config holds those).  A file without ``run``: undirected, no self loops, 'sync'.
+config holds those).  A file without ``run``: undirected, no self loops, 'sync'.  The
+spectral propagation of the written embeddings (``--propagate``,
+model/propagation.py): ``propagated`` (N, k) float32, the written embeddings, and
+``propagation_P`` (k, k) float64, the map infer sends new nodes through.
 
 ``read_model`` checks all of it (``check_model``) before anything is used: the format
 and version, the arrays, unique node ids, the config by the rows of
@@ -71,10 +74,21 @@ RUN_KEYS = {
 
 
 def save_model(
-    path, params, node_ids, config, lr, history, overwrite=False, calibration=None, run=None
+    path,
+    params,
+    node_ids,
+    config,
+    lr,
+    history,
+    overwrite=False,
+    calibration=None,
+    run=None,
+    propagation=None,
 ):
     """Write ``params`` (core.Params) and their context to ``path`` (atomic); with
-    ``calibration`` (``infer.calibrate``) also that; ``run``: a dict of ``RUN_KEYS``.
+    ``calibration`` (``infer.calibrate``) also that; ``run``: a dict of ``RUN_KEYS``;
+    with ``propagation`` (a ``propagation.Propagated``) the propagated embeddings and
+    their map.
 
     ``node_ids``: each row's node, as strings or as the labels the input gave (stored
     as ``str(label)``; when every label is an int, the ints are stored too, as
@@ -101,6 +115,11 @@ def save_model(
         arrays.update(_calibration_arrays(calibration))
     if run is not None:
         arrays["run"] = np.asarray(json.dumps(_check_run(path, run)))
+    if propagation is not None:
+        arrays.update(
+            propagated=np.asarray(propagation.E, dtype=np.float32),
+            propagation_P=np.asarray(propagation.P, dtype=np.float64),
+        )
     save_npz(path, overwrite=overwrite, **arrays)
 
 
@@ -323,7 +342,8 @@ def read_model(path):
     """Read a model file: dict with W, O, bias, X (or None), fixed_features, node_ids,
     node_labels (the ids as the input named them: ints for integer labels), config,
     lr_used, history, calibration (or None), run (RUN_KEYS; None for a file without it:
-    ``default_run()`` then says what the run most likely was).
+    ``default_run()`` then says what the run most likely was), propagation (dict(E, P):
+    the written embeddings and their map, ``--propagate``; or None).
 
     The whole file is checked first (``check_model``): InputError, one line, for
     anything that is not a model this version can use."""
@@ -335,6 +355,9 @@ def read_model(path):
         labels = [int(x) for x in arrays["node_labels"]]
     config.setdefault("skipgram_weight", 0.0)  # older files: the paper's loss
     config.setdefault("spectral", "none")  # files written before the spectral start
+    propagation = None
+    if "propagated" in arrays or "propagation_P" in arrays:
+        propagation = _read_propagation(path, arrays)
     return dict(
         W=arrays["W"],
         O=arrays["O"],
@@ -348,7 +371,25 @@ def read_model(path):
         history=history,
         calibration=calibration,
         run=_check_run(path, _json(path, arrays, "run")) if "run" in arrays else None,
+        propagation=propagation,
     )
+
+
+def _read_propagation(path, arrays):
+    """The stored propagation, checked: dict(E, P) (model/propagation.py's ``Propagated``
+    takes them)."""
+    E, P = arrays.get("propagated"), arrays.get("propagation_P")
+    n, k = arrays["O"].shape
+    if E is None or P is None:
+        _bad(path, "one of propagated and propagation_P without the other")
+    if E.shape != (n, k) or P.shape != (k, k):
+        _bad(
+            path,
+            f"propagated {E.shape} and propagation_P {P.shape}: expected ({n}, {k}), ({k}, {k})",
+        )
+    if not (np.isfinite(E).all() and np.isfinite(P).all()):
+        _bad(path, "propagated or propagation_P holds NaN or infinite values")
+    return dict(E=np.asarray(E, dtype=np.float32), P=np.asarray(P, dtype=np.float64))
 
 
 def check_model(path, arrays):

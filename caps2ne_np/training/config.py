@@ -100,6 +100,10 @@ class TrainConfig:
                          'init_xo' (x and O): spectral.start
     spectral_dim         d of --spectral features (None: feat_dim)
     prone_order, prone_mu, prone_theta   ProNE's Chebyshev order and filter (spectral.py)
+    propagate            'none', 'on' or 'auto': ProNE's propagation of the written o_v
+                         (propagation.py; the same order and filter)
+    stop                 'none' or 'auto': end before ``epochs`` when the o_v stop
+                         moving (budget.py); None with an explicit ``epochs``: 'none'
     node2vec_p, node2vec_q  node2vec's return and in-out parameters of second-order
                          walks (walks.node2vec_step); 1, 1: first-order walks (the paper)
     """
@@ -135,6 +139,8 @@ class TrainConfig:
     prone_order: int = DEFAULTS["prone_order"]
     prone_mu: float = DEFAULTS["prone_mu"]
     prone_theta: float = DEFAULTS["prone_theta"]
+    propagate: str | None = DEFAULTS["propagate"]
+    stop: str | None = DEFAULTS["stop"]
     node2vec_p: float = DEFAULTS["node2vec_p"]
     node2vec_q: float = DEFAULTS["node2vec_q"]
 
@@ -179,6 +185,8 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         values["skipgram_weight"] = 0.0  # the term needs a trained x of size k: off
     if cfg.spectral is None and fixed_features:
         values["spectral"] = "none"  # the user's features are x: nothing for ProNE to start
+    if cfg.stop is None and cfg.epochs is not None:
+        values["stop"] = "none"  # --epochs N trains exactly N
     for key, value in PRESETS[name].items():
         if key in values:
             continue
@@ -219,6 +227,8 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         f"{out.walks_per_node} {out.walks} walks per node and epoch, "
         f"{out.adam} Adam, {out.sampler} sampler"
         + (f", --spectral {out.spectral}" if out.spectral != "none" else "")
+        + (f", --propagate {out.propagate}" if out.propagate not in (None, "none") else "")
+        + (", --stop auto" if out.stop == "auto" else "")
         + (
             f", skip-gram term x {out.skipgram_weight:g} ("
             + (

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError, InputWarning
 from ..model.core import check_skipgram
+from . import budget
 from . import walks as walks_mod
 from .config import LR_TINY, learning_rate, resolve, validate
 
@@ -95,11 +96,16 @@ def run_epochs(
     checkpoint_every=0,
     step_callback=None,
     checkpoint_extra=None,
+    stop_rule=None,
 ):
     """Train ``result.config.epochs`` epochs of ceil(n_walks / batch_size) batches with
     ``engine`` (from its ``resumed`` state); fills ``result.history`` and returns
-    ``result``.  The arguments are those of ``train.fit``."""
+    ``result``.  The arguments are those of ``train.fit``; ``stop_rule(epoch, params)
+    -> bool``, asked after each epoch's callback and checkpoint, ends the run early
+    (default: ``budget.stop_rule(config)``, the ``stop`` option's)."""
     cfg = result.config
+    if stop_rule is None:
+        stop_rule = budget.stop_rule(cfg)
     state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
     # With the skip-gram term, an engine that reports a step's two parts (L_caps, L_sg)
     # gets both logged: L = L_caps + lambda L_sg.
@@ -118,6 +124,9 @@ def run_epochs(
             state["epoch"] + 1,
             state["batch"],
         )
+
+    if stop_rule is not None and hasattr(stop_rule, "resume"):  # the o_v it compares with
+        stop_rule.resume(state, engine.params())
 
     def save():
         if checkpoint_dir is not None:
@@ -247,6 +256,10 @@ def run_epochs(
                 result.params = engine.params()
                 epoch_callback(epoch + 1, result)
             save()
+            if stop_rule is not None and state["epoch"] < cfg.epochs:
+                result.params = engine.params()
+                if stop_rule(epoch + 1, result.params):
+                    break
     finally:
         if bar is not None:
             bar.close()

@@ -1,0 +1,258 @@
+"""ProNE's second stage over trained embeddings: spectral propagation of the o_v
+(Zhang et al., IJCAI 2019, section 4), the ``--propagate`` option.  docs/training.md,
+"Spectral propagation".
+
+With A the symmetric adjacency (spectral.adjacency), A~ = I + A, D~ its degrees and
+L = I - D~^-1 A~ the normalised Laplacian (eigenvalues lambda in [0, 2)), ProNE's
+band-pass filter keeps the part of a signal whose frequencies lie near mu:
+
+    g(lambda) = exp(-theta ((lambda - mu)^2 / 2 - 1))
+              = exp(-theta X),   X = (L - mu I)^2 / 2 - I   (spectrum in [-1, 1] for 0 <= mu <= 2)
+
+expanded in Chebyshev polynomials of X (the Bessel coefficients, spectral.chebyshev_filter):
+
+    g(L) O ~ sum_{i < order} c_i T_i(X) O,   c_0 = I_0(theta), c_i = 2 (-1)^i I_i(theta)
+
+with a truncation error at most sum_{i >= order} 2 I_i(theta) per unit of O (in the
+D~^1/2 norm, where L is symmetric).  The propagated embedding is then, as ProNE does,
+
+    O~ = A~ (O - g(L) O),   O~ = U S V^T (thin SVD),   E = rownorm(U S^1/2)
+
+and since U S^1/2 = O~ V S^-1/2, E = rownorm(O~ P) with the (k, k) map P = V S^-1/2:
+the map a model file keeps (``propagation_P``) so that ``infer`` sends new nodes through
+the same filter and the same P (``embed_new``).
+
+Notes: the filter is the reference code's (THUDM/ProNE, and the nodevectors package's
+``chebyshev_gaussian``), whose exp(-theta ((lambda - mu)^2 / 2 - 1)) differs from the
+paper's exp(-theta ((lambda - mu)^2 - 1) / 2) by a constant factor exp(theta / 2) in the
+band (spectral.py says the same).  Everything is scipy.sparse products on float64 and
+one dense thin SVD (N, k), on one BLAS thread: the same bits on any machine's thread
+count.  The ``auto`` rule, which decides from the graph and the trained o_v whether to
+propagate, reads no labels (``decide``).
+"""
+
+import logging
+import time
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import spectral
+
+log = logging.getLogger(__name__)
+
+HOLDOUT_FRACTION = 0.05
+HOLDOUT_MAX = 2000
+AUTO_MARGIN = 0.1
+"""--propagate auto: on unless propagating lowers the link-prediction AUC of held-out
+edges by more than this (``decide``).  On the panel (bench/results/propagate_panel.md)
+the propagated rows' AUC was 0.002 to 0.07 below the o_v's on the graphs where
+propagation raised the classification score by 0.6 to 1.9 points, and 0.25 above on POS
+(+2.5):
+the margin lets all of them propagate; no graph of the panel had propagation lower the
+score, so the margin could not be set from one that did."""
+
+
+def filtered(A, O, order, mu, theta):
+    """O~ = (I + A)(O - sum_{i < order} c_i T_i(X) O): the signal ProNE factorises,
+    (N, k) float64.  ``A`` (N, N) symmetric float64 CSR without self loops."""
+    O = np.asarray(O, dtype=np.float64)
+    A1 = (sp.eye(A.shape[0], format="csr") + A).tocsr()
+    return A1 @ (O - spectral.chebyshev_filter(A, O, order, mu, theta))
+
+
+def projection(Ot):
+    """P = V S^-1/2 (k, k) of the thin SVD O~ = U S V^T, so that O~ P = U S^1/2 (directions
+    of a zero singular value map to 0, and so do the columns past N when N < k).  Signs
+    as spectral.randomized_svd's: each column of U has its largest entry positive."""
+    from scipy import linalg
+
+    U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+    signs = np.sign(U[np.argmax(np.abs(U), axis=0), np.arange(U.shape[1])])
+    signs[signs == 0] = 1.0
+    top = S[0] if S.size else 0.0
+    inv = np.divide(1.0, np.sqrt(S), out=np.zeros_like(S), where=S > 1e-12 * max(top, 1e-300))
+    P = np.zeros((Ot.shape[1], Ot.shape[1]))  # N < k: the columns past rank N stay 0
+    P[:, : S.size] = (Vt.T * signs[None, :]) * inv[None, :]
+    return P
+
+
+class Propagated(NamedTuple):
+    """The propagated embeddings ``E`` (N, k) float32, unit rows; the map ``P`` (k, k)
+    float64 (E = rownorm(O~ P)); the ``seconds`` it took and a ``note`` for the log."""
+
+    E: object
+    P: object
+    seconds: float = 0.0
+    note: str = ""
+
+
+def propagate(A, O, order=10, mu=0.2, theta=0.5):
+    """Spectral propagation of the embeddings ``O`` (N, k) over the symmetric adjacency
+    ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring)."""
+    from threadpoolctl import threadpool_limits
+
+    t0 = time.perf_counter()
+    A = sp.csr_matrix(A, dtype=np.float64)
+    with threadpool_limits(limits=1):
+        Ot = filtered(A, O, order, mu, theta)
+        P = projection(Ot)
+        E = spectral.rownorm(Ot @ P).astype(np.float32)
+    return Propagated(E, P, time.perf_counter() - t0)
+
+
+def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5):
+    """The propagated embeddings of the nodes ``rows`` of a graph that holds new nodes:
+    rownorm(O~[rows] P), O~ filtered over ``A`` (the whole graph, old and new nodes) from
+    ``O`` (N, k): the training nodes' o_v and the new nodes' calibrated Algorithm 3
+    outputs, P the training run's map.  (k,) float32 rows, unit length."""
+    from threadpoolctl import threadpool_limits
+
+    A = sp.csr_matrix(A, dtype=np.float64)
+    with threadpool_limits(limits=1):
+        Ot = filtered(A, O, order, mu, theta)
+        return spectral.rownorm(Ot[np.asarray(rows, dtype=np.int64)] @ P).astype(np.float32)
+
+
+# --------------------------------------------------------------------------- label-free measures
+
+
+def holdout(A, seed=0, fraction=HOLDOUT_FRACTION, max_edges=HOLDOUT_MAX):
+    """A seeded link-prediction sample of the symmetric adjacency ``A`` (scipy.sparse):
+    dict(pos (m, 2) held-out edges u < v, neg (m, 2) node pairs that are not edges,
+    A_rest: A without the held-out edges, float64 CSR).  m = min(max_edges,
+    fraction x edges), at least 1; an edge is held out only while both its endpoints keep
+    another edge."""
+    A = sp.csr_matrix(A, dtype=np.float64)
+    n = A.shape[0]
+    upper = sp.triu(A, k=1).tocoo()
+    m_all = upper.nnz
+    rng = np.random.default_rng(seed)
+    m = max(1, min(max_edges, int(fraction * m_all)))
+    deg = np.diff(A.indptr).astype(np.int64)
+    pos = []
+    for e in rng.permutation(m_all):
+        u, v = int(upper.row[e]), int(upper.col[e])
+        if deg[u] > 1 and deg[v] > 1:
+            deg[u] -= 1
+            deg[v] -= 1
+            pos.append((u, v))
+            if len(pos) == m:
+                break
+    pos = np.asarray(pos, dtype=np.int64).reshape(-1, 2)
+    neg = []
+    while len(neg) < len(pos):
+        u, v = (int(x) for x in rng.integers(0, n, size=2))
+        if u != v and A[u, v] == 0:
+            neg.append((min(u, v), max(u, v)))
+    neg = np.asarray(neg, dtype=np.int64).reshape(-1, 2)
+    drop = sp.coo_matrix(
+        (np.ones(2 * len(pos)), (np.r_[pos[:, 0], pos[:, 1]], np.r_[pos[:, 1], pos[:, 0]])),
+        shape=A.shape,
+    ).tocsr()
+    rest = A - A.multiply(drop)
+    rest.eliminate_zeros()
+    return dict(pos=pos, neg=neg, A_rest=rest.tocsr())
+
+
+def auc(pos_scores, neg_scores):
+    """The probability that a positive pair scores above a negative one (ties count 1/2):
+    the Mann-Whitney form of the ROC AUC."""
+    from scipy.stats import rankdata
+
+    s = np.r_[np.asarray(pos_scores, np.float64), np.asarray(neg_scores, np.float64)]
+    r = rankdata(s)
+    n_pos, n_neg = len(pos_scores), len(neg_scores)
+    return float((r[:n_pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _pair_scores(E, pairs):
+    return np.einsum("ij,ij->i", E[pairs[:, 0]], E[pairs[:, 1]])
+
+
+def edge_measures(held, O, order=10, mu=0.2, theta=0.5):
+    """Link-prediction AUCs of ``held`` (``holdout``) for the embeddings ``O`` (N, k):
+    dict(auc: dot products, auc_cos: cosines, auc_prop: the rows of O propagated over
+    held['A_rest'] (model/propagation.py, unit rows))."""
+    O = np.asarray(O, dtype=np.float64)
+    pos, neg = held["pos"], held["neg"]
+    U = spectral.rownorm(O)
+    E = propagate(held["A_rest"], O, order, mu, theta).E.astype(np.float64)
+    return dict(
+        auc=auc(_pair_scores(O, pos), _pair_scores(O, neg)),
+        auc_cos=auc(_pair_scores(U, pos), _pair_scores(U, neg)),
+        auc_prop=auc(_pair_scores(E, pos), _pair_scores(E, neg)),
+    )
+
+
+def spectral_test(A, dim, seed=0, order=10, mu=0.2, theta=0.5):
+    """The graph's own verdict on propagation, read without labels and without the o_v:
+    ProNE's first stage R (spectral.factorize, rank ``dim``) of the graph without a
+    held-out sample of edges (``holdout``), and R propagated over that graph; dict(
+    auc_factor, auc_prop): the link-prediction AUC of the held-out edges by each."""
+    held = holdout(A, seed)
+    rest = held["A_rest"]
+    R = spectral.factorize(spectral.proximity_matrix(rest), dim, seed)
+    E = propagate(rest, R, order, mu, theta).E.astype(np.float64)
+    pos, neg = held["pos"], held["neg"]
+    return dict(
+        auc_factor=auc(_pair_scores(R, pos), _pair_scores(R, neg)),
+        auc_prop=auc(_pair_scores(E, pos), _pair_scores(E, neg)),
+    )
+
+
+# --------------------------------------------------------------------------- a run's option
+
+
+def decide(A, O, seed=0, order=10, mu=0.2, theta=0.5):
+    """``--propagate auto``: ``(on, why)`` from the graph and the trained o_v, no labels.
+
+    A guard: propagation replaces each row by its filtered, factorised, unit-length
+    version, which loses whatever the o_v carry in their norms and in directions the
+    graph's low frequencies do not hold.  Held-out edges (``holdout``, seeded) measure
+    it: on when the AUC of the propagated rows (filtered over the graph without those
+    edges) is at least the o_v's minus AUTO_MARGIN (``edge_measures``)."""
+    m = edge_measures(holdout(A, seed), O, order, mu, theta)
+    on = m["auc_prop"] >= m["auc"] - AUTO_MARGIN
+    why = (
+        f"held-out edges: AUC {m['auc_prop']:.4f} propagated against {m['auc']:.4f} for "
+        f"the o_v, {'within' if on else 'beyond'} {AUTO_MARGIN:g}"
+    )
+    return on, why
+
+
+def apply(indptr, indices, weights, cfg, O):
+    """The written embeddings of a run with options ``cfg`` (config.TrainConfig, resolved)
+    and trained o_v ``O``: a ``Propagated`` when ``cfg.propagate`` is 'on', or 'auto' and
+    ``decide`` says so; else None.  Logs one line saying which and why."""
+    mode = getattr(cfg, "propagate", None) or "none"
+    if mode == "none":
+        return None
+    from ..kernels.rng import derive_seed
+
+    n = int(np.asarray(indptr).shape[0] - 1)
+    A = spectral.adjacency(indptr, indices, weights, n)
+    t0 = time.perf_counter()
+    why = "--propagate on"
+    if mode == "auto":
+        on, why = decide(
+            A,
+            O,
+            derive_seed(cfg.seed, "propagate") % (2**32),
+            cfg.prone_order,
+            cfg.prone_mu,
+            cfg.prone_theta,
+        )
+        why = f"--propagate auto, {why}"
+        if not on:
+            log.info("written embeddings: the o_v as trained (%s)", why)
+            return None
+    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta)
+    seconds = time.perf_counter() - t0
+    note = (
+        f"written embeddings: the o_v propagated (ProNE's filter, order {cfg.prone_order}, "
+        f"mu {cfg.prone_mu:g}, theta {cfg.prone_theta:g}; {why}) in {seconds:.2f} s"
+    )
+    log.info("%s", note)
+    return p._replace(seconds=seconds, note=note)

@@ -1,0 +1,305 @@
+"""Spectral propagation of the trained o_v (issue 32, caps2ne_np/model/propagation.py):
+the Chebyshev sum against the matrix function it approximates (a dense
+eigendecomposition), within the truncation bound of its order; the SVD step against a
+dense reference; new nodes through the same filter and map; the nodevectors package
+when it is installed; the ``auto`` rule on two small graphs of opposite kinds; the
+option in a run, the model file and ``--preset paper``."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import iv
+
+from caps2ne_np.model import propagation, spectral
+
+# --------------------------------------------------------------------------- dense reference
+
+
+def naive_laplacian(A):
+    """L = I - D~^-1 (I + A), D~ the row sums of I + A, dense float64."""
+    A1 = np.eye(A.shape[0]) + A
+    return np.eye(A.shape[0]) - A1 / A1.sum(axis=1, keepdims=True)
+
+
+def naive_band_pass(A, mu, theta):
+    """g(L) = exp(-theta ((L - mu I)^2 / 2 - I)) by eigendecomposition: L = D~^-1/2 L_s D~^1/2
+    with L_s = I - D~^-1/2 (I + A) D~^-1/2 symmetric, so g(L) = D~^-1/2 V g(w) V^T D~^1/2."""
+    A1 = np.eye(A.shape[0]) + A
+    d = A1.sum(axis=1)
+    Ls = np.eye(A.shape[0]) - A1 / np.sqrt(np.outer(d, d))
+    w, V = np.linalg.eigh(Ls)
+    g = np.exp(-theta * ((w - mu) ** 2 / 2 - 1))
+    return (V * g) @ V.T * np.sqrt(d)[None, :] / np.sqrt(d)[:, None]
+
+
+def naive_filtered(A, O, mu, theta):
+    """(I + A)(O - g(L) O): the exact signal the Chebyshev sum approximates."""
+    return (np.eye(A.shape[0]) + A) @ (O - naive_band_pass(A, mu, theta) @ O)
+
+
+def tail_bound(A, O, order, theta):
+    """|error|_F <= |I + A|_2 sqrt(max d~ / min d~) |O|_F sum_{i >= order} 2 I_i(theta):
+    the Chebyshev truncation of exp(-theta x) on [-1, 1], moved to L's basis."""
+    A1 = np.eye(A.shape[0]) + A
+    d = A1.sum(axis=1)
+    tail = 2 * sum(iv(i, theta) for i in range(order, order + 60))
+    return np.linalg.norm(A1, 2) * np.sqrt(d.max() / d.min()) * np.linalg.norm(O) * tail
+
+
+@pytest.fixture
+def small_graph():
+    """Two 6-node blocks, dense inside, one bridge, weighted (N = 12)."""
+    rng = np.random.default_rng(3)
+    A = np.zeros((12, 12))
+    for block in (range(0, 6), range(6, 12)):
+        for i in block:
+            for j in block:
+                if i < j and rng.random() < 0.7:
+                    A[i, j] = A[j, i] = rng.uniform(0.5, 2.0)
+    A[0, 6] = A[6, 0] = 1.0
+    return A
+
+
+@pytest.mark.parametrize("order", [2, 3, 5, 10])
+@pytest.mark.parametrize("mu,theta", [(0.2, 0.5), (0.5, 2.0)])
+def test_chebyshev_sum_equals_the_matrix_function_within_its_truncation_bound(
+    small_graph, order, mu, theta
+):
+    A = small_graph
+    O = np.random.default_rng(order).standard_normal((12, 4))
+    got = propagation.filtered(sp.csr_matrix(A), O, order, mu, theta)
+    err = np.linalg.norm(got - naive_filtered(A, O, mu, theta))
+    assert err <= tail_bound(A, O, order, theta) + 1e-10
+
+
+def test_the_bound_is_tight_enough_to_fail_a_short_expansion(small_graph):
+    """Two terms are measurably worse than ten at theta 2 (the test above can fail)."""
+    A, theta = small_graph, 2.0
+    O = np.random.default_rng(0).standard_normal((12, 4))
+    ref = naive_filtered(A, O, 0.5, theta)
+    err2 = np.linalg.norm(propagation.filtered(sp.csr_matrix(A), O, 2, 0.5, theta) - ref)
+    err10 = np.linalg.norm(propagation.filtered(sp.csr_matrix(A), O, 10, 0.5, theta) - ref)
+    assert err2 > 1e3 * err10
+    assert err2 > tail_bound(A, O, 10, theta)
+    np.testing.assert_allclose(
+        propagation.filtered(sp.csr_matrix(A), O, 20, 0.5, theta), ref, rtol=1e-10, atol=1e-10
+    )
+
+
+def naive_propagate(A, O, mu, theta):
+    """rownorm(U S^1/2) of the exact thin SVD of the exact filtered signal, with each
+    column of U signed so that its largest entry is positive."""
+    U, S, _ = np.linalg.svd(naive_filtered(A, O, mu, theta), full_matrices=False)
+    for j in range(U.shape[1]):
+        if U[np.argmax(np.abs(U[:, j])), j] < 0:
+            U[:, j] = -U[:, j]
+    E = U * np.sqrt(S)
+    return E / np.linalg.norm(E, axis=1, keepdims=True)
+
+
+def test_propagate_matches_the_dense_reference(small_graph):
+    O = np.random.default_rng(1).standard_normal((12, 4)).astype(np.float32)
+    p = propagation.propagate(sp.csr_matrix(small_graph), O, 10, 0.2, 0.5)
+    assert p.E.dtype == np.float32 and p.E.shape == (12, 4)
+    np.testing.assert_allclose(p.E, naive_propagate(small_graph, O, 0.2, 0.5), atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(p.E, axis=1), 1.0, rtol=1e-5)
+    # the stored map: O~ P = U S^1/2, so rownorm(O~ P) is E
+    Ot = propagation.filtered(sp.csr_matrix(small_graph), O, 10, 0.2, 0.5)
+    np.testing.assert_allclose(spectral.rownorm(Ot @ p.P), p.E, atol=1e-6)
+
+
+def test_new_nodes_go_through_the_same_filter_and_map(small_graph):
+    """embed_new on the training graph with the training o_v gives the transductive rows
+    back; a changed row of a new node moves only through the filter."""
+    A = sp.csr_matrix(small_graph)
+    O = np.random.default_rng(2).standard_normal((12, 4))
+    p = propagation.propagate(A, O)
+    rows = np.array([3, 7, 11])
+    np.testing.assert_allclose(propagation.embed_new(A, O, rows, p.P), p.E[rows], atol=1e-6)
+    O2 = O.copy()
+    O2[11] += 1.0
+    moved = propagation.embed_new(A, O2, rows, p.P)
+    assert np.abs(moved[2] - p.E[11]).max() > 1e-3
+
+
+def test_propagation_equals_nodevectors_chebyshev_gaussian(small_graph):
+    npr = pytest.importorskip("nodevectors.prone")
+    O = np.random.default_rng(4).standard_normal((12, 4))
+    ref = npr.ProNE.chebyshev_gaussian(
+        sp.csr_matrix(small_graph), O.copy(), n_components=4, step=10, mu=0.2, theta=0.5
+    )
+    got = propagation.propagate(sp.csr_matrix(small_graph), O, 10, 0.2, 0.5).E
+    signs = np.sign(np.sum(got * ref, axis=0))
+    np.testing.assert_allclose(got, ref * signs, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- the measures
+
+
+def test_auc_is_the_mann_whitney_probability():
+    assert propagation.auc([3, 4], [1, 2]) == 1.0
+    assert propagation.auc([1, 2], [3, 4]) == 0.0
+    assert propagation.auc([1, 3], [2, 2]) == 0.5
+    rng = np.random.default_rng(0)
+    pos, neg = rng.standard_normal(30), rng.standard_normal(20)
+    brute = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
+    assert propagation.auc(pos, neg) == pytest.approx(brute)
+
+
+def test_holdout_keeps_every_endpoint_connected_and_draws_non_edges(small_graph):
+    A = sp.csr_matrix(small_graph)
+    held = propagation.holdout(A, seed=0, fraction=0.3)
+    pos, neg, rest = held["pos"], held["neg"], held["A_rest"]
+    assert len(pos) == len(neg) >= 1
+    assert all(A[u, v] > 0 and rest[u, v] == 0 and rest[v, u] == 0 for u, v in pos)
+    assert all(A[u, v] == 0 and u != v for u, v in neg)
+    assert np.all(np.diff(rest.indptr) > 0)
+    assert rest.nnz == A.nnz - 2 * len(pos)
+
+
+# --------------------------------------------------------------------------- the option
+
+
+def planted_blocks(n=60, p_in=0.3, p_out=0.02, seed=0):
+    """Two planted communities of n / 2 nodes (symmetric 0/1 adjacency, CSR)."""
+    rng = np.random.default_rng(seed)
+    half = n // 2
+    same = np.equal.outer(np.arange(n) < half, np.arange(n) < half)
+    A = np.triu(rng.random((n, n)) < np.where(same, p_in, p_out), 1)
+    return sp.csr_matrix((A | A.T).astype(np.float64))
+
+
+TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, epochs=1, batch_size=8)
+
+
+def test_paper_preset_never_propagates_and_explicit_epochs_never_stop():
+    from caps2ne_np.training.config import TrainConfig, resolve
+
+    paper, _ = resolve(TrainConfig(preset="paper"), 1000, 10000)
+    assert (paper.propagate, paper.stop) == ("none", "none")
+    fixed, _ = resolve(TrainConfig(), 1000, 10000, fixed_features=True)  # auto -> paper
+    assert (fixed.propagate, fixed.stop) == ("none", "none")
+    converge, _ = resolve(TrainConfig(), 1000, 10000)
+    assert (converge.propagate, converge.stop) == ("on", "auto")
+    exact, _ = resolve(TrainConfig(epochs=7), 1000, 10000)
+    assert exact.stop == "none" and exact.epochs == 7
+
+
+@pytest.fixture(scope="module")
+def propagated_model():
+    from caps2ne_np.estimator import Caps2NE
+
+    return Caps2NE(**TINY, propagate="on").fit(planted_blocks())
+
+
+def test_the_written_embeddings_are_the_propagated_o_v(propagated_model):
+    model, A = propagated_model, planted_blocks()
+    E = model.get_embedding()
+    expected = propagation.propagate(spectral.adjacency(A.indptr, A.indices, None, 60), model.O_)
+    np.testing.assert_array_equal(E, expected.E)
+    assert not np.allclose(E, model.O_)
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(np.stack(list(model.embedding_dict().values())), E)
+
+
+def test_model_file_keeps_the_propagation_and_infer_lands_in_its_space(propagated_model, tmp_path):
+    """Saved and loaded, the model gives the same written embeddings; a training node sent
+    through infer on the training graph gets its written row back (its filter input is its
+    o_v, the map the run's); a node new to the model lands near the rows of its block."""
+    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.infer import inductive_split
+
+    model, A = propagated_model, planted_blocks()
+    path = tmp_path / "m.npz"
+    model.save(path)
+    loaded = Caps2NE.load(path)
+    np.testing.assert_array_equal(loaded.get_embedding(), model.get_embedding())
+    np.testing.assert_allclose(loaded.propagation_.P, model.propagation_.P)
+    E = loaded.transform(A, nodes=[3, 40], random_state=0)
+    np.testing.assert_allclose(E, model.get_embedding()[[3, 40]], atol=1e-5)
+    # the e-path (Algorithm 3's mean, no o_v involved) is the same as for any model
+    mean = loaded.transform(A, nodes=[3], aggregate="mean")
+    assert not np.allclose(np.linalg.norm(mean, axis=1), 1.0)
+
+    sub, kept = inductive_split(A, [5, 45])
+    small = Caps2NE(**dict(TINY, epochs=3), propagate="on").fit(sub)
+    small.calibrate(sub)
+    E_new = small.transform(A, nodes=[5, 45], random_state=0)
+    W = small.get_embedding()
+    block = kept < 30
+    for row, own in ((E_new[0], block), (E_new[1], ~block)):
+        assert (W[own] @ row).mean() > (W[~own] @ row).mean()
+
+
+def test_cli_writes_propagated_embeddings_and_infer_uses_them(tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    A = planted_blocks()
+    rows, cols = sp.triu(A, 1).nonzero()
+    graph = tmp_path / "g.txt"
+    graph.write_text("".join(f"n{u} n{v}\n" for u, v in zip(rows, cols)))
+    tiny = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--epochs", "1"]
+    model, npy = tmp_path / "m.npz", tmp_path / "e.npy"
+    result = CliRunner().invoke(
+        cli,
+        ["train", "--graph", str(graph), "--out", str(tmp_path / "e.txt"), "--npy", str(npy),
+         "--model-out", str(model), "--propagate", "on", "--threads", "1", *tiny],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "written embeddings: the o_v propagated" in result.output
+    E = np.load(npy)
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, rtol=1e-5)
+    (tmp_path / "nodes.txt").write_text("n0\nn1\n")
+    result = CliRunner().invoke(
+        cli,
+        ["infer", "--model", str(model), "--graph", str(graph), "--nodes",
+         str(tmp_path / "nodes.txt"), "--out", str(tmp_path / "i.txt")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    from caps2ne_np.io.formats import read_word2vec
+
+    ids, got = read_word2vec(tmp_path / "i.txt")
+    written = dict(zip(*read_word2vec(tmp_path / "e.txt")))
+    assert ids == ["n0", "n1"]
+    np.testing.assert_allclose(got, np.stack([written["n0"], written["n1"]]), atol=1e-5)
+
+
+# --------------------------------------------------------------------------- the auto rule
+
+
+def core_periphery(n_core=6, n_leaves=54, seed=0):
+    """Every core node linked to every other node; leaves linked only to the core."""
+    n = n_core + n_leaves
+    A = np.zeros((n, n))
+    A[:n_core, :] = A[:, :n_core] = 1.0
+    np.fill_diagonal(A, 0)
+    return sp.csr_matrix(A)
+
+
+def test_auto_propagates_block_structure_and_keeps_norms_that_carry_the_links():
+    """Two graphs of opposite kinds.  Planted communities whose o_v point by block: the
+    filter keeps the block directions and the held-out edges stay predictable: on.
+    A core-periphery graph whose o_v are one number each, the node's degree (rank 1):
+    every edge has a core end, so dot products rank edges above leaf-leaf non-edges
+    (AUC 1), but the unit-length propagated rows are all +-1 (AUC 0.5): off."""
+    rng = np.random.default_rng(0)
+    blocks = planted_blocks(n=80, p_in=0.3, p_out=0.02)
+    O = np.repeat(np.eye(2), 40, axis=0) + 0.3 * rng.standard_normal((80, 2))
+    on, why = propagation.decide(blocks, O, seed=0)
+    assert on, why
+    cp = core_periphery()
+    degrees = np.asarray(cp.sum(axis=1))
+    on, why = propagation.decide(cp, degrees, seed=0)
+    assert not on, why
+    assert "AUC 0.5000 propagated against 1.0000" in why
+
+
+def test_a_graph_with_fewer_nodes_than_dimensions_keeps_k_columns():
+    A = sp.csr_matrix(np.ones((5, 5)) - np.eye(5))
+    O = np.random.default_rng(0).standard_normal((5, 8))
+    p = propagation.propagate(A, O)
+    assert p.E.shape == (5, 8) and p.P.shape == (8, 8)
+    assert np.all(p.E[:, 5:] == 0)
+    np.testing.assert_allclose(np.linalg.norm(p.E, axis=1), 1.0, rtol=1e-5)
