@@ -366,3 +366,17 @@ def test_readme_names_every_extra_and_what_the_plain_install_lacks():
     required = cfg["options"]["install_requires"]
     for package in ("networkx", "pandas"):
         assert package not in required and "not networkx or pandas" in README
+
+
+def test_readme_quick_start_accuracy_is_the_results_file():
+    """issue 33 item 14: the README quoted another command's run; this one's mean over
+    seeds is docs/results/quickstart_cora.md's, which its per-seed rows give."""
+    text = (ROOT / "docs" / "results" / "quickstart_cora.md").read_text(encoding="utf-8")
+    rows = [float(m) for m in re.findall(r"^\| \d \| ([\d.]+) \+- ", text, flags=re.M)]
+    assert len(rows) == 5
+    mean = f"{sum(rows) / len(rows):.2f}"
+    assert f"**{mean}** mean test accuracy" in text
+    lo, hi = f"{min(rows):.2f}", f"{max(rows):.2f}"
+    assert f"scored {mean}% test accuracy as a mean over seeds 0 to 4 ({lo} to {hi};" in " ".join(
+        README.split()
+    )
