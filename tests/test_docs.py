@@ -225,6 +225,25 @@ def test_a_quoted_results_file_names_one_commit(name):
     assert re.fullmatch(r"- commit: [0-9a-f]{7,40}( \(with uncommitted changes\))?", lines[0])
 
 
+def suite_time():
+    """(wall, CPU) of the test suite's measured run, as the README quotes them, from
+    docs/results/test_suite_time.md."""
+    text = (ROOT / "docs" / "results" / "test_suite_time.md").read_text(encoding="utf-8")
+    wall = re.search(r"wall time (\d+ min \d+ s)", text)[1]
+    m, s, sys_s = map(
+        int, re.search(r"CPU time (\d+) min (\d+) s user, (\d+) s system", text).groups()
+    )
+    cpu = 60 * m + s + sys_s
+    return wall, f"{cpu // 60} min {cpu % 60} s"
+
+
+def test_readme_suite_time_is_the_results_file():
+    wall, cpu = suite_time()
+    assert f"It took {wall} on 2 cores shared with three other jobs, {cpu} of CPU time" in " ".join(
+        README.split()
+    )
+
+
 MEASURED = re.compile(r"\d[\d,.]*\s?(?:s|ms|min|minutes|hours|pairs/s|tests)\b")
 NOT_MEASURED = {"30 s", "1 s", "2.5 hours"}  # the log interval; the derived rule of thumb
 
@@ -240,6 +259,7 @@ def test_every_time_or_rate_in_the_readme_is_one_the_tests_above_check():
     checked |= {last_epoch_rate(g) + " pairs/s" for g in ("cora", "blogcatalog")}
     train = phase("1,000,000", "train, ")["rate"]
     checked |= {train.split(" (")[0], re.search(r"epoch (\d+ s)", train)[1], "6 min"}
+    checked |= set(MEASURED.findall(" ".join(suite_time())))
     found = set(MEASURED.findall(README))
     assert found - NOT_MEASURED <= checked, sorted(found - NOT_MEASURED - checked)
 
@@ -346,3 +366,17 @@ def test_readme_names_every_extra_and_what_the_plain_install_lacks():
     required = cfg["options"]["install_requires"]
     for package in ("networkx", "pandas"):
         assert package not in required and "not networkx or pandas" in README
+
+
+def test_readme_quick_start_accuracy_is_the_results_file():
+    """issue 33 item 14: the README quoted another command's run; this one's mean over
+    seeds is docs/results/quickstart_cora.md's, which its per-seed rows give."""
+    text = (ROOT / "docs" / "results" / "quickstart_cora.md").read_text(encoding="utf-8")
+    rows = [float(m) for m in re.findall(r"^\| \d \| ([\d.]+) \+- ", text, flags=re.M)]
+    assert len(rows) == 5
+    mean = f"{sum(rows) / len(rows):.2f}"
+    assert f"**{mean}** mean test accuracy" in text
+    lo, hi = f"{min(rows):.2f}", f"{max(rows):.2f}"
+    assert f"scored {mean}% test accuracy as a mean over seeds 0 to 4 ({lo} to {hi};" in " ".join(
+        README.split()
+    )

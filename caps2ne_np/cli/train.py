@@ -98,7 +98,8 @@ log = logging.getLogger("caps2ne_np.cli")
     type=click.Path(dir_okay=False),
     default=None,
     help="Also write the per-epoch history (loss, rate, time, pairs/s; with "
-    "--eval-every-epoch the accuracies) as CSV, rewritten after every epoch.",
+    "--eval-every-epoch the accuracies val_acc and test_acc, as fractions in [0, 1] "
+    "where the log prints percent) as CSV, rewritten after every epoch.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 @opt.config_options(

@@ -292,8 +292,10 @@ def _check_same_run(ckpt, config, graph_hash):
             "this checkpoint; resume with the same input"
         )
     saved = dict(ckpt["config"])
+    config = dict(config)
     for key, value in RECORDED_LATER.items():  # older checkpoints trained with these
         saved.setdefault(key, value)
+        config.setdefault(key, value)
     diff = [
         k
         for k in saved
