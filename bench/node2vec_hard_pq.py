@@ -13,13 +13,13 @@ each at p = q = 1 (first-order walks) and at p = 0.001, q = 1000, on one thread.
 Writes bench/results/node2vec_hard_pq.json and .md.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
 from common import machine_info, median, threads, timed, write_results  # noqa: E402
 
 HARD = dict(node2vec_p=0.001, node2vec_q=1000.0)
@@ -32,8 +32,7 @@ def cycle(n):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=5)
+    ap = common.parser(__doc__, reps=5)
     args = ap.parse_args(argv)
 
     from caps2ne_np.training.config import TrainConfig

@@ -22,7 +22,6 @@ the last epoch's score with and without propagation, the gain, and the label-fre
 figures; a gap smaller than the spread is a tie.  Writes bench/results/<out>.json + .md.
 """
 
-import argparse
 import json
 import re
 import statistics
@@ -289,14 +288,13 @@ def combine(args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(
+        __doc__, threads=0, smoke="two small graphs, one seed", out="propagate_panel"
+    )
     ap.add_argument("--graphs", default=",".join(PANEL))
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--shuffles", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=common.usable_cores())
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--out", default="propagate_panel")
-    ap.add_argument("--smoke", action="store_true")
     ap.add_argument(
         "--epochs", type=int, default=None, help="a fixed budget (default: the preset's)"
     )

@@ -158,7 +158,8 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     assert res[2]["protocol"] == "epoch-selection"
     # the kept-epoch line quotes the written file's score (issue 33 item 18: it quoted
     # only the per-split selection's, which no written file has)
-    assert f"the written embeddings score test acc {100 * np.mean(res[0]['test']):.2f} +- " in kept
+    # (with --propagate, the default, the written embeddings are the propagated ones)
+    assert f"embeddings score test acc {100 * np.mean(res[0]['test']):.2f} +- " in kept
 
 
 def test_evaluate_multilabel_from_label_file(tmp_path):

@@ -207,7 +207,7 @@ def test_model_file_keeps_the_propagation_and_infer_lands_in_its_space(propagate
     through infer on the training graph gets its written row back (its filter input is its
     o_v, the map the run's); a node new to the model lands near the rows of its block."""
     from caps2ne_np.estimator import Caps2NE
-    from caps2ne_np.infer import inductive_split
+    from caps2ne_np.evaluate import inductive_split
 
     model, A = propagated_model, planted_blocks()
     path = tmp_path / "m.npz"

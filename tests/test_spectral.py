@@ -294,10 +294,12 @@ def initial_params(monkeypatch, adj, **options):
     """The parameters a run starts from (captured where the training step is built)."""
     import caps2ne_np.training.train as train_mod
 
-    def capture(params, *args, **kwargs):
+    def capture(*args, **kwargs):
+        params = next(a for a in args if hasattr(a, "fixed_features"))
         raise Captured(params.X.copy(), params.O.copy(), params.fixed_features)
 
-    monkeypatch.setattr(train_mod, "TrainStep", capture)
+    monkeypatch.setattr(train_mod, "TrainStep", capture)  # sparse features, the term
+    monkeypatch.setattr(train_mod.fused, "FusedStep", capture)  # the compiled step
     with pytest.raises(Captured) as info:
         fit_arrays(adj, **options)
     return info.value.args

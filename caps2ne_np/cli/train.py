@@ -361,7 +361,6 @@ def _train(
         params = result.params
         if tracker is not None:
             params = tracker.params_like(result.params)
-            log.info(tracker.summary())
         propagated = None  # --propagate: the written embeddings (propagation.py)
         if streamed and cfg.propagate != "none":
             log.info(
@@ -373,6 +372,8 @@ def _train(
 
             propagated = propagation.apply(g.indptr, g.indices, g.weights, cfg, params.O)
         written = params.O if propagated is None else propagated.E
+        if tracker is not None:
+            log.info(tracker.summary(None if propagated is None else written))
         # committed together: a failed write (a full disk) replaces none of them
         with publish_together():
             write_word2vec(out, g.node_ids, written, overwrite=overwrite, binary=binary)
@@ -563,17 +564,23 @@ class _EpochTracker:
             )
         return self.best_params if self.best_params is not None else params
 
-    def summary(self):
+    def summary(self, written=None):
+        """The run's last line about the scores; ``written``: the embeddings written when
+        they are not the kept epoch's o_v (``--propagate``), scored here on the splits."""
         import numpy as np
 
-        from ..evaluate import select_epoch
+        from ..evaluate import classify_splits, select_epoch
 
         sel = select_epoch(self.results)
         kept = self.results[self.best_epoch - 1]
+        what = "the written embeddings"
+        if written is not None:  # the kept o_v propagated: the file holds those
+            kept = classify_splits(written, self.labels, self.splits)
+            what = "the written (propagated) embeddings"
         return (
             f"kept epoch {self.best_epoch} (best mean val acc {100 * self.best_val:.2f}%): "
-            f"the written embeddings score test acc {100 * kept['test_mean']:.2f} "
+            f"{what} score test acc {100 * kept['test_mean']:.2f} "
             f"+- {100 * float(np.std(kept['test'])):.2f}% on the splits; with the epoch "
-            f"chosen per split on val (the paper's protocol): {100 * sel['test_mean']:.2f} "
-            f"+- {100 * sel['test_std']:.2f}%"
+            f"chosen per split on val (the paper's protocol, o_v as trained): "
+            f"{100 * sel['test_mean']:.2f} +- {100 * sel['test_std']:.2f}%"
         )
