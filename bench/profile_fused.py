@@ -179,7 +179,9 @@ def profile(g, batch_size, reps):
         "routing backward": lambda: F._route_back.serial(
             u_hat, c, s, e_all, d_e, P, scale, rule, exact, d_u_hat, scratch_i, scratch_k
         ),
-        "sum over shared rows": lambda: F._rows_backward.serial(d_u_hat, inv, slot_ptr, d_rows),
+        "sum over shared rows": lambda: F._gather_rows_backward.serial(
+            d_u_hat, inv, slot_ptr, d_rows
+        ),
         "d_W, d_u (GEMMs)": lambda: F._W_backward.serial(
             u_rows, d_rows, slot_ptr, W_t, True, d_W_t, d_u_rows
         ),
@@ -191,7 +193,9 @@ def profile(g, batch_size, reps):
     rows = {name: cpu_ms(fn, reps) for name, fn in stages.items()}
     serial = sum(v for name, v in rows.items() if "(serial)" in name)
     # the independent items of each stage's parallel region(s): its most threads
-    items = [1, 1, G, 2 * n_slots, P, F.BLOCKS, 2 * F.BLOCKS, P, n_slots, 2 * n_slots, G,
+    nbp, nbs = F._blocks(P), F._blocks(S)
+    halves = n_slots + int(np.sum(np.diff(slot_ptr) >= 2 * F.BLOCK_ROWS))  # W_i u's GEMMs
+    items = [1, 1, G, halves, P, nbp, nbp + nbs, P, n_slots, 2 * n_slots, G,
              n_slots * d + n_o + G]  # fmt: skip
     regions = [0, 0, 1, 1, 1, 2, 2, 1, 1, 1, 1, 1]
     return dict(

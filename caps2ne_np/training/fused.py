@@ -14,7 +14,7 @@ equations; every stage is a parallel kernel below, over items that own their out
     z = e.o + b - log Q, L, dL/dz       _output_layer  Eq. 3     capsules.softmax_pair
     d_e, d_O, d_bias                    _output_backward
     d_u_hat                             _route_back              grads.route_backward_pair
-    d_rows = sum over the pairs         _rows_backward
+    d_rows = sum over the pairs         grads._gather_rows_backward
     d_W_i, d_u = W_i^T d_u_hat          _W_backward              one GEMM per slot
     d_x = squash'(x) d_u                _x_backward              grads.squash_backward_vector
     Adam, lazy or dense                 _adam_lazy / _adam_dense optim.adam_span
@@ -32,11 +32,12 @@ skip-gram term train with step.TrainStep (``supports``).
 
 import numpy as np
 from numba import prange
+from numba.extending import overload
 
 from ..kernels._jit import REASSOC, kernel
 from ..kernels.rng import TAG_POSITION, quiet_wraparound, rand_below, stream3
 from ..model.capsules import route_pair, rule_code, softmax_pair, squash_vector
-from ..model.grads import route_backward_pair, squash_backward_vector
+from ..model.grads import _gather_rows_backward, route_backward_pair, squash_backward_vector
 from ..model.rows import _share_slots
 from .optim import adam_span, adam_span_zero
 from .samplers import KIND_ALIAS, KIND_LOG_UNIFORM, _sample_unique
@@ -51,8 +52,24 @@ PROBE = 4
 """Batches of the round that times a batch (the run's second)."""
 
 BLOCKS = 8
-"""Fixed blocks of pairs (and of V') for the output layer's products: the split does
-not depend on the thread count, so neither do the sums."""
+BLOCK_ROWS = 64
+"""The output layer's products run on blocks of pairs (and of V') of at least BLOCK_ROWS
+rows, at most BLOCKS of them, and W_i u on halves of a slot only when it has at least
+2 BLOCK_ROWS rows: the split is a function of the batch's sizes, never of the thread
+count, so neither are the sums.  Fewer, larger GEMMs: measured on one thread
+(bench/profile_fused.py, B = 16, machine under load, each against the Python step in
+the same run), the step took 3.30 ms with these blocks (the Python step 1.91x that)
+and 4.39 ms with 8 blocks of 20 pairs and halves of every slot (1.51x)."""
+
+
+def _blocks(n):
+    """The number of blocks of ``n`` rows (``BLOCKS``, ``BLOCK_ROWS``)."""
+    return max(1, min(BLOCKS, n // BLOCK_ROWS))
+
+
+@overload(_blocks, inline="always")
+def _blocks_in_kernels(n):
+    return _blocks  # the Python function, compiled and inlined into the calling kernel
 
 
 def supports(cfg, features_kind):
@@ -200,6 +217,8 @@ def _predict(u, x_of_row, slot_ptr, W_t, u_rows, u_hat_rows):
     for item in prange(2 * n_slots):
         i = item // 2
         mid = (slot_ptr[i] + slot_ptr[i + 1]) // 2
+        if slot_ptr[i + 1] - slot_ptr[i] < 2 * BLOCK_ROWS:
+            mid = slot_ptr[i + 1]  # one GEMM for the slot: the second item has none
         lo = slot_ptr[i] if item % 2 == 0 else mid
         hi = mid if item % 2 == 0 else slot_ptr[i + 1]
         for r in range(lo, hi):
@@ -231,9 +250,10 @@ def _output_layer(e, O, bias, targets, sampled, log_q_true, log_q_sampled, O_s, 
         O_s[j] = O[sampled[j]]
         bq[j] = bias[sampled[j]] - log_q_sampled[j]
     inv_p = 1.0 / n_pairs
-    for blk in prange(BLOCKS):
-        lo = blk * n_pairs // BLOCKS
-        hi = (blk + 1) * n_pairs // BLOCKS
+    nb = _blocks(n_pairs)
+    for blk in prange(nb):
+        lo = blk * n_pairs // nb
+        hi = (blk + 1) * n_pairs // nb
         if hi > lo:
             np.dot(e[lo:hi], O_s.T, z_s[lo:hi])
         for p in range(lo, hi):
@@ -257,10 +277,11 @@ def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_
     d_O) and d_o_t += d_z_t e_p over the pairs in order; likewise the biases."""
     n_pairs, k = e.shape
     n_sampled = O_s.shape[0]
-    for blk in prange(2 * BLOCKS):
-        if blk < BLOCKS:  # d_e, a block of pairs
-            lo = blk * n_pairs // BLOCKS
-            hi = (blk + 1) * n_pairs // BLOCKS
+    nbp, nbs = _blocks(n_pairs), _blocks(n_sampled)
+    for blk in prange(nbp + nbs):
+        if blk < nbp:  # d_e, a block of pairs
+            lo = blk * n_pairs // nbp
+            hi = (blk + 1) * n_pairs // nbp
             if hi > lo:
                 np.dot(d_s[lo:hi], O_s, d_e[lo:hi])
             for p in range(lo, hi):
@@ -269,8 +290,8 @@ def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_
                 for j in range(k):
                     d_e[p, j] += w * O[t, j]
         else:  # d_O and d_bias of a block of V'
-            lo = (blk - BLOCKS) * n_sampled // BLOCKS
-            hi = (blk - BLOCKS + 1) * n_sampled // BLOCKS
+            lo = (blk - nbp) * n_sampled // nbs
+            hi = (blk - nbp + 1) * n_sampled // nbs
             if hi > lo:
                 np.dot(d_sT[lo:hi], e, d_O[lo:hi])
             for j in range(lo, hi):
@@ -306,23 +327,6 @@ def _route_back(u_hat, c, s, e_all, d_e, n_pairs, scale, rule, exact, d_u_hat, s
             u_hat, c, s, e_all, d_e, p, scale, rule, exact, d_u_hat, scratch_i[0, p],
             scratch_i[1, p], scratch_k[0, p], scratch_k[1, p],
         )  # fmt: skip
-
-
-@kernel(parallel=True)
-def _rows_backward(d_u_hat, inv, slot_ptr, d_rows):
-    """d_rows[r] = sum of d_u_hat[i, p] over the pairs p whose slot i reads row r, in
-    pair order; parallel over the slots, which own disjoint rows (the loop of
-    grads.gather_rows_backward: a split of the columns measured 10x slower)."""
-    n_slots, n_pairs = inv.shape
-    k = d_u_hat.shape[2]
-    for i in prange(n_slots):
-        for r in range(slot_ptr[i], slot_ptr[i + 1]):
-            for j in range(k):
-                d_rows[r, j] = 0.0
-        for p in range(n_pairs):
-            r = inv[i, p]
-            for j in range(k):
-                d_rows[r, j] += d_u_hat[i, p, j]
 
 
 @kernel(parallel=True)
@@ -381,7 +385,7 @@ def _loss_and_grads(tables, model, batch, ws, sizes):
     _output_backward(e, O, targets[:P], d_true, d_s[:P], d_sT, O_s, o_of_target, n_o,
                      d_e[:P], d_O, d_bias)  # fmt: skip
     _route_back(u_hat, c, s, e_all, d_e, P, scale, rule, exact, d_u_hat, scratch_i, scratch_k)
-    _rows_backward(d_u_hat, inv, slot_ptr, d_rows)
+    _gather_rows_backward(d_u_hat, inv, slot_ptr, d_rows)  # the teaching kernel itself
     _W_backward(u_rows, d_rows, slot_ptr, W_t, train_x, d_W_t, d_u_rows)
     if train_x:
         _x_backward(x, d_u_rows, row_ptr, row_list, G, d_u, d_x)
