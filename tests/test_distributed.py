@@ -217,7 +217,7 @@ def test_estimator_engine_ray(ray_local, partition, single):
         workers=1,
         servers=2,
     ).fit(g)
-    assert np.array_equal(model.get_embedding(), single.params.O)
+    assert np.array_equal(model.O_, single.params.O)  # (get_embedding: propagated)
 
 
 @pytest.mark.slow
@@ -247,6 +247,8 @@ def test_cli_engine_ray_writes_the_single_machine_embeddings(ray_local, tmp_path
         "lazy",
         "--threads",
         "1",
+        "--propagate",
+        "none",  # both write the o_v as trained (Ray streams them unpropagated)
         "-q",
     ]
     runner = CliRunner()
