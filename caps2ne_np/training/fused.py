@@ -1,15 +1,15 @@
 r"""The training step compiled whole: a chunk of batches per call, no Python inside.
 
 One call of ``_train_chunk`` trains a list of batches of one epoch, from their ids to
-updated tables, with the GIL released; Python sets up, calls once per chunk (about 64
-batches) and reports between chunks (gensim's ``train_batch_sg`` and umap's
-``optimize_layout`` are the models).  A batch, top to bottom (docs/math.md names the
+updated tables, with the GIL released; Python sets up, calls once per chunk (about
+0.25 s of work, at most 64 batches) and reports between chunks (gensim's
+``train_batch_sg`` and umap's ``optimize_layout`` are the models).  A batch, top to bottom (docs/math.md names the
 equations; every stage is a parallel kernel below, over items that own their outputs):
 
     walks, pairs, V' and Q(.)           _draw_batch    (serial; keyed by (seed, epoch, b, step))
     distinct (slot, node) rows, x nodes _index_batch   (serial; rows.share_slots)
     x = X[nodes], u = squash(x)         _squash_nodes  Eq. 1     capsules.squash_vector
-    u_hat = W_i u per distinct row      _predict       Eq. 2     one GEMM per half slot
+    u_hat = W_i u per distinct row      _predict       Eq. 2     one GEMM per slot (or half)
     c, s, e = Routing(u_hat)            _route_pairs   Alg. 1    capsules.route_pair
     z = e.o + b - log Q, L, dL/dz       _output_layer  Eq. 3     capsules.softmax_pair
     d_e, d_O, d_bias                    _output_backward
@@ -17,7 +17,7 @@ equations; every stage is a parallel kernel below, over items that own their out
     d_rows = sum over the pairs         grads._gather_rows_backward
     d_W_i, d_u = W_i^T d_u_hat          _W_backward              one GEMM per slot
     d_x = squash'(x) d_u                _x_backward              grads.squash_backward_vector
-    Adam, lazy or dense                 _adam_lazy / _adam_dense optim.adam_span
+    Adam, lazy or dense                 _adam                    optim.adam_span
 
 The arithmetic is that of core.loss_and_row_grads and optim.Adam (the same inlined
 helpers), with its sums in a fixed order: the results are the same bits on any number
