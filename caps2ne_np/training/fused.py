@@ -3,8 +3,9 @@ r"""The training step compiled whole: a chunk of batches per call, no Python ins
 One call of ``_train_chunk`` trains a list of batches of one epoch, from their ids to
 updated tables, with the GIL released; Python sets up, calls once per chunk (about
 0.25 s of work, at most 64 batches) and reports between chunks (gensim's
-``train_batch_sg`` and umap's ``optimize_layout`` are the models).  A batch, top to bottom (docs/math.md names the
-equations; every stage is a parallel kernel below, over items that own their outputs):
+``train_batch_sg`` and umap's ``optimize_layout`` are the models).  A batch, top to
+bottom (docs/math.md names the equations; every stage is a parallel kernel below, over
+items that own their outputs):
 
     walks, pairs, V' and Q(.)           _draw_batch    (serial; keyed by (seed, epoch, b, step))
     distinct (slot, node) rows, x nodes _index_batch   (serial; rows.share_slots)
