@@ -175,3 +175,95 @@ def test_steady_steps_do_not_start_a_trial_before_the_recheck():
     m.cost = {1: 2.0, 2: 1.4}  # 40% slower: within the drift
     m.run(ch, 200)
     assert ch.history == [(3, 2)]
+
+
+def test_one_far_slower_round_starts_a_new_trial_at_once_with_spike():
+    # the compiled step's rounds are long: with ``spike`` one round 3x slower than the
+    # trial said is enough to try again (without it, ``watch`` rounds would pass first)
+    m = FakeMachine({1: 2.0, 2: 1.0})
+    ch = chooser_on(m, 2, warmup=0, rounds=2, recheck=1000, watch=10, spike=3.0)
+    m.run(ch, 10)
+    assert ch.history == [(3, 2)]
+    m.cost = {1: 2.2, 2: 20.0}  # a busy process on the second core
+    m.run(ch, 6)
+    assert [c for _, c in ch.history] == [2, 1]
+    assert ch.history[1][0] == 10 + 4  # one slow round, then the 4-round trial
+    ch2 = chooser_on(m, 2, warmup=0, rounds=2, recheck=1000, watch=10, spike=3.0)
+    m.cost = {1: 2.0, 2: 1.0}
+    m.run(ch2, 10)
+    m.cost = {1: 2.0, 2: 2.9}  # 2.9x slower on 2 than the trial said: not a spike
+    m.run(ch2, 5)
+    assert ch2.history == [(3, 2)]
+
+
+def test_trials_that_confirm_the_choice_back_off_and_a_change_resets():
+    m = FakeMachine({1: 1.0, 2: 5.0})
+    ch = chooser_on(m, 2, warmup=0, rounds=1, recheck=10, backoff=4)
+    m.run(ch, 2 + 10 + 2 + 20 + 2 + 40 + 2 + 40 + 2)
+    # trials end at steps 1, 13, 35, 77, 119: intervals 10, 20, 40, then capped at 40
+    assert [s for s, _ in ch.history] == [1, 13, 35, 77, 119]
+    assert all(c == 1 for _, c in ch.history)
+    m.cost = {1: 1.0, 2: 0.5}
+    m.run(ch, 40 + 2 + 10 + 2)
+    assert [c for _, c in ch.history][-2:] == [2, 2]
+    assert ch.history[-1][0] - ch.history[-2][0] == 10 + 2  # back to ``recheck``
+    # without backoff the interval stays at recheck
+    m2 = FakeMachine({1: 1.0, 2: 5.0})
+    ch2 = chooser_on(m2, 2, warmup=0, rounds=1, recheck=10)
+    m2.run(ch2, 50)
+    assert [s for s, _ in ch2.history] == [1, 13, 25, 37, 49]
+
+
+def test_trial_next_says_which_step_is_a_trial_step():
+    m = FakeMachine({1: 2.0, 2: 1.0})
+    ch = chooser_on(m, 2, warmup=1, rounds=2, recheck=5)
+    seen = []
+    for _ in range(12):
+        predicted = ch.trial_next()
+        ch.begin()
+        seen.append((predicted, ch.timed))
+        m.now += m.cost[m.n]
+        ch.end()
+    assert all(p == t for p, t in seen)
+    assert [t for _, t in seen] == [False] + [True] * 4 + [False] * 5 + [True] * 2
+
+
+def test_the_compiled_steps_trial_rounds_are_short_and_chunks_follow_the_load():
+    # train.LocalEngine._next_round: trial rounds are fused.PROBE batches (a trial round
+    # may run on the slower count), chunks are sized from the last round that was not
+    # a trial, and every round ends at a multiple of checkpoint_every
+    from caps2ne_np.training import fused
+    from caps2ne_np.training.train import LocalEngine
+
+    class Threads:
+        next_is_trial = False
+
+        def trial_next(self):
+            return self.next_is_trial
+
+    eng = LocalEngine.__new__(LocalEngine)
+    eng.threads, eng.width, eng.checkpoint_every = Threads(), 1, 0
+    eng._chunk, eng._rounds, eng._n = None, 0, 1
+    eng._next_round(1, 5.0)  # the first round: loading, whatever it took
+    assert eng.round_size == fused.PROBE and eng._chunk is None
+    eng._n = fused.PROBE
+    eng._next_round(5, fused.PROBE * fused.CHUNK_SECONDS / 10)  # 10 batches a chunk
+    assert eng._chunk == 10 and eng.round_size == 10
+    eng.threads.next_is_trial = True
+    eng._n = 10
+    eng._next_round(15, 10 * fused.CHUNK_SECONDS / 20)
+    assert eng.round_size == fused.PROBE and eng._chunk == 20
+    eng._n = fused.PROBE
+    eng._next_round(19, 1000.0, trial=True)  # a trial round on the slow count
+    assert eng._chunk == 20  # kept
+    eng.threads.next_is_trial = False
+    eng._next_round(23, fused.PROBE * fused.CHUNK_SECONDS / 1000, trial=True)
+    assert eng.round_size == 20
+    eng._n = 20
+    eng._next_round(43, 20 * 1000.0)  # a chunk far slower: the next is one batch
+    assert eng.round_size == 1
+    eng._next_round(44, 1e-9)  # far faster: at most fused.CHUNK
+    assert eng.round_size == fused.CHUNK
+    eng.checkpoint_every = 50
+    eng._next_round(44, 1e-9)
+    assert eng.round_size == 6  # ends at step 50

@@ -74,7 +74,13 @@ class StepThreads:
     * the trial repeats every ``recheck`` steps, as the load changes, and at once when
       the median of the last ``watch`` steps is more than ``drift`` slower than the
       chosen count's median in the trial (another process took a core: a worker
-      spinning on it, ``SPIN_COUNT``, would slow every step until the next recheck).
+      spinning on it, ``SPIN_COUNT``, would slow every step until the next recheck),
+      or, with ``spike``, when one step is more than ``spike`` times that median (the
+      compiled step's rounds are long: one such round is evidence enough);
+    * with ``backoff`` > 1, a trial that confirms the count chosen before doubles the
+      interval to the next, up to ``backoff`` times ``recheck`` (a trial costs steps on
+      the slower count: on 2 threads beside a busy process, a parallel round ran 20x
+      slower than on one); a changed choice, a drift or a spike resets it.
 
     The choice never changes a result: every kernel gives the same bits on any number
     of threads (tests/test_train.py).  step.TrainStep makes none when
@@ -97,12 +103,15 @@ class StepThreads:
         recheck=2000,
         watch=50,
         drift=0.5,
+        spike=None,
+        backoff=1,
         clock=time.perf_counter,
         set_threads=None,
     ):
         self.max_threads = max(1, int(max_threads))
         self.warmup, self.rounds, self.margin, self.recheck = warmup, rounds, margin, recheck
-        self.watch, self.drift = watch, drift
+        self.watch, self.drift, self.spike, self.backoff = watch, drift, spike, backoff
+        self._interval = recheck  # steps from a trial's end to the next trial
         self.clock = clock
         self.set_threads = set_threads if set_threads is not None else numba.set_num_threads
         self.candidates = self.candidate_counts(self.max_threads)
@@ -132,13 +141,32 @@ class StepThreads:
             plan += self.candidates if r % 2 == 0 else self.candidates[::-1]
         return plan
 
+    @property
+    def timed(self):
+        """True while the step ``begin`` started is a trial step."""
+        return self._timed
+
+    def trial_next(self):
+        """True when the step ``begin`` starts next is a trial step (timed on a count
+        that may be the slower one): a caller whose steps vary in size keeps it short."""
+        if self.max_threads <= 1 or self._step < self.warmup:
+            return False
+        return bool(self._plan) or self._due()
+
+    def _due(self):
+        return self._trial_end is None or self._step - self._trial_end >= self._interval
+
+    def _retrial(self):
+        """A new trial at the next step, with the interval back at ``recheck``."""
+        self._interval = self.recheck
+        self._trial_end = self._step + 1 - self.recheck
+
     def begin(self):
         """Set Numba's thread count for the step about to run and start its clock;
         returns the count."""
         n, self._timed = self.max_threads, False
         if self.max_threads > 1 and self._step >= self.warmup:
-            due = self._trial_end is None or self._step - self._trial_end >= self.recheck
-            if not self._plan and due:
+            if not self._plan and self._due():
                 self._plan, self._times = self._trial_plan(), {}
             if self._plan:
                 n, self._timed = self._plan.pop(0), True
@@ -157,16 +185,24 @@ class StepThreads:
         if self._timed:
             self._times.setdefault(self._current, []).append(seconds)
             if not self._plan:
+                before = self.chosen if self.history else None
                 self.chosen = self.choose(self._times, self.margin)
                 self.history.append((self._step, self.chosen))
+                if self.chosen == before:
+                    self._interval = min(2 * self._interval, self.backoff * self.recheck)
+                else:
+                    self._interval = self.recheck
                 self._trial_end = self._step + 1
                 self._chosen_time = _median(self._times[self.chosen])
                 self._recent = []
         elif self._chosen_time is not None:
             self._recent.append(seconds)
-            if len(self._recent) >= self.watch:
+            if self.spike is not None and seconds > self._chosen_time * self.spike:
+                self._retrial()  # one round far slower: another process took a core
+                self._recent = []
+            elif len(self._recent) >= self.watch:
                 if _median(self._recent) > self._chosen_time * (1.0 + self.drift):
-                    self._trial_end = self._step + 1 - self.recheck  # a new trial is due
+                    self._retrial()
                 self._recent = []
         self._step += 1
 

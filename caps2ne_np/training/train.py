@@ -41,11 +41,14 @@ from .step import TrainStep
 log = logging.getLogger(__name__)
 
 PARALLEL_MODES = ("sync", "async")
-CHUNK_TRIAL = dict(warmup=1, rounds=3, recheck=60, watch=8)
-"""StepThreads' trial over chunks of fused.CHUNK batches (a chunk of the default Cora run
-takes ~0.1 s): the first chunk compiles or loads the kernels, three chunks on each
-count, a new trial every 60 chunks and when 8 chunks run 50% slower than the trial
-said."""
+CHUNK_TRIAL = dict(warmup=1, rounds=3, recheck=60, watch=8, spike=3.0, backoff=8)
+"""StepThreads' trial over the compiled step's rounds: the first round loads the kernels;
+then three rounds of fused.PROBE batches on each count (LocalEngine keeps trial rounds
+that short: beside a busy process, the default Cora step took 60 ms a batch on 2
+threads against 3 ms on one, the OpenMP barriers waiting for a descheduled thread);
+a new trial 60 chunks (about 15 s) later, up to 8 times that while trials keep
+confirming the choice, and at once when 8 chunks run 50% slower than the trial said or
+one chunk 3 times slower."""
 SWITCH_INTERVAL = 1e-4
 """Python's GIL switch interval while ``AsyncEngine``'s threads run (Python's default is
 5 ms): the default Cora run with ``--parallel async --threads 2`` took 24.7 s with it
@@ -243,9 +246,11 @@ class LocalEngine:
                 epoch, range(b, b + n), range(step, step + n), rates,
                 parallel=numba.get_num_threads() > 1,
             )  # fmt: skip
-            self._next_round(step + n, time.perf_counter() - t0)
+            seconds = time.perf_counter() - t0
+            trial = self.threads is not None and self.threads.timed
             if self.threads is not None:
                 self.threads.end()
+            self._next_round(step + n, seconds, trial)
             self.optimizer.t, self.optimizer.lr = step + len(out), rates[len(out) - 1]
             return out
         out = []
@@ -268,21 +273,22 @@ class LocalEngine:
             self._ahead = (epoch, nxt, ahead)
         return out
 
-    def _next_round(self, next_step, seconds):
+    def _next_round(self, next_step, seconds, trial=False):
         """The size of the next round with the compiled step: the run's first round is one
         batch (it compiles or loads the kernels: kept out of the rate and the ETA), the
         second ``fused.PROBE`` batches per thread, which time a batch; from then on a
         chunk of about ``fused.CHUNK_SECONDS`` (at most ``fused.CHUNK`` batches per
-        thread), so that progress, checkpoints and signals are never far apart.  A round
-        ends at the next multiple of ``checkpoint_every``."""
+        thread), so that progress, checkpoints and signals are never far apart, sized
+        again from every round that was not a trial (the load changes).  A round of the
+        ``StepThreads`` trial is ``fused.PROBE`` batches: it may run on the slower count.
+        A round ends at the next multiple of ``checkpoint_every``."""
         self._rounds += 1
-        if self._chunk is not None:
-            size = self._chunk * self.width
-        elif self._rounds == 1:  # the first round: loading
-            size = fused.PROBE * self.width
-        else:
+        if self._rounds > 1 and not trial:
             per = seconds / max(self._n, 1) * self.width  # one batch per thread
             self._chunk = max(1, min(fused.CHUNK, int(fused.CHUNK_SECONDS / per)))
+        if self._chunk is None or (self.threads is not None and self.threads.trial_next()):
+            size = fused.PROBE * self.width
+        else:
             size = self._chunk * self.width
         every = self.checkpoint_every
         if every:
