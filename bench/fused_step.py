@@ -14,6 +14,12 @@ so that both see the same load; medians over ``--reps``.
     python bench/fused_step.py --before ../before            # 3 reps, ~10 min
     python bench/fused_step.py --before ../before --reps 1 --cases f1,f2
 
+``--busy N`` runs N busy processes (a Python loop each, at the same priority, in a
+session of their own) beside every measurement: a shared server's load, under which a
+second thread must not make the synchronous run slower than one.
+
+    python bench/fused_step.py --before ../before --cases f1,f2 --busy 1 --out fused_step_busy
+
 Issue 31's targets, evaluated at the end: f at 1 thread >= 1.6x before; f sync at 2
 threads >= 1.7x its 1-thread rate and >= 0.9x g's at 2 threads; async at 2 threads >=
 1.85x f sync at 1 thread.  Writes bench/results/<--out>.json + .md (the measurements
@@ -69,6 +75,23 @@ def run_case(checkout, case, epochs, seed):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+BUSY = "while True:\n    pass\n"
+
+
+def start_busy(n):
+    """``n`` busy processes, each in its own session (so that a scheduler grouping by
+    session treats it as another user's work); stop them with ``stop_busy``."""
+    return [
+        subprocess.Popen([sys.executable, "-c", BUSY], start_new_session=True) for _ in range(n)
+    ]
+
+
+def stop_busy(procs):
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
 def targets(med):
     """Issue 31's ratios from the medians ``med[(checkout, case)]`` (pairs/s)."""
     out = []
@@ -96,6 +119,15 @@ def render(payload):
         "Epoch pairs/s as the run logs it (its first round, which loads the kernels, left "
         f"out); median of {payload['reps']} alternated runs (all runs in the JSON).",
         "",
+    ]
+    if payload.get("busy"):
+        lines += [
+            f"Under load: {payload['busy']} busy process(es) (a Python loop each, same "
+            "priority, own session) ran beside every measurement; the targets below are "
+            "for a quiet machine and are shown for context only.",
+            "",
+        ]
+    lines += [
         "| case | walks per batch | threads | mode | before | after | after / before |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -130,6 +162,9 @@ def main(argv=None):
     parser.add_argument("--before", required=True, help="a checkout of the commit before")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument(
+        "--busy", type=int, default=0, help="busy processes beside every run (default 0)"
+    )
     args = parser.parse_args(argv)
     names = [c for c in args.cases.split(",") if c]
     unknown = set(names) - set(CASES)
@@ -141,7 +176,11 @@ def main(argv=None):
         for name in names:
             order = list(checkouts) if rep % 2 == 0 else list(checkouts)[::-1]
             for which in order:
-                r = run_case(checkouts[which], CASES[name], args.epochs, seed=rep)
+                busy = start_busy(args.busy)
+                try:
+                    r = run_case(checkouts[which], CASES[name], args.epochs, seed=rep)
+                finally:
+                    stop_busy(busy)
                 runs[f"{which}/{name}"].append(r)
                 print(f"rep {rep + 1} {which:6s} {name}: {r['pairs_per_s']:,.0f} pairs/s, "
                       f"{r['seconds']:.1f} s", flush=True)  # fmt: skip
@@ -151,6 +190,7 @@ def main(argv=None):
         command="python bench/fused_step.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),
         reps=args.reps,
+        busy=args.busy,
         cases=names,
         runs=runs,
         medians=medians,
