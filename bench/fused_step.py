@@ -92,6 +92,14 @@ def stop_busy(procs):
         p.wait()
 
 
+def _commit(checkout):
+    """The short commit of a checkout, or None."""
+    proc = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return proc.stdout.strip() or None
+
+
 def targets(med):
     """Issue 31's ratios from the medians ``med[(checkout, case)]`` (pairs/s)."""
     out = []
@@ -120,13 +128,21 @@ def render(payload):
         f"out); median of {payload['reps']} alternated runs (all runs in the JSON).",
         "",
     ]
+    if payload.get("before_commit"):
+        lines += [f"Before: commit {payload['before_commit']}; after: this checkout.", ""]
     if payload.get("busy"):
         lines += [
             f"Under load: {payload['busy']} busy process(es) (a Python loop each, same "
-            "priority, own session) ran beside every measurement; the targets below are "
-            "for a quiet machine and are shown for context only.",
+            "priority, own session) ran beside every measurement. The question is whether "
+            "2 threads stay near 1 thread's rate:",
             "",
         ]
+        med = payload["medians"]
+        for which in ("before", "after"):
+            one, two = med.get(f"{which}/f1"), med.get(f"{which}/f2")
+            if one and two:
+                lines.append(f"- {which}: 2 threads / 1 thread = {two / one:.2f}x")
+        lines.append("")
     lines += [
         "| case | walks per batch | threads | mode | before | after | after / before |",
         "| --- | --- | --- | --- | --- | --- | --- |",
@@ -142,6 +158,9 @@ def render(payload):
             f"| {name} | {case['batch_size']} | {case['threads']} | {case['parallel']} | "
             f"{cells[0]} | {cells[1]} | {ratio} |"
         )
+    if payload.get("busy"):  # the targets are for a quiet machine
+        lines += ["", "Machine:", "", "```", json.dumps(payload["machine"], indent=1), "```", ""]
+        return "\n".join(lines)
     lines += [
         "",
         "Issue 31's targets:",
@@ -191,6 +210,7 @@ def main(argv=None):
         + " ".join(argv if argv is not None else sys.argv[1:]),
         reps=args.reps,
         busy=args.busy,
+        before_commit=_commit(checkouts["before"]),
         cases=names,
         runs=runs,
         medians=medians,
