@@ -268,7 +268,7 @@ class Caps2NE(BaseEstimator):
         )
         self.history_ = result.history
         self.config_ = result.config.to_dict()
-        self.lr_ = result.optimizer.lr
+        self.lr_ = result.lr
         from .model import propagation
 
         with _api_errors():
