@@ -333,9 +333,9 @@ def two_cliques():
     rng = np.random.default_rng(3)
     splits = []
     for _ in range(3):
-        order = np.concatenate([rng.permutation(8), 8 + rng.permutation(8)])
-        part = lambda lo, hi: np.concatenate([order[lo:hi], order[8 + lo : 8 + hi]])  # noqa: E731
-        splits.append(dict(train=part(0, 3), val=part(3, 5), test=part(5, 8)))
+        a, b = rng.permutation(8), 8 + rng.permutation(8)  # each clique's nodes, shuffled
+        part = {"train": (0, 3), "val": (3, 5), "test": (5, 8)}
+        splits.append({k: np.concatenate([a[lo:hi], b[lo:hi]]) for k, (lo, hi) in part.items()})
     return adj.tocsr(), labels, splits
 
 

@@ -1,6 +1,7 @@
-"""The driver of a Ray run: ``fit`` (the set-up, the cluster's attempts and the restart
-loop after an actor dies), ``cli_fit`` (as ``caps2ne train --engine ray`` calls it) and
-``worker_count`` (the cap on the workers)."""
+"""The driver of a Ray run: ``fit`` (the set-up every engine shares, loop.set_up, with
+the cap on the workers, ``worker_count``; the cluster's attempts and the restart loop
+after an actor dies) and ``cli_fit`` (as ``caps2ne train --engine ray`` called it; the
+command line now goes through training/engines.py, with ``check_fresh``)."""
 
 import logging
 import math
