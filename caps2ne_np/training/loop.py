@@ -244,22 +244,21 @@ class _EpochLoop:
         self.state = LoopState()
         self.bar = None
         self.first = None  # (epoch, pairs, seconds) of the run's first round
-        last = cfg.lr
+        schedule.last = cfg.lr  # until a step is trained
         ckpt = engine.resumed
         if ckpt is not None:
             if self.checkpoint_extra is not None:
                 self.checkpoint_extra.restore_checkpoint(ckpt["extra"])
             self.state = LoopState.from_dict(ckpt["state"])
             result.history = ckpt["history"]
-            last = ckpt.get("adam_lr", last)
+            if self.state.step > 0:  # the rate of the last step the checkpoint holds
+                schedule.last = ckpt.get("adam_lr", schedule.rate(self.state.step - 1))
             log.info(
                 "resumed from %s at epoch %d, batch %d",
                 ckpt["path"],
                 self.state.epoch + 1,
                 self.state.batch,
             )
-        if schedule.last is None:
-            schedule.last = last
         result.schedule = schedule
         stop_rule = self.stop_rule
         if stop_rule is not None and hasattr(stop_rule, "resume"):  # the o_v it compares with

@@ -21,7 +21,8 @@ class Schedule:
 
     cfg        the resolved TrainConfig (epochs, lr, lr_schedule, lr_floor)
     n_batches  batches per epoch
-    last       the rate of the last step trained (None before the first)
+    last       the rate of the last step trained (set by the loop: ``cfg.lr`` before the
+               first step, a resumed run's from its checkpoint)
     """
 
     cfg: object

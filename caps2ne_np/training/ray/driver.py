@@ -72,13 +72,14 @@ def fit(
     P, S = int(workers), int(servers)
     n_nodes = int(indptr.shape[0] - 1)
     _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
-    capped = []
+    graph = (indptr, indices, weights)
 
     def cap(cfg, schedule):  # a round trains at most an epoch's batches
-        capped.append(worker_count(P, schedule.n_batches, address))
+        nonlocal P
+        P = worker_count(P, schedule.n_batches, address)
 
     run = set_up(
-        (indptr, indices, weights),
+        graph,
         cfg,
         features,
         checkpoint_every,
@@ -99,15 +100,14 @@ def fit(
         step_callback=step_callback,
         checkpoint_extra=checkpoint_extra,
     )
-    layout = dict(P=capped[0], S=S, replicate_W=w_placement == "workers", stats=stats)
+    layout = dict(P=P, S=S, replicate_W=w_placement == "workers", stats=stats)
     started = start_ray(address)
     ray = import_ray()
     try:
         attempt = 0
         while True:
             try:
-                return _attempt(ray, (indptr, indices, weights), run, resume_from, layout,
-                                write_outputs, loop_options)  # fmt: skip
+                return _attempt(ray, graph, run, resume_from, layout, write_outputs, loop_options)
             except _actor_lost_errors(ray) as err:
                 attempt += 1
                 resume_from = _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats)
