@@ -23,8 +23,8 @@ from .graphs import graph as graph_mod
 from .graphs.csr import Graph
 from .io.modelfile import default_run, read_model, save_model
 from .model.core import Params
+from .training import engines
 from .training.config import TrainConfig
-from .training.train import fit
 
 
 class Caps2NE(BaseEstimator):
@@ -201,6 +201,8 @@ class Caps2NE(BaseEstimator):
         *,
         directed=None,
         keep_self_loops=False,
+        labels=None,
+        splits=None,
     ):
         """Learn embeddings for ``graph``; returns self.
 
@@ -218,6 +220,14 @@ class Caps2NE(BaseEstimator):
         (dense, or scipy.sparse kept sparse), or None to train them.
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
         those of ``train.fit``.
+
+        ``labels`` (N,) int classes in the graph's node order (-1: unlabelled) with
+        ``splits`` (a list of ``{'train', 'val', 'test'}`` index arrays): select the
+        epoch on validation, as ``caps2ne train --eval-every-epoch``: the o_v are
+        scored after every epoch (logistic regression, evaluate.classify_splits) and
+        the fitted parameters are those of the epoch with the best mean validation
+        accuracy (epoch_selection.EpochSelector); ``best_epoch_`` (1-based) and
+        ``epoch_scores_`` (one classify_splits result per epoch) record the choice.
         """
         if directed is None:
             is_directed = getattr(graph, "is_directed", None)
@@ -227,39 +237,54 @@ class Caps2NE(BaseEstimator):
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
             )
             cfg = self.train_config()
-            run, extra = fit, dict(parallel=self.parallel)
-            if self.engine == "ray":
-                if self.parallel != "sync":
-                    raise InputError(
-                        "parallel='async' trains on threads of one process; with "
-                        "engine='ray' the workers train batches at once"
-                    )
-                from .training.ray import fit as run
-
-                extra = dict(workers=self.workers, servers=self.servers, address=self.ray_address)
-            elif self.engine != "single":
-                raise ValueError(f"engine must be 'single' or 'ray', got {self.engine!r}")
-            result = run(
+            selector = _selector(labels, splits)
+            result = engines.fit(
                 graph.indptr,
                 graph.indices,
                 graph.weights,
                 cfg,
+                engine=self.engine,
+                parallel=self.parallel,
+                workers=self.workers,
+                servers=self.servers,
+                ray_address=self.ray_address,
                 features=X,
                 progress=self.progress,
-                epoch_callback=epoch_callback,
+                epoch_callback=_both(selector, epoch_callback),
                 checkpoint_dir=checkpoint_dir,
                 checkpoint_every=checkpoint_every,
                 resume_from=resume_from,
                 step_callback=step_callback,
-                **extra,
+                checkpoint_extra=selector,
             )
+        self._fitted(result, selector, nodes, directed, keep_self_loops, cfg.seed)
+        from .model import propagation
+
+        with _api_errors():
+            self.propagation_ = propagation.apply(
+                graph.indptr, graph.indices, graph.weights, result.config, self.O_
+            )
+        if hasattr(self, "calibration_"):
+            del self.calibration_  # fitted for the parameters a refit replaces
+        return self
+
+    def _fitted(self, result, selector, nodes, directed, keep_self_loops, seed):
+        """The fitted state of a run's ``result`` (the kept epoch's parameters when
+        ``selector`` chose one)."""
         p = result.params
+        if selector is not None:
+            p = selector.params_like(p)
+            self.best_epoch_, self.epoch_scores_ = selector.best_epoch, selector.results
+        else:
+            for name in ("best_epoch_", "epoch_scores_"):
+                if hasattr(self, name):
+                    delattr(self, name)
         self.O_, self.W_, self.bias_, self.X_ = p.O, p.W, p.bias, p.X
         self.fixed_features_ = p.fixed_features
         self.node_ids_ = list(nodes)
         self.nodes_ = self.node_ids_
         self.directed_, self.keep_self_loops_ = bool(directed), bool(keep_self_loops)
-        self.seed_ = cfg.seed
+        self.seed_ = seed
         self.run_ = dict(
             directed=self.directed_,
             keep_self_loops=self.keep_self_loops_,
@@ -268,16 +293,7 @@ class Caps2NE(BaseEstimator):
         )
         self.history_ = result.history
         self.config_ = result.config.to_dict()
-        self.lr_ = result.optimizer.lr
-        from .model import propagation
-
-        with _api_errors():
-            self.propagation_ = propagation.apply(
-                graph.indptr, graph.indices, graph.weights, result.config, p.O
-            )
-        if hasattr(self, "calibration_"):
-            del self.calibration_  # fitted for the parameters a refit replaces
-        return self
+        self.lr_ = result.lr
 
     def fit_transform(self, graph, X=None, **fit_params):
         """``fit(graph, X, **fit_params).get_embedding()``: the written embeddings (the o_v,
@@ -465,6 +481,29 @@ class Caps2NE(BaseEstimator):
         """The fitted parameters as a ``core.Params``."""
         _check_fitted(self)
         return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
+
+
+def _selector(labels, splits):
+    """The epoch_selection.EpochSelector of ``fit(labels=, splits=)``, or None."""
+    if labels is None and splits is None:
+        return None
+    if labels is None or splits is None:
+        raise InputError("labels and splits: give both to select the epoch on validation")
+    from .epoch_selection import EpochSelector
+
+    return EpochSelector(np.asarray(labels), splits)
+
+
+def _both(first, second):
+    """An epoch callback calling ``first`` then ``second`` (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(epoch, result):
+        first(epoch, result)
+        second(epoch, result)
+
+    return both
 
 
 def _given_params(model):

@@ -323,3 +323,47 @@ def test_a_networkx_digraph_is_trained_as_directed_by_default():
     np.testing.assert_array_equal(model.get_embedding(), explicit.get_embedding())
     assert not small_model().fit(D, directed=False).directed_
     assert not small_model().fit(nx.Graph(D)).directed_
+
+
+def two_cliques():
+    """Two 8-cliques joined by one edge, labelled by clique, and three splits."""
+    edges = [(u, v) for c in (0, 8) for u in range(c, c + 8) for v in range(u + 1, c + 8)]
+    adj = sp.coo_matrix((np.ones(len(edges) + 1), np.array(edges + [(0, 8)]).T), shape=(16, 16))
+    labels = np.repeat([0, 1], 8)
+    rng = np.random.default_rng(3)
+    splits = []
+    for _ in range(3):
+        a, b = rng.permutation(8), 8 + rng.permutation(8)  # each clique's nodes, shuffled
+        part = {"train": (0, 3), "val": (3, 5), "test": (5, 8)}
+        splits.append({k: np.concatenate([a[lo:hi], b[lo:hi]]) for k, (lo, hi) in part.items()})
+    return adj.tocsr(), labels, splits
+
+
+def test_fit_selects_the_epoch_of_best_mean_validation_accuracy():
+    """fit(labels=, splits=): the fitted o_v are those of the epoch whose mean
+    validation accuracy is highest (the first on ties), as train --eval-every-epoch
+    keeps; the scores of every epoch are recorded."""
+    from caps2ne_np.evaluate import classify_splits
+
+    adj, labels, splits = two_cliques()
+    seen = []  # (epoch, o_v) of every epoch, from the user's own callback
+    model = small_model(epochs=4, propagate="none", lr=0.05, spectral="none")
+    model.fit(
+        adj,
+        labels=labels,
+        splits=splits,
+        epoch_callback=lambda epoch, result: seen.append((epoch, result.params.O.copy())),
+    )
+    assert [e for e, _ in seen] == [1, 2, 3, 4] and len(model.epoch_scores_) == 4
+    val = [classify_splits(O, labels, splits)["val_mean"] for _, O in seen]
+    assert [r["val_mean"] for r in model.epoch_scores_] == val
+    best = int(np.argmax(val))  # first maximum
+    assert model.best_epoch_ == best + 1 < 4  # (so the kept o_v are not the last)
+    np.testing.assert_array_equal(model.O_, seen[best][1])
+    np.testing.assert_array_equal(model.get_embedding(), seen[best][1])
+    # without labels the last epoch's o_v, and no trace of a selection
+    plain = small_model(epochs=4, propagate="none", lr=0.05, spectral="none").fit(adj)
+    np.testing.assert_array_equal(plain.O_, seen[-1][1])
+    assert not hasattr(plain, "best_epoch_")
+    with pytest.raises(InputError, match="labels and splits"):
+        small_model().fit(adj, labels=labels)

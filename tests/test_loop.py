@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from caps2ne_np.training.config import TrainConfig, learning_rate
-from caps2ne_np.training.loop import TrainingDiverged, TrainResult, run_epochs
+from caps2ne_np.training.loop import LoopState, TrainingDiverged, TrainResult, run_epochs
+from caps2ne_np.training.schedule import Schedule
 
 N_WALKS = 40  # batch_size 8: 5 batches per epoch
 
@@ -98,6 +99,40 @@ def test_every_step_gets_the_schedules_rate(round_size):
     result = run(engine, cfg)
     assert engine.rates == [learning_rate(cfg, cfg.lr, s, 10) for s in range(10)]
     assert result.history[-1]["lr"] == engine.rates[-1]
+    assert result.lr == engine.rates[-1] < cfg.lr  # the schedule's, not an optimizer's
+    schedule = Schedule.for_walks(cfg, N_WALKS)
+    assert (schedule.n_batches, schedule.total_steps) == (5, 10)
+    assert schedule.rates(0, 10) == engine.rates
+
+
+def test_loop_state_reads_and_writes_the_checkpoint_dict():
+    """LoopState stores the dict checkpoints always held (the skip-gram parts only with
+    the term) and reads older ones that lack the parts."""
+    old = {"epoch": 1, "batch": 2, "step": 7, "loss_sum": 1.5, "n_pairs": 16, "seconds": 0.25}
+    state = LoopState.from_dict(old)
+    assert (state.step, state.caps_sum, state.part_pairs) == (7, 0.0, 0)
+    assert list(state.to_dict(parts=False).items()) == list(old.items())
+    with_parts = state.to_dict(parts=True)
+    assert list(with_parts)[-3:] == ["caps_sum", "sg_sum", "part_pairs"]
+    assert LoopState.from_dict(with_parts) == state
+
+
+def test_a_resumed_run_starts_from_the_checkpoints_state_and_rate():
+    ckpt = dict(
+        state={"epoch": 1, "batch": 2, "step": 7, "loss_sum": 16.0, "n_pairs": 16, "seconds": 0.0},
+        history=[{"epoch": 1}],
+        path="ck",
+        extra={},
+        adam_lr=0.123,
+    )
+    engine = StubEngine(1, resumed=ckpt)
+    cfg = config()
+    result = run(engine, cfg)
+    assert [c[1:4] for c in engine.calls if c[0] == "train"] == [(1, 2, 7), (1, 3, 8), (1, 4, 9)]
+    assert len(result.history) == 2 and result.lr == learning_rate(cfg, cfg.lr, 9, 10)
+    assert result.history[1]["loss"] == (16.0 + 3 * 8) / (16 + 3 * 8)
+    done = StubEngine(1, resumed=dict(ckpt, state=dict(ckpt["state"], epoch=2, batch=0)))
+    assert run(done, cfg).lr == 0.123 and not done.calls  # nothing left: the stored rate
 
 
 @pytest.mark.parametrize("round_size", [1, 3])

@@ -6,24 +6,7 @@ import click
 from ..errors import InputError
 from . import options as opt
 from .files import check_outputs
-from .run import jsonable, reset_logging, run, wrote
-
-DEFAULT_TRAIN_FRACTION = 0.5
-"""Single-label data without --splits or --train-fraction: random stratified splits
-training on this fraction of the labelled nodes (--shuffles of them, seeded by --seed)."""
-
-
-def json_safe(obj):
-    """``obj`` with every NaN or infinite float as None (JSON null; NaN is not JSON)."""
-    import math
-
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
+from .run import reset_logging, run, wrote
 
 
 @click.command(context_settings=opt.CONTEXT)
@@ -143,62 +126,26 @@ def evaluate(
     run(
         debug,
         _evaluate,
-        emb_paths,
-        dataset,
-        data_dir,
-        labels_path,
-        splits_path,
-        fractions,
-        shuffles,
-        C,
-        seed,
-        json_out,
-        overwrite,
-        classifier,
-        cv_folds,
-        train_fraction,
-        val_fraction,
+        emb_paths=emb_paths,
+        source=dict(dataset=dataset, data_dir=data_dir, labels=labels_path, splits=splits_path),
+        fractions=fractions,
+        json_out=json_out,
+        overwrite=overwrite,
+        protocol=dict(
+            n_shuffles=shuffles,
+            seed=seed,
+            C=C,
+            solver=classifier,
+            cv_folds=cv_folds,
+            train_fraction=train_fraction,
+            val_fraction=val_fraction,
+        ),
     )
 
 
-def _evaluate(
-    emb_paths,
-    dataset,
-    data_dir,
-    labels_path,
-    splits_path,
-    fractions,
-    shuffles,
-    C,
-    seed,
-    json_out,
-    overwrite,
-    classifier="lbfgs",
-    cv_folds=3,
-    train_fraction=None,
-    val_fraction=0.0,
-):
-    import json
-
-    import numpy as np
-
-    from ..evaluate import (
-        classify_splits,
-        format_table,
-        multilabel_f1,
-        multilabel_select_epoch,
-        random_splits,
-        select_epoch,
-    )
-    from ..graphs import datasets, downloads, nodefiles
-    from ..io.formats import atomic_write
-
-    if json_out:
-        check_outputs(
-            [("--json", json_out, overwrite)],
-            [("--embeddings", p) for p in emb_paths]
-            + [("--labels", labels_path), ("--splits", splits_path)],
-        )
+def _parse_fractions(fractions):
+    """--fractions: the training fractions gamma (InputError when they do not parse or
+    lie outside (0, 1))."""
     try:
         gammas = tuple(float(f) for f in fractions.split(","))
     except ValueError:
@@ -207,15 +154,59 @@ def _evaluate(
         ) from None
     if not all(0 < f < 1 for f in gammas):
         raise InputError(f"--fractions: each fraction must be in (0, 1), got {fractions!r}")
+    return gammas
+
+
+def _evaluate(emb_paths, source, fractions, json_out, overwrite, protocol):
+    import json
+
+    from ..evaluate import evaluate_embeddings, format_table, jsonable
+    from ..io.formats import atomic_write
+
+    if json_out:
+        check_outputs(
+            [("--json", json_out, overwrite)],
+            [("--embeddings", p) for p in emb_paths]
+            + [("--labels", source["labels"]), ("--splits", source["splits"])],
+        )
+    fractions = _parse_fractions(fractions)
+    embs, labels, multilabel, splits = _read_inputs(emb_paths, source)
+    results, chosen = evaluate_embeddings(
+        embs,
+        labels,
+        multilabel,
+        splits,
+        fractions=fractions,
+        note=lambda text: click.echo(text, err=True),
+        **protocol,
+    )
+    to_stderr = json_out == "-"  # stdout then carries the JSON alone
+    for path, r in zip(list(emb_paths) + [chosen], results):
+        click.echo(f"== {path}", err=to_stderr)
+        click.echo(format_table(r), err=to_stderr)
+    if json_out:
+        with atomic_write(json_out, overwrite=overwrite) as fh:
+            json.dump([jsonable(r) for r in results], fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        wrote(json_out, "results")
+
+
+def _read_inputs(emb_paths, source):
+    """(embeddings in the labels' node order, labels, multilabel, splits or None) from
+    the files: -e, and --dataset or --labels/--splits."""
+    from ..graphs import datasets, downloads, nodefiles
+
     ids, first = _read_embeddings(emb_paths[0])
-    if dataset:
+    if source["dataset"]:
+        dataset = source["dataset"]
         ds = datasets.load_dataset(
             dataset,
-            data_dir or downloads.default_data_dir(),
+            source["data_dir"] or downloads.default_data_dir(),
             **({"features": False} if dataset in datasets.PLANETOID_NAMES else {}),
         )
         node_ids, labels, multilabel, splits = ds.node_ids, ds.labels, ds.multilabel, ds.splits
     else:
+        labels_path, splits_path = source["labels"], source["splits"]
         node_ids = ids
         labels, multilabel = nodefiles.load_labels(
             labels_path, node_ids, within=f"the embeddings {emb_paths[0]}"
@@ -236,95 +227,7 @@ def _evaluate(
     for path in emb_paths:
         path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
         embs.append(_align(path, path_ids, emb, node_ids))
-    if train_fraction is not None and multilabel:
-        raise InputError(
-            "--train-fraction is for single-label data; the multi-label protocol "
-            "takes its training fractions from --fractions"
-        )
-    if multilabel:
-        # the protocol scores labelled nodes only: an unlabelled node has no label to
-        # predict (k_i = 0) and would count as a free correct answer or a free miss
-        labelled = np.flatnonzero(np.diff(labels.tocsr().indptr) > 0)
-        if labelled.size < len(node_ids):
-            click.echo(
-                f"scoring the {labelled.size} labelled nodes of {len(node_ids)} "
-                f"({len(node_ids) - labelled.size} have no label)",
-                err=True,
-            )
-            labels = labels.tocsr()[labelled]
-            embs = [e[labelled] for e in embs]
-        n_scored = labelled.size
-        for g in gammas:
-            if int(g * n_scored) < 1 or int(g * n_scored) >= n_scored:
-                raise InputError(
-                    f"--fractions: {g:g} of {n_scored} labelled nodes leaves "
-                    f"{int(g * n_scored)} training and {n_scored - int(g * n_scored)} "
-                    f"test nodes; use fractions between {1 / n_scored:.3g} and "
-                    f"{1 - 1 / n_scored:.3g}"
-                )
-        results = [
-            multilabel_f1(e, labels, gammas, n_shuffles=shuffles, seed=seed, C=C, solver=classifier)
-            for e in embs
-        ]
-        if len(results) > 1:
-            if int(min(gammas) * n_scored) < cv_folds:
-                raise InputError(
-                    f"--cv-folds: {cv_folds} folds need at least {cv_folds} "
-                    f"training nodes in the smallest fraction"
-                )
-            results.append(
-                multilabel_select_epoch(
-                    embs,
-                    labels,
-                    gammas,
-                    n_shuffles=shuffles,
-                    seed=seed,
-                    C=C,
-                    n_folds=cv_folds,
-                    solver=classifier,
-                )
-            )
-        chosen = "epoch selected by cross-validation on each training part"
-    else:
-        if train_fraction is not None:
-            splits = random_splits(
-                labels, train_fraction, shuffles, val_fraction=val_fraction, seed=seed
-            )
-            if len(emb_paths) > 1 and not val_fraction:
-                raise InputError(
-                    "several -e files: choosing the epoch needs validation nodes; "
-                    "add --val-fraction (e.g. 0.1)"
-                )
-        if splits is None:  # neither --splits nor --train-fraction: seeded random splits
-            if len(emb_paths) > 1 and not val_fraction:
-                raise InputError(
-                    "several -e files: choosing the epoch needs validation nodes; give "
-                    "--splits, or --train-fraction with --val-fraction (e.g. 0.1)"
-                )
-            splits = random_splits(
-                labels, DEFAULT_TRAIN_FRACTION, shuffles, val_fraction=val_fraction, seed=seed
-            )
-            click.echo(
-                f"note: no --splits or --train-fraction: scoring on {shuffles} random stratified "
-                f"splits training on {DEFAULT_TRAIN_FRACTION:g} of the labelled nodes "
-                f"(--seed {seed}); pass --splits or --train-fraction to choose",
-                err=True,
-            )
-        results = [
-            classify_splits(e, labels, splits, C=C, multinomial=classifier == "lbfgs") for e in embs
-        ]
-        if len(results) > 1:
-            results.append(select_epoch(results))
-        chosen = "epoch selected on validation"
-    to_stderr = json_out == "-"  # stdout then carries the JSON alone
-    for path, r in zip(list(emb_paths) + [chosen], results):
-        click.echo(f"== {path}", err=to_stderr)
-        click.echo(format_table(r), err=to_stderr)
-    if json_out:
-        with atomic_write(json_out, overwrite=overwrite) as fh:
-            json.dump([json_safe(jsonable(r)) for r in results], fh, indent=1, allow_nan=False)
-            fh.write("\n")
-        wrote(json_out, "results")
+    return embs, labels, multilabel, splits
 
 
 def _read_embeddings(path):

@@ -166,53 +166,88 @@ def infer(
     run(
         debug,
         _infer,
-        model_path,
-        source,
-        nodes_path,
-        samples,
-        positions,
-        aggregate,
-        calibration_method,
-        save_calibration,
-        isolated,
-        out,
-        overwrite,
-        threads,
-        seed,
-        quiet,
+        model_path=model_path,
+        source=source,
+        nodes_path=nodes_path,
+        out=out,
+        overwrite=overwrite,
+        quiet=quiet,
+        walks=dict(samples=samples, seed=seed, threads=threads, positions=positions),
+        how=dict(
+            aggregate=aggregate,
+            calibration_method=calibration_method,
+            save_calibration=save_calibration,
+            isolated=isolated,
+        ),
     )
 
 
-def _infer(
-    model_path,
-    source,
-    nodes_path,
-    samples,
-    positions,
-    aggregate,
-    calibration_method,
-    save_calibration,
-    isolated,
-    out,
-    overwrite,
-    threads,
-    seed,
-    quiet,
-):
+def _infer(model_path, source, nodes_path, out, overwrite, quiet, walks, how):
+    """``walks``: samples, seed, threads, positions (infer.infer_embeddings'); ``how``:
+    aggregate, calibration_method, save_calibration, isolated."""
     import numpy as np
 
     from ..errors import InputError
     from ..graphs.nodefiles import read_id_file
-    from ..infer import calibrate, infer_embeddings
     from ..io.formats import write_word2vec
-    from ..io.modelfile import check_calibration, read_model
-    from ..io.modelfile import save_calibration as store_calibration
-    from ..model.core import Params
 
     check_outputs(
         [("--out", out, overwrite)],
         [("--model", model_path), ("--nodes", nodes_path)] + input_paths(source),
     )
+    model, trained = _read_model(model_path, source)
+    params = trained[0]
+    # A featureless model learned its own x: the dataset's features are not loaded.
+    source["featureless"] = not params.fixed_features
+    g, features, _, _ = load_input(source)
+    ids = read_id_file(nodes_path)
+    _check_nodes(ids, g, nodes_path, source)
+    calibration, said = _calibration(model, model_path, trained, g, features, source, walks, how)
+    run = _embedder(model, how["aggregate"])
+    node_ids, E = run(
+        *trained,
+        g,
+        features,
+        ids,
+        **walks,
+        isolated=how["isolated"],
+        aggregate=how["aggregate"],
+        calibration=calibration,
+    )
+    bad = ~np.isfinite(E).all(axis=1)
+    if bad.any():
+        raise InputError(
+            f"{model_path}: {int(bad.sum())} of {len(node_ids)} embeddings came out "
+            f"NaN or infinite (e.g. node {node_ids[int(np.flatnonzero(bad)[0])]!r}); "
+            "the model's parameters are out of range: retrain it; nothing was written"
+        )
+    write_word2vec(out, node_ids, E, overwrite=overwrite)
+    if not quiet:
+        seen = set(model["node_ids"])
+        n_old = sum(nid in seen for nid in ids)
+        q = params.W.shape[0] + 1
+        Z = walks["samples"] or q
+        what = {
+            "mean": "the mean capsule output e",
+            "sum": "the sum of the capsule outputs e",
+            "calibrated": f"the mean capsule output e calibrated to the o_v ({said})",
+        }
+        click.echo(
+            f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
+            f"training nodes) as {what[how['aggregate']]} of {Z} context(s) each (walk length "
+            f"q = {q})",
+            err=True,
+        )
+    wrote(out)
+
+
+def _read_model(model_path, source):
+    """(the model file's dict, (Params, config, node ids)); ``source`` takes the model's
+    --directed / --keep-self-loops (a flag the model was trained without: InputError)."""
+    from ..errors import InputError
+    from ..io.modelfile import read_model
+    from ..model.core import Params
+
     model = read_model(model_path)
     if model["run"] is not None:  # read the graph as training did
         for key, flag in (("directed", "--directed"), ("keep_self_loops", "--keep-self-loops")):
@@ -225,12 +260,13 @@ def _infer(
     params = Params(
         model["W"], model["O"], model["bias"], model["X"], fixed_features=model["fixed_features"]
     )
-    trained = (params, model["config"], model["node_ids"])
-    calibration = model["calibration"]
-    # A featureless model learned its own x: the dataset's features are not loaded.
-    source["featureless"] = not params.fixed_features
-    g, features, _, _ = load_input(source)
-    ids = read_id_file(nodes_path)
+    return model, (params, model["config"], model["node_ids"])
+
+
+def _check_nodes(ids, g, nodes_path, source):
+    """InputError unless --nodes lists nodes, every one of them in the graph."""
+    from ..errors import InputError
+
     if not ids:
         raise InputError(f"{nodes_path}: no node ids; list the nodes to embed, one per line")
     index = {nid: i for i, nid in enumerate(g.node_ids)}
@@ -241,74 +277,49 @@ def _infer(
                 f"{nodes_path}:{lineno}: node {nid!r} is not in {where}; the graph "
                 "must hold the new nodes and their edges (ids compared as strings)"
             )
-    seen = set(model["node_ids"])
-    n_old = sum(nid in seen for nid in ids)
-    how = "stored in the model file"
-    if save_calibration or (aggregate == "calibrated" and calibration is None):
-        try:
-            calibration = calibrate(
-                *trained,
-                g,
-                features,
-                samples=samples,
-                seed=seed,
-                threads=threads,
-                positions=positions,
-                method=calibration_method,
-            )
-        except InputError as err:  # the model's numbers: name its file
-            raise InputError(f"{model_path}: fitting its calibration: {err}") from None
-        check_calibration(  # NaN from the model's own numbers (a tampered routing_scale)
-            calibration, params.O.shape[1], f"{model_path}: fitting its calibration: the map"
-        )
-        how = (
-            f"{calibration_method}, fitted on {calibration['n']} training nodes of "
-            f"{source['graph'] or source['dataset']}"
-        )
-        if save_calibration:
-            store_calibration(model_path, calibration)
-            how += f", stored in {model_path}"
-    run = infer_embeddings
+
+
+def _calibration(model, model_path, trained, g, features, source, walks, how):
+    """(the calibration the embeddings use, how it was had): the model file's, or fitted
+    on its training nodes in the graph (infer.calibrate) when it stores none or with
+    --save-calibration (which stores it in the model file)."""
+    from ..errors import InputError
+    from ..infer import calibrate
+    from ..io.modelfile import check_calibration
+    from ..io.modelfile import save_calibration as store_calibration
+
+    calibration = model["calibration"]
+    said = "stored in the model file"
+    if not (how["save_calibration"] or (how["aggregate"] == "calibrated" and calibration is None)):
+        return calibration, said
+    method = how["calibration_method"]
+    try:
+        calibration = calibrate(*trained, g, features, **walks, method=method)
+    except InputError as err:  # the model's numbers: name its file
+        raise InputError(f"{model_path}: fitting its calibration: {err}") from None
+    check_calibration(  # NaN from the model's own numbers (a tampered routing_scale)
+        calibration, trained[0].O.shape[1], f"{model_path}: fitting its calibration: the map"
+    )
+    said = (
+        f"{method}, fitted on {calibration['n']} training nodes of "
+        f"{source['graph'] or source['dataset']}"
+    )
+    if how["save_calibration"]:
+        store_calibration(model_path, calibration)
+        said += f", stored in {model_path}"
+    return calibration, said
+
+
+def _embedder(model, aggregate):
+    """infer.infer_embeddings, or infer_propagated.infer_propagated for a model trained
+    with --propagate when the outputs are calibrated."""
+    from ..infer import infer_embeddings
+
     if model.get("propagation") is not None and aggregate == "calibrated":  # --propagate
         import functools
 
         from ..infer_propagated import infer_propagated
         from ..model.propagation import Propagated
 
-        run = functools.partial(infer_propagated, propagated=Propagated(**model["propagation"]))
-    node_ids, E = run(
-        *trained,
-        g,
-        features,
-        ids,
-        samples=samples,
-        seed=seed,
-        threads=threads,
-        positions=positions,
-        isolated=isolated,
-        aggregate=aggregate,
-        calibration=calibration,
-    )
-    bad = ~np.isfinite(E).all(axis=1)
-    if bad.any():
-        raise InputError(
-            f"{model_path}: {int(bad.sum())} of {len(node_ids)} embeddings came out "
-            f"NaN or infinite (e.g. node {node_ids[int(np.flatnonzero(bad)[0])]!r}); "
-            "the model's parameters are out of range: retrain it; nothing was written"
-        )
-    write_word2vec(out, node_ids, E, overwrite=overwrite)
-    if not quiet:
-        q = params.W.shape[0] + 1
-        Z = samples or q
-        what = {
-            "mean": "the mean capsule output e",
-            "sum": "the sum of the capsule outputs e",
-            "calibrated": f"the mean capsule output e calibrated to the o_v ({how})",
-        }
-        click.echo(
-            f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
-            f"training nodes) as {what[aggregate]} of {Z} context(s) each (walk length "
-            f"q = {q})",
-            err=True,
-        )
-    wrote(out)
+        return functools.partial(infer_propagated, propagated=Propagated(**model["propagation"]))
+    return infer_embeddings

@@ -182,18 +182,3 @@ def setup_logging(quiet, verbose=False):
     logger.addHandler(handler)
     logger.setLevel(logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO)
     logger.propagate = False
-
-
-def jsonable(obj):
-    """``obj`` with NumPy arrays and scalars turned into lists and Python numbers."""
-    import numpy as np
-
-    if isinstance(obj, dict):
-        return {k: jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj

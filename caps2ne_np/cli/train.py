@@ -4,15 +4,15 @@ of a graph or a benchmark set.  Its training options are generated from
 
 import functools
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from ..defaults import OPTIONS
-from ..errors import InputError
 from . import options as opt
 from .files import check_outputs, input_paths, load_input
-from .run import jsonable, run, setup_logging, wrote
+from .run import run, setup_logging, wrote
 
 log = logging.getLogger("caps2ne_np.cli")
 
@@ -207,33 +207,10 @@ def train(
     propagation with --propagate on, the converge preset's default), one per node, in
     the user's node ids (word2vec text format, readable by gensim).
     """
-    if (graph is None) == (dataset is None):
-        raise click.UsageError("give exactly one of --graph and --dataset")
-    if (train_fraction is not None or val_fraction is not None) and splits_path:
-        raise click.UsageError("give at most one of --splits and --train-fraction/--val-fraction")
-    if (train_fraction or 0.5) + (val_fraction or 0.1) >= 1:
-        raise click.UsageError(
-            "--train-fraction plus --val-fraction must leave nodes to test "
-            f"(got {train_fraction or 0.5:g} + {val_fraction or 0.1:g})"
-        )
-    for option, value in (
-        ("--npy", npy_out),
-        ("--model-out", model_out),
-        ("--history", history_out),
-    ):
-        if value == "-":
-            raise click.UsageError(
-                f"{option}: '-' (standard output) is accepted by --out only; give a file name"
-            )
-    if out is None and graph == "-":
-        raise click.UsageError(
-            "--graph - (standard input) needs --out (a file, or '-' for standard output)"
-        )
-    if options.get("parallel") == "async" and options.get("engine") == "ray":
-        raise click.UsageError(  # an option conflict: exit 2, before the graph loads
-            "--parallel async: threads of one process share the tables; with --engine ray "
-            "the workers already train batches at once (--workers); drop one of the two"
-        )
+    _check_usage(
+        graph, dataset, splits_path, train_fraction, val_fraction, out, options,
+        {"--npy": npy_out, "--model-out": model_out, "--history": history_out},
+    )  # fmt: skip
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
     setup_logging(quiet, verbose)
@@ -254,6 +231,7 @@ def train(
         seed=options["seed"],
     )
     options["normalize_features"] = not no_normalize_features
+    outputs = Outputs(out, npy_out, model_out, history_out, binary, overwrite)
     ckpt = dict(
         checkpoint_dir=checkpoint_dir or resume_dir,
         checkpoint_every=checkpoint_every,
@@ -262,58 +240,147 @@ def train(
     run(
         debug,
         _train,
-        source,
-        eval_every_epoch,
-        out,
-        npy_out,
-        model_out,
-        overwrite,
-        quiet,
-        options,
-        ckpt,
-        history_out,
-        binary,
+        source=source,
+        eval_every_epoch=eval_every_epoch,
+        outputs=outputs,
+        quiet=quiet,
+        options=options,
+        ckpt=ckpt,
     )
+
+
+def _check_usage(graph, dataset, splits_path, train_fraction, val_fraction, out, options, files):
+    """click.UsageError (exit 2) for options that do not go together, before any work;
+    ``files``: {flag: path} of the outputs that take a file name only."""
+    if (graph is None) == (dataset is None):
+        raise click.UsageError("give exactly one of --graph and --dataset")
+    if (train_fraction is not None or val_fraction is not None) and splits_path:
+        raise click.UsageError("give at most one of --splits and --train-fraction/--val-fraction")
+    if (train_fraction or 0.5) + (val_fraction or 0.1) >= 1:
+        raise click.UsageError(
+            "--train-fraction plus --val-fraction must leave nodes to test "
+            f"(got {train_fraction or 0.5:g} + {val_fraction or 0.1:g})"
+        )
+    for option, value in files.items():
+        if value == "-":
+            raise click.UsageError(
+                f"{option}: '-' (standard output) is accepted by --out only; give a file name"
+            )
+    if out is None and graph == "-":
+        raise click.UsageError(
+            "--graph - (standard input) needs --out (a file, or '-' for standard output)"
+        )
+    if options.get("parallel") == "async" and options.get("engine") == "ray":
+        raise click.UsageError(  # an option conflict: exit 2, before the graph loads
+            "--parallel async: threads of one process share the tables; with --engine ray "
+            "the workers already train batches at once (--workers); drop one of the two"
+        )
+
+
+@dataclass
+class Outputs:
+    """The files a train run writes (--out, --npy, --model-out, --history)."""
+
+    out: str
+    npy: str | None = None
+    model: str | None = None
+    history: str | None = None
+    binary: bool = False
+    overwrite: bool = False
 
 
 _ESTIMATOR_NAME = {"threads": "n_jobs", "seed": "random_state"}
 """TrainConfig fields whose Caps2NE parameter has another name."""
 
+ENGINE_OPTIONS = ("parallel", "engine", "workers", "servers", "ray_address")
+"""train's options that choose the engine (training/engines.py), not the TrainConfig."""
 
-def _train(
-    source,
-    eval_every_epoch,
-    out,
-    npy_out,
-    model_out,
-    overwrite,
-    quiet,
-    options,
-    ckpt,
-    history_out=None,
-    binary=False,
-):
+
+def _train(source, eval_every_epoch, outputs, quiet, options, ckpt):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
-    from ..io.formats import nodes_path, publish_together, save_npy, write_word2vec
-    from ..io.modelfile import save_model
-    from ..training import checkpoint
+    from ..training import engines
     from ..training.config import TrainConfig, usable_cores
-    from ..training.train import fit
 
-    resume = bool(ckpt["resume_from"])
-    outputs = [
-        ("--out", out, overwrite),
-        ("--npy", npy_out, overwrite),
-        ("--npy's id file", nodes_path(npy_out) if npy_out else None, overwrite),
-        ("--model-out", model_out, overwrite),
-        # a resumed run rewrites its own history, from the checkpoint's, every epoch in it
-        ("--history", history_out, overwrite or resume),
-    ]
-    check_outputs(outputs, input_paths(source), checkpoint_dir=ckpt["checkpoint_dir"])
-    if ckpt["checkpoint_dir"] and not ckpt["resume_from"]:
-        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
+    _check_files(outputs, source, ckpt)
     g, features, labels, splits = load_input(source, need_eval=eval_every_epoch)
+    _log_graph(g, features, options)
+    if options["threads"] is None:
+        options["threads"] = usable_cores()
+    engine = {k: options.pop(k) for k in ENGINE_OPTIONS}
+    cfg = TrainConfig(**options)
+    log.debug("options: %s; %d thread(s)", cfg, options["threads"])
+    # the model file's run: how the graph was read, the mode, the options as given
+    given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
+    run_record = dict(
+        directed=bool(g.directed),
+        keep_self_loops=bool(source.get("keep_self_loops")),
+        parallel=engine["parallel"],
+        params=dict(given, **engine),
+    )
+    selector = None
+    if eval_every_epoch:
+        from ..epoch_selection import EpochSelector
+
+        selector = EpochSelector(labels, splits)
+    callback = selector
+    if outputs.history:
+        callback = _HistoryWriter(outputs.history, outputs.overwrite, selector)
+    # --engine ray: the tables go from the shards to the writers block by block (the
+    # driver never holds one), unless --eval-every-epoch keeps a best epoch's tables
+    # or --propagate needs them whole
+    streamed = engine["engine"] == "ray" and selector is None
+    streamed = streamed and options.get("propagate") in (None, "none")
+    finish = functools.partial(
+        _finish, g=g, outputs=outputs, selector=selector, run_record=run_record, streamed=streamed
+    )
+    if engine["engine"] == "ray":  # a new run must not replace a sharded checkpoint
+        from ..training.ray import check_fresh
+
+        check_fresh(ckpt["checkpoint_dir"], ckpt["resume_from"], outputs.overwrite)
+    result = engines.fit(
+        g.indptr,
+        g.indices,
+        g.weights,
+        cfg,
+        **engine,
+        write_outputs=finish if streamed else None,
+        results_only_stdout=True,
+        features=features,
+        progress=not quiet,
+        epoch_callback=callback,
+        checkpoint_extra=selector,
+        **ckpt,
+    )
+    if not streamed:
+        finish(result)
+
+
+def _check_files(outputs, source, ckpt):
+    """Every output writable and none replacing an input, another output or a
+    checkpoint; a new run refused over an existing checkpoint unless --overwrite."""
+    from ..io.formats import nodes_path
+    from ..training import checkpoint
+
+    overwrite = outputs.overwrite
+    resume = bool(ckpt["resume_from"])
+    check_outputs(
+        [
+            ("--out", outputs.out, overwrite),
+            ("--npy", outputs.npy, overwrite),
+            ("--npy's id file", nodes_path(outputs.npy) if outputs.npy else None, overwrite),
+            ("--model-out", outputs.model, overwrite),
+            # a resumed run rewrites its own history, from the checkpoint's, every epoch in it
+            ("--history", outputs.history, overwrite or resume),
+        ],
+        input_paths(source),
+        checkpoint_dir=ckpt["checkpoint_dir"],
+    )
+    if ckpt["checkpoint_dir"] and not resume:
+        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
+
+
+def _log_graph(g, features, options):
     log.info(
         f"graph: {g.n_nodes} nodes, {g.n_edges} directed edges "
         f"({'directed' if g.directed else 'undirected'}"
@@ -326,111 +393,75 @@ def _train(
             else "trained x"
         )
     )
-    if options["threads"] is None:
-        options["threads"] = usable_cores()
-    parallel = options.pop("parallel")
-    engine = {k: options.pop(k) for k in ("engine", "workers", "servers", "ray_address")}
-    cfg = TrainConfig(**options)
-    log.debug("options: %s; %d thread(s)", cfg, options["threads"])
-    # the model file's run: how the graph was read, the mode, the options as given
-    given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
-    run_record = dict(
-        directed=bool(g.directed),
-        keep_self_loops=bool(source.get("keep_self_loops")),
-        parallel=parallel,
-        params=dict(given, parallel=parallel, **engine),
-    )
-    tracker = _EpochTracker(labels, splits) if eval_every_epoch else None
-    callback = tracker
-    if history_out:
-        callback = _HistoryWriter(history_out, overwrite, tracker)
 
-    def finish(result):
-        """Report the run and write its outputs."""
-        cfg = result.config  # every preset value filled in
-        last = result.history[-1]
-        lr = cfg.lr
-        seconds = sum(h["seconds"] for h in result.history)
+
+def _finish(result, g, outputs, selector, run_record, streamed):
+    """Report the run and write its outputs: the kept epoch's (--eval-every-epoch)
+    o_v, propagated with --propagate."""
+    cfg = result.config  # every preset value filled in
+    last = result.history[-1]
+    seconds = sum(h["seconds"] for h in result.history)
+    log.info(
+        f"trained {len(result.history)} epoch{'s' * (len(result.history) != 1)} in "
+        f"{seconds:.1f}s: final loss "
+        f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {cfg.lr:g} "
+        f"{cfg.lr_schedule})"
+    )
+    log.debug("resolved configuration: %s", cfg.to_dict())
+    params = result.params
+    if selector is not None:
+        params = selector.params_like(result.params)
+    propagated = None  # --propagate: the written embeddings (propagation.py)
+    if streamed and cfg.propagate != "none":
         log.info(
-            f"trained {len(result.history)} epoch{'s' * (len(result.history) != 1)} in "
-            f"{seconds:.1f}s: final loss "
-            f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {lr:g} "
-            f"{cfg.lr_schedule})"
+            "written embeddings: the o_v as trained (--engine ray streams them; "
+            "give --propagate on to gather and propagate them)"
         )
-        log.debug("resolved configuration: %s", cfg.to_dict())
-        params = result.params
-        if tracker is not None:
-            params = tracker.params_like(result.params)
-        propagated = None  # --propagate: the written embeddings (propagation.py)
-        if streamed and cfg.propagate != "none":
-            log.info(
-                "written embeddings: the o_v as trained (--engine ray streams them; "
-                "give --propagate on to gather and propagate them)"
-            )
-        elif not streamed:
-            from ..model import propagation
+    elif not streamed:
+        from ..model import propagation
 
-            propagated = propagation.apply(g.indptr, g.indices, g.weights, cfg, params.O)
-        written = params.O if propagated is None else propagated.E
-        if tracker is not None:
-            log.info(tracker.summary(None if propagated is None else written))
-        # committed together: a failed write (a full disk) replaces none of them
-        with publish_together():
-            write_word2vec(out, g.node_ids, written, overwrite=overwrite, binary=binary)
-            if npy_out:
-                save_npy(npy_out, written, g.node_ids, overwrite=overwrite)
-            if model_out:
-                save_model(
-                    model_out,
-                    params,
-                    g.node_ids,
-                    cfg.to_dict(),
-                    lr,
-                    result.history,
-                    overwrite=overwrite,
-                    run=run_record,
-                    propagation=propagated,
-                )
-        wrote(out, "embeddings (word2vec binary)" if binary else "embeddings")
-        if npy_out:
-            ids_file = nodes_path(npy_out)
-            wrote(npy_out, f"{npy_out} (node ids in {ids_file})" if ids_file.exists() else None)
-        if model_out:
-            wrote(model_out)
-        if history_out:
-            wrote(history_out, f"{history_out} (the per-epoch history)")
-        if tracker is not None:  # the outputs hold the kept epoch, which may not be the last
-            log.info(
-                f"wrote epoch {tracker.best_epoch} of {len(result.history)}: best validation "
-                f"accuracy ({100 * tracker.best_val:.2f}%, --eval-every-epoch)"
-            )
-
-    streamed = False
-    on_ray = engine.pop("engine") == "ray"
-    if on_ray:  # sharded training (training/ray/)
-        from ..training.ray import cli_fit
-
-        # the tables go from the shards to the writers block by block (the driver never
-        # holds one), unless --eval-every-epoch keeps a best epoch's tables anyway
-        streamed = tracker is None and options.get("propagate") in (None, "none")
-        fit = functools.partial(
-            cli_fit, overwrite=overwrite, write_outputs=finish if streamed else None, **engine
+        propagated = propagation.apply(g.indptr, g.indices, g.weights, cfg, params.O)
+    written = params.O if propagated is None else propagated.E
+    if selector is not None:
+        log.info(selector.summary(None if propagated is None else written))
+    _write(outputs, g, written, params, cfg, result.history, run_record, propagated)
+    if selector is not None:  # the outputs hold the kept epoch, which may not be the last
+        log.info(
+            f"wrote epoch {selector.best_epoch} of {len(result.history)}: best validation "
+            f"accuracy ({100 * selector.best_val:.2f}%, --eval-every-epoch)"
         )
-    else:
-        fit = functools.partial(fit, parallel=parallel)
-    ckpt = dict(ckpt, checkpoint_extra=tracker)
-    result = fit(
-        g.indptr,
-        g.indices,
-        g.weights,
-        cfg,
-        features=features,
-        progress=not quiet,
-        epoch_callback=callback,
-        **ckpt,
-    )
-    if not streamed:
-        finish(result)
+
+
+def _write(outputs, g, written, params, cfg, history, run_record, propagated):
+    """The outputs, committed together: a failed write (a full disk) replaces none."""
+    from ..io.formats import nodes_path, publish_together, save_npy, write_word2vec
+    from ..io.modelfile import save_model
+
+    o, overwrite = outputs, outputs.overwrite
+    with publish_together():
+        write_word2vec(o.out, g.node_ids, written, overwrite=overwrite, binary=o.binary)
+        if o.npy:
+            save_npy(o.npy, written, g.node_ids, overwrite=overwrite)
+        if o.model:
+            save_model(
+                o.model,
+                params,
+                g.node_ids,
+                cfg.to_dict(),
+                cfg.lr,
+                history,
+                overwrite=overwrite,
+                run=run_record,
+                propagation=propagated,
+            )
+    wrote(o.out, "embeddings (word2vec binary)" if o.binary else "embeddings")
+    if o.npy:
+        ids_file = nodes_path(o.npy)
+        wrote(o.npy, f"{o.npy} (node ids in {ids_file})" if ids_file.exists() else None)
+    if o.model:
+        wrote(o.model)
+    if o.history:
+        wrote(o.history, f"{o.history} (the per-epoch history)")
 
 
 class _HistoryWriter:
@@ -460,127 +491,3 @@ class _HistoryWriter:
             w.writeheader()
             for row in result.history:
                 w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-
-
-class _EpochTracker:
-    """--eval-every-epoch: score o_v on the splits after each epoch, keep the best.
-
-    The kept epoch maximises the mean validation accuracy over the splits; the
-    reported figure is the paper's: per split, the epoch of best validation
-    accuracy and its test accuracy (evaluate.select_epoch).  Test accuracies never
-    choose anything.
-    """
-
-    def __init__(self, labels, splits):
-        self.labels, self.splits = labels, splits
-        self.results, self.best_val, self.best_params, self.best_epoch = [], -1.0, None, 0
-        self._stored = None
-
-    def __call__(self, epoch, result):
-        import time
-
-        from ..evaluate import classify_splits
-
-        t0 = time.perf_counter()
-        r = classify_splits(result.params.O, self.labels, self.splits)
-        self.results.append(r)
-        if r["val_mean"] > self.best_val:
-            self.best_val, self.best_epoch = r["val_mean"], epoch
-            self._stored = None
-            p = result.params
-            self.best_params = type(p)(
-                p.W.copy(),
-                p.O.copy(),
-                p.bias.copy(),
-                p.X if p.fixed_features else p.X.copy(),
-                fixed_features=p.fixed_features,
-            )
-        log.info(
-            f"epoch {epoch}: val acc {100 * r['val_mean']:.2f}, test acc "
-            f"{100 * r['test_mean']:.2f} (mean of {len(self.splits)} splits; "
-            f"{time.perf_counter() - t0:.1f}s)"
-        )
-
-    def checkpoint_arrays(self):
-        """The tracker's state for the run's checkpoint (train.fit's checkpoint_extra)."""
-        import json
-
-        import numpy as np
-
-        arrays = {
-            "tracker": np.asarray(
-                json.dumps(
-                    {
-                        "results": [jsonable(r) for r in self.results],
-                        "best_val": self.best_val,
-                        "best_epoch": self.best_epoch,
-                    }
-                )
-            )
-        }
-        if self.best_params is not None:
-            p = self.best_params
-            arrays.update(best_W=p.W, best_O=p.O, best_bias=p.bias)
-            if not p.fixed_features:
-                arrays["best_X"] = p.X
-        return arrays
-
-    def restore_checkpoint(self, extra):
-        """Continue from the state ``checkpoint_arrays`` stored (a resumed run)."""
-        import json
-
-        import numpy as np
-
-        if "tracker" not in extra:
-            raise InputError(
-                "--eval-every-epoch: the checkpoint was written by a run without "
-                "it, so the epochs before it were never scored; resume without "
-                "--eval-every-epoch (and score the output with 'evaluate')"
-            )
-        state = json.loads(str(extra["tracker"]))
-        self.results = [
-            dict(
-                r,
-                val=np.asarray(r["val"], dtype=np.float64),
-                test=np.asarray(r["test"], dtype=np.float64),
-            )
-            for r in state["results"]
-        ]
-        self.best_val, self.best_epoch = float(state["best_val"]), int(state["best_epoch"])
-        self.best_params = None
-        self._stored = (
-            {k: extra[k] for k in ("best_W", "best_O", "best_bias", "best_X") if k in extra}
-            if "best_O" in extra
-            else None
-        )
-
-    def params_like(self, params):
-        """The kept epoch's parameters (``params``, the last epoch's, give the fixed x)."""
-        if self.best_params is None and getattr(self, "_stored", None):
-            st = self._stored
-            X = params.X if params.fixed_features else st["best_X"]
-            self.best_params = type(params)(
-                st["best_W"], st["best_O"], st["best_bias"], X, fixed_features=params.fixed_features
-            )
-        return self.best_params if self.best_params is not None else params
-
-    def summary(self, written=None):
-        """The run's last line about the scores; ``written``: the embeddings written when
-        they are not the kept epoch's o_v (``--propagate``), scored here on the splits."""
-        import numpy as np
-
-        from ..evaluate import classify_splits, select_epoch
-
-        sel = select_epoch(self.results)
-        kept = self.results[self.best_epoch - 1]
-        what = "the written embeddings"
-        if written is not None:  # the kept o_v propagated: the file holds those
-            kept = classify_splits(written, self.labels, self.splits)
-            what = "the written (propagated) embeddings"
-        return (
-            f"kept epoch {self.best_epoch} (best mean val acc {100 * self.best_val:.2f}%): "
-            f"{what} score test acc {100 * kept['test_mean']:.2f} "
-            f"+- {100 * float(np.std(kept['test'])):.2f}% on the splits; with the epoch "
-            f"chosen per split on val (the paper's protocol, o_v as trained): "
-            f"{100 * sel['test_mean']:.2f} +- {100 * sel['test_std']:.2f}%"
-        )

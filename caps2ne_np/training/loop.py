@@ -1,26 +1,34 @@
-"""The epoch loop (Algorithm 2's outer loops), shared by both engines.
+"""The epoch loop (Algorithm 2's outer loops), shared by every engine, and the set-up
+before it.
+
+``set_up`` is what every engine does before training, in one order: the options
+resolved and checked (``prepare``), the run's ``Schedule`` (schedule.py: batches per
+epoch and the rate of every step), the engine's own checks, the spectral start and
+the fixed features.
 
 ``run_epochs`` owns what a run does between its batches, whatever computes them:
-the state (epoch, batch, step, the epoch's loss and pairs), resuming it, the rate of
-every step (config.learning_rate), the divergence checks, checkpoints (every
-``checkpoint_every`` steps and after every epoch), the progress bar, the history and
-its log line, and the order at the end of an epoch: the epoch callback first, then
-the checkpoint, so that the caller's state (``checkpoint_extra``) includes the epoch.
+the state (``LoopState``: epoch, batch, step, the epoch's loss and pairs), resuming
+it, the rate of every step (the ``Schedule``), the divergence checks, checkpoints
+(every ``checkpoint_every`` steps and after every epoch), the progress bar, the
+history and its log line, and the order at the end of an epoch: the epoch callback
+first, then the checkpoint, so that the caller's state (``checkpoint_extra``)
+includes the epoch.
 
 An engine supplies only what differs (train.LocalEngine, train.AsyncEngine,
 ray.engine.RayEngine):
 
     round_size                 consecutive batches one ``train`` call takes (1; Ray: P)
     resumed                    the checkpoint it restored (dict: state, history, path,
-                               extra), or None
-    optimizer                  ``lr`` and ``t`` of the last step
+                               extra; ``adam_lr``, the rate of its last step, when it
+                               has one), or None
     train(epoch, b, step, rates) -> [record]  batches b, b + 1, ... of the epoch, one
-                               per rate (steps step, step + 1, ...), each recorded by
-                               ``trained_batch``: (loss, pairs), or (loss, pairs,
-                               L_caps, L_sg) with the skip-gram term; stops after a
-                               non-finite loss
+                               per rate (steps step, step + 1, ...; the schedule's),
+                               each recorded by ``trained_batch``: (loss, pairs), or
+                               (loss, pairs, L_caps, L_sg) with the skip-gram term;
+                               stops after a non-finite loss
     finite()                   every parameter finite
-    save(directory, state, history, extra)  a checkpoint
+    save(directory, state, history, extra)  a checkpoint (``state``: a dict,
+                               ``LoopState.to_dict``)
     params()                   the parameters (core.Params) as of now
 """
 
@@ -28,13 +36,15 @@ import logging
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
 
 from ..errors import InputError, InputWarning
-from ..model.core import check_skipgram
+from ..model.core import check_skipgram, prepare_features
 from . import budget
-from . import walks as walks_mod
-from .config import LR_TINY, learning_rate, resolve, validate
+from .config import LR_TINY, resolve, validate
+from .schedule import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +55,19 @@ class TrainingDiverged(RuntimeError):
 
 @dataclass
 class TrainResult:
-    """Fitted parameters, optimiser, the per-epoch history and the run's notes."""
+    """Fitted parameters, the optimiser (local engines), the per-epoch history, the
+    run's notes and its schedule (``lr``: the rate of the last step trained)."""
 
     params: object
     config: object
     history: list = field(default_factory=list)
     optimizer: object = None
     notes: list = field(default_factory=list)
+    schedule: object = None
+
+    @property
+    def lr(self):
+        return self.schedule.last if self.schedule is not None else self.config.lr
 
 
 def trained_batch(cfg, loss, batch, parts):
@@ -65,8 +81,16 @@ def trained_batch(cfg, loss, batch, parts):
 
 def prepare(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
     """A run's resolved configuration and its notes (config.resolve), checked once for
-    both engines: the options, ``checkpoint_every``, and a warning for a rate below
+    every engine: the options, ``checkpoint_every``, and a warning for a rate below
     float32's resolution.  The notes are logged."""
+    cfg, notes = _resolved(cfg, n_nodes, n_edges, fixed_features, checkpoint_every)
+    for note in notes:
+        log.info("%s", note)
+    return cfg, notes
+
+
+def _resolved(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
+    """``prepare`` without logging the notes."""
     cfg, notes = resolve(cfg, n_nodes, n_edges, fixed_features=fixed_features)
     validate(cfg, n_nodes)
     # --skipgram-weight given with --features or --feat-dim != --dim: one line
@@ -79,17 +103,62 @@ def prepare(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
             "float32's resolution for parameters of size 0.01-1, so training will "
             "barely change them; the paper's rates are 1e-5 to 5e-4",
             InputWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
+    return cfg, notes
+
+
+@dataclass
+class Setup:
+    """What an engine starts from (``set_up``): the resolved configuration, its notes,
+    the ``Schedule``, the spectral start (spectral.SpectralStart) and the fixed
+    features the run uses (prepared), or None."""
+
+    cfg: object
+    notes: list
+    schedule: Schedule
+    start: object
+    features: object
+
+
+def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, check=None):
+    """The set-up before training, one order for every engine: the options resolved and
+    checked (``prepare``); the run's ``Schedule``; ``on_resolved(cfg, schedule)`` (the
+    Ray engine caps its workers there); the notes logged; ``check(cfg)`` (the engine's
+    refusals before any work: the local engine's step memory, the Ray engine's lazy
+    Adam); the spectral start (model/spectral.py; ``resume``: a resumed run starts from
+    its checkpoint); the fixed features prepared: the given ones normalised as
+    ``cfg.normalize_features`` says, ProNE's unit rows as they are.
+
+    graph: (indptr, indices, weights) of the CSR graph.  Returns a ``Setup``."""
+    from ..model import spectral
+
+    indptr, indices, weights = graph
+    n_nodes = int(indptr.shape[0] - 1)
+    n_edges = int(np.asarray(indices).shape[0])
+    cfg, notes = _resolved(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
+    schedule = Schedule.for_graph(cfg, n_nodes)
+    if on_resolved is not None:
+        on_resolved(cfg, schedule)
     for note in notes:
         log.info("%s", note)
-    return cfg, notes
+    if check is not None:
+        check(cfg)
+    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume)
+    if start.note:
+        log.info("%s", start.note)
+        notes = notes + [start.note]
+    if features is not None:
+        features = prepare_features(features, n_nodes, cfg.normalize_features)
+    elif start.features is not None:  # unit rows, used as they are
+        features = prepare_features(start.features, n_nodes, normalize=False)
+    return Setup(cfg, notes, schedule, start, features)
 
 
 def run_epochs(
     engine,
     result,
-    n_walks,
+    schedule,
     progress=False,
     epoch_callback=None,
     checkpoint_dir=None,
@@ -98,43 +167,241 @@ def run_epochs(
     checkpoint_extra=None,
     stop_rule=None,
 ):
-    """Train ``result.config.epochs`` epochs of ceil(n_walks / batch_size) batches with
-    ``engine`` (from its ``resumed`` state); fills ``result.history`` and returns
-    ``result``.  The arguments are those of ``train.fit``; ``stop_rule(epoch, params)
-    -> bool``, asked after each epoch's callback and checkpoint, ends the run early
-    (default: ``budget.stop_rule(config)``, the ``stop`` option's)."""
-    cfg = result.config
-    if stop_rule is None:
-        stop_rule = budget.stop_rule(cfg)
-    state = dict(epoch=0, batch=0, step=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
-    # With the skip-gram term, an engine that reports a step's two parts (L_caps, L_sg)
-    # gets both logged: L = L_caps + lambda L_sg.
-    term = bool(cfg.skipgram_weight)
-    if term:
-        state.update(caps_sum=0.0, sg_sum=0.0, part_pairs=0)
-    ckpt = engine.resumed
-    if ckpt is not None:
-        if checkpoint_extra is not None:
-            checkpoint_extra.restore_checkpoint(ckpt["extra"])
-        state.update(ckpt["state"])
-        result.history = ckpt["history"]
-        log.info(
-            "resumed from %s at epoch %d, batch %d",
-            ckpt["path"],
-            state["epoch"] + 1,
-            state["batch"],
+    """Train ``result.config.epochs`` epochs of ``schedule.n_batches`` batches with
+    ``engine`` (from its ``resumed`` state), at the rates of ``schedule`` (a
+    schedule.Schedule; an int is a number of walks per epoch, ``Schedule.for_walks``);
+    fills ``result.history`` and returns ``result``.  The arguments are those of
+    ``train.fit``; ``stop_rule(epoch, params) -> bool``, asked after each epoch's
+    callback and checkpoint, ends the run early (default: ``budget.stop_rule(config)``,
+    the ``stop`` option's)."""
+    if not isinstance(schedule, Schedule):
+        schedule = Schedule.for_walks(result.config, schedule)
+    loop = _EpochLoop(
+        engine,
+        result,
+        schedule,
+        progress=progress,
+        epoch_callback=epoch_callback,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        step_callback=step_callback,
+        checkpoint_extra=checkpoint_extra,
+        stop_rule=budget.stop_rule(result.config) if stop_rule is None else stop_rule,
+    )
+    return loop.run()
+
+
+@dataclass
+class LoopState:
+    """Where a run is (a checkpoint's ``state``): the epoch, the batch within it and the
+    global step of the next batch; the epoch's running loss (summed over pairs), its
+    pairs and seconds; with the skip-gram term, its two parts summed over the pairs of
+    the steps that reported them."""
+
+    epoch: int = 0
+    batch: int = 0
+    step: int = 0
+    loss_sum: float = 0.0
+    n_pairs: int = 0
+    seconds: float = 0.0
+    caps_sum: float = 0.0
+    sg_sum: float = 0.0
+    part_pairs: int = 0
+
+    PARTS = ("caps_sum", "sg_sum", "part_pairs")
+
+    @classmethod
+    def from_dict(cls, stored):
+        """The state a checkpoint stored (older ones may lack the parts: zero)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in stored.items() if k in names})
+
+    def to_dict(self, parts):
+        """The state as a checkpoint stores it: the parts only with the skip-gram term
+        (``parts``), as before this class."""
+        d = asdict(self)
+        if not parts:
+            for k in self.PARTS:
+                del d[k]
+        return d
+
+    def end_epoch(self):
+        self.epoch += 1
+        self.batch, self.loss_sum, self.n_pairs, self.seconds = 0, 0.0, 0, 0.0
+
+
+class _EpochLoop:
+    """One ``run_epochs`` call: its state, the rounds of an epoch, the end of an epoch."""
+
+    def __init__(self, engine, result, schedule, **options):
+        self.engine, self.result, self.schedule = engine, result, schedule
+        self.cfg = cfg = result.config
+        for name, value in options.items():
+            setattr(self, name, value)
+        # With the skip-gram term, an engine that reports a step's two parts (L_caps,
+        # L_sg) gets both logged: L = L_caps + lambda L_sg.
+        self.term = bool(cfg.skipgram_weight)
+        self.state = LoopState()
+        self.bar = None
+        self.first = None  # (epoch, pairs, seconds) of the run's first round
+        schedule.last = cfg.lr  # until a step is trained
+        ckpt = engine.resumed
+        if ckpt is not None:
+            if self.checkpoint_extra is not None:
+                self.checkpoint_extra.restore_checkpoint(ckpt["extra"])
+            self.state = LoopState.from_dict(ckpt["state"])
+            result.history = ckpt["history"]
+            if self.state.step > 0:  # the rate of the last step the checkpoint holds
+                schedule.last = ckpt.get("adam_lr", schedule.rate(self.state.step - 1))
+            log.info(
+                "resumed from %s at epoch %d, batch %d",
+                ckpt["path"],
+                self.state.epoch + 1,
+                self.state.batch,
+            )
+        result.schedule = schedule
+        stop_rule = self.stop_rule
+        if stop_rule is not None and hasattr(stop_rule, "resume"):  # the o_v it compares with
+            stop_rule.resume(self.state.to_dict(self.term), engine.params())
+
+    def run(self):
+        state, result = self.state, self.result
+        try:
+            while state.epoch < self.cfg.epochs:
+                epoch = state.epoch
+                t_start = time.perf_counter() - state.seconds
+                while state.batch < self.schedule.n_batches:
+                    self._round(epoch, t_start)
+                if self._end_epoch(epoch, t_start):
+                    break
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        return result
+
+    def _round(self, epoch, t_start):
+        """One ``engine.train`` call: its batches added to the epoch's loss, a checkpoint
+        when it passes a multiple of ``checkpoint_every``, the progress, the step
+        callbacks."""
+        state, engine, n_batches = self.state, self.engine, self.schedule.n_batches
+        b0, step0 = state.batch, state.step
+        n = min(engine.round_size, n_batches - b0)
+        done = engine.train(epoch, b0, step0, self.schedule.rates(step0, n))
+        loss_sum, n_pairs = state.loss_sum, state.n_pairs
+        for r, (loss, pairs, *parts) in enumerate(done):  # batch order
+            if not math.isfinite(loss):
+                raise self._diverged(f"the loss became {loss}", b0 + r)
+            loss_sum += loss * pairs
+            n_pairs += pairs
+            if self.term and parts:
+                state.caps_sum += parts[0] * pairs
+                state.sg_sum += parts[1] * pairs
+                state.part_pairs += pairs
+        if done:
+            self.schedule.trained(step0 + len(done) - 1)
+        state.batch, state.step = b0 + n, step0 + n
+        state.loss_sum, state.n_pairs = loss_sum, n_pairs
+        state.seconds = time.perf_counter() - t_start
+        every = self.checkpoint_every
+        if every and state.batch < n_batches and state.step // every > step0 // every:
+            if not engine.finite():
+                raise self._diverged("a parameter became NaN or infinite", state.batch)
+            self._save()
+        self._show_progress(epoch, b0, n, t_start)
+        if self.step_callback is not None:  # every step of the round, in order
+            for r in range(n):
+                self.step_callback(epoch, b0 + r, step0 + r)
+
+    def _show_progress(self, epoch, b0, n, t_start):
+        """The bar starts after the run's first round, which compiles the kernels on a
+        cold Numba cache (or loads them from it): that time stays out of the ETA and
+        pairs/s."""
+        state = self.state
+        if self.first is None:
+            if state.seconds > 2.0:
+                log.info(
+                    "first step: %.1fs (kernel compilation or loading; not counted in pairs/s)",
+                    state.seconds,
+                )
+            n_batches = self.schedule.n_batches
+            self.bar = _progress(
+                self.progress, self.schedule.total_steps, state.epoch * n_batches + state.batch
+            )
+            self.first = (epoch, state.n_pairs, time.perf_counter() - t_start)
+        elif self.bar is not None:
+            self.bar.update(n)
+            if (b0 + n - 1) // 20 > (b0 - 1) // 20:  # a batch b % 20 == 0 in the round
+                self.bar.set_postfix(
+                    epoch=f"{epoch + 1}/{self.cfg.epochs}",
+                    lr=f"{self.schedule.last:.2g}",
+                    loss=f"{state.loss_sum / state.n_pairs:.4f}",
+                    **(
+                        {"skip-gram": f"{state.sg_sum / state.part_pairs:.4f}"}
+                        if state.part_pairs
+                        else {}
+                    ),
+                    pairs_s=f"{_rate(state.n_pairs, state.seconds, epoch, self.first):,.0f}",
+                    refresh=False,
+                )  # redraws follow mininterval
+
+    def _end_epoch(self, epoch, t_start):
+        """The epoch's history entry and log line, then the epoch callback, the
+        checkpoint and the stop rule, in that order; True to end the run."""
+        state, result, cfg, engine = self.state, self.result, self.cfg, self.engine
+        if not engine.finite():
+            raise self._diverged("a parameter became NaN or infinite", state.batch)
+        seconds = time.perf_counter() - t_start
+        entry = dict(
+            epoch=epoch + 1,
+            loss=state.loss_sum / state.n_pairs,
+            lr=self.schedule.last,
+            seconds=seconds,
+            pairs=state.n_pairs,
+            pairs_per_s=_rate(state.n_pairs, seconds, epoch, self.first),
         )
+        parts = ""
+        if state.part_pairs:  # L = L_caps + lambda L_sg: both parts
+            entry.update(
+                loss_capsule=state.caps_sum / state.part_pairs,
+                loss_skipgram=state.sg_sum / state.part_pairs,
+            )
+            state.caps_sum, state.sg_sum, state.part_pairs = 0.0, 0.0, 0
+            parts = (
+                f" (capsule {entry['loss_capsule']:.4f} + {cfg.skipgram_weight:g} x "
+                f"skip-gram {entry['loss_skipgram']:.4f})"
+            )
+        result.history.append(entry)
+        state.end_epoch()
+        log.info(
+            "epoch %d/%d: loss %.4f%s, lr %.3g, %.1fs, %.0f pairs/s",
+            epoch + 1,
+            cfg.epochs,
+            entry["loss"],
+            parts,
+            entry["lr"],
+            seconds,
+            entry["pairs_per_s"],
+        )
+        if self.epoch_callback is not None:  # first: its state goes into the checkpoint
+            result.params = engine.params()
+            self.epoch_callback(epoch + 1, result)
+        self._save()
+        if self.stop_rule is not None and state.epoch < cfg.epochs:
+            result.params = engine.params()
+            return bool(self.stop_rule(epoch + 1, result.params))
+        return False
 
-    if stop_rule is not None and hasattr(stop_rule, "resume"):  # the o_v it compares with
-        stop_rule.resume(state, engine.params())
+    def _save(self):
+        if self.checkpoint_dir is not None:
+            extra = self.checkpoint_extra
+            arrays = extra.checkpoint_arrays() if extra is not None else None
+            self.engine.save(
+                self.checkpoint_dir, self.state.to_dict(self.term), self.result.history, arrays
+            )
 
-    def save():
-        if checkpoint_dir is not None:
-            extra = checkpoint_extra.checkpoint_arrays() if checkpoint_extra is not None else None
-            engine.save(checkpoint_dir, state, result.history, extra)
-
-    def diverged(what, b):
-        where = f"; the last good checkpoint is in {checkpoint_dir}" if checkpoint_dir else ""
+    def _diverged(self, what, b):
+        cfg, directory = self.cfg, self.checkpoint_dir
+        where = f"; the last good checkpoint is in {directory}" if directory else ""
         fix = f"lower --lr (now {cfg.lr:g})"
         q = cfg.walk_length
         if cfg.skipgram_weight and cfg.skipgram_weight > 1:  # lambda L_sg dwarfs the rest
@@ -147,129 +414,14 @@ def run_epochs(
                 f"lower --routing-scale (now {cfg.routing_scale:g}; the authors' is q - 1 = "
                 f"{q - 1}) or --lr (now {cfg.lr:g})"
             )
-        return TrainingDiverged(f"{what} at epoch {state['epoch'] + 1}, step {b + 1}; {fix}{where}")
-
-    n_batches = walks_mod.batches_per_epoch(n_walks, cfg.batch_size)
-    total_steps = cfg.epochs * n_batches
-    # The bar starts after the run's first round, which compiles the kernels on a cold
-    # Numba cache (or loads them from it): that time stays out of the ETA and pairs/s.
-    bar = None
-    first = None  # (epoch, pairs, seconds) of the run's first round
-    try:
-        while state["epoch"] < cfg.epochs:
-            epoch = state["epoch"]
-            t_start = time.perf_counter() - state["seconds"]
-            while state["batch"] < n_batches:
-                b0, step0 = state["batch"], state["step"]
-                n = min(engine.round_size, n_batches - b0)
-                rates = [learning_rate(cfg, cfg.lr, step0 + r, total_steps) for r in range(n)]
-                done = engine.train(epoch, b0, step0, rates)
-                loss_sum, n_pairs = state["loss_sum"], state["n_pairs"]
-                for r, (loss, pairs, *parts) in enumerate(done):  # batch order
-                    if not math.isfinite(loss):
-                        raise diverged(f"the loss became {loss}", b0 + r)
-                    loss_sum += loss * pairs
-                    n_pairs += pairs
-                    if term and parts:
-                        state["caps_sum"] = state.get("caps_sum", 0.0) + parts[0] * pairs
-                        state["sg_sum"] = state.get("sg_sum", 0.0) + parts[1] * pairs
-                        state["part_pairs"] = state.get("part_pairs", 0) + pairs
-                state.update(
-                    batch=b0 + n,
-                    step=step0 + n,
-                    loss_sum=loss_sum,
-                    n_pairs=n_pairs,
-                    seconds=time.perf_counter() - t_start,
-                )
-                if (
-                    checkpoint_every
-                    and state["batch"] < n_batches
-                    and state["step"] // checkpoint_every > step0 // checkpoint_every
-                ):
-                    if not engine.finite():
-                        raise diverged("a parameter became NaN or infinite", state["batch"])
-                    save()
-                if first is None:
-                    if state["seconds"] > 2.0:
-                        log.info(
-                            "first step: %.1fs (kernel compilation or loading; not counted "
-                            "in pairs/s)",
-                            state["seconds"],
-                        )
-                    bar = _progress(
-                        progress, total_steps, state["epoch"] * n_batches + state["batch"]
-                    )
-                    first = (epoch, state["n_pairs"], time.perf_counter() - t_start)
-                elif bar is not None:
-                    bar.update(n)
-                    if (b0 + n - 1) // 20 > (b0 - 1) // 20:  # a batch b % 20 == 0 in the round
-                        bar.set_postfix(
-                            epoch=f"{epoch + 1}/{cfg.epochs}",
-                            lr=f"{engine.optimizer.lr:.2g}",
-                            loss=f"{state['loss_sum'] / state['n_pairs']:.4f}",
-                            **(
-                                {"skip-gram": f"{state['sg_sum'] / state['part_pairs']:.4f}"}
-                                if state.get("part_pairs")
-                                else {}
-                            ),
-                            pairs_s=f"{_rate(state, epoch, first):,.0f}",
-                            refresh=False,
-                        )  # redraws follow mininterval
-                if step_callback is not None:  # every step of the round, in order
-                    for r in range(n):
-                        step_callback(epoch, b0 + r, step0 + r)
-            if not engine.finite():
-                raise diverged("a parameter became NaN or infinite", state["batch"])
-            seconds = time.perf_counter() - t_start
-            entry = dict(
-                epoch=epoch + 1,
-                loss=state["loss_sum"] / state["n_pairs"],
-                lr=engine.optimizer.lr,
-                seconds=seconds,
-                pairs=state["n_pairs"],
-                pairs_per_s=_rate(dict(state, seconds=seconds), epoch, first),
-            )
-            parts = ""
-            if state.get("part_pairs"):  # L = L_caps + lambda L_sg: both parts
-                entry.update(
-                    loss_capsule=state["caps_sum"] / state["part_pairs"],
-                    loss_skipgram=state["sg_sum"] / state["part_pairs"],
-                )
-                state.update(caps_sum=0.0, sg_sum=0.0, part_pairs=0)
-                parts = (
-                    f" (capsule {entry['loss_capsule']:.4f} + {cfg.skipgram_weight:g} x "
-                    f"skip-gram {entry['loss_skipgram']:.4f})"
-                )
-            result.history.append(entry)
-            state.update(epoch=epoch + 1, batch=0, loss_sum=0.0, n_pairs=0, seconds=0.0)
-            log.info(
-                "epoch %d/%d: loss %.4f%s, lr %.3g, %.1fs, %.0f pairs/s",
-                epoch + 1,
-                cfg.epochs,
-                entry["loss"],
-                parts,
-                entry["lr"],
-                seconds,
-                entry["pairs_per_s"],
-            )
-            if epoch_callback is not None:  # first: its state goes into the checkpoint
-                result.params = engine.params()
-                epoch_callback(epoch + 1, result)
-            save()
-            if stop_rule is not None and state["epoch"] < cfg.epochs:
-                result.params = engine.params()
-                if stop_rule(epoch + 1, result.params):
-                    break
-    finally:
-        if bar is not None:
-            bar.close()
-    return result
+        return TrainingDiverged(
+            f"{what} at epoch {self.state.epoch + 1}, step {b + 1}; {fix}{where}"
+        )
 
 
-def _rate(state, epoch, first):
+def _rate(pairs, seconds, epoch, first):
     """Pairs/s of the epoch so far, without the run's first round (kernel compilation)
     when it belongs to this epoch and is not all of it."""
-    pairs, seconds = state["n_pairs"], state["seconds"]
     if first is not None and first[0] == epoch and pairs > first[1]:
         pairs, seconds = pairs - first[1], seconds - first[2]
     return pairs / max(seconds, 1e-9)

@@ -30,11 +30,11 @@ from ..errors import InputError, InputWarning
 from ..kernels import _jit
 from ..kernels._threads import StepThreads
 from ..kernels.rng import derive_seed
-from ..model.core import SparseFeatures, init_params, prepare_features
+from ..model.core import SparseFeatures, init_params
 from . import checkpoint, fused
 from .batch import BatchStream
 from .config import check_step_memory
-from .loop import TrainResult, prepare, run_epochs, trained_batch
+from .loop import TrainResult, run_epochs, set_up, trained_batch
 from .optim import Adam
 from .step import TrainStep
 
@@ -97,22 +97,48 @@ def fit(
     # every checkpoint records the mode; a resume in the other one is refused
     checkpoint_extra = checkpoint.RecordsParallel(parallel, checkpoint_extra, resume_from)
     n_nodes = int(indptr.shape[0] - 1)
-    n_edges = int(np.asarray(indices).shape[0])
-    cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
-    sparse = features is not None and hasattr(features, "nnz")
-    check_step_memory(
-        cfg, n_nodes, cfg.feat_dim if features is None else int(features.shape[1]), sparse
-    )
-    from ..model import spectral
 
-    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
-    if start.note:
-        log.info("%s", start.note)
-        notes = notes + [start.note]
-    if features is not None:
-        features = prepare_features(features, n_nodes, cfg.normalize_features)
-    elif start.features is not None:  # unit rows, used as they are
-        features = prepare_features(start.features, n_nodes, normalize=False)
+    def check(cfg):  # refused before allocating
+        sparse = features is not None and hasattr(features, "nnz")
+        feat_dim = cfg.feat_dim if features is None else int(features.shape[1])
+        check_step_memory(cfg, n_nodes, feat_dim, sparse)
+
+    run = set_up(
+        (indptr, indices, weights),
+        cfg,
+        features,
+        checkpoint_every,
+        resume=resume_from is not None,
+        check=check,
+    )
+    Engine = AsyncEngine if parallel == "async" else LocalEngine
+    result = _train(
+        Engine,
+        (indptr, indices, weights),
+        run,
+        resume_from,
+        progress=progress,
+        epoch_callback=epoch_callback,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=checkpoint_every,
+        step_callback=step_callback,
+        checkpoint_extra=checkpoint_extra,
+    )
+    if not np.any(result.params.O):  # never silent (a zero start does not train)
+        warnings.warn(
+            f"all {n_nodes} trained embeddings o_v are zero: nothing trained (squash has "
+            "no gradient at a zero start); check --spectral, --lr and --epochs",
+            InputWarning,
+            stacklevel=2,
+        )
+    return result
+
+
+def _train(Engine, graph, run, resume_from, progress, checkpoint_dir, **loop_options):
+    """The epoch loop with an ``Engine`` (LocalEngine or AsyncEngine) made from the
+    set-up ``run`` (loop.Setup), on ``cfg.threads`` Numba threads and one BLAS thread,
+    with the checkpoint folder locked."""
+    cfg = run.cfg
     old_threads = numba.get_num_threads()
     numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
     lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
@@ -124,36 +150,24 @@ def fit(
             lock,
             ExitStack() as stack,
         ):
-            Engine = AsyncEngine if parallel == "async" else LocalEngine
             engine = Engine(
-                indptr, indices, weights, cfg, features, resume_from, progress=progress, start=start
+                *graph, cfg, run.features, resume_from, progress=progress, start=run.start
             )
             result = TrainResult(
-                params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=notes
+                params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=run.notes
             )
             stack.callback(engine.close)
-            engine.checkpoint_every = int(checkpoint_every)  # rounds end at its multiples
-            result = run_epochs(
+            engine.checkpoint_every = int(loop_options["checkpoint_every"])  # rounds end there
+            return run_epochs(
                 engine,
                 result,
-                engine.stream.source.n_walks,
+                run.schedule,
                 progress=progress,
-                epoch_callback=epoch_callback,
                 checkpoint_dir=checkpoint_dir,
-                checkpoint_every=checkpoint_every,
-                step_callback=step_callback,
-                checkpoint_extra=checkpoint_extra,
+                **loop_options,
             )
     finally:
         numba.set_num_threads(old_threads)
-    if not np.any(result.params.O):  # never silent (a zero start does not train)
-        warnings.warn(
-            f"all {n_nodes} trained embeddings o_v are zero: nothing trained (squash has "
-            "no gradient at a zero start); check --spectral, --lr and --epochs",
-            InputWarning,
-            stacklevel=2,
-        )
-    return result
 
 
 class LocalEngine:

@@ -1,6 +1,7 @@
-"""The driver of a Ray run: ``fit`` (the set-up, the cluster's attempts and the restart
-loop after an actor dies), ``cli_fit`` (as ``caps2ne train --engine ray`` calls it) and
-``worker_count`` (the cap on the workers)."""
+"""The driver of a Ray run: ``fit`` (the set-up every engine shares, loop.set_up, with
+the cap on the workers, ``worker_count``; the cluster's attempts and the restart loop
+after an actor dies) and ``cli_fit`` (as ``caps2ne train --engine ray`` called it; the
+command line now goes through training/engines.py, with ``check_fresh``)."""
 
 import logging
 import math
@@ -11,9 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
-from ...model.core import prepare_features
-from .. import walks as walks_mod
-from ..loop import TrainResult, prepare, run_epochs
+from ..loop import TrainResult, run_epochs, set_up
 from .checkpoints import DRIVER_FILE
 from .connect import import_ray, one_line, ray_logging_level, results_only_stdout, start_ray
 from .engine import RayEngine
@@ -72,19 +71,27 @@ def fit(
     """
     P, S = int(workers), int(servers)
     n_nodes = int(indptr.shape[0] - 1)
-    P, S = int(workers), int(servers)
-    n_nodes = int(indptr.shape[0] - 1)
     _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
-    n_edges = int(np.asarray(indices).shape[0])
-    cfg, notes = prepare(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
-    if cfg.adam != "lazy":
-        raise InputError(
-            "--engine ray: needs --adam lazy (a server updates only the rows "
-            f"it is sent), got --adam {cfg.adam}"
-        )
-    start, features, notes = _start_values(
-        indptr, indices, weights, cfg, features, resume_from, notes
+    graph = (indptr, indices, weights)
+
+    def cap(cfg, schedule):  # a round trains at most an epoch's batches
+        nonlocal P
+        P = worker_count(P, schedule.n_batches, address)
+
+    run = set_up(
+        graph,
+        cfg,
+        features,
+        checkpoint_every,
+        resume=resume_from is not None,
+        on_resolved=cap,
+        check=_check_lazy_adam,
     )
+    if run.features is not None and not isinstance(run.features, np.ndarray):
+        raise InputError(
+            "--engine ray: sparse fixed features are not supported yet; "
+            "pass them dense (.npy) or use the single-machine engine"
+        )
     loop_options = dict(
         progress=progress,
         epoch_callback=epoch_callback,
@@ -93,34 +100,14 @@ def fit(
         step_callback=step_callback,
         checkpoint_extra=checkpoint_extra,
     )
+    layout = dict(P=P, S=S, replicate_W=w_placement == "workers", stats=stats)
     started = start_ray(address)
     ray = import_ray()
     try:
         attempt = 0
         while True:
             try:
-                engine = RayEngine(
-                    ray,
-                    indptr,
-                    indices,
-                    weights,
-                    cfg,
-                    features,
-                    resume_from,
-                    P,
-                    S,
-                    w_placement == "workers",
-                    stats,
-                    start=start,
-                )
-                try:
-                    result = TrainResult(
-                        params=None, config=cfg, optimizer=engine.optimizer, notes=notes
-                    )
-                    run_epochs(engine, result, n_nodes * cfg.walks_per_node, **loop_options)
-                    return engine.finish(result, stats, write_outputs)
-                finally:
-                    engine.cluster.kill()
+                return _attempt(ray, graph, run, resume_from, layout, write_outputs, loop_options)
             except _actor_lost_errors(ray) as err:
                 attempt += 1
                 resume_from = _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats)
@@ -129,27 +116,24 @@ def fit(
             ray.shutdown()
 
 
-def _start_values(indptr, indices, weights, cfg, features, resume_from, notes):
-    """(the spectral start, the features the run uses, the notes with the start's):
-    ``--spectral`` starts x (and O), or its unit rows are the fixed features; given
-    features are prepared (and must be dense)."""
-    from ...model import spectral
+def _attempt(ray, graph, run, resume_from, layout, write_outputs, loop_options):
+    """One attempt of the run (loop.Setup ``run``): its actors, the epoch loop, the
+    outputs; the actors are killed at the end, whatever happens."""
+    engine = RayEngine(ray, *graph, run.cfg, run.features, resume_from, start=run.start, **layout)
+    try:
+        result = TrainResult(params=None, config=run.cfg, notes=run.notes)
+        run_epochs(engine, result, run.schedule, **loop_options)
+        return engine.finish(result, layout["stats"], write_outputs)
+    finally:
+        engine.cluster.kill()
 
-    n_nodes = int(indptr.shape[0] - 1)
-    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume_from is not None)
-    if start.note and start.features is None:  # --spectral init, init_xo
-        log.info("%s", start.note)
-        notes = notes + [start.note]
-    if start.features is not None:  # unit rows, used as they are
-        features, notes = start.features, notes + [start.note]
-    elif features is not None:
-        features = prepare_features(features, n_nodes, cfg.normalize_features)
-        if not isinstance(features, np.ndarray):
-            raise InputError(
-                "--engine ray: sparse fixed features are not supported yet; "
-                "pass them dense (.npy) or use the single-machine engine"
-            )
-    return start, features, notes
+
+def _check_lazy_adam(cfg):
+    if cfg.adam != "lazy":
+        raise InputError(
+            "--engine ray: needs --adam lazy (a server updates only the rows "
+            f"it is sent), got --adam {cfg.adam}"
+        )
 
 
 def _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats):
@@ -208,39 +192,28 @@ def _actor_lost_errors(ray):
 
 def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **kwargs):
     """``fit`` as ``caps2ne train --engine ray`` calls it: refuses to start a new run
-    over a sharded checkpoint unless ``overwrite``."""
-    directory = kwargs.get("checkpoint_dir")
-    if (
-        directory
-        and not kwargs.get("resume_from")
-        and not overwrite
-        and (Path(directory) / DRIVER_FILE).exists()
-    ):
-        raise InputError(
-            f"{Path(directory) / DRIVER_FILE}: exists; pass --resume {directory} "
-            "to continue that run, or --overwrite to start a new one there"
-        )
-    n_nodes, n_edges = int(indptr.shape[0] - 1), int(np.asarray(indices).shape[0])
-    fixed = kwargs.get("features") is not None
-    if "workers" in kwargs:
-        kwargs["workers"] = worker_count(
-            kwargs["workers"], cfg, n_nodes, n_edges, fixed, ray_address
-        )
+    over a sharded checkpoint unless ``overwrite``; standard output carries only the
+    command's results while Ray runs."""
+    check_fresh(kwargs.get("checkpoint_dir"), kwargs.get("resume_from"), overwrite)
     with results_only_stdout(quiet=ray_logging_level() > logging.WARNING):
         return fit(indptr, indices, weights, cfg, address=ray_address, **kwargs)
 
 
-def worker_count(workers, cfg, n_nodes, n_edges, fixed_features=False, address=None):
-    """``workers`` capped by the batches of an epoch (a round trains at most that many:
-    the extra workers would only start and idle; the result is the same bits), with a
-    warning, and a warning when a local run has more workers than CPUs."""
-    from ..config import resolve
+def check_fresh(directory, resume_from, overwrite):
+    """InputError when ``directory`` holds a sharded checkpoint that a new run (no
+    ``resume_from``) would replace, unless ``overwrite``."""
+    if directory and not resume_from and not overwrite and (Path(directory) / DRIVER_FILE).exists():
+        raise InputError(
+            f"{Path(directory) / DRIVER_FILE}: exists; pass --resume {directory} "
+            "to continue that run, or --overwrite to start a new one there"
+        )
 
+
+def worker_count(workers, n_batches, address=None):
+    """``workers`` capped by the ``n_batches`` of an epoch (a round trains at most that
+    many: the extra workers would only start and idle; the result is the same bits),
+    with a warning, and a warning when a local run has more workers than CPUs."""
     P = int(workers)
-    if P < 1:
-        return P  # fit says what is wrong
-    resolved, _ = resolve(cfg, n_nodes, n_edges, fixed_features=fixed_features)
-    n_batches = walks_mod.batches_per_epoch(n_nodes * resolved.walks_per_node, resolved.batch_size)
     if P > n_batches:
         log.warning(
             "--workers %d: an epoch has %d batches, so a round trains at most %d; "

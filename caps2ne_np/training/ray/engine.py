@@ -1,7 +1,6 @@
 """``RayEngine``, the Ray engine of loop.run_epochs, and ``Cluster``, the actors of
 one run: S shard servers (``server.ShardServer``) and P workers (``worker.RayWorker``)."""
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -90,16 +89,6 @@ class Cluster:
                 pass
 
 
-@dataclass
-class ServerAdam:
-    """The servers' lazy Adam as the driver keeps it: the step count ``t`` and the rate
-    ``lr`` of the last step every server applied (the moments live on the servers,
-    ``ShardServer.opt``).  loop.run_epochs reads ``lr``, the estimator stores it."""
-
-    lr: float
-    t: int = 0
-
-
 class RayEngine:
     """The Ray engine of loop.run_epochs: S shard servers and P workers (``Cluster``).
 
@@ -163,7 +152,6 @@ class RayEngine:
             self.cluster.kill()
             raise
         self.resumed = ckpt
-        self.optimizer = ServerAdam(lr=cfg.lr, t=ckpt["state"]["step"] if ckpt else 0)
         self._w_pending = None  # replicated W: last round's ((steps, rates), refs)
 
     def _start(self, ckpt):
@@ -248,7 +236,6 @@ class RayEngine:
         )
         done = ray.get([refs[r][S + 1] for r in range(len(rates))])
         ray.get(applied)
-        self.optimizer.lr, self.optimizer.t = rates[-1], steps[-1]
         return done
 
     def _flush_W(self):
