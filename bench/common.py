@@ -291,6 +291,13 @@ def parser(doc, *, threads=None, reps=None, smoke=None, out=None):
     """An ``argparse`` parser with the harness's shared flags, each defined here once;
     a keyword left None leaves its flag out.  The description is ``doc``'s first line.
 
+    Every bench script builds its parser here but four, which must not import this
+    module (it imports the package and Numba and sets the OpenMP spin of the process):
+    the two peers (deepwalk_peer.py, peers/prone_peer.py: the commands being timed,
+    whose import phase they report), walks_vs_pecanpy.py (its worker runs in PecanPy's
+    interpreter, without this package) and scale.py (its workers set their thread
+    environment before Numba loads).
+
     threads  default of ``--threads N`` (Numba and BLAS threads): an int; 0 for the
              usable cores; a string such as "1,2" for a sweep (``args.threads`` is then
              a list of ints)

@@ -28,7 +28,6 @@ the test suite checks the realized mixing is within a few points of mu.
 Run as a script to time a build:  ``python bench/graphgen.py --n 100000 --mu 0.3``.
 """
 
-import argparse
 import time
 
 import numpy as np
@@ -312,11 +311,15 @@ def write_labels(path, labels):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    import common
+
+    ap = common.parser(__doc__)
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--mu", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default=None, help="write the edge list here (and <out>.labels)")
+    ap.add_argument(
+        "--edgelist", default=None, help="write the edge list here (and <edgelist>.labels)"
+    )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     adj, labels = lfr_like(args.n, mu=args.mu, seed=args.seed)
@@ -330,11 +333,11 @@ def main(argv=None):
         f"{sizes.min()}..{sizes.max()}, "
         f"realized mixing {per_node:.3f} (per node) {per_edge:.3f} (per edge)"
     )
-    if args.out:
+    if args.edgelist:
         t0 = time.perf_counter()
-        write_edgelist(args.out, adj)
-        write_labels(args.out + ".labels", labels)
-        print(f"wrote {args.out} in {time.perf_counter() - t0:.2f} s")
+        write_edgelist(args.edgelist, adj)
+        write_labels(args.edgelist + ".labels", labels)
+        print(f"wrote {args.edgelist} in {time.perf_counter() - t0:.2f} s")
 
 
 if __name__ == "__main__":

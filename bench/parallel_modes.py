@@ -17,7 +17,6 @@ Citeseer and PPI, and at least 1.85x the 1-thread run's speed at 2 threads.  Wri
 bench/results/<out>.json + .md after every graph.
 """
 
-import argparse
 import os
 import sys
 import tempfile
@@ -105,11 +104,9 @@ def render(payload):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(__doc__, reps=1, out="parallel_modes")
     ap.add_argument("--graphs", default="cora,citeseer,ppi")
-    ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--shuffles", type=int, default=5)
-    ap.add_argument("--out", default="parallel_modes")
     ap.add_argument("--data-dir", default=None)
     args = ap.parse_args(argv)
     payload = dict(

@@ -36,7 +36,6 @@ Writes bench/results/perf.json and perf.md (or <--out>.*).
     python bench/perf.py --smoke              # < 30 s: a and b, 1 thread, few steps
 """
 
-import argparse
 import json
 import math
 import os
@@ -585,15 +584,17 @@ def measure(key, problem, n_threads, args, torch_ok):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(
+        __doc__,
+        threads="1,2",
+        reps=5,
+        smoke="configs a,b, 1 thread, 3 steps x 2 reps",
+        out="perf",  # perf_smoke with --smoke
+    )
     ap.add_argument(
         "--configs", default="a,b,c,d,e,f,g", help="comma-separated subset of a,b,c,d,e,f,g"
     )
-    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     ap.add_argument("--steps", type=int, default=20, help="training steps per timed repetition")
-    ap.add_argument(
-        "--reps", type=int, default=5, help="timed repetitions (the median is reported)"
-    )
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (JIT, caches)")
     ap.add_argument(
         "--features",
@@ -635,17 +636,11 @@ def main(argv=None):
         "(issue 14), when caps2ne_np has it",
     )
     ap.add_argument(
-        "--smoke",
-        action="store_true",
-        help="quick run for CI: configs a,b, 1 thread, 3 steps x 2 reps",
-    )
-    ap.add_argument("--out", default=None, help="result file stem (default perf, perf_smoke)")
-    ap.add_argument(
         "--report-only", action="store_true", help="re-render <out>.md from <out>.json (no timing)"
     )
     args = ap.parse_args(argv)
     if args.report_only:
-        name = args.out or ("perf_smoke" if args.smoke else "perf")
+        name = "perf_smoke" if args.smoke and args.out == "perf" else args.out
         payload = json.loads((common.RESULTS / f"{name}.json").read_text())
         payload["gemm"] = {int(t): g for t, g in (payload.get("gemm") or {}).items()} or None
         thread_counts = sorted({r["threads"] for r in payload["rows"]})
@@ -655,13 +650,13 @@ def main(argv=None):
         common.write_results(name, payload, md)
         return payload
     if args.smoke:
-        args.configs, args.threads, args.steps, args.reps, args.warmup = "a,b", "1", 3, 2, 1
-    out_name = args.out or ("perf_smoke" if args.smoke else "perf")
+        args.configs, args.threads, args.steps, args.reps, args.warmup = "a,b", [1], 3, 2, 1
+    out_name = "perf_smoke" if args.smoke and args.out == "perf" else args.out
     keys = [k.strip() for k in args.configs.split(",") if k.strip()]
     bad = [k for k in keys if k not in CONFIGS]
     if bad:
         ap.error(f"unknown config(s) {bad}; choose from {sorted(CONFIGS)}")
-    thread_counts = [int(t) for t in args.threads.split(",")]
+    thread_counts = list(args.threads)
     if args.skipgram_weight is not None and not skipgram_supported():
         print(
             "--skipgram-weight: this caps2ne_np has no skip-gram term (ModelConfig."

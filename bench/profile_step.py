@@ -22,7 +22,6 @@ profile_step_converge_<threads>t.json + .md).  Profiling adds a little overhead 
 Python call; the shares, not the absolute times, are the point.
 """
 
-import argparse
 import cProfile
 import functools
 import os
@@ -31,6 +30,7 @@ import time
 from pathlib import Path
 
 import caps2ne_np
+import common
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
@@ -262,8 +262,7 @@ def converge(args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
+    ap = common.parser(__doc__, threads=2)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument(
         "--set",

@@ -53,7 +53,6 @@ the hooks bench/plot_vs_deepwalk.py reuses (its curves stay in its own
 vs_deepwalk_curves.json).
 """
 
-import argparse
 import json
 import os
 import re
@@ -533,31 +532,22 @@ def warm_up(args, usable):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = common.parser(
+        __doc__,
+        threads=0,  # DeepWalk's workers and ours: the usable cores, the CLI's default
+        reps=1,
+        smoke=",".join(SMOKE_GRAPHS) + ", reduced budgets on both sides",
+        out="vs_deepwalk",
+    )
     ap.add_argument(
         "--graphs",
         default=None,
         help="comma-separated subset (default: the panel: " + ",".join(PANEL) + ")",
     )
     ap.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny run: " + ",".join(SMOKE_GRAPHS) + ", reduced budgets on both sides",
-    )
-    ap.add_argument("--out", default="vs_deepwalk", help="result stem (default vs_deepwalk)")
-    ap.add_argument(
         "--data-dir",
         default=None,
         help="benchmark data (default: caps2ne_np.graphs.downloads.default_data_dir())",
-    )
-    ap.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="DeepWalk's workers (default: the usable cores, the CLI's default)",
-    )
-    ap.add_argument(
-        "--reps", type=int, default=1, help="runs per side; the median time is reported"
     )
     ap.add_argument("--shuffles", type=int, default=5, help="shuffles of the multi-label protocol")
     ap.add_argument("--keep-dir", default=None, help="keep graphs and embeddings in this directory")

@@ -17,12 +17,8 @@ BENCH = ROOT / "bench"
 SHARED_FLAGS = ("--threads", "--reps", "--smoke", "--out")
 # Scripts that still build their own parser, and why.
 OWN_PARSER = {
-    # used by other work at the time of the harness; to be converted next
-    "perf.py",
-    "profile_step.py",
-    "parallel_modes.py",
-    "vs_deepwalk.py",
-    "graphgen.py",
+    # the timed commands of the peers: they report their own import phase, and
+    # bench/common.py imports the package and Numba and sets the OpenMP spin
     "deepwalk_peer.py",
     # its --worker mode runs under PecanPy's interpreter, which need not have Numba
     # (bench/common.py imports it)
