@@ -357,7 +357,7 @@ def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
     import json
 
     from caps2ne_np.estimator import Caps2NE
-    from caps2ne_np.io.formats import load_npz, save_npz
+    from caps2ne_np.io.npy import load_npz, save_npz
 
     indptr, indices, _ = _partition()
     import scipy.sparse as sp

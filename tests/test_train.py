@@ -456,7 +456,7 @@ def _rewrite_checkpoint_config(directory, edit):
     """Change the config stored in ``directory``'s checkpoint as an older version wrote it."""
     import json
 
-    from caps2ne_np.io.formats import load_npz, save_npz
+    from caps2ne_np.io.npy import load_npz, save_npz
     from caps2ne_np.training import checkpoint
 
     path = Path(directory) / checkpoint.LATEST

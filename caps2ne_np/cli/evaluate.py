@@ -191,7 +191,7 @@ def _evaluate(
         select_epoch,
     )
     from ..graphs import datasets, downloads, nodefiles
-    from ..io.formats import atomic_write
+    from ..io.atomic import atomic_write
 
     if json_out:
         check_outputs(
@@ -328,7 +328,8 @@ def _evaluate(
 
 
 def _read_embeddings(path):
-    from ..io.formats import load_npy, read_word2vec
+    from ..io.npy import load_npy
+    from ..io.word2vec import read_word2vec
 
     return load_npy(path) if str(path).endswith(".npy") else read_word2vec(path)
 

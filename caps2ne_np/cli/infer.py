@@ -204,9 +204,9 @@ def _infer(
     from ..errors import InputError
     from ..graphs.nodefiles import read_id_file
     from ..infer import calibrate, infer_embeddings
-    from ..io.formats import write_word2vec
     from ..io.modelfile import check_calibration, read_model
     from ..io.modelfile import save_calibration as store_calibration
+    from ..io.word2vec import write_word2vec
     from ..model.core import Params
 
     check_outputs(

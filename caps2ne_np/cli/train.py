@@ -295,8 +295,10 @@ def _train(
 ):
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
-    from ..io.formats import nodes_path, publish_together, save_npy, write_word2vec
+    from ..io.atomic import publish_together
     from ..io.modelfile import save_model
+    from ..io.npy import nodes_path, save_npy
+    from ..io.word2vec import write_word2vec
     from ..training import checkpoint
     from ..training.config import TrainConfig, usable_cores
     from ..training.train import fit
@@ -446,7 +448,7 @@ class _HistoryWriter:
     def __call__(self, epoch, result):
         import csv
 
-        from ..io.formats import atomic_write
+        from ..io.atomic import atomic_write
 
         if self.tracker is not None:
             self.tracker(epoch, result)
