@@ -262,14 +262,17 @@ def _uniform_walks(indptr, indices, cum, weighted, seed, walks):
         _walk(indptr, indices, cum, weighted, seed, w, walks[w])
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda indptr, indices, cum, weighted, seed, ids, walks: 8 * walks.size)
 def _walks_by_id(indptr, indices, cum, weighted, seed, walk_ids, walks):
     """walks[b] = walk number walk_ids[b] (``_walk``): any walk, on demand."""
     for b in prange(walk_ids.shape[0]):
         _walk(indptr, indices, cum, weighted, seed, walk_ids[b], walks[b])
 
 
-@kernel(parallel=True)
+@kernel(
+    parallel=True,
+    work=lambda indptr, indices, cum, weighted, inv_p, inv_q, seed, ids, walks: 16 * walks.size,
+)
 def _node2vec_walks(indptr, indices, cum, weighted, inv_p, inv_q, seed, walk_ids, walks):
     """walks[b] = second-order walk number walk_ids[b] (``_node2vec_walk``)."""
     for b in prange(walk_ids.shape[0]):
@@ -396,7 +399,7 @@ def _context_of(walks, w, j, ctx_out, p, tgt_out):
             i += 1
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda walks, walk_ids, positions, ctx_out, tgt_out: ctx_out.size)
 def make_pairs(walks, walk_ids, positions, ctx_out, tgt_out):
     """C_v = (v_t : t != j) in walk order, v = v_j, for each walk b and each target position j.
 
@@ -411,7 +414,7 @@ def make_pairs(walks, walk_ids, positions, ctx_out, tgt_out):
             _context_of(walks, w, positions[k], ctx_out, b * n_pos + k, tgt_out)
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda walks, walk_ids, seed, key, ctx_out, tgt_out: ctx_out.size)
 def make_random_pairs(walks, walk_ids, seed, key, ctx_out, tgt_out):
     """One pair per walk: j ~ Uniform{0..q-1}, C_v = (v_t : t != j), v = v_j   [paper, Sec. 2].
 

@@ -276,7 +276,7 @@ class WalkSource:
 
     def _walks(self, walk_ids, out):
         if self.second_order:
-            _node2vec_walks.for_work(out.size * 16)(
+            _node2vec_walks(
                 self.indptr,
                 self.indices,
                 self.cum,
@@ -288,7 +288,7 @@ class WalkSource:
                 out,
             )
         else:
-            _walks_by_id.for_work(out.size * 8)(
+            _walks_by_id(
                 self.indptr, self.indices, self.cum, self.weighted, self.seed, walk_ids, out
             )
 
@@ -361,7 +361,7 @@ def training_pairs(walks, walk_ids, positions="all", seed=0, key=0):
         P = B * positions.shape[0]
         ctx = np.empty((P, q - 1), dtype=np.int32)
         tgt = np.empty(P, dtype=np.int32)
-        make_pairs.for_work(ctx.size)(walks, walk_ids, positions, ctx, tgt)
+        make_pairs(walks, walk_ids, positions, ctx, tgt)
     return ctx, tgt
 
 
