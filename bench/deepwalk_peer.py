@@ -9,7 +9,7 @@ negative=5, window 10, 128 dimensions, min_count 0, gensim's default 5 epochs: t
 DeepWalk reference code runs gensim with its default iteration count).  The graph is
 read as caps2ne reads it (caps2ne_np.graphs.graph.read_graph, undirected), node ids are the
 tokens of the edge list, and the embeddings are written in word2vec text format
-(caps2ne_np.io.formats.write_word2vec) in the graph's node order.
+(caps2ne_np.io.word2vec.write_word2vec) in the graph's node order.
 
 Prints the seconds taken by the walks (generation and conversion to token lists) and
 by Word2Vec (vocabulary and training) on stdout, one ``key: value`` line each.
@@ -41,7 +41,7 @@ def main(argv=None):
     from gensim.models import Word2Vec
 
     from caps2ne_np.graphs.graph import read_graph
-    from caps2ne_np.io.formats import write_word2vec
+    from caps2ne_np.io.word2vec import write_word2vec
     from caps2ne_np.training.walks import uniform_walks
 
     t_imports = time.perf_counter() - T0

@@ -35,8 +35,9 @@ def child(mode, nodes, dim, servers, block_rows, out_dir):
 
     import numpy as np
 
-    from caps2ne_np.io.formats import save_npy, write_word2vec
     from caps2ne_np.io.modelfile import save_model
+    from caps2ne_np.io.npy import save_npy
+    from caps2ne_np.io.word2vec import write_word2vec
     from caps2ne_np.training.ray import outputs, start_ray
     from caps2ne_np.training.ray.server import ShardServer
 

@@ -1,7 +1,7 @@
 """node2vec with p, q whose rejection sampler almost never accepts (issue 33, item 5):
 a directed cycle, where every step from (t, v) has one candidate x, 'outward' from t
 (alpha = 1/q), so with p = 0.001, q = 1000 a proposal passes one time in 10^6.  After
-``walks.NODE2VEC_TRIES`` rejections a step is drawn exactly (``_node2vec_exact``).
+``walk_kernels.NODE2VEC_TRIES`` rejections a step is drawn exactly (``_node2vec_exact``).
 
 Timed side by side in one run, medians of ``--reps``: the walk kernel
 (``uniform_walks``, 10 walks per node of 80 steps on a 2,000-node directed cycle) and a
@@ -37,7 +37,8 @@ def main(argv=None):
 
     from caps2ne_np.training.config import TrainConfig
     from caps2ne_np.training.train import fit
-    from caps2ne_np.training.walks import NODE2VEC_TRIES, uniform_walks
+    from caps2ne_np.training.walk_kernels import NODE2VEC_TRIES
+    from caps2ne_np.training.walks import uniform_walks
 
     rows = []
     with threads(1):

@@ -118,11 +118,11 @@ PYTHON = {
         ("rows.py", "batch_rows"),
         ("rows.py", "share_slots"),
     ),
-    "Numba dispatch (thread-count checks, launches, Kernel.for_work)": (
+    "Numba dispatch (thread-count checks, launches, Kernel._pick)": (
         ("parallel.py", "_launch_threads"),
         ("parallel.py", "get_num_threads"),
         ("parallel.py", "_get_thread_id"),
-        ("_jit.py", "for_work"),
+        ("_jit.py", "_pick"),
         ("_jit.py", "__call__"),
     ),
     "NumPy calls (unique, argsort, empty, reduce, ...)": (

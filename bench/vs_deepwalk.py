@@ -206,7 +206,7 @@ def panel_entry(name, data_dir=None):
 def load_embedding(path, n):
     """(N, k) float32 with row i = node 'i' of a word2vec file, and the number of nodes
     the file lacks (zero rows)."""
-    from caps2ne_np.io.formats import read_word2vec
+    from caps2ne_np.io.word2vec import read_word2vec
 
     ids, vectors = read_word2vec(path)
     emb = np.zeros((n, vectors.shape[1]), dtype=np.float32)

@@ -12,7 +12,8 @@ import pytest
 from caps2ne_np.errors import InputError
 from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.graphs.csr import from_edges
-from caps2ne_np.io.formats import save_npy, write_word2vec
+from caps2ne_np.io.npy import save_npy
+from caps2ne_np.io.word2vec import write_word2vec
 
 nx = pytest.importorskip("networkx")
 pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning")

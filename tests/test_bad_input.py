@@ -29,8 +29,9 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.io import formats as io
-from caps2ne_np.io.formats import load_npy, read_word2vec, save_npy, write_word2vec
+from caps2ne_np.io import atomic
+from caps2ne_np.io.npy import load_npy, save_npy, save_npz
+from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 from caps2ne_np.training import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -927,7 +928,7 @@ def _disk_full():
 def _fail_temp_files(monkeypatch, room, exc=_disk_full, which=None):
     """Temp files io creates from now on fail after ``room`` bytes (only the ``which``-th one,
     if given)."""
-    real, created = io._create_temp, []
+    real, created = atomic._create_temp, []
 
     def create(target, binary):
         f, tmp = real(target, binary)
@@ -936,7 +937,7 @@ def _fail_temp_files(monkeypatch, room, exc=_disk_full, which=None):
             f = _FailingFile(f, room, exc)
         return f, tmp
 
-    monkeypatch.setattr(io, "_create_temp", create)
+    monkeypatch.setattr(atomic, "_create_temp", create)
     return created
 
 
@@ -1196,8 +1197,7 @@ def test_a_model_path_that_is_no_regular_file_says_what_it_is(run, tmp_path):
 
 
 def test_a_checkpoint_given_as_a_model_says_so(run, tmp_path):
-    save_npz_ = io.save_npz
-    save_npz_(tmp_path / "checkpoint.npz", overwrite=True, format=np.asarray(checkpoint.FORMAT))
+    save_npz(tmp_path / "checkpoint.npz", overwrite=True, format=np.asarray(checkpoint.FORMAT))
     put(tmp_path, "g.txt", GRAPH)
     put(tmp_path, "nodes.txt", "a\n")
     result = run("infer", "--model", "checkpoint.npz", "--graph", "g.txt", "--nodes", "nodes.txt")
@@ -1231,20 +1231,20 @@ def test_cli_outputs_of_one_run_are_committed_together(run, tmp_path, monkeypatc
                "m.npz": b"old model"}  # fmt: skip
     for name, content in outputs.items():
         (tmp_path / name).write_bytes(content)
-    real, created = io._create_temp, []
+    real, created = atomic._create_temp, []
 
     def create(target, binary):
         f, tmp = real(target, binary)
         created.append(Path(target).name)
         return (_FailingFile(f, 0, _disk_full) if Path(target).name == "m.npz" else f), tmp
 
-    monkeypatch.setattr(io, "_create_temp", create)
+    monkeypatch.setattr(atomic, "_create_temp", create)
     result = train(run, "--overwrite", "--npy", "o.npy", "--model-out", "m.npz", out="o.emb")
     assert_error(result, "m.npz: No space left on device")
     assert created == ["o.emb", "o.npy", "o.nodes.txt", "m.npz"]  # all written, then failed
     assert {name: (tmp_path / name).read_bytes() for name in outputs} == outputs
     assert not list(tmp_path.glob(".*.tmp"))
-    monkeypatch.setattr(io, "_create_temp", real)  # (undo() would also undo the chdir)
+    monkeypatch.setattr(atomic, "_create_temp", real)  # (undo() would also undo the chdir)
     again = train(run, "--overwrite", "--npy", "o.npy", "--model-out", "m.npz", out="o.emb")
     assert again.exit_code == 0, again.stderr
     assert all((tmp_path / name).read_bytes() != old for name, old in outputs.items())

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.io.formats import read_word2vec
+from caps2ne_np.io.word2vec import read_word2vec
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--epochs", "2", "--quiet"]
@@ -167,7 +167,7 @@ def test_evaluate_multilabel_from_label_file(tmp_path):
     ids = [f"n{i}" for i in range(40)]
     groups = rng.integers(0, 2, size=40)
     emb = np.eye(2)[groups] + 0.01 * rng.normal(size=(40, 2))
-    from caps2ne_np.io.formats import write_word2vec
+    from caps2ne_np.io.word2vec import write_word2vec
 
     write_word2vec(tmp_path / "e.txt", ids, emb.astype(np.float32))
     lines = [f"{n} g{g}" for n, g in zip(ids, groups)] + [f"{ids[0]} extra", f"{ids[1]} extra"]

@@ -12,7 +12,7 @@ import numpy as np
 
 from benchdata import DATA, needs_data
 from caps2ne_np.graphs import datasets, downloads
-from caps2ne_np.io.formats import read_word2vec
+from caps2ne_np.io.word2vec import read_word2vec
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = "http://127.0.0.1:9/"  # the discard port: every download is refused

@@ -455,7 +455,7 @@ def test_one_registry_names_every_set_in_order_and_imports_light():
     code = (
         "import sys, caps2ne_np.graphs.datasets\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'\n"
-        "             or m in ('caps2ne_np.graphs.planetoid', 'caps2ne_np.io.formats',\n"
+        "             or m in ('caps2ne_np.graphs.planetoid', 'caps2ne_np.io.npy',\n"
         "                      'caps2ne_np.graphs.graph')))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -18,8 +18,10 @@ import numpy as np
 import pytest
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.io import formats as io
+from caps2ne_np.io.blocks import RowBlocks
 from caps2ne_np.io.modelfile import read_model, save_model
+from caps2ne_np.io.npy import load_npy, save_npy, save_npz
+from caps2ne_np.io.word2vec import write_word2vec
 from caps2ne_np.model.core import Params, slot_major
 from caps2ne_np.training.ray.outputs import row_blocks, streamed_params
 from caps2ne_np.training.ray.server import ShardServer
@@ -111,9 +113,9 @@ def test_streamed_word2vec_is_byte_identical_to_the_single_machine_writer(
 ):
     arrays = tables(11, seed=S)
     ids = [f"v{i}" for i in range(11)]
-    io.write_word2vec(tmp_path / "whole.emb", ids, arrays["O"], binary=binary)
+    write_word2vec(tmp_path / "whole.emb", ids, arrays["O"], binary=binary)
     blocks = row_blocks(NOW, shards(arrays, S), "O", arrays["O"].shape, block_rows)
-    io.write_word2vec(tmp_path / "streamed.emb", ids, blocks, binary=binary)
+    write_word2vec(tmp_path / "streamed.emb", ids, blocks, binary=binary)
     streamed = (tmp_path / "streamed.emb").read_bytes()
     assert streamed == (tmp_path / "whole.emb").read_bytes()
     assert streamed == naive_word2vec(ids, arrays["O"], binary)
@@ -128,9 +130,9 @@ def test_streamed_word2vec_is_byte_identical_to_the_single_machine_writer(
 def test_streamed_npy_and_ids_are_byte_identical_to_save_npy(tmp_path, named, S, block_rows):
     arrays = tables(11, seed=S)
     ids = [f"v{i}" for i in range(11)] if named else [str(i) for i in range(11)]
-    io.save_npy(tmp_path / "whole.npy", arrays["O"], ids)
+    save_npy(tmp_path / "whole.npy", arrays["O"], ids)
     blocks = row_blocks(NOW, shards(arrays, S), "O", arrays["O"].shape, block_rows)
-    io.save_npy(tmp_path / "streamed.npy", blocks, ids)
+    save_npy(tmp_path / "streamed.npy", blocks, ids)
     reference = pyio.BytesIO()
     np.save(reference, arrays["O"])
     assert (tmp_path / "streamed.npy").read_bytes() == reference.getvalue()
@@ -139,14 +141,14 @@ def test_streamed_npy_and_ids_are_byte_identical_to_save_npy(tmp_path, named, S,
     if named:  # same digest line (only the .npy's name differs)
         whole = (tmp_path / "whole.nodes.txt").read_text().replace("whole.npy", "streamed.npy")
         assert (tmp_path / "streamed.nodes.txt").read_text() == whole
-    read_ids, M = io.load_npy(tmp_path / "streamed.npy")  # the digest ties the pair
+    read_ids, M = load_npy(tmp_path / "streamed.npy")  # the digest ties the pair
     assert read_ids == ids and np.array_equal(M, arrays["O"])
 
 
 @pytest.mark.parametrize("n", [0, 1, 7])
 def test_npy_header_matches_np_save_for_small_shapes(tmp_path, n):
     M = np.ones((n, 4), dtype=np.float32)
-    io.save_npy(tmp_path / "m.npy", io.RowBlocks(M.shape, lambda: iter([M[: n // 2], M[n // 2 :]])))
+    save_npy(tmp_path / "m.npy", RowBlocks(M.shape, lambda: iter([M[: n // 2], M[n // 2 :]])))
     reference = pyio.BytesIO()
     np.save(reference, M)
     assert (tmp_path / "m.npy").read_bytes() == reference.getvalue()
@@ -167,7 +169,7 @@ def test_streamed_model_file_holds_np_savez_members(tmp_path, S, block_rows):
     servers[0].server.arrays["W"][...] = W
     cluster = SimpleNamespace(servers=servers, workers=[])
     streamed = streamed_params(NOW, cluster, 11, K, D, fixed=False, block_rows=block_rows)
-    assert isinstance(streamed.O, io.RowBlocks) and isinstance(streamed.X, io.RowBlocks)
+    assert isinstance(streamed.O, RowBlocks) and isinstance(streamed.X, RowBlocks)
     history = [dict(epoch=1, loss=1.5)]
     from caps2ne_np.training.config import TrainConfig
 
@@ -184,11 +186,11 @@ def test_streamed_model_file_holds_np_savez_members(tmp_path, S, block_rows):
 
 def test_save_npz_mixes_arrays_and_blocks_like_np_savez(tmp_path):
     a, b = np.arange(6, dtype=np.int64).reshape(2, 3), np.linspace(0, 1, 5, dtype=np.float32)
-    io.save_npz(tmp_path / "whole.npz", a=a, b=b, s=np.asarray(json.dumps({"x": 1})))
-    io.save_npz(
+    save_npz(tmp_path / "whole.npz", a=a, b=b, s=np.asarray(json.dumps({"x": 1})))
+    save_npz(
         tmp_path / "blocks.npz",
         a=a,
-        b=io.RowBlocks(b.shape, lambda: iter([b[:2], b[2:]])),
+        b=RowBlocks(b.shape, lambda: iter([b[:2], b[2:]])),
         s=np.asarray(json.dumps({"x": 1})),
     )
     assert members(tmp_path / "blocks.npz") == members(tmp_path / "whole.npz")
@@ -206,22 +208,22 @@ def counting(M, rows=2):
             pulled.append(a)
             yield M[a : a + rows]
 
-    return io.RowBlocks(M.shape, blocks), pulled
+    return RowBlocks(M.shape, blocks), pulled
 
 
 def test_streamed_word2vec_to_stdout(capsysbinary):
     M = tables(5)["O"]
     blocks, _ = counting(M)
-    io.write_word2vec("-", [f"v{i}" for i in range(5)], blocks, binary=True)
+    write_word2vec("-", [f"v{i}" for i in range(5)], blocks, binary=True)
     assert capsysbinary.readouterr().out == naive_word2vec([f"v{i}" for i in range(5)], M, True)
 
 
 def test_streamed_writers_refuse_special_files_before_pulling_a_block():
     blocks, pulled = counting(tables(5)["O"])
     with pytest.raises(InputError, match="not a regular file"):
-        io.write_word2vec("/dev/null", [str(i) for i in range(5)], blocks, overwrite=True)
+        write_word2vec("/dev/null", [str(i) for i in range(5)], blocks, overwrite=True)
     with pytest.raises(InputError, match="not a regular file"):
-        io.save_npy("/dev/null", blocks, overwrite=True)
+        save_npy("/dev/null", blocks, overwrite=True)
     assert pulled == []
 
 
@@ -232,9 +234,9 @@ def test_streamed_write_keeps_the_mode_and_refuses_without_overwrite(tmp_path, w
     target.write_bytes(b"old")
     os.chmod(target, 0o600)
     write = (
-        (lambda blocks, **kw: io.write_word2vec(target, [str(i) for i in range(5)], blocks, **kw))
+        (lambda blocks, **kw: write_word2vec(target, [str(i) for i in range(5)], blocks, **kw))
         if writer == "word2vec"
-        else (lambda blocks, **kw: io.save_npy(target, blocks, **kw))
+        else (lambda blocks, **kw: save_npy(target, blocks, **kw))
     )
     with pytest.raises(InputError, match="--overwrite"):
         write(counting(M)[0])
@@ -253,26 +255,26 @@ def test_a_block_source_failing_midway_leaves_the_old_file_and_no_temp(tmp_path,
 
     target = tmp_path / f"e.{writer}"
     target.write_bytes(b"old")
-    source = io.RowBlocks(M.shape, blocks)
+    source = RowBlocks(M.shape, blocks)
     with pytest.raises(RuntimeError, match="shard 1 lost"):
         if writer == "word2vec":
-            io.write_word2vec(target, [str(i) for i in range(6)], source, overwrite=True)
+            write_word2vec(target, [str(i) for i in range(6)], source, overwrite=True)
         elif writer == "npy":
-            io.save_npy(target, source, [f"v{i}" for i in range(6)], overwrite=True)
+            save_npy(target, source, [f"v{i}" for i in range(6)], overwrite=True)
         else:
-            io.save_npz(target, overwrite=True, O=source)
+            save_npz(target, overwrite=True, O=source)
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
 
 
 def test_blocks_that_do_not_add_up_to_the_shape_are_refused(tmp_path):
     M = tables(6)["O"]
-    short = io.RowBlocks(M.shape, lambda: iter([M[:4]]))
+    short = RowBlocks(M.shape, lambda: iter([M[:4]]))
     with pytest.raises(ValueError, match="hold 4 rows"):
-        io.save_npy(tmp_path / "e.npy", short)
-    wide = io.RowBlocks((6, K + 1), lambda: iter([M]))
+        save_npy(tmp_path / "e.npy", short)
+    wide = RowBlocks((6, K + 1), lambda: iter([M]))
     with pytest.raises(ValueError, match="does not fit"):
-        io.write_word2vec(tmp_path / "e.emb", [str(i) for i in range(6)], wide)
+        write_word2vec(tmp_path / "e.emb", [str(i) for i in range(6)], wide)
     assert list(tmp_path.iterdir()) == []
 
 

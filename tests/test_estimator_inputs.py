@@ -16,7 +16,8 @@ from caps2ne_np import Caps2NE, read_edgelist
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError
 from caps2ne_np.graphs.graph import coerce_graph, read_graph
-from caps2ne_np.io.formats import load_npy, read_word2vec
+from caps2ne_np.io.npy import load_npy
+from caps2ne_np.io.word2vec import read_word2vec
 
 pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning")
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,16 +27,10 @@ from caps2ne_np.cli import cli
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
 from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.graphs.graph_cache import cache_path
-from caps2ne_np.io import formats as io
-from caps2ne_np.io.formats import (
-    load_npy,
-    load_npz,
-    read_word2vec,
-    save_npy,
-    save_npz,
-    write_word2vec,
-)
+from caps2ne_np.io import atomic
 from caps2ne_np.io.modelfile import read_model
+from caps2ne_np.io.npy import load_npy, load_npz, save_npy, save_npz
+from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 from caps2ne_np.training import checkpoint
 from test_bad_input import GRAPH, ROOT, TINY, _trained, assert_error, put, run, train  # noqa: F401
 
@@ -587,7 +581,7 @@ def test_infer_checks_its_output_before_writing(run, tmp_path, tiny_model, monke
 
 def test_kill_between_the_npy_renames_is_detected(tmp_path, monkeypatch):
     save_npy(tmp_path / "e.npy", np.ones((4, 2)), list("abcd"))
-    real, calls = io._publish, []
+    real, calls = atomic.publish, []
 
     def publish(tmp, target, overwrite):
         calls.append(target.name)
@@ -595,7 +589,7 @@ def test_kill_between_the_npy_renames_is_detected(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(tmp, target, overwrite)
 
-    monkeypatch.setattr(io, "_publish", publish)
+    monkeypatch.setattr(atomic, "publish", publish)
     with pytest.raises(KeyboardInterrupt):
         save_npy(tmp_path / "e.npy", np.zeros((4, 2)), list("wxyz"), overwrite=True)
     monkeypatch.undo()

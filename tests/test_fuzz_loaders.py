@@ -26,7 +26,8 @@ from hypothesis.extra import numpy as hnp
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
 from caps2ne_np.graphs.graph import read_edgelist
 from caps2ne_np.graphs.nodefiles import load_features, load_labels, load_splits
-from caps2ne_np.io.formats import load_npy, read_word2vec, write_word2vec
+from caps2ne_np.io.npy import load_npy
+from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 
 F32_MAX = float(np.finfo(np.float32).max)
 FUZZ = settings(

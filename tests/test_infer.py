@@ -21,7 +21,7 @@ from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.evaluate import inductive_split
 from caps2ne_np.graphs.csr import from_edges, from_scipy
 from caps2ne_np.infer import capsule_outputs, infer_embeddings, sample_contexts
-from caps2ne_np.io.formats import read_word2vec
+from caps2ne_np.io.word2vec import read_word2vec
 from caps2ne_np.kernels import rng
 from caps2ne_np.kernels.rng import TAG_INFER
 from caps2ne_np.model import reference

@@ -25,8 +25,8 @@ from caps2ne_np.evaluate import inductive_split
 from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.infer import calibrate, infer_embeddings
-from caps2ne_np.io.formats import read_word2vec
 from caps2ne_np.io.modelfile import read_calibration, read_model, save_calibration
+from caps2ne_np.io.word2vec import read_word2vec
 from test_infer import features, fit_quiet, fitted, full  # noqa: F401 (shared fixtures)
 
 OLD = [f"n{i}" for i in range(30)]

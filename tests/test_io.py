@@ -1,4 +1,4 @@
-"""Embedding files and atomic writes (caps2ne_np.io.formats)."""
+"""Embedding files and atomic writes (caps2ne_np/io/word2vec.py, npy.py, atomic.py)."""
 
 import os
 
@@ -6,16 +6,9 @@ import numpy as np
 import pytest
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.io.formats import (
-    atomic_write,
-    load_npy,
-    load_npz,
-    nodes_path,
-    read_word2vec,
-    save_npy,
-    save_npz,
-    write_word2vec,
-)
+from caps2ne_np.io.atomic import atomic_write
+from caps2ne_np.io.npy import load_npy, load_npz, nodes_path, save_npy, save_npz
+from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 
 
 def awkward_vectors(n=5, k=4, seed=0):
@@ -290,7 +283,7 @@ def test_atomic_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch, w
 INTERRUPTED_ZIP = """
 import os, sys, zipfile
 import numpy as np
-from caps2ne_np.io.formats import save_npz
+from caps2ne_np.io.npy import save_npz
 
 real, calls = zipfile._ZipWriteFile.close, []
 
@@ -332,9 +325,9 @@ def test_an_interrupt_inside_a_zip_member_stays_an_interrupt(tmp_path):
 LEFT_IN_A_WINDOW = """
 import sys
 from pathlib import Path
-from caps2ne_np.io import formats as io
+from caps2ne_np.io import atomic
 
-f, tmp = io._create_temp(Path(sys.argv[1]) / "x.npz", binary=True)
+f, tmp = atomic._create_temp(Path(sys.argv[1]) / "x.npz", binary=True)
 f.write(b"half")
 assert tmp.exists()
 raise KeyboardInterrupt  # outside every handler that removes the temp file

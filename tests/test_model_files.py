@@ -18,8 +18,9 @@ from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.infer import calibrate, infer_embeddings
-from caps2ne_np.io.formats import load_npz, read_word2vec, save_npz
 from caps2ne_np.io.modelfile import read_model, save_calibration
+from caps2ne_np.io.npy import load_npz, save_npz
+from caps2ne_np.io.word2vec import read_word2vec
 from test_infer import fit_quiet, fitted, planted_partition
 
 pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning")

@@ -10,13 +10,8 @@ from scipy import stats
 
 import naive_walks as naive
 from caps2ne_np.kernels.rng import quiet_wraparound
-from caps2ne_np.training.walks import (
-    WalkSource,
-    cumulative_weights,
-    node2vec_walk_contexts,
-    uniform_walks,
-    walk_contexts,
-)
+from caps2ne_np.training.walk_kernels import node2vec_walk_contexts, walk_contexts
+from caps2ne_np.training.walks import WalkSource, cumulative_weights, uniform_walks
 
 # A tiny directed graph: 0 -> {1, 2, 3}, 1 -> {0}, 2 -> {0, 3}, 3 -> {} (a sink), 4 isolated.
 INDPTR = np.array([0, 3, 4, 6, 6, 6], dtype=np.int64)
@@ -379,7 +374,7 @@ def test_steps_that_proposals_almost_never_pass_are_drawn_exactly():
     runs were 30x slower, and a signal waited ~30 s for the kernel).  After NODE2VEC_TRIES
     proposals the step is drawn exactly: the naive reference's walks bit for bit, and the
     exact probabilities (edge weights 1 and 3)."""
-    from caps2ne_np.training import walks as walks_mod
+    from caps2ne_np.training import walk_kernels
 
     src, dst = [0, 1, 1, 2, 3], [1, 2, 3, 0, 0]
     adj = sp.csr_matrix((np.array([1, 1, 3, 1, 1], np.float32), (src, dst)), shape=(4, 4))
@@ -393,4 +388,4 @@ def test_steps_that_proposals_almost_never_pass_are_drawn_exactly():
     assert np.all(from_0[:, 1] == 1)
     share_3 = float(np.mean(from_0[:, 2] == 3))
     assert abs(share_3 - 0.75) < 5 * np.sqrt(0.75 * 0.25 / len(from_0)), share_3
-    assert walks_mod.NODE2VEC_TRIES == naive.NODE2VEC_TRIES
+    assert walk_kernels.NODE2VEC_TRIES == naive.NODE2VEC_TRIES

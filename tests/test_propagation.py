@@ -258,7 +258,7 @@ def test_cli_writes_propagated_embeddings_and_infer_uses_them(tmp_path):
          str(tmp_path / "nodes.txt"), "--out", str(tmp_path / "i.txt")],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    from caps2ne_np.io.formats import read_word2vec
+    from caps2ne_np.io.word2vec import read_word2vec
 
     ids, got = read_word2vec(tmp_path / "i.txt")
     written = dict(zip(*read_word2vec(tmp_path / "e.txt")))

@@ -182,6 +182,181 @@ def test_negatives_follow_the_key():
     assert a.min() >= 0 and a.max() < 9 and len(np.unique(a)) == 9
 
 
+# --------------------------------------------------------------------------- the wrappers
+
+
+def kernel_case(seed=3, G=4, k=5, P=3, I=2, N=7, S=4, K=3):
+    """float64 inputs of the term's kernels: G distinct context nodes, P pairs of I slots,
+    N nodes, V' = S distinct nodes holding the first pair's target (an accidental hit),
+    K negatives per item (one of them the item's target)."""
+    rng = np.random.default_rng(seed)
+    x, O = rng.standard_normal((G, k)), rng.standard_normal((N, k))
+    bias = rng.standard_normal(N)
+    item_x = rng.integers(0, G, (P, I)).astype(np.int64)
+    item_x[0, 0] = item_x[-1, -1]  # a node in two items
+    targets = rng.integers(0, N, P).astype(np.int64)
+    sampled = rng.permutation(N)[:S].astype(np.int64)
+    sampled[0] = targets[0] if targets[0] not in sampled[1:] else sampled[0]
+    neg = rng.integers(0, S, (P * I, K)).astype(np.int64)
+    neg[0, 0] = int(np.flatnonzero(sampled == targets[0])[0]) if targets[0] in sampled else 0
+    log_q_t, log_q_s = rng.standard_normal(P), rng.standard_normal(S)
+    hit = np.array([int(np.flatnonzero(sampled == t)[0]) if t in sampled else -1 for t in targets])
+    return dict(x=x, O=O, bias=bias, item_x=item_x, targets=targets, sampled=sampled, neg=neg,
+                log_q_t=log_q_t, log_q_s=log_q_s, hit=hit)  # fmt: skip
+
+
+def test_softmax_form_kernels_match_their_sums_item_by_item():
+    """node_logits, softmax_items, softmax_node_weights, target_to_x and x_to_target
+    against the loss and gradients written item by item in float64 (accidental hit
+    removed from its item's softmax)."""
+    c_ = kernel_case()
+    x, O, bias, item_x, targets = c_["x"], c_["O"], c_["bias"], c_["item_x"], c_["targets"]
+    sampled, hit = c_["sampled"], c_["hit"]
+    (P, I), G, S = item_x.shape, x.shape[0], sampled.shape[0]
+    M = P * I
+    loss, d_t = np.empty((P, I)), np.empty((P, I))
+    d_z = np.zeros((G, S))  # dL/dz_gs, summed over g's items
+    d_x, v, v_bias = np.zeros_like(x), np.zeros((P, x.shape[1])), np.zeros(P)
+    for p in range(P):
+        t = targets[p]
+        for i in range(I):
+            g = item_x[p, i]
+            z_t = x[g] @ O[t] + bias[t] - c_["log_q_t"][p]
+            z_s = x[g] @ O[sampled].T + bias[sampled] - c_["log_q_s"]
+            keep = sampled != t
+            total = np.exp(z_t) + np.exp(z_s[keep]).sum()
+            loss[p, i] = -z_t + np.log(total)
+            d_t[p, i] = (np.exp(z_t) / total - 1) / M
+            d_z[g, keep] += np.exp(z_s[keep]) / total / M
+            d_x[g] += d_t[p, i] * O[t]
+            v[p] += d_t[p, i] * x[g]
+            v_bias[p] += d_t[p, i]
+    Z = x @ O[sampled].T
+    c, w, w_sum = skipgram.node_logits(Z, bias[sampled], c_["log_q_s"])
+    got_loss, got_d_t, a = skipgram.softmax_items(
+        x, item_x, O, bias, targets, c_["log_q_t"], hit, c, w, w_sum, 1.0 / M
+    )
+    ptr, ids = skipgram.group_items(item_x, G)
+    D = skipgram.softmax_node_weights(w, ptr, ids, I, hit, a)
+    got_d_x = skipgram.target_to_x(ptr, ids, I, got_d_t, O, targets, np.zeros_like(x))
+    got_v, got_v_bias = skipgram.x_to_target(x, item_x, got_d_t)
+    for got, want in ((got_loss, loss), (got_d_t, d_t), (D, d_z), (got_d_x, d_x), (got_v, v),
+                      (got_v_bias, v_bias)):  # fmt: skip
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-14)
+
+
+def test_negative_sampling_kernels_match_their_sums_item_by_item():
+    """negative_items, negatives_to_x and negatives_to_sampled against -log sigma(z_t) -
+    sum_j log sigma(-z_j) and its gradients written item by item in float64 (a negative
+    equal to the target left out)."""
+    c_ = kernel_case()
+    x, O, bias, item_x, targets = c_["x"], c_["O"], c_["bias"], c_["item_x"], c_["targets"]
+    sampled, neg = c_["sampled"], c_["neg"]
+    (P, I), G, S, K = item_x.shape, x.shape[0], sampled.shape[0], neg.shape[1]
+    M = P * I
+    sigma = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    loss, d_t, d_n = np.empty((P, I)), np.empty((P, I)), np.zeros((M, K))
+    d_x, d_O_s, d_b_s = np.zeros_like(x), np.zeros((S, x.shape[1])), np.zeros(S)
+    for p in range(P):
+        t = targets[p]
+        for i in range(I):
+            g, m = item_x[p, i], p * I + i
+            z_t = x[g] @ O[t] + bias[t]
+            loss[p, i] = -np.log(sigma(z_t))
+            d_t[p, i] = (sigma(z_t) - 1) / M
+            for j in range(K):
+                s = sampled[neg[m, j]]
+                if s == t:
+                    continue
+                z = x[g] @ O[s] + bias[s]
+                loss[p, i] -= np.log(sigma(-z))
+                d_n[m, j] = sigma(z) / M
+                d_x[g] += d_n[m, j] * O[s]
+                d_O_s[neg[m, j]] += d_n[m, j] * x[g]
+                d_b_s[neg[m, j]] += d_n[m, j]
+    assert np.any(d_n == 0)  # the case holds an accidental hit
+    got_loss, got_d_t, got_d_n = skipgram.negative_items(
+        x, item_x, O, bias, targets, sampled, neg, 1.0 / M
+    )
+    ptr, ids = skipgram.group_items(item_x, G)
+    got_d_x = skipgram.negatives_to_x(ptr, ids, neg, got_d_n, O, sampled, np.zeros_like(x))
+    neg_ptr, neg_ids = skipgram.group_items(neg, S)
+    got_d_O_s, got_d_b_s = skipgram.negatives_to_sampled(x, item_x, neg_ptr, neg_ids, got_d_n, I)
+    for got, want in ((got_loss, loss), (got_d_t, d_t), (got_d_n, d_n), (got_d_x, d_x),
+                      (got_d_O_s, d_O_s), (got_d_b_s, d_b_s)):  # fmt: skip
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-14)
+
+
+def _bad_calls():
+    """(wrapper, arguments with one bad array, the message naming it)."""
+    c_ = kernel_case()
+    x, O, bias, item_x, targets = c_["x"], c_["O"], c_["bias"], c_["item_x"], c_["targets"]
+    sampled, neg, hit = c_["sampled"], c_["neg"], c_["hit"]
+    (P, I), G, S = item_x.shape, x.shape[0], sampled.shape[0]
+    Z = x @ O[sampled].T
+    c, w, w_sum = skipgram.node_logits(Z, bias[sampled], c_["log_q_s"])
+    _, d_t, a = skipgram.softmax_items(
+        x, item_x, O, bias, targets, c_["log_q_t"], hit, c, w, w_sum, 1.0 / (P * I)
+    )
+    _, _, d_n = skipgram.negative_items(x, item_x, O, bias, targets, sampled, neg, 0.5)
+    ptr, ids = skipgram.group_items(item_x, G)
+    neg_ptr, neg_ids = skipgram.group_items(neg, S)
+    far = item_x + G  # context rows past x
+    f32 = np.float32
+    return [
+        (skipgram.node_logits, (Z, bias[sampled].astype(f32), c_["log_q_s"]),
+         "node_logits: bias_s"),
+        (skipgram.node_logits, (Z[:, :0], bias[:0], c_["log_q_s"][:0]), "node_logits: Z"),
+        (skipgram.node_logits, (Z, bias[sampled], c_["log_q_s"], None, np.empty((G, S + 1))),
+         "node_logits: w"),
+        (skipgram.softmax_items, (x, far, O, bias, targets, c_["log_q_t"], hit, c, w, w_sum, 1.0),
+         "softmax_items: item_x"),
+        (skipgram.softmax_items, (x, item_x, O, bias, targets + 99, c_["log_q_t"], hit, c, w,
+                                  w_sum, 1.0), "softmax_items: targets"),
+        (skipgram.softmax_items, (x, item_x, O[:, :2], bias, targets, c_["log_q_t"], hit, c, w,
+                                  w_sum, 1.0), "softmax_items: O"),
+        (skipgram.softmax_node_weights, (w, ptr, ids, I, hit + S, a), "softmax_node_weights: hit"),
+        (skipgram.softmax_node_weights, (w, ptr[:-1], ids, I, hit, a),
+         "softmax_node_weights: item_ptr"),
+        (skipgram.negative_positions, (0, 0, 4, 2, 0), "negative_positions"),
+        (skipgram.negative_positions, (0, 0, 4, 2, 3, np.empty((4, 2), np.int32)),
+         "negative_positions: out"),
+        (skipgram.negative_items, (x, item_x, O, bias, targets, sampled, neg + S, 0.5),
+         "negative_items: neg"),
+        (skipgram.negative_items, (x, item_x, O, bias, targets, sampled + N_FAR, neg, 0.5),
+         "negative_items: sampled"),
+        (skipgram.target_to_x, (ptr, ids + 99, I, d_t, O, targets, np.zeros_like(x)),
+         "target_to_x: item_ids"),
+        (skipgram.target_to_x, (ptr, ids, I, d_t, O, targets, np.zeros_like(x, dtype=f32)),
+         "target_to_x: O"),
+        (skipgram.x_to_target, (x, far, d_t), "x_to_target: item_x"),
+        (skipgram.x_to_target, (x, item_x, d_t[:, :1]), "x_to_target: d_t"),
+        (skipgram.negatives_to_x, (ptr, ids, neg, d_n[:, :1], O, sampled, np.zeros_like(x)),
+         "negatives_to_x: d_n"),
+        (skipgram.negatives_to_x, (ptr, ids, neg + S, d_n, O, sampled, np.zeros_like(x)),
+         "negatives_to_x: neg"),
+        (skipgram.negatives_to_sampled, (x, far, neg_ptr, neg_ids, d_n, I),
+         "negatives_to_sampled: item_x"),
+        (skipgram.negatives_to_sampled, (x, item_x, neg_ptr, neg_ids + 99, d_n, I),
+         "negatives_to_sampled: item_ids"),
+    ]  # fmt: skip
+
+
+N_FAR = 1000  # a node index past every table of kernel_case
+
+
+@pytest.mark.parametrize("index", range(20))
+def test_the_public_wrappers_refuse_bad_arrays_naming_them(index):
+    """Every public kernel of skipgram.py checks its arrays (shape, dtype, index range)
+    before the compiled kernel runs (an index out of range there reads or writes memory
+    it does not own): a ValueError naming the function and the argument."""
+    calls = _bad_calls()
+    assert len(calls) == 20
+    fn, args, name = calls[index]
+    with pytest.raises(ValueError, match=f"^{name}"):
+        fn(*args)
+
+
 @pytest.mark.parametrize(
     "params_like,match",
     [
@@ -357,7 +532,7 @@ def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
     import json
 
     from caps2ne_np.estimator import Caps2NE
-    from caps2ne_np.io.formats import load_npz, save_npz
+    from caps2ne_np.io.npy import load_npz, save_npz
 
     indptr, indices, _ = _partition()
     import scipy.sparse as sp

@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from caps2ne_np.errors import InputError
 from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.io.formats import load_npz, save_npz
+from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.model import spectral
 from caps2ne_np.training.config import TrainConfig
 from caps2ne_np.training.train import fit
@@ -452,7 +452,7 @@ def test_prone_peer_script_writes_what_nodevectors_gives(two_blocks, tmp_path):
     import sys
     from pathlib import Path
 
-    from caps2ne_np.io.formats import read_word2vec
+    from caps2ne_np.io.word2vec import read_word2vec
 
     A, labels = two_blocks
     rows, cols = np.nonzero(np.triu(A))

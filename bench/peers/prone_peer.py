@@ -7,7 +7,7 @@ matrix, then Chebyshev spectral propagation; nodevectors' defaults but for the s
 128 dimensions, order (``step``) 10, mu 0.2, theta 0.5.  The graph is read as caps2ne
 reads it (caps2ne_np.graphs.graph.read_graph, undirected) and handed to nodevectors as a scipy
 CSR matrix in the graph's node order; the embeddings are written in word2vec text format
-(caps2ne_np.io.formats.write_word2vec).  nodevectors 0.1.23 needs two fixes, applied here as a
+(caps2ne_np.io.word2vec.write_word2vec).  nodevectors 0.1.23 needs two fixes, applied here as a
 monkeypatch (``patch_nodevectors``), not by editing the package:
 
 * networkx 3 removed ``nx.adj_matrix``, which csrgraph calls for a networkx input: it is
@@ -60,7 +60,7 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from caps2ne_np.graphs.graph import read_graph
-    from caps2ne_np.io.formats import write_word2vec
+    from caps2ne_np.io.word2vec import write_word2vec
 
     nodevectors = patch_nodevectors()
     t_imports = time.perf_counter() - T0

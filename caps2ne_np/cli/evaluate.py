@@ -161,7 +161,7 @@ def _evaluate(emb_paths, source, fractions, json_out, overwrite, protocol):
     import json
 
     from ..evaluate import evaluate_embeddings, format_table, jsonable
-    from ..io.formats import atomic_write
+    from ..io.atomic import atomic_write
 
     if json_out:
         check_outputs(
@@ -231,7 +231,8 @@ def _read_inputs(emb_paths, source):
 
 
 def _read_embeddings(path):
-    from ..io.formats import load_npy, read_word2vec
+    from ..io.npy import load_npy
+    from ..io.word2vec import read_word2vec
 
     return load_npy(path) if str(path).endswith(".npy") else read_word2vec(path)
 

@@ -87,7 +87,7 @@ def _random_splits(source, labels):
 def check_writable(path, overwrite, option="--out"):
     """InputError now if writing ``path`` would be refused or fail later ('-': standard
     output, which must be open)."""
-    from ..io.formats import check_output_path, is_stdout, probe_writable
+    from ..io.atomic import check_output_path, is_stdout, probe_writable
 
     if is_stdout(path):
         check_stdout(option)
@@ -144,7 +144,7 @@ def check_outputs(outputs, inputs, checkpoint_dir=None):
     """Before any work: every output (option, path, overwrite) is writable, and no two
     outputs, nor an output and an input, nor an output and a checkpoint file, are the
     same file once symbolic links and '..' are resolved (os.path.realpath)."""
-    from ..io.formats import is_stdout, probe_writable
+    from ..io.atomic import is_stdout, probe_writable
     from ..training import checkpoint
 
     taken = {

@@ -189,7 +189,7 @@ def _infer(model_path, source, nodes_path, out, overwrite, quiet, walks, how):
 
     from ..errors import InputError
     from ..graphs.nodefiles import read_id_file
-    from ..io.formats import write_word2vec
+    from ..io.word2vec import write_word2vec
 
     check_outputs(
         [("--out", out, overwrite)],

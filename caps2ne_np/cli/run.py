@@ -41,7 +41,7 @@ def wrote(path, what="embeddings"):
     """Say on stderr that ``path`` was written ('-': standard output) and remember it.
     ``what``: what went to standard output; for a file, None or the text after 'wrote'
     (the path and its companions)."""
-    from ..io.formats import is_stdout
+    from ..io.atomic import is_stdout
 
     _WRITTEN.append(str(path))
     if is_stdout(path):

@@ -359,7 +359,7 @@ def _train(source, eval_every_epoch, outputs, quiet, options, ckpt):
 def _check_files(outputs, source, ckpt):
     """Every output writable and none replacing an input, another output or a
     checkpoint; a new run refused over an existing checkpoint unless --overwrite."""
-    from ..io.formats import nodes_path
+    from ..io.npy import nodes_path
     from ..training import checkpoint
 
     overwrite = outputs.overwrite
@@ -434,8 +434,10 @@ def _finish(result, g, outputs, selector, run_record, streamed):
 
 def _write(outputs, g, written, params, cfg, history, run_record, propagated):
     """The outputs, committed together: a failed write (a full disk) replaces none."""
-    from ..io.formats import nodes_path, publish_together, save_npy, write_word2vec
+    from ..io.atomic import publish_together
     from ..io.modelfile import save_model
+    from ..io.npy import nodes_path, save_npy
+    from ..io.word2vec import write_word2vec
 
     o, overwrite = outputs, outputs.overwrite
     with publish_together():
@@ -477,7 +479,7 @@ class _HistoryWriter:
     def __call__(self, epoch, result):
         import csv
 
-        from ..io.formats import atomic_write
+        from ..io.atomic import atomic_write
 
         if self.tracker is not None:
             self.tracker(epoch, result)

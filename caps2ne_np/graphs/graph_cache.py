@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GraphFormatError, InputError
-from ..io.formats import load_npz, save_npz
+from ..io.npy import load_npz, save_npz
 from .csr import Graph, warn_stats
 
 _FORMAT = "caps2ne_np.graph-cache"

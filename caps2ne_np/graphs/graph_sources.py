@@ -15,8 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import GraphFormatError, InputError
-from ..io.files import check_ids
-from ..io.formats import read_sparse_npz
+from ..io.files import check_ids, read_sparse_npz
 
 _MATRIX = "expected a square sparse matrix of finite weights > 0"
 

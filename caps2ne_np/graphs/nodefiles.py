@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from ..errors import InputError
-from ..io.files import first_repeat, read_lines
+from ..io.files import check_npy_header, first_repeat, read_lines, read_sparse_npz
 
 
 def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
@@ -128,8 +128,6 @@ def load_features(path, node_ids_path=None, node_ids=None):
     needs exactly one row and every row must name a node of the graph.
     """
     import scipy.sparse as sp
-
-    from ..io.formats import check_npy_header, read_sparse_npz
 
     path = str(path)
     if not os.path.isfile(path):

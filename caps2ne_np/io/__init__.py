@@ -1,1 +1,2 @@
-"""Files out and in: embedding formats with atomic writes, input-file checks, the model file."""
+"""Files out and in: atomic writes, word2vec and .npy/.npz embeddings, input-file checks,
+the model file."""

@@ -37,7 +37,7 @@ import numpy as np
 from ..defaults import CALIBRATION_METHODS, OPTIONS
 from ..errors import InputError
 from .files import first_repeat
-from .formats import load_npz, save_npz
+from .npy import load_npz, save_npz
 
 MODEL_FORMAT = "caps2ne_np.model"
 CHECKPOINT_FORMAT = "caps2ne_np.checkpoint"  # training/checkpoint.py's FORMAT

@@ -7,8 +7,10 @@ LLVM from vectorising); a division by zero gives inf or nan, which the training 
 finite checks catch.
 
 Parallel kernels are compiled two ways, parallel (``prange`` on Numba's threads) and
-serial, and each call site picks one by the work it is about to do (``Kernel.for_work``):
-forking threads for a kernel of a few microseconds costs more than it saves.
+serial, and each call runs the one its work calls for: forking threads for a kernel of a
+few microseconds costs more than it saves.  A kernel states its work once, in its
+decorator, as a function of its own arguments (``kernel(parallel=True, work=...)``,
+``Kernel``); its call sites call it like any function.
 
 The measurements behind each choice: docs/benchmarks.md, "Measurements behind the
 compilation and threading choices".
@@ -45,13 +47,26 @@ PAR_MIN_WORK = 1 << 18
 
 
 class Kernel:
-    """A kernel compiled parallel (``kernel(...)``) and serial (``kernel.serial``).
+    """A kernel compiled parallel (``kernel.parallel``) and serial (``kernel.serial``).
 
-    ``kernel.for_work(n)`` returns the version to use for about ``n`` operations.
-    Calling the kernel runs the version its declared work estimate picks
-    (``kernel(..., work=f)``: ``f(*args)`` operations), or the parallel version when it
-    declares none.  Both compute the same values in the same order (every ``prange``
-    iteration owns its outputs), so the choice never changes a result.
+    The one way to state a kernel's work is its decorator: ``kernel(parallel=True,
+    work=f)``, where ``f`` takes the kernel's arguments and returns about how many
+    operations (multiply-adds, element updates) a call does::
+
+        @kernel(parallel=True, fastmath=REASSOC, work=lambda s, out: 4 * s.size)
+        def _squash(s, out): ...
+
+        _squash(s, out)    # at every call site: parallel for >= PAR_MIN_WORK
+                           # operations on more than one thread, else serial
+
+    The estimate sits beside the loops it counts, and the call sites read as plain
+    calls.  A kernel without ``work`` runs its parallel version when called from Python:
+    those are the kernels only other kernels call (training/fused.py's stages, which
+    pick ``.parallel`` or ``.serial`` for the whole chunk) and the few called once on a
+    whole graph (all of its walks or edges, the contexts of every node to infer, the
+    squash of fixed features), whose work is always large.  Both versions compute the
+    same values in the same order (every ``prange`` iteration owns its outputs), so the
+    choice never changes a result.
 
     A kernel may call other parallel kernels by name (training/fused.py's chunk calls
     its stages): its parallel version calls their parallel versions and its serial
@@ -92,11 +107,11 @@ class Kernel:
 
     def __call__(self, *args):
         if self.work is not None:
-            return self.for_work(self.work(*args))(*args)
+            return self._pick(self.work(*args))(*args)
         LAUNCHES["parallel"] += 1
         return self.parallel(*args)
 
-    def for_work(self, work):
+    def _pick(self, work):
         """The parallel version for at least PAR_MIN_WORK operations on >1 thread."""
         if work >= PAR_MIN_WORK and numba.get_num_threads() > 1:
             LAUNCHES["parallel"] += 1
@@ -141,7 +156,7 @@ def kernel(fn=None, *, parallel=False, fastmath=FASTMATH, work=None):
 
     ``parallel=True`` returns a ``Kernel`` (parallel and serial versions); ``work``, a
     function of the kernel's arguments, estimates the operations of a call, which
-    picks the version a call runs (``Kernel.for_work``)."""
+    picks the version a call runs (``Kernel``: the one place a kernel's work is stated)."""
 
     if isinstance(fastmath, frozenset):
         fastmath = set(fastmath)  # Numba takes a bool, dict or set

@@ -27,7 +27,7 @@ from ._jit import kernel
 CHUNKS = 8
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda a, b, out, chunks: out.size * a.shape[1])
 def _rows_nn(a, b, out, chunks):
     n = a.shape[0]
     for c in prange(chunks):
@@ -37,7 +37,7 @@ def _rows_nn(a, b, out, chunks):
             np.dot(a[lo:hi], b, out[lo:hi])
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda a, b, out, chunks: out.size * a.shape[1])
 def _rows_nt(a, b, out, chunks):
     n = a.shape[0]
     for c in prange(chunks):
@@ -53,7 +53,7 @@ def row_matmul(a, b, trans_b=False, out=None):
     if out is None:
         out = np.empty((a.shape[0], n), dtype=a.dtype)
     chunks = max(1, min(CHUNKS, a.shape[0]))
-    (_rows_nt if trans_b else _rows_nn).for_work(out.size * a.shape[1])(a, b, out, chunks)
+    (_rows_nt if trans_b else _rows_nn)(a, b, out, chunks)
     return out
 
 
@@ -62,7 +62,7 @@ def row_matmul(a, b, trans_b=False, out=None):
 # holding the distinct (slot i, node) rows of a batch (rows.share_slots).
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda a, b, ptr, out: out.size * a.shape[1])
 def _seg_nn(a, b, ptr, out):
     for i in prange(b.shape[0]):
         lo, hi = ptr[i], ptr[i + 1]
@@ -70,7 +70,7 @@ def _seg_nn(a, b, ptr, out):
             np.dot(a[lo:hi], b[i], out[lo:hi])
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda a, b, ptr, out: out.size * a.shape[1])
 def _seg_nt(a, b, ptr, out):
     for i in prange(b.shape[0]):
         lo, hi = ptr[i], ptr[i + 1]
@@ -78,7 +78,10 @@ def _seg_nt(a, b, ptr, out):
             np.dot(a[lo:hi], b[i].T, out[lo:hi])
 
 
-@kernel(parallel=True)
+@kernel(
+    parallel=True,
+    work=lambda a, b, ptr, out: out.size * max(1, a.shape[0] // max(1, out.shape[0])),
+)
 def _seg_tn(a, b, ptr, out):
     for i in prange(out.shape[0]):
         lo, hi = ptr[i], ptr[i + 1]
@@ -97,8 +100,7 @@ def segment_matmul(a, b, ptr, trans_b=False, out=None):
     m = b.shape[1] if trans_b else b.shape[2]
     if out is None:
         out = np.empty((a.shape[0], m), dtype=a.dtype)
-    work = out.size * a.shape[1]
-    (_seg_nt if trans_b else _seg_nn).for_work(work)(a, b, ptr, out)
+    (_seg_nt if trans_b else _seg_nn)(a, b, ptr, out)
     return out
 
 
@@ -106,14 +108,14 @@ def segment_matmul_tn(a, b, ptr, out):
     """out[i] = a[lo_i:hi_i].T @ b[lo_i:hi_i] for each block i (zero for an empty
     block): the per-slot sum of outer products.  ``out`` (I, a.shape[1], b.shape[1])
     C-contiguous, overwritten."""
-    _seg_tn.for_work(out.size * max(1, a.shape[0] // max(1, out.shape[0])))(a, b, ptr, out)
+    _seg_tn(a, b, ptr, out)
     return out
 
 
 TN_CHUNKS = 4
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda a, b, partial, chunks: partial[0].size * a.shape[0])
 def _rows_tn(a, b, partial, chunks):
     n = a.shape[0]
     for c in prange(chunks):
@@ -132,7 +134,7 @@ def row_matmul_tn(a, b):
     threads)."""
     chunks = max(1, min(TN_CHUNKS, a.shape[0]))
     partial = np.empty((chunks, a.shape[1], b.shape[1]), dtype=a.dtype)
-    _rows_tn.for_work(partial[0].size * a.shape[0])(a, b, partial, chunks)
+    _rows_tn(a, b, partial, chunks)
     out = partial[0]
     for c in range(1, chunks):
         out += partial[c]

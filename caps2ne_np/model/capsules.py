@@ -278,15 +278,13 @@ def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
     """
     e = np.ascontiguousarray(e)
     logits_true = np.empty(e.shape[0], dtype=e.dtype)
-    _target_logits.for_work(e.size)(e, O, bias, targets, log_q_true, logits_true)
+    _target_logits(e, O, bias, targets, log_q_true, logits_true)
     logits_sampled = row_matmul(e, O[sampled], trans_b=True)
-    _add_to_rows.for_work(logits_sampled.size)(
-        logits_sampled, (bias[sampled] - log_q_sampled).astype(e.dtype)
-    )
+    _add_to_rows(logits_sampled, (bias[sampled] - log_q_sampled).astype(e.dtype))
     return logits_true, logits_sampled
 
 
-@kernel(parallel=True, fastmath=REASSOC)
+@kernel(parallel=True, fastmath=REASSOC, work=lambda e, *_: e.size)
 def _target_logits(e, O, bias, targets, log_q_true, out):
     """out[p] = e[p] . O[targets[p]] + bias[targets[p]] - log_q_true[p]"""
     k = e.shape[1]
@@ -298,7 +296,7 @@ def _target_logits(e, O, bias, targets, log_q_true, out):
         out[p] = acc + bias[t] - log_q_true[p]
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda a, v: a.size)
 def _add_to_rows(a, v):
     """a[p, :] += v for every row p (in place)."""
     n = a.shape[1]

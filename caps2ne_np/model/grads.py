@@ -190,7 +190,7 @@ def _route_backward_pair_in_kernels(
     return route_backward_pair  # the Python function, compiled and inlined into the calling kernel
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda rows, values, out: values.size)
 def _scatter_rows_serial(rows, values, out):
     """out[rows[n]] += values[n], in the order n = 0, 1, ... for every column block.
 
@@ -224,10 +224,10 @@ def scatter_add_rows(out, rows, values):
     if out.ndim == 1:
         _scatter_scalars(rows, values, out)
     else:
-        _scatter_rows_serial.for_work(values.size)(rows, values, out)
+        _scatter_rows_serial(rows, values, out)
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda d_e, d_true, O, targets: d_e.size)
 def _add_scaled_rows(d_e, d_true, O, targets):
     """d_e[p] += d_true[p] * O[targets[p]] for every pair p (in place)."""
     k = d_e.shape[1]
@@ -238,7 +238,7 @@ def _add_scaled_rows(d_e, d_true, O, targets):
             d_e[p, j] += w * O[t, j]
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda a, out: a.size)
 def _column_sums(a, out):
     """out[j] = sum_p a[p, j], rows added in order p = 0, 1, ... for each block of 16
     columns (parallel over blocks: the same sums on any number of threads)."""
@@ -272,12 +272,12 @@ def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
     rows, inverse = np.unique(np.concatenate([sampled, targets]), return_inverse=True)
     O_s = O[sampled]
     d_e = row_matmul(d_sampled, O_s)
-    _add_scaled_rows.for_work(d_e.size)(d_e, d_true, O, targets)
+    _add_scaled_rows(d_e, d_true, O, targets)
     d_O = np.zeros((rows.shape[0], O.shape[1]), dtype=O.dtype)
     d_bias = np.zeros(rows.shape[0], dtype=O.dtype)
     d_O[inverse[:n_sampled]] += row_matmul_tn(d_sampled, np.ascontiguousarray(e))
     col = np.empty(n_sampled, dtype=d_sampled.dtype)
-    _column_sums.for_work(d_sampled.size)(d_sampled, col)
+    _column_sums(d_sampled, col)
     d_bias[inverse[:n_sampled]] += col
     scatter_add_rows(d_O, inverse[n_sampled:], d_true[:, None] * e)
     scatter_add_rows(d_bias, inverse[n_sampled:], d_true)

@@ -77,7 +77,12 @@ def share_slots(ctx_t):
     return nodes[:n], slot_ptr, inv
 
 
-@kernel(parallel=True)
+@kernel(
+    parallel=True,
+    work=lambda indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent, *_: (
+        64 * int(slot_ent[-1])  # 64 per entry of u the batch reads
+    ),
+)
 def _batch_columns(
     indptr,
     indices,
@@ -227,7 +232,7 @@ def batch_columns(features, nodes, slot_ptr):
     ent_val = np.empty(n_ent, dtype=features.u_data.dtype)
     scratch_keys = np.empty(max(n_ent, 1), dtype=np.int64)
     scratch_ptr = np.empty(max(n_ent, 1), dtype=np.int64)
-    n_keys = _batch_columns.for_work(64 * n_ent)(
+    n_keys = _batch_columns(
         indptr,
         features.indices,
         features.u_data,

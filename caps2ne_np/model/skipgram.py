@@ -34,12 +34,17 @@ context nodes for X, the distinct nodes of V' and the targets for O and the bias
 Every kernel is parallel over independent items only (distinct context nodes, pairs,
 sampled nodes); each sum into a shared row runs inside one iteration in a fixed order,
 so the bits are the same on any number of threads.
+
+Each kernel has a public wrapper of the same name (as in capsules.py and grads.py) that
+checks the shapes, dtypes and index ranges, makes the outputs left as None, and calls
+the compiled ``_<name>``, whose decorator states its work; ``loss_and_row_grads`` calls
+the wrappers.
 """
 
 import numpy as np
 from numba import prange
 
-from ..kernels._jit import REASSOC, fast_exp, kernel
+from ..kernels._jit import REASSOC, check_array, fast_exp, kernel, out_array
 from ..kernels.blas import row_matmul, row_matmul_tn
 from ..kernels.rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
 from .grads import _column_sums, scatter_add_rows
@@ -47,8 +52,17 @@ from .grads import _column_sums, scatter_add_rows
 # --------------------------------------------------------------------------- forward
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def node_logits(Z, bias_s, log_q_s, c, w, w_sum):
+def _check_index(name, a, n, low=0):
+    """ValueError unless every entry of the integer array ``a`` lies in [low, n): an index
+    out of range would make a kernel read or write memory it does not own."""
+    if not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"{name}: expected integer indices, got dtype {a.dtype}")
+    if a.size and not (low <= a.min() and a.max() < n):
+        raise ValueError(f"{name}: an index lies outside [{low}, {n})")
+    return a
+
+
+def node_logits(Z, bias_s, log_q_s, c=None, w=None, w_sum=None):
     """z_s = x_g . o_s + b_s - log Q(s);  c_g = max_s z_s;  w_gs = exp(z_s - c_g)
     [the V' logits of the softmax form, once per distinct context node g]
 
@@ -57,7 +71,25 @@ def node_logits(Z, bias_s, log_q_s, c, w, w_sum):
     c        (G,)    out: max_s z_s
     w        (G, S)  out: exp(z_s - c_g)
     w_sum    (G,)    out: sum_s w_gs, accidental hits included (removed per item)
+
+    Returns ``(c, w, w_sum)``, each made when None.
     """
+    G, S = check_array("node_logits: Z", Z, (None, None)).shape
+    if S < 1:
+        raise ValueError("node_logits: Z: expected at least one sampled node (S >= 1)")
+    dtype = Z.dtype
+    check_array("node_logits: bias_s", bias_s, (S,), dtype)
+    check_array("node_logits: log_q_s", log_q_s, (S,), dtype)
+    c = out_array("node_logits: c", c, (G,), dtype)
+    w = out_array("node_logits: w", w, (G, S), dtype)
+    w_sum = out_array("node_logits: w_sum", w_sum, (G,), dtype)
+    _node_logits(Z, bias_s, log_q_s, c, w, w_sum)
+    return c, w, w_sum
+
+
+@kernel(parallel=True, fastmath=REASSOC, work=lambda Z, *_: 4 * Z.size)
+def _node_logits(Z, bias_s, log_q_s, c, w, w_sum):
+    """``node_logits``'s kernel."""
     G, S = Z.shape
     for g in prange(G):
         mx = Z[g, 0] + bias_s[0] - log_q_s[0]
@@ -75,8 +107,9 @@ def node_logits(Z, bias_s, log_q_s, c, w, w_sum):
         w_sum[g] = tot
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def softmax_items(x, item_x, O, bias, targets, log_q_t, hit, c, w, w_sum, inv_m, loss, d_t, a):
+def softmax_items(
+    x, item_x, O, bias, targets, log_q_t, hit, c, w, w_sum, inv_m, loss=None, d_t=None, a=None
+):
     """l_m = shift + log(exp(z_t - shift) + (sum_{s != t} exp(z_s - c_u)) exp(c_u - shift)) - z_t
     with z_t = x_u . o_t + b_t - log Q(t), shift = max(z_t, c_u)   [per (pair, slot) item]
 
@@ -88,7 +121,37 @@ def softmax_items(x, item_x, O, bias, targets, log_q_t, hit, c, w, w_sum, inv_m,
     loss     (P, I)   out: l_m
     d_t      (P, I)   out: dl/dz_t / M = (p_t - 1) / M
     a        (P, I)   out: exp(c_u - shift) / (total M): dl/dz_s / M = w_us a_m (s != t)
+
+    Returns ``(loss, d_t, a)``, each made when None.
     """
+    G, k = check_array("softmax_items: x", x, (None, None)).shape
+    dtype = x.dtype
+    P, I = check_array("softmax_items: item_x", item_x, (None, None)).shape
+    N = check_array("softmax_items: O", O, (None, k), dtype).shape[0]
+    check_array("softmax_items: bias", bias, (N,), dtype)
+    _check_index("softmax_items: item_x", item_x, G)
+    _check_index("softmax_items: targets", check_array("softmax_items: targets", targets, (P,)), N)
+    check_array("softmax_items: log_q_t", log_q_t, (P,), dtype)
+    S = check_array("softmax_items: w", w, (G, None), dtype).shape[1]
+    _check_index("softmax_items: hit", check_array("softmax_items: hit", hit, (P,)), S, low=-1)
+    check_array("softmax_items: c", c, (G,), dtype)
+    check_array("softmax_items: w_sum", w_sum, (G,), dtype)
+    loss = out_array("softmax_items: loss", loss, (P, I), dtype)
+    d_t = out_array("softmax_items: d_t", d_t, (P, I), dtype)
+    a = out_array("softmax_items: a", a, (P, I), dtype)
+    _softmax_items(
+        x, item_x, O, bias, targets, log_q_t, hit, c, w, w_sum, dtype.type(inv_m), loss, d_t, a
+    )
+    return loss, d_t, a
+
+
+@kernel(
+    parallel=True,
+    fastmath=REASSOC,
+    work=lambda x, item_x, *_: item_x.size * x.shape[1],
+)
+def _softmax_items(x, item_x, O, bias, targets, log_q_t, hit, c, w, w_sum, inv_m, loss, d_t, a):
+    """``softmax_items``'s kernel."""
     P, I = item_x.shape
     k = x.shape[1]
     for p in prange(P):
@@ -114,14 +177,35 @@ def softmax_items(x, item_x, O, bias, targets, log_q_t, hit, c, w, w_sum, inv_m,
             a[p, i] = scale / total * inv_m
 
 
-@kernel(parallel=True)
-def softmax_node_weights(w, item_ptr, item_ids, n_slots, hit, a, D):
+def softmax_node_weights(w, item_ptr, item_ids, n_slots, hit, a, D=None):
     """D_gs = w_gs (sum_{m: u_m = g} a_m) - sum_{m: u_m = g, t_m = s} w_gs a_m = dL/dz_gs
     [the softmax form's gradient of the V' logits, per distinct context node]
 
     item_ptr (G + 1,), item_ids (M,): the items of node g, ascending (m = p I + i)
-    D        (G, S)   out
+    D        (G, S)   out, made when None; returned
     """
+    G, S = check_array("softmax_node_weights: w", w, (None, None)).shape
+    P, I = check_array("softmax_node_weights: a", a, (None, int(n_slots)), w.dtype).shape
+    _check_items("softmax_node_weights", item_ptr, item_ids, G, P * I)
+    hit = check_array("softmax_node_weights: hit", hit, (P,))
+    _check_index("softmax_node_weights: hit", hit, S, low=-1)
+    D = out_array("softmax_node_weights: D", D, (G, S), w.dtype)
+    _softmax_node_weights(w, item_ptr, item_ids, I, hit, a, D)
+    return D
+
+
+def _check_items(where, item_ptr, item_ids, n_groups, n_items):
+    """The checks of a grouping of ``n_items`` entries into ``n_groups`` (``group_items``):
+    ptr (G + 1,) from 0 to the number of ids, ids in [0, n_items)."""
+    check_array(f"{where}: item_ptr", item_ptr, (n_groups + 1,))
+    n_ids = check_array(f"{where}: item_ids", item_ids, (None,)).shape[0]
+    _check_index(f"{where}: item_ptr", item_ptr, n_ids + 1)
+    _check_index(f"{where}: item_ids", item_ids, n_items)
+
+
+@kernel(parallel=True, work=lambda w, *_: w.size)
+def _softmax_node_weights(w, item_ptr, item_ids, n_slots, hit, a, D):
+    """``softmax_node_weights``'s kernel."""
     G, S = w.shape
     for g in prange(G):
         total = 0.0
@@ -137,19 +221,35 @@ def softmax_node_weights(w, item_ptr, item_ids, n_slots, hit, a, D):
                 D[g, h] -= w[g, h] * a[m // n_slots, m % n_slots]
 
 
-@kernel
-def negative_positions(seed, step, n_items, n_negatives, n_sampled, out):
+def negative_positions(seed, step, n_items, n_negatives, n_sampled, out=None):
     """out[m, j] ~ Uniform{0 .. |V'| - 1}, from the stream (seed, TAG_SKIPGRAM, step, m):
     the positions in V' of item m's K negatives.  Serial (a few thousand draws); keyed
-    by the item, never by a thread."""
+    by the item, never by a thread.
+
+    out  (n_items, n_negatives) int64, made when None; returned
+    """
+    n_items, n_negatives, n_sampled = int(n_items), int(n_negatives), int(n_sampled)
+    if n_items < 0 or n_negatives < 0 or n_sampled < 1:
+        raise ValueError(
+            "negative_positions: expected n_items >= 0, n_negatives >= 0 and n_sampled >= 1, "
+            f"got {n_items}, {n_negatives}, {n_sampled}"
+        )
+    out = out_array("negative_positions: out", out, (n_items, n_negatives), np.int64)
+    with quiet_wraparound():  # uint64 wrap-around, when the kernels run as Python
+        _negative_positions(int(seed), int(step), n_items, n_negatives, n_sampled, out)
+    return out
+
+
+@kernel
+def _negative_positions(seed, step, n_items, n_negatives, n_sampled, out):
+    """``negative_positions``'s kernel."""
     for m in range(n_items):
         state = stream3(seed, TAG_SKIPGRAM, step, m)
         for j in range(n_negatives):
             state, out[m, j] = rand_below(state, n_sampled)
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, d_n):
+def negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss=None, d_t=None, d_n=None):
     """l_m = -log sigma(z_t) - sum_j log sigma(-z_j),  z = x_u . o + b
     [word2vec's negative sampling, per (pair, slot) item]
 
@@ -160,7 +260,38 @@ def negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, 
     -log sigma(z) = max(-z, 0) + log(1 + exp(-|z|)), stable for any z; the K + 1 terms
     log(1 + exp(-|z|)) of an item are summed as one log of their product (each factor
     in [1, 2], so the product stays below 2^(K+1)): one log per item instead of K + 1.
+
+    Returns ``(loss, d_t, d_n)``, each made when None.
     """
+    G, k = check_array("negative_items: x", x, (None, None)).shape
+    dtype = x.dtype
+    P, I = check_array("negative_items: item_x", item_x, (None, None)).shape
+    N = check_array("negative_items: O", O, (None, k), dtype).shape[0]
+    check_array("negative_items: bias", bias, (N,), dtype)
+    _check_index("negative_items: item_x", item_x, G)
+    _check_index(
+        "negative_items: targets", check_array("negative_items: targets", targets, (P,)), N
+    )
+    S = check_array("negative_items: sampled", sampled, (None,)).shape[0]
+    _check_index("negative_items: sampled", sampled, N)
+    K = check_array("negative_items: neg", neg, (P * I, None)).shape[1]
+    _check_index("negative_items: neg", neg, S)
+    loss = out_array("negative_items: loss", loss, (P, I), dtype)
+    d_t = out_array("negative_items: d_t", d_t, (P, I), dtype)
+    d_n = out_array("negative_items: d_n", d_n, (P * I, K), dtype)
+    _negative_items(x, item_x, O, bias, targets, sampled, neg, dtype.type(inv_m), loss, d_t, d_n)
+    return loss, d_t, d_n
+
+
+@kernel(
+    parallel=True,
+    fastmath=REASSOC,
+    work=lambda x, item_x, O, bias, targets, sampled, neg, *_: (
+        item_x.size * (neg.shape[1] + 1) * x.shape[1]
+    ),
+)
+def _negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, d_n):
+    """``negative_items``'s kernel."""
     P, I = item_x.shape
     k = x.shape[1]
     K = neg.shape[1]
@@ -198,9 +329,26 @@ def negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, 
 # --------------------------------------------------------------------------- backward
 
 
-@kernel(parallel=True, fastmath=REASSOC)
 def target_to_x(item_ptr, item_ids, n_slots, d_t, O, targets, d_x):
-    """d_x_g += sum_{m: u_m = g} dL/dz_t,m o_{t_m}   (items of g in ascending order)"""
+    """d_x_g += sum_{m: u_m = g} dL/dz_t,m o_{t_m}   (items of g in ascending order)
+
+    d_x (G, k) is added to in place and returned."""
+    G, k = check_array("target_to_x: d_x", d_x, (None, None)).shape
+    N = check_array("target_to_x: O", O, (None, k), d_x.dtype).shape[0]
+    P, I = check_array("target_to_x: d_t", d_t, (None, int(n_slots)), d_x.dtype).shape
+    _check_index("target_to_x: targets", check_array("target_to_x: targets", targets, (P,)), N)
+    _check_items("target_to_x", item_ptr, item_ids, G, P * I)
+    _target_to_x(item_ptr, item_ids, I, d_t, O, targets, d_x)
+    return d_x
+
+
+@kernel(
+    parallel=True,
+    fastmath=REASSOC,
+    work=lambda item_ptr, item_ids, n_slots, d_t, O, *_: item_ids.shape[0] * O.shape[1],
+)
+def _target_to_x(item_ptr, item_ids, n_slots, d_t, O, targets, d_x):
+    """``target_to_x``'s kernel."""
     k = O.shape[1]
     for g in prange(item_ptr.shape[0] - 1):
         for r in range(item_ptr[g], item_ptr[g + 1]):
@@ -212,10 +360,24 @@ def target_to_x(item_ptr, item_ids, n_slots, d_t, O, targets, d_x):
                 d_x[g, j] += wt * O[t, j]
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def x_to_target(x, item_x, d_t, v, v_bias):
+def x_to_target(x, item_x, d_t, v=None, v_bias=None):
     """v_p = sum_i dL/dz_t,(p,i) x_{u_pi},  v_bias_p = sum_i dL/dz_t,(p,i)
-    [pair p's gradient of o_{t_p} and b_{t_p}; scattered onto the rows afterwards]"""
+    [pair p's gradient of o_{t_p} and b_{t_p}; scattered onto the rows afterwards]
+
+    Returns ``(v (P, k), v_bias (P,))``, each made when None."""
+    G, k = check_array("x_to_target: x", x, (None, None)).shape
+    P, I = check_array("x_to_target: item_x", item_x, (None, None)).shape
+    _check_index("x_to_target: item_x", item_x, G)
+    check_array("x_to_target: d_t", d_t, (P, I), x.dtype)
+    v = out_array("x_to_target: v", v, (P, k), x.dtype)
+    v_bias = out_array("x_to_target: v_bias", v_bias, (P,), x.dtype)
+    _x_to_target(x, item_x, d_t, v, v_bias)
+    return v, v_bias
+
+
+@kernel(parallel=True, fastmath=REASSOC, work=lambda x, item_x, *_: item_x.size * x.shape[1])
+def _x_to_target(x, item_x, d_t, v, v_bias):
+    """``x_to_target``'s kernel."""
     P, I = item_x.shape
     k = x.shape[1]
     for p in prange(P):
@@ -231,9 +393,29 @@ def x_to_target(x, item_x, d_t, v, v_bias):
         v_bias[p] = vb
 
 
-@kernel(parallel=True, fastmath=REASSOC)
 def negatives_to_x(item_ptr, item_ids, neg, d_n, O, sampled, d_x):
-    """d_x_g += sum_{m: u_m = g} sum_j dL/dz_j,m o_{n_j}   (negative sampling)"""
+    """d_x_g += sum_{m: u_m = g} sum_j dL/dz_j,m o_{n_j}   (negative sampling)
+
+    d_x (G, k) is added to in place and returned."""
+    G, k = check_array("negatives_to_x: d_x", d_x, (None, None)).shape
+    N = check_array("negatives_to_x: O", O, (None, k), d_x.dtype).shape[0]
+    M, K = check_array("negatives_to_x: neg", neg, (None, None)).shape
+    check_array("negatives_to_x: d_n", d_n, (M, K), d_x.dtype)
+    S = check_array("negatives_to_x: sampled", sampled, (None,)).shape[0]
+    _check_index("negatives_to_x: sampled", sampled, N)
+    _check_index("negatives_to_x: neg", neg, S)
+    _check_items("negatives_to_x", item_ptr, item_ids, G, M)
+    _negatives_to_x(item_ptr, item_ids, neg, d_n, O, sampled, d_x)
+    return d_x
+
+
+@kernel(
+    parallel=True,
+    fastmath=REASSOC,
+    work=lambda item_ptr, item_ids, neg, d_n, O, *_: neg.size * O.shape[1],
+)
+def _negatives_to_x(item_ptr, item_ids, neg, d_n, O, sampled, d_x):
+    """``negatives_to_x``'s kernel."""
     k = O.shape[1]
     K = neg.shape[1]
     for g in prange(item_ptr.shape[0] - 1):
@@ -246,11 +428,30 @@ def negatives_to_x(item_ptr, item_ids, neg, d_n, O, sampled, d_x):
                     d_x[g, j] += wn * O[s, j]
 
 
-@kernel(parallel=True, fastmath=REASSOC)
-def negatives_to_sampled(x, item_x, neg_ptr, neg_ids, d_n, n_slots, d_O_s, d_b_s):
+def negatives_to_sampled(x, item_x, neg_ptr, neg_ids, d_n, n_slots, d_O_s=None, d_b_s=None):
     """d_o_s = sum_{(m, j): n_j = s} dL/dz_j,m x_{u_m},  d_b_s likewise (negative sampling)
 
-    neg_ptr (S + 1,), neg_ids: the entries m K + j drawing V' position s, ascending."""
+    neg_ptr (S + 1,), neg_ids: the entries m K + j drawing V' position s, ascending.
+    Returns ``(d_O_s (S, k), d_b_s (S,))``, each made when None."""
+    G, k = check_array("negatives_to_sampled: x", x, (None, None)).shape
+    P, I = check_array("negatives_to_sampled: item_x", item_x, (None, int(n_slots))).shape
+    _check_index("negatives_to_sampled: item_x", item_x, G)
+    K = check_array("negatives_to_sampled: d_n", d_n, (P * I, None), x.dtype).shape[1]
+    S = check_array("negatives_to_sampled: neg_ptr", neg_ptr, (None,)).shape[0] - 1
+    _check_items("negatives_to_sampled", neg_ptr, neg_ids, S, P * I * K)
+    d_O_s = out_array("negatives_to_sampled: d_O_s", d_O_s, (S, k), x.dtype)
+    d_b_s = out_array("negatives_to_sampled: d_b_s", d_b_s, (S,), x.dtype)
+    _negatives_to_sampled(x, item_x, neg_ptr, neg_ids, d_n, I, d_O_s, d_b_s)
+    return d_O_s, d_b_s
+
+
+@kernel(
+    parallel=True,
+    fastmath=REASSOC,
+    work=lambda x, item_x, neg_ptr, neg_ids, d_n, *_: d_n.size * x.shape[1],
+)
+def _negatives_to_sampled(x, item_x, neg_ptr, neg_ids, d_n, n_slots, d_O_s, d_b_s):
+    """``negatives_to_sampled``'s kernel."""
     K = d_n.shape[1]
     k = x.shape[1]
     for s in prange(neg_ptr.shape[0] - 1):
@@ -328,42 +529,25 @@ def loss_and_row_grads(
         O_s = np.ascontiguousarray(O[sampled])
         hit = _hit_positions(targets, sampled)
         Z = row_matmul(x, O_s, trans_b=True)  # (G, S)
-        c = np.empty(G, dtype=dtype)
-        w = np.empty((G, S), dtype=dtype)
-        w_sum = np.empty(G, dtype=dtype)
-        node_logits.for_work(G * S * 4)(
-            Z, np.ascontiguousarray(bias[sampled]), log_q_s.astype(dtype), c, w, w_sum
-        )
+        c, w, w_sum = node_logits(Z, np.ascontiguousarray(bias[sampled]), log_q_s.astype(dtype))
+        log_q_t = log_q_t.astype(dtype)
         a = np.empty((P, I), dtype=dtype)
-        softmax_items.for_work(M * k)(
-            x, item_x, O, bias, targets, log_q_t.astype(dtype), hit, c, w, w_sum, inv_m,
-            loss, d_t, a,
-        )  # fmt: skip
-        D = np.empty((G, S), dtype=dtype)
-        softmax_node_weights.for_work(G * S)(w, item_ptr, item_ids, I, hit, a, D)
+        softmax_items(x, item_x, O, bias, targets, log_q_t, hit, c, w, w_sum, inv_m, loss, d_t, a)
+        D = softmax_node_weights(w, item_ptr, item_ids, I, hit, a)
         d_x = row_matmul(D, O_s)  # sum_s D_gs o_s
         d_O_s = row_matmul_tn(D, x)  # sum_g D_gs x_g
         d_b_s = np.empty(S, dtype=dtype)
-        _column_sums.for_work(D.size)(D, d_b_s)
+        _column_sums(D, d_b_s)
     else:
         K = int(negatives)
-        neg = np.empty((M, K), dtype=np.int64)
-        with quiet_wraparound():  # uint64 wrap-around, when the kernels run as Python
-            negative_positions(int(key[0]), int(key[1]), M, K, S, neg)
+        neg = negative_positions(key[0], key[1], M, K, S)
         d_n = np.empty((M, K), dtype=dtype)
-        negative_items.for_work(M * (K + 1) * k)(
-            x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, d_n
-        )
-        d_x = np.zeros((G, k), dtype=dtype)
-        negatives_to_x.for_work(M * K * k)(item_ptr, item_ids, neg, d_n, O, sampled, d_x)
+        negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss, d_t, d_n)
+        d_x = negatives_to_x(item_ptr, item_ids, neg, d_n, O, sampled, np.zeros((G, k), dtype))
         neg_ptr, neg_ids = group_items(neg, S)
-        d_O_s = np.empty((S, k), dtype=dtype)
-        d_b_s = np.empty(S, dtype=dtype)
-        negatives_to_sampled.for_work(M * K * k)(x, item_x, neg_ptr, neg_ids, d_n, I, d_O_s, d_b_s)
-    target_to_x.for_work(M * k)(item_ptr, item_ids, I, d_t, O, targets, d_x)
-    v = np.empty((P, k), dtype=dtype)
-    v_bias = np.empty(P, dtype=dtype)
-    x_to_target.for_work(M * k)(x, item_x, d_t, v, v_bias)
+        d_O_s, d_b_s = negatives_to_sampled(x, item_x, neg_ptr, neg_ids, d_n, I)
+    target_to_x(item_ptr, item_ids, I, d_t, O, targets, d_x)
+    v, v_bias = x_to_target(x, item_x, d_t)
     d_O = np.zeros((o_rows.shape[0], k), dtype=dtype)
     d_bias = np.zeros(o_rows.shape[0], dtype=dtype)
     d_O[inverse[:S]] += d_O_s  # V' holds distinct nodes

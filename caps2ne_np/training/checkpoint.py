@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, InputWarning
-from ..io.formats import load_npz, save_npz
+from ..io.npy import load_npz, save_npz
 
 FORMAT = "caps2ne_np.checkpoint"
 VERSION = 1

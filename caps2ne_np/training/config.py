@@ -105,7 +105,7 @@ class TrainConfig:
     stop                 'none' or 'auto': end before ``epochs`` when the o_v stop
                          moving (budget.py); None with an explicit ``epochs``: 'none'
     node2vec_p, node2vec_q  node2vec's return and in-out parameters of second-order
-                         walks (walks.node2vec_step); 1, 1: first-order walks (the paper)
+                         walks (walk_kernels.node2vec_step); 1, 1: first-order walks (the paper)
     """
 
     dim: int = DEFAULTS["dim"]

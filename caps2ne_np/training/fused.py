@@ -42,7 +42,7 @@ from ..model.grads import _gather_rows_backward, route_backward_pair, squash_bac
 from ..model.rows import _share_slots
 from .optim import adam_span, adam_span_zero
 from .samplers import KIND_ALIAS, KIND_LOG_UNIFORM, _sample_unique
-from .walks import _batch_walk_ids, _node2vec_walk, _walk
+from .walk_kernels import _batch_walk_ids, _node2vec_walk, _walk
 
 CHUNK = 64
 """At most this many batches per call of the compiled chunk (per thread: the local

@@ -68,7 +68,7 @@ BLOCK = 4096
 """Elements per parallel block of the flat dense update (any split gives the same values)."""
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda param, *_: 10 * param.size)
 def _adam_dense(param, grad, m, v, lr_t, beta1, beta2, eps, c1, c2):
     """p -= lr_t m / (sqrt(v) + eps) after the moment updates, element-wise over flat arrays."""
     n = param.shape[0]
@@ -77,7 +77,7 @@ def _adam_dense(param, grad, m, v, lr_t, beta1, beta2, eps, c1, c2):
         adam_span(param[lo:hi], grad[lo:hi], m[lo:hi], v[lo:hi], lr_t, beta1, beta2, eps, c1, c2)
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda param, rows, grad, *_: 10 * grad.size)
 def _adam_rows(param, rows, grad, m, v, lr_t, beta1, beta2, eps, c1, c2):
     """The Adam update of rows ``rows`` of 2-D ``param`` only (rows distinct)."""
     for r in prange(rows.shape[0]):
@@ -85,7 +85,7 @@ def _adam_rows(param, rows, grad, m, v, lr_t, beta1, beta2, eps, c1, c2):
         adam_span(param[row], grad[r], m[row], v[row], lr_t, beta1, beta2, eps, c1, c2)
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda param, *_: 10 * param.size)
 def _adam_dense_rowgrad(param, position, grad, m, v, lr_t, beta1, beta2, eps, c1, c2):
     """Dense Adam over every row of 2-D ``param`` whose gradient is row-sparse: row r's
     gradient is ``grad[position[r]]`` when ``position[r] >= 0`` and zero otherwise.
@@ -101,7 +101,7 @@ def _adam_dense_rowgrad(param, position, grad, m, v, lr_t, beta1, beta2, eps, c1
             adam_span_zero(param[r], m[r], v[r], lr_t, beta1, beta2, eps)
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda params, rows, grads, *_: 10 * sum(g.size for g in grads))
 def _adam_tables(params, rows, grads, ms, vs, offsets, lr_t, beta1, beta2, eps, c1, c2):
     """The Adam update of rows ``rows[t]`` of every table ``params[t]``, in one parallel
     region: one fork and join per step instead of one per table.
@@ -193,7 +193,7 @@ class Adam:
             if lazy and self.fuse and n_rows and all(a.flags.c_contiguous for a in (p2, m2, v2)):
                 fused.append((p2, rows, values, m2, v2))
             elif n_rows == p2.shape[0]:  # every row: flat, in memory order
-                _adam_dense.for_work(10 * p.size)(
+                _adam_dense(
                     p2.reshape(-1),
                     values.reshape(-1),
                     m2.reshape(-1),
@@ -201,15 +201,13 @@ class Adam:
                     *self.coefs(p),
                 )
             elif lazy:
-                _adam_rows.for_work(10 * n_rows * width)(p2, rows, values, m2, v2, *self.coefs(p))
+                _adam_rows(p2, rows, values, m2, v2, *self.coefs(p))
             else:
                 position = np.full(p2.shape[0], -1, dtype=np.int64)
                 position[rows] = np.arange(n_rows)
                 if n_rows == 0:  # (the kernel never reads it)
                     values = np.zeros((1, width), dtype=p.dtype)
-                _adam_dense_rowgrad.for_work(10 * p.size)(
-                    p2, position, values, m2, v2, *self.coefs(p)
-                )
+                _adam_dense_rowgrad(p2, position, values, m2, v2, *self.coefs(p))
         if fused:
             self._step_tables(fused)
         for name, update in (updates or {}).items():
@@ -230,9 +228,8 @@ class Adam:
         for group in groups.values():
             offsets = np.zeros(len(group) + 1, dtype=np.int64)
             offsets[1:] = np.cumsum([t[1].shape[0] for t in group])
-            work = 10 * sum(t[2].size for t in group)
             p2, rows, values, m2, v2 = (tuple(t[i] for t in group) for i in range(5))
-            _adam_tables.for_work(work)(p2, rows, values, m2, v2, offsets, *self.coefs(p2[0]))
+            _adam_tables(p2, rows, values, m2, v2, offsets, *self.coefs(p2[0]))
 
     def state(self):
         """Moments and step counter, for checkpoints."""

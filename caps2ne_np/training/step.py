@@ -127,12 +127,12 @@ class FusedSparseW:
             u_hat = ahead.u_hat_rows = np.zeros((ahead.rows.nodes.shape[0], k), dtype=dtype)
 
         def update(p, m, v, coefs):
-            _adam_W_predict.for_work(10 * p.size)(p, m, v, n_features, grad, cols, u_hat, coefs)
+            _adam_W_predict(p, m, v, n_features, grad, cols, u_hat, coefs)
 
         return update
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda p, *_: 10 * p.size)
 def _adam_W_predict(p, m, v, n_features, grad, cols, u_hat, coefs):
     """Dense Adam over every row of W, then u_hat += u W_i of the rows ``cols`` reads.
 

@@ -23,7 +23,7 @@ def save_checkpoint(
     after."""
     import json
 
-    from ...io.formats import save_npz
+    from ...io.npy import save_npz
 
     directory = Path(directory).absolute()  # the actors' working folder is not ours
     directory.mkdir(parents=True, exist_ok=True)
@@ -57,7 +57,7 @@ def load_driver(directory):
     """The driver state of a sharded checkpoint (InputError when there is none)."""
     import json
 
-    from ...io.formats import load_npz
+    from ...io.npy import load_npz
 
     path = Path(directory) / DRIVER_FILE
     if not path.is_file():

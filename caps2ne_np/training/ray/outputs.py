@@ -41,7 +41,7 @@ def row_blocks(ray, servers, name, shape, block_rows=None):
     go out before a block is handed on, so the transfer overlaps the writing; the
     driver holds at most two blocks (and their shard parts) of the table.
     ``block_rows`` defaults to ``OUTPUT_BLOCK_ROWS``."""
-    from ...io.formats import RowBlocks
+    from ...io.blocks import RowBlocks
 
     n_nodes = shape[0]
     block_rows = int(block_rows or OUTPUT_BLOCK_ROWS)

@@ -116,7 +116,7 @@ class ShardServer:
         )
 
     def save(self, path):
-        from ...io.formats import save_npz
+        from ...io.npy import save_npz
 
         arrays = {f"param_{n}": self.arrays[n] for n in self.arrays}
         for n in self.trainable:
@@ -134,7 +134,7 @@ class ShardServer:
         return str(path)
 
     def load(self, path):
-        from ...io.formats import load_npz
+        from ...io.npy import load_npz
 
         z = load_npz(path)
         if int(z["shard"]) != self.shard or int(z["n_shards"]) != self.n_shards:

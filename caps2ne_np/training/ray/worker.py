@@ -82,14 +82,14 @@ class BatchWorker:
         return bool(np.isfinite(self.W).all())
 
     def save_W(self, path):
-        from ...io.formats import save_npz
+        from ...io.npy import save_npz
 
         W, m, v = self.W_state()
         save_npz(path, overwrite=True, param_W=W, m_W=m, v_W=v)
         return str(path)
 
     def load_W(self, path):
-        from ...io.formats import load_npz
+        from ...io.npy import load_npz
 
         z = load_npz(path)
         for dst, key in (
