@@ -94,9 +94,8 @@ def side_commands(workdir, threads, seed, smoke, usable):
     prone = prone[: prone.index("--seed")] + ["--seed", str(seed)]
     base = [c.replace("ours.emb", "base.emb") for c in ours] + BASE_FLAGS
     cmds = dict(deepwalk=dw, ours=ours, prone=prone, ours_base=base)
-    if not smoke:  # (the smoke run trains one epoch anyway)
+    if not smoke:  # (the smoke run trains one epoch on both sides anyway)
         cmds["ours_1ep"] = [c.replace("ours.emb", "one.emb") for c in ours] + ["--epochs", "1"]
-    if not smoke:
         cmds["deepwalk_1ep"] = vs_deepwalk.fast_peer_command(dw)
     return cmds
 
@@ -123,7 +122,7 @@ def run_seed(graph, seed, args, usable, sides):
                     vs_deepwalk._screen_lines(proc.stderr, 4)
                 )
             else:
-                emb, missing = vs_deepwalk.load_embedding(out_file(cmd), graph.n_nodes)
+                emb, _ = vs_deepwalk.load_embedding(out_file(cmd), graph.n_nodes)  # no edges: 0
                 emb = emb[perm]  # row i: node i of the panel graph (renamed perm[i])
                 rec["score"] = vs_deepwalk.score_embedding(graph, emb, args.shuffles)
                 if side.startswith("ours"):
