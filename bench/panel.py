@@ -24,6 +24,9 @@ the seed:
                    (``--propagate none --stop none``): what the panel ran before
     ours_1ep       the defaults with ``--epochs 1`` (propagated): whether the stop rule's
                    later epochs pay on this graph (a lead for the budget, not a default)
+    ours_full      the defaults with ``--stop none``: the fixed budget, propagated (issue
+                   32's budget target: ours' total time at least 2x lower, no graph more
+                   than 0.5 point below it)
 
 Every method gets the graph as it is, weights included (POS is weighted: the edge
 list then has a third column); DeepWalk's peer walks uniformly, so it ignores them.
@@ -53,7 +56,8 @@ import common
 import report
 import vs_deepwalk
 
-SIDES = ("deepwalk", "deepwalk_1ep", "prone", "ours", "ours_base", "ours_1ep")
+SIDES = ("deepwalk", "deepwalk_1ep", "prone", "ours", "ours_base", "ours_1ep", "ours_full")
+OURS_OTHER = ("ours_base", "ours_1ep", "ours_full")
 NAMES = dict(
     deepwalk="DeepWalk",
     deepwalk_1ep="DeepWalk, 1 epoch",
@@ -61,6 +65,7 @@ NAMES = dict(
     ours="ours",
     ours_base="ours without propagation and stop rule",
     ours_1ep="ours, 1 epoch",
+    ours_full="ours, fixed budget",
 )
 BASE_FLAGS = ["--propagate", "none", "--stop", "none"]
 SMOKE_GRAPHS = ["syn-300-mu0.3", "cora-bundled"]
@@ -93,7 +98,8 @@ def side_commands(workdir, threads, seed, smoke, usable):
     prone = vs_deepwalk.prone_command(workdir, threads, smoke)
     prone = prone[: prone.index("--seed")] + ["--seed", str(seed)]
     base = [c.replace("ours.emb", "base.emb") for c in ours] + BASE_FLAGS
-    cmds = dict(deepwalk=dw, ours=ours, prone=prone, ours_base=base)
+    full = [c.replace("ours.emb", "full.emb") for c in ours] + ["--stop", "none"]
+    cmds = dict(deepwalk=dw, ours=ours, prone=prone, ours_base=base, ours_full=full)
     if not smoke:  # (the smoke run trains one epoch on both sides anyway)
         cmds["ours_1ep"] = [c.replace("ours.emb", "one.emb") for c in ours] + ["--epochs", "1"]
         cmds["deepwalk_1ep"] = vs_deepwalk.fast_peer_command(dw)
@@ -170,7 +176,7 @@ def summarize(entry):
     if ours is None:
         return entry
     gaps = {}
-    for side in ("deepwalk", "prone", "deepwalk_1ep", "ours_base", "ours_1ep"):
+    for side in ("deepwalk", "prone", "deepwalk_1ep") + OURS_OTHER:
         if side in summary:
             gaps[side] = gap(ours["headline"], summary[side]["headline"])
     peers = [s for s in ("deepwalk", "prone") if s in summary]
@@ -229,13 +235,15 @@ def render(payload):
     ]
     if payload.get("smoke"):
         lines += ["**SMOKE RUN: reduced budgets; no conclusion from these numbers.**", ""]
-    head = ["graph", "N", "weighted"] + [NAMES[s] for s in SIDES]
+    shown = [s for s in SIDES if s in payload.get("sides", SIDES)]
+    head = ["graph", "N", "weighted"] + [NAMES[s] for s in shown]
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for e in graphs:
         s = e["summary"]
         row = [e["name"], f"{e['n_nodes']:,}", "yes" if e["weighted"] else "no"]
-        row += [fmt_cell(s[x]["headline"], s[x]["seconds"]) if x in s else "-" for x in SIDES]
+        row += [fmt_cell(s[x]["headline"], s[x]["seconds"]) if x in s else "-" for x in shown]
         lines.append("| " + " | ".join(row) + " |")
+    others = [x for x in OURS_OTHER if x in shown]
     lines += [
         "",
         "Ours against each: the gap in points (mean over seeds) and whether it is a tie; "
@@ -244,10 +252,11 @@ def render(payload):
         "ours at most DeepWalk's one-epoch time on Cora, Citeseer and PPI, at most 2x on "
         "every graph.",
         "",
-        "| graph | vs DeepWalk | vs ProNE | vs best peer | vs DeepWalk 1 epoch | vs ours "
-        "without | vs ours 1 epoch | within 1 of DeepWalk | within 1 of best | "
+        "| graph | vs DeepWalk | vs ProNE | vs best peer | vs DeepWalk 1 epoch | "
+        + "".join(f"vs {NAMES[x]} | " for x in others)
+        + "within 1 of DeepWalk | within 1 of best | "
         "time / DeepWalk 1 epoch | time / DeepWalk | time target |",
-        "|" + " --- |" * 12,
+        "|" + " --- |" * (11 + len(others)),
     ]
     met_dw = met_best = counted = 0
     for e in graphs:
@@ -261,7 +270,7 @@ def render(payload):
         met_best += bool(w_best)
         row = [e["name"]]
         row += [fmt_gap(g[x]) if x in g else "-" for x in ("deepwalk", "prone", "best")]
-        row += [fmt_gap(g[x]) if x in g else "-" for x in ("deepwalk_1ep", "ours_base", "ours_1ep")]
+        row += [fmt_gap(g[x]) if x in g else "-" for x in ["deepwalk_1ep"] + others]
         row += ["-" if w is None else ("yes" if w else "**no**") for w in (w_dw, w_best)]
         r1, r5 = e.get("time_ratio_1ep"), e.get("time_ratio")
         row += [f"{r1:.2f}" if r1 else "-", f"{r5:.2f}" if r5 else "-"]
@@ -274,6 +283,7 @@ def render(payload):
         f"peer: {met_best} of {counted}.",
         "",
     ]
+    lines += budget_lines(graphs)
     multi = [e for e in graphs if "micro" in next(iter(e["summary"].values()), {})]
     if multi:
         lines += ["Multi-label graphs, micro-F1 / macro-F1 at 10, 50 and 90% training nodes:", ""]
@@ -291,7 +301,7 @@ def render(payload):
     lines += ["Ours' log, per graph and seed (the stop rule's epoch, the rate):", ""]
     for e in graphs:
         for seed, r in zip(payload["seeds"], e["runs"]):
-            for side in ("ours", "ours_base", "ours_1ep"):
+            for side in ("ours",) + OURS_OTHER:
                 head = f"- {e['name']}, seed {seed}, {side}: "
                 if side in r and r[side].get("log"):
                     lines.append(head + "; ".join(r[side]["log"]))
@@ -299,6 +309,25 @@ def render(payload):
                     lines.append(head + f"FAILED {r[side]['error']}")
     lines += ["", report.machine_markdown(payload["machine"]), ""]
     return "\n".join(lines)
+
+
+def budget_lines(graphs):
+    """Issue 32's budget target, from the graphs with both ours and ours_full: the sum of
+    their median seconds, and the largest score drop of ours below the fixed budget."""
+    both = [e for e in graphs if {"ours", "ours_full"} <= set(e.get("summary", {}))]
+    if not both:
+        return []
+    t_ours = sum(e["summary"]["ours"]["seconds"] for e in both)
+    t_full = sum(e["summary"]["ours_full"]["seconds"] for e in both)
+    worst = min(both, key=lambda e: e["gaps"]["ours_full"][0])
+    return [
+        f"The budget (issue 32): on the {len(both)} graphs with both sides, ours' median "
+        f"seconds sum to {t_ours:.1f} against {t_full:.1f} for the fixed budget "
+        f"({t_full / t_ours:.2f}x lower; target 2x); the largest gap to the fixed budget's "
+        f"score is {fmt_gap(worst['gaps']['ours_full'])} on {worst['name']} (target: none "
+        "below -0.5).",
+        "",
+    ]
 
 
 def main(argv=None):

@@ -119,3 +119,77 @@ def test_a_run_resumed_at_an_epoch_end_stops_where_the_uninterrupted_one_does(
     resumed = fit(A.indptr, A.indices.astype(np.int32), None, cfg, resume_from=tmp_path)
     assert len(resumed.history) == 4
     np.testing.assert_array_equal(resumed.params.O, full.params.O)
+
+
+# --------------------------------------------------------------------------- the first epoch
+
+
+def planted(n_blocks, size, p_in, p_out, seed=0):
+    """A planted-partition graph (CSR, symmetric): ``n_blocks`` groups of ``size`` nodes,
+    edges within a group with probability ``p_in``, across with ``p_out``; one group of
+    240 nodes at p = 0.1 is an Erdos-Renyi graph (no structure to find)."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(n_blocks), size)
+    P = np.where(group[:, None] == group[None, :], p_in, p_out)
+    M = np.triu(rng.random(P.shape) < P, 1)
+    A = sp.csr_matrix((M | M.T).astype(np.float64))
+    A.sort_indices()
+    return A
+
+
+STRONG = dict(n_blocks=6, size=40, p_in=0.3, p_out=0.01)  # structure 0.76-0.80 (seeds 0-2)
+RANDOM = dict(n_blocks=1, size=240, p_in=0.1, p_out=0.1)  # 0.45-0.56
+
+
+def test_auc_is_the_mann_whitney_statistic_with_ties_averaged():
+    from scipy.stats import rankdata
+
+    from caps2ne_np.model import propagation
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):  # integer scores: many ties
+        pos = rng.integers(0, 5, size=rng.integers(1, 30)).astype(float)
+        neg = rng.integers(0, 5, size=rng.integers(1, 30)).astype(float)
+        r = rankdata(np.r_[pos, neg])
+        ref = (r[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg))
+        assert propagation.auc(pos, neg) == pytest.approx(ref, abs=1e-12)
+    # by definition: every positive above every negative is 1, the reverse 0
+    assert propagation.auc([2.0, 3.0], [0.0, 1.0]) == 1.0
+    assert propagation.auc([0.0], [1.0, 2.0]) == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_structure_separates_a_graph_of_communities_from_a_random_one(seed):
+    strong = budget.structure(planted(**STRONG, seed=seed), seed)
+    random = budget.structure(planted(**RANDOM, seed=seed), seed)
+    assert strong >= budget.STOP_STRUCTURE > random
+    assert random == pytest.approx(0.5, abs=0.1)  # no better than chance
+
+
+def test_structure_is_not_measured_on_a_graph_too_small_to_tell():
+    assert budget.structure(ring_of_cliques(), 0) is None  # 24 nodes
+    assert budget.graph_structure(TrainConfig(stop="none"), None) is None  # nothing asked
+
+
+def test_the_first_part_stops_after_epoch_one_on_structure_alone():
+    O = np.ones((4, 3), np.float32)
+    assert budget.StopRule(structure=0.9, first=0.68)(1, params_with(O)) is True
+    for structure in (0.5, None):  # below the threshold, or not measured: the drift decides
+        rule = budget.StopRule(threshold=0.1, structure=structure, first=0.68)
+        assert rule(1, params_with(O)) is False
+        assert rule(2, params_with(O * 2.1)) is False  # drift 1.1 / 2.1
+        assert rule(3, params_with(O * 2.1)) is True  # drift 0
+
+
+@pytest.mark.parametrize("kind,first_epoch_stops", [(STRONG, True), (RANDOM, False)])
+def test_the_run_stops_after_epoch_one_on_a_graph_of_communities_only(
+    monkeypatch, kind, first_epoch_stops
+):
+    """The converge preset (no --epochs) on the two graphs: the rule's first part ends
+    the run with communities after one epoch; on the random graph the drift part runs
+    on (a threshold no drift is below: the whole budget)."""
+    monkeypatch.setattr(budget, "STOP_DRIFT", 0.0)
+    A = planted(**kind)
+    result = run(A)
+    assert result.config.stop == "auto" and result.config.epochs >= 2
+    assert len(result.history) == (1 if first_epoch_stops else result.config.epochs)

@@ -9,13 +9,25 @@ Measures (none reads a label):
   link-prediction AUC of held-out edges by the o_v, by their directions, and by the
   o_v propagated over the graph without those edges.
 
-The stop rule (``StopRule``, built by ``stop_rule(cfg)``): after each epoch t >= 2, stop
-when drift_t < STOP_DRIFT (docs/training.md has the panel that chose the measure and the
-threshold).  ``run_epochs`` (loop.py) asks it after every epoch; the run keeps the
-schedule of its full budget (the rate of the epochs it trains does not change).
+* ``structure(A, seed)``: how clearly the graph itself holds its edges, before any
+  training: the link-prediction AUC of held-out edges by a rank-STOP_RANK factorisation
+  of the graph without them (ProNE's first stage, ``propagation.spectral_test``).
+
+The stop rule (``StopRule``, built by ``stop_rule(cfg, graph)``) has two parts:
+
+1. after epoch 1, stop when structure >= STOP_STRUCTURE: on such graphs the spectral
+   start and one epoch hold what the later epochs would add (their written score did
+   not rise after epoch 1 on any of the panel's graphs of this kind);
+2. after each epoch t >= 2, stop when drift_t < STOP_DRIFT.
+
+docs/training.md, "When to stop", has the panel that chose the measures and thresholds.
+``run_epochs`` (loop.py) asks the rule after every epoch; the run keeps the schedule of
+its full budget (the rate of the epochs it trains does not change), so a stopped run is
+the first epochs of the full one.
 """
 
 import logging
+import time
 
 import numpy as np
 
@@ -28,6 +40,32 @@ that keeps every graph measured within 0.5 point of its full budget's propagated
 (0.3 stops POS after 5 of 13 epochs, 0.78 below)."""
 
 
+STOP_STRUCTURE = 0.68
+"""--stop auto ends the run after its first epoch when ``structure`` is at least this.
+Chosen on the panel (docs/results/stop_structure.md, 3 seeds each): 0.70 to 0.86 on the
+graphs whose written score did not rise after the first epoch (Cora, Citeseer, Pubmed,
+PPI, LFR 1k at mixing 0.3 and 3k at 0.5), 0.43 to 0.66 on those where later epochs
+added 1 to 2 points (POS, BlogCatalog, LFR at mixing 0.6 and 0.7): the middle of the
+gap."""
+STOP_RANK = 32
+"""The rank of the factorisation ``structure`` measures (at most N / 4): 32 separates the
+panel's graphs as 64 and 128 do, for a tenth of 128's time (0.1 to 0.6 s up to 5,000
+nodes, 3.5 s at 30,000; docs/results/stop_structure.md)."""
+
+
+def structure(A, seed):
+    """The link-prediction AUC (float) of a seeded sample of held-out edges of ``A``
+    (symmetric scipy.sparse, ``propagation.holdout``) by the rank-``STOP_RANK`` ProNE
+    factorisation of the graph without them, or None when the graph is too small to
+    tell (fewer than 4 STOP_RANK nodes or 20 edges)."""
+    from ..model import propagation
+
+    n = A.shape[0]
+    if n < 4 * STOP_RANK or A.nnz < 40:
+        return None
+    return propagation.spectral_test(A, STOP_RANK, seed, factor_only=True)["auc_factor"]
+
+
 def drift(O_prev, O):
     """|O - O_prev|_F / |O|_F (float): the relative change of the o_v over an epoch."""
     O_prev = np.asarray(O_prev, dtype=np.float64)
@@ -37,12 +75,16 @@ def drift(O_prev, O):
 
 
 class StopRule:
-    """``rule(epoch, params) -> bool``: True to end the run after ``epoch`` (1-based),
-    when the drift of the o_v over that epoch is below ``threshold`` (epoch >= 2; the
-    first epoch has no previous o_v).  ``drifts`` keeps what it measured."""
+    """``rule(epoch, params) -> bool``: True to end the run after ``epoch`` (1-based):
+    after epoch 1 when the graph's ``structure`` (None: not measured) is at least
+    ``first`` (default STOP_STRUCTURE); after a later epoch when the drift of the o_v
+    over it is below ``threshold`` (default STOP_DRIFT).  ``drifts`` keeps what it
+    measured."""
 
-    def __init__(self, threshold=None):
+    def __init__(self, threshold=None, structure=None, first=None):
         self.threshold = float(STOP_DRIFT if threshold is None else threshold)
+        self.structure = structure
+        self.first = float(STOP_STRUCTURE if first is None else first)
         self.previous = None
         self.drifts = []
 
@@ -55,6 +97,15 @@ class StopRule:
             self.previous = np.array(params.O, dtype=np.float64)
 
     def __call__(self, epoch, params):
+        if epoch == 1 and self.structure is not None and self.structure >= self.first:
+            log.info(
+                "stop after epoch 1: the graph's own rank-%d factors predict held-out "
+                "edges with AUC %.3f (>= %g, --stop auto; --epochs N trains exactly N)",
+                STOP_RANK,
+                self.structure,
+                self.first,
+            )
+            return True
         O = np.array(params.O, dtype=np.float64)
         previous, self.previous = self.previous, O
         if previous is None:
@@ -73,6 +124,44 @@ class StopRule:
         return False
 
 
-def stop_rule(cfg):
-    """The run's stop rule (a ``StopRule``), or None for ``cfg.stop`` 'none'."""
-    return StopRule() if getattr(cfg, "stop", "none") == "auto" else None
+def stop_rule(cfg, structure=None):
+    """The run's stop rule (a new ``StopRule``), or None for ``cfg.stop`` 'none'.
+    ``structure``: the graph's (``graph_structure``), which the rule's first part reads;
+    None, the drift part alone."""
+    if getattr(cfg, "stop", "none") != "auto":
+        return None
+    return StopRule(structure=structure)
+
+
+def graph_structure(cfg, graph):
+    """``structure`` of the graph (indptr, indices, weights) of a run with options
+    ``cfg``, seeded by ``cfg.seed`` and logged; None when ``cfg.stop`` is not 'auto'
+    (nothing measured) or the graph is too small to tell."""
+    if getattr(cfg, "stop", "none") != "auto":
+        return None
+    from ..kernels.rng import derive_seed
+    from ..model import spectral
+
+    indptr, indices, weights = graph
+    n = int(np.asarray(indptr).shape[0] - 1)
+    t0 = time.perf_counter()
+    value = structure(
+        spectral.adjacency(indptr, indices, weights, n),
+        derive_seed(cfg.seed, "stop structure") % (2**32),
+    )
+    if value is not None:
+        then = (
+            "one epoch"
+            if value >= STOP_STRUCTURE
+            else f"below {STOP_STRUCTURE:g}: until an epoch moves the o_v less than "
+            f"{STOP_DRIFT:g} of their norm"
+        )
+        log.info(
+            "stop rule: the graph's own rank-%d factors predict held-out edges with AUC "
+            "%.3f (%.2f s), so %s",
+            STOP_RANK,
+            value,
+            time.perf_counter() - t0,
+            then,
+        )
+    return value

@@ -111,14 +111,16 @@ def _resolved(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
 @dataclass
 class Setup:
     """What an engine starts from (``set_up``): the resolved configuration, its notes,
-    the ``Schedule``, the spectral start (spectral.SpectralStart) and the fixed
-    features the run uses (prepared), or None."""
+    the ``Schedule``, the spectral start (spectral.SpectralStart), the fixed
+    features the run uses (prepared), or None, and the graph's structure the stop rule
+    reads (budget.graph_structure), or None."""
 
     cfg: object
     notes: list
     schedule: Schedule
     start: object
     features: object
+    structure: float | None = None
 
 
 def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, check=None):
@@ -128,7 +130,8 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
     refusals before any work: the local engine's step memory, the Ray engine's lazy
     Adam); the spectral start (model/spectral.py; ``resume``: a resumed run starts from
     its checkpoint); the fixed features prepared: the given ones normalised as
-    ``cfg.normalize_features`` says, ProNE's unit rows as they are.
+    ``cfg.normalize_features`` says, ProNE's unit rows as they are; the graph's
+    structure for the stop rule (budget.graph_structure, with ``--stop auto``).
 
     graph: (indptr, indices, weights) of the CSR graph.  Returns a ``Setup``."""
     from ..model import spectral
@@ -152,7 +155,7 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
         features = prepare_features(features, n_nodes, cfg.normalize_features)
     elif start.features is not None:  # unit rows, used as they are
         features = prepare_features(start.features, n_nodes, normalize=False)
-    return Setup(cfg, notes, schedule, start, features)
+    return Setup(cfg, notes, schedule, start, features, budget.graph_structure(cfg, graph))
 
 
 def run_epochs(

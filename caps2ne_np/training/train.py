@@ -31,7 +31,7 @@ from ..kernels import _jit
 from ..kernels._threads import StepThreads
 from ..kernels.rng import derive_seed
 from ..model.core import SparseFeatures, init_params
-from . import checkpoint, fused
+from . import budget, checkpoint, fused
 from .batch import BatchStream
 from .config import check_step_memory
 from .loop import TrainResult, run_epochs, set_up, trained_batch
@@ -164,6 +164,7 @@ def _train(Engine, graph, run, resume_from, progress, checkpoint_dir, **loop_opt
                 run.schedule,
                 progress=progress,
                 checkpoint_dir=checkpoint_dir,
+                stop_rule=budget.stop_rule(cfg, run.structure),
                 **loop_options,
             )
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import InputError
+from .. import budget
 from ..loop import TrainResult, run_epochs, set_up
 from .checkpoints import DRIVER_FILE
 from .connect import import_ray, one_line, ray_logging_level, results_only_stdout, start_ray
@@ -122,7 +123,8 @@ def _attempt(ray, graph, run, resume_from, layout, write_outputs, loop_options):
     engine = RayEngine(ray, *graph, run.cfg, run.features, resume_from, start=run.start, **layout)
     try:
         result = TrainResult(params=None, config=run.cfg, notes=run.notes)
-        run_epochs(engine, result, run.schedule, **loop_options)
+        stop = budget.stop_rule(run.cfg, run.structure)  # a fresh rule every attempt
+        run_epochs(engine, result, run.schedule, stop_rule=stop, **loop_options)
         return engine.finish(result, layout["stats"], write_outputs)
     finally:
         engine.cluster.kill()
