@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import numpy as np  # noqa: E402
 
 import common  # noqa: E402
+import report  # noqa: E402
 import vs_deepwalk  # noqa: E402
 from caps2ne_np.model import spectral  # noqa: E402
 from caps2ne_np.training import budget  # noqa: E402
@@ -123,7 +124,7 @@ def render(rows, args, ranks):
     head = (
         ["graph", "N"]
         + [f"rank {r}: mean (min-max)" for r in ranks]
-        + [f"s at rank {budget.STOP_RANK}", "decision"]
+        + [f"s at rank {budget.STOP_RANK} (median)", "decision"]
     )
     lines = [
         "# The stop rule's first part: the graph's own structure (budget.structure)",
@@ -143,6 +144,9 @@ def render(rows, args, ranks):
         cells = [row["graph"], f"{row['n']:,}"]
         for r in ranks:
             vals = [v for v, _ in row["structure"][str(r)]]
+            if any(v is None for v in vals):  # rank above N / 4
+                cells.append("-")
+                continue
             cells.append(f"{statistics.mean(vals):.3f} ({min(vals):.3f}-{max(vals):.3f})")
         secs = [s for _, s in row["structure"][str(budget.STOP_RANK)]]
         cells += [f"{statistics.median(secs):.2f}", row["decision"]]
@@ -171,7 +175,7 @@ def render(rows, args, ranks):
                 f"({w['full_epochs']:g}) | {rule - w['full']:+.2f} | {epochs:g} / "
                 f"{w['full_epochs']:g} |"
             )
-    lines += ["", f"Machine: {common.short_machine(common.machine_info())}", ""]
+    lines += ["", report.machine_markdown(common.machine_info()), ""]
     return "\n".join(lines)
 
 
@@ -186,7 +190,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     graphs = ["syn-300-mu0.3"] if args.smoke else args.graphs.split(",")
     seeds = [0] if args.smoke else [int(s) for s in args.seeds.split(",")]
-    ranks = [int(r) for r in args.ranks.split(",")]
+    ranks = [budget.STOP_RANK] if args.smoke else [int(r) for r in args.ranks.split(",")]
     if budget.STOP_RANK not in ranks:
         ranks.append(budget.STOP_RANK)
     runs = epochs_of(args.runs)
@@ -210,7 +214,9 @@ def main(argv=None):
         if name in runs:
             row["written"] = written_scores(runs[name])
         rows.append(row)
-        shown = {r: [round(v, 3) for v, _ in vals] for r, vals in by_rank.items()}
+        shown = {
+            r: [v if v is None else round(v, 3) for v, _ in vals] for r, vals in by_rank.items()
+        }
         print(f"{name}: {shown} -> {decision}", file=sys.stderr, flush=True)
     payload = common.payload(
         args,

@@ -63,8 +63,9 @@ chose 'on' on all of them too, so no rule was shown to separate graphs (docs/tra
 "Spectral propagation").  The 'paper' preset's is 'none'."""
 STOP_CONVERGE = "auto"
 """The 'converge' preset's stop rule (training/budget.py): 'auto' ends the run before
-its budget once an epoch moves the o_v little (docs/training.md, "When to stop");
-an explicit --epochs N trains exactly N.  The 'paper' preset's is 'none'."""
+its budget, after the first epoch on a graph whose own low-rank structure predicts
+held-out edges well, else once an epoch moves the o_v little (docs/training.md, "When
+to stop"); an explicit --epochs N trains exactly N.  The 'paper' preset's is 'none'."""
 SKIPGRAM_NEGATIVES = 5
 """The skip-gram term's negatives when it is on: 5 per (context node, target), word2vec's
 negative sampling, which scored as well as or better than the sampled softmax over V' on

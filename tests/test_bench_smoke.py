@@ -97,6 +97,15 @@ def test_propagate_panel_smoke_runs(tmp_path):
     assert "| syn-300-mu0.3 |" in md and "| threshold |" in md
 
 
+def test_stop_structure_smoke_runs(tmp_path):
+    data, md = smoke_run("stop_structure.py", "stop_structure_ci_smoke", tmp_path)
+    (row,) = data["rows"]
+    ((value, seconds),) = row["structure"][str(data["stop_rank"])]
+    assert 0.0 <= value <= 1.0 and seconds > 0
+    assert row["decision"] == ("one epoch" if value >= data["stop_structure"] else "drift")
+    assert "| syn-300-mu0.3 | 300 |" in md
+
+
 def test_run_all_lists_the_whole_suite_and_rejects_unknown_parts():
     script = str(ROOT / "bench" / "run_all.py")
     proc = subprocess.run(
