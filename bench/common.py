@@ -9,8 +9,10 @@ experiment and its rendering (the Markdown helpers are bench/report.py's).
     payload = common.payload(args, rows, seconds=c.seconds)
     common.write_results(args.out, payload, render(payload))
 
-* the shared flags, defined once (``parser``): ``--threads``, ``--reps``, ``--smoke``
-  and ``--out STEM`` (always a result stem: <RESULTS>/<STEM>.json and .md);
+* the shared flags, defined once (``parser``, from bench/harness.py, which imports
+  nothing but argparse so that the scripts that must not import this module use it
+  too): ``--threads``, ``--reps``, ``--smoke`` and ``--out STEM`` (always a result
+  stem: <RESULTS>/<STEM>.json and .md);
 * one timer (``clock``; ``timed`` for one call), with ``median`` and ``spread``;
 * one result schema (``payload``: the command, the arguments, the machine block, the
   rows, and the script's own fields) and one writer (``write_results``, atomic).
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from caps2ne_np.kernels import _threads
 from caps2ne_np.training.config import usable_cores
+from harness import parser  # noqa: F401 -- the shared flags (bench/harness.py: no import)
 
 # the package sets the spin only while Numba's libgomp loads; here it stays set for the
 # whole bench process, so that torch's own libgomp (the peer) spins the same way
@@ -271,71 +274,6 @@ def write_results(name, payload, markdown):
         write_json(RESULTS / f"{name}.json", payload),
         write_text_atomic(RESULTS / f"{name}.md", markdown),
     ]
-
-
-# ----------------------------------------------------------------------------- the harness
-
-
-def _thread_counts(text):
-    """'1,2' -> [1, 2] (``--threads`` of a script that sweeps thread counts)."""
-    try:
-        counts = [int(v) for v in str(text).split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected N or N,M,..., got {text!r}") from None
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"thread counts must be >= 1, got {text!r}")
-    return counts
-
-
-def parser(doc, *, threads=None, reps=None, smoke=None, out=None):
-    """An ``argparse`` parser with the harness's shared flags, each defined here once;
-    a keyword left None leaves its flag out.  The description is ``doc``'s first line.
-
-    Every bench script builds its parser here but four, which must not import this
-    module (it imports the package and Numba and sets the OpenMP spin of the process):
-    the two peers (deepwalk_peer.py, peers/prone_peer.py: the commands being timed,
-    whose import phase they report), walks_vs_pecanpy.py (its worker runs in PecanPy's
-    interpreter, without this package) and scale.py (its workers set their thread
-    environment before Numba loads).
-
-    threads  default of ``--threads N`` (Numba and BLAS threads): an int; 0 for the
-             usable cores; a string such as "1,2" for a sweep (``args.threads`` is then
-             a list of ints)
-    reps     default of ``--reps N``: timed repetitions, medians reported
-    smoke    help of ``--smoke``: what the configuration of seconds for the tests runs
-    out      default of ``--out STEM``: the results go to <RESULTS>/<STEM>.json and .md
-    """
-    ap = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
-    if isinstance(threads, str):
-        ap.add_argument(
-            "--threads",
-            type=_thread_counts,
-            default=_thread_counts(threads),
-            help=f"thread counts, comma-separated (default {threads})",
-        )
-    elif threads is not None:
-        ap.add_argument(
-            "--threads",
-            type=int,
-            default=threads or usable_cores(),
-            help="Numba and BLAS threads (default %(default)s"
-            + (": the usable cores)" if not threads else ")"),
-        )
-    if reps is not None:
-        ap.add_argument(
-            "--reps", type=int, default=reps, help="timed repetitions, medians reported"
-        )
-    if smoke is not None:
-        ap.add_argument("--smoke", action="store_true", help=f"seconds, for the tests: {smoke}")
-    if out is not None:
-        ap.add_argument(
-            "--out",
-            default=out,
-            metavar="STEM",
-            help=f"result stem: <results>/STEM.json and .md (default {out}; the folder is "
-            "bench/results or $CAPS2NE_BENCH_RESULTS)",
-        )
-    return ap
 
 
 def command(argv=None):

@@ -1,6 +1,6 @@
 """DeepWalk as the peer of issue 14: this project's uniform walks fed to gensim's Word2Vec.
 
-    python bench/deepwalk_peer.py --graph edges.txt --out dw.emb --threads 2 [--seed 0]
+    python bench/deepwalk_peer.py --graph edges.txt --emb dw.emb --threads 2 [--seed 0]
 
 DeepWalk (Perozzi et al. 2014) is uniform random walks plus skip-gram.  The walks are
 the project's own (caps2ne_np.training.walks.uniform_walks: 10 per node, length 80, DeepWalk's
@@ -15,20 +15,20 @@ Prints the seconds taken by the walks (generation and conversion to token lists)
 by Word2Vec (vocabulary and training) on stdout, one ``key: value`` line each.
 """
 
-import argparse
 import sys
 import time
 
 T0 = time.perf_counter()
 
+import harness  # noqa: E402 -- bench/harness.py: the shared flags, imports nothing else
+
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--graph", required=True, help="edge list 'u v [w]' (read undirected)")
-    ap.add_argument("--out", required=True, help="embeddings, word2vec text format (overwritten)")
-    ap.add_argument(
-        "--threads", type=int, default=1, help="gensim workers (walks use Numba's default)"
+    ap = harness.parser(
+        __doc__, threads=1, threads_help="gensim workers (walks use Numba's default)"
     )
+    ap.add_argument("--graph", required=True, help="edge list 'u v [w]' (read undirected)")
+    ap.add_argument("--emb", required=True, help="embeddings, word2vec text format (overwritten)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--walks-per-node", type=int, default=10)
     ap.add_argument("--walk-length", type=int, default=80)
@@ -77,7 +77,7 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     vectors = np.stack([model.wv[node] for node in g.node_ids]).astype(np.float32)
-    write_word2vec(args.out, g.node_ids, vectors, overwrite=True)
+    write_word2vec(args.emb, g.node_ids, vectors, overwrite=True)
     t_write = time.perf_counter() - t0
     print(f"nodes: {g.n_nodes}")
     print(f"imports_s: {t_imports:.3f}")

@@ -107,7 +107,7 @@ def side_commands(workdir, threads, seed, smoke, usable):
 
 
 def out_file(cmd):
-    return cmd[cmd.index("--out") + 1]
+    return cmd[cmd.index("--emb" if "--emb" in cmd else "--out") + 1]  # a peer's, or ours
 
 
 def run_seed(graph, seed, args, usable, sides):

@@ -54,7 +54,7 @@ def deepwalk_points(workdir, graph, epochs_list, threads, shuffles):
             str(common.BENCH / "deepwalk_peer.py"),
             "--graph",
             os.path.join(workdir, "g.txt"),
-            "--out",
+            "--emb",
             out,
             "--threads",
             str(threads),

@@ -31,6 +31,7 @@ from caps2ne_np.training import fused as F
 from caps2ne_np.training import train as T
 from caps2ne_np.training.config import TrainConfig
 from caps2ne_np.training.loop import prepare
+from caps2ne_np.training.schedule import Schedule
 
 
 def cpu_ms(fn, reps, inner=20):
@@ -73,7 +74,10 @@ def engine(g, cfg, start, python_step):
     real = F.supports
     F.supports = (lambda c, k: False) if python_step else real
     try:
-        return T.LocalEngine(g.indptr, g.indices, g.weights, cfg, None, None, start=start)
+        schedule = Schedule.for_graph(cfg, g.indptr.shape[0] - 1)
+        return T.LocalEngine(
+            g.indptr, g.indices, g.weights, cfg, None, None, start=start, schedule=schedule
+        )
     finally:
         F.supports = real
 

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
+import harness  # bench/harness.py: the shared flags (no import of its own, as report.py)
 import report  # bench/report.py: no import of its own, so the workers may load it too
 
 BENCH = Path(__file__).resolve().parent
@@ -774,11 +775,11 @@ def targets(res):
 
 
 def main():
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "--smoke", action="store_true", help="CI size: 20,000 nodes, few steps (< 60 s)"
+    ap = harness.parser(
+        __doc__,
+        threads=TRAIN["threads"],
+        smoke="20,000 nodes, few steps (< 60 s), written to scale_smoke.*",
+        threads_help="Numba threads of walks and training",
     )
     ap.add_argument(
         "--sizes", help="comma-separated node counts (default 100000,1000000; smoke 20000)"
@@ -808,9 +809,6 @@ def main():
         "(default 300; smoke 8), so the whole run fits in 15 minutes on a loaded machine",
     )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--threads", type=int, default=TRAIN["threads"], help="Numba threads of walks and training"
-    )
     ap.add_argument(
         "--workdir", help="where the edge lists go (default: a temporary directory, removed)"
     )

@@ -11,8 +11,8 @@ undirected edge once) into a temporary directory, then two commands run, each as
 its own process timed by wall clock (perf_counter around subprocess.run: start-up,
 imports, reading the graph, walks, training and writing the embeddings all count):
 
-    DeepWalk:  python bench/deepwalk_peer.py --graph g.txt --out dw.emb --threads P --seed 0
-    ProNE:     python bench/peers/prone_peer.py --graph g.txt --out prone.emb --threads P --seed 0
+    DeepWalk:  python bench/deepwalk_peer.py --graph g.txt --emb dw.emb --threads P --seed 0
+    ProNE:     python bench/peers/prone_peer.py --graph g.txt --emb prone.emb --threads P --seed 0
     ours:      python cli.py train --graph g.txt --out ours.emb
 
 ``ours`` gets no other flag: the CLI's defaults, including its thread count (every
@@ -315,7 +315,7 @@ def commands(workdir, threads, smoke, usable):
         str(common.BENCH / "deepwalk_peer.py"),
         "--graph",
         graph,
-        "--out",
+        "--emb",
         os.path.join(workdir, "dw.emb"),
         "--threads",
         str(threads),
@@ -347,7 +347,7 @@ def prone_command(workdir, threads, smoke):
         str(common.BENCH / "peers" / "prone_peer.py"),
         "--graph",
         os.path.join(workdir, "g.txt"),
-        "--out",
+        "--emb",
         os.path.join(workdir, "prone.emb"),
         "--threads",
         str(threads),

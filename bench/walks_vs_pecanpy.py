@@ -40,6 +40,8 @@ import sys
 import tempfile
 import time
 
+import harness  # bench/harness.py: the shared flags (no import: the worker loads it too)
+
 WALKS_PER_NODE = 10
 STEPS_PER_WALK = 80
 
@@ -170,9 +172,7 @@ def proposals_per_step(indptr, indices, walks, p, q, n_steps=5000, seed=0):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=5, help="timed repetitions (medians reported)")
-    ap.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    ap = harness.parser(__doc__, threads="1,2", reps=5, out="walks_vs_pecanpy")
     ap.add_argument(
         "--pecanpy-python",
         default=None,
@@ -183,14 +183,10 @@ def main(argv=None):
         default=None,
         metavar="P,Q",
         help="node2vec walks with return parameter P and in-out parameter Q, against "
-        "PecanPy's SparseOTF (default: first-order walks)",
+        "PecanPy's SparseOTF (default: first-order walks; the default --out is then "
+        "walks_vs_pecanpy_node2vec)",
     )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    ap.add_argument(
-        "--out",
-        default=None,
-        help="result file stem [default: walks_vs_pecanpy, or walks_vs_pecanpy_node2vec]",
-    )
     args = ap.parse_args(argv)
     node2vec = None
     if args.node2vec is not None:
@@ -200,8 +196,8 @@ def main(argv=None):
             node2vec = ()
         if len(node2vec) != 2:
             ap.error(f"--node2vec: expected P,Q such as 0.5,2, got {args.node2vec!r}")
-    if args.out is None:
-        args.out = "walks_vs_pecanpy" + ("_node2vec" if node2vec else "")
+    if node2vec and args.out == ap.get_default("out"):
+        args.out += "_node2vec"
     if args.worker:
         worker(args.worker, args.reps, WALKS_PER_NODE, STEPS_PER_WALK, node2vec)
         return None
@@ -234,7 +230,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         npz = os.path.join(tmp, "blogcatalog.csr.npz")
         np.savez(npz, indptr=g.indptr, indices=g.indices, data=np.ones(g.n_edges, dtype=np.float32))
-        for n_threads in [int(t) for t in args.threads.split(",")]:
+        for n_threads in args.threads:
             with common.threads(n_threads):
                 w = uniform_walks(g.indptr, g.indices, g.weights, WALKS_PER_NODE, q, 0, **pq)
                 walks = functools.partial(uniform_walks, **pq)  # node2vec's p, q if given

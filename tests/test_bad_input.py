@@ -959,8 +959,9 @@ def _save_checkpoint(directory, scale):
     """checkpoint.save with small stand-in parameters and optimiser (only the fields it reads)."""
     W = np.full((2, 3), scale, dtype=np.float32)
     params = SimpleNamespace(W=W, trainable=lambda: ["W"])
-    opt = SimpleNamespace(m={"W": W * 2}, v={"W": W * 3}, t=1, lr=1e-3)
-    return checkpoint.save(directory, params, opt, {"epoch": int(scale)}, {"dim": 3}, [], "hash")
+    opt = SimpleNamespace(m={"W": W * 2}, v={"W": W * 3}, t=1)
+    state = {"epoch": int(scale)}
+    return checkpoint.save(directory, params, opt, state, {"dim": 3}, [], "hash", lr=1e-3)
 
 
 # writer: (write the previous output, write the new one with overwrite, the files that must survive)

@@ -1,6 +1,7 @@
 """The bench harness (bench/common.py): the shared flags are defined once, in
-``common.parser``, and the scripts take them from there; one timer (``common.clock``);
-one result schema and writer, which honours $CAPS2NE_BENCH_RESULTS."""
+``common.parser`` (bench/harness.py, which imports only argparse), and every script takes
+them from there: bench/ defines one argument parser; one timer (``common.clock``); one
+result schema and writer, which honours $CAPS2NE_BENCH_RESULTS."""
 
 import json
 import os
@@ -15,18 +16,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 SHARED_FLAGS = ("--threads", "--reps", "--smoke", "--out")
-# Scripts that still build their own parser, and why.
-OWN_PARSER = {
-    # the timed commands of the peers: they report their own import phase, and
-    # bench/common.py imports the package and Numba and sets the OpenMP spin
-    "deepwalk_peer.py",
-    # its --worker mode runs under PecanPy's interpreter, which need not have Numba
-    # (bench/common.py imports it)
-    "walks_vs_pecanpy.py",
-    # its --worker processes measure their own memory and start-up time: importing
-    # bench/common.py (Numba, threadpoolctl) there first would change both
-    "scale.py",
-}
 
 
 @pytest.fixture(scope="module")
@@ -40,25 +29,46 @@ def common():
 
 
 def scripts():
-    """The scripts that take their flags from the harness."""
+    """Every script of bench/ and bench/peers/ but the harness itself."""
     return sorted(
         p
-        for p in BENCH.glob("*.py")
-        if p.name not in ("common.py", "report.py") and p.name not in OWN_PARSER
+        for p in [*BENCH.glob("*.py"), *BENCH.glob("peers/*.py")]
+        if p.name not in ("common.py", "harness.py", "report.py", "__init__.py")
     )
 
 
-def test_the_exceptions_are_scripts_that_build_a_parser():
-    for name in OWN_PARSER:
-        assert "ArgumentParser(" in (BENCH / name).read_text(encoding="utf-8"), name
+def test_bench_defines_one_argument_parser():
+    makers = [
+        p.relative_to(BENCH).as_posix()
+        for p in BENCH.rglob("*.py")
+        if "ArgumentParser(" in p.read_text(encoding="utf-8")
+    ]
+    assert makers == ["harness.py"]
 
 
-@pytest.mark.parametrize("path", scripts(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", scripts(), ids=lambda p: p.relative_to(BENCH).as_posix())
 def test_scripts_take_the_shared_flags_from_the_harness(path):
     text = path.read_text(encoding="utf-8")
     assert "ArgumentParser(" not in text
     for flag in SHARED_FLAGS:
         assert not re.search(rf'add_argument\(\s*"{flag}"', text), flag
+
+
+def test_the_harness_imports_only_the_standard_library():
+    """The peers and the workers of walks_vs_pecanpy.py and scale.py import it before
+    (or without) NumPy, Numba and the package."""
+    code = (
+        "import sys; before = set(sys.modules); import harness; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=BENCH, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = proc.stdout.split()
+    assert "harness" in loaded
+    heavy = [m for m in loaded if m.split(".")[0] in ("numpy", "numba", "caps2ne_np", "common")]
+    assert heavy == []
 
 
 def test_the_parser_defines_the_shared_flags(common):

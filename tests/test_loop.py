@@ -4,7 +4,6 @@ with rounds of several batches, the divergence message with its routing-scale hi
 and the rate of every step."""
 
 import math
-from types import SimpleNamespace
 
 import pytest
 
@@ -20,13 +19,11 @@ class StubEngine:
 
     def __init__(self, round_size, loss_of=lambda step: 1.0, resumed=None):
         self.round_size, self.loss_of, self.resumed = round_size, loss_of, resumed
-        self.optimizer = SimpleNamespace(lr=None, t=0)
         self.calls, self.rates = [], []
 
     def train(self, epoch, b, step, rates):
         self.calls.append(("train", epoch, b, step, len(rates)))
         self.rates += rates
-        self.optimizer.lr = rates[-1]
         out = []
         for r in range(len(rates)):
             out.append((self.loss_of(step + r), 8))

@@ -29,6 +29,26 @@ def test_adam_rejects_non_positive_lr():
         Adam({"p": np.zeros(2)}, lr=0)
 
 
+def test_a_step_given_its_rate_is_the_fixed_rate_step_and_holds_no_rate():
+    """The engines' optimizers have no rate of their own (lr=None): each step is given
+    the schedule's, with the same bits as an optimizer whose fixed rate it is, from the
+    same state; a step without a rate is refused."""
+    rng = np.random.default_rng(5)
+    given = rng.normal(size=(6, 3)).astype(np.float32)
+    opt = Adam({"p": given}, lr=None)
+    for rate in (0.05, 0.02, 0.01):
+        g = RowGrad(np.array([0, 2, 5]), rng.normal(size=(3, 3)).astype(np.float32))
+        ref = Adam({"p": given.copy()}, lr=rate)  # this step's rate, fixed
+        ref.m["p"][...], ref.v["p"][...], ref.t = opt.m["p"], opt.v["p"], opt.t
+        opt.step({"p": g}, lazy=True, lr=rate)
+        ref.step({"p": g}, lazy=True)
+        np.testing.assert_array_equal(given, ref.params["p"])
+        np.testing.assert_array_equal(opt.v["p"], ref.v["p"])
+    assert opt.lr is None and opt.t == 3
+    with pytest.raises(ValueError, match="rate"):
+        opt.step({"p": g})
+
+
 def test_adam_updates_a_slot_major_parameter_in_place_like_a_contiguous_one():
     rng = np.random.default_rng(1)
     W0 = rng.normal(size=(3, 4, 5))

@@ -460,7 +460,7 @@ def test_prone_peer_script_writes_what_nodevectors_gives(two_blocks, tmp_path):
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run(
         [sys.executable, str(root / "bench" / "peers" / "prone_peer.py"), "--graph",
-         str(tmp_path / "g.txt"), "--out", str(tmp_path / "p.emb"), "--dim", "8"],
+         str(tmp_path / "g.txt"), "--emb", str(tmp_path / "p.emb"), "--dim", "8"],
         capture_output=True, text=True, timeout=300, cwd=root,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

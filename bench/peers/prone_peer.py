@@ -1,6 +1,6 @@
 """ProNE as the second peer of the panel (issue 25): the ``nodevectors`` package's ProNE.
 
-    python bench/peers/prone_peer.py --graph edges.txt --out prone.emb --threads 2 [--seed 0]
+    python bench/peers/prone_peer.py --graph edges.txt --emb prone.emb --threads 2 [--seed 0]
 
 ProNE (Zhang et al., IJCAI 2019): a sparse randomized SVD of a shifted-log proximity
 matrix, then Chebyshev spectral propagation; nodevectors' defaults but for the size:
@@ -23,11 +23,16 @@ bench/deepwalk_peer.py.  caps2ne_np/model/spectral.py is this project's own ProN
 (tests/test_spectral.py checks it against this package with the same seed).
 """
 
-import argparse
+import os
 import sys
 import time
 
 T0 = time.perf_counter()
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import harness  # noqa: E402 -- bench/harness.py: the shared flags, imports nothing else
+
+del sys.path[0]  # bench/'s other modules stay out of nodevectors' way
 
 
 def patch_nodevectors():
@@ -44,10 +49,9 @@ def patch_nodevectors():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__, threads=1, threads_help="BLAS threads")
     ap.add_argument("--graph", required=True, help="edge list 'u v [w]' (read undirected)")
-    ap.add_argument("--out", required=True, help="embeddings, word2vec text format (overwritten)")
-    ap.add_argument("--threads", type=int, default=1, help="BLAS threads")
+    ap.add_argument("--emb", required=True, help="embeddings, word2vec text format (overwritten)")
     ap.add_argument("--seed", type=int, default=0, help="NumPy's global seed (the random SVD)")
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--order", type=int, default=10, help="Chebyshev order (nodevectors' step)")
@@ -81,7 +85,7 @@ def main(argv=None):
     t_train = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    write_word2vec(args.out, g.node_ids, vectors, overwrite=True)
+    write_word2vec(args.emb, g.node_ids, vectors, overwrite=True)
     t_write = time.perf_counter() - t0
     print(f"nodes: {n}")
     print(f"imports_s: {t_imports:.3f}")

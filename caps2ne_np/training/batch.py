@@ -17,7 +17,6 @@ from ..kernels.rng import derive_seed
 from ..model.rows import BatchRows, batch_rows
 from . import walks as walks_mod
 from .samplers import make_sampler
-from .schedule import Schedule
 
 
 @dataclass
@@ -86,8 +85,6 @@ class BatchStream:
             cfg.node2vec_q,
         )
         self.positions = walks_mod.target_positions(cfg.targets, cfg.walk_length)
-        # as the run's schedule counts them (schedule.py); LocalEngine's look-ahead reads it
-        self.n_batches = Schedule.for_walks(cfg, self.source.n_walks).n_batches
         self.seed_batch = derive_seed(cfg.seed, "batch")
         self.seed_pos = derive_seed(cfg.seed, "positions")
         self.seed_sample = derive_seed(cfg.seed, "sampler")

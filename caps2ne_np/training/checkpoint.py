@@ -70,11 +70,12 @@ def fingerprint(indptr, indices, weights, features):
     return h.hexdigest()
 
 
-def save(directory, params, optimizer, state, config, history, graph_hash, extra=None):
+def save(directory, params, optimizer, state, config, history, graph_hash, extra=None, *, lr):
     """Write the run's state to ``directory/checkpoint.npz`` (atomic; previous kept).
 
-    ``extra``: more named arrays, stored as ``extra_<name>`` (``load`` gives them back
-    in ``ckpt["extra"]``)."""
+    ``optimizer``: Adam's moments and step count; ``lr``: the rate of the last step
+    trained (schedule.Schedule.last), stored as ``adam_lr``.  ``extra``: more named
+    arrays, stored as ``extra_<name>`` (``load`` gives them back in ``ckpt["extra"]``)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     arrays = {
@@ -85,7 +86,7 @@ def save(directory, params, optimizer, state, config, history, graph_hash, extra
         "state": np.asarray(json.dumps(state)),
         "graph_hash": np.asarray(graph_hash),
         "adam_t": np.int64(optimizer.t),
-        "adam_lr": np.float64(optimizer.lr),
+        "adam_lr": np.float64(lr),
     }
     for name in params.trainable():
         arrays[f"param_{name}"] = getattr(params, name)

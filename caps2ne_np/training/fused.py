@@ -554,8 +554,8 @@ class FusedStep:
     and returns ``[(loss, pairs)]`` up to the first non-finite loss.
 
     ``stream`` (batch.BatchStream, with its sampler), ``params`` (core.Params) and
-    ``opt`` (optim.Adam: its moments are updated in place, and its ``t`` and ``lr`` set
-    to the last trained step's) as train.LocalEngine holds them; ``mcfg`` the
+    ``opt`` (optim.Adam: its moments are updated in place; its betas and eps are
+    read, the rates are ``train``'s) as train.LocalEngine holds them; ``mcfg`` the
     config.ModelConfig; ``lazy``: lazy Adam.  ``parallel``: the parallel version of the
     kernels (Numba's threads) or the serial one (no parallel region: what each thread of
     train.AsyncEngine runs, concurrently, on the shared tables)."""

@@ -132,13 +132,19 @@ class Adam:
     >>> opt = Adam({"O": O}, lr=1e-3)
     >>> opt.step({"O": RowGrad(rows, d_O_rows)})             # dense: every row of O
     >>> opt.step({"O": RowGrad(rows, d_O_rows)}, lazy=True)  # the given rows only
+    >>> opt.step({"O": RowGrad(rows, d_O_rows)}, lr=2e-4)    # this step's rate
+
+    ``lr``: a fixed rate, for the steps given none; None: every step is given its
+    rate.  A run's engines make it so: their rates come from the run's
+    schedule.Schedule, one per step, and the optimizer keeps no copy of them.
     """
 
     def __init__(self, params, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8):
-        if not lr > 0:
+        if lr is not None and not lr > 0:
             raise ValueError(f"lr must be > 0, got {lr}")
         self.params = params
-        self.lr, self.beta1, self.beta2 = float(lr), float(beta1), float(beta2)
+        self.lr = None if lr is None else float(lr)
+        self.beta1, self.beta2 = float(beta1), float(beta2)
         self.eps = float(eps)
         self.m = {name: np.zeros_like(p) for name, p in params.items()}
         self.v = {name: np.zeros_like(p) for name, p in params.items()}
@@ -147,16 +153,26 @@ class Adam:
         """Lazy steps update every table in one kernel (``_adam_tables``); False: one
         kernel per table (``_adam_rows``, ``_adam_dense``), the same values."""
 
-    def lr_t(self):
-        """The bias-corrected step size of the current step t."""
-        return self.lr * np.sqrt(1.0 - self.beta2**self.t) / (1.0 - self.beta1**self.t)
+    def rate(self, lr=None):
+        """The rate of a step: ``lr`` if given, else the fixed ``self.lr``."""
+        if lr is None:
+            if self.lr is None:
+                raise ValueError("Adam: this optimizer has no fixed rate; give each step its lr")
+            return self.lr
+        return lr
 
-    def coefs(self, p):
-        """(lr_t, beta1, beta2, eps, 1 - beta1, 1 - beta2) of the current step in the
-        dtype of parameter ``p`` (the kernels' trailing arguments)."""
+    def lr_t(self, lr=None):
+        """The bias-corrected step size of the current step t at rate ``lr``
+        (``rate``)."""
+        return self.rate(lr) * np.sqrt(1.0 - self.beta2**self.t) / (1.0 - self.beta1**self.t)
+
+    def coefs(self, p, lr=None):
+        """(lr_t, beta1, beta2, eps, 1 - beta1, 1 - beta2) of the current step at rate
+        ``lr`` (``rate``) in the dtype of parameter ``p`` (the kernels' trailing
+        arguments)."""
         dt = p.dtype.type
         return (
-            dt(self.lr_t()),
+            dt(self.lr_t(lr)),
             dt(self.beta1),
             dt(self.beta2),
             dt(self.eps),
@@ -164,8 +180,8 @@ class Adam:
             dt(1) - dt(self.beta2),
         )
 
-    def step(self, grads, lazy=False, updates=None):
-        """One Adam step.
+    def step(self, grads, lazy=False, updates=None, lr=None):
+        """One Adam step, at rate ``lr`` (default: the fixed ``self.lr``).
 
         grads   : name -> core.RowGrad (or any object with ``rows``, distinct and
                   ascending, and ``values``) over the rows of the parameter's
@@ -177,9 +193,10 @@ class Adam:
                   pass over memory either way.
         updates : name -> callable(p, m, v, coefs) that performs the dense update of a
                   parameter itself, on the row matrices of the parameter and its
-                  moments, with ``coefs`` = ``self.coefs(p)``: a strategy the caller
-                  owns (step.FusedSparseW); such a parameter has no gradient here.
+                  moments, with ``coefs`` = ``self.coefs(p, lr)``: a strategy the
+                  caller owns (step.FusedSparseW); such a parameter has no gradient here.
         """
+        lr = self.rate(lr)
         self.t += 1
         fused = []  # (p2, rows, values, m2, v2) of the tables _adam_tables updates
         for name, g in grads.items():
@@ -198,23 +215,24 @@ class Adam:
                     values.reshape(-1),
                     m2.reshape(-1),
                     v2.reshape(-1),
-                    *self.coefs(p),
+                    *self.coefs(p, lr),
                 )
             elif lazy:
-                _adam_rows(p2, rows, values, m2, v2, *self.coefs(p))
+                _adam_rows(p2, rows, values, m2, v2, *self.coefs(p, lr))
             else:
                 position = np.full(p2.shape[0], -1, dtype=np.int64)
                 position[rows] = np.arange(n_rows)
                 if n_rows == 0:  # (the kernel never reads it)
                     values = np.zeros((1, width), dtype=p.dtype)
-                _adam_dense_rowgrad(p2, position, values, m2, v2, *self.coefs(p))
+                _adam_dense_rowgrad(p2, position, values, m2, v2, *self.coefs(p, lr))
         if fused:
-            self._step_tables(fused)
+            self._step_tables(fused, lr)
         for name, update in (updates or {}).items():
             p = self.params[name]
-            update(row_matrix(p), row_matrix(self.m[name]), row_matrix(self.v[name]), self.coefs(p))
+            m, v = row_matrix(self.m[name]), row_matrix(self.v[name])
+            update(row_matrix(p), m, v, self.coefs(p, lr))
 
-    def _step_tables(self, tables):
+    def _step_tables(self, tables, lr):
         """The lazy update of several tables in one kernel (``_adam_tables``), grouped by
         Numba type (a tuple of arrays passed to Numba must hold one array type: dtype,
         layout, and writable or not; read-only gradients, e.g. from Ray's object store,
@@ -229,7 +247,7 @@ class Adam:
             offsets = np.zeros(len(group) + 1, dtype=np.int64)
             offsets[1:] = np.cumsum([t[1].shape[0] for t in group])
             p2, rows, values, m2, v2 = (tuple(t[i] for t in group) for i in range(5))
-            _adam_tables(p2, rows, values, m2, v2, offsets, *self.coefs(p2[0]))
+            _adam_tables(p2, rows, values, m2, v2, offsets, *self.coefs(p2[0], lr))
 
     def state(self):
         """Moments and step counter, for checkpoints."""

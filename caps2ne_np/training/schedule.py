@@ -4,9 +4,11 @@
 epoch) is computed once per run, by ``for_walks`` from the resolved configuration;
 the rate of global step t is ``config.learning_rate``'s.  The epoch loop
 (loop.run_epochs) asks it for the rates of each round and hands them to the engine,
-which gives them to its optimizer; after the round the loop records the rate of the
+which passes each step's rate to its Adam step (optim.Adam.step's ``lr``: the
+engines' optimizers hold no rate); after the round the loop records the rate of the
 last step trained (``last``), which the history, the progress bar, the estimator's
-``lr_`` and the model file read.  Nobody reads a rate back from an optimizer.
+``lr_``, the model file and the checkpoints (``adam_lr``) read.  The engines read the
+batches per epoch here too: nothing else computes them.
 """
 
 from dataclasses import dataclass

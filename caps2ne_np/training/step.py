@@ -4,7 +4,7 @@
                                           its distinct (slot, node) rows (batch.py)
     loss, grads = loss_and_row_grads(...) forward and backward (core.py): every
                                           gradient row-sparse (core.RowGrad)
-    opt.step(grads, lazy, updates)        Adam (optim.py)
+    opt.step(grads, lazy, updates, lr)    Adam (optim.py), at the step's rate
 
 ``TrainStep`` is that step as the local engine (train.py) runs it.  Its update is one
 of three strategies, chosen once:
@@ -32,7 +32,7 @@ class TrainStep:
     """One training step over ``params`` with the Adam ``opt``::
 
         loss, grads = step.gradients(batch)      # forward and backward
-        step.update(grads, ahead)                # Adam; ahead: the next batch or None
+        step.update(grads, ahead, lr)            # Adam; ahead: the next batch or None
 
     Batches come indexed (``batch.rows``: batch.BatchStream with ``index=True``).
     ``lazy``: lazy Adam (touched rows only).  ``fused``: with sparse fixed features
@@ -75,15 +75,17 @@ class TrainStep:
             parts=self.parts,
         )
 
-    def update(self, grads, ahead=None):
-        """The Adam step with ``grads`` (from ``gradients``).  With the fused W update,
-        ``ahead`` (the next batch, indexed, or None) gets its ``u_hat_rows``.  Ends the
-        step's clock."""
+    def update(self, grads, ahead=None, lr=None):
+        """The Adam step with ``grads`` (from ``gradients``) at rate ``lr`` (the step's,
+        from the run's schedule; None: the optimizer's fixed rate).  With the fused W
+        update, ``ahead`` (the next batch, indexed, or None) gets its ``u_hat_rows``.
+        Ends the step's clock."""
         if self.W_update is None:
-            self.opt.step(grads, lazy=self.lazy)
+            self.opt.step(grads, lazy=self.lazy, lr=lr)
         else:
             rest = {name: g for name, g in grads.items() if name != "W"}
-            self.opt.step(rest, updates={"W": self.W_update.bind(grads["W"], ahead, self.params)})
+            W = self.W_update.bind(grads["W"], ahead, self.params)
+            self.opt.step(rest, updates={"W": W}, lr=lr)
         if self.threads is not None:
             self.threads.end()
 

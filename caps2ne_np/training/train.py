@@ -151,7 +151,13 @@ def _train(Engine, graph, run, resume_from, progress, checkpoint_dir, **loop_opt
             ExitStack() as stack,
         ):
             engine = Engine(
-                *graph, cfg, run.features, resume_from, progress=progress, start=run.start
+                *graph,
+                cfg,
+                run.features,
+                resume_from,
+                progress=progress,
+                start=run.start,
+                schedule=run.schedule,
             )
             result = TrainResult(
                 params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=run.notes
@@ -186,9 +192,20 @@ class LocalEngine:
     round_size = 1
 
     def __init__(
-        self, indptr, indices, weights, cfg, features, resume_from, progress=False, start=None
+        self,
+        indptr,
+        indices,
+        weights,
+        cfg,
+        features,
+        resume_from,
+        progress=False,
+        start=None,
+        *,
+        schedule,
     ):
         self.cfg = cfg
+        self.schedule = schedule  # the run's: batches per epoch, every step's rate
         n_nodes = int(indptr.shape[0] - 1)
         self.graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
         ckpt = None
@@ -217,7 +234,7 @@ class LocalEngine:
         if start is not None and start.O is not None:
             params.O[...] = start.O
         self.names = names = params.trainable()
-        opt = Adam({name: getattr(params, name) for name in names}, lr=cfg.lr)
+        opt = Adam({name: getattr(params, name) for name in names}, lr=None)  # rates: schedule
         if ckpt is not None:
             try:
                 checkpoint.check_arrays(ckpt, params, names)
@@ -230,7 +247,7 @@ class LocalEngine:
                 getattr(params, name)[...] = arrays[f"param_{name}"]
                 opt.m[name][...] = arrays[f"m_{name}"]
                 opt.v[name][...] = arrays[f"v_{name}"]
-            opt.t, opt.lr = ckpt["adam_t"], ckpt["adam_lr"]
+            opt.t = ckpt["adam_t"]  # (its adam_lr: loop.run_epochs gives it to the schedule)
         self.resumed = ckpt
         self._params, self.optimizer = params, opt
         lazy = cfg.adam == "lazy"
@@ -266,7 +283,7 @@ class LocalEngine:
             if self.threads is not None:
                 self.threads.end()
             self._next_round(step + n, seconds, trial)
-            self.optimizer.t, self.optimizer.lr = step + len(out), rates[len(out) - 1]
+            self.optimizer.t = step + len(out)  # for checkpoints
             return out
         out = []
         for r, lr in enumerate(rates):
@@ -275,16 +292,14 @@ class LocalEngine:
                 batch = ahead[2]
             else:
                 batch = self.stream.batch(epoch, b + r, step + r)
-            self.optimizer.lr = lr
             loss, grads = self.step.gradients(batch)  # forward, backward
             out.append(self._record(loss, batch, self.step))
             if not math.isfinite(loss):
                 break
             nxt = b + r + 1
-            ahead = (
-                self.stream.batch(epoch, nxt, step + r + 1) if nxt < self.stream.n_batches else None
-            )
-            self.step.update(grads, ahead)  # Adam
+            n_batches = self.schedule.n_batches
+            ahead = self.stream.batch(epoch, nxt, step + r + 1) if nxt < n_batches else None
+            self.step.update(grads, ahead, lr)  # Adam, at the step's rate
             self._ahead = (epoch, nxt, ahead)
         return out
 
@@ -327,6 +342,7 @@ class LocalEngine:
             history,
             self.graph_hash,
             extra=extra,
+            lr=self.schedule.last,  # the rate of the last step trained (loop.run_epochs)
         )
 
     def params(self):
@@ -374,7 +390,7 @@ class AsyncEngine(LocalEngine):
         else:
             self.round_size = self.n_threads * self.STEPS_PER_THREAD
             for _ in range(self.n_threads):
-                opt = copy(self.optimizer)  # its own t and lr; the tables and moments shared
+                opt = copy(self.optimizer)  # its own t; the tables and moments shared
                 self.steps.append(
                     TrainStep(
                         self._params, opt, mcfg, lazy=lazy, fused=False, adaptive_threads=False
@@ -407,12 +423,12 @@ class AsyncEngine(LocalEngine):
             with np.errstate(over="ignore", invalid="ignore"):  # (per thread)
                 for r in range(w, n, self.n_threads):
                     batch = self.stream.batch(epoch, b + r, step + r)
-                    train_step.opt.t, train_step.opt.lr = step + r, rates[r]
+                    train_step.opt.t = step + r
                     loss, grads = train_step.gradients(batch)
                     out[r] = self._record(loss, batch, train_step)
                     if not math.isfinite(loss):
                         break
-                    train_step.update(grads)
+                    train_step.update(grads, lr=rates[r])
             return out
 
         t0 = time.perf_counter()
@@ -433,7 +449,6 @@ class AsyncEngine(LocalEngine):
             if not math.isfinite(done[r][0]):
                 break
         self.optimizer.t = step + len(merged)  # for checkpoints: as the synchronous run
-        self.optimizer.lr = rates[len(merged) - 1]
         if self.fused is not None:
             self._next_round(step + n, time.perf_counter() - t0)
         return merged

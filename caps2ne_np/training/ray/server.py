@@ -36,7 +36,7 @@ class ShardServer:
             for n in ("W", "O", "bias", "X")
             if n in self.arrays and not (n == "X" and fixed_features)
         ]
-        self.opt = Adam({n: self.arrays[n] for n in self.trainable}, lr=1.0)
+        self.opt = Adam({n: self.arrays[n] for n in self.trainable}, lr=None)  # rates: apply's
         self.pulled = self.pushed = 0  # bytes served / received
         self.seconds = dict(apply=0.0, pushes=0)
 
@@ -72,7 +72,7 @@ class ShardServer:
         t0 = time.perf_counter()
         for t, lr, push in zip(steps, rates, pushes):
             self.pushed += sum(v.nbytes for v in push.values() if isinstance(v, np.ndarray))
-            self.opt.t, self.opt.lr = t - 1, lr  # step() increments t
+            self.opt.t = t - 1  # step() increments t
             rows = {
                 "O": RowGrad(push["o_rows"], push["d_O"]),
                 "bias": RowGrad(push["o_rows"], push["d_bias"]),
@@ -82,7 +82,7 @@ class ShardServer:
             if self.owns_W:  # every row of W
                 d_W_t = push["d_W_t"]
                 rows["W"] = RowGrad.every_row(d_W_t.reshape(-1, d_W_t.shape[2]))
-            self.opt.step(rows, lazy=True)
+            self.opt.step(rows, lazy=True, lr=lr)
         self.seconds["apply"] += time.perf_counter() - t0
         self.seconds["pushes"] += len(pushes)
         return True

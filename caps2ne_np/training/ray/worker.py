@@ -44,7 +44,7 @@ class BatchWorker:
             self.W = slot_major(
                 np.zeros((cfg.walk_length - 1, cfg.dim, feat_dim), dtype=np.float32)
             )
-            self.W_opt = Adam({"W": self.W}, lr=1.0)
+            self.W_opt = Adam({"W": self.W}, lr=None)  # rates: apply_W's
         self.stream = BatchStream(indptr, indices, weights, cfg, counts=counts)
         self.mcfg = cfg.model_config()
         self.pulled = self.pushed = self.requested = 0  # bytes: rows in, gradients out, ids out
@@ -64,8 +64,9 @@ class BatchWorker:
         contiguous (I, d, k) buffers), in rank order, as server 0 would apply them."""
         t0 = time.perf_counter()
         for t, lr, d_W_t in zip(steps, rates, d_W_ts):
-            self.W_opt.t, self.W_opt.lr = t - 1, lr
-            self.W_opt.step({"W": RowGrad.every_row(d_W_t.reshape(-1, d_W_t.shape[2]))})
+            self.W_opt.t = t - 1
+            d_W = RowGrad.every_row(d_W_t.reshape(-1, d_W_t.shape[2]))
+            self.W_opt.step({"W": d_W}, lr=lr)
         if d_W_ts:  # all but its own came from other workers
             self.pulled += (len(d_W_ts) - 1) * d_W_ts[0].nbytes
         self.seconds["W_apply"] += time.perf_counter() - t0
