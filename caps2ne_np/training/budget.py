@@ -48,9 +48,10 @@ PPI, LFR 1k at mixing 0.3 and 3k at 0.5), 0.43 to 0.66 on those where later epoc
 added 1 to 2 points (POS, BlogCatalog, LFR at mixing 0.6 and 0.7): the middle of the
 gap."""
 STOP_RANK = 32
-"""The rank of the factorisation ``structure`` measures (at most N / 4): 32 separates the
-panel's graphs as 64 and 128 do, for a tenth of 128's time (0.1 to 0.6 s up to 5,000
-nodes, 3.5 s at 30,000; docs/results/stop_structure.md)."""
+"""The rank of the factorisation ``structure`` measures (graphs of fewer than 4 x this
+many nodes are not measured): 32 separates the panel's graphs as 64 and 128 do (gaps of
+0.04 between the groups' seed ranges at each rank), at the least cost: 0.05 to 0.25 s up
+to 5,000 nodes, 1 s at 30,000 (docs/results/stop_structure.md)."""
 
 
 def structure(A, seed):
