@@ -140,7 +140,7 @@ class Caps2NE(BaseEstimator):
         self.prone_mu = prone_mu
         self.prone_theta = prone_theta
         self.propagate = propagate  # ProNE's propagation of the written o_v (propagation.py)
-        self.stop = stop  # 'auto': end before the budget when the o_v stop moving (budget.py)
+        self.stop = stop  # 'auto': end before the budget (budget.py: structure, then drift)
         self.engine = engine  # 'ray': sharded training (training/ray/)
         self.parallel = parallel  # 'async': lock-free threads (train.AsyncEngine)
         self.workers = workers
