@@ -171,6 +171,20 @@ def test_structure_is_not_measured_on_a_graph_too_small_to_tell():
     assert budget.graph_structure(TrainConfig(stop="none"), None) is None  # nothing asked
 
 
+def test_structure_cannot_tell_without_held_out_edges_or_non_edges():
+    """A perfect matching has no edge to hold out (every end has degree 1); a complete
+    graph has no non-edge: None (the drift part decides), neither an error nor a hang."""
+    u = np.arange(0, 200, 2)
+    pairs = (np.r_[u, u + 1], np.r_[u + 1, u])
+    matching = sp.coo_matrix((np.ones(200), pairs), shape=(200, 200)).tocsr()
+    assert budget.structure(matching, 0) is None
+    complete = sp.csr_matrix(np.ones((130, 130)) - np.eye(130))
+    assert budget.structure(complete, 0) is None
+    from caps2ne_np.model import propagation
+
+    assert np.isnan(propagation.auc([], [1.0])) and np.isnan(propagation.auc([1.0], []))
+
+
 def test_the_first_part_stops_after_epoch_one_on_structure_alone():
     O = np.ones((4, 3), np.float32)
     assert budget.StopRule(structure=0.9, first=0.68)(1, params_with(O)) is True

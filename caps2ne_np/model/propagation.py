@@ -123,7 +123,8 @@ def holdout(A, seed=0, fraction=HOLDOUT_FRACTION, max_edges=HOLDOUT_MAX):
     dict(pos (m, 2) held-out edges u < v, neg (m, 2) node pairs that are not edges,
     A_rest: A without the held-out edges, float64 CSR).  m = min(max_edges,
     fraction x edges), at least 1; an edge is held out only while both its endpoints keep
-    another edge."""
+    another edge (so m may be smaller, even 0), and a non-edge is drawn at most 100 m
+    times (fewer non-edges on a nearly complete graph)."""
     A = sp.csr_matrix(A, dtype=np.float64)
     n = A.shape[0]
     upper = sp.triu(A, k=1).tocoo()
@@ -141,8 +142,9 @@ def holdout(A, seed=0, fraction=HOLDOUT_FRACTION, max_edges=HOLDOUT_MAX):
             if len(pos) == m:
                 break
     pos = np.asarray(pos, dtype=np.int64).reshape(-1, 2)
-    neg = []
-    while len(neg) < len(pos):
+    neg, tries = [], 100 * max(len(pos), 10)
+    while len(neg) < len(pos) and tries > 0:  # a (nearly) complete graph has few non-edges
+        tries -= 1
         u, v = (int(x) for x in rng.integers(0, n, size=2))
         if u != v and A[u, v] == 0:
             neg.append((min(u, v), max(u, v)))
@@ -159,7 +161,10 @@ def holdout(A, seed=0, fraction=HOLDOUT_FRACTION, max_edges=HOLDOUT_MAX):
 def auc(pos_scores, neg_scores):
     """The probability that a positive pair scores above a negative one (ties count 1/2):
     the Mann-Whitney form of the ROC AUC, from average ranks (scipy.stats.rankdata's
-    'average', without importing scipy.stats: a second on a cold start)."""
+    'average', without importing scipy.stats: a second on a cold start); NaN when
+    either side is empty."""
+    if len(pos_scores) == 0 or len(neg_scores) == 0:
+        return float("nan")
     s = np.r_[np.asarray(pos_scores, np.float64), np.asarray(neg_scores, np.float64)]
     order = np.argsort(s, kind="stable")
     _, first, counts = np.unique(s[order], return_index=True, return_counts=True)

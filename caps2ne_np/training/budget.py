@@ -13,7 +13,8 @@ Measures (none reads a label):
   training: the link-prediction AUC of held-out edges by a rank-STOP_RANK factorisation
   of the graph without them (ProNE's first stage, ``propagation.spectral_test``).
 
-The stop rule (``StopRule``, built by ``stop_rule(cfg, graph)``) has two parts:
+The stop rule (``StopRule``, built by ``stop_rule(cfg, structure)`` from the
+``graph_structure`` that ``loop.set_up`` measures) has two parts:
 
 1. after epoch 1, stop when structure >= STOP_STRUCTURE: on such graphs the spectral
    start and one epoch hold what the later epochs would add (their written score did
@@ -57,14 +58,16 @@ to 5,000 nodes, 1 s at 30,000 (docs/results/stop_structure.md)."""
 def structure(A, seed):
     """The link-prediction AUC (float) of a seeded sample of held-out edges of ``A``
     (symmetric scipy.sparse, ``propagation.holdout``) by the rank-``STOP_RANK`` ProNE
-    factorisation of the graph without them, or None when the graph is too small to
-    tell (fewer than 4 STOP_RANK nodes or 20 edges)."""
+    factorisation of the graph without them, or None when it cannot tell: fewer than
+    4 STOP_RANK nodes or 20 edges, no edge that can be held out (every edge has an end
+    of degree 1), or no non-edge found (a nearly complete graph)."""
     from ..model import propagation
 
     n = A.shape[0]
     if n < 4 * STOP_RANK or A.nnz < 40:
         return None
-    return propagation.spectral_test(A, STOP_RANK, seed, factor_only=True)["auc_factor"]
+    value = propagation.spectral_test(A, STOP_RANK, seed, factor_only=True)["auc_factor"]
+    return value if np.isfinite(value) else None
 
 
 def drift(O_prev, O):
