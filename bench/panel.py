@@ -27,6 +27,9 @@ the seed:
     ours_full      the defaults with ``--stop none``: the fixed budget, propagated (issue
                    32's budget target: ours' total time at least 2x lower, no graph more
                    than 0.5 point below it)
+    ours_variant   the defaults with the flags of ``--variant`` (not among the default
+                   sides): a candidate default measured beside the others, e.g.
+                   ``--sides deepwalk,ours,ours_variant --variant="--epochs 10"``
 
 Every method gets the graph as it is, weights included (POS is weighted: the edge
 list then has a third column); DeepWalk's peer walks uniformly, so it ignores them.
@@ -45,6 +48,7 @@ it measured)."""
 import argparse
 import math
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -56,8 +60,17 @@ import common
 import report
 import vs_deepwalk
 
-SIDES = ("deepwalk", "deepwalk_1ep", "prone", "ours", "ours_base", "ours_1ep", "ours_full")
-OURS_OTHER = ("ours_base", "ours_1ep", "ours_full")
+SIDES = (
+    "deepwalk",
+    "deepwalk_1ep",
+    "prone",
+    "ours",
+    "ours_base",
+    "ours_1ep",
+    "ours_full",
+    "ours_variant",
+)
+OURS_OTHER = ("ours_base", "ours_1ep", "ours_full", "ours_variant")
 NAMES = dict(
     deepwalk="DeepWalk",
     deepwalk_1ep="DeepWalk, 1 epoch",
@@ -66,6 +79,7 @@ NAMES = dict(
     ours_base="ours without propagation and stop rule",
     ours_1ep="ours, 1 epoch",
     ours_full="ours, fixed budget",
+    ours_variant="ours, variant",
 )
 BASE_FLAGS = ["--propagate", "none", "--stop", "none"]
 SMOKE_GRAPHS = ["syn-300-mu0.3", "cora-bundled"]
@@ -90,8 +104,9 @@ def write_graph(path, adj, perm):
     return int(u.shape[0]), weighted
 
 
-def side_commands(workdir, threads, seed, smoke, usable):
-    """The command of every side for one seed."""
+def side_commands(workdir, threads, seed, smoke, usable, variant=()):
+    """The command of every side for one seed; ``variant``: the ours_variant side's
+    flags (none: no such side)."""
     dw, ours = vs_deepwalk.commands(workdir, threads, smoke, usable)
     dw = dw[: dw.index("--seed")] + ["--seed", str(seed)] + dw[dw.index("--seed") + 2 :]
     ours = ours + ["--seed", str(seed)]
@@ -100,6 +115,8 @@ def side_commands(workdir, threads, seed, smoke, usable):
     base = [c.replace("ours.emb", "base.emb") for c in ours] + BASE_FLAGS
     full = [c.replace("ours.emb", "full.emb") for c in ours] + ["--stop", "none"]
     cmds = dict(deepwalk=dw, ours=ours, prone=prone, ours_base=base, ours_full=full)
+    if variant:
+        cmds["ours_variant"] = [c.replace("ours.emb", "variant.emb") for c in ours] + list(variant)
     if not smoke:  # (the smoke run trains one epoch on both sides anyway)
         cmds["ours_1ep"] = [c.replace("ours.emb", "one.emb") for c in ours] + ["--epochs", "1"]
         cmds["deepwalk_1ep"] = vs_deepwalk.fast_peer_command(dw)
@@ -116,7 +133,7 @@ def run_seed(graph, seed, args, usable, sides):
     out = {}
     with tempfile.TemporaryDirectory(prefix="panel_") as d:
         n_edges, weighted = write_graph(os.path.join(d, "g.txt"), graph.adj, perm)
-        cmds = side_commands(d, args.threads, seed, args.smoke, usable)
+        cmds = side_commands(d, args.threads, seed, args.smoke, usable, shlex.split(args.variant))
         order = [s for s in sides if s in cmds]
         k = seed % len(order)
         for side in order[k:] + order[:k]:
@@ -233,6 +250,11 @@ def render(payload):
         "weights included; DeepWalk's walks are uniform (it ignores the weights).",
         "",
     ]
+    if payload.get("variant"):
+        lines += [
+            f'The side "{NAMES["ours_variant"]}": the defaults with `{payload["variant"]}`.',
+            "",
+        ]
     if payload.get("smoke"):
         lines += ["**SMOKE RUN: reduced budgets; no conclusion from these numbers.**", ""]
     shown = [s for s in SIDES if s in payload.get("sides", SIDES)]
@@ -334,7 +356,8 @@ def main(argv=None):
     ap = common.parser(__doc__, threads=0, smoke=", ".join(SMOKE_GRAPHS), out="panel")
     ap.add_argument("--graphs", default="cora,citeseer,ppi", help="comma-separated panel names")
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
-    ap.add_argument("--sides", default=",".join(SIDES), help="comma-separated subset of sides")
+    ap.add_argument("--sides", default=",".join(SIDES[:-1]), help="comma-separated subset of sides")
+    ap.add_argument("--variant", default="", help="the ours_variant side's flags, one string")
     ap.add_argument("--shuffles", type=int, default=5, help="multi-label protocol shuffles")
     ap.add_argument("--data-dir", default=None, help="benchmark data (default: the cache)")
     args = ap.parse_args(argv)
@@ -343,6 +366,8 @@ def main(argv=None):
     unknown = set(sides) - set(SIDES)
     if unknown:
         ap.error(f"unknown sides {sorted(unknown)}; choose from {list(SIDES)}")
+    if ("ours_variant" in sides) != bool(args.variant.strip()):
+        ap.error("--variant FLAGS and the side ours_variant go together")
     if "prone" in sides and not vs_deepwalk.have_prone():
         print("ProNE peer skipped: nodevectors is not installed", file=sys.stderr)
         sides.remove("prone")
@@ -356,6 +381,7 @@ def main(argv=None):
         command=common.command(argv),
         seeds=seeds,
         sides=sides,
+        variant=args.variant,
         threads=args.threads,
         smoke=args.smoke,
         graphs=[],

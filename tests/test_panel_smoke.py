@@ -44,6 +44,23 @@ def test_gap_is_a_tie_below_its_spread():
     assert panel.gap((72.0, 0.0), (71.0, 0.0))[2] == "ahead"
 
 
+def test_variant_side_is_ours_with_the_given_flags(tmp_path):
+    import panel
+
+    usable = len(os.sched_getaffinity(0))
+    flags = ["--skipgram-weight", "1", "--epochs", "10"]
+    cmds = panel.side_commands(str(tmp_path), usable, 3, False, usable, flags)
+    ours, variant = cmds["ours"], cmds["ours_variant"]
+    assert variant[len(ours) :] == flags
+    assert panel.out_file(variant) == str(tmp_path / "variant.emb")
+    assert [c.replace("variant.emb", "ours.emb") for c in variant[: len(ours)]] == ours
+    assert "ours_variant" not in panel.side_commands(str(tmp_path), usable, 3, False, usable)
+    for argv in (["--sides", "ours,ours_variant"], ["--variant=--epochs 2"]):
+        with pytest.raises(SystemExit) as err:  # the side and its flags go together
+            panel.main(argv)
+        assert err.value.code == 2
+
+
 @pytest.mark.slow
 def test_panel_smoke_runs_every_side_on_two_seeds(tmp_path):
     pytest.importorskip("gensim", reason="the DeepWalk peer needs gensim")
