@@ -143,11 +143,41 @@ def test_readme_quick_start_is_the_panel():
     assert f"(the performance suite, ~{round(total / 60)} min)" in README
 
 
-def test_readme_quotes_the_larger_graphs_from_the_older_panel():
+# the larger graphs, one seed each: Pubmed with DeepWalk's 5 epochs (panel_pubmed.json),
+# the others without (panel_large.json)
+LARGE = {
+    g["name"]: g
+    for name in ("panel_pubmed.json", "panel_large.json")
+    for g in json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))["graphs"]
+}
+LARGE_GRAPHS = {
+    "Pubmed": "pubmed",
+    "LFR 10k, mixing 0.6": "syn-10k-mu0.6",
+    "BlogCatalog": "blogcatalog",
+    "LFR 30k, mixing 0.6": "syn-30k-mu0.6",
+}
+
+
+def test_readme_larger_graphs_are_their_panel_runs():
+    """The larger graphs' table cell by cell, and the time section's figures and ratios."""
+    rows = md_table(section(README, "Caps2NE or DeepWalk?"), "larger graph, one seed")
+    assert [row["larger graph, one seed"] for row in rows] == list(LARGE_GRAPHS)
+    scores = {"DeepWalk, 5 epochs": "deepwalk", "DeepWalk, 1 epoch": "deepwalk_1ep"}
+    scores.update({"ProNE": "prone", "Caps2NE": "ours"})
+    times = {"Caps2NE s": "ours", "DeepWalk 1 epoch s": "deepwalk_1ep"}
     how_long = " ".join(section(README, "How long will it take").split())
-    for graph, name in (("pubmed", "Pubmed"), ("blogcatalog", "BlogCatalog")):
-        assert f"{name} ({SUMMARY[graph]['N']} nodes) {SUMMARY[graph]['ours s']} s" in how_long
-    assert f"LFR 30k {SUMMARY['syn-30k-mu0.6']['ours s']} s" in how_long
+    for name, g in LARGE_GRAPHS.items():
+        row = next(r for r in rows if r["larger graph, one seed"] == name)
+        summary = LARGE[g]["summary"]
+        assert row["nodes"] == f"{LARGE[g]['n_nodes']:,}"
+        for column, side in scores.items():
+            want = f"{summary[side]['headline'][0]:.2f}" if side in summary else "-"
+            assert row[column].strip("*") == want, (name, column)
+        for column, side in times.items():
+            assert row[column] == f"{summary[side]['seconds']:.1f}", (name, column)
+        assert f"{summary['ours']['seconds']:.1f} s," in how_long
+        assert f"{LARGE[g]['time_ratio_1ep']:.2f}x" in how_long
+    assert "Pubmed (19,717 nodes) 66.1 s, 1 epoch" in how_long
 
 
 def test_readme_and_scaling_doc_quote_the_scale_results():
@@ -275,6 +305,7 @@ def test_every_time_or_rate_in_the_readme_is_one_the_tests_above_check():
     suite's "168 s" and "1,133 tests" had neither)."""
     checked = {row["ours s"] + " s" for row in SUMMARY.values()}
     checked |= {seconds(g, side) + " s" for g in PANEL for side in PANEL[g]["summary"]}
+    checked |= {f"{s['seconds']:.1f} s" for g in LARGE.values() for s in g["summary"].values()}
     checked |= {
         row["DeepWalk, 1 gensim epoch"].split(" in ")[-1].split(" (")[0] for row in SUMMARY.values()
     }
