@@ -68,6 +68,23 @@ def torch_or_none():
     return torch
 
 
+def panel_adjacency(g):
+    """A panel graph ``g`` (vs_deepwalk.PanelGraph) as the package reads it: its CSR with
+    sorted indices, its edge weights (float32, or None when every weight is 1: the graph
+    as it is, weights kept) and its symmetric adjacency (spectral.adjacency), as
+    ``(adj, weights, A)``.  Numpy and the package's spectral module are imported here,
+    so that importing this module stays light."""
+    import numpy as np
+
+    from caps2ne_np.model import spectral
+
+    adj = g.adj.tocsr()
+    adj.sort_indices()
+    data = np.asarray(adj.data, dtype=np.float32)
+    weights = None if np.all(data == 1) else data
+    return adj, weights, spectral.adjacency(adj.indptr, adj.indices, weights, g.n_nodes)
+
+
 @contextlib.contextmanager
 def threads(n, blas=None):
     """Run the block with n Numba threads, ``blas`` (default n) BLAS threads and (if loaded)

@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 
 import common  # noqa: E402
 import vs_deepwalk  # noqa: E402
-from caps2ne_np.model import propagation, spectral  # noqa: E402
+from caps2ne_np.model import propagation  # noqa: E402
 from caps2ne_np.training import budget  # noqa: E402
 from caps2ne_np.training.config import TrainConfig  # noqa: E402
 from caps2ne_np.training.train import fit  # noqa: E402
@@ -44,18 +44,9 @@ from caps2ne_np.training.train import fit  # noqa: E402
 PANEL = ["cora-bundled", "citeseer", "ppi", "pos", "syn-1k-mu0.6", "syn-3k-mu0.7"]
 
 
-def weights_of(adj):
-    """The edge weights of a panel graph's CSR, or None when every weight is 1."""
-    data = np.asarray(adj.data, dtype=np.float32)
-    return None if np.all(data == 1) else data
-
-
 def run_one(g, seed, args):
     """One run of the defaults on PanelGraph ``g``: a list of per-epoch records."""
-    adj = g.adj.tocsr()
-    adj.sort_indices()
-    weights = weights_of(adj)
-    A = spectral.adjacency(adj.indptr, adj.indices, weights, g.n_nodes)
+    adj, weights, A = common.panel_adjacency(g)
     held = propagation.holdout(A, seed=seed)
     records, prev = [], [None]
     cfg = TrainConfig(

@@ -25,12 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
 
-import numpy as np  # noqa: E402
-
 import common  # noqa: E402
 import report  # noqa: E402
 import vs_deepwalk  # noqa: E402
-from caps2ne_np.model import spectral  # noqa: E402
 from caps2ne_np.training import budget  # noqa: E402
 
 GRAPHS = [
@@ -51,17 +48,9 @@ GRAPHS = [
 RUN_NAMES = {"cora-bundled": "cora"}
 
 
-def adjacency(g):
-    adj = g.adj.tocsr()
-    adj.sort_indices()
-    data = np.asarray(adj.data, dtype=np.float32)
-    weights = None if np.all(data == 1) else data  # the graph as it is: weights kept
-    return spectral.adjacency(adj.indptr, adj.indices, weights, g.n_nodes)
-
-
 def measure(name, seeds, ranks):
     """{rank: [(auc, seconds) per seed]} of ``budget.structure`` on panel graph ``name``."""
-    A = adjacency(vs_deepwalk.panel_entry(name))
+    A = common.panel_adjacency(vs_deepwalk.panel_entry(name))[2]
     out = {}
     for rank in ranks:
         old, budget.STOP_RANK = budget.STOP_RANK, rank

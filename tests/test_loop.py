@@ -8,7 +8,13 @@ import math
 import pytest
 
 from caps2ne_np.training.config import TrainConfig, learning_rate
-from caps2ne_np.training.loop import LoopState, TrainingDiverged, TrainResult, run_epochs
+from caps2ne_np.training.loop import (
+    LoopOptions,
+    LoopState,
+    TrainingDiverged,
+    TrainResult,
+    run_epochs,
+)
 from caps2ne_np.training.schedule import Schedule
 
 N_WALKS = 40  # batch_size 8: 5 batches per epoch
@@ -46,7 +52,7 @@ def config(**kw):
 
 
 def run(engine, cfg, **kw):
-    return run_epochs(engine, TrainResult(params=None, config=cfg), N_WALKS, **kw)
+    return run_epochs(engine, TrainResult(params=None, config=cfg), N_WALKS, LoopOptions(**kw))
 
 
 class Extra:

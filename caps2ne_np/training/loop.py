@@ -158,23 +158,31 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
     return Setup(cfg, notes, schedule, start, features, budget.graph_structure(cfg, graph))
 
 
-def run_epochs(
-    engine,
-    result,
-    schedule,
-    progress=False,
-    epoch_callback=None,
-    checkpoint_dir=None,
-    checkpoint_every=0,
-    step_callback=None,
-    checkpoint_extra=None,
-    stop_rule=None,
-):
+@dataclass(frozen=True)
+class LoopOptions:
+    """What the caller of a run asks of its epoch loop (``train.fit``'s arguments of the
+    same names, which ``train.fit`` and the Ray driver pass on as one): ``progress``
+    shows the run's progress on stderr; ``epoch_callback(epoch, result)`` is called
+    after every epoch, before its checkpoint; ``checkpoint_dir`` is where checkpoints go
+    (None: none), after every epoch and, with ``checkpoint_every = n > 0``, every n
+    steps; ``step_callback(epoch, batch, step)`` is called after every step;
+    ``checkpoint_extra`` is the caller's state stored in every checkpoint (an object
+    with ``checkpoint_arrays()`` and ``restore_checkpoint(arrays)``), or None."""
+
+    progress: bool = False
+    epoch_callback: object = None
+    checkpoint_dir: object = None
+    checkpoint_every: int = 0
+    step_callback: object = None
+    checkpoint_extra: object = None
+
+
+def run_epochs(engine, result, schedule, options=None, stop_rule=None):
     """Train ``result.config.epochs`` epochs of ``schedule.n_batches`` batches with
     ``engine`` (from its ``resumed`` state), at the rates of ``schedule`` (a
     schedule.Schedule; an int is a number of walks per epoch, ``Schedule.for_walks``);
-    fills ``result.history`` and returns ``result``.  The arguments are those of
-    ``train.fit``; ``stop_rule(epoch, params) -> bool``, asked after each epoch's
+    fills ``result.history`` and returns ``result``.  ``options``: a ``LoopOptions``
+    (None: its defaults); ``stop_rule(epoch, params) -> bool``, asked after each epoch's
     callback and checkpoint, ends the run early (default: ``budget.stop_rule(config)``,
     the ``stop`` option's)."""
     if not isinstance(schedule, Schedule):
@@ -183,13 +191,8 @@ def run_epochs(
         engine,
         result,
         schedule,
-        progress=progress,
-        epoch_callback=epoch_callback,
-        checkpoint_dir=checkpoint_dir,
-        checkpoint_every=checkpoint_every,
-        step_callback=step_callback,
-        checkpoint_extra=checkpoint_extra,
-        stop_rule=budget.stop_rule(result.config) if stop_rule is None else stop_rule,
+        LoopOptions() if options is None else options,
+        budget.stop_rule(result.config) if stop_rule is None else stop_rule,
     )
     return loop.run()
 
@@ -236,11 +239,10 @@ class LoopState:
 class _EpochLoop:
     """One ``run_epochs`` call: its state, the rounds of an epoch, the end of an epoch."""
 
-    def __init__(self, engine, result, schedule, **options):
+    def __init__(self, engine, result, schedule, options, stop_rule):
         self.engine, self.result, self.schedule = engine, result, schedule
+        self.options, self.stop_rule = options, stop_rule
         self.cfg = cfg = result.config
-        for name, value in options.items():
-            setattr(self, name, value)
         # With the skip-gram term, an engine that reports a step's two parts (L_caps,
         # L_sg) gets both logged: L = L_caps + lambda L_sg.
         self.term = bool(cfg.skipgram_weight)
@@ -250,8 +252,9 @@ class _EpochLoop:
         schedule.last = cfg.lr  # until a step is trained
         ckpt = engine.resumed
         if ckpt is not None:
-            if self.checkpoint_extra is not None:
-                self.checkpoint_extra.restore_checkpoint(ckpt["extra"])
+            extra = options.checkpoint_extra
+            if extra is not None:
+                extra.restore_checkpoint(ckpt["extra"])
             self.state = LoopState.from_dict(ckpt["state"])
             result.history = ckpt["history"]
             if self.state.step > 0:  # the rate of the last step the checkpoint holds
@@ -305,15 +308,16 @@ class _EpochLoop:
         state.batch, state.step = b0 + n, step0 + n
         state.loss_sum, state.n_pairs = loss_sum, n_pairs
         state.seconds = time.perf_counter() - t_start
-        every = self.checkpoint_every
+        every = self.options.checkpoint_every
         if every and state.batch < n_batches and state.step // every > step0 // every:
             if not engine.finite():
                 raise self._diverged("a parameter became NaN or infinite", state.batch)
             self._save()
         self._show_progress(epoch, b0, n, t_start)
-        if self.step_callback is not None:  # every step of the round, in order
+        step_callback = self.options.step_callback
+        if step_callback is not None:  # every step of the round, in order
             for r in range(n):
-                self.step_callback(epoch, b0 + r, step0 + r)
+                step_callback(epoch, b0 + r, step0 + r)
 
     def _show_progress(self, epoch, b0, n, t_start):
         """The bar starts after the run's first round, which compiles the kernels on a
@@ -328,7 +332,9 @@ class _EpochLoop:
                 )
             n_batches = self.schedule.n_batches
             self.bar = _progress(
-                self.progress, self.schedule.total_steps, state.epoch * n_batches + state.batch
+                self.options.progress,
+                self.schedule.total_steps,
+                state.epoch * n_batches + state.batch,
             )
             self.first = (epoch, state.n_pairs, time.perf_counter() - t_start)
         elif self.bar is not None:
@@ -385,9 +391,10 @@ class _EpochLoop:
             seconds,
             entry["pairs_per_s"],
         )
-        if self.epoch_callback is not None:  # first: its state goes into the checkpoint
+        epoch_callback = self.options.epoch_callback
+        if epoch_callback is not None:  # first: its state goes into the checkpoint
             result.params = engine.params()
-            self.epoch_callback(epoch + 1, result)
+            epoch_callback(epoch + 1, result)
         self._save()
         if self.stop_rule is not None and state.epoch < cfg.epochs:
             result.params = engine.params()
@@ -395,15 +402,13 @@ class _EpochLoop:
         return False
 
     def _save(self):
-        if self.checkpoint_dir is not None:
-            extra = self.checkpoint_extra
+        directory, extra = self.options.checkpoint_dir, self.options.checkpoint_extra
+        if directory is not None:
             arrays = extra.checkpoint_arrays() if extra is not None else None
-            self.engine.save(
-                self.checkpoint_dir, self.state.to_dict(self.term), self.result.history, arrays
-            )
+            self.engine.save(directory, self.state.to_dict(self.term), self.result.history, arrays)
 
     def _diverged(self, what, b):
-        cfg, directory = self.cfg, self.checkpoint_dir
+        cfg, directory = self.cfg, self.options.checkpoint_dir
         where = f"; the last good checkpoint is in {directory}" if directory else ""
         fix = f"lower --lr (now {cfg.lr:g})"
         q = cfg.walk_length

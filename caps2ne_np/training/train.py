@@ -34,7 +34,7 @@ from ..model.core import SparseFeatures, init_params
 from . import budget, checkpoint, fused
 from .batch import BatchStream
 from .config import check_step_memory
-from .loop import TrainResult, run_epochs, set_up, trained_batch
+from .loop import LoopOptions, TrainResult, run_epochs, set_up, trained_batch
 from .optim import Adam
 from .step import TrainStep
 
@@ -112,11 +112,7 @@ def fit(
         check=check,
     )
     Engine = AsyncEngine if parallel == "async" else LocalEngine
-    result = _train(
-        Engine,
-        (indptr, indices, weights),
-        run,
-        resume_from,
+    options = LoopOptions(
         progress=progress,
         epoch_callback=epoch_callback,
         checkpoint_dir=checkpoint_dir,
@@ -124,6 +120,7 @@ def fit(
         step_callback=step_callback,
         checkpoint_extra=checkpoint_extra,
     )
+    result = _train(Engine, (indptr, indices, weights), run, resume_from, options)
     if not np.any(result.params.O):  # never silent (a zero start does not train)
         warnings.warn(
             f"all {n_nodes} trained embeddings o_v are zero: nothing trained (squash has "
@@ -134,11 +131,11 @@ def fit(
     return result
 
 
-def _train(Engine, graph, run, resume_from, progress, checkpoint_dir, **loop_options):
+def _train(Engine, graph, run, resume_from, options):
     """The epoch loop with an ``Engine`` (LocalEngine or AsyncEngine) made from the
-    set-up ``run`` (loop.Setup), on ``cfg.threads`` Numba threads and one BLAS thread,
-    with the checkpoint folder locked."""
-    cfg = run.cfg
+    set-up ``run`` (loop.Setup) and ``options`` (loop.LoopOptions), on ``cfg.threads``
+    Numba threads and one BLAS thread, with the checkpoint folder locked."""
+    cfg, checkpoint_dir = run.cfg, options.checkpoint_dir
     old_threads = numba.get_num_threads()
     numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
     lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
@@ -155,7 +152,7 @@ def _train(Engine, graph, run, resume_from, progress, checkpoint_dir, **loop_opt
                 cfg,
                 run.features,
                 resume_from,
-                progress=progress,
+                progress=options.progress,
                 start=run.start,
                 schedule=run.schedule,
             )
@@ -163,16 +160,9 @@ def _train(Engine, graph, run, resume_from, progress, checkpoint_dir, **loop_opt
                 params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=run.notes
             )
             stack.callback(engine.close)
-            engine.checkpoint_every = int(loop_options["checkpoint_every"])  # rounds end there
-            return run_epochs(
-                engine,
-                result,
-                run.schedule,
-                progress=progress,
-                checkpoint_dir=checkpoint_dir,
-                stop_rule=budget.stop_rule(cfg, run.structure),
-                **loop_options,
-            )
+            engine.checkpoint_every = int(options.checkpoint_every)  # rounds end there
+            stop_rule = budget.stop_rule(cfg, run.structure)
+            return run_epochs(engine, result, run.schedule, options, stop_rule=stop_rule)
     finally:
         numba.set_num_threads(old_threads)
 

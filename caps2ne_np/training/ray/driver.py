@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import InputError
 from .. import budget
-from ..loop import TrainResult, run_epochs, set_up
+from ..loop import LoopOptions, TrainResult, run_epochs, set_up
 from .checkpoints import DRIVER_FILE
 from .connect import import_ray, one_line, ray_logging_level, results_only_stdout, start_ray
 from .engine import RayEngine
@@ -93,7 +93,7 @@ def fit(
             "--engine ray: sparse fixed features are not supported yet; "
             "pass them dense (.npy) or use the single-machine engine"
         )
-    loop_options = dict(
+    options = LoopOptions(
         progress=progress,
         epoch_callback=epoch_callback,
         checkpoint_dir=checkpoint_dir,
@@ -108,7 +108,7 @@ def fit(
         attempt = 0
         while True:
             try:
-                return _attempt(ray, graph, run, resume_from, layout, write_outputs, loop_options)
+                return _attempt(ray, graph, run, resume_from, layout, write_outputs, options)
             except _actor_lost_errors(ray) as err:
                 attempt += 1
                 resume_from = _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats)
@@ -117,14 +117,15 @@ def fit(
             ray.shutdown()
 
 
-def _attempt(ray, graph, run, resume_from, layout, write_outputs, loop_options):
-    """One attempt of the run (loop.Setup ``run``): its actors, the epoch loop, the
-    outputs; the actors are killed at the end, whatever happens."""
+def _attempt(ray, graph, run, resume_from, layout, write_outputs, options):
+    """One attempt of the run (loop.Setup ``run``): its actors, the epoch loop (with
+    ``options``, a loop.LoopOptions), the outputs; the actors are killed at the end,
+    whatever happens."""
     engine = RayEngine(ray, *graph, run.cfg, run.features, resume_from, start=run.start, **layout)
     try:
         result = TrainResult(params=None, config=run.cfg, notes=run.notes)
         stop = budget.stop_rule(run.cfg, run.structure)  # a fresh rule every attempt
-        run_epochs(engine, result, run.schedule, stop_rule=stop, **loop_options)
+        run_epochs(engine, result, run.schedule, options, stop_rule=stop)
         return engine.finish(result, layout["stats"], write_outputs)
     finally:
         engine.cluster.kill()
