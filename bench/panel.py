@@ -266,6 +266,41 @@ def render(payload):
         row += [fmt_cell(s[x]["headline"], s[x]["seconds"]) if x in s else "-" for x in shown]
         lines.append("| " + " | ".join(row) + " |")
     others = [x for x in OURS_OTHER if x in shown]
+    lines += gap_lines(graphs, others)
+    lines += budget_lines(graphs)
+    multi = [e for e in graphs if "micro" in next(iter(e["summary"].values()), {})]
+    if multi:
+        lines += ["Multi-label graphs, micro-F1 / macro-F1 at 10, 50 and 90% training nodes:", ""]
+        for e in multi:
+            lines += [f"**{e['name']}**", "", "| side | micro-F1 | macro-F1 |"]
+            lines.append("| --- | --- | --- |")
+            for side in SIDES:
+                s = e["summary"].get(side)
+                if s is None:
+                    continue
+                micro = " / ".join(f"{m:.2f}" for m, _ in s["micro"])
+                macro = " / ".join(f"{m:.2f}" for m, _ in s["macro"])
+                lines.append(f"| {NAMES[side]} | {micro} | {macro} |")
+            lines.append("")
+    lines += ["Ours' log, per graph and seed (the stop rule's epoch, the rate):", ""]
+    for e in graphs:
+        for seed, r in zip(payload["seeds"], e["runs"]):
+            for side in ("ours",) + OURS_OTHER:
+                head = f"- {e['name']}, seed {seed}, {side}: "
+                if side in r and r[side].get("log"):
+                    lines.append(head + "; ".join(r[side]["log"]))
+                elif side in r and "error" in r[side]:
+                    lines.append(head + f"FAILED {r[side]['error']}")
+    lines += ["", report.machine_markdown(payload["machine"]), ""]
+    return "\n".join(lines)
+
+
+def gap_lines(graphs, others):
+    """Ours against each peer and issue 32's counts; nothing when no graph has ours and a
+    peer (a run of the variant side alone)."""
+    if not any(e.get("gaps") for e in graphs):
+        return [""]
+    lines = []
     lines += [
         "",
         "Ours against each: the gap in points (mean over seeds) and whether it is a tie; "
@@ -305,32 +340,7 @@ def render(payload):
         f"peer: {met_best} of {counted}.",
         "",
     ]
-    lines += budget_lines(graphs)
-    multi = [e for e in graphs if "micro" in next(iter(e["summary"].values()), {})]
-    if multi:
-        lines += ["Multi-label graphs, micro-F1 / macro-F1 at 10, 50 and 90% training nodes:", ""]
-        for e in multi:
-            lines += [f"**{e['name']}**", "", "| side | micro-F1 | macro-F1 |"]
-            lines.append("| --- | --- | --- |")
-            for side in SIDES:
-                s = e["summary"].get(side)
-                if s is None:
-                    continue
-                micro = " / ".join(f"{m:.2f}" for m, _ in s["micro"])
-                macro = " / ".join(f"{m:.2f}" for m, _ in s["macro"])
-                lines.append(f"| {NAMES[side]} | {micro} | {macro} |")
-            lines.append("")
-    lines += ["Ours' log, per graph and seed (the stop rule's epoch, the rate):", ""]
-    for e in graphs:
-        for seed, r in zip(payload["seeds"], e["runs"]):
-            for side in ("ours",) + OURS_OTHER:
-                head = f"- {e['name']}, seed {seed}, {side}: "
-                if side in r and r[side].get("log"):
-                    lines.append(head + "; ".join(r[side]["log"]))
-                elif side in r and "error" in r[side]:
-                    lines.append(head + f"FAILED {r[side]['error']}")
-    lines += ["", report.machine_markdown(payload["machine"]), ""]
-    return "\n".join(lines)
+    return lines
 
 
 def budget_lines(graphs):

@@ -55,6 +55,7 @@ def test_variant_side_is_ours_with_the_given_flags(tmp_path):
     assert panel.out_file(variant) == str(tmp_path / "variant.emb")
     assert [c.replace("variant.emb", "ours.emb") for c in variant[: len(ours)]] == ours
     assert "ours_variant" not in panel.side_commands(str(tmp_path), usable, 3, False, usable)
+    assert panel.gap_lines([dict(name="g", gaps={})], ["ours_variant"]) == [""]  # no ours
     for argv in (["--sides", "ours,ours_variant"], ["--variant=--epochs 2"]):
         with pytest.raises(SystemExit) as err:  # the side and its flags go together
             panel.main(argv)
