@@ -78,11 +78,18 @@ def phase(nodes, start, nth=0):
 
 # the README's tables of today's defaults: bench/panel.py's run (docs/results/panel.json,
 # POS in panel_pos.json), 3 seeds a method
-PANEL = {
-    g["name"]: g
-    for name in ("panel.json", "panel_pos.json")
-    for g in json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))["graphs"]
-}
+def panel_graphs(*names):
+    """{graph name: its entry} of bench/panel.py's result files ``names`` in docs/results."""
+    return {
+        g["name"]: g
+        for name in names
+        for g in json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))[
+            "graphs"
+        ]
+    }
+
+
+PANEL = panel_graphs("panel.json", "panel_pos.json")
 PANEL_GRAPHS = {
     "Cora": "cora",
     "Citeseer": "citeseer",
@@ -145,11 +152,7 @@ def test_readme_quick_start_is_the_panel():
 
 # the larger graphs, one seed each: Pubmed with DeepWalk's 5 epochs (panel_pubmed.json),
 # the others without (panel_large.json)
-LARGE = {
-    g["name"]: g
-    for name in ("panel_pubmed.json", "panel_large.json")
-    for g in json.loads((ROOT / "docs" / "results" / name).read_text(encoding="utf-8"))["graphs"]
-}
+LARGE = panel_graphs("panel_pubmed.json", "panel_large.json")
 LARGE_GRAPHS = {
     "Pubmed": "pubmed",
     "LFR 10k, mixing 0.6": "syn-10k-mu0.6",
