@@ -248,6 +248,42 @@ def test_mat_counts_match_readme(name, n, n_labels, nnz, label_nnz, loops):
     assert (ds.adj != ds.adj.T).nnz == 0
 
 
+@needs_data
+@pytest.mark.parametrize(
+    "name,n,edges,majority",
+    [("musae-wikipedia", 11631, 170773, 0.715), ("musae-github", 37700, 289003, 0.742)],
+)
+def test_musae_counts_match_readme(name, n, edges, majority):
+    # wikipedia's 180,020 lines hold 145 self loops and 9,102 repeats (an edge listed both
+    # ways): 170,773 edges remain
+    ds = load_dataset(name, DATA)
+    assert not ds.multilabel and ds.features is None and ds.splits is None
+    assert ds.adj.shape == (n, n) and ds.adj.nnz == 2 * edges and ds.adj.dtype == np.float32
+    assert (ds.adj != ds.adj.T).nnz == 0 and ds.adj.diagonal().sum() == 0
+    assert set(np.unique(ds.adj.data)) == {1.0}
+    assert ds.labels.shape == (n,) and set(np.unique(ds.labels)) == {0, 1}
+    assert np.mean(ds.labels == 0) == pytest.approx(majority, abs=5e-4)
+
+
+def test_musae_loader_reads_a_small_copy_and_names_bad_lines(tmp_path):
+    folder = tmp_path / "musae" / "wikipedia"
+    folder.mkdir(parents=True)
+    (folder / "edges.csv").write_text("id_1,id_2\n0,1\n1,2\n2,1\n3,3\n")
+    (folder / "target.csv").write_text("id,target\n0,1\n1,0\n2,0\n3,1\n")
+    ds = datasets.load_musae("musae-wikipedia", tmp_path)
+    assert ds.adj.nnz == 4 and ds.adj[0, 1] == ds.adj[1, 2] == 1.0  # 1-2 once, no loop
+    assert ds.labels.tolist() == [1, 0, 0, 1]
+    (folder / "edges.csv").write_text("id_1,id_2\n0,9\n")
+    with pytest.raises(InputError, match="node 9 has no class in target.csv"):
+        datasets.load_musae("musae-wikipedia", tmp_path)
+    (folder / "edges.csv").write_text("source,target\n0,1\n")
+    with pytest.raises(InputError, match="expected 'id_1,id_2'"):
+        datasets.load_musae("musae-wikipedia", tmp_path)
+    (folder / "edges.csv").write_text("id_1,id_2\n0,x\n")
+    with pytest.raises(InputError, match="not a CSV of two integer columns"):
+        datasets.load_musae("musae-wikipedia", tmp_path)
+
+
 @needs_data("pos")
 def test_pos_keeps_edge_weights():
     ds = load_mat(DATA / "multilabel" / "POS.mat")
@@ -442,11 +478,13 @@ def test_one_registry_names_every_set_in_order_and_imports_light():
         "ppi",
         "pos",
         "blogcatalog",
+        "musae-wikipedia",
+        "musae-github",
         "cora-bundled",
     )
-    assert datasets.NAMES == datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES) + (
-        "cora-bundled",
-    )
+    assert datasets.NAMES == datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES) + tuple(
+        datasets.MUSAE_NAMES
+    ) + ("cora-bundled",)
     assert all(isinstance(datasets.dataset_files(name), list) for name in datasets.NAMES)
     with pytest.raises(
         InputError, match="choose one of cora, citeseer, pubmed, ppi, pos, blogcatalog"
@@ -463,7 +501,7 @@ def test_one_registry_names_every_set_in_order_and_imports_light():
 
 
 def test_registry_covers_every_file_the_loaders_read():
-    for name in datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES):
+    for name in datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES) + tuple(datasets.MUSAE_NAMES):
         files = datasets.dataset_files(name)
         assert files and all(rel in downloads.FILES for rel in files)
     assert datasets.dataset_files("cora", features=False) == [

@@ -386,3 +386,114 @@ def test_evaluate_labels_without_splits_uses_seeded_random_splits_and_says_so(tm
         tmp_path / "explicit", "--shuffles", "3", "--train-fraction", "0.5", "--json", "r.json"
     )
     assert text_explicit == text  # the default is --train-fraction 0.5
+
+
+# --------------------------------------------------------------------------- tuned C
+
+
+def _naive_tuned_C(emb, labels, train, val, grid):
+    """C of the grid with the best validation accuracy, the smaller C on a tie."""
+    best, best_acc = None, -1.0
+    for C in grid:
+        clf = LogisticRegression(C=C, max_iter=1000).fit(emb[train], labels[train])
+        acc = accuracy_score(labels[val], clf.predict(emb[val]))
+        if acc > best_acc:
+            best, best_acc = C, acc
+    return best
+
+
+def test_tuned_C_on_validation_equals_naive_search():
+    from caps2ne_np.evaluate import C_GRID, tuned_C
+
+    emb, labels = _blobs(40, 3, 6, spread=12.0, seed=5)
+    for split in _random_splits(labels, 3, 10, 50, seed=6):
+        want = _naive_tuned_C(emb, labels, split["train"], split["val"], C_GRID)
+        assert tuned_C(emb, labels, split["train"], split["val"]) == want
+
+
+def test_tuned_C_by_cross_validation_equals_naive_folds():
+    from sklearn.model_selection import StratifiedKFold
+
+    from caps2ne_np.evaluate import C_GRID, tuned_C
+
+    emb, labels = _blobs(30, 3, 6, spread=12.0, seed=7)
+    train = np.arange(labels.size)[::2]
+    folds = list(
+        StratifiedKFold(3, shuffle=True, random_state=4).split(np.zeros(train.size), labels[train])
+    )
+    means = []
+    for C in C_GRID:
+        accs = []
+        for a, b in folds:
+            clf = LogisticRegression(C=C, max_iter=1000).fit(emb[train[a]], labels[train[a]])
+            accs.append(accuracy_score(labels[train[b]], clf.predict(emb[train[b]])))
+        means.append(np.mean(accs))
+    want = C_GRID[int(np.argmax(means))]  # the first (smallest) C of the best mean
+    assert tuned_C(emb, labels, train, seed=4) == want
+
+
+def test_classify_splits_tuned_scores_each_split_at_its_chosen_C():
+    emb, labels = _blobs(40, 3, 6, spread=12.0, seed=8)
+    splits = _random_splits(labels, 3, 10, 50, seed=9)
+    tuned = classify_splits(emb, labels, splits, C="tuned")
+    for s, split in enumerate(splits):
+        at_C = classify_splits(emb, labels, [split], C=float(tuned["C"][s]))
+        assert tuned["test"][s] == at_C["test"][0]
+        assert tuned["test_macro_f1"][s] == at_C["test_macro_f1"][0]
+        clf = LogisticRegression(C=float(tuned["C"][s]), max_iter=1000)
+        pred = clf.fit(emb[split["train"]], labels[split["train"]]).predict(emb[split["test"]])
+        assert tuned["test_macro_f1"][s] == f1_score(labels[split["test"]], pred, average="macro")
+    assert "macro-F1" in format_table(tuned)
+
+
+def test_tuned_C_undoes_a_scale_that_C_1_punishes():
+    # rows shrunk 100x: at C = 1 the classifier is regularised flat and gives every test
+    # node the majority class (80% of the nodes); the tuned protocol finds a C that
+    # separates the classes again (macro-F1 sees it, accuracy barely)
+    rng = np.random.default_rng(10)
+    labels = np.r_[np.zeros(160, dtype=np.int64), np.ones(40, dtype=np.int64)]
+    emb = rng.standard_normal((200, 4))
+    emb[:, 0] += 2.0 * labels
+    idx = rng.permutation(200)
+    splits = [{"train": idx[:100], "val": idx[100:150], "test": idx[150:]}]
+    small = emb / 100.0
+    at_1 = classify_splits(small, labels, splits)
+    tuned = classify_splits(small, labels, splits, C="tuned")
+    assert at_1["test_macro_f1_mean"] < 0.5 < 0.6 < tuned["test_macro_f1_mean"]
+    assert tuned["C"][0] >= 100
+
+
+def test_classify_splits_rejects_a_bad_C():
+    emb, labels = _blobs(10, 2, 3, spread=1.0, seed=1)
+    splits = _random_splits(labels, 1, 3, 4, seed=1)
+    for bad in (0.0, -1.0, float("nan"), "best"):
+        with pytest.raises(ValueError, match="C: expected a positive number or 'tuned'"):
+            classify_splits(emb, labels, splits, C=bad)
+
+
+def test_multilabel_tuned_C_chosen_on_first_shuffle_training_part_only():
+    from caps2ne_np.evaluate import C_GRID
+
+    rng = np.random.default_rng(3)
+    emb = rng.standard_normal((60, 5))
+    Y = (emb[:, :3] + 0.5 * rng.standard_normal((60, 3)) > 0.3).astype(np.int64)
+    Y[Y.sum(axis=1) == 0, 0] = 1
+    tuned = multilabel_f1(emb, Y, (0.5,), n_shuffles=2, seed=1, C="tuned")
+    assert tuned["C"].shape == (1,) and tuned["C"][0] in C_GRID
+    fixed = multilabel_f1(emb, Y, (0.5,), n_shuffles=2, seed=1, C=float(tuned["C"][0]))
+    np.testing.assert_array_equal(tuned["micro"], fixed["micro"])
+    # the test nodes' labels do not enter the choice
+    perm = np.random.default_rng(1).permutation(60)
+    Y2 = Y.copy()
+    Y2[perm[30:]] = 1 - Y2[perm[30:]]
+    Y2[Y2.sum(axis=1) == 0, 0] = 1
+    assert multilabel_f1(emb, Y2, (0.5,), n_shuffles=2, seed=1, C="tuned")["C"][0] == tuned["C"][0]
+
+
+def test_evaluate_command_takes_C_tuned_and_refuses_other_words(tmp_path):
+    result, text = _evaluate(tmp_path, "--C", "tuned", "--shuffles", "2", "--json", "r.json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(text)
+    assert len(data[0]["C"]) == 2 and "test_macro_f1_mean" in data[0]
+    bad, _ = _evaluate(tmp_path / "bad", "--C", "best")
+    assert bad.exit_code == 2 and "not a positive number or 'tuned'" in bad.output

@@ -61,6 +61,7 @@ __all__ = [
     "Dataset",
     "PLANETOID_NAMES",
     "MAT_FILES",
+    "MUSAE_NAMES",
     "available",
     "dataset_files",
     "fetch",
@@ -75,7 +76,9 @@ __all__ = [
 
 PLANETOID_NAMES = ("cora", "citeseer", "pubmed")
 MAT_FILES = {"ppi": "PPI.mat", "pos": "POS.mat", "blogcatalog": "blogcatalog.mat"}
-NAMES = PLANETOID_NAMES + tuple(MAT_FILES) + ("cora-bundled",)
+MUSAE_NAMES = {"musae-wikipedia": "wikipedia", "musae-github": "github"}
+"""The MUSAE graphs: name -> folder under ``musae/`` (``edges.csv``, ``target.csv``)."""
+NAMES = PLANETOID_NAMES + tuple(MAT_FILES) + tuple(MUSAE_NAMES) + ("cora-bundled",)
 """Every name :func:`load_dataset` takes, in the order the CLI lists them."""
 
 
@@ -138,6 +141,8 @@ def dataset_files(name: str, *, features: bool = True) -> list[str]:
         return [f"planetoid/ind.{key}.{part}" for part in parts]
     if key in MAT_FILES:
         return [f"multilabel/{MAT_FILES[key]}"]
+    if key in MUSAE_NAMES:
+        return [f"musae/{MUSAE_NAMES[key]}/{part}.csv" for part in ("edges", "target")]
     if key == "cora-bundled":
         return []
     raise InputError(f"unknown dataset {name!r}; choose one of {', '.join(NAMES)}")
@@ -410,6 +415,60 @@ def load_mat(path_or_name, data_dir=None) -> Dataset:
     return Dataset(name, adj, None, labels, True, [str(i) for i in range(n)])
 
 
+# --------------------------------------------------------------------------- MUSAE (CSV)
+
+
+def _read_csv_ints(path: Path, header: str, what: str) -> np.ndarray:
+    """The (m, 2) int64 rows of a two-column CSV file whose first line is ``header``."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline().strip()
+            if first != header:
+                raise InputError(f"{path}: first line {first[:40]!r}; expected {header!r} ({what})")
+            rows = np.loadtxt(fh, delimiter=",", dtype=np.int64, ndmin=2)
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found ({what})") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: not a CSV of two integer columns ({what}): {err}") from None
+    if rows.shape[1] != 2 or (rows.size and rows.min() < 0):
+        raise InputError(f"{path}: expected two non-negative integer columns ({what})")
+    return rows
+
+
+def load_musae(name: str, data_dir=None) -> Dataset:
+    """A MUSAE graph (``musae-wikipedia``, ``musae-github``) from ``musae/<name>/``:
+    ``edges.csv`` (``id_1,id_2``, one undirected edge a line, ids 0..N-1) and
+    ``target.csv`` (``id,target``, one class a node).  The collection's node features
+    are not read: the graph is structure only.  No splits (the panel draws stratified
+    ones); labels int64 (N,)."""
+    import scipy.sparse as sp
+
+    key = str(name).lower()
+    if key not in MUSAE_NAMES:
+        raise InputError(f"unknown MUSAE graph {name!r}; choose one of {', '.join(MUSAE_NAMES)}")
+    folder = _subdir(data_dir, "musae") / MUSAE_NAMES[key]
+    edges = _read_csv_ints(folder / "edges.csv", "id_1,id_2", "the edges")
+    target = _read_csv_ints(folder / "target.csv", "id,target", "a class per node")
+    n = int(target.shape[0])
+    if not np.array_equal(np.sort(target[:, 0]), np.arange(n)):
+        raise InputError(f"{folder / 'target.csv'}: expected one line for each node 0..{n - 1}")
+    if edges.size and edges.max() >= n:
+        raise InputError(
+            f"{folder / 'edges.csv'}: node {int(edges.max())} has no class in target.csv"
+        )
+    labels = np.empty(n, dtype=np.int64)
+    labels[target[:, 0]] = target[:, 1]
+    keep = edges[:, 0] != edges[:, 1]  # no self loops in these files; drop any
+    u, v = edges[keep, 0], edges[keep, 1]
+    adj = sp.csr_matrix(
+        (np.ones(2 * u.size, dtype=np.float32), (np.r_[u, v], np.r_[v, u])), shape=(n, n)
+    )
+    adj.sum_duplicates()
+    adj.data[:] = 1.0  # an edge listed both ways is one edge
+    adj.sort_indices()
+    return Dataset(key, adj, None, labels, False, [str(i) for i in range(n)])
+
+
 # --------------------------------------------------------------------------- dispatch
 
 
@@ -444,7 +503,8 @@ def _load_bundled_cora() -> Dataset:
 
 
 def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -> Dataset:
-    """Load a benchmark set by name: cora, citeseer, pubmed, ppi, pos, blogcatalog, cora-bundled.
+    """Load a benchmark set by name: cora, citeseer, pubmed, ppi, pos, blogcatalog,
+    musae-wikipedia, musae-github, cora-bundled.
 
     ``data_dir`` defaults to :func:`default_data_dir` (``$CAPS2NE_DATA``, else the user's
     cache folder). Every file is checked against the registry's size and SHA-256
@@ -456,7 +516,7 @@ def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -
     Planetoid sets. ``cora-bundled`` needs no data directory.
     """
     key = str(name).lower()
-    if key in PLANETOID_NAMES + tuple(MAT_FILES):
+    if key in PLANETOID_NAMES + tuple(MAT_FILES) + tuple(MUSAE_NAMES):
         if download:
             data_dir = fetch(key, data_dir, features=kwargs.get("features", True))
         else:
@@ -477,6 +537,8 @@ def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -
         raise TypeError(f"load_dataset({name!r}) takes no options {sorted(kwargs)}")
     if key in MAT_FILES:
         return load_mat(key, data_dir)
+    if key in MUSAE_NAMES:
+        return load_musae(key, data_dir)
     if key == "cora-bundled":
         return _load_bundled_cora()
     raise InputError(f"unknown dataset {name!r}; choose one of {', '.join(NAMES)}")

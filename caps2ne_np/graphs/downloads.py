@@ -68,16 +68,37 @@ multilabel/PPI.mat                 1014752
 multilabel/POS.mat                 2318552
 multilabel/blogcatalog.mat         1255783
 """
-#: path inside the data folder -> (path in the upstream repository, SHA-256 of the file)
+#: The MUSAE graphs (Rozemberczki et al., Journal of Complex Networks 2021) come from the
+#: karateclub repository at a fixed commit, data files unchanged (shared/data/README.md,
+#: section 4): a Wikipedia page network and a GitHub developer network, structure and
+#: one binary label per node.
+MUSAE_UPSTREAM = (
+    "https://raw.githubusercontent.com/benedekrozemberczki/karateclub/"
+    "cb46a91df8dcbeb2570debcf6a9d0c518107a2de/dataset/node_level/"
+)
+_MUSAE = """
+musae/wikipedia/edges.csv   d73dcbbdace474b0f6c5ac55425d281a0ab2967411c4e0d5437bfa5fa75e88ba 1873095
+musae/wikipedia/target.csv  19d61f7d5093b5bd1f3a0cb61fa6375a78f5d675a6f0e59bc38cd8350a00a958   81948
+musae/github/edges.csv      34c57382246949d1b3b7fa641a8532672001ecae8e9558f0b3c113cc035bd781 3306139
+musae/github/target.csv     2e733f092fd69ef436c68883907d2c184ded3cb95a89b33e435cbd2f2678355b  290500
+"""
+#: path inside the data folder -> (the file's URL, or its path in :data:`UPSTREAM`, SHA-256)
 FILES = {
     rel: (rel.replace("planetoid/", "data/").replace("multilabel/", "graph/"), sha)
     for rel, sha in (line.split() for line in _SHA256.strip().split("\n"))
 }
+FILES.update(
+    (rel, (MUSAE_UPSTREAM + rel[len("musae/") :], sha))
+    for rel, sha, _ in (line.split() for line in _MUSAE.strip().split("\n"))
+)
 #: path inside the data folder -> size in bytes, or None where the registry has none
 SIZES = {
     rel: None if size == "-" else int(size)
     for rel, size in (line.split() for line in _SIZES.strip().split("\n"))
 }
+SIZES.update(
+    (rel, int(size)) for rel, _, size in (line.split() for line in _MUSAE.strip().split("\n"))
+)
 #: a download of a file without a recorded size stops beyond this many bytes
 MAX_UNKNOWN_SIZE = 64 << 20
 #: seconds a whole fetch may take (every file of a data set), beside the per-read timeout
@@ -209,7 +230,7 @@ def download(rel: str, dest: Path, timeout: float, hint: str = "", deadline=None
     import urllib.request
 
     upstream, sha = FILES[rel]
-    canonical = UPSTREAM + upstream
+    canonical = upstream if "://" in upstream else UPSTREAM + upstream
     mirror = data_mirror()
     url = _mirror_url(mirror, rel) if mirror is not None else canonical
     by_hand = f"download {canonical} (SHA-256 {sha}) and put it at {dest}"
