@@ -215,15 +215,17 @@ def load_embedding(path, n):
     return emb, n - len(ids)
 
 
-def score_embedding(graph, emb, shuffles=5, fractions=FRACTIONS):
-    """The graph's protocol on ``emb`` (row i = node i).  Returns a dict with
-    ``headline`` (percent: accuracy, or micro-F1 at 50% training nodes, else at the
-    first fraction) and the protocol's numbers in percent."""
+def score_embedding(graph, emb, shuffles=5, fractions=FRACTIONS, C=1.0):
+    """The graph's protocol on ``emb`` (row i = node i) with the classifier's ``C`` (a
+    number, or "tuned": chosen per split, caps2ne_np.evaluate.tuned_C).  Returns a dict
+    with ``headline`` (percent: accuracy, or micro-F1 at 50% training nodes, else at the
+    first fraction) and the protocol's numbers in percent (single-label: ``macro_f1``
+    of the test nodes too)."""
     from caps2ne_np.evaluate import classify_splits, multilabel_f1
 
     if graph.multilabel:
         fractions = tuple(fractions)
-        r = multilabel_f1(emb, graph.labels, fractions, n_shuffles=shuffles, seed=0)
+        r = multilabel_f1(emb, graph.labels, fractions, n_shuffles=shuffles, seed=0, C=C)
         micro = [100 * float(x) for x in r["micro_mean"]]
         macro = [100 * float(x) for x in r["macro_mean"]]
         return dict(
@@ -234,17 +236,45 @@ def score_embedding(graph, emb, shuffles=5, fractions=FRACTIONS):
             macro=macro,
             micro_std=[100 * float(x) for x in r["micro_std"]],
             headline=micro[fractions.index(0.5) if 0.5 in fractions else 0],
+            C=[float(c) for c in r["C"]],
         )
-    r = classify_splits(emb, graph.labels, graph.splits)
+    r = classify_splits(emb, graph.labels, graph.splits, C=C)
     out = dict(
         protocol="single-label",
         splits=len(graph.splits),
         accuracy=100 * r["test_mean"],
         accuracy_std=100 * r["test_std"],
+        macro_f1=100 * r["test_macro_f1_mean"],
         headline=100 * r["test_mean"],
+        C=[float(c) for c in r["C"]],
     )
     if not np.isnan(r["val_mean"]):
         out["val_accuracy"] = 100 * r["val_mean"]
+    return out
+
+
+def score_protocols(graph, emb, shuffles=5, scales=()):
+    """``emb`` under both protocols: the paper's (C = 1, ``score_embedding``'s dict) with
+    ``tuned`` (the same splits, C chosen per split from 0.01..1000 on each split's
+    validation nodes or by 3-fold cross-validation in its training nodes; multi-label at
+    50% training nodes) and ``scaled`` ({str(s): the C = 1 headline of ``s * emb``}, for
+    the written scale's choice) added."""
+    out = score_embedding(graph, emb, shuffles)
+    tuned = score_embedding(
+        graph, emb, shuffles, fractions=(0.5,) if graph.multilabel else FRACTIONS, C="tuned"
+    )
+    out["tuned"] = dict(
+        headline=tuned["headline"],
+        C=tuned["C"],
+        **({"macro_f1": tuned["macro_f1"]} if "macro_f1" in tuned else {}),
+    )
+    if scales:
+        out["scaled"] = {
+            f"{s:g}": score_embedding(graph, emb * np.float32(s), shuffles, fractions=(0.5,))[
+                "headline"
+            ]
+            for s in scales
+        }
     return out
 
 

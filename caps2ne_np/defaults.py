@@ -55,6 +55,9 @@ PRONE_THETA_MAX = 100.0
 """The largest --prone-theta: ProNE's Chebyshev coefficients I_i(theta) grow as
 e^theta / sqrt(2 pi theta), so the filtered rows reach e^theta (4e43 at 100) before the
 SVD; near 710 they overflow float64 (NaN, or an SVD that does not return)."""
+ROW_NORM = 1.0
+"""The length of the written rows when propagated (--row-norm); see docs/training.md,
+'The written scale', for the panel that chose it and the graphs it was chosen on."""
 PROPAGATE_CONVERGE = "on"
 """The 'converge' preset's spectral propagation of the written o_v (propagation.py):
 'on', by the panel's net gain (bench/results/propagate_panel.md: +0.6 to +2.5 points
@@ -404,6 +407,17 @@ OPTIONS = {
         "e^theta: above 100 float64 loses the filter).",
         low=0,
         high=PRONE_THETA_MAX,
+        open=("low",),
+    ),
+    "row_norm": Option(
+        ROW_NORM,
+        "float",
+        "The length of every written row when the o_v are propagated (--propagate): "
+        "ProNE writes unit rows (1).  A classifier at a fixed C regularises rows of "
+        "length r as it would unit rows at C r^2, so the length decides scores at "
+        "scikit-learn's default C = 1 (docs/training.md, 'The written scale').",
+        low=0,
+        high=1000,
         open=("low",),
     ),
 }

@@ -97,6 +97,7 @@ class Caps2NE(BaseEstimator):
         prone_order=D["prone_order"],
         prone_mu=D["prone_mu"],
         prone_theta=D["prone_theta"],
+        row_norm=D["row_norm"],
         propagate=D["propagate"],
         stop=D["stop"],
         engine="single",
@@ -139,6 +140,7 @@ class Caps2NE(BaseEstimator):
         self.prone_order = prone_order
         self.prone_mu = prone_mu
         self.prone_theta = prone_theta
+        self.row_norm = row_norm
         self.propagate = propagate  # ProNE's propagation of the written o_v (propagation.py)
         self.stop = stop  # 'auto': end before the budget (budget.py: structure, then drift)
         self.engine = engine  # 'ray': sharded training (training/ray/)
@@ -181,6 +183,7 @@ class Caps2NE(BaseEstimator):
             prone_order=self.prone_order,
             prone_mu=self.prone_mu,
             prone_theta=self.prone_theta,
+            row_norm=self.row_norm,
             propagate=self.propagate,
             stop=self.stop,
             threads=_threads(self.n_jobs),

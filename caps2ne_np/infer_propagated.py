@@ -72,5 +72,6 @@ def infer_propagated(
         cfg.get("prone_order", 10),
         cfg.get("prone_mu", 0.2),
         cfg.get("prone_theta", 0.5),
+        cfg.get("row_norm", 1.0),  # a model file written before the option: unit rows
     )
     return [graph.node_ids[int(i)] for i in idx], E

@@ -122,6 +122,29 @@ def test_new_nodes_go_through_the_same_filter_and_map(small_graph):
     assert np.abs(moved[2] - p.E[11]).max() > 1e-3
 
 
+def test_the_written_scale_multiplies_unit_rows_and_new_nodes_get_it_too(small_graph):
+    """--row-norm r: every written row has length r, the directions stay ProNE's, and
+    embed_new (infer) writes the new nodes' rows at the same length."""
+    A = sp.csr_matrix(small_graph)
+    O = np.random.default_rng(3).standard_normal((12, 4))
+    unit = propagation.propagate(A, O)
+    scaled = propagation.propagate(A, O, scale=4.0)
+    np.testing.assert_allclose(np.linalg.norm(scaled.E, axis=1), 4.0, rtol=1e-5)
+    np.testing.assert_allclose(scaled.E, 4.0 * unit.E, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(scaled.P, unit.P)  # the map does not carry the scale
+    rows = np.array([0, 5])
+    new = propagation.embed_new(A, O, rows, scaled.P, scale=4.0)
+    np.testing.assert_allclose(new, scaled.E[rows], atol=1e-5)
+    assert propagation.written(np.zeros((2, 3)), 4.0).tolist() == [[0.0] * 3] * 2
+
+
+def test_row_norm_is_validated_and_logged():
+    from caps2ne_np import defaults
+
+    option = defaults.OPTIONS["row_norm"]
+    assert option.low == 0 and "low" in option.open and defaults.DEFAULTS["row_norm"] > 0
+
+
 def test_propagation_equals_nodevectors_chebyshev_gaussian(small_graph):
     npr = pytest.importorskip("nodevectors.prone")
     O = np.random.default_rng(4).standard_normal((12, 4))

@@ -79,8 +79,9 @@ def projection(Ot):
 
 
 class Propagated(NamedTuple):
-    """The propagated embeddings ``E`` (N, k) float32, unit rows; the map ``P`` (k, k)
-    float64 (E = rownorm(O~ P)); the ``seconds`` it took and a ``note`` for the log."""
+    """The propagated embeddings ``E`` (N, k) float32, rows of length ``scale``; the map
+    ``P`` (k, k) float64 (E = scale rownorm(O~ P)); the ``seconds`` it took and a
+    ``note`` for the log."""
 
     E: object
     P: object
@@ -88,9 +89,10 @@ class Propagated(NamedTuple):
     note: str = ""
 
 
-def propagate(A, O, order=10, mu=0.2, theta=0.5):
+def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0):
     """Spectral propagation of the embeddings ``O`` (N, k) over the symmetric adjacency
-    ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring)."""
+    ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring), its rows of length
+    ``scale`` (ProNE's: 1)."""
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()
@@ -98,21 +100,31 @@ def propagate(A, O, order=10, mu=0.2, theta=0.5):
     with threadpool_limits(limits=1):
         Ot = filtered(A, O, order, mu, theta)
         P = projection(Ot)
-        E = spectral.rownorm(Ot @ P).astype(np.float32)
+        E = written(Ot @ P, scale)
     return Propagated(E, P, time.perf_counter() - t0)
 
 
-def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5):
+def written(rows, scale=1.0):
+    """``scale`` rownorm(rows) as float32: the written scale (--row-norm).  A zero row
+    stays zero."""
+    E = spectral.rownorm(rows)
+    if scale != 1.0:
+        E *= scale
+    return E.astype(np.float32)
+
+
+def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5, scale=1.0):
     """The propagated embeddings of the nodes ``rows`` of a graph that holds new nodes:
-    rownorm(O~[rows] P), O~ filtered over ``A`` (the whole graph, old and new nodes) from
-    ``O`` (N, k): the training nodes' o_v and the new nodes' calibrated Algorithm 3
-    outputs, P the training run's map.  (k,) float32 rows, unit length."""
+    scale rownorm(O~[rows] P), O~ filtered over ``A`` (the whole graph, old and new
+    nodes) from ``O`` (N, k): the training nodes' o_v and the new nodes' calibrated
+    Algorithm 3 outputs, P the training run's map.  (k,) float32 rows of length
+    ``scale``, the training run's."""
     from threadpoolctl import threadpool_limits
 
     A = sp.csr_matrix(A, dtype=np.float64)
     with threadpool_limits(limits=1):
         Ot = filtered(A, O, order, mu, theta)
-        return spectral.rownorm(Ot[np.asarray(rows, dtype=np.int64)] @ P).astype(np.float32)
+        return written(Ot[np.asarray(rows, dtype=np.int64)] @ P, scale)
 
 
 # --------------------------------------------------------------------------- label-free measures
@@ -259,11 +271,13 @@ def apply(indptr, indices, weights, cfg, O):
         if not on:
             log.info("written embeddings: the o_v as trained (%s)", why)
             return None
-    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta)
+    scale = float(getattr(cfg, "row_norm", 1.0))
+    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale)
     seconds = time.perf_counter() - t0
     note = (
         f"written embeddings: the o_v propagated (ProNE's filter, order {cfg.prone_order}, "
-        f"mu {cfg.prone_mu:g}, theta {cfg.prone_theta:g}; {why}) in {seconds:.2f} s"
+        f"mu {cfg.prone_mu:g}, theta {cfg.prone_theta:g}; rows of length {scale:g}; {why}) "
+        f"in {seconds:.2f} s"
     )
     log.info("%s", note)
     return p._replace(seconds=seconds, note=note)

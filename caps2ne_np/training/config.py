@@ -100,6 +100,7 @@ class TrainConfig:
                          'init_xo' (x and O): spectral.start
     spectral_dim         d of --spectral features (None: feat_dim)
     prone_order, prone_mu, prone_theta   ProNE's Chebyshev order and filter (spectral.py)
+    row_norm        the length of the written rows when propagated (propagation.py)
     propagate            'none', 'on' or 'auto': ProNE's propagation of the written o_v
                          (propagation.py; the same order and filter)
     stop                 'none' or 'auto': end before ``epochs`` when the o_v stop
@@ -139,6 +140,7 @@ class TrainConfig:
     prone_order: int = DEFAULTS["prone_order"]
     prone_mu: float = DEFAULTS["prone_mu"]
     prone_theta: float = DEFAULTS["prone_theta"]
+    row_norm: float = DEFAULTS["row_norm"]
     propagate: str | None = DEFAULTS["propagate"]
     stop: str | None = DEFAULTS["stop"]
     node2vec_p: float = DEFAULTS["node2vec_p"]
