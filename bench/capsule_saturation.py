@@ -5,7 +5,7 @@ panel graph, scores o_v with the panel's protocol, and reads the trained model: 
 norm of the capsule input s = sum_i c_i W_i u_i and of the output e_v = squash(s), the
 Frobenius norm of each W_i, and the logit o_v . e_v + b_v of the true target against
 that of a random node, on fresh walks with the target in the middle (position 4).
-Prints a table and writes bench/results/capsule_saturation.json + .md.
+Prints a table and writes docs/results/capsule_saturation.json + .md.
 
     python bench/capsule_saturation.py [--graph syn-3k-mu0.7] [--variants default,epochs15]
 

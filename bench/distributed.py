@@ -7,7 +7,7 @@ accuracy after the same budget as single-machine lazy-Adam training.
 Each layout PxS trains P worker and S server actors (1 Numba thread each) on a local
 Ray instance with --ray-cpus logical CPUs; the single-machine run (``train.fit`` with
 --adam lazy, --threads threads) sets the budget, the preset's (converge: epochs from
-the graph), so every run takes the same batches.  Writes bench/results/distributed.json
+the graph), so every run takes the same batches.  Writes docs/results/distributed.json
 and .md (``--update`` merges graphs into an existing file).
 """
 

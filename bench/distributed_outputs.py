@@ -12,7 +12,7 @@ CLI does.  Reported per mode: the peak of NumPy/Python allocations during the
 writing (tracemalloc: the arrays built on the driver; Ray's zero-copy buffers are not
 in it), the growth of the process's peak RSS during the writing (getrusage: also
 the object-store pages it maps), the time, and that both modes wrote the same bytes.
-Writes bench/results/distributed_outputs.md with ``--update``.
+Writes docs/results/distributed_outputs.md with ``--update``.
 """
 
 import argparse

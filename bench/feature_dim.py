@@ -12,7 +12,7 @@ Forward and backward cost O(nnz(x) k) per row whatever d is; what grows with d i
     python bench/feature_dim.py [--threads 2] [--dims 128,512,1433,3703,8192] [--reps 5]
     python bench/feature_dim.py --smoke --out feature_dim_smoke      # seconds
 
-Writes bench/results/feature_dim.json + .md.
+Writes docs/results/feature_dim.json + .md.
 """
 
 import numpy as np

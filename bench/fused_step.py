@@ -22,7 +22,7 @@ second thread must not make the synchronous run slower than one.
 
 Issue 31's targets, evaluated at the end: f at 1 thread >= 1.6x before; f sync at 2
 threads >= 1.7x its 1-thread rate and >= 0.9x g's at 2 threads; async at 2 threads >=
-1.85x f sync at 1 thread.  Writes bench/results/<--out>.json + .md (the measurements
+1.85x f sync at 1 thread.  Writes docs/results/<--out>.json + .md (the measurements
 issue 31 quotes were written to docs/results/ with CAPS2NE_BENCH_RESULTS=docs/results).
 """
 

@@ -43,9 +43,9 @@ Paper: 76.54 (Cora), 69.84 (Citeseer).  Pubmed (78.98) needs the bag-of-words fe
     python bench/inductive.py                          # 10 splits x 50 epochs, both sets (hours)
     python bench/inductive.py --datasets cora --splits 2 --epochs 5
     python bench/inductive.py --smoke          # 1 split, 1 epoch, T = 1 -> inductive_smoke.*
-    python bench/inductive.py --render bench/results/inductive.json   # the .md again
+    python bench/inductive.py --render docs/results/inductive.json   # the .md again
 
-Writes bench/results/<--out>.json (every split: its graph counts, timings and the default's
+Writes docs/results/<--out>.json (every split: its graph counts, timings and the default's
 accuracy; every variant's mean and std) and <--out>.md.
 """
 

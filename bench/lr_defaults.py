@@ -4,7 +4,7 @@ Trains on the bundled Cora graph (no features: x is trained) with several learni
 rates, and after every epoch scores the embeddings o_v with the paper's protocol
 (logistic regression on each split's 140 training nodes; accuracy on its val and
 test nodes; mean over the 10 splits).  Prints a table and writes
-bench/results/lr_defaults.json + .md.
+docs/results/lr_defaults.json + .md.
 
     python bench/lr_defaults.py [--epochs 10] [--walks-per-node 16] [--threads 2]
 """
@@ -19,7 +19,7 @@ from caps2ne_np.estimator import Caps2NE
 from caps2ne_np.evaluate import classify_splits
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
-from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
+from common import write_results  # into docs/results or $CAPS2NE_BENCH_RESULTS
 
 
 def main():

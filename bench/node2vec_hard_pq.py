@@ -10,7 +10,7 @@ each at p = q = 1 (first-order walks) and at p = 0.001, q = 1000, on one thread.
 
     python bench/node2vec_hard_pq.py [--reps 5]
 
-Writes bench/results/node2vec_hard_pq.json and .md.
+Writes docs/results/node2vec_hard_pq.json and .md.
 """
 
 import sys

@@ -14,7 +14,7 @@ reproducible bit for bit, so every repetition's score is kept.
 
 The targets (issue 31, on the compiled step): async within 0.5 point of sync on Cora,
 Citeseer and PPI, and at least 1.85x the 1-thread run's speed at 2 threads.  Writes
-bench/results/<out>.json + .md after every graph.
+docs/results/<out>.json + .md after every graph.
 """
 
 import os

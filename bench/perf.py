@@ -29,7 +29,7 @@ issue 14, when this caps2ne_np's ModelConfig has the option (else a note, and no
 
     python bench/perf.py --configs f,g --threads 1,2 --no-peer   # issue 27's targets
 
-Writes bench/results/perf.json and perf.md (or <--out>.*).
+Writes docs/results/perf.json and perf.md (or <--out>.*).
 
     python bench/perf.py                      # all configs, 1 and 2 threads (~3 min)
     python bench/perf.py --configs a,b --threads 1 --reps 3
@@ -1083,7 +1083,7 @@ def render(p, keys):
     lines.append(
         "This run's, then the other scripts' from their latest result files "
         "(`--report-only` re-reads them). The causes of the gaps, measured: "
-        "[docs/results/perf_notes.md](../../docs/results/perf_notes.md).\n"
+        "[perf_notes.md](perf_notes.md).\n"
     )
     lines.append(report.targets_table(p["targets"], other_targets()) + "\n")
     return "\n".join(lines)

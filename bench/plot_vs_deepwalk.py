@@ -23,7 +23,7 @@ stored too.  Score: test accuracy (the graph's splits, as in vs_deepwalk.py) or,
 multi-label graphs, micro-F1 with 50% training nodes (``--shuffles`` shuffles).
 
 Writes docs/img/vs_deepwalk.png (matplotlib, Agg) and
-bench/results/vs_deepwalk_curves.json, which bench/vs_deepwalk.py copies into its
+docs/results/vs_deepwalk_curves.json, which bench/vs_deepwalk.py copies into its
 results.  matplotlib is an optional bench dependency.
 """
 
@@ -274,7 +274,7 @@ def main(argv=None):
         print("no graph could be loaded; nothing plotted", file=sys.stderr)
         return 1
     plot(curves, Path(args.png), plt)
-    print(f"wrote {args.png} and bench/results/{args.out}.json")
+    print(f"wrote {args.png} and docs/results/{args.out}.json")
     return 0
 
 

@@ -17,7 +17,7 @@ the profiler.
     python bench/profile_step.py [--threads 2] [--steps 60]
     python bench/profile_step.py --set converge --threads 1 --steps 1000
 
-Writes bench/results/profile_step.json + .md (``--set converge``:
+Writes docs/results/profile_step.json + .md (``--set converge``:
 profile_step_converge_<threads>t.json + .md).  Profiling adds a little overhead per
 Python call; the shares, not the absolute times, are the point.
 """
@@ -39,7 +39,7 @@ from caps2ne_np.kernels import _jit
 from caps2ne_np.training import step, train
 from caps2ne_np.training.config import TrainConfig
 from caps2ne_np.training.train import fit
-from common import write_results  # into bench/results or $CAPS2NE_BENCH_RESULTS
+from common import write_results  # into docs/results or $CAPS2NE_BENCH_RESULTS
 
 GROUPS = {
     "W_i u, d_W, d_u on the distinct rows (segment GEMMs)": (

@@ -19,7 +19,7 @@ after every epoch, records for its o_v:
 
 The table gives, per graph, mean and spread (sample standard deviation over seeds) of
 the last epoch's score with and without propagation, the gain, and the label-free
-figures; a gap smaller than the spread is a tie.  Writes bench/results/<out>.json + .md.
+figures; a gap smaller than the spread is a tie.  Writes docs/results/<out>.json + .md.
 """
 
 import json
@@ -259,7 +259,7 @@ def combine(args):
         merged["summary"] += [dict(s, graph=s["graph"] + suffix) for s in part["summary"]]
     merged["command"] = "`; `".join(commands)
     full = render(merged)
-    if args.runs_out:  # every epoch of every run: docs/results (bench/results keeps summaries)
+    if args.runs_out:  # every epoch of every run: docs/results (docs/results keeps summaries)
         common.write_json(Path(f"{args.runs_out}.json"), merged)
         common.write_text_atomic(Path(f"{args.runs_out}.md"), full)
     summary = dict(merged, runs=None, stop=stop_rows(merged))

@@ -18,7 +18,7 @@ cold, as a user's command does):
     vs_deepwalk.py --graphs ...    CLI defaults against DeepWalk (gensim) on three graphs
 
 then ``perf.py --report-only``, so that perf.md's targets table holds this run's
-walk and time-to-accuracy results too.  Writes bench/results/suite.json + .md:
+walk and time-to-accuracy results too.  Writes docs/results/suite.json + .md:
 each script's wall time, exit status and the total against the issue's 15-minute
 budget.  A script that fails is reported and the others still run; the exit
 status is then 1.  The reproduction scripts (reproduce.py, inductive.py,

@@ -7,16 +7,16 @@ edge list and ``cli.py train --graph g.txt --out m.emb --spectral <mode>`` runs 
 mode as its own process, timed by wall clock, with the CLI's defaults otherwise (the
 converge preset, every usable core).  Each embedding is scored with the graph's
 protocol.  Beside them: ProNE alone (``caps2ne_np.model.spectral.prone``, d = 128, in this
-process, scored the same way) and DeepWalk's score from bench/results/vs_deepwalk.json.
+process, scored the same way) and DeepWalk's score from docs/results/vs_deepwalk.json.
 The spectral start's cost is the "spectral start: ... in X s" line of the run's log;
 its ratio to the same run's wall time is the issue's "at most 10%" target.
 
 Without 'none' in ``--modes`` its score and time are those of "ours" in
-bench/results/vs_deepwalk.json (the defaults are 'none'; the same seed gives the same
+docs/results/vs_deepwalk.json (the defaults are 'none'; the same seed gives the same
 embedding: Cora's 70.07 and syn-1k-mu0.3's 99.90 were re-measured equal here).
 
-Writes bench/results/spectral_start.md and docs/results/spectral_start.json (the
-figures; bench/results stays under its size limit, tests/test_results_size.py) after
+Writes docs/results/spectral_start.md and docs/results/spectral_start.json (the
+figures; docs/results stays under its size limit, tests/test_results_size.py) after
 every graph; graphs and modes already in that file and not measured again are kept.
 """
 
@@ -86,7 +86,7 @@ def measure(graph, workdir, modes, threads, dw_scores, panel, old=None):
 
 
 def render(p):
-    """The compact table (bench/results has a size limit; every figure is in the json)."""
+    """The compact table (docs/results has a size limit; every figure is in the json)."""
     modes = p["modes"]
     lines = [
         "# Spectral start (`--spectral`), converge defaults (issue 25)",

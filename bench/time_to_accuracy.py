@@ -8,7 +8,7 @@ accuracy, averaged over splits.  The run stops as soon as that reaches the targe
 
     python bench/time_to_accuracy.py [--lr 1e-4] [--walks-per-node 32] [--threads 2]
 
-Prints a line per epoch and writes bench/results/time_to_accuracy.json + .md
+Prints a line per epoch and writes docs/results/time_to_accuracy.json + .md
 (one entry per run, appended).
 """
 

@@ -27,8 +27,8 @@ second order costs.
     python bench/walks_vs_pecanpy.py [--reps 5] [--threads 1,2] \\
         [--pecanpy-python /tmp/pecan/bin/python] [--node2vec 0.5,2]
 
-Writes bench/results/walks_vs_pecanpy.json and .md (``--node2vec``: only the summary
-walks_vs_pecanpy_node2vec.md, as bench/results/ is capped at 150 kB).
+Writes docs/results/walks_vs_pecanpy.json and .md (``--node2vec``: only the summary
+walks_vs_pecanpy_node2vec.md, as docs/results/ is capped at 150 kB).
 """
 
 import argparse
@@ -316,7 +316,7 @@ def main(argv=None):
     print(md)
     if node2vec is None:
         common.write_results(args.out, payload, md)
-    else:  # the summary only: bench/results/ is capped (tests/test_results_size.py)
+    else:  # the summary only: docs/results/ is capped (tests/test_results_size.py)
         common.write_text_atomic(common.RESULTS / f"{args.out}.md", md)
     return payload
 

@@ -1,7 +1,7 @@
 """The benchmark scripts run end to end in a small configuration, so they cannot rot
 (the full runs live in bench/, never in tests; these assert nothing about speed).
 Their result files go to a temporary folder ($CAPS2NE_BENCH_RESULTS), never to the
-tracked bench/results/."""
+tracked docs/results/."""
 
 import json
 import os

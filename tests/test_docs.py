@@ -1,6 +1,6 @@
 """Docs a newcomer reads: the pictures exist and the script that draws them runs, the
 README's and docs/scaling.md's figures are the benchmark results, each cell checked
-against its row and column of the results file (bench/results/*.md), LICENSE and
+against its row and column of the results file (docs/results/*.md), LICENSE and
 CITATION.cff are complete, the architecture diagram is in docs/math.md, no stale
 example output."""
 
@@ -24,7 +24,7 @@ def section(text, title):
     return text[start : end if end >= 0 else None]
 
 
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "docs" / "results"
 
 
 def cells(line):
@@ -184,7 +184,7 @@ def test_readme_larger_graphs_are_their_panel_runs():
 
 
 def test_readme_and_scaling_doc_quote_the_scale_results():
-    """The 1M-node rate and epoch from bench/results/scale.md (not docs/scaling.md), and
+    """The 1M-node rate and epoch from docs/results/scale.md (not docs/scaling.md), and
     the epoch table of docs/scaling.md computed from that rate."""
     train = phase("1,000,000", "train, ")["rate"]
     rate = re.match(r"([\d,]+) pairs/s", train)[1]

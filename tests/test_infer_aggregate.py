@@ -381,11 +381,11 @@ def test_the_rule_takes_the_best_and_the_simplest_on_a_tie():
 
 
 def test_the_defaults_follow_the_validation_rule():
-    """bench/results/inductive.json: infer's default aggregate and calibration method
+    """docs/results/inductive.json: infer's default aggregate and calibration method
     are the ones the rule picks from the validation columns that embed the val nodes by
     Algorithm 3 (they differ between variants, unlike the o_v validation); test accuracy
     plays no part."""
-    path = Path(__file__).resolve().parents[1] / "bench" / "results" / "inductive.json"
+    path = Path(__file__).resolve().parents[1] / "docs" / "results" / "inductive.json"
     results = json.loads(path.read_text())["results"]
     assert {r["dataset"] for r in results} == {"cora", "citeseer"}
     assert len({len(r["splits"]) for r in results}) == 1 and len(results[0]["splits"]) >= 1

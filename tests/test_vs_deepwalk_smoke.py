@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_vs_deepwalk_smoke_scores_and_times_both_sides(tmp_path):
     stem = "vs_deepwalk_ci_smoke"
-    env = dict(os.environ, CAPS2NE_BENCH_RESULTS=str(tmp_path))  # not the tracked bench/results
+    env = dict(os.environ, CAPS2NE_BENCH_RESULTS=str(tmp_path))  # not the tracked docs/results
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "vs_deepwalk.py"), "--smoke", "--out", stem],
         capture_output=True,
