@@ -25,7 +25,7 @@ validation, 1,000 for test):
      classifier is trained and applied in one space;
 4. per split and variant, keep the epoch with the best val accuracy and report its test
    accuracy (``evaluate.select_epoch``); mean and std over the splits;
-5. validation that tells the o-path variants apart (``val_infer``; issue 26): on the
+5. validation that tells the o-path variants apart (``val_infer``): on the
    o-path the val nodes use o_v, so every variant has the same val accuracy.  At the
    chosen epoch each o-path variant is also scored with the val nodes embedded as the
    test nodes are: Algorithm 3 on the full graph (the same Z contexts), the variant's

@@ -16,7 +16,7 @@ not the interpreter start, the imports or the graph loading:
 Threads: ours through ``numba.set_num_threads``; PecanPy's ``workers`` option does
 nothing in 2.0.9 (its own TODO), so its subprocess gets ``NUMBA_NUM_THREADS``.
 
-``--node2vec P,Q``: node2vec's second-order walks instead (issue 26, item 21), ours
+``--node2vec P,Q``: node2vec's second-order walks instead, ours
 (``uniform_walks(..., node2vec_p=P, node2vec_q=Q)``, rejection sampling) against
 PecanPy's ``SparseOTF`` (transition probabilities computed on the fly, no
 precomputed tables: the like-for-like mode for large graphs), the same walks and

@@ -396,7 +396,7 @@ def test_no_stale_error_prefix_in_the_docs():
 
 
 def test_picture_script_without_matplotlib_says_so_before_training(tmp_path):
-    """It trained for two minutes, then said it needs matplotlib (issue 33 item 15)."""
+    """It trained for two minutes, then said it needs matplotlib."""
     (tmp_path / "matplotlib").mkdir()
     (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('hidden')\n")
     proc = subprocess.run(
@@ -413,7 +413,7 @@ def test_picture_script_without_matplotlib_says_so_before_training(tmp_path):
 
 
 def test_readme_names_every_extra_and_what_the_plain_install_lacks():
-    """issue 33 item 15: the README named neither [plot] nor [interop]."""
+    """The README named neither [plot] nor [interop]."""
     import configparser
 
     cfg = configparser.ConfigParser()
@@ -426,7 +426,7 @@ def test_readme_names_every_extra_and_what_the_plain_install_lacks():
 
 
 def test_readme_quick_start_accuracy_is_the_results_file():
-    """issue 33 item 14: the README quoted another command's run; this one's mean over
+    """The README quoted another command's run; this one's mean over
     seeds is docs/results/quickstart_cora.md's, which its per-seed rows give."""
     text = (ROOT / "docs" / "results" / "quickstart_cora.md").read_text(encoding="utf-8")
     rows = [float(m) for m in re.findall(r"^\| \d \| ([\d.]+) \+- ", text, flags=re.M)]

@@ -1,4 +1,4 @@
-"""How infer turns a node's Z capsule outputs into its embedding (issue 19).
+"""How infer turns a node's Z capsule outputs into its embedding.
 
 'mean' is Algorithm 3's average, 'sum' the authors' Z x mean, 'calibrated' the mean
 mapped onto the scale of the o_v by a map fitted on the training nodes.  Checked: the
@@ -361,7 +361,7 @@ TIE = 1e-3
 
 
 def choose_by_validation(summaries, variants):
-    """The rule for infer's defaults, fixed without test accuracy (issue 26): the best
+    """The rule for infer's defaults, fixed without test accuracy: the best
     mean over the data sets of ``val_infer_mean``, the o-path validation accuracy with the
     val nodes embedded as the test nodes are (Algorithm 3 with the variant's aggregation,
     bench/inductive.py); on a tie (within 0.1 point) the simplest variant."""

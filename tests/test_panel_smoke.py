@@ -1,4 +1,4 @@
-"""bench/panel.py (the panel with seeds, issues 31 and 32) runs end to end in its --smoke
+"""bench/panel.py (the panel with seeds) runs end to end in its --smoke
 size: every side on two seeds, the node order moved by the seed, the cells as mean and
 spread.  Needs gensim (the DeepWalk peer); asserts nothing about speed or accuracy."""
 
