@@ -46,7 +46,7 @@ import numba  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits
 
 BENCH = Path(__file__).resolve().parent
-RESULTS = Path(os.environ.get("CAPS2NE_BENCH_RESULTS") or BENCH / "results")
+RESULTS = Path(os.environ.get("CAPS2NE_BENCH_RESULTS") or BENCH.parent / "docs" / "results")
 REPO = BENCH.parent
 ENV_VARS = (
     "OPENBLAS_CORETYPE",

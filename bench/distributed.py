@@ -1,4 +1,4 @@
-"""Sharded training on a local Ray instance (caps2ne_np/training/ray/, issue 18):
+"""Sharded training on a local Ray instance (caps2ne_np/training/ray/):
 round time, bytes pulled and pushed per step next to docs/scaling.md's formula, and
 accuracy after the same budget as single-machine lazy-Adam training.
 
@@ -7,7 +7,7 @@ accuracy after the same budget as single-machine lazy-Adam training.
 Each layout PxS trains P worker and S server actors (1 Numba thread each) on a local
 Ray instance with --ray-cpus logical CPUs; the single-machine run (``train.fit`` with
 --adam lazy, --threads threads) sets the budget, the preset's (converge: epochs from
-the graph), so every run takes the same batches.  Writes bench/results/distributed.json
+the graph), so every run takes the same batches.  Writes docs/results/distributed.json
 and .md (``--update`` merges graphs into an existing file).
 """
 
@@ -242,7 +242,7 @@ def main():
 def markdown(payload):
     info = payload["machine"]
     out = [
-        "# Sharded training on a local Ray instance (issue 18)\n",
+        "# Sharded training on a local Ray instance\n",
         f"`{payload['command']}`; load average {payload['load_avg_before'][0]:.1f} before, "
         f"{payload.get('load_avg_after', [float('nan')])[0]:.1f} after.\n",
         machine_markdown(info),

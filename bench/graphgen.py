@@ -25,10 +25,8 @@ the test suite checks the realized mixing is within a few points of mu.
     adj, labels = lfr_like(10_000, mu=0.3, seed=0)     # CSR float32 (N, N), int64 (N,)
     write_edgelist("g.txt", adj); write_labels("g.labels", labels)
 
-Run as a script to time a build:  ``python bench/graphgen.py --n 100000 --mu 0.3``.
+A module, not a script (the panel, vs_deepwalk.py and tests/test_graphgen.py import it).
 """
-
-import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -308,37 +306,3 @@ def write_labels(path, labels):
     labels = np.asarray(labels)
     with open(path, "w") as f:
         f.write("".join(f"{i} {c}\n" for i, c in enumerate(labels.tolist())))
-
-
-def main(argv=None):
-    import common
-
-    ap = common.parser(__doc__)
-    ap.add_argument("--n", type=int, default=100_000)
-    ap.add_argument("--mu", type=float, default=0.3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument(
-        "--edgelist", default=None, help="write the edge list here (and <edgelist>.labels)"
-    )
-    args = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    adj, labels = lfr_like(args.n, mu=args.mu, seed=args.seed)
-    built = time.perf_counter() - t0
-    deg = np.diff(adj.indptr)
-    per_node, per_edge = mixing(adj, labels)
-    sizes = np.bincount(labels)
-    print(
-        f"n={args.n} mu={args.mu}: built in {built:.2f} s; edges {adj.nnz // 2:,}, degree mean "
-        f"{deg.mean():.2f} max {deg.max()}, {sizes.size} communities of "
-        f"{sizes.min()}..{sizes.max()}, "
-        f"realized mixing {per_node:.3f} (per node) {per_edge:.3f} (per edge)"
-    )
-    if args.edgelist:
-        t0 = time.perf_counter()
-        write_edgelist(args.edgelist, adj)
-        write_labels(args.edgelist + ".labels", labels)
-        print(f"wrote {args.edgelist} in {time.perf_counter() - t0:.2f} s")
-
-
-if __name__ == "__main__":
-    main()

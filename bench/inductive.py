@@ -25,7 +25,7 @@ validation, 1,000 for test):
      classifier is trained and applied in one space;
 4. per split and variant, keep the epoch with the best val accuracy and report its test
    accuracy (``evaluate.select_epoch``); mean and std over the splits;
-5. validation that tells the o-path variants apart (``val_infer``; issue 26): on the
+5. validation that tells the o-path variants apart (``val_infer``): on the
    o-path the val nodes use o_v, so every variant has the same val accuracy.  At the
    chosen epoch each o-path variant is also scored with the val nodes embedded as the
    test nodes are: Algorithm 3 on the full graph (the same Z contexts), the variant's
@@ -43,9 +43,9 @@ Paper: 76.54 (Cora), 69.84 (Citeseer).  Pubmed (78.98) needs the bag-of-words fe
     python bench/inductive.py                          # 10 splits x 50 epochs, both sets (hours)
     python bench/inductive.py --datasets cora --splits 2 --epochs 5
     python bench/inductive.py --smoke          # 1 split, 1 epoch, T = 1 -> inductive_smoke.*
-    python bench/inductive.py --render bench/results/inductive.json   # the .md again
+    python bench/inductive.py --render docs/results/inductive.json   # the .md again
 
-Writes bench/results/<--out>.json (every split: its graph counts, timings and the default's
+Writes docs/results/<--out>.json (every split: its graph counts, timings and the default's
 accuracy; every variant's mean and std) and <--out>.md.
 """
 

@@ -17,19 +17,19 @@ routing rule 'paper'):
   c  as a with m = 3
   d  Citeseer (d = 3,703) as a
   e  Citeseer featureless (trained x, d = 128) as a
-  f  issue 27: the 'converge' preset on a featureless graph: Cora, trained x d = k = 128,
+  f  the 'converge' preset on a featureless graph: Cora, trained x d = k = 128,
      B = 16 walks x 10 targets = 160 pairs per step, lazy Adam, unigram sampler
   g  f with B = 128 walks (1,280 pairs per step), measured beside it
 
 Configs f and g time the step as ``train.fit`` runs it, with the per-step thread rule
 (caps2ne_np/kernels/_threads.py, StepThreads: each step on the thread count that timed fastest);
 ``ours-fixed`` is the same step forced onto every thread (the rule off), on >1 thread.
-``--skipgram-weight W`` adds ``ours-skipgram`` (f, g): the step with the skip-gram term of
-issue 14, when this caps2ne_np's ModelConfig has the option (else a note, and no row).
+``--skipgram-weight W`` adds ``ours-skipgram`` (f, g): the step with the skip-gram term
+(docs/training.md), when this caps2ne_np's ModelConfig has the option (else a note, and no row).
 
-    python bench/perf.py --configs f,g --threads 1,2 --no-peer   # issue 27's targets
+    python bench/perf.py --configs f,g --threads 1,2 --no-peer   # the thread targets
 
-Writes bench/results/perf.json and perf.md (or <--out>.*).
+Writes docs/results/perf.json and perf.md (or <--out>.*).
 
     python bench/perf.py                      # all configs, 1 and 2 threads (~3 min)
     python bench/perf.py --configs a,b --threads 1 --reps 3
@@ -118,7 +118,7 @@ CONFIGS = {
         adam="lazy",
     ),
 }
-CONVERGE = ("f", "g")  # issue 27: the featureless default (f) beside B = 128 walks (g)
+CONVERGE = ("f", "g")  # the featureless default (f) beside B = 128 walks (g)
 COMMON = dict(
     walk_length=10,
     num_sampled=256,
@@ -137,7 +137,7 @@ LABELS = {
     "f": "converge preset: Cora featureless, 160 pairs/step (B=16), lazy Adam, unigram",
     "g": "converge preset as (f), 1,280 pairs/step (B=128)",
 }
-FEATURE_PARITY = ("d", "e")  # issue 3: d = 3,703 sparse at least as fast as trained d = 128
+FEATURE_PARITY = ("d", "e")  # d = 3,703 sparse at least as fast as trained d = 128
 SCALING_CONFIGS = ("a", "b")  # the 2-thread speed-up target's configs
 # the thresholds: report.TARGETS
 LR = {True: 1e-4, False: 1e-3}  # the library's defaults (fixed features / trained x)
@@ -362,7 +362,7 @@ _HAS_RULE = "adaptive_threads" in TrainStep.__init__.__code__.co_varnames
 
 
 def skipgram_supported():
-    """True when this caps2ne_np's ModelConfig has the skip-gram term's weight (issue 14)."""
+    """True when this caps2ne_np's ModelConfig has the skip-gram term's weight."""
     import dataclasses
 
     return "skipgram_weight" in {f.name for f in dataclasses.fields(ModelConfig)}
@@ -632,8 +632,8 @@ def main(argv=None):
         "--skipgram-weight",
         type=float,
         default=None,
-        help="configs f, g: also time the step with the skip-gram term of this weight "
-        "(issue 14), when caps2ne_np has it",
+        help="configs f, g: also time the step with the skip-gram term of this weight, "
+        "when caps2ne_np has it",
     )
     ap.add_argument(
         "--report-only", action="store_true", help="re-render <out>.md from <out>.json (no timing)"
@@ -785,7 +785,7 @@ def evaluate_targets(rows, gemm, thread_counts):
             s = by[(a, n_threads)] / by[(b, n_threads)]
             out.append(
                 report.target(
-                    f"(issue 3) ({a}) sparse d=3,703 >= ({b}) trained d=128, {n_threads} thread(s)",
+                    f"({a}) sparse d=3,703 >= ({b}) trained d=128, {n_threads} thread(s)",
                     round(s, 3),
                     s >= T["feature_parity"],
                 )
@@ -814,7 +814,7 @@ def evaluate_targets(rows, gemm, thread_counts):
 
 
 def converge_targets(by):
-    """Issue 27's targets over configs f and g: ``by`` (config, threads) -> ours pairs/s."""
+    """The targets over configs f and g: ``by`` (config, threads) -> ours pairs/s."""
     T, out = report.TARGETS, []
     for key in CONVERGE:
         if (key, 1) in by and (key, 2) in by:
@@ -1004,8 +1004,9 @@ def render(p, keys):
         "parameter); q = 10, |V'| = 256 (log-uniform), routing 'paper', grad 'exact'. Ours: "
         "`step.TrainStep`, BLAS at one thread. Peer: bench/peers/torch_caps2ne.py, "
         f"torch.optim.Adam '{a['peer_adam']}'; the ratio uses its faster feature path. "
-        "Config (e): issue 3's feature-size parity only (no peer). Configs (f), (g) (issue "
-        "27): unigram sampler, lazy Adam, no peer; 'ours' with the per-step thread rule, "
+        "Config (e): the feature-size parity only (no peer). Configs (f), (g) "
+        "(the featureless default and B = 128 walks): unigram sampler, lazy Adam, no peer; "
+        "'ours' with the per-step thread rule, "
         "'ours-fixed' every step on every thread.\n",
         report.doc_pointer("`bench/perf.py`: training throughput"),
     ]
@@ -1083,7 +1084,7 @@ def render(p, keys):
     lines.append(
         "This run's, then the other scripts' from their latest result files "
         "(`--report-only` re-reads them). The causes of the gaps, measured: "
-        "[docs/results/perf_notes.md](../../docs/results/perf_notes.md).\n"
+        "[perf_notes.md](perf_notes.md).\n"
     )
     lines.append(report.targets_table(p["targets"], other_targets()) + "\n")
     return "\n".join(lines)

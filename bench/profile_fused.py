@@ -12,8 +12,8 @@ splits, is what docs/scaling.md's bounds for more cores start from.
     python bench/profile_fused.py                 # B = 16 and 128, ~1 min
     python bench/profile_fused.py --batch-sizes 16 --reps 9
 
-Writes bench/results/<--out>.json + .md (the measurements issue 31 quotes were written
-to docs/results/ with CAPS2NE_BENCH_RESULTS=docs/results).
+Writes docs/results/<--out>.json + .md (docs/results/profile_fused.md is its
+run on the compiled step).
 """
 
 import json

@@ -2,7 +2,7 @@
 Table 1: PPI, POS, BlogCatalog micro/macro-F1) with measured numbers.
 
 Each invocation trains one configuration on one dataset and merges its result into
-bench/results/transductive.json, then rewrites bench/results/transductive.md with
+docs/results/transductive.json, then rewrites docs/results/transductive.md with
 every stored result next to the paper's numbers.
 
 Protocols (docs/evaluation.md):
@@ -37,7 +37,7 @@ from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
 from caps2ne_np.training.config import TrainConfig, usable_cores
 from caps2ne_np.training.train import fit
-from common import RESULTS, write_json  # bench/results or $CAPS2NE_BENCH_RESULTS
+from common import RESULTS, write_json  # docs/results or $CAPS2NE_BENCH_RESULTS
 
 PAPER = {
     "cora": {"acc": 80.53},
@@ -77,7 +77,7 @@ def run_config(entry):
 
 def recorded_command(argv, default_results):
     """The run's command as stored: ``--results`` is left out when it names the default
-    file (bench/results/transductive.json of the checkout that ran it)."""
+    file (docs/results/transductive.json of the checkout that ran it)."""
     out, i = [], 0
     while i < len(argv):
         if argv[i] == "--results" and i + 1 < len(argv):
@@ -203,7 +203,7 @@ def main(argv=None):
         epochs_run=len(result.history),
         wall_seconds=wall,
         command=recorded_command(
-            sys.argv[1:] if argv is None else argv, "bench/results/transductive.json"
+            sys.argv[1:] if argv is None else argv, "docs/results/transductive.json"
         ),
         machine=f"{cpu_model()}, {usable_cores()} cores",
         numpy=np.__version__,
@@ -419,8 +419,7 @@ def write_markdown(stored, path):
         "",
         f"Machine: {stored[-1]['machine']}; numpy {stored[-1]['numpy']}.",
         "",
-        "What the gaps mean: "
-        "[docs/results/transductive_notes.md](../../docs/results/transductive_notes.md).",
+        "What the gaps mean: [transductive_notes.md](transductive_notes.md).",
         "",
     ]
     path.write_text("\n".join(lines))

@@ -1,6 +1,6 @@
-"""The whole performance suite in one command, timed: every figure of perf.md.
+"""The performance suite in one command, timed: every figure of perf.md.
 
-    python bench/run_all.py              # 344 s on 2 cores without vs_deepwalk (suite.md)
+    python bench/run_all.py              # the parts below; see suite.md for a past run
     python bench/run_all.py --dry-run    # list the commands only
     python bench/run_all.py --only perf,walks
 
@@ -10,19 +10,16 @@ cold, as a user's command does):
     perf.py --ours-lazy --reps 9   training throughput against the PyTorch peer,
                                    the GEMM ceiling, what bounds each ratio
     walks_vs_pecanpy.py            walk generation against PecanPy
-    time_to_accuracy.py            Cora to 80% from a cold start
     scale.py                       a 1M-node graph against BlogCatalog's rate
-    profile_step.py                where a step's time goes, kernel by kernel
-    gradcheck.py                   every gradient against finite differences
-    feature_dim.py                 throughput against the feature size d
+    profile_fused.py               where a step of the compiled chunk spends its time
     vs_deepwalk.py --graphs ...    CLI defaults against DeepWalk (gensim) on three graphs
 
 then ``perf.py --report-only``, so that perf.md's targets table holds this run's
-walk and time-to-accuracy results too.  Writes bench/results/suite.json + .md:
-each script's wall time, exit status and the total against the issue's 15-minute
-budget.  A script that fails is reported and the others still run; the exit
-status is then 1.  The reproduction scripts (reproduce.py, inductive.py,
-lr_defaults.py) are long accuracy runs and not part of it.
+walk results too (and the last recorded time-to-accuracy run, time_to_accuracy.json).
+Writes docs/results/suite.json + .md: each script's wall time, exit status and the
+total against the suite's 15-minute budget.  A script that fails is reported and the
+others still run; the exit status is then 1.  The reproduction scripts (reproduce.py,
+inductive.py) are long accuracy runs and not part of it.
 """
 
 import os
@@ -36,13 +33,10 @@ BUDGET_S = report.TARGETS["suite_s"]
 SUITE = [
     ("perf", ["perf.py", "--ours-lazy", "--reps", "9"]),
     ("walks", ["walks_vs_pecanpy.py"]),
-    ("time_to_accuracy", ["time_to_accuracy.py"]),
     ("scale", ["scale.py"]),
-    ("profile_step", ["profile_step.py"]),
-    ("gradcheck", ["gradcheck.py"]),
-    ("feature_dim", ["feature_dim.py"]),
+    ("profile_fused", ["profile_fused.py"]),
     ("perf_report", ["perf.py", "--report-only"]),
-    # issue 14: the CLI defaults against DeepWalk on a quick subset of the panel (the
+    # the CLI defaults against DeepWalk on a quick subset of the panel (the
     # whole panel, hours, is `python bench/vs_deepwalk.py`); needs gensim
     (
         "vs_deepwalk",

@@ -29,7 +29,7 @@ reference (the cost of a pair does not depend on N).
     python bench/scale.py --smoke          # CI: 20k nodes, few steps (< 60 s) -> scale_smoke.*
     python bench/scale.py --sizes 100000 --steps 500 --results-dir /tmp/r
 
-Writes bench/results/scale.json and scale.md (scale_smoke.* with --smoke).
+Writes docs/results/scale.json and scale.md (scale_smoke.* with --smoke).
 """
 
 import argparse
@@ -815,7 +815,7 @@ def main():
     ap.add_argument(
         "--results-dir",
         default=None,
-        help="where scale[_smoke].json/.md go (default bench/results)",
+        help="where scale[_smoke].json/.md go (default docs/results)",
     )
     ap.add_argument(
         "--no-reference", action="store_true", help="skip the BlogCatalog-size comparison"

@@ -16,7 +16,7 @@ not the interpreter start, the imports or the graph loading:
 Threads: ours through ``numba.set_num_threads``; PecanPy's ``workers`` option does
 nothing in 2.0.9 (its own TODO), so its subprocess gets ``NUMBA_NUM_THREADS``.
 
-``--node2vec P,Q``: node2vec's second-order walks instead (issue 26, item 21), ours
+``--node2vec P,Q``: node2vec's second-order walks instead, ours
 (``uniform_walks(..., node2vec_p=P, node2vec_q=Q)``, rejection sampling) against
 PecanPy's ``SparseOTF`` (transition probabilities computed on the fly, no
 precomputed tables: the like-for-like mode for large graphs), the same walks and
@@ -27,8 +27,8 @@ second order costs.
     python bench/walks_vs_pecanpy.py [--reps 5] [--threads 1,2] \\
         [--pecanpy-python /tmp/pecan/bin/python] [--node2vec 0.5,2]
 
-Writes bench/results/walks_vs_pecanpy.json and .md (``--node2vec``: only the summary
-walks_vs_pecanpy_node2vec.md, as bench/results/ is capped at 150 kB).
+Writes docs/results/walks_vs_pecanpy.json and .md (``--node2vec``: only the summary
+walks_vs_pecanpy_node2vec.md, as docs/results/ is capped at 150 kB).
 """
 
 import argparse
@@ -316,7 +316,7 @@ def main(argv=None):
     print(md)
     if node2vec is None:
         common.write_results(args.out, payload, md)
-    else:  # the summary only: bench/results/ is capped (tests/test_results_size.py)
+    else:  # the summary only: docs/results/ is capped (tests/test_results_size.py)
         common.write_text_atomic(common.RESULTS / f"{args.out}.md", md)
     return payload
 

@@ -31,7 +31,7 @@ STOP_MODES = ("none", "auto")
 LR_FEATURELESS = 5e-4
 """The 'paper' preset's Adam lr when the input features x are trained (no fixed
 features): the authors' rate for featureless graphs.  Measured on the bundled Cora
-graph (bench/results/lr_defaults.md): 5e-4 reaches 70.4% after 5 epochs at T = 16, ahead of 1e-3
+graph (docs/results/lr_defaults.md): 5e-4 reaches 70.4% after 5 epochs at T = 16, ahead of 1e-3
 (69.9%) and 1e-4 (63.6% after 10, still climbing)."""
 LR_FIXED_FEATURES = 1e-4
 """Default Adam lr with fixed input features (the paper's best for citation graphs)."""
@@ -39,13 +39,13 @@ LR_FIXED_FEATURES = 1e-4
 
 SKIPGRAM_WEIGHT_CONVERGE = 0.0
 """The 'converge' preset's weight lambda of the skip-gram term (skipgram.py):
-0, the paper's loss, because the panel said so (bench/results/skipgram.md): at weight 1
+0, the paper's loss, because the panel said so (docs/results/skipgram.md): at weight 1
 the term gained 1.6 points on Cora and 10-12 on LFR 3k at mixing 0.7, but lost 1.1-2.0
 on Citeseer (1.0 at weight 0.3) and, with the softmax form, 1.25 on PPI, beyond the 0.5
 the adoption rule allows.  The 'paper' preset's is 0 too."""
 SPECTRAL_CONVERGE = "init_xo"
 """The 'converge' preset's spectral start (spectral.py): ProNE starts the
-trainable x and the output embeddings O.  On the panel (bench/results/spectral_start.md,
+trainable x and the output embeddings O.  On the panel (docs/results/spectral_start.md,
 one seed each) it scored -0.18 (Citeseer) to +13.8 points (LFR 3k at mixing 0.7: 44.81
 -> 58.57) against the same preset without it on Cora, Citeseer, PPI, POS, Pubmed,
 BlogCatalog and four LFR graphs, above 'init' (x only) on all but Citeseer and PPI, and
@@ -60,7 +60,7 @@ ROW_NORM = 1.0
 'The written scale', for the panel that chose it and the graphs it was chosen on."""
 PROPAGATE_CONVERGE = "on"
 """The 'converge' preset's spectral propagation of the written o_v (propagation.py):
-'on', by the panel's net gain (bench/results/propagate_panel.md: +0.6 to +2.5 points
+'on', by the panel's net gain (docs/results/propagate_panel.md: +0.6 to +2.5 points
 on the five graphs measured, none lower); the label-free rule of 'auto' (propagation.decide)
 chose 'on' on all of them too, so no rule was shown to separate graphs (docs/training.md,
 "Spectral propagation").  The 'paper' preset's is 'none'."""
@@ -72,12 +72,12 @@ to stop"); an explicit --epochs N trains exactly N.  The 'paper' preset's is 'no
 SKIPGRAM_NEGATIVES = 5
 """The skip-gram term's negatives when it is on: 5 per (context node, target), word2vec's
 negative sampling, which scored as well as or better than the sampled softmax over V' on
-Cora, Citeseer and LFR 3k at mixing 0.7 (bench/results/skipgram.md)."""
+Cora, Citeseer and LFR 3k at mixing 0.7 (docs/results/skipgram.md)."""
 
 
 PRESETS = {
     # Defaults for a featureless graph, measured against DeepWalk on a panel of graphs
-    # (docs/training.md, bench/results/vs_deepwalk.md): fresh walks every epoch, a peak
+    # (docs/training.md, docs/results/vs_deepwalk.md): fresh walks every epoch, a peak
     # rate set by the graph's mean degree (``config.converge_lr``) decayed linearly to 1%
     # of it, small batches, the walk-frequency^0.75 sampler (node ids of a user's edge
     # list carry no frequency order for the log-uniform one), lazy Adam (a step's cost
@@ -99,7 +99,7 @@ PRESETS = {
     # The authors' settings (and this project's defaults before 'converge'): the same
     # N*T walks every epoch, a constant rate, B = 64, dense Adam, 5 epochs.  The paper's
     # tables are reproduced with these (bench/reproduce.py) plus the per-dataset T,
-    # epochs and lr of bench/results/transductive.md.
+    # epochs and lr of docs/results/transductive.md.
     "paper": dict(
         walks_per_node=16,
         epochs=5,
@@ -117,7 +117,7 @@ PRESETS = {
 }
 """Named sets of the options a preset fills (every option left None).  'auto' is
 'converge' for a featureless graph and 'paper' with fixed features, where the
-paper's settings already reach its accuracy (bench/results/transductive.md)."""
+paper's settings already reach its accuracy (docs/results/transductive.md)."""
 PRESET_NAMES = ("auto",) + tuple(PRESETS)
 
 BUDGET_PAIRS_PER_NODE = 800
@@ -337,7 +337,7 @@ OPTIONS = {
         "Weight lambda of the skip-gram term (each context node's x also predicts the "
         "target's o_v; beyond the paper; needs --feat-dim = --dim and no --features); "
         "0 = the paper's loss. [preset: converge "
-        f"{SKIPGRAM_WEIGHT_CONVERGE:g} (bench/results/skipgram.md), paper 0; 0 with "
+        f"{SKIPGRAM_WEIGHT_CONVERGE:g} (docs/results/skipgram.md), paper 0; 0 with "
         "--features unless given]",
         low=0,
     ),
@@ -435,7 +435,7 @@ AGGREGATES = ("mean", "sum", "calibrated")
 DEFAULT_AGGREGATE = "calibrated"
 """Chosen by a rule fixed without test accuracy: the best validation accuracy,
 mean over Cora and Citeseer, of the o-path with the val nodes embedded as new nodes
-(column val_infer_mean of bench/results/inductive.json), and within 0.1 point of the best
+(column val_infer_mean of docs/results/inductive.json), and within 0.1 point of the best
 the simplest variant (mean, sum, then the calibrations scale, diag, linear).  The rule
 gives 'calibrated' with method 'diag'; docs/inductive.md has the numbers."""
 CALIBRATION_METHODS = ("scale", "diag", "linear")

@@ -145,7 +145,7 @@ def draw(model, ds, rows, args):
     left.text(
         a[-1, 0],
         70.35,
-        "DeepWalk 70.35 (bench/results/vs_deepwalk.md)",
+        "DeepWalk 70.35 (docs/results/vs_deepwalk.md)",
         ha="right",
         va="bottom",
         fontsize=7,

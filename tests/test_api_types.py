@@ -1,4 +1,4 @@
-"""One API, one set of types (issue 26, items 15 and 16): any hashable node label is
+"""One API, one set of types: any hashable node label is
 accepted and kept; node_ids_, embedding_dict() and to_keyedvectors() agree on the
 user's type; transform takes the inputs fit takes; errors name the estimator's
 parameters; fit_transform; only text writers need tokens, and they say which ids

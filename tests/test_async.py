@@ -105,8 +105,8 @@ def test_async_checkpoints_and_resumes(partition, tmp_path):
     resumed = fit(*args, parallel="async", checkpoint_dir=tmp_path, resume_from=tmp_path)
     assert len(resumed.history) == OPTS["epochs"]
     assert score(resumed.params.O, labels) >= 0.95
-    # the checkpoint records the mode: a resume in the other is refused (issue 33 item
-    # 12: only --epochs and --threads may change), either way
+    # the checkpoint records the mode: a resume in the other is refused (only
+    # --epochs and --threads may change), either way
     with pytest.raises(InputError, match=r"--parallel async \(now sync\)") as info:
         fit(*args, parallel="sync", resume_from=tmp_path)
     assert str(tmp_path) in str(info.value)
@@ -150,7 +150,7 @@ def test_cli_async_and_its_refusal_with_ray(tmp_path):
 
 def test_every_async_update_uses_its_own_steps_t_and_rate(partition, monkeypatch):
     """Each thread's Adam step uses the t and rate of its batch's global step, every step
-    once (issue 33 item 27: threads sharing one optimizer object instead of a copy each
+    once (threads sharing one optimizer object instead of a copy each
     failed no test -- one thread is bit for bit, two only scored -- though one thread's
     t then overwrites another's between its gradient and its update)."""
     import threading

@@ -123,7 +123,7 @@ EDGE_LISTS = [
     pytest.param("# header only\n\n   \n", "g.txt: ", "no edges in 3 line(s)", id="comments-only"),
     pytest.param("a b\nc\n", "g.txt:2: ", "line has 1 field 'c'", id="one-token"),
     pytest.param("a b\nb c 1 2\n", "g.txt:2: ", "line has 4 fields", id="four-tokens"),
-    # ids with spaces in a tab-separated file (issue 33 item 19): the message says why
+    # ids with spaces in a tab-separated file: the message says why
     pytest.param(
         "Evelyn Jefferson\tE1\n",
         "g.txt:1: ",
@@ -480,7 +480,7 @@ def test_eval_every_epoch_without_labels(run, tmp_path):
 
 
 def test_eval_every_epoch_with_labels_and_no_splits_draws_random_splits(run, tmp_path):
-    """As evaluate does (issue 33 item 20: train refused what evaluate scores)."""
+    """As evaluate does (train refused what evaluate scores)."""
     put(
         tmp_path,
         "g.txt",
@@ -527,7 +527,7 @@ USAGE_ERRORS = [
     (["--targets", "middle"], "'--targets'"),
     (["--targets", "3,,4"], "'--targets'"),
     (["--targets", ""], "'--targets'"),
-    # ProNE's filter: theta 710 spun in the SVD past SIGTERM, mu 1e20 gave NaN (issue 33)
+    # ProNE's filter: theta 710 spun in the SVD past SIGTERM, mu 1e20 gave NaN
     (["--prone-theta", "710"], "'--prone-theta'"),
     (["--prone-theta", "1000"], "'--prone-theta'"),
     (["--prone-mu", "1e20"], "'--prone-mu'"),
@@ -675,7 +675,7 @@ def test_labels_for_nodes_without_embedding(run, eval_files):
     assert_error(
         run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json"),
         "l2.txt:3: ",
-        "node 'zz' is not in the embeddings e.txt",  # there is no graph (issue 33 item 21)
+        "node 'zz' is not in the embeddings e.txt",  # there is no graph
     )
 
 
@@ -703,7 +703,7 @@ def test_bad_splits_in_evaluate(run, eval_files, split, what):
 
 
 def test_evaluate_single_label_without_splits_uses_random_splits(run, eval_files):
-    # issue 26, item 20: seeded random splits (half the labelled nodes), said on stderr
+    # seeded random splits (half the labelled nodes), said on stderr
     result = run("evaluate", "-e", "e.txt", "--labels", "l.txt")
     assert result.exit_code == 0, result.output
     assert "note: no --splits or --train-fraction: scoring on 10 random stratified splits" in (
@@ -1127,7 +1127,7 @@ def shell_process(command, cwd):
 
 
 def test_stdout_carries_only_embeddings_when_stderr_is_closed(tmp_path):
-    """2>&-: tqdm and the log lines fell back to stdout, inside the embeddings (issue 33)."""
+    """2>&-: tqdm and the log lines fell back to stdout, inside the embeddings."""
     put(tmp_path, "g.txt", GRAPH)
     args = " ".join(a for a in TINY if a != "--quiet")  # with the log lines and warnings
     proc = shell_process(f"cli train --graph g.txt --out - {args} 2>&-", tmp_path)
@@ -1146,12 +1146,12 @@ def test_graph_from_a_closed_stdin_is_one_line(tmp_path):
 
 
 def test_parallel_async_with_the_ray_engine_is_a_usage_error_before_loading(run, tmp_path):
-    """An option conflict: exit 2, and the graph (here missing) is never read (issue 33)."""
+    """An option conflict: exit 2, and the graph (here missing) is never read."""
     result = train(run, "--parallel", "async", "--engine", "ray", graph="missing.txt")
     assert_error(result, "--parallel async", ["--engine ray"], code=2)
 
 
-# ---- messages that pointed the wrong way (issue 33 item 13) ------------------------
+# ---- messages that pointed the wrong way ------------------------
 
 
 WRONG_WAY = [
@@ -1213,7 +1213,7 @@ def test_resuming_a_ray_checkpoint_without_the_ray_engine_says_so(run, tmp_path)
 
 
 def test_a_reader_that_closes_stdout_gets_one_line_and_exit_141(tmp_path):
-    """`train --out - | head` printed 'error: [Errno 32] Broken pipe' (issue 33 item 13)."""
+    """`train --out - | head` printed 'error: [Errno 32] Broken pipe'."""
     put(tmp_path, "g.txt", "".join(f"n{i} n{(i + 1) % 300}\n" for i in range(300)))
     args = "--dim 256 --feat-dim 4 --epochs 1 --walks-per-node 1 --threads 1 --quiet"
     proc = shell_process(f"(cli train --graph g.txt --out - {args}; echo $? > rc) | true", tmp_path)
@@ -1226,7 +1226,7 @@ def test_a_reader_that_closes_stdout_gets_one_line_and_exit_141(tmp_path):
 
 def test_cli_outputs_of_one_run_are_committed_together(run, tmp_path, monkeypatch):
     """--model-out on a full disk after --out and --npy were written: none is replaced
-    (issue 33 item 11: the embeddings were already replaced when the model write failed)."""
+    (the embeddings were already replaced when the model write failed)."""
     put(tmp_path, "g.txt", GRAPH)
     outputs = {"o.emb": b"old emb\n", "o.npy": b"old npy", "o.nodes.txt": b"old ids\n",
                "m.npz": b"old model"}  # fmt: skip

@@ -1,4 +1,4 @@
-"""The label-free stop rule (issue 32, caps2ne_np/training/budget.py): the drift it
+"""The label-free stop rule (caps2ne_np/training/budget.py): the drift it
 measures, when it stops, that the epoch loop honours it, and that an explicit
 ``--epochs N`` (or ``--stop none``, or the paper preset) still trains exactly N."""
 

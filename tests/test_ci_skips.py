@@ -1,4 +1,4 @@
-"""Issue 26, item 23: in CI (CI=true) a test skipped for lack of a package or data that
+"""In CI (CI=true) a test skipped for lack of a package or data that
 .ci/run provides fails; elsewhere it skips.  The hooks of tests/conftest.py run here on
 a few generated tests in a temporary folder (a copy of conftest.py and benchdata.py)."""
 
@@ -138,7 +138,7 @@ def test_the_skip_reason_points_to_no_shared_data_folder(name):
     ]
 
 
-# ---- issue 26, item 6: the suite on a user's machine
+# ---- the suite on a user's machine
 
 
 def test_the_session_data_folder_is_a_temporary_copy():

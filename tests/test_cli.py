@@ -156,7 +156,7 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     res = json.loads(js.read_text())
     assert len(res) == 3 and len(res[0]["test"]) == 10
     assert res[2]["protocol"] == "epoch-selection"
-    # the kept-epoch line quotes the written file's score (issue 33 item 18: it quoted
+    # the kept-epoch line quotes the written file's score (it quoted
     # only the per-split selection's, which no written file has)
     # (with --propagate, the default, the written embeddings are the propagated ones)
     assert f"embeddings score test acc {100 * np.mean(res[0]['test']):.2f} +- " in kept
@@ -297,7 +297,7 @@ def test_graph_cache_is_written_then_used(edges, tmp_path):
 
 def test_result_lines_name_every_file_written(edges, tmp_path, monkeypatch):
     """'trained 1 epochs', a 'wrote x.npy' that hid x.nodes.txt, no line for --history, no
-    'wrote' from infer (issue 33 item 18)."""
+    'wrote' from infer."""
     monkeypatch.chdir(tmp_path)
     small = [a for a in TINY if a != "--quiet"]
     small[small.index("--epochs") + 1] = "1"

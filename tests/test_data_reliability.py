@@ -1,4 +1,4 @@
-"""Issue 26, items 1-5: registry files checked when used and repaired by fetch-data, an
+"""Registry files checked when used and repaired by fetch-data, an
 unwritable data folder, decompression bombs and memory limits, damaged compressed
 files, and downloads that are killed, too long or too slow."""
 

@@ -598,7 +598,7 @@ def test_files_placed_by_hand_are_used_without_any_download(monkeypatch, tmp_pat
         {"network": sp.csc_matrix(np.ones((3, 3)) - np.eye(3)), "group": sp.csc_matrix(np.eye(3))},
     )
     assert datasets.available("ppi", tmp_path / "cache")
-    # a file under a registry name is checked against the registry (issue 26, item 1): a
+    # a file under a registry name is checked against the registry: a
     # copy that differs is fetched again, or refused with the command that fetches it ...
     with pytest.raises(InputError, match=r"PPI\.mat: cannot get it from the mirror"):
         load_dataset("ppi", tmp_path / "cache")

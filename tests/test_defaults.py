@@ -1,4 +1,4 @@
-"""The defaults that converge (issue 14): presets, the epoch budget, the learning-rate
+"""The defaults that converge: presets, the epoch budget, the learning-rate
 schedule and fresh walks per epoch; ``--epochs N`` still means N, a resumed run still
 ends where the uninterrupted one does, and the paper's settings are one flag away."""
 
@@ -444,8 +444,8 @@ def test_the_kernels_know_every_routing_rule_the_options_offer():
 
 
 def test_preset_help_states_the_rate_rule_runs_use():
-    """--preset said converge used 'lr 5e-4 or 1e-4'; runs use the mean-degree rule
-    (issue 33 item 17).  The help's numbers are converge_lr's, and the paper's are
+    """--preset said converge used 'lr 5e-4 or 1e-4'; runs use the mean-degree rule.
+    The help's numbers are converge_lr's, and the paper's are
     resolve's."""
     from caps2ne_np.defaults import LR_PER_DEGREE, LR_RANGE, preset_summary
     from caps2ne_np.training.config import TrainConfig, converge_lr, resolve

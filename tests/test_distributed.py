@@ -310,7 +310,7 @@ def test_cli_engine_ray_eval_every_epoch_resumes_like_the_uninterrupted_run(
     assert (tmp_path / "resumed.emb").read_bytes() == (tmp_path / "full.emb").read_bytes()
 
 
-# ----------------------------------------------------------------- issue 26, items 11-13
+# -----------------------------------------------------------------
 
 
 def cli_train(args, tmp_path, timeout=600):

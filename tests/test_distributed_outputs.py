@@ -1,4 +1,4 @@
-"""Streamed outputs of the Ray engine (issue 18): the driver pulls rows [a, b) of every
+"""Streamed outputs of the Ray engine: the driver pulls rows [a, b) of every
 shard, interleaves them into node order (``ray.outputs.row_blocks``) and feeds the
 block-wise writers of ``io``, which must write the very bytes the single-machine
 writers write for the whole arrays (word2vec text and binary, ``.npy`` and its
@@ -196,7 +196,7 @@ def test_save_npz_mixes_arrays_and_blocks_like_np_savez(tmp_path):
     assert members(tmp_path / "blocks.npz") == members(tmp_path / "whole.npz")
 
 
-# --- atomic_write's guarantees hold for streamed writes (issue 15)
+# --- atomic_write's guarantees hold for streamed writes
 
 
 def counting(M, rows=2):

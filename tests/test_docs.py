@@ -1,6 +1,6 @@
 """Docs a newcomer reads: the pictures exist and the script that draws them runs, the
 README's and docs/scaling.md's figures are the benchmark results, each cell checked
-against its row and column of the results file (bench/results/*.md), LICENSE and
+against its row and column of the results file (docs/results/*.md), LICENSE and
 CITATION.cff are complete, the architecture diagram is in docs/math.md, no stale
 example output."""
 
@@ -24,7 +24,7 @@ def section(text, title):
     return text[start : end if end >= 0 else None]
 
 
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "docs" / "results"
 
 
 def cells(line):
@@ -184,7 +184,7 @@ def test_readme_larger_graphs_are_their_panel_runs():
 
 
 def test_readme_and_scaling_doc_quote_the_scale_results():
-    """The 1M-node rate and epoch from bench/results/scale.md (not docs/scaling.md), and
+    """The 1M-node rate and epoch from docs/results/scale.md (not docs/scaling.md), and
     the epoch table of docs/scaling.md computed from that rate."""
     train = phase("1,000,000", "train, ")["rate"]
     rate = re.match(r"([\d,]+) pairs/s", train)[1]
@@ -396,7 +396,7 @@ def test_no_stale_error_prefix_in_the_docs():
 
 
 def test_picture_script_without_matplotlib_says_so_before_training(tmp_path):
-    """It trained for two minutes, then said it needs matplotlib (issue 33 item 15)."""
+    """It trained for two minutes, then said it needs matplotlib."""
     (tmp_path / "matplotlib").mkdir()
     (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('hidden')\n")
     proc = subprocess.run(
@@ -413,7 +413,7 @@ def test_picture_script_without_matplotlib_says_so_before_training(tmp_path):
 
 
 def test_readme_names_every_extra_and_what_the_plain_install_lacks():
-    """issue 33 item 15: the README named neither [plot] nor [interop]."""
+    """The README named neither [plot] nor [interop]."""
     import configparser
 
     cfg = configparser.ConfigParser()
@@ -426,7 +426,7 @@ def test_readme_names_every_extra_and_what_the_plain_install_lacks():
 
 
 def test_readme_quick_start_accuracy_is_the_results_file():
-    """issue 33 item 14: the README quoted another command's run; this one's mean over
+    """The README quoted another command's run; this one's mean over
     seeds is docs/results/quickstart_cora.md's, which its per-seed rows give."""
     text = (ROOT / "docs" / "results" / "quickstart_cora.md").read_text(encoding="utf-8")
     rows = [float(m) for m in re.findall(r"^\| \d \| ([\d.]+) \+- ", text, flags=re.M)]

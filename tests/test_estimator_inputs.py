@@ -103,7 +103,7 @@ def test_networkx_graph_keeps_its_labels_and_equals_the_edge_list(edge_file):
     H.add_edges_from([(10, 20), (20, 30), (30, 10)])
     m = small_model(num_sampled=2).fit(H)
     emb = m.embedding_dict()
-    assert list(emb) == m.node_ids_ == [10, 20, 30, 40]  # one set of types (issue 26)
+    assert list(emb) == m.node_ids_ == [10, 20, 30, 40]  # one set of types
     np.testing.assert_array_equal(emb[40], m.get_embedding()[3])
 
 
@@ -253,7 +253,7 @@ def test_package_exports_are_lazy_and_python_m_works():
     assert "train" in proc.stdout and "fetch-data" in proc.stdout
 
 
-# --------------------------------------------------------------------------- issue 33, item 8
+# ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -281,7 +281,7 @@ def test_package_exports_are_lazy_and_python_m_works():
     ],
 )
 def test_parameters_of_the_wrong_type_or_range_are_one_line_errors_naming_them(params, name):
-    """No raw TypeError, no 'Unknown format code', nothing taken silently (issue 33, 2, 8)."""
+    """No raw TypeError, no 'Unknown format code', nothing taken silently."""
     adj = asymmetric_matrix(20, seed=3)
     with pytest.raises(InputError) as info:
         small_model(**params).fit(adj)
@@ -307,7 +307,7 @@ def test_networkx_weight_that_is_not_a_number_names_the_edge():
 
 
 def test_a_file_name_given_to_fit_points_to_read_edgelist(edge_file):
-    """issue 33 item 23: fit('edges.txt') said only what it cannot read."""
+    """fit('edges.txt') said only what it cannot read."""
     with pytest.raises(InputError, match=r"fit\(read_edgelist\('.*edges\.txt'\)\)"):
         small_model().fit(str(edge_file))
     with pytest.raises(InputError, match=r"read_edgelist"):
@@ -315,7 +315,7 @@ def test_a_file_name_given_to_fit_points_to_read_edgelist(edge_file):
 
 
 def test_a_networkx_digraph_is_trained_as_directed_by_default():
-    """issue 33 item 22: a DiGraph was trained as undirected unless directed=True."""
+    """A DiGraph was trained as undirected unless directed=True."""
     nx = pytest.importorskip("networkx")
     D = nx.DiGraph([(u, v) for u, v, _ in EDGES])
     model = small_model().fit(D)

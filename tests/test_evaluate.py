@@ -335,7 +335,7 @@ def test_multilabel_select_epoch_rejects_bad_arguments(kwargs, needle):
         multilabel_select_epoch(**args)
 
 
-# ---- issue 26, item 20: evaluate's JSON and its default splits
+# ---- evaluate's JSON and its default splits
 
 
 def _two_class_files(tmp_path, n=40):

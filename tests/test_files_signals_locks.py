@@ -432,7 +432,7 @@ EVAL = [
     "--num-sampled",
     "4",
     "--spectral",
-    "none",  # the random start these epochs were chosen with (issue 25 made ProNE the default)
+    "none",  # the random start these epochs were chosen with (ProNE became the default later)
 ]
 
 
@@ -728,7 +728,7 @@ def test_interruption_after_some_outputs_names_them(run, tmp_path, monkeypatch):
     monkeypatch.setattr(modelfile, "save_model", interrupted)
     put(tmp_path, "g.txt", GRAPH)
     result = train(run, "--model-out", "m.npz")
-    # the outputs of a run are committed together (issue 33 item 11): none was written
+    # the outputs of a run are committed together: none was written
     assert_error(result, "interrupted; no output was written", code=130)
     assert not (tmp_path / "m.npz").exists() and not (tmp_path / "out.emb").exists()
     assert not list(tmp_path.glob(".*.tmp"))
@@ -894,7 +894,7 @@ def test_damaged_model_file_is_one_line(run, tmp_path, tiny_model, changes, what
     assert_error(result, "bad.npz: damaged model file", what)
 
 
-# (--routing-iters 1e9: a usage error since issue 33 made 100 its most, test_bad_input)
+# (--routing-iters 1e9: a usage error: 100 is its most, test_bad_input)
 @pytest.mark.parametrize("option", ["--batch-size", "--walk-length", "--dim"])
 def test_absurd_sizes_are_refused_with_the_memory_figure(run, tmp_path, option):
     put(tmp_path, "g.txt", GRAPH)

@@ -33,7 +33,7 @@ CONFIGS = [
 def test_loss_and_grads_match_central_differences(
     m, rule, mode, scale, features, seed, record_property
 ):
-    """Also records each case's errors (bench/gradcheck.py reports them from --junitxml)."""
+    """Also records each case's errors (in --junitxml; docs/results/gradcheck.md tabulates them)."""
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(seed)
     n_slots = ctx.shape[1]
     cfg = ModelConfig(routing_iters=m, routing_rule=rule, routing_scale=scale, grad_mode=mode)

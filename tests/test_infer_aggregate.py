@@ -1,4 +1,4 @@
-"""How infer turns a node's Z capsule outputs into its embedding (issue 19).
+"""How infer turns a node's Z capsule outputs into its embedding.
 
 'mean' is Algorithm 3's average, 'sum' the authors' Z x mean, 'calibrated' the mean
 mapped onto the scale of the o_v by a map fitted on the training nodes.  Checked: the
@@ -361,7 +361,7 @@ TIE = 1e-3
 
 
 def choose_by_validation(summaries, variants):
-    """The rule for infer's defaults, fixed without test accuracy (issue 26): the best
+    """The rule for infer's defaults, fixed without test accuracy: the best
     mean over the data sets of ``val_infer_mean``, the o-path validation accuracy with the
     val nodes embedded as the test nodes are (Algorithm 3 with the variant's aggregation,
     bench/inductive.py); on a tie (within 0.1 point) the simplest variant."""
@@ -381,11 +381,11 @@ def test_the_rule_takes_the_best_and_the_simplest_on_a_tie():
 
 
 def test_the_defaults_follow_the_validation_rule():
-    """bench/results/inductive.json: infer's default aggregate and calibration method
+    """docs/results/inductive.json: infer's default aggregate and calibration method
     are the ones the rule picks from the validation columns that embed the val nodes by
     Algorithm 3 (they differ between variants, unlike the o_v validation); test accuracy
     plays no part."""
-    path = Path(__file__).resolve().parents[1] / "bench" / "results" / "inductive.json"
+    path = Path(__file__).resolve().parents[1] / "docs" / "results" / "inductive.json"
     results = json.loads(path.read_text())["results"]
     assert {r["dataset"] for r in results} == {"cora", "citeseer"}
     assert len({len(r["splits"]) for r in results}) == 1 and len(results[0]["splits"]) >= 1

@@ -1,5 +1,5 @@
-"""Model files and calibration as a user and a hostile file meet them (issue 26, items
-7-10): the API uses the calibration ``infer --save-calibration`` stored, ``load`` then
+"""Model files and calibration as a user and a hostile file meet them: the API uses the calibration
+``infer --save-calibration`` stored, ``load`` then
 ``save`` keeps it; every damaged field of a model file is one line naming it, checked by
 the ranges training uses; calibration messages name the real shapes and the command to
 recalibrate; ``--save-calibration`` writes through a symbolic link."""
@@ -56,7 +56,7 @@ def _copy(files, tmp_path, name="m.npz"):
     return tmp_path / name
 
 
-# --------------------------------------------------------------------------- item 7
+# ---------------------------------------------------------------------------
 
 
 def test_load_transform_uses_the_calibration_infer_stored(files, tmp_path):
@@ -102,7 +102,7 @@ def test_calibrate_sets_calibration_and_save_load_keep_it(files, tmp_path):
     np.testing.assert_array_equal(read_model(tmp_path / "b.npz")["calibration"]["A"], cal["A"])
 
 
-# --------------------------------------------------------------------------- item 8
+# ---------------------------------------------------------------------------
 
 
 def _damage(src, dst, **changes):
@@ -156,7 +156,7 @@ DAMAGED = {
         {"fixed_features": np.asarray("yes")},
         "fixed_features is 'yes' (<U3), expected a boolean",
     ),
-    # issue 33 item 25: each removed check let the file load and transform return rows
+    # each removed check let the file load and transform return rows
     "bias-short": ({"bias": lambda a: a[:-3]}, "bias has shape (27,), expected (30,)"),
     "W-other-k": (
         {"W": lambda a: np.ascontiguousarray(a[:, :-1, :])},
@@ -210,7 +210,7 @@ def test_a_damaged_model_file_is_one_line_naming_the_field(files, tmp_path, case
 @pytest.mark.parametrize("m", [10**6, 1e9])
 def test_huge_routing_iters_is_refused_when_the_file_is_read(files, tmp_path, m):
     """routing_iters 1e9 was refused only by a memory estimate, and 1e6 passed it and ran
-    infer for minutes (issue 33 item 13): the option's range (at most 100) applies to
+    infer for minutes: the option's range (at most 100) applies to
     model files as to training."""
     bad = _damage(files / "model.npz", tmp_path / "bad.npz", config=_config(routing_iters=m))
     with pytest.raises(InputError, match=f"config routing_iters must be <= 100, got {int(m)}"):
@@ -219,7 +219,7 @@ def test_huge_routing_iters_is_refused_when_the_file_is_read(files, tmp_path, m)
         Caps2NE.load(bad)
 
 
-# --------------------------------------------------------------------------- item 9
+# ---------------------------------------------------------------------------
 
 
 def test_calibration_messages_name_the_shapes_and_the_fix():
@@ -259,7 +259,7 @@ def test_a_stored_calibration_with_nan_or_huge_values_says_recalibrate(files, tm
             read_model(bad)
 
 
-# --------------------------------------------------------------------------- item 10
+# ---------------------------------------------------------------------------
 
 
 def test_save_calibration_writes_through_a_symbolic_link(files, tmp_path):
@@ -282,7 +282,7 @@ def test_save_calibration_writes_through_a_symbolic_link(files, tmp_path):
 
 
 def test_transform_uses_the_stored_calibration_not_one_fitted_afresh(files, tmp_path):
-    """A stored calibration that differs from any fitted afresh (issue 33 item 28: one
+    """A stored calibration that differs from any fitted afresh (one
     fitted on the same graph with the same seed equals the stored one, so a transform
     that ignored it passed): transform's output is the mean e mapped by the stored map."""
     m = _copy(files, tmp_path)
@@ -299,12 +299,12 @@ def test_transform_uses_the_stored_calibration_not_one_fitted_afresh(files, tmp_
     assert not np.allclose(got, apply_calibration(mean, cal))
 
 
-# --------------------------------------------------------------------------- issue 33, 9 and 10
+# ---------------------------------------------------------------------------
 
 
 def test_a_directed_model_transforms_its_graph_as_directed_after_load(tmp_path):
     """The model file stores directed (and keep_self_loops): load then transform reads the
-    graph as the fit did (issue 33 item 9: it was read as undirected)."""
+    graph as the fit did (it was read as undirected)."""
     import scipy.sparse as sp
 
     rng = np.random.default_rng(3)
@@ -323,7 +323,7 @@ def test_a_directed_model_transforms_its_graph_as_directed_after_load(tmp_path):
 
 def test_load_gives_back_the_parameters_given_not_the_resolved_ones(files, tmp_path):
     """Caps2NE.load returned the preset's lr and |V'| = 63 as parameters, so a clone of
-    it refused a smaller graph (issue 33 item 10); the resolved values are in config_."""
+    it refused a smaller graph; the resolved values are in config_."""
     from sklearn.base import clone
 
     from test_infer import planted_partition as partition
@@ -373,7 +373,7 @@ def test_infer_reads_the_graph_as_the_model_was_trained(tmp_path):
 
 def test_a_calibration_that_fails_on_a_tampered_model_names_the_file(files, tmp_path):
     """routing_scale 1e30 overflows e: the calibration fitted on it is not finite; the
-    message names the model file (issue 33 item 13: it said only 'the calibration')."""
+    message names the model file (it said only 'the calibration')."""
     bad = _damage(files / "model.npz", tmp_path / "bad.npz", config=_config(routing_scale=1e30))
     r = _infer(
         "--model", bad, "--graph", files / "full.txt", "--nodes", files / "nodes.txt",

@@ -1,4 +1,4 @@
-"""node2vec's second-order walks (issue 26, item 21): return parameter p, in-out q."""
+"""node2vec's second-order walks: return parameter p, in-out q."""
 
 import hashlib
 
@@ -59,7 +59,7 @@ node2vec was added (commit 76140ee).  A recorded hash is kept only for these int
 outputs: the walk kernels draw from integer streams (kernels/rng.py) and their only float
 arithmetic (the weights' running sums, compared with a uniform draw) is exact IEEE with
 fastmath off, so the bits are the same on every CPU -- unlike trained float parameters,
-whose bits depend on the BLAS and SIMD kernels a CPU gets (issue 33, item 1)."""
+whose bits depend on the BLAS and SIMD kernels a CPU gets."""
 
 
 @pytest.mark.parametrize("pq", [{}, dict(node2vec_p=1.0, node2vec_q=1)])
@@ -334,7 +334,7 @@ def test_model_file_keeps_p_q_and_inference_uses_them(tmp_path, monkeypatch):
     arrays["config"] = np.asarray(
         json.dumps({k: v for k, v in config.items() if not k.startswith("node2vec")})
     )
-    del arrays["run"]  # (stored since issue 33)
+    del arrays["run"]  # (stored in newer files)
     np.savez(tmp_path / "old.npz", **arrays)
     old = Caps2NE.load(tmp_path / "old.npz")
     assert (old.node2vec_p, old.node2vec_q) == (1.0, 1.0)
@@ -370,7 +370,7 @@ def test_sample_contexts_with_p_q_equal_the_kernel_on_sorted_rows():
 
 def test_steps_that_proposals_almost_never_pass_are_drawn_exactly():
     """p = 0.001, q = 1000 on a directed graph: from (0, 1) both out-neighbours 2 and 3 are
-    'outward' (alpha = 1/q), so a proposal passes one time in 10^6 (issue 33 item 5: such
+    'outward' (alpha = 1/q), so a proposal passes one time in 10^6 (such
     runs were 30x slower, and a signal waited ~30 s for the kernel).  After NODE2VEC_TRIES
     proposals the step is drawn exactly: the naive reference's walks bit for bit, and the
     exact probabilities (edge weights 1 and 3)."""

@@ -289,7 +289,7 @@ def test_fused_sparse_W_update_is_bitwise_the_separate_kernels_in_float32(versio
 def test_lazy_step_of_all_tables_in_one_kernel_is_bitwise_the_per_table_kernels(
     threads, monkeypatch
 ):
-    """optim._adam_tables (issue 27: one parallel region for every table of a lazy step)
+    """optim._adam_tables (one parallel region for every table of a lazy step)
     gives the same bits as one kernel per table (_adam_rows, and _adam_dense for a
     gradient of every row), float32, on 1 and 2 threads."""
     import numba
@@ -334,7 +334,7 @@ def test_lazy_step_of_all_tables_in_one_kernel_is_bitwise_the_per_table_kernels(
 
 def test_lazy_step_takes_read_only_gradients_and_mixed_tables():
     """Read-only gradient arrays (as Ray's object store hands them over) and tables of
-    other dtypes are updated as the per-table kernels do (issue 27's one-kernel step)."""
+    other dtypes are updated as the per-table kernels do (the one-kernel step)."""
     rng = np.random.default_rng(9)
     init = {"O": rng.normal(size=(8, 3)), "bias": rng.normal(size=8)}
     init32 = {"X": rng.normal(size=(8, 2)).astype(np.float32)}

@@ -185,7 +185,7 @@ def test_evaluate_train_fraction_scores_single_label_data_without_splits(tmp_pat
         cli,
         ["evaluate", "-e", str(tmp_path / "good.emb"), "--labels", str(tmp_path / "labels.txt")],
     )
-    # issue 26, item 20: neither --splits nor --train-fraction: seeded random splits, said so
+    # neither --splits nor --train-fraction: seeded random splits, said so
     assert r.exit_code == 0 and "note: no --splits or --train-fraction" in r.output
     r = CliRunner().invoke(
         cli,

@@ -1,4 +1,4 @@
-"""bench/panel.py (the panel with seeds, issues 31 and 32) runs end to end in its --smoke
+"""bench/panel.py (the panel with seeds) runs end to end in its --smoke
 size: every side on two seeds, the node order moved by the seed, the cells as mean and
 spread.  Needs gensim (the DeepWalk peer); asserts nothing about speed or accuracy."""
 
@@ -66,7 +66,7 @@ def test_variant_side_is_ours_with_the_given_flags(tmp_path):
 def test_panel_smoke_runs_every_side_on_two_seeds(tmp_path):
     pytest.importorskip("gensim", reason="the DeepWalk peer needs gensim")
     stem = "panel_ci_smoke"
-    env = dict(os.environ, CAPS2NE_BENCH_RESULTS=str(tmp_path))  # not bench/results
+    env = dict(os.environ, CAPS2NE_BENCH_RESULTS=str(tmp_path))  # not docs/results
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "panel.py"), "--smoke", "--out", stem,
          "--sides", "deepwalk,ours,ours_base"],

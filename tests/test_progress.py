@@ -329,7 +329,7 @@ def test_quiet_does_not_leak_into_the_next_command(edges, tmp_path):
 
 
 def test_time_remaining_ignores_a_compile_stall(monkeypatch):
-    """issue 33 item 16: 6/13540 [00:18<17:16:53] -- a kernel compiling after the first
+    """6/13540 [00:18<17:16:53] -- a kernel compiling after the first
     step stalled one update for 18 s, and tqdm's moving average made that the rate."""
     term = Terminal()
     monkeypatch.setattr(sys, "stderr", term)

@@ -1,4 +1,4 @@
-"""Spectral propagation of the trained o_v (issue 32, caps2ne_np/model/propagation.py):
+"""Spectral propagation of the trained o_v (caps2ne_np/model/propagation.py):
 the Chebyshev sum against the matrix function it approximates (a dense
 eigendecomposition), within the truncation bound of its order; the SVD step against a
 dense reference; new nodes through the same filter and map; the nodevectors package

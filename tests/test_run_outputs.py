@@ -1,4 +1,4 @@
-"""What a run says about its outputs (issue 26, items 14 and 18): ``--out -`` with
+"""What a run says about its outputs: ``--out -`` with
 standard output closed is refused before training, in one line; ``--eval-every-epoch``
 says in the run's last line which epoch it wrote."""
 

@@ -415,7 +415,7 @@ def test_paper_preset_and_term_off_train_the_same_bits_as_the_path_without_the_t
     and a run whose term runs at lambda exactly 0 are trained side by side in this process
     and give the same O, X, W and biases.  (This replaced SHA-256s recorded on one CPU:
     float bits differ between CPUs -- BLAS and Numba pick kernels by the instruction set
-    -- so a recorded float hash is not a property of the code; issue 33, item 1.)"""
+    -- so a recorded float hash is not a property of the code.)"""
     from caps2ne_np.training import fused
     from caps2ne_np.training.config import ModelConfig, TrainConfig
     from caps2ne_np.training.train import fit
@@ -523,7 +523,7 @@ def test_resume_with_another_weight_is_refused_and_old_checkpoints_mean_weight_z
             resume_from=tmp_path,
         )  # fmt: skip
     ckpt = checkpoint.load(tmp_path)
-    del ckpt["config"]["skipgram_weight"]  # as written before issue 25
+    del ckpt["config"]["skipgram_weight"]  # as written before the term existed
     with pytest.raises(InputError, match="--skipgram-weight 0"):
         checkpoint.check_compatible(ckpt, cfg.to_dict(), ckpt["graph_hash"])
 
@@ -546,7 +546,7 @@ def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
     config = json.loads(str(arrays["config"]))
     del config["skipgram_weight"], config["skipgram_negatives"]  # a file from before
     arrays["config"] = np.asarray(json.dumps(config))
-    del arrays["run"]  # (stored since issue 33)
+    del arrays["run"]  # (stored in newer files)
     save_npz(tmp_path / "old.npz", overwrite=True, **arrays)
     assert Caps2NE.load(tmp_path / "old.npz").skipgram_weight == 0.0
 

@@ -1,4 +1,4 @@
-"""The spectral start (issue 25): ProNE (caps2ne_np/model/spectral.py) against a slow dense
+"""The spectral start: ProNE (caps2ne_np/model/spectral.py) against a slow dense
 NumPy reference of the same two steps, the Chebyshev filter against the matrix
 exponential it approximates, the nodevectors package's ProNE with the same seed, two
 planted communities that must separate; then the three ways a run uses it (--spectral
@@ -224,7 +224,7 @@ def test_prone_equals_nodevectors_with_the_same_seed(two_blocks, monkeypatch):
 def test_the_default_factorisation_is_the_reference_codes(two_blocks):
     """ProNE's first stage with every default, against the reference code's own steps
     (THUDM/ProNE ``get_embedding_rand``: scikit-learn's randomized_svd with n_iter=5,
-    U sqrt(S), rows l2-normalised), seeded alike: the same numbers.  (Issue 33 item 24:
+    U sqrt(S), rows l2-normalised), seeded alike: the same numbers.  (When
     SVD_ITERATIONS changed to 2 moved entries by up to 0.16 and no test failed -- the
     comparison with scikit-learn passed n_iter itself, the one with nodevectors skips
     without the package.)"""
@@ -529,7 +529,7 @@ def test_preset_start_falls_back_to_random_x_on_a_graph_too_small_for_prone(dims
     assert big.spectral == "init_xo"
 
 
-# --------------------------------------------------------------------------- issue 33, item 7
+# --------------------------------------------------------------------------- item 7
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The per-step thread rule (caps2ne_np/kernels/_threads.py, StepThreads; issue 27): more threads
+"""The per-step thread rule (caps2ne_np/kernels/_threads.py, StepThreads): more threads
 never make a run slower than fewer.  The logic is tested with a fake clock, not timings."""
 
 import numpy as np

@@ -468,7 +468,7 @@ def _rewrite_checkpoint_config(directory, edit):
 
 def test_a_checkpoint_from_before_node2vec_resumes_only_with_p_q_one(partition, tmp_path):
     """A checkpoint without p, q in its config was written by first-order walks: a resume
-    with other p, q is refused, not recorded as if the whole run used them (issue 33)."""
+    with other p, q is refused, not recorded as if the whole run used them."""
     adj, _ = partition
     opts = dict(SMALL, epochs=1)
     Caps2NE(**opts, random_state=5).fit(adj, checkpoint_dir=tmp_path)
@@ -501,7 +501,7 @@ def test_a_changed_option_is_shown_with_the_digits_that_differ(partition, tmp_pa
 def test_a_parameter_that_turns_nan_with_a_finite_loss_stops_the_run_at_the_epoch_end(
     partition, tmp_path, parallel
 ):
-    """The end-of-epoch check that every parameter is finite (issue 33 item 26: removing it
+    """The end-of-epoch check that every parameter is finite (removing it
     failed no test; the tests injected a NaN loss only).  O turns NaN after the last step
     of epoch 2, so no later loss sees it: only that check can stop the run, and the last
     checkpoint stays the finite one of epoch 1."""

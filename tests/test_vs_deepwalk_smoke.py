@@ -1,4 +1,4 @@
-"""bench/vs_deepwalk.py (issue 14's yardstick) runs end to end in its --smoke size.
+"""bench/vs_deepwalk.py (the yardstick) runs end to end in its --smoke size.
 
 The DeepWalk peer needs gensim, which CI does not install (it is a bench-only
 dependency), so there the test is skipped; with gensim installed it takes well under
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_vs_deepwalk_smoke_scores_and_times_both_sides(tmp_path):
     stem = "vs_deepwalk_ci_smoke"
-    env = dict(os.environ, CAPS2NE_BENCH_RESULTS=str(tmp_path))  # not the tracked bench/results
+    env = dict(os.environ, CAPS2NE_BENCH_RESULTS=str(tmp_path))  # not the tracked docs/results
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "vs_deepwalk.py"), "--smoke", "--out", stem],
         capture_output=True,
@@ -50,7 +50,7 @@ def test_vs_deepwalk_smoke_scores_and_times_both_sides(tmp_path):
     assert data["command_templates"]["ours"].startswith("python cli.py train --graph <dir>/g.txt")
     if importlib.util.find_spec("nodevectors") is None:  # the second peer is optional
         assert "ProNE peer skipped: nodevectors is not installed" in md
-    else:  # issue 25: ProNE scored and timed as DeepWalk, the better of the two named
+    else:  # ProNE scored and timed as DeepWalk, the better of the two named
         for g in data["graphs"]:
             assert g["prone"]["seconds_median"] > 0
             assert 0 <= g["prone"]["score"]["accuracy"] <= 100

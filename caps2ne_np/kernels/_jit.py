@@ -122,8 +122,9 @@ class Kernel:
 
 LAUNCHES = {"parallel": 0, "serial": 0}
 """How many times a ``Kernel`` ran (was chosen) parallel or serial since the process
-started: bench/profile_step.py reads the parallel regions per step from it.  A direct
-call of a kernel without a work estimate counts as parallel even on one thread."""
+started: a profile reads the parallel regions per step from it
+(docs/results/threads_profile.md).  A direct call of a kernel without a work estimate
+counts as parallel even on one thread."""
 
 
 def check_array(name, a, shape, dtype=None):

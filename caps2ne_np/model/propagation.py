@@ -46,7 +46,7 @@ HOLDOUT_FRACTION = 0.05
 HOLDOUT_MAX = 2000
 AUTO_MARGIN = 0.1
 """--propagate auto: on unless propagating lowers the link-prediction AUC of held-out
-edges by more than this (``decide``).  On the panel (bench/results/propagate_panel.md)
+edges by more than this (``decide``).  On the panel (docs/results/propagate_panel.md)
 the propagated rows' AUC was 0.002 to 0.07 below the o_v's on the graphs where
 propagation raised the classification score by 0.6 to 1.9 points, and 0.25 above on POS
 (+2.5):

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 STOP_DRIFT = 0.2
 """--stop auto ends the run after the first epoch whose drift is below this.  Chosen on
-the panel (bench/results/propagate_panel.md, "The stop rule"): the largest threshold
+the panel (docs/results/propagate_panel.md, "The stop rule"): the largest threshold
 that keeps every graph measured within 0.5 point of its full budget's propagated score
 (0.3 stops POS after 5 of 13 epochs, 0.78 below)."""
 

@@ -1,4 +1,4 @@
-"""Prototype for issue 14 (session 7, frozen as run; not part of the package, not linted):
+"""Prototype (frozen as run; not part of the package, not linted):
 a skip-gram-like auxiliary loss added to Caps2NE's loss by patching step.TrainStep.gradients.
 
 aux = mean over pairs p and slots i of the sampled-softmax loss of
