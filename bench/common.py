@@ -17,8 +17,8 @@ experiment and its rendering (the Markdown helpers are bench/report.py's).
 * one result schema (``payload``: the command, the arguments, the machine block, the
   rows, and the script's own fields) and one writer (``write_results``, atomic).
 
-``RESULTS`` is bench/results/, or the folder named by ``$CAPS2NE_BENCH_RESULTS``
-(the tests point it at a temporary folder so that smoke runs leave bench/results/
+``RESULTS`` is docs/results/, or the folder named by ``$CAPS2NE_BENCH_RESULTS``
+(the tests point it at a temporary folder so that smoke runs leave docs/results/
 alone); the scripts write their results there and read earlier results from there."""
 
 import argparse

@@ -1,4 +1,4 @@
-"""DeepWalk as the peer of issue 14: this project's uniform walks fed to gensim's Word2Vec.
+"""DeepWalk as the panel's peer: this project's uniform walks fed to gensim's Word2Vec.
 
     python bench/deepwalk_peer.py --graph edges.txt --emb dw.emb --threads 2 [--seed 0]
 

@@ -72,6 +72,6 @@ def parser(doc, *, threads=None, reps=None, smoke=None, out=None, threads_help=N
             default=out,
             metavar="STEM",
             help=f"result stem: <results>/STEM.json and .md (default {out}; the folder is "
-            "bench/results or $CAPS2NE_BENCH_RESULTS)",
+            "docs/results or $CAPS2NE_BENCH_RESULTS)",
         )
     return ap

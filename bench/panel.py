@@ -254,7 +254,7 @@ def gap(a, b):
 
 
 def within(g):
-    """Issue 32's rule: within 1 point of the peer, or tied with it."""
+    """The score targets' rule: within 1 point of the peer, or tied with it."""
     return g[0] >= -1.0 or g[2] == "tie"
 
 

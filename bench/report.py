@@ -13,14 +13,15 @@ TARGETS = {
     "peer_ratio": {"a": 4.0, "b": 1.5, "c": 4.0, "d": 6.0},
     "thread_scaling": 1.7,  # 2 threads / 1 thread, pairs/s (configs a and b)
     "gemm_fraction": 0.5,  # config b: GFLOP/s achieved / the measured float32 GEMM rate
-    "feature_parity": 1.0,  # issue 3: (d) sparse d = 3,703 / (e) trained d = 128, pairs/s
-    # issue 27, configs f (converge preset, B = 16 walks) and g (B = 128), pairs/s
+    "feature_parity": 1.0,  # (d) sparse d = 3,703 / (e) trained d = 128, pairs/s
+    # configs f (converge preset, B = 16 walks) and g (B = 128), pairs/s
     "converge_thread_scaling": 1.7,  # (f) 2 threads / (f) 1 thread
     "converge_vs_large_batch": 0.9,  # (f) 2 threads / (g) 2 threads
     "never_slower": 0.97,  # (f), (g): 2 threads / 1 thread with the per-step rule (3% noise)
     # bench/walks_vs_pecanpy.py: our steps/s over PecanPy's
     "walks_vs_pecanpy": 5.0,
-    # bench/time_to_accuracy.py: from a cold start to 80% Cora test accuracy
+    # time_to_accuracy (no longer re-run; docs/results/investigations.md): a cold start
+    # to 80% Cora test accuracy
     "cora_80_seconds": 120.0,
     # bench/scale.py, at its largest size (1,000,000 nodes)
     "load_s": 20.0,  # reading the text edge list
@@ -73,10 +74,10 @@ def run_line(command, seconds, load_before, load_after, how=""):
 
 def doc_pointer(section):
     """A line linking the section of docs/benchmarks.md that explains a report (the link
-    works from bench/results/)."""
+    works from docs/results/)."""
     return (
         f"How to read this report, and what it found: docs/benchmarks.md, [{section}]"
-        f"(../../docs/benchmarks.md#{_anchor(section)}).\n"
+        f"(../benchmarks.md#{_anchor(section)}).\n"
     )
 
 

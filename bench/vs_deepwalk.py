@@ -1,10 +1,10 @@
-"""Issue 14's yardstick: `cli.py train` with its defaults against DeepWalk, graph by graph.
+"""The yardstick: `cli.py train` with its defaults against DeepWalk, graph by graph.
 
     python bench/vs_deepwalk.py                          # the whole panel (hours)
     python bench/vs_deepwalk.py --graphs syn-1k-mu0.3,cora
     python bench/vs_deepwalk.py --smoke                  # tiny, for CI (needs gensim)
 
-Two peers (issue 25): DeepWalk and ProNE, each timed the same way.
+Two peers: DeepWalk and ProNE, each timed the same way.
 
 For every graph of the panel the graph is written as an edge list (``u v``, each
 undirected edge once) into a temporary directory, then two commands run, each as
@@ -30,9 +30,9 @@ zero row in both):
 * multi-label (PPI, POS, BlogCatalog): micro- and macro-F1 at 10/50/90% training
   nodes, caps2ne_np.evaluate.multilabel_f1 over ``--shuffles`` shuffles (default 5).
 
-Issue 14's targets, per graph: the score is at most 1 point below DeepWalk's
+The targets, per graph: the score is at most 1 point below DeepWalk's
 (accuracy; for multi-label graphs micro-F1 at every training fraction) and ours
-takes at most 2x DeepWalk's wall time.  Issue 25's goal beyond it: at most 1 point
+takes at most 2x DeepWalk's wall time.  The goal beyond it: at most 1 point
 below the better of DeepWalk and ProNE (the summary shows that gap).  ProNE is the
 ``nodevectors`` package with two fixes (bench/peers/prone_peer.py), an optional bench
 dependency like gensim: without it the ProNE column is skipped, with a line saying so
@@ -47,10 +47,9 @@ synthetic graph and the bundled Cora (``cora-bundled``) with a reduced budget on
 sides (marked in the results): 2 walks per node and 1 epoch (for DeepWalk, 1 gensim
 epoch).
 
-Writes bench/results/<out>.json + .md after every graph, so an interrupted run keeps
-what it measured.  ``panel_entry(name)`` (the loaders) and ``score_embedding`` are
-the hooks bench/plot_vs_deepwalk.py reuses (its curves stay in its own
-vs_deepwalk_curves.json).
+Writes docs/results/<out>.json + .md after every graph, so an interrupted run keeps
+what it measured.  ``panel_entry(name)`` (the loaders), ``score_embedding`` and
+``score_protocols`` are the hooks bench/panel.py reuses.
 """
 
 import json
@@ -279,7 +278,7 @@ def score_protocols(graph, emb, shuffles=5, scales=()):
 
 
 def targets(dw, ours):
-    """(score met, score gaps in points) under issue 14's rule."""
+    """(score met, score gaps in points) under the score target's rule."""
     if dw["protocol"] == "multi-label":
         gaps = [o - d for o, d in zip(ours["micro"], dw["micro"])]
     else:
@@ -428,7 +427,7 @@ def measure(graph, workdir, args, usable):
     )
     if args.fast_peer and not args.smoke:  # DeepWalk with one gensim epoch (node2vec's default)
         sides["deepwalk_1ep"] = dict(cmd=dw1_cmd, file="dw1.emb", seconds=[], scores=[])
-    if args.prone:  # issue 25's second peer
+    if args.prone:  # the second peer
         cmd = prone_command(workdir, args.threads, args.smoke)
         sides["prone"] = dict(cmd=cmd, file="prone.emb", seconds=[], scores=[])
     for rep in range(args.reps):
@@ -588,7 +587,7 @@ def main(argv=None):
         "--update",
         action="store_true",
         help="measure --graphs and replace (or add) their entries in the existing "
-        "bench/results/<out>.json, keeping the other graphs as measured before",
+        "docs/results/<out>.json, keeping the other graphs as measured before",
     )
     ap.add_argument(
         "--no-fast-peer",
@@ -640,7 +639,7 @@ def main(argv=None):
         smoke=args.smoke,
         smoke_note=(
             f"SMOKE: reduced budgets, ours {' '.join(SMOKE_OURS_FLAGS)}, DeepWalk "
-            f"{' '.join(SMOKE_DW_FLAGS)}; not a measurement of issue 14's targets"
+            f"{' '.join(SMOKE_DW_FLAGS)}; not a measurement of the targets"
         )
         if args.smoke
         else None,
@@ -652,7 +651,7 @@ def main(argv=None):
     )
     if args.update:
         if not (common.RESULTS / f"{args.out}.json").exists() or not args.graphs:
-            ap.error(f"--update needs --graphs and an existing bench/results/{args.out}.json")
+            ap.error(f"--update needs --graphs and an existing docs/results/{args.out}.json")
         old = json.loads((common.RESULTS / f"{args.out}.json").read_text())
         payload["updates"] = old.get("updates", []) + [
             dict(
@@ -736,7 +735,7 @@ def _f(x, fmt="{:.2f}"):
 
 
 def render(p):
-    lines = ["# Caps2NE CLI defaults against DeepWalk (issue 14)\n"]
+    lines = ["# Caps2NE CLI defaults against DeepWalk\n"]
     if p["smoke"]:
         lines.append(f"**{p['smoke_note']}**\n")
     lines.append(
@@ -838,7 +837,7 @@ def render(p):
         "DeepWalk is gensim's skip-gram with its default 5 epochs over the walks, as "
         "DeepWalk's reference code runs it; the targets are measured against it.  The "
         "last column is the same peer with one gensim epoch (node2vec's reference "
-        "default), shown so that the faster peer is in view too.  ProNE (issue 25): "
+        "default), shown so that the faster peer is in view too.  ProNE: "
         "bench/peers/prone_peer.py, timed the same way; gap to best: ours minus the "
         "better peer (goal: at least -1).\n"
     )
@@ -888,7 +887,7 @@ def shared_preset_line(graphs):
 def factor_preset_line(p):
     """Keep ours' preset line once per file (``ours_preset_line``, rate as <lr>; each
     graph's rate is in its 'peak lr' line) when every graph printed the same one, so that
-    bench/results stays small (tests/test_results_size.py)."""
+    docs/results stays small (tests/test_results_size.py)."""
     shared = shared_preset_line(p["graphs"])
     if shared is None or p.get("ours_preset_line", shared) != shared:
         return

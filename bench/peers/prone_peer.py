@@ -1,4 +1,4 @@
-"""ProNE as the second peer of the panel (issue 25): the ``nodevectors`` package's ProNE.
+"""ProNE as the second peer of the panel: the ``nodevectors`` package's ProNE.
 
     python bench/peers/prone_peer.py --graph edges.txt --emb prone.emb --threads 2 [--seed 0]
 
