@@ -5,6 +5,7 @@ collapsed rows without a word (it falls back to the o_v and says why); ``--propa
 auto`` says in words when it cannot measure; a model file's propagation map and ProNE
 options are checked when it is read."""
 
+import json
 import warnings
 
 import numpy as np
@@ -16,7 +17,8 @@ from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.evaluate import inductive_split
 from caps2ne_np.graphs.csr import from_scipy
-from caps2ne_np.io.modelfile import check_option
+from caps2ne_np.io.modelfile import check_option, read_model
+from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.io.word2vec import read_word2vec
 from caps2ne_np.model import propagation
 from caps2ne_np.training.config import TrainConfig
@@ -240,3 +242,68 @@ def test_auto_says_in_words_when_it_cannot_measure(A, words):
     on, why = propagation.decide(_csr(A), O, seed=0)
     assert "nan" not in why and words in why, why
     assert not on and "kept off" in why
+
+
+# --------------------------------------------------------------------------- the model file
+
+
+def _damage(src, dst, **changes):
+    arrays = load_npz(src)
+    for name, value in changes.items():
+        arrays[name] = value(arrays[name]) if callable(value) else value
+    save_npz(dst, overwrite=True, **arrays)
+    return dst
+
+
+def _prone_order(value):
+    def change(a):
+        config = json.loads(str(a))
+        config["prone_order"] = value
+        return np.asarray(json.dumps(config))
+
+    return change
+
+
+DAMAGED_PROPAGATION = {
+    "P-zero": (dict(propagation_P=lambda P: np.zeros_like(P)), "propagation_P is all zero"),
+    "P-huge": (dict(propagation_P=lambda P: P * 1e300), "propagation_P holds values up to"),
+    "P-tiny": (dict(propagation_P=lambda P: P * 1e-300), "propagation_P holds values only up to"),
+    "P-nan": (dict(propagation_P=lambda P: np.full_like(P, np.nan)), "NaN or infinite"),
+    "P-strings": (dict(propagation_P=lambda P: P.astype(str)), "propagation_P holds <U"),
+    "E-strings": (dict(propagated=lambda E: E.astype(str)), "propagated holds <U"),
+    "E-zero": (dict(propagated=lambda E: np.zeros_like(E)), "propagated is all zero"),
+    "order-huge": (dict(config=_prone_order(10**7)), "config prone_order must be <= 200"),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_PROPAGATION))
+def test_a_damaged_propagation_is_refused_when_the_file_is_read(full, model, tmp_path, case):
+    """A zero or 1e300-scaled map passed and infer wrote zero rows; a map of strings was an
+    internal error (TypeError); prone_order 1e7 ran infer for 198 s."""
+    changes, what = DAMAGED_PROPAGATION[case]
+    model.save(tmp_path / "m.npz")
+    bad = _damage(tmp_path / "m.npz", tmp_path / "bad.npz", **changes)
+    with pytest.raises(InputError) as info:
+        read_model(bad)
+    assert what in str(info.value) and "\n" not in str(info.value), str(info.value)
+    graph = _edge_list(full, tmp_path / "g.txt")
+    (tmp_path / "nodes.txt").write_text("new\n")
+    r = _invoke(
+        "infer", "--model", bad, "--graph", graph, "--nodes", tmp_path / "nodes.txt",
+        "--out", tmp_path / "e.emb",
+    )  # fmt: skip
+    assert r.exit_code == 1 and "internal error" not in r.output and what in r.output, r.output
+    assert not (tmp_path / "e.emb").exists()
+
+
+def test_a_calibration_that_maps_every_node_to_one_row_is_refused(model, tmp_path):
+    """A stored calibration with A = 0 passed the checks and infer wrote b for every node
+    (zero rows when b = 0)."""
+    model.save(tmp_path / "m.npz")
+    meta = dict(method="diag", n=30, samples=10, positions=list(range(10)), seed=0)
+    bad = _damage(
+        tmp_path / "m.npz", tmp_path / "bad.npz", calibration=np.asarray(json.dumps(meta)),
+        calibration_A=np.zeros((8, 8), np.float32), calibration_b=np.zeros(8, np.float32),
+    )  # fmt: skip
+    with pytest.raises(InputError, match="A is all zero"):
+        read_model(bad)
