@@ -58,6 +58,15 @@ SVD; near 710 they overflow float64 (NaN, or an SVD that does not return)."""
 ROW_NORM = 1.0
 """The length of the written rows when propagated (--row-norm); see docs/training.md,
 'The written scale', for the panel that chose it and the graphs it was chosen on."""
+PRONE_THETA_MIN = 0.01
+"""The smallest --prone-theta: the filter g(lambda) = exp(-theta X), X in [-1, 1], varies
+by a factor e^(2 theta) over the spectrum (2% at 0.01); below, O - g(L) O is theta times
+a fixed signal (the limit theta -> 0), and float64 cancels its digits (at 1e-20 all of
+them: every propagated row was zero)."""
+PRONE_ORDER_MAX = 200
+"""The largest --prone-order: the Chebyshev term i has weight I_i(theta) ~ I_0(theta)
+exp(-i^2 / (2 theta)), below 1e-15 of the first past i = 86 at the largest theta (100);
+more terms only cost time (two sparse products each: order 1e7 ran infer for 198 s)."""
 PROPAGATE_CONVERGE = "on"
 """The 'converge' preset's spectral propagation of the written o_v (propagation.py):
 'on', by the panel's net gain (docs/results/propagate_panel.md: +0.6 to +2.5 points
@@ -390,7 +399,11 @@ OPTIONS = {
         low=1,
     ),
     "prone_order": Option(
-        10, "int", "ProNE: order of the Chebyshev expansion (1: no propagation).", low=1
+        10,
+        "int",
+        "ProNE: order of the Chebyshev expansion (1: no propagation).",
+        low=1,
+        high=PRONE_ORDER_MAX,
     ),
     "prone_mu": Option(
         0.2,
@@ -404,10 +417,10 @@ OPTIONS = {
         0.5,
         "float",
         "ProNE: width theta of the band-pass filter (its Bessel coefficients grow as "
-        "e^theta: above 100 float64 loses the filter).",
-        low=0,
+        "e^theta: above 100 float64 loses the filter; below 0.01 the filter is flat and "
+        "cancels to zero).",
+        low=PRONE_THETA_MIN,
         high=PRONE_THETA_MAX,
-        open=("low",),
     ),
     "row_norm": Option(
         ROW_NORM,

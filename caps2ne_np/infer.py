@@ -278,6 +278,7 @@ def capsule_embeddings(
     isolated="self",
     known=None,
     node2vec=(1, 1),
+    unencodable="error",
 ):
     """Algorithm 3 for the graph indices ``nodes``: float32 (V, k), row a = nodes[a].
 
@@ -287,9 +288,11 @@ def capsule_embeddings(
     isolated  : 'self' (context = the node repeated; InputWarning) or 'error'
     known     : bool (N,) nodes that have an input x (featureless models); None = all
     node2vec  : (p, q) of the walks the model was trained on (``sample_contexts``)
+    unencodable : a node whose every sampled context is unencodable (e = 0): 'error'
+                raises InputError; 'zero' leaves its row zero (for nodes nobody asked
+                for: infer_propagated.py)
 
     The seed is used as given (``infer_embeddings`` passes ``derive_seed(seed, 'infer')``).
-    Raises InputError for a node whose every sampled context is unencodable (e = 0).
     """
     q = W.shape[0] + 1
     Z = q if samples is None else check_int("samples", samples, 1)
@@ -323,7 +326,9 @@ def capsule_embeddings(
     if known is not None:
         # No slot of any context holds a node with an x: nothing was encoded.
         empty |= ~known[ctx].reshape(nodes.shape[0], -1).any(axis=1)
-    if empty.any():
+    if empty.any() and unencodable == "zero":
+        E[empty] = 0
+    elif empty.any():
         a = int(np.flatnonzero(empty)[0])
         first = graph.node_ids[int(nodes[a])]
         why = (
@@ -449,7 +454,9 @@ def _run_threads(threads, fn, *args):
         numba.set_num_threads(old)
 
 
-def _embed(threads, inputs, config, graph, idx, samples, seed, positions, isolated):
+def _embed(
+    threads, inputs, config, graph, idx, samples, seed, positions, isolated, unencodable="error"
+):
     """Algorithm 3 for the graph indices ``idx`` (``capsule_embeddings``) on ``threads``
     threads: ``inputs`` are ``model_inputs``' (W, X, cfg, known), ``config`` the model's
     (its node2vec walks); the contexts are seeded by ``derive_seed(seed, 'infer')``."""
@@ -468,6 +475,7 @@ def _embed(threads, inputs, config, graph, idx, samples, seed, positions, isolat
         isolated,
         known,
         _node2vec(config),
+        unencodable,
     )
 
 

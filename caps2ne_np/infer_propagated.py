@@ -10,9 +10,12 @@ that the model was trained on, when listed, gets its filtered o_v (not its capsu
 path): the written embeddings' map applied to the graph as it is now.
 """
 
+import warnings
+
 import numpy as np
 
 from . import infer
+from .errors import InputError, InputWarning
 from .infer import _as_graph, _graph_nodes, model_inputs
 from .model import propagation, spectral
 
@@ -24,7 +27,14 @@ def infer_propagated(
     (``propagated``: the run's ``propagation.Propagated``; its P is used); ``kwargs``:
     samples, seed, threads, positions, aggregate, calibration.  With aggregate
     'calibrated' (the default) E (V, k) float32 has unit rows in the space of the model's
-    written embeddings; 'mean' and 'sum' are Algorithm 3's outputs, as for any model."""
+    written embeddings; 'mean' and 'sum' are Algorithm 3's outputs, as for any model.
+
+    Only the requested nodes decide success: the filter of a node reads only its own
+    connected component, so new nodes of other components are not embedded, and a new
+    node nobody asked for that Algorithm 3 cannot encode (no encodable node in its
+    contexts) adds a zero filter input instead of an error.  A requested one is an
+    InputError (``infer.capsule_embeddings``), and so is a requested row that the
+    propagation sends to zero or to NaN (``check_rows``)."""
     aggregate = kwargs.get("aggregate", "calibrated")
     if aggregate != "calibrated":  # Algorithm 3's own space (the e-path): no o_v involved
         return infer.infer_embeddings(
@@ -32,17 +42,18 @@ def infer_propagated(
         )
     graph = _as_graph(graph)
     node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
-    model_inputs(params, config, node_ids, graph, features)  # its checks, before any work
+    inputs = model_inputs(params, config, node_ids, graph, features)  # its checks first
     idx = _graph_nodes(graph, nodes)
+    A = spectral.adjacency(graph.indptr, graph.indices, graph.weights, graph.n_nodes)
     rows = {str(nid): r for r, nid in enumerate(node_ids)}
     O_model = np.asarray(params.O, dtype=np.float64)
     O = np.zeros((graph.n_nodes, O_model.shape[1]))
     known = np.array([rows.get(nid, -1) for nid in graph.node_ids], dtype=np.int64)
     old = np.flatnonzero(known >= 0)
     O[old] = O_model[known[old]]
-    new = np.flatnonzero(known < 0)
+    new = np.flatnonzero((known < 0) & requested_components(A, idx))
     if new.size:
-        if kwargs.get("calibration") is None:  # fitted once for both calls below
+        if kwargs.get("calibration") is None:  # fitted once for both parts below
             kwargs["calibration"] = infer.calibrate(
                 params,
                 config,
@@ -55,14 +66,13 @@ def infer_propagated(
                 kwargs.get("positions", "all"),
             )
         asked = np.intersect1d(new, idx)
+        if asked.size:
+            _, O[asked] = infer.infer_embeddings(
+                params, config, node_ids, graph, features, asked, isolated=isolated, **kwargs
+            )
         rest = np.setdiff1d(new, asked)
-        for part, how in ((asked, isolated), (rest, "self")):
-            if part.size:
-                _, E = infer.infer_embeddings(
-                    params, config, node_ids, graph, features, part, isolated=how, **kwargs
-                )
-                O[part] = E
-    A = spectral.adjacency(graph.indptr, graph.indices, graph.weights, graph.n_nodes)
+        if rest.size:
+            O[rest] = _unrequested(inputs, config, graph, rest, kwargs)
     cfg = dict(config)
     E = propagation.embed_new(
         A,
@@ -74,4 +84,51 @@ def infer_propagated(
         cfg.get("prone_theta", 0.5),
         cfg.get("row_norm", 1.0),  # a model file written before the option: unit rows
     )
-    return [graph.node_ids[int(i)] for i in idx], E
+    ids = [graph.node_ids[int(i)] for i in idx]
+    check_rows(ids, E)
+    return ids, E
+
+
+def requested_components(A, idx):
+    """bool (N,): the nodes in the connected components of the graph indices ``idx``
+    (``A`` symmetric).  The filter is a polynomial of A, so a row of O~ reads only
+    its own component."""
+    from scipy.sparse.csgraph import connected_components
+
+    _, label = connected_components(A, directed=False)
+    return np.isin(label, label[idx])
+
+
+def _unrequested(inputs, config, graph, rest, kwargs):
+    """The filter inputs (V, k) of new nodes nobody asked for: their calibrated Algorithm
+    3 outputs (as ``infer.infer_embeddings`` with ``kwargs``), and a zero row (no signal)
+    for a node none of whose contexts holds an encodable node; nothing is said about
+    them (no InputWarning)."""
+    q = inputs[0].shape[0] + 1
+    samples = kwargs.get("samples")
+    Z = q if samples is None else samples
+    positions = infer._positions(config, kwargs.get("positions", "all"))
+    seed, threads = kwargs.get("seed", 0), kwargs.get("threads", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        E = infer._embed(threads, inputs, config, graph, rest, Z, seed, positions, "self", "zero")
+    out = np.zeros(E.shape)
+    ok = E.any(axis=1)
+    out[ok] = infer.aggregate_samples(E[ok], Z, "calibrated", kwargs["calibration"])
+    return out
+
+
+def check_rows(ids, E):
+    """InputError (one line) when a requested propagated row is zero or not finite: the
+    propagation's map (the model file's ``propagation_P``) sends that node's filtered row
+    O~ to zero, or the numbers overflowed; never written as an embedding."""
+    finite = np.isfinite(E).all(axis=1)
+    for bad, what in ((~finite, "NaN or infinite"), (finite & ~E.any(axis=1), "zero")):
+        if bad.any():
+            first = ids[int(np.flatnonzero(bad)[0])]
+            raise InputError(
+                f"node {first!r} ({int(bad.sum())} of {len(ids)} requested node(s)): its "
+                f"propagated row came out {what} (the model's propagation map P sends its "
+                "filtered row there); --aggregate mean gives Algorithm 3's output "
+                "instead, or retrain with --propagate none"
+            )

@@ -768,7 +768,7 @@ WARNINGS = [  # (edge list, options, one line per warning: the phrases it must h
         "a b\nb c\nc d\n", ["--directed"], [["1 node(s) have no out-edges"]], id="directed-sink"
     ),
     pytest.param(
-        "a b\nb c\nc a\nd d\ne e\n",
+        "a b\nb c\nc d\nd a\ne e\nf f\n",  # a square: a triangle's rows propagate alike
         [],
         [["dropped 2 self loop(s)"], ["2 node(s) have no out-edges"]],
         id="isolated-by-dropped-loops",

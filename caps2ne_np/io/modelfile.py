@@ -280,7 +280,8 @@ RECALIBRATE = (
 
 def check_calibration(calibration, k, where="the calibration"):
     """A calibration (``infer.calibrate``: A (k, k), b (k,), method, samples, positions)
-    checked for embeddings with k columns: finite, below ``HUGE``; InputError, one line,
+    checked for embeddings with k columns: finite, below ``HUGE``, A not all zero;
+    InputError, one line,
     naming the shapes found or saying how to recalibrate."""
     if not isinstance(calibration, dict):
         raise InputError(
@@ -309,6 +310,10 @@ def check_calibration(calibration, k, where="the calibration"):
                 f"{where}: {name} holds values up to {top:.3g}, beyond {HUGE:g} (a fitted "
                 f"map is of the order of |o_v| / |e|); {RECALIBRATE}"
             )
+    if not A.any():
+        raise InputError(
+            f"{where}: A is all zero (every node would get the same row b); {RECALIBRATE}"
+        )
     for key, ok in CALIBRATION_META.items():
         if key in calibration and not ok(calibration[key]):
             raise InputError(f"{where}: {key} = {calibration[key]!r} is not valid; {RECALIBRATE}")
@@ -377,11 +382,16 @@ def read_model(path):
 
 def _read_propagation(path, arrays):
     """The stored propagation, checked: dict(E, P) (model/propagation.py's ``Propagated``
-    takes them)."""
+    takes them).  Both real numbers, finite, not all zero; P's largest entry within
+    [1 / HUGE, HUGE] (E = rownorm(O~ P) does not depend on P's scale, but beyond these
+    O~ P overflows or vanishes: a P scaled by 1e300 gave zero rows)."""
     E, P = arrays.get("propagated"), arrays.get("propagation_P")
     n, k = arrays["O"].shape
     if E is None or P is None:
         _bad(path, "one of propagated and propagation_P without the other")
+    for name, a in (("propagated", E), ("propagation_P", P)):
+        if a.dtype.kind not in "fiu":
+            _bad(path, f"{name} holds {a.dtype}, not real numbers")
     if E.shape != (n, k) or P.shape != (k, k):
         _bad(
             path,
@@ -389,6 +399,15 @@ def _read_propagation(path, arrays):
         )
     if not (np.isfinite(E).all() and np.isfinite(P).all()):
         _bad(path, "propagated or propagation_P holds NaN or infinite values")
+    for name, a in (("propagated", E), ("propagation_P", P)):
+        top = float(np.max(np.abs(a))) if a.size else 0.0
+        if top == 0:
+            _bad(path, f"{name} is all zero")
+        if top > HUGE:
+            _bad(path, f"{name} holds values up to {top:.3g}, beyond {HUGE:g}")
+    top = float(np.max(np.abs(P)))
+    if top < 1 / HUGE:
+        _bad(path, f"propagation_P holds values only up to {top:.3g}, below {1 / HUGE:g}")
     return dict(E=np.asarray(E, dtype=np.float32), P=np.asarray(P, dtype=np.float64))
 
 

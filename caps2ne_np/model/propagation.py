@@ -33,11 +33,13 @@ propagate, reads no labels (``decide``).
 
 import logging
 import time
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import InputWarning
 from . import spectral
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,14 @@ propagation raised the classification score by 0.6 to 1.9 points, and 0.25 above
 (+2.5):
 the margin lets all of them propagate; no graph of the panel had propagation lower the
 score, so the margin could not be set from one that did."""
+
+
+COLLAPSED_MAX = 0.5
+"""The written embeddings are the o_v, not the propagated rows, when more than this
+fraction of the nodes get a propagated row identical to another node's whose o_v
+differs (``check_rows``): the filter's first factor I + A gives two adjacent nodes with
+the same neighbours the same row (every node of a complete graph), and at k = 1 a unit
+row is +1 or -1.  Fewer are named in the log line."""
 
 
 def filtered(A, O, order, mu, theta):
@@ -235,8 +245,20 @@ def decide(A, O, seed=0, order=10, mu=0.2, theta=0.5):
     version, which loses whatever the o_v carry in their norms and in directions the
     graph's low frequencies do not hold.  Held-out edges (``holdout``, seeded) measure
     it: on when the AUC of the propagated rows (filtered over the graph without those
-    edges) is at least the o_v's minus AUTO_MARGIN (``edge_measures``)."""
-    m = edge_measures(holdout(A, seed), O, order, mu, theta)
+    edges) is at least the o_v's minus AUTO_MARGIN (``edge_measures``).  Off, saying
+    why, when the measure cannot be taken (no edge to hold out, or no non-edge)."""
+    held = holdout(A, seed)
+    if not len(held["pos"]):
+        return False, (
+            "no edge can be held out (every edge has an end without another edge: a "
+            "matching, a star), so nothing measures the propagation: kept off"
+        )
+    if not len(held["neg"]):
+        return False, (
+            "no non-edge to set against held-out edges (a complete graph), so nothing "
+            "measures the propagation: kept off"
+        )
+    m = edge_measures(held, O, order, mu, theta)
     on = m["auc_prop"] >= m["auc"] - AUTO_MARGIN
     why = (
         f"held-out edges: AUC {m['auc_prop']:.4f} propagated against {m['auc']:.4f} for "
@@ -274,10 +296,62 @@ def apply(indptr, indices, weights, cfg, O):
     scale = float(getattr(cfg, "row_norm", 1.0))
     p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale)
     seconds = time.perf_counter() - t0
+    problem, twins = check_rows(p.E, O)
+    if problem:
+        warnings.warn(
+            f"written embeddings: the o_v as trained, not propagated: {problem}; "
+            "--propagate none skips the propagation",
+            InputWarning,
+            stacklevel=2,
+        )
+        return None
     note = (
         f"written embeddings: the o_v propagated (ProNE's filter, order {cfg.prone_order}, "
         f"mu {cfg.prone_mu:g}, theta {cfg.prone_theta:g}; rows of length {scale:g}; {why}) "
-        f"in {seconds:.2f} s"
+        f"in {seconds:.2f} s{twins}"
     )
     log.info("%s", note)
     return p._replace(seconds=seconds, note=note)
+
+
+def identical_rows(E, O):
+    """How many nodes have a propagated row ``E`` (to 6 decimals) equal to that of a node
+    whose o_v (a row of ``O``) differs from theirs."""
+    _, e_id = np.unique(np.round(np.asarray(E, np.float64), 6), axis=0, return_inverse=True)
+    _, o_id = np.unique(np.asarray(O), axis=0, return_inverse=True)
+    e_id, o_id = e_id.ravel(), o_id.ravel()
+    pairs = np.unique(np.stack([e_id, o_id], axis=1), axis=0)  # distinct (row of E, o_v)
+    groups, kinds = np.unique(pairs[:, 0], return_counts=True)
+    return int(np.isin(e_id, groups[kinds > 1]).sum())
+
+
+def check_rows(E, O):
+    """``(problem, note)`` for the propagated rows ``E`` of the o_v ``O`` (N, k).
+    ``problem``: why they must not be written (a row zero or not finite, or more than
+    COLLAPSED_MAX of the nodes sharing their row with a node whose o_v differs), else
+    ''; ``note``: a clause for the log line naming the rows made identical, or ''."""
+    n, k = E.shape
+    finite = np.isfinite(E).all(axis=1)
+    if not finite.all():
+        return f"{int((~finite).sum())} of {n} propagated rows came out NaN or infinite", ""
+    zero = ~E.any(axis=1)
+    if zero.any():
+        return (
+            f"{int(zero.sum())} of {n} propagated rows came out zero (the filter cancelled "
+            "them: see --prone-theta and --prone-mu)"
+        ), ""
+    same = identical_rows(E, O)
+    why = (
+        "at --dim 1 a unit row is +1 or -1"
+        if k == 1
+        else "the filter gives adjacent nodes with the same neighbours the same row; in a "
+        "complete graph, every node"
+    )
+    if same > COLLAPSED_MAX * n:
+        return f"{same} of {n} rows would be identical to another node's ({why})", ""
+    if same:
+        return "", (
+            f"; {same} of {n} rows are identical to another node's ({why}; "
+            "--propagate none keeps their o_v apart)"
+        )
+    return "", ""

@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..defaults import PRONE_THETA_MAX, SPECTRAL_MODES
+from ..defaults import PRONE_THETA_MAX, PRONE_THETA_MIN, SPECTRAL_MODES
 from ..errors import InputError
 
 log = logging.getLogger(__name__)
@@ -211,13 +211,12 @@ def check(cfg, user_features):
             f"--spectral-dim {cfg.spectral_dim}: with --spectral {mode} ProNE starts x, "
             f"whose size is --feat-dim {cfg.feat_dim}; leave --spectral-dim unset"
         )
-    for name, low, high in (("prone_mu", 0.0, 2.0), ("prone_theta", 0.0, PRONE_THETA_MAX)):
-        value = getattr(cfg, name)  # theta > 0; mu within the Laplacian's spectrum [0, 2]
-        ok = math.isfinite(value) and (value > low if name == "prone_theta" else value >= low)
-        if not (ok and value <= high):
-            lo = "(" if name == "prone_theta" else "["
+    theta = ("prone_theta", PRONE_THETA_MIN, PRONE_THETA_MAX)  # defaults.py says why
+    for name, low, high in (("prone_mu", 0.0, 2.0), theta):
+        value = getattr(cfg, name)  # mu within the Laplacian's spectrum [0, 2]
+        if not (math.isfinite(value) and low <= value <= high):
             raise InputError(
-                f"--{name.replace('_', '-')}: must be in {lo}{low:g}, {high:g}], got {value}"
+                f"--{name.replace('_', '-')}: must be in [{low:g}, {high:g}], got {value}"
             )
 
 
