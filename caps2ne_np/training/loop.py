@@ -11,8 +11,9 @@ the state (``LoopState``: epoch, batch, step, the epoch's loss and pairs), resum
 it, the rate of every step (the ``Schedule``), the divergence checks, checkpoints
 (every ``checkpoint_every`` steps and after every epoch), the progress bar, the
 history and its log line, and the order at the end of an epoch: the epoch callback
-first, then the checkpoint, so that the caller's state (``checkpoint_extra``)
-includes the epoch.
+first, then the stop rule, then the checkpoint, so that the caller's state
+(``checkpoint_extra``) and the rule's (its decision, the o_v its drift compares with)
+include the epoch, and a resumed run stops where the uninterrupted one does.
 
 An engine supplies only what differs (train.LocalEngine, train.AsyncEngine,
 ray.engine.RayEngine):
@@ -47,6 +48,10 @@ from .config import LR_TINY, resolve, validate
 from .schedule import Schedule
 
 log = logging.getLogger(__name__)
+
+STOP_ARRAYS = ("stop_previous",)
+"""A checkpoint's extra arrays that hold the stop rule's state (budget.StopRule.checkpoint),
+not the caller's."""
 
 
 class TrainingDiverged(RuntimeError):
@@ -183,8 +188,9 @@ def run_epochs(engine, result, schedule, options=None, stop_rule=None):
     schedule.Schedule; an int is a number of walks per epoch, ``Schedule.for_walks``);
     fills ``result.history`` and returns ``result``.  ``options``: a ``LoopOptions``
     (None: its defaults); ``stop_rule(epoch, params) -> bool``, asked after each epoch's
-    callback and checkpoint, ends the run early (default: ``budget.stop_rule(config)``,
-    the ``stop`` option's)."""
+    callback and before its checkpoint, ends the run early (default:
+    ``budget.stop_rule(config)``, the ``stop`` option's); a rule with ``checkpoint`` and
+    ``resume`` (budget.StopRule) keeps its state in the checkpoints."""
     if not isinstance(schedule, Schedule):
         schedule = Schedule.for_walks(result.config, schedule)
     loop = _EpochLoop(
@@ -253,8 +259,10 @@ class _EpochLoop:
         ckpt = engine.resumed
         if ckpt is not None:
             extra = options.checkpoint_extra
-            if extra is not None:
-                extra.restore_checkpoint(ckpt["extra"])
+            if extra is not None:  # the caller's arrays, without the stop rule's
+                extra.restore_checkpoint(
+                    {k: v for k, v in ckpt["extra"].items() if k not in STOP_ARRAYS}
+                )
             self.state = LoopState.from_dict(ckpt["state"])
             result.history = ckpt["history"]
             if self.state.step > 0:  # the rate of the last step the checkpoint holds
@@ -268,12 +276,19 @@ class _EpochLoop:
         result.schedule = schedule
         stop_rule = self.stop_rule
         if stop_rule is not None and hasattr(stop_rule, "resume"):  # the o_v it compares with
-            stop_rule.resume(self.state.to_dict(self.term), engine.params())
+            stored = ckpt["state"] if ckpt is not None else self.state.to_dict(self.term)
+            stop_rule.resume(stored, engine.params(), ckpt["extra"] if ckpt is not None else {})
+            if getattr(stop_rule, "stopped", False):
+                log.info(
+                    "the stop rule ended this run after epoch %d (--stop auto): nothing "
+                    "to train (--epochs N trains exactly N)",
+                    self.state.epoch,
+                )
 
     def run(self):
         state, result = self.state, self.result
         try:
-            while state.epoch < self.cfg.epochs:
+            while state.epoch < self.cfg.epochs and not self._stopped():
                 epoch = state.epoch
                 t_start = time.perf_counter() - state.seconds
                 while state.batch < self.schedule.n_batches:
@@ -395,17 +410,27 @@ class _EpochLoop:
         if epoch_callback is not None:  # first: its state goes into the checkpoint
             result.params = engine.params()
             epoch_callback(epoch + 1, result)
-        self._save()
+        stop = False
         if self.stop_rule is not None and state.epoch < cfg.epochs:
-            result.params = engine.params()
-            return bool(self.stop_rule(epoch + 1, result.params))
-        return False
+            result.params = engine.params()  # the decision goes into the checkpoint too
+            stop = bool(self.stop_rule(epoch + 1, result.params))
+        self._save()
+        return stop
+
+    def _stopped(self):
+        """True when the stop rule already ended the run (a resumed run it ended)."""
+        return bool(getattr(self.stop_rule, "stopped", False))
 
     def _save(self):
         directory, extra = self.options.checkpoint_dir, self.options.checkpoint_extra
-        if directory is not None:
-            arrays = extra.checkpoint_arrays() if extra is not None else None
-            self.engine.save(directory, self.state.to_dict(self.term), self.result.history, arrays)
+        if directory is None:
+            return
+        arrays = dict(extra.checkpoint_arrays()) if extra is not None else {}
+        state = self.state.to_dict(self.term)
+        if hasattr(self.stop_rule, "checkpoint"):  # resumed, it stops where this run does
+            state["stop"], stop_arrays = self.stop_rule.checkpoint(self.state.batch > 0)
+            arrays.update(stop_arrays)
+        self.engine.save(directory, state, self.result.history, arrays or None)
 
     def _diverged(self, what, b):
         cfg, directory = self.cfg, self.options.checkpoint_dir
