@@ -81,3 +81,72 @@ def test_resuming_a_run_the_rule_ended_trains_nothing(drift_stops_after_epoch_4,
     assert steps == []
     assert len(resumed.history) == 4
     assert resumed.params.O.tobytes() == full.params.O.tobytes()
+
+
+# ------------------------------------------------------------ what a resume may change
+
+
+def test_epochs_given_on_resume_of_a_stop_auto_run_train_exactly_n(monkeypatch, tmp_path):
+    """A run started without --epochs (--stop auto, the budget a cap) and resumed with
+    --epochs 3 trains exactly 3 (--stop none): what it trained so far is unchanged."""
+    monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)  # auto would stop after epoch 2
+    A = ring_of_cliques()
+
+    def interrupt(epoch, result):
+        if epoch == 2:  # before epoch 2's checkpoint: epoch 1's is kept
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit_on(A, TrainConfig(**TINY), checkpoint_dir=tmp_path, epoch_callback=interrupt)
+    resumed = fit_on(A, TrainConfig(**TINY, epochs=3), resume_from=tmp_path)
+    assert resumed.config.stop == "none"
+    assert len(resumed.history) == 3
+
+
+def test_propagate_may_change_on_resume(tmp_path):
+    """--propagate acts on the written o_v after training: no trained bit depends on it."""
+    A = ring_of_cliques()
+    fit_on(A, TrainConfig(**TINY, epochs=1, propagate="on"), checkpoint_dir=tmp_path)
+    resumed = fit_on(A, TrainConfig(**TINY, epochs=2, propagate="none"), resume_from=tmp_path)
+    assert len(resumed.history) == 2
+
+
+def test_other_options_are_still_refused_and_the_message_lists_what_may_change(tmp_path):
+    from caps2ne_np.errors import InputError
+
+    A = ring_of_cliques()
+    fit_on(A, TrainConfig(**TINY, epochs=1), checkpoint_dir=tmp_path)
+    with pytest.raises(InputError, match=r"--lr .*only --epochs, --stop, --propagate and"):
+        fit_on(A, TrainConfig(**TINY, epochs=2, lr=0.01), resume_from=tmp_path)
+
+
+# ------------------------------------------------------------ messages
+
+
+def test_divergence_before_any_checkpoint_says_none_was_written():
+    from caps2ne_np.training.loop import TrainingDiverged
+    from test_loop import StubEngine, config, run
+
+    nan_at_step_3 = StubEngine(1, loss_of=lambda s: float("nan") if s == 3 else 1.0)
+    with pytest.raises(TrainingDiverged) as err:
+        run(nan_at_step_3, config(), checkpoint_dir="ck_nan")
+    assert "last good checkpoint" not in str(err.value)
+    assert "no checkpoint was written in ck_nan" in str(err.value)
+    nan_at_step_7 = StubEngine(1, loss_of=lambda s: float("nan") if s == 7 else 1.0)
+    with pytest.raises(TrainingDiverged, match="the last good checkpoint is in ck_nan"):
+        run(nan_at_step_7, config(), checkpoint_dir="ck_nan")  # epoch 1's is
+
+
+def test_checkpoint_every_without_a_folder_is_a_usage_error(tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    graph = tmp_path / "g.txt"
+    graph.write_text("0 1\n1 2\n")
+    result = CliRunner().invoke(
+        cli, ["train", "--graph", str(graph), "--out", str(tmp_path / "g.emb"),
+              "--checkpoint-every", "10"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--checkpoint-every needs --checkpoint-dir" in result.output

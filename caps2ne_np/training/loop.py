@@ -255,6 +255,7 @@ class _EpochLoop:
         self.state = LoopState()
         self.bar = None
         self.first = None  # (epoch, pairs, seconds) of the run's first round
+        self.saved = engine.resumed is not None  # a good checkpoint is in the folder
         schedule.last = cfg.lr  # until a step is trained
         ckpt = engine.resumed
         if ckpt is not None:
@@ -431,10 +432,18 @@ class _EpochLoop:
             state["stop"], stop_arrays = self.stop_rule.checkpoint(self.state.batch > 0)
             arrays.update(stop_arrays)
         self.engine.save(directory, state, self.result.history, arrays or None)
+        self.saved = True
 
     def _diverged(self, what, b):
         cfg, directory = self.cfg, self.options.checkpoint_dir
-        where = f"; the last good checkpoint is in {directory}" if directory else ""
+        where = ""
+        if directory and self.saved:
+            where = f"; the last good checkpoint is in {directory}"
+        elif directory:  # the first is written at the end of epoch 1 (or step n)
+            where = (
+                f"; no checkpoint was written in {directory} before it (the first is "
+                "written at the end of epoch 1, or after --checkpoint-every steps)"
+            )
         fix = f"lower --lr (now {cfg.lr:g})"
         q = cfg.walk_length
         if cfg.skipgram_weight and cfg.skipgram_weight > 1:  # lambda L_sg dwarfs the rest
