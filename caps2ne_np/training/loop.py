@@ -295,6 +295,8 @@ class _EpochLoop:
                 while state.batch < self.schedule.n_batches:
                     self._round(epoch, t_start)
                 if self._end_epoch(epoch, t_start):
+                    if self.bar is not None:  # it ends full at the stop
+                        self.bar.set_total(state.epoch * self.schedule.n_batches)
                     break
         finally:
             if self.bar is not None:
@@ -338,7 +340,9 @@ class _EpochLoop:
     def _show_progress(self, epoch, b0, n, t_start):
         """The bar starts after the run's first round, which compiles the kernels on a
         cold Numba cache (or loads them from it): that time stays out of the ETA and
-        pairs/s."""
+        pairs/s.  Its total is the epochs the stop rule may train (``_planned_epochs``);
+        when the rule ends the run earlier, ``run`` sets the total to the batches
+        trained."""
         state = self.state
         if self.first is None:
             if state.seconds > 2.0:
@@ -349,7 +353,7 @@ class _EpochLoop:
             n_batches = self.schedule.n_batches
             self.bar = _progress(
                 self.options.progress,
-                self.schedule.total_steps,
+                self._planned_epochs() * n_batches,
                 state.epoch * n_batches + state.batch,
             )
             self.first = (epoch, state.n_pairs, time.perf_counter() - t_start)
@@ -357,7 +361,7 @@ class _EpochLoop:
             self.bar.update(n)
             if (b0 + n - 1) // 20 > (b0 - 1) // 20:  # a batch b % 20 == 0 in the round
                 self.bar.set_postfix(
-                    epoch=f"{epoch + 1}/{self.cfg.epochs}",
+                    epoch=f"{epoch + 1}/{self._planned_epochs()}",
                     lr=f"{self.schedule.last:.2g}",
                     loss=f"{state.loss_sum / state.n_pairs:.4f}",
                     **(
@@ -417,6 +421,12 @@ class _EpochLoop:
             stop = bool(self.stop_rule(epoch + 1, result.params))
         self._save()
         return stop
+
+    def _planned_epochs(self):
+        """The epochs the progress shows: the run's, or fewer when the stop rule knows
+        before training that it ends the run earlier (budget.StopRule.epochs_at_most)."""
+        at_most = getattr(self.stop_rule, "epochs_at_most", None)
+        return self.cfg.epochs if at_most is None else at_most(self.cfg.epochs)
 
     def _stopped(self):
         """True when the stop rule already ended the run (a resumed run it ended)."""
