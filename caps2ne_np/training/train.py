@@ -296,18 +296,22 @@ class LocalEngine:
     def _next_round(self, next_step, seconds, trial=False):
         """The size of the next round with the compiled step: the run's first round is one
         batch (it compiles or loads the kernels: kept out of the rate and the ETA), the
-        second ``fused.PROBE`` batches per thread, which time a batch; from then on a
-        chunk of about ``fused.CHUNK_SECONDS`` (at most ``fused.CHUNK`` batches per
+        second up to ``fused.PROBE`` batches per thread, which time a batch; from then on
+        a chunk of about ``fused.CHUNK_SECONDS`` (at most ``fused.CHUNK`` batches per
         thread), so that progress, checkpoints and signals are never far apart, sized
         again from every round that was not a trial (the load changes).  A round of the
-        ``StepThreads`` trial is ``fused.PROBE`` batches: it may run on the slower count.
-        A round ends at the next multiple of ``checkpoint_every``."""
+        ``StepThreads`` trial is up to ``fused.PROBE`` batches: it may run on the slower
+        count.  The probe and trial rounds keep within the time bound too, by the last
+        round's time a batch (the first round's, which loads the kernels, is more than a
+        batch's): with large batches (--batch-size 8192 on 20,000 nodes, about 1 s a
+        batch) they are one batch per thread, not PROBE seconds between signals.  A
+        round ends at the next multiple of ``checkpoint_every``."""
         self._rounds += 1
+        per = max(seconds / max(self._n, 1) * self.width, 1e-9)  # a batch per thread
         if self._rounds > 1 and not trial:
-            per = seconds / max(self._n, 1) * self.width  # one batch per thread
             self._chunk = max(1, min(fused.CHUNK, int(fused.CHUNK_SECONDS / per)))
         if self._chunk is None or (self.threads is not None and self.threads.trial_next()):
-            size = fused.PROBE * self.width
+            size = max(1, min(fused.PROBE, int(fused.CHUNK_SECONDS / per))) * self.width
         else:
             size = self._chunk * self.width
         every = self.checkpoint_every
