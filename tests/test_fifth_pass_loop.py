@@ -289,3 +289,66 @@ def test_probe_and_trial_rounds_keep_within_the_chunk_time_bound(width):
     assert next_size(fast, 2.0) == width  # after the first round: its time a batch
     assert next_size(fast, 0.01 * 1, trial=True) == fused.PROBE * width
     assert next_size(fast, 0.01 * fused.PROBE, trial=True) == fused.PROBE * width
+
+
+# ------------------------------------------------------------ memory of the whole run
+
+
+def resolved(A, **options):
+    from caps2ne_np.training.config import resolve
+
+    return resolve(TrainConfig(**TINY, **options), A.shape[0], A.nnz)[0]
+
+
+def test_the_memory_check_counts_the_propagation_after_training(monkeypatch):
+    """With room for the training alone, a run that propagates is refused before its
+    first step (it would die in the propagation with nothing written); the same run
+    with --propagate none trains."""
+    from caps2ne_np import errors
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.training.config import step_memory
+
+    A = ring_of_cliques(n_cliques=50)  # 300 nodes
+    plain = dict(epochs=1, spectral="none", propagate="none")
+    room = step_memory(resolved(A, **plain), A.shape[0], 8) + 1000
+    monkeypatch.setattr(errors, "available_memory", lambda: room)
+    steps = []
+    with pytest.raises(InputError, match="--propagate on .*--propagate none"):
+        fit_on(A, TrainConfig(**TINY, **dict(plain, propagate="on")),
+               step_callback=lambda *a: steps.append(a))  # fmt: skip
+    assert steps == []
+    assert len(fit_on(A, TrainConfig(**TINY, **plain)).history) == 1
+
+
+def test_the_memory_check_counts_the_spectral_start(monkeypatch):
+    from caps2ne_np import errors
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.training.config import step_memory
+
+    A = ring_of_cliques(n_cliques=50)
+    plain = dict(epochs=1, spectral="none", propagate="none")
+    room = step_memory(resolved(A, **plain), A.shape[0], 8) + 1000
+    monkeypatch.setattr(errors, "available_memory", lambda: room)
+    with pytest.raises(InputError, match="spectral stages before training"):
+        fit_on(A, TrainConfig(**TINY, **dict(plain, spectral="init")))
+
+
+def test_a_resumed_run_frees_the_checkpoints_arrays_once_copied(tmp_path, monkeypatch):
+    import weakref
+
+    from caps2ne_np.training import checkpoint
+
+    A = ring_of_cliques()
+    fit_on(A, TrainConfig(**TINY, epochs=1), checkpoint_dir=tmp_path)
+    real, refs = checkpoint.load, []
+
+    def load(directory):
+        ckpt = real(directory)
+        refs.append(weakref.ref(ckpt["arrays"]["param_O"]))
+        return ckpt
+
+    monkeypatch.setattr(checkpoint, "load", load)
+    alive = []
+    fit_on(A, TrainConfig(**TINY, epochs=2), resume_from=tmp_path,
+           epoch_callback=lambda epoch, result: alive.append(refs[0]() is not None))  # fmt: skip
+    assert alive == [False]

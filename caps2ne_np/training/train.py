@@ -33,7 +33,7 @@ from ..kernels.rng import derive_seed
 from ..model.core import SparseFeatures, init_params
 from . import budget, checkpoint, fused
 from .batch import BatchStream
-from .config import check_step_memory
+from .config import check_run_memory
 from .loop import LoopOptions, TrainResult, run_epochs, set_up, trained_batch
 from .optim import Adam
 from .step import TrainStep
@@ -86,8 +86,9 @@ def fit(
     and ``restore_checkpoint(arrays)`` (called on resume with the stored dict); the
     epoch callback runs before the epoch's checkpoint is written, so that state
     includes the epoch.  The folder is locked for the run (checkpoint.locked).
-    Memory: refused before allocating (InputError) when ``step_memory`` exceeds what is
-    available.
+    Memory: refused before allocating (InputError) when the run's need (the step's,
+    config.step_memory, and the spectral stages', config.spectral_memory) exceeds what
+    is available.
     parallel: 'sync' (every step on the threads that time fastest; the same bits on any
     thread count) or 'async' (``AsyncEngine``: ``cfg.threads`` threads each train their
     own batches on the shared tables without locks; faster, not reproducible).
@@ -98,10 +99,12 @@ def fit(
     checkpoint_extra = checkpoint.RecordsParallel(parallel, checkpoint_extra, resume_from)
     n_nodes = int(indptr.shape[0] - 1)
 
-    def check(cfg):  # refused before allocating
+    def check(cfg):  # refused before allocating: the whole run, spectral stages too
         sparse = features is not None and hasattr(features, "nnz")
         feat_dim = cfg.feat_dim if features is None else int(features.shape[1])
-        check_step_memory(cfg, n_nodes, feat_dim, sparse)
+        n_edges = int(np.asarray(indices).shape[0])
+        resume = resume_from is not None
+        check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse, resume)
 
     run = set_up(
         (indptr, indices, weights),
@@ -238,6 +241,8 @@ class LocalEngine:
                 opt.m[name][...] = arrays[f"m_{name}"]
                 opt.v[name][...] = arrays[f"v_{name}"]
             opt.t = ckpt["adam_t"]  # (its adam_lr: loop.run_epochs gives it to the schedule)
+            ckpt = dict(ckpt, arrays=None)  # copied in: freed (3 tables' worth at the end)
+            del arrays
         self.resumed = ckpt
         self._params, self.optimizer = params, opt
         lazy = cfg.adam == "lazy"
