@@ -352,3 +352,31 @@ def test_a_resumed_run_frees_the_checkpoints_arrays_once_copied(tmp_path, monkey
     fit_on(A, TrainConfig(**TINY, epochs=2), resume_from=tmp_path,
            epoch_callback=lambda epoch, result: alive.append(refs[0]() is not None))  # fmt: skip
     assert alive == [False]
+
+
+def test_cli_resume_of_a_run_the_rule_ended_writes_the_same_bytes(monkeypatch, tmp_path):
+    """train --stop auto (the budget a cap) ended by the drift part, then --resume with
+    the same options: the same embedding bytes, no epoch more."""
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)  # the drift part stops after epoch 2
+    A = sp.triu(ring_of_cliques()).tocoo()
+    graph = tmp_path / "g.txt"
+    graph.write_text("".join(f"{u} {v}\n" for u, v in zip(A.row, A.col)))
+    common = ["train", "--graph", str(graph), "--dim", "8", "--feat-dim", "8",
+              "--walks-per-node", "2", "--num-sampled", "8", "--batch-size", "8",
+              "--threads", "1", "--history"]  # fmt: skip
+    first = CliRunner().invoke(
+        cli, common + [str(tmp_path / "a.csv"), "--out", str(tmp_path / "a.emb"),
+                       "--checkpoint-dir", str(tmp_path / "ck")],
+    )  # fmt: skip
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(
+        cli, common + [str(tmp_path / "b.csv"), "--out", str(tmp_path / "b.emb"),
+                       "--resume", str(tmp_path / "ck")],
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "a.emb").read_bytes() == (tmp_path / "b.emb").read_bytes()
+    assert len((tmp_path / "b.csv").read_text().splitlines()) == 1 + 2  # header, 2 epochs

@@ -363,6 +363,8 @@ def _train(source, eval_every_epoch, outputs, quiet, options, ckpt):
         checkpoint_extra=selector,
         **ckpt,
     )
+    if isinstance(callback, _HistoryWriter) and not callback.written:
+        callback.write(result.history)  # a resumed run that trained no epoch
     if not streamed:
         finish(result)
 
@@ -486,21 +488,28 @@ class _HistoryWriter:
 
     def __init__(self, path, overwrite, tracker=None):
         self.path, self.overwrite, self.tracker = path, overwrite, tracker
+        self.written = False
 
     def __call__(self, epoch, result):
-        import csv
-
-        from ..io.atomic import atomic_write
-
         if self.tracker is not None:
             self.tracker(epoch, result)
             r = self.tracker.results[-1]
             result.history[-1].update(val_acc=float(r["val_mean"]), test_acc=float(r["test_mean"]))
+        self.write(result.history)
+
+    def write(self, history):
+        """The whole history as CSV (also after a resumed run that trained no epoch: one
+        the stop rule had ended, or a finished one)."""
+        import csv
+
+        from ..io.atomic import atomic_write
+
         columns = self.COLUMNS
-        if "loss_skipgram" in result.history[-1]:  # the skip-gram term: both parts of the loss
+        if "loss_skipgram" in history[-1]:  # the skip-gram term: both parts of the loss
             columns = columns + ("loss_capsule", "loss_skipgram")
         with atomic_write(self.path, overwrite=True) as fh:
             w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
             w.writeheader()
-            for row in result.history:
+            for row in history:
                 w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+        self.written = True
