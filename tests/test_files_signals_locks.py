@@ -960,7 +960,9 @@ def test_lr_mismatch_on_resume_reads_as_options(run, tmp_path):
         result, "ck/checkpoint.npz: options differ from the checkpointed run: --lr "
     )
     assert "None" not in last and "(now 0.01)" in last
-    assert last.endswith("resume with the same options (only --epochs and --threads may change)")
+    assert last.endswith(
+        "resume with the same options (only --epochs, --stop, --propagate and --threads may change)"
+    )
 
 
 def test_nan_from_an_extreme_routing_scale_names_it(run, tmp_path):

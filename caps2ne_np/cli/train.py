@@ -115,7 +115,8 @@ log = logging.getLogger("caps2ne_np.cli")
     "--checkpoint-every",
     default=0,
     type=click.IntRange(min=0),
-    help="Also save a checkpoint every N steps (0: only at epoch ends).",
+    help="Also save a checkpoint every N steps (0: only at epoch ends); needs "
+    "--checkpoint-dir or --resume.",
 )
 @click.option(
     "--resume",
@@ -123,7 +124,7 @@ log = logging.getLogger("caps2ne_np.cli")
     type=click.Path(file_okay=False),
     default=None,
     help="Continue the run checkpointed in this folder (same input and options; "
-    "--epochs may grow). Keeps checkpointing there.",
+    "--epochs may grow, --stop and --propagate may change). Keeps checkpointing there.",
 )
 @click.option(
     "--engine",
@@ -210,6 +211,7 @@ def train(
     _check_usage(
         graph, dataset, splits_path, train_fraction, val_fraction, out, options,
         {"--npy": npy_out, "--model-out": model_out, "--history": history_out},
+        (checkpoint_dir, checkpoint_every, resume_dir),
     )  # fmt: skip
     if out is None:
         out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
@@ -249,9 +251,13 @@ def train(
     )
 
 
-def _check_usage(graph, dataset, splits_path, train_fraction, val_fraction, out, options, files):
+def _check_usage(
+    graph, dataset, splits_path, train_fraction, val_fraction, out, options, files, ckpt
+):
     """click.UsageError (exit 2) for options that do not go together, before any work;
-    ``files``: {flag: path} of the outputs that take a file name only."""
+    ``files``: {flag: path} of the outputs that take a file name only; ``ckpt``:
+    (--checkpoint-dir, --checkpoint-every, --resume)."""
+    checkpoint_dir, ckpt_every, resume_dir = ckpt
     if (graph is None) == (dataset is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
     if (train_fraction is not None or val_fraction is not None) and splits_path:
@@ -269,6 +275,11 @@ def _check_usage(graph, dataset, splits_path, train_fraction, val_fraction, out,
     if out is None and graph == "-":
         raise click.UsageError(
             "--graph - (standard input) needs --out (a file, or '-' for standard output)"
+        )
+    if ckpt_every and not (checkpoint_dir or resume_dir):
+        raise click.UsageError(  # else the steps' checkpoints would go nowhere, silently
+            "--checkpoint-every needs --checkpoint-dir (or --resume): the folder the "
+            "checkpoints go to"
         )
     if options.get("parallel") == "async" and options.get("engine") == "ray":
         raise click.UsageError(  # an option conflict: exit 2, before the graph loads
@@ -352,6 +363,8 @@ def _train(source, eval_every_epoch, outputs, quiet, options, ckpt):
         checkpoint_extra=selector,
         **ckpt,
     )
+    if isinstance(callback, _HistoryWriter) and not callback.written:
+        callback.write(result.history)  # a resumed run that trained no epoch
     if not streamed:
         finish(result)
 
@@ -475,21 +488,28 @@ class _HistoryWriter:
 
     def __init__(self, path, overwrite, tracker=None):
         self.path, self.overwrite, self.tracker = path, overwrite, tracker
+        self.written = False
 
     def __call__(self, epoch, result):
-        import csv
-
-        from ..io.atomic import atomic_write
-
         if self.tracker is not None:
             self.tracker(epoch, result)
             r = self.tracker.results[-1]
             result.history[-1].update(val_acc=float(r["val_mean"]), test_acc=float(r["test_mean"]))
+        self.write(result.history)
+
+    def write(self, history):
+        """The whole history as CSV (also after a resumed run that trained no epoch: one
+        the stop rule had ended, or a finished one)."""
+        import csv
+
+        from ..io.atomic import atomic_write
+
         columns = self.COLUMNS
-        if "loss_skipgram" in result.history[-1]:  # the skip-gram term: both parts of the loss
+        if "loss_skipgram" in history[-1]:  # the skip-gram term: both parts of the loss
             columns = columns + ("loss_capsule", "loss_skipgram")
         with atomic_write(self.path, overwrite=True) as fh:
             w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
             w.writeheader()
-            for row in result.history:
+            for row in history:
                 w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+        self.written = True

@@ -83,7 +83,9 @@ class StopRule:
     after epoch 1 when the graph's ``structure`` (None: not measured) is at least
     ``first`` (default STOP_STRUCTURE); after a later epoch when the drift of the o_v
     over it is below ``threshold`` (default STOP_DRIFT).  ``drifts`` keeps what it
-    measured."""
+    measured; ``stopped`` is True once it ended the run.  Its state goes into every
+    checkpoint (``checkpoint``, ``resume``), so that a resumed run stops where the
+    uninterrupted one does."""
 
     def __init__(self, threshold=None, structure=None, first=None):
         self.threshold = float(STOP_DRIFT if threshold is None else threshold)
@@ -91,14 +93,42 @@ class StopRule:
         self.first = float(STOP_STRUCTURE if first is None else first)
         self.previous = None
         self.drifts = []
+        self.stopped = False
 
-    def resume(self, state, params):
-        """Before the first epoch (``run_epochs``): a run resumed at the end of an epoch
-        compares its next epoch with the o_v it resumed from, as the uninterrupted run
-        would; a fresh run, or one resumed within an epoch, decides from the epoch after
-        its first (the o_v of the last epoch end are not at hand)."""
+    def epochs_at_most(self, epochs):
+        """The epochs a run of ``epochs`` trains at most, as known before training: 1
+        when the structure part will end it after epoch 1."""
+        if self.structure is not None and self.structure >= self.first:
+            return min(epochs, 1)
+        return epochs
+
+    def checkpoint(self, mid_epoch):
+        """The rule's state for a checkpoint: (a JSON-able dict: whether it ended the run
+        and the drifts so far; arrays: ``stop_previous``, the o_v of the last epoch end
+        as float32, exactly the trained ones, only ``mid_epoch``: at an epoch end they
+        are the checkpoint's own o_v)."""
+        stored = {"stopped": self.stopped, "drifts": list(self.drifts)}
+        arrays = {}
+        if mid_epoch and self.previous is not None:
+            arrays["stop_previous"] = self.previous.astype(np.float32)
+        return stored, arrays
+
+    def resume(self, state, params, arrays=None):
+        """Before the first epoch (``run_epochs``): the rule as the resumed run left it.
+        ``state``: the checkpoint's (``LoopState.to_dict`` and, as ``stop``, the dict of
+        ``checkpoint``); ``arrays``: the checkpoint's extra arrays.  A run resumed at the
+        end of an epoch compares its next epoch with the o_v it resumed from, one resumed
+        within an epoch with the ``stop_previous`` it stored, as the uninterrupted run
+        would; a checkpoint of a run the rule ended says so (``stopped``).  A checkpoint
+        written without the rule's state (by a ``--stop none`` run, or before it was
+        stored) resumed within an epoch decides from the epoch after its first."""
+        stored = state.get("stop") or {}
+        self.stopped = bool(stored.get("stopped", False))
+        self.drifts = [float(d) for d in stored.get("drifts", [])]
         if state["epoch"] > 0 and state["batch"] == 0:
             self.previous = np.array(params.O, dtype=np.float64)
+        elif arrays is not None and "stop_previous" in arrays:
+            self.previous = np.array(arrays["stop_previous"], dtype=np.float64)
 
     def __call__(self, epoch, params):
         if epoch == 1 and self.structure is not None and self.structure >= self.first:
@@ -109,6 +139,7 @@ class StopRule:
                 self.structure,
                 self.first,
             )
+            self.stopped = True
             return True
         O = np.array(params.O, dtype=np.float64)
         previous, self.previous = self.previous, O
@@ -124,6 +155,7 @@ class StopRule:
                 d,
                 self.threshold,
             )
+            self.stopped = True
             return True
         return False
 

@@ -47,8 +47,12 @@ LOCK = "lock"
 REQUIRED = ("format", "version", "config", "history", "state", "graph_hash", "adam_t", "adam_lr")
 STATE_KEYS = ("epoch", "batch", "step", "loss_sum", "n_pairs", "seconds")
 
-# Options that may change between the interrupted run and its resumption.
-RESUMABLE_CHANGES = ("epochs", "threads")
+RESUMABLE_CHANGES = ("epochs", "stop", "propagate", "threads")
+"""Options that may change between the interrupted run and its resumption: none changes a
+bit trained so far (--epochs and --stop say when the run ends; --epochs N alone trains
+exactly N, --stop none; --propagate acts on the written o_v after training; --threads
+gives the same bits)."""
+MAY_CHANGE = "only --epochs, --stop, --propagate and --threads may change"
 FILLED_BY_RESOLVE = ("num_sampled",)
 """Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
 before ``resolve`` filled them stores None, which means the same derived value."""
@@ -311,7 +315,7 @@ def _check_same_run(ckpt, config, graph_hash):
         )
         raise InputError(
             f"{ckpt['path']}: options differ from the checkpointed run: {shown}; "
-            "resume with the same options (only --epochs and --threads may change)"
+            f"resume with the same options ({MAY_CHANGE})"
         )
 
 
@@ -340,8 +344,8 @@ class RecordsParallel:
         if recorded != self.parallel:
             raise InputError(
                 f"{self.source}: options differ from the checkpointed run: --parallel "
-                f"{recorded} (now {self.parallel}); resume with the same options (only "
-                "--epochs and --threads may change)"
+                f"{recorded} (now {self.parallel}); resume with the same options "
+                f"({MAY_CHANGE})"
             )
         if self.inner is not None:
             self.inner.restore_checkpoint(arrays)

@@ -496,6 +496,78 @@ def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
     )
 
 
+def spectral_memory(cfg, n_nodes, n_edges, resume=False):
+    """Bytes the spectral stages of a run need at their peaks, estimated from the float64
+    blocks model/spectral.py and model/propagation.py hold at once:
+    ``(before, after)``, before training (the spectral start and the stop rule's
+    structure measure, one after the other) and after it (``--propagate``, beside the
+    trained tables).  With N nodes, S = (2 x edges + N) x 12 bytes a float64 sparse
+    matrix of the symmetric adjacency (values and int32 indices):
+
+    * the spectral start (``cfg.spectral``; on resume only 'features', the others come
+      from the checkpoint) at rank K: the randomized SVD holds 6 (N, K + 10) blocks (Q,
+      M Q, LU's two factors, the QR basis, Q^T M), the propagation 8 (N, K) (R, the
+      Chebyshev terms T_{i-1}, T_{i-2}, their sum and three temporaries of a step, then
+      the filtered signal and the SVD's U), the larger of the two; 5 S (A, I + A, M,
+      D^-1 A, F) and the float32 outputs;
+    * the structure measure (``--stop auto``): the randomized SVD at rank
+      budget.STOP_RANK, 6 (N, STOP_RANK + 10) blocks, and 6 S (A and its held-out copy);
+    * ``--propagate`` on the trained o_v (N, k): 8 (N, k) blocks and 4 S; 'auto' first
+      measures held-out edges, 3 (N, k) more and 6 S."""
+    N, k = int(n_nodes), int(cfg.dim)
+    S = 12 * (2 * int(n_edges) + N)
+    before = 0
+    if cfg.spectral not in (None, "none") and not (resume and cfg.spectral != "features"):
+        K = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
+        if cfg.spectral == "init_xo":
+            K = max(K, k)
+        blocks = max(6 * (K + 10), 8 * K if cfg.prone_order > 1 else 0)
+        before = 5 * S + 8 * N * blocks + 3 * 4 * N * K
+    if cfg.stop == "auto":
+        from .budget import STOP_RANK
+
+        before = max(before, 6 * S + 8 * N * 6 * (STOP_RANK + 10))
+    after = 0
+    if cfg.propagate in ("on", "auto"):
+        after = 4 * S + 8 * N * 8 * k
+        if cfg.propagate == "auto":
+            after += 6 * S + 8 * N * 3 * k
+    return before, after
+
+
+def check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse=False, resume=False):
+    """InputError with the figure when the whole run needs more than the available memory:
+    the training (``step_memory``) with the spectral propagation after it, beside the
+    trained tables, or the spectral stages before it (``spectral_memory``), whichever
+    is more."""
+    from ..errors import check_memory
+
+    step = step_memory(cfg, n_nodes, feat_dim, sparse)
+    before, after = spectral_memory(cfg, n_nodes, n_edges, resume)
+    if step + after <= before:
+        stages, fixes = [], []
+        if cfg.spectral not in (None, "none"):
+            stages.append(f"--spectral {cfg.spectral}")
+            fixes.append("--spectral none")
+        if cfg.stop == "auto":
+            stages.append("--stop auto's structure measure")
+            fixes.append("--epochs N (no --stop auto)")
+        what = f"the spectral stages before training ({', '.join(stages)}) on {n_nodes} nodes"
+        fix = "use " + " and ".join(fixes)
+        check_memory(before, what, fix)
+        return
+    check_step_memory(cfg, n_nodes, feat_dim, sparse)  # the training alone: its message
+    if not after:
+        return
+    check_memory(
+        step + after,
+        f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
+        f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes, then "
+        f"--propagate {cfg.propagate} beside the trained tables",
+        "lower them (--batch-size first), or use --propagate none (a resumed run may change it)",
+    )
+
+
 def learning_rate(cfg, lr, step, total_steps):
     """Adam's rate at global step ``step`` (0-based) of ``total_steps``.
 

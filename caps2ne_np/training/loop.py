@@ -11,8 +11,9 @@ the state (``LoopState``: epoch, batch, step, the epoch's loss and pairs), resum
 it, the rate of every step (the ``Schedule``), the divergence checks, checkpoints
 (every ``checkpoint_every`` steps and after every epoch), the progress bar, the
 history and its log line, and the order at the end of an epoch: the epoch callback
-first, then the checkpoint, so that the caller's state (``checkpoint_extra``)
-includes the epoch.
+first, then the stop rule, then the checkpoint, so that the caller's state
+(``checkpoint_extra``) and the rule's (its decision, the o_v its drift compares with)
+include the epoch, and a resumed run stops where the uninterrupted one does.
 
 An engine supplies only what differs (train.LocalEngine, train.AsyncEngine,
 ray.engine.RayEngine):
@@ -47,6 +48,10 @@ from .config import LR_TINY, resolve, validate
 from .schedule import Schedule
 
 log = logging.getLogger(__name__)
+
+STOP_ARRAYS = ("stop_previous",)
+"""A checkpoint's extra arrays that hold the stop rule's state (budget.StopRule.checkpoint),
+not the caller's."""
 
 
 class TrainingDiverged(RuntimeError):
@@ -183,8 +188,9 @@ def run_epochs(engine, result, schedule, options=None, stop_rule=None):
     schedule.Schedule; an int is a number of walks per epoch, ``Schedule.for_walks``);
     fills ``result.history`` and returns ``result``.  ``options``: a ``LoopOptions``
     (None: its defaults); ``stop_rule(epoch, params) -> bool``, asked after each epoch's
-    callback and checkpoint, ends the run early (default: ``budget.stop_rule(config)``,
-    the ``stop`` option's)."""
+    callback and before its checkpoint, ends the run early (default:
+    ``budget.stop_rule(config)``, the ``stop`` option's); a rule with ``checkpoint`` and
+    ``resume`` (budget.StopRule) keeps its state in the checkpoints."""
     if not isinstance(schedule, Schedule):
         schedule = Schedule.for_walks(result.config, schedule)
     loop = _EpochLoop(
@@ -249,12 +255,15 @@ class _EpochLoop:
         self.state = LoopState()
         self.bar = None
         self.first = None  # (epoch, pairs, seconds) of the run's first round
+        self.saved = engine.resumed is not None  # a good checkpoint is in the folder
         schedule.last = cfg.lr  # until a step is trained
         ckpt = engine.resumed
         if ckpt is not None:
             extra = options.checkpoint_extra
-            if extra is not None:
-                extra.restore_checkpoint(ckpt["extra"])
+            if extra is not None:  # the caller's arrays, without the stop rule's
+                extra.restore_checkpoint(
+                    {k: v for k, v in ckpt["extra"].items() if k not in STOP_ARRAYS}
+                )
             self.state = LoopState.from_dict(ckpt["state"])
             result.history = ckpt["history"]
             if self.state.step > 0:  # the rate of the last step the checkpoint holds
@@ -268,17 +277,26 @@ class _EpochLoop:
         result.schedule = schedule
         stop_rule = self.stop_rule
         if stop_rule is not None and hasattr(stop_rule, "resume"):  # the o_v it compares with
-            stop_rule.resume(self.state.to_dict(self.term), engine.params())
+            stored = ckpt["state"] if ckpt is not None else self.state.to_dict(self.term)
+            stop_rule.resume(stored, engine.params(), ckpt["extra"] if ckpt is not None else {})
+            if getattr(stop_rule, "stopped", False):
+                log.info(
+                    "the stop rule ended this run after epoch %d (--stop auto): nothing "
+                    "to train (--epochs N trains exactly N)",
+                    self.state.epoch,
+                )
 
     def run(self):
         state, result = self.state, self.result
         try:
-            while state.epoch < self.cfg.epochs:
+            while state.epoch < self.cfg.epochs and not self._stopped():
                 epoch = state.epoch
                 t_start = time.perf_counter() - state.seconds
                 while state.batch < self.schedule.n_batches:
                     self._round(epoch, t_start)
                 if self._end_epoch(epoch, t_start):
+                    if self.bar is not None:  # it ends full at the stop
+                        self.bar.set_total(state.epoch * self.schedule.n_batches)
                     break
         finally:
             if self.bar is not None:
@@ -322,7 +340,9 @@ class _EpochLoop:
     def _show_progress(self, epoch, b0, n, t_start):
         """The bar starts after the run's first round, which compiles the kernels on a
         cold Numba cache (or loads them from it): that time stays out of the ETA and
-        pairs/s."""
+        pairs/s.  Its total is the epochs the stop rule may train (``_planned_epochs``);
+        when the rule ends the run earlier, ``run`` sets the total to the batches
+        trained."""
         state = self.state
         if self.first is None:
             if state.seconds > 2.0:
@@ -333,7 +353,7 @@ class _EpochLoop:
             n_batches = self.schedule.n_batches
             self.bar = _progress(
                 self.options.progress,
-                self.schedule.total_steps,
+                self._planned_epochs() * n_batches,
                 state.epoch * n_batches + state.batch,
             )
             self.first = (epoch, state.n_pairs, time.perf_counter() - t_start)
@@ -341,7 +361,7 @@ class _EpochLoop:
             self.bar.update(n)
             if (b0 + n - 1) // 20 > (b0 - 1) // 20:  # a batch b % 20 == 0 in the round
                 self.bar.set_postfix(
-                    epoch=f"{epoch + 1}/{self.cfg.epochs}",
+                    epoch=f"{epoch + 1}/{self._planned_epochs()}",
                     lr=f"{self.schedule.last:.2g}",
                     loss=f"{state.loss_sum / state.n_pairs:.4f}",
                     **(
@@ -395,21 +415,45 @@ class _EpochLoop:
         if epoch_callback is not None:  # first: its state goes into the checkpoint
             result.params = engine.params()
             epoch_callback(epoch + 1, result)
-        self._save()
+        stop = False
         if self.stop_rule is not None and state.epoch < cfg.epochs:
-            result.params = engine.params()
-            return bool(self.stop_rule(epoch + 1, result.params))
-        return False
+            result.params = engine.params()  # the decision goes into the checkpoint too
+            stop = bool(self.stop_rule(epoch + 1, result.params))
+        self._save()
+        return stop
+
+    def _planned_epochs(self):
+        """The epochs the progress shows: the run's, or fewer when the stop rule knows
+        before training that it ends the run earlier (budget.StopRule.epochs_at_most)."""
+        at_most = getattr(self.stop_rule, "epochs_at_most", None)
+        return self.cfg.epochs if at_most is None else at_most(self.cfg.epochs)
+
+    def _stopped(self):
+        """True when the stop rule already ended the run (a resumed run it ended)."""
+        return bool(getattr(self.stop_rule, "stopped", False))
 
     def _save(self):
         directory, extra = self.options.checkpoint_dir, self.options.checkpoint_extra
-        if directory is not None:
-            arrays = extra.checkpoint_arrays() if extra is not None else None
-            self.engine.save(directory, self.state.to_dict(self.term), self.result.history, arrays)
+        if directory is None:
+            return
+        arrays = dict(extra.checkpoint_arrays()) if extra is not None else {}
+        state = self.state.to_dict(self.term)
+        if hasattr(self.stop_rule, "checkpoint"):  # resumed, it stops where this run does
+            state["stop"], stop_arrays = self.stop_rule.checkpoint(self.state.batch > 0)
+            arrays.update(stop_arrays)
+        self.engine.save(directory, state, self.result.history, arrays or None)
+        self.saved = True
 
     def _diverged(self, what, b):
         cfg, directory = self.cfg, self.options.checkpoint_dir
-        where = f"; the last good checkpoint is in {directory}" if directory else ""
+        where = ""
+        if directory and self.saved:
+            where = f"; the last good checkpoint is in {directory}"
+        elif directory:  # the first is written at the end of epoch 1 (or step n)
+            where = (
+                f"; no checkpoint was written in {directory} before it (the first is "
+                "written at the end of epoch 1, or after --checkpoint-every steps)"
+            )
         fix = f"lower --lr (now {cfg.lr:g})"
         q = cfg.walk_length
         if cfg.skipgram_weight and cfg.skipgram_weight > 1:  # lambda L_sg dwarfs the rest

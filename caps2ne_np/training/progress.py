@@ -1,7 +1,8 @@
 """Training progress on stderr: a bar fitted to the terminal, or plain lines in a log.
 
-``bar(total)`` returns an object with ``update(n)``, ``set_postfix(**fields)`` and
-``close()``:
+``bar(total)`` returns an object with ``update(n)``, ``set_postfix(**fields)``,
+``set_total(total)`` (a run the stop rule ends early: the batches it trained, so the
+display ends full) and ``close()``:
 
 - stderr is a terminal: a tqdm bar as wide as the terminal (read again at each postfix
   update, so a resized window is followed).  The postfix keeps whole fields, most
@@ -147,6 +148,11 @@ class TerminalBar:
         postfix = fit_postfix(fields, self.width - fixed - MIN_BAR)
         self._bar.set_postfix_str(postfix, refresh=refresh)
 
+    def set_total(self, total):
+        """A new total (the run ends at another batch than planned), shown at once."""
+        self.total = self.eta.total = self._bar.total = total
+        self._bar.refresh()
+
     def close(self):
         self._bar.close()
 
@@ -169,6 +175,9 @@ class LogLines:
 
     def set_postfix(self, refresh=False, **fields):
         self.fields = dict(fields)
+
+    def set_total(self, total):
+        self.total = total
 
     def line(self):
         pct = 100 * self.n // max(self.total, 1)

@@ -33,7 +33,7 @@ from ..kernels.rng import derive_seed
 from ..model.core import SparseFeatures, init_params
 from . import budget, checkpoint, fused
 from .batch import BatchStream
-from .config import check_step_memory
+from .config import check_run_memory
 from .loop import LoopOptions, TrainResult, run_epochs, set_up, trained_batch
 from .optim import Adam
 from .step import TrainStep
@@ -78,7 +78,7 @@ def fit(
     checkpoint_dir: write the full state there after every epoch and, with
     ``checkpoint_every = n > 0``, every n steps (checkpoint.py).
     resume_from: a checkpoint directory to continue from (same input and options;
-    ``epochs`` and ``threads`` may change).
+    ``epochs``, ``stop``, ``propagate`` and ``threads`` may change).
     step_callback(epoch, batch, step) is called after every step (tests use it to
     interrupt a run).
     checkpoint_extra: state of the caller's that goes into every checkpoint, an object
@@ -86,8 +86,9 @@ def fit(
     and ``restore_checkpoint(arrays)`` (called on resume with the stored dict); the
     epoch callback runs before the epoch's checkpoint is written, so that state
     includes the epoch.  The folder is locked for the run (checkpoint.locked).
-    Memory: refused before allocating (InputError) when ``step_memory`` exceeds what is
-    available.
+    Memory: refused before allocating (InputError) when the run's need (the step's,
+    config.step_memory, and the spectral stages', config.spectral_memory) exceeds what
+    is available.
     parallel: 'sync' (every step on the threads that time fastest; the same bits on any
     thread count) or 'async' (``AsyncEngine``: ``cfg.threads`` threads each train their
     own batches on the shared tables without locks; faster, not reproducible).
@@ -98,10 +99,12 @@ def fit(
     checkpoint_extra = checkpoint.RecordsParallel(parallel, checkpoint_extra, resume_from)
     n_nodes = int(indptr.shape[0] - 1)
 
-    def check(cfg):  # refused before allocating
+    def check(cfg):  # refused before allocating: the whole run, spectral stages too
         sparse = features is not None and hasattr(features, "nnz")
         feat_dim = cfg.feat_dim if features is None else int(features.shape[1])
-        check_step_memory(cfg, n_nodes, feat_dim, sparse)
+        n_edges = int(np.asarray(indices).shape[0])
+        resume = resume_from is not None
+        check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse, resume)
 
     run = set_up(
         (indptr, indices, weights),
@@ -238,6 +241,8 @@ class LocalEngine:
                 opt.m[name][...] = arrays[f"m_{name}"]
                 opt.v[name][...] = arrays[f"v_{name}"]
             opt.t = ckpt["adam_t"]  # (its adam_lr: loop.run_epochs gives it to the schedule)
+            ckpt = dict(ckpt, arrays=None)  # copied in: freed (3 tables' worth at the end)
+            del arrays
         self.resumed = ckpt
         self._params, self.optimizer = params, opt
         lazy = cfg.adam == "lazy"
@@ -296,18 +301,22 @@ class LocalEngine:
     def _next_round(self, next_step, seconds, trial=False):
         """The size of the next round with the compiled step: the run's first round is one
         batch (it compiles or loads the kernels: kept out of the rate and the ETA), the
-        second ``fused.PROBE`` batches per thread, which time a batch; from then on a
-        chunk of about ``fused.CHUNK_SECONDS`` (at most ``fused.CHUNK`` batches per
+        second up to ``fused.PROBE`` batches per thread, which time a batch; from then on
+        a chunk of about ``fused.CHUNK_SECONDS`` (at most ``fused.CHUNK`` batches per
         thread), so that progress, checkpoints and signals are never far apart, sized
         again from every round that was not a trial (the load changes).  A round of the
-        ``StepThreads`` trial is ``fused.PROBE`` batches: it may run on the slower count.
-        A round ends at the next multiple of ``checkpoint_every``."""
+        ``StepThreads`` trial is up to ``fused.PROBE`` batches: it may run on the slower
+        count.  The probe and trial rounds keep within the time bound too, by the last
+        round's time a batch (the first round's, which loads the kernels, is more than a
+        batch's): with large batches (--batch-size 8192 on 20,000 nodes, about 1 s a
+        batch) they are one batch per thread, not PROBE seconds between signals.  A
+        round ends at the next multiple of ``checkpoint_every``."""
         self._rounds += 1
+        per = max(seconds / max(self._n, 1) * self.width, 1e-9)  # a batch per thread
         if self._rounds > 1 and not trial:
-            per = seconds / max(self._n, 1) * self.width  # one batch per thread
             self._chunk = max(1, min(fused.CHUNK, int(fused.CHUNK_SECONDS / per)))
         if self._chunk is None or (self.threads is not None and self.threads.trial_next()):
-            size = fused.PROBE * self.width
+            size = max(1, min(fused.PROBE, int(fused.CHUNK_SECONDS / per))) * self.width
         else:
             size = self._chunk * self.width
         every = self.checkpoint_every
