@@ -195,13 +195,14 @@ class Caps2NE(BaseEstimator):
     def fit(
         self,
         graph,
+        y=None,
+        *,
         X=None,
         epoch_callback=None,
         checkpoint_dir=None,
         checkpoint_every=0,
         resume_from=None,
         step_callback=None,
-        *,
         directed=None,
         keep_self_loops=False,
         labels=None,
@@ -219,8 +220,11 @@ class Caps2NE(BaseEstimator):
         a networkx graph's ``is_directed()`` (a ``DiGraph`` is directed) and is False
         for every other input.  Rows of the result follow the graph's
         node order (``node_ids_``): matrix rows, ``G.nodes``, or first appearance in
-        an edge list or array.  ``X`` (N, d) fixed input features in that order
-        (dense, or scipy.sparse kept sparse), or None to train them.
+        an edge list or array.  ``y`` is ignored (scikit-learn's unsupervised
+        convention: ``make_pipeline(Caps2NE(), LogisticRegression()).fit(G, y)``); a
+        real-valued matrix there is refused, features go by keyword.  ``X`` (N, d)
+        fixed input features in that order (dense, or scipy.sparse kept sparse), or
+        None to train them; every argument after ``y`` is a keyword.
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
         those of ``train.fit``.
 
@@ -236,6 +240,7 @@ class Caps2NE(BaseEstimator):
             is_directed = getattr(graph, "is_directed", None)
             directed = type(graph).__module__.startswith("networkx") and bool(is_directed())
         with _api_errors():
+            _check_y(y)
             graph, nodes = graph_mod.coerce_graph(
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
             )
@@ -261,6 +266,7 @@ class Caps2NE(BaseEstimator):
                 checkpoint_extra=selector,
             )
         self._fitted(result, selector, nodes, directed, keep_self_loops, cfg.seed)
+        self.run_["graph"] = _graph_key(graph)
         from .model import propagation
 
         with _api_errors():
@@ -298,13 +304,12 @@ class Caps2NE(BaseEstimator):
         self.config_ = result.config.to_dict()
         self.lr_ = result.lr
 
-    def fit_transform(self, graph, X=None, **fit_params):
-        """``fit(graph, X, **fit_params).get_embedding()``: the written embeddings (the o_v,
-        propagated when ``propagate`` says so), (N, k) float32.
-
-        (Not ``fit(...).transform(graph)``, which re-embeds every node through the
-        capsule path, Algorithm 3: that is for new nodes.)"""
-        return self.fit(graph, X, **fit_params).get_embedding()
+    def fit_transform(self, graph, y=None, **fit_params):
+        """``fit(graph, y, **fit_params).get_embedding()``: the written embeddings (the o_v,
+        propagated when ``propagate`` says so), (N, k) float32, rows in the graph's node
+        order (``y`` ignored; features as ``X=``).  ``transform(graph)`` of the same
+        graph gives them back."""
+        return self.fit(graph, y, **fit_params).get_embedding()
 
     def get_embedding(self):
         """The node embeddings: (N, k) float32; row i is node ``node_ids_[i]``: the o_v, or
@@ -354,7 +359,14 @@ class Caps2NE(BaseEstimator):
         )
 
     def transform(self, graph, X=None, nodes=None, samples=None, random_state=0, aggregate=None):
-        """Embeddings of (new) nodes through the capsule path, Algorithm 3.
+        """Embeddings of (new) nodes through the capsule path, Algorithm 3; of the graph
+        the model was fitted on, its fitted embedding.
+
+        ``transform(graph)`` alone (``X``, ``nodes``, ``samples`` and ``aggregate`` left
+        None) of the very graph ``fit`` read (same nodes, edges and weights; a loaded
+        model's too) returns ``get_embedding()``, as scikit-learn's ``fit_transform``
+        and a pipeline's ``predict(G)`` expect; any of those arguments, or another
+        graph, runs Algorithm 3.
 
         ``graph`` holds the nodes and their edges: any input ``fit`` takes (networkx
         graph, scipy.sparse adjacency, edge array, DataFrame, ``Graph``), read with the
@@ -386,6 +398,14 @@ class Caps2NE(BaseEstimator):
             run = functools.partial(infer_propagated, propagated=self.propagation_)
         with _api_errors():
             g, labels = self._graph(graph)
+            if (
+                X is None
+                and nodes is None
+                and samples is None
+                and aggregate is None
+                and getattr(self, "run_", {}).get("graph") == _graph_key(g)
+            ):
+                return self.get_embedding().copy()
             idx = _node_indices(graph, g, labels, nodes)
             _, E = run(
                 self.params_(),
@@ -484,6 +504,36 @@ class Caps2NE(BaseEstimator):
         """The fitted parameters as a ``core.Params``."""
         _check_fitted(self)
         return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
+
+
+def _check_y(y):
+    """InputError for features in ``y``'s place (fit's second positional was X): a 2-D
+    matrix of values that are not all integers.  Labels, any shape, pass (ignored)."""
+    import scipy.sparse as sp
+
+    if y is None:
+        return
+    values = y.data if sp.issparse(y) else y
+    if sp.issparse(y) or np.ndim(values) == 2:
+        values = np.asarray(values)
+        if values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0):
+            raise InputError(
+                "y: fit(graph, y) ignores y (scikit-learn's unsupervised convention) and got "
+                "a real-valued matrix; give fixed features by keyword: fit(graph, X=features)"
+            )
+
+
+def _graph_key(graph):
+    """A BLAKE2b digest of a Graph's nodes, edges and weights: ``transform`` knows the
+    graph the model was fitted on by it."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(np.int64(graph.n_nodes).tobytes())
+    for a in (graph.indptr, graph.indices, graph.weights):
+        h.update(b"-" if a is None else np.ascontiguousarray(a).tobytes())
+    h.update("\n".join(graph.node_ids).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
 
 
 def _selector(labels, splits):

@@ -365,7 +365,7 @@ def test_bad_spectral_options_are_one_line_errors(two_blocks, options, match):
 def test_spectral_with_the_users_features_is_refused(two_blocks, mode):
     A = two_blocks[0]
     with pytest.raises(InputError, match="features") as info:
-        Caps2NE(**TINY, spectral=mode).fit(sp.csr_matrix(A), np.ones((A.shape[0], 3), np.float32))
+        Caps2NE(**TINY, spectral=mode).fit(sp.csr_matrix(A), X=np.ones((A.shape[0], 3), np.float32))
     assert "\n" not in str(info.value)
 
 
@@ -377,7 +377,7 @@ def test_user_features_do_not_start_from_prone(two_blocks, monkeypatch):
     real = spectral.prone
     monkeypatch.setattr(spectral, "prone", lambda *a, **k: called.append(1) or real(*a, **k))
     A = sp.csr_matrix(two_blocks[0])
-    Caps2NE(**TINY).fit(A, np.ones((A.shape[0], 3), np.float32))
+    Caps2NE(**TINY).fit(A, X=np.ones((A.shape[0], 3), np.float32))
     Caps2NE(**dict(TINY, preset="paper")).fit(A)
     assert not called
     model = Caps2NE(**TINY).fit(A)
@@ -422,7 +422,7 @@ def test_model_file_keeps_the_setting_and_old_files_read_as_none(fitted, tmp_pat
 
 def test_infer_refuses_a_spectral_features_model_without_features(fitted, two_blocks):
     with pytest.raises(InputError, match="spectral features") as info:
-        fitted["features"].transform(sp.csr_matrix(two_blocks[0]))
+        fitted["features"].transform(sp.csr_matrix(two_blocks[0]), nodes=[0, 1])
     assert "\n" not in str(info.value) and "basis" in str(info.value)
 
 

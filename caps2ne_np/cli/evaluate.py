@@ -37,6 +37,15 @@ class _CParam(click.ParamType):
     help="word2vec text/binary or .npy embeddings; repeat it with one file per epoch "
     "to choose the epoch on validation (single-label).",
 )
+@click.option(
+    "--inferred",
+    "inferred_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Embeddings of new nodes as infer writes them: the classifier is fitted on the "
+    "labelled nodes of -e (the training nodes) and tested on these (single-label; "
+    "labels of nodes in neither file are ignored).",
+)
 @opt.dataset("Take labels (and splits) from a benchmark set.")
 @opt.data_dir()
 @opt.labels("'node label' lines; a node on several lines makes the task multi-label.")
@@ -109,6 +118,7 @@ class _CParam(click.ParamType):
 @opt.debug()
 def evaluate(
     emb_paths,
+    inferred_path,
     dataset,
     data_dir,
     labels_path,
@@ -139,6 +149,13 @@ def evaluate(
         raise click.UsageError("give exactly one of --dataset and --labels")
     if train_fraction is not None and splits_path is not None:
         raise click.UsageError("give at most one of --splits and --train-fraction")
+    if inferred_path is not None and (
+        len(emb_paths) > 1 or splits_path is not None or train_fraction is not None
+    ):
+        raise click.UsageError(
+            "--inferred: give one -e (the training nodes' embeddings) and no --splits or "
+            "--train-fraction (its nodes are the test nodes)"
+        )
     if train_fraction is not None and train_fraction + val_fraction >= 1:
         raise click.UsageError(
             "--train-fraction plus --val-fraction must leave nodes to test "
@@ -149,7 +166,13 @@ def evaluate(
         debug,
         _evaluate,
         emb_paths=emb_paths,
-        source=dict(dataset=dataset, data_dir=data_dir, labels=labels_path, splits=splits_path),
+        source=dict(
+            dataset=dataset,
+            data_dir=data_dir,
+            labels=labels_path,
+            splits=splits_path,
+            inferred=inferred_path,
+        ),
         fractions=fractions,
         json_out=json_out,
         overwrite=overwrite,
@@ -189,7 +212,8 @@ def _evaluate(emb_paths, source, fractions, json_out, overwrite, protocol):
         check_outputs(
             [("--json", json_out, overwrite)],
             [("--embeddings", p) for p in emb_paths]
-            + [("--labels", source["labels"]), ("--splits", source["splits"])],
+            + [("--labels", source["labels"]), ("--splits", source["splits"])]
+            + [("--inferred", source["inferred"])],
         )
     fractions = _parse_fractions(fractions)
     embs, labels, multilabel, splits = _read_inputs(emb_paths, source)
@@ -219,6 +243,8 @@ def _read_inputs(emb_paths, source):
     from ..graphs import datasets, downloads, nodefiles
 
     ids, first = _read_embeddings(emb_paths[0])
+    if source["inferred"]:
+        ids, first, new = _with_inferred(emb_paths[0], ids, first, source["inferred"])
     if source["dataset"]:
         dataset = source["dataset"]
         ds = datasets.load_dataset(
@@ -245,11 +271,62 @@ def _read_inputs(emb_paths, source):
             if splits_path
             else None
         )
+    if source["inferred"]:
+        if multilabel:
+            raise InputError(
+                f"--inferred: {source['labels'] or source['dataset']} is multi-label; "
+                "--inferred scores single-label data"
+            )
+        emb, splits = _inferred_split(source["inferred"], ids, first, new, node_ids, labels)
+        return [emb], labels, multilabel, splits
     embs = []
     for path in emb_paths:
         path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
         embs.append(_align(path, path_ids, emb, node_ids))
     return embs, labels, multilabel, splits
+
+
+def _with_inferred(path, ids, emb, inferred):
+    """(ids, embeddings, the inferred ids) of -e's rows followed by infer's rows (an id in
+    both: infer's row)."""
+    import numpy as np
+
+    new_ids, new = _read_embeddings(inferred)
+    if new.shape[1] != emb.shape[1]:
+        raise InputError(
+            f"{inferred}: {new.shape[1]}-dimensional embeddings, {path} has "
+            f"{emb.shape[1]}; give infer's output for the model that wrote {path}"
+        )
+    new_set = set(new_ids)
+    keep = [r for r, nid in enumerate(ids) if nid not in new_set]
+    ids = [ids[r] for r in keep] + list(new_ids)
+    return ids, np.concatenate([emb[keep], new.astype(emb.dtype, copy=False)]), new_set
+
+
+def _inferred_split(inferred, ids, emb, new, node_ids, labels):
+    """(embeddings in ``node_ids`` order, one split): train on the labelled nodes
+    with a training embedding, test on the labelled inferred nodes; other nodes get a
+    zero row that no split uses."""
+    import numpy as np
+
+    where = {nid: r for r, nid in enumerate(ids)}
+    out = np.zeros((len(node_ids), emb.shape[1]), dtype=emb.dtype)
+    train, test = [], []
+    for i, nid in enumerate(node_ids):
+        r = where.get(nid)
+        if r is None:
+            continue
+        out[i] = emb[r]
+        if np.ndim(labels) == 1 and labels[i] >= 0:
+            (test if nid in new else train).append(i)
+    if not test or not train:
+        raise InputError(
+            f"{inferred}: {len(test)} labelled inferred node(s) to test and {len(train)} "
+            "labelled training node(s) in -e; the labels must name nodes of both files"
+        )
+    empty = np.zeros(0, dtype=np.int64)
+    split = dict(train=np.asarray(train, np.int64), val=empty, test=np.asarray(test, np.int64))
+    return out, [split]
 
 
 def _read_embeddings(path):
