@@ -1,17 +1,22 @@
 """Pictures of a default run on the bundled Cora graph: where the embeddings put the
-classes, and how accuracy grows epoch by epoch (the PNGs in docs/img/).
+classes, and how accuracy grows epoch by epoch (the README's PNGs, in docs/img/).
 
     pip install -e ".[plot]"        # matplotlib: optional, only for this script
-    python examples/cora_pictures.py [--out-dir docs/img] [--projection tsne|pca]
+    python examples/cora_pictures.py [--out-dir DIR] [--projection tsne|pca]
+    python examples/cora_pictures.py --out-dir docs/img   # the README's pictures
 
 It trains Caps2NE with the command line's defaults (preset 'converge', no input
 features) on the Cora citation graph shipped with the package (2,708 nodes, 7
-classes), scores the embeddings after every epoch with the paper's protocol
-(logistic regression on its 10 splits: 20 training nodes per class, 1,000
-validation and 1,000 test nodes), and writes
+classes) for the whole budget (``stop="none"``: the default run's ``--stop auto`` trains
+the first epochs of this same run, and the picture marks where it stops), scores the
+embeddings the defaults write (the o_v propagated) after every epoch with the paper's
+protocol (logistic regression, C = 1, on its 10 splits: 20 training nodes per class,
+1,000 validation and 1,000 test nodes), and writes into ``--out-dir`` (default: a
+folder in the system's temporary directory, never the repository unless asked)
 
-* ``cora_embedding_2d.png``: the 2-D t-SNE (or PCA) projection of the final o_v,
-  one colour per class (the classes are not used in training);
+* ``cora_embedding_2d.png``: the 2-D t-SNE (or PCA) projection of the written
+  embeddings after the epoch the defaults stop at, one colour per class (the classes
+  are not used in training);
 * ``cora_accuracy_by_epoch.png``: validation and test accuracy (mean and std over
   the 10 splits) and the training loss after each epoch.
 
@@ -20,7 +25,9 @@ epoch, k = 8, PCA) to check that the script works; its pictures mean nothing.
 """
 
 import argparse
+import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,15 +45,16 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--out-dir",
-        default=str(ROOT / "docs" / "img"),
-        help="folder for the two PNGs (default: docs/img)",
+        default=str(Path(tempfile.gettempdir()) / "caps2ne_cora_pictures"),
+        help="folder for the two PNGs (default: caps2ne_cora_pictures in the temporary "
+        "directory; docs/img for the README's)",
     )
     ap.add_argument("--projection", choices=["tsne", "pca"], default="tsne")
     ap.add_argument(
         "--epochs",
         type=int,
         default=None,
-        help="default: the converge preset's budget (5 epochs on Cora)",
+        help="default: the converge preset's whole budget (5 epochs on Cora)",
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
@@ -55,38 +63,62 @@ def parse_args(argv):
 
 
 def train_with_scores(args):
-    """(model, rows): rows = [(epoch, loss, val mean, val std, test mean, test std)]."""
+    """(model, ds, rows, stop_epoch, kept): rows = [(epoch, loss, val mean, val std, test
+    mean, test std)] of the written embeddings after each epoch, ``stop_epoch`` the epoch
+    after which the defaults' stop rule ends the run, ``kept`` its written embeddings."""
+    from caps2ne_np.kernels.rng import derive_seed
+    from caps2ne_np.model import propagation, spectral
+    from caps2ne_np.training import budget
+
     ds = load_dataset("cora-bundled")
     g = from_scipy(ds.adj, ds.node_ids)
     kw = dict(dim=8, feat_dim=8, walks_per_node=1, epochs=1) if args.smoke else {}
     if args.epochs:
         kw["epochs"] = args.epochs
-    rows = []
+    A = spectral.adjacency(g.indptr, g.indices, g.weights, g.n_nodes)
+    rule = budget.StopRule(
+        structure=budget.structure(A, derive_seed(args.seed, "stop structure") % (2**32))
+    )
+    rows, state = [], dict(stop=None, kept=None)
 
-    def score(epoch, O, loss):
-        r = classify_splits(O, ds.labels, ds.splits)
+    def score(epoch, result):
+        written = propagation.propagate(A, result.params.O).E  # what the defaults write
+        r = classify_splits(written, ds.labels, ds.splits)
+        loss = result.history[-1]["loss"]
         rows.append((epoch, loss, r["val_mean"], r["val_std"], r["test_mean"], r["test_std"]))
+        if state["stop"] is None and (rule(epoch, result.params) or args.smoke):
+            state.update(stop=epoch, kept=written)
         print(
             f"epoch {epoch}: loss {loss:.4f}, val {100 * r['val_mean']:.2f} +- "
             f"{100 * r['val_std']:.2f}, test {100 * r['test_mean']:.2f} +- "
-            f"{100 * r['test_std']:.2f}",
+            f"{100 * r['test_std']:.2f}"
+            + (" (the defaults stop here)" if state["stop"] == epoch else ""),
             flush=True,
         )
 
-    model = Caps2NE(n_jobs=args.threads, random_state=args.seed, **kw)
+    model = Caps2NE(n_jobs=args.threads, random_state=args.seed, stop="none", **kw)
     t0 = time.perf_counter()
-    model.fit(
-        g,
-        epoch_callback=lambda epoch, result: score(
-            epoch, result.params.O, result.history[-1]["loss"]
-        ),
-    )
+    model.fit(g, epoch_callback=score)
     print(
         f"trained {len(model.history_)} epochs in {time.perf_counter() - t0:.1f} s "
         f"(scoring included)",
         flush=True,
     )
-    return model, ds, rows
+    stop = state["stop"] or len(rows)
+    kept = state["kept"] if state["kept"] is not None else model.get_embedding()
+    return model, ds, rows, stop, kept
+
+
+def deepwalk_reference():
+    """(DeepWalk's mean test accuracy on Cora, its source) from the panel's results, or
+    None when the file is not there."""
+    path = ROOT / "docs" / "results" / "panel.json"
+    try:
+        graphs = json.loads(path.read_text(encoding="utf-8"))["graphs"]
+        cora = next(e for e in graphs if e["name"] == "cora")
+        return cora["summary"]["deepwalk"]["headline"][0], "docs/results/panel.md"
+    except (OSError, ValueError, KeyError, StopIteration):
+        return None
 
 
 def project(O, how, seed):
@@ -99,7 +131,7 @@ def project(O, how, seed):
     return TSNE(n_components=2, init="pca", random_state=seed, perplexity=30).fit_transform(O)
 
 
-def draw(model, ds, rows, args):
+def draw(model, ds, rows, stop, kept, args):
     import matplotlib  # checked by main
 
     matplotlib.use("Agg")
@@ -107,7 +139,7 @@ def draw(model, ds, rows, args):
 
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    O = model.get_embedding()  # row i = node model.node_ids_[i] = '0'..'2707'
+    O = kept  # row i = node model.node_ids_[i] = '0'..'2707'
     assert model.node_ids_ == ds.node_ids
     xy = project(O, args.projection, args.seed)
     fig, ax = plt.subplots(figsize=(6.4, 5.6), dpi=110)
@@ -119,7 +151,7 @@ def draw(model, ds, rows, args):
         )
     name = "t-SNE" if args.projection == "tsne" else "PCA"
     ax.set_title(
-        f"Cora: Caps2NE embeddings o_v (k = {O.shape[1]}), {name} to 2-D,\n"
+        f"Cora: Caps2NE's written embeddings (k = {O.shape[1]}, epoch {stop}), {name} to 2-D,\n"
         f"coloured by class (classes unseen in training)",
         fontsize=10,
     )
@@ -141,16 +173,20 @@ def draw(model, ds, rows, args):
             color=colour,
             alpha=0.15,
         )
-    left.axhline(70.35, color="grey", linestyle="--", linewidth=1)
-    left.text(
-        a[-1, 0],
-        70.35,
-        "DeepWalk 70.35 (docs/results/vs_deepwalk.md)",
-        ha="right",
-        va="bottom",
-        fontsize=7,
-        color="grey",
-    )
+    reference = deepwalk_reference()
+    if reference is not None:
+        left.axhline(reference[0], color="grey", linestyle="--", linewidth=1)
+        left.text(
+            a[-1, 0],
+            reference[0],
+            f"DeepWalk {reference[0]:.2f} ({reference[1]})",
+            ha="right",
+            va="bottom",
+            fontsize=7,
+            color="grey",
+        )
+    left.axvline(stop, color="tab:red", linestyle=":", linewidth=1)
+    left.text(stop, left.get_ylim()[0], " the defaults stop here", fontsize=7, color="tab:red")
     left.set_xlabel("epoch")
     left.set_ylabel("accuracy % (mean +- std, 10 splits)")
     left.set_title("node classification, the paper's protocol", fontsize=10)
@@ -178,8 +214,8 @@ def main(argv=None):
         )
     if args.smoke:
         args.projection = "pca"
-    model, ds, rows = train_with_scores(args)
-    draw(model, ds, rows, args)
+    model, ds, rows, stop, kept = train_with_scores(args)
+    draw(model, ds, rows, stop, kept, args)
 
 
 if __name__ == "__main__":
