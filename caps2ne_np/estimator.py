@@ -271,7 +271,12 @@ class Caps2NE(BaseEstimator):
 
         with _api_errors():
             self.propagation_ = propagation.apply(
-                graph.indptr, graph.indices, graph.weights, result.config, self.O_
+                graph.indptr,
+                graph.indices,
+                graph.weights,
+                result.config,
+                self.O_,
+                held=getattr(result, "holdout", None),
             )
         if hasattr(self, "calibration_"):
             del self.calibration_  # fitted for the parameters a refit replaces

@@ -103,8 +103,9 @@ class TrainConfig:
     row_norm        the length of the written rows when propagated (propagation.py)
     propagate            'none', 'on' or 'auto': ProNE's propagation of the written o_v
                          (propagation.py; the same order and filter)
-    stop                 'none' or 'auto': end before ``epochs`` when the o_v stop
-                         moving (budget.py); None with an explicit ``epochs``: 'none'
+    stop                 'none', 'auto': end before ``epochs`` when the o_v stop
+                         moving, or 'holdout': when held-out edges stop gaining AUC
+                         (budget.py); None with an explicit ``epochs``: 'none'
     node2vec_p, node2vec_q  node2vec's return and in-out parameters of second-order
                          walks (walk_kernels.node2vec_step); 1, 1: first-order walks (the paper)
     """
@@ -230,7 +231,7 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         f"{out.adam} Adam, {out.sampler} sampler"
         + (f", --spectral {out.spectral}" if out.spectral != "none" else "")
         + (f", --propagate {out.propagate}" if out.propagate not in (None, "none") else "")
-        + (", --stop auto" if out.stop == "auto" else "")
+        + (f", --stop {out.stop}" if out.stop in ("auto", "holdout") else "")
         + (
             f", skip-gram term x {out.skipgram_weight:g} ("
             + (
