@@ -60,10 +60,11 @@ class Interrupt(Exception):
 # --------------------------------------------------------------------------- the sample
 
 
-def test_held_out_edges_are_absent_from_the_training_csr_and_every_walk(monkeypatch):
-    """The run's stream walks the graph without the held-out pairs (both directions),
-    which keeps every other entry and every node's last edge; no walk of either epoch
-    steps along a held-out edge."""
+@pytest.mark.parametrize("parallel", ["sync", "async"])
+def test_held_out_edges_are_absent_from_the_training_csr_and_every_walk(monkeypatch, parallel):
+    """The run's stream (either engine's) walks the graph without the held-out pairs
+    (both directions), which keeps every other entry and every node's last edge; no
+    walk of either epoch steps along a held-out edge."""
     streams = []
     real = train_mod.BatchStream
 
@@ -73,7 +74,8 @@ def test_held_out_edges_are_absent_from_the_training_csr_and_every_walk(monkeypa
 
     monkeypatch.setattr(train_mod, "BatchStream", spy)
     A = ring_of_cliques()
-    result = fit_on(A, TrainConfig(**TINY, epochs=2, stop="holdout", walks="fresh"))
+    cfg = TrainConfig(**TINY, epochs=2, stop="holdout", walks="fresh")
+    result = fit_on(A, cfg, parallel=parallel)
     pos, neg = result.holdout["pos"], result.holdout["neg"]
     assert len(pos) == int(budget_fraction() * A.nnz / 2) and len(neg) == len(pos)
     held = {(u, v) for u, v in pos.tolist()} | {(v, u) for u, v in pos.tolist()}

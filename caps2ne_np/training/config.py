@@ -513,6 +513,8 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
       D^-1 A, F) and the float32 outputs;
     * the structure measure (``--stop auto``): the randomized SVD at rank
       budget.STOP_RANK, 6 (N, STOP_RANK + 10) blocks, and 6 S (A and its held-out copy);
+    * the held-out sample (``--stop holdout``, budget.held_out): 6 S (A, its upper
+      triangle, the held-out pairs, A without them and the temporaries between);
     * ``--propagate`` on the trained o_v (N, k): 8 (N, k) blocks and 4 S; 'auto' first
       measures held-out edges, 3 (N, k) more and 6 S."""
     N, k = int(n_nodes), int(cfg.dim)
@@ -528,6 +530,8 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         from .budget import STOP_RANK
 
         before = max(before, 6 * S + 8 * N * 6 * (STOP_RANK + 10))
+    if cfg.stop == "holdout":
+        before = max(before, 6 * S)
     after = 0
     if cfg.propagate in ("on", "auto"):
         after = 4 * S + 8 * N * 8 * k
@@ -553,6 +557,9 @@ def check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse=False, resume=False
         if cfg.stop == "auto":
             stages.append("--stop auto's structure measure")
             fixes.append("--epochs N (no --stop auto)")
+        if cfg.stop == "holdout":
+            stages.append("--stop holdout's held-out sample")
+            fixes.append("--stop none")
         what = f"the spectral stages before training ({', '.join(stages)}) on {n_nodes} nodes"
         fix = "use " + " and ".join(fixes)
         check_memory(before, what, fix)
