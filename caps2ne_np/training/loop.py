@@ -122,7 +122,7 @@ class Setup:
     features the run uses (prepared), or None, the graph's structure the stop rule
     reads (budget.graph_structure), or None; with ``--stop holdout``, its held-out
     sample (budget.held_out), or None; and ``graph``, the (indptr, indices, weights)
-    the engine trains on: the graph without the held-out edges (None: the given one)."""
+    the engine trains on: ``set_up``'s, without the held-out edges when there are."""
 
     cfg: object
     notes: list
