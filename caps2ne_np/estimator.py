@@ -142,7 +142,7 @@ class Caps2NE(BaseEstimator):
         self.prone_theta = prone_theta
         self.row_norm = row_norm
         self.propagate = propagate  # ProNE's propagation of the written o_v (propagation.py)
-        self.stop = stop  # 'auto': end before the budget (budget.py: structure, then drift)
+        self.stop = stop  # 'auto' (structure, then drift) or 'holdout' (held-out edges): budget.py
         self.engine = engine  # 'ray': sharded training (training/ray/)
         self.parallel = parallel  # 'async': lock-free threads (train.AsyncEngine)
         self.workers = workers
@@ -271,7 +271,12 @@ class Caps2NE(BaseEstimator):
 
         with _api_errors():
             self.propagation_ = propagation.apply(
-                graph.indptr, graph.indices, graph.weights, result.config, self.O_
+                graph.indptr,
+                graph.indices,
+                graph.weights,
+                result.config,
+                self.O_,
+                held=getattr(result, "holdout", None),
             )
         if hasattr(self, "calibration_"):
             del self.calibration_  # fitted for the parameters a refit replaces

@@ -433,7 +433,9 @@ def _finish(result, g, outputs, selector, run_record, streamed):
     elif not streamed:
         from ..model import propagation
 
-        propagated = propagation.apply(g.indptr, g.indices, g.weights, cfg, params.O)
+        propagated = propagation.apply(
+            g.indptr, g.indices, g.weights, cfg, params.O, held=result.holdout
+        )
     written = params.O if propagated is None else propagated.E
     if selector is not None:
         log.info(selector.summary(None if propagated is None else written))

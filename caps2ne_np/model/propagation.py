@@ -238,7 +238,7 @@ def spectral_test(A, dim, seed=0, order=10, mu=0.2, theta=0.5, factor_only=False
 # --------------------------------------------------------------------------- a run's option
 
 
-def decide(A, O, seed=0, order=10, mu=0.2, theta=0.5):
+def decide(A, O, seed=0, order=10, mu=0.2, theta=0.5, held=None):
     """``--propagate auto``: ``(on, why)`` from the graph and the trained o_v, no labels.
 
     A guard: propagation replaces each row by its filtered, factorised, unit-length
@@ -246,8 +246,12 @@ def decide(A, O, seed=0, order=10, mu=0.2, theta=0.5):
     graph's low frequencies do not hold.  Held-out edges (``holdout``, seeded) measure
     it: on when the AUC of the propagated rows (filtered over the graph without those
     edges) is at least the o_v's minus AUTO_MARGIN (``edge_measures``).  Off, saying
-    why, when the measure cannot be taken (no edge to hold out, or no non-edge)."""
-    held = holdout(A, seed)
+    why, when the measure cannot be taken (no edge to hold out, or no non-edge).
+    ``held``: a sample to measure on instead (``holdout``'s dict: the run's own with
+    ``--stop holdout``, edges training never saw); None: drawn here from ``A``."""
+    own = held is not None
+    if held is None:
+        held = holdout(A, seed)
     if not len(held["pos"]):
         return False, (
             "no edge can be held out (every edge has an end without another edge: a "
@@ -261,16 +265,20 @@ def decide(A, O, seed=0, order=10, mu=0.2, theta=0.5):
     m = edge_measures(held, O, order, mu, theta)
     on = m["auc_prop"] >= m["auc"] - AUTO_MARGIN
     why = (
-        f"held-out edges: AUC {m['auc_prop']:.4f} propagated against {m['auc']:.4f} for "
+        f"held-out edges{' (never trained on)' if own else ''}: AUC {m['auc_prop']:.4f} "
+        f"propagated against {m['auc']:.4f} for "
         f"the o_v, {'within' if on else 'beyond'} {AUTO_MARGIN:g}"
     )
     return on, why
 
 
-def apply(indptr, indices, weights, cfg, O):
+def apply(indptr, indices, weights, cfg, O, held=None):
     """The written embeddings of a run with options ``cfg`` (config.TrainConfig, resolved)
     and trained o_v ``O``: a ``Propagated`` when ``cfg.propagate`` is 'on', or 'auto' and
-    ``decide`` says so; else None.  Logs one line saying which and why."""
+    ``decide`` says so; else None.  Logs one line saying which and why.  The filter runs
+    over the whole graph (indptr, indices, weights), also after ``--stop holdout``
+    trained without some of its edges; ``held``: that run's held-out sample
+    (loop.TrainResult.holdout), which 'auto' measures on, or None."""
     mode = getattr(cfg, "propagate", None) or "none"
     if mode == "none":
         return None
@@ -288,6 +296,7 @@ def apply(indptr, indices, weights, cfg, O):
             cfg.prone_order,
             cfg.prone_mu,
             cfg.prone_theta,
+            held=held,
         )
         why = f"--propagate auto, {why}"
         if not on:

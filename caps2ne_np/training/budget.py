@@ -22,6 +22,12 @@ The stop rule (``StopRule``, built by ``stop_rule(cfg, structure)`` from the
 2. after each epoch t >= 2, stop when drift_t < STOP_DRIFT.
 
 docs/training.md, "When to stop", has the panel that chose the measures and thresholds.
+
+``--stop holdout`` (``HoldoutRule``) is a validation set instead: ``held_out`` draws a
+seeded sample of edges before training (``propagation.holdout``: edges whose ends keep
+another edge, and as many non-edges), the run trains on the graph without them, and
+after each epoch t >= 2 it stops when the link AUC of those edges by the cosine of the
+o_v rose less than HOLDOUT_MIN_GAIN over epoch t.
 ``run_epochs`` (loop.py) asks the rule after every epoch; the run keeps the schedule of
 its full budget (the rate of the epochs it trains does not change), so a stopped run is
 the first epochs of the full one.
@@ -53,6 +59,14 @@ STOP_RANK = 32
 many nodes are not measured): 32 separates the panel's graphs as 64 and 128 do (gaps of
 0.04 between the groups' seed ranges at each rank), at the least cost: 0.05 to 0.25 s up
 to 5,000 nodes, 1 s at 30,000 (docs/results/stop_structure.md)."""
+
+
+HOLDOUT_MIN_GAIN = 0.002
+"""--stop holdout ends the run after the first epoch t >= 2 whose held-out AUC rose less
+than this over epoch t's (``HoldoutRule``).  Provisional, not measured on the panel:
+chosen from two graphs' AUC per epoch (docs/training.md, "When to stop"): Cora 0.9005,
+0.9023, 0.9033, 0.9031 stops after epoch 2; an e-mail graph 0.805, 0.828, 0.837, 0.840,
+0.839 after epoch 5."""
 
 
 def structure(A, seed):
@@ -94,6 +108,8 @@ class StopRule:
         self.previous = None
         self.drifts = []
         self.stopped = False
+
+    option = "--stop auto"
 
     def epochs_at_most(self, epochs):
         """The epochs a run of ``epochs`` trains at most, as known before training: 1
@@ -160,13 +176,159 @@ class StopRule:
         return False
 
 
-def stop_rule(cfg, structure=None):
-    """The run's stop rule (a new ``StopRule``), or None for ``cfg.stop`` 'none'.
-    ``structure``: the graph's (``graph_structure``), which the rule's first part reads;
-    None, the drift part alone."""
-    if getattr(cfg, "stop", "none") != "auto":
+class HoldoutRule:
+    """``--stop holdout``: ``rule(epoch, params) -> bool``, True to end the run after
+    ``epoch`` (1-based) when the link AUC of the held-out edges ``held`` (``held_out``:
+    dict pos, neg of (m, 2) node pairs) by the cosine of the o_v rose less than
+    ``min_gain`` (default HOLDOUT_MIN_GAIN) over the previous epoch's.  ``aucs[t - 1]``
+    is epoch t's AUC (None: not measured); ``stopped`` is True once it ended the run.
+    Its state goes into every checkpoint, as ``StopRule``'s does."""
+
+    option = "--stop holdout"
+
+    def __init__(self, held, min_gain=None):
+        self.pos = np.asarray(held["pos"], dtype=np.int64).reshape(-1, 2)
+        self.neg = np.asarray(held["neg"], dtype=np.int64).reshape(-1, 2)
+        self.min_gain = float(HOLDOUT_MIN_GAIN if min_gain is None else min_gain)
+        self.aucs = []
+        self.stopped = False
+
+    def epochs_at_most(self, epochs):
+        """Nothing is known before training: the run's ``epochs``."""
+        return epochs
+
+    def score(self, O):
+        """The link AUC (float) of the held-out edges against the non-edges by the cosine
+        similarity of their ends' o_v (rows of ``O``)."""
+        from ..model import propagation, spectral
+
+        U = spectral.rownorm(np.asarray(O, dtype=np.float64))
+        return propagation.auc(
+            np.einsum("ij,ij->i", U[self.pos[:, 0]], U[self.pos[:, 1]]),
+            np.einsum("ij,ij->i", U[self.neg[:, 0]], U[self.neg[:, 1]]),
+        )
+
+    def checkpoint(self, mid_epoch):
+        """The rule's state for a checkpoint: (a JSON-able dict: whether it ended the run
+        and the AUCs so far; no arrays)."""
+        return {"stopped": self.stopped, "aucs": list(self.aucs)}, {}
+
+    def resume(self, state, params, arrays=None):
+        """Before the first epoch (``run_epochs``): the rule as the resumed run left it.
+        A run resumed at the end of an epoch the rule did not measure (the last of a run
+        whose --epochs grows on resume) measures it from the o_v it resumed from, as the
+        uninterrupted run would have."""
+        stored = state.get("stop") or {}
+        self.stopped = bool(stored.get("stopped", False))
+        self.aucs = [None if a is None else float(a) for a in stored.get("aucs", [])]
+        epoch = int(state["epoch"])
+        if epoch > 0 and state["batch"] == 0 and len(self.aucs) < epoch:
+            self.aucs += [None] * (epoch - 1 - len(self.aucs))
+            self.aucs.append(self.score(params.O))
+
+    def __call__(self, epoch, params):
+        value = self.score(params.O)
+        self.aucs += [None] * (epoch - 1 - len(self.aucs))
+        self.aucs[epoch - 1 :] = [value]
+        previous = self.aucs[epoch - 2] if epoch >= 2 else None
+        if previous is None:
+            log.info("held-out edges after epoch %d: AUC %.4f", epoch, value)
+            return False
+        gain = value - previous
+        if gain < self.min_gain:
+            log.info(
+                "stop after epoch %d: the held-out edges' AUC went from %.4f to %.4f "
+                "(%+.4f < %g, --stop holdout; --stop none trains every epoch)",
+                epoch,
+                previous,
+                value,
+                gain,
+                self.min_gain,
+            )
+            self.stopped = True
+            return True
+        log.info(
+            "held-out edges after epoch %d: AUC %.4f (%+.4f over epoch %d's, >= %g): training on",
+            epoch,
+            value,
+            gain,
+            epoch - 1,
+            self.min_gain,
+        )
+        return False
+
+
+def stop_rule(cfg, structure=None, held=None):
+    """The run's stop rule: a new ``StopRule`` for ``cfg.stop`` 'auto', a ``HoldoutRule``
+    over ``held`` (``held_out``) for 'holdout' (None when nothing could be held out),
+    None for 'none'.  ``structure``: the graph's (``graph_structure``), which the
+    ``StopRule``'s first part reads; None, the drift part alone."""
+    mode = getattr(cfg, "stop", "none")
+    if mode == "holdout":
+        return None if held is None else HoldoutRule(held)
+    if mode != "auto":
         return None
     return StopRule(structure=structure)
+
+
+def held_out(cfg, graph):
+    """``--stop holdout``'s validation sample and the graph the run trains on:
+    ``(held, train_graph)``.  ``held``: ``propagation.holdout`` of the graph's symmetric
+    adjacency, seeded by ``derive_seed(cfg.seed, "stop holdout")`` (its defaults:
+    HOLDOUT_FRACTION of the edges, at most HOLDOUT_MAX; an edge only while both its
+    ends keep another, so no node loses its last edge), or None when ``cfg.stop`` is not
+    'holdout' or nothing can be measured (no edge can be held out, or no non-edge).
+    ``train_graph``: (indptr, indices, weights) without the held-out pairs in either
+    direction (the given ``graph`` when ``held`` is None); the other entries keep their
+    order, weights and dtypes."""
+    if getattr(cfg, "stop", "none") != "holdout":
+        return None, graph
+    from ..kernels.rng import derive_seed
+    from ..model import propagation, spectral
+
+    indptr, indices, weights = graph
+    n = int(np.asarray(indptr).shape[0] - 1)
+    t0 = time.perf_counter()
+    held = propagation.holdout(
+        spectral.adjacency(indptr, indices, weights, n),
+        derive_seed(cfg.seed, "stop holdout") % (2**32),
+    )
+    pos, neg = held["pos"], held["neg"]
+    if not len(pos) or not len(neg):
+        what = "no edge can be held out" if not len(pos) else "no non-edge to set against"
+        log.info(
+            "--stop holdout: %s, so nothing measures the epochs: training the whole "
+            "budget on the whole graph",
+            what,
+        )
+        return None, graph
+    train_graph = without_pairs(graph, pos)
+    log.info(
+        "--stop holdout: %d edges held out (and %d non-edges) in %.2f s; training on the other %d",
+        len(pos),
+        len(neg),
+        time.perf_counter() - t0,
+        int(np.asarray(train_graph[1]).shape[0]),
+    )
+    return dict(pos=pos, neg=neg, A_rest=held["A_rest"]), train_graph
+
+
+def without_pairs(graph, pairs):
+    """The CSR graph (indptr, indices, weights) without its entries (u, v) and (v, u) for
+    every row of ``pairs`` (m, 2); the others keep their order, values and dtypes."""
+    indptr, indices, weights = graph
+    indptr = np.asarray(indptr)
+    indices = np.asarray(indices)
+    n = np.int64(indptr.shape[0] - 1)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    keys = rows * n + indices.astype(np.int64)
+    u, v = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+    keep = ~np.isin(keys, np.r_[u * n + v, v * n + u])
+    counts = np.bincount(rows[keep], minlength=int(n))
+    new_indptr = np.zeros_like(indptr)
+    new_indptr[1:] = np.cumsum(counts)
+    new_weights = None if weights is None else np.asarray(weights)[keep]
+    return new_indptr, indices[keep], new_weights
 
 
 def graph_structure(cfg, graph):

@@ -51,7 +51,7 @@ RESUMABLE_CHANGES = ("epochs", "stop", "propagate", "threads")
 """Options that may change between the interrupted run and its resumption: none changes a
 bit trained so far (--epochs and --stop say when the run ends; --epochs N alone trains
 exactly N, --stop none; --propagate acts on the written o_v after training; --threads
-gives the same bits)."""
+gives the same bits), except --stop to or from holdout, which trains on another graph."""
 MAY_CHANGE = "only --epochs, --stop, --propagate and --threads may change"
 FILLED_BY_RESOLVE = ("num_sampled",)
 """Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
@@ -291,6 +291,13 @@ def check_compatible(ckpt, config, graph_hash):
 
 
 def _check_same_run(ckpt, config, graph_hash):
+    before, now = ckpt["config"].get("stop"), config.get("stop")
+    if (before == "holdout") != (now == "holdout"):  # before the fingerprint it changes
+        raise InputError(
+            f"{ckpt['path']}: --stop {_shown(before)} (now {_shown(now)}): --stop holdout "
+            "trains on the graph without its held-out edges, so a run cannot switch to or "
+            "from it on resume; resume with the same --stop"
+        )
     if ckpt["graph_hash"] != graph_hash:
         raise InputError(
             f"{ckpt['path']}: the graph or features differ from the run that wrote "

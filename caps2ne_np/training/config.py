@@ -103,8 +103,9 @@ class TrainConfig:
     row_norm        the length of the written rows when propagated (propagation.py)
     propagate            'none', 'on' or 'auto': ProNE's propagation of the written o_v
                          (propagation.py; the same order and filter)
-    stop                 'none' or 'auto': end before ``epochs`` when the o_v stop
-                         moving (budget.py); None with an explicit ``epochs``: 'none'
+    stop                 'none', 'auto': end before ``epochs`` when the o_v stop
+                         moving, or 'holdout': when held-out edges stop gaining AUC
+                         (budget.py); None with an explicit ``epochs``: 'none'
     node2vec_p, node2vec_q  node2vec's return and in-out parameters of second-order
                          walks (walk_kernels.node2vec_step); 1, 1: first-order walks (the paper)
     """
@@ -230,7 +231,7 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         f"{out.adam} Adam, {out.sampler} sampler"
         + (f", --spectral {out.spectral}" if out.spectral != "none" else "")
         + (f", --propagate {out.propagate}" if out.propagate not in (None, "none") else "")
-        + (", --stop auto" if out.stop == "auto" else "")
+        + (f", --stop {out.stop}" if out.stop in ("auto", "holdout") else "")
         + (
             f", skip-gram term x {out.skipgram_weight:g} ("
             + (
@@ -512,6 +513,8 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
       D^-1 A, F) and the float32 outputs;
     * the structure measure (``--stop auto``): the randomized SVD at rank
       budget.STOP_RANK, 6 (N, STOP_RANK + 10) blocks, and 6 S (A and its held-out copy);
+    * the held-out sample (``--stop holdout``, budget.held_out): 6 S (A, its upper
+      triangle, the held-out pairs, A without them and the temporaries between);
     * ``--propagate`` on the trained o_v (N, k): 8 (N, k) blocks and 4 S; 'auto' first
       measures held-out edges, 3 (N, k) more and 6 S."""
     N, k = int(n_nodes), int(cfg.dim)
@@ -527,6 +530,8 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         from .budget import STOP_RANK
 
         before = max(before, 6 * S + 8 * N * 6 * (STOP_RANK + 10))
+    if cfg.stop == "holdout":
+        before = max(before, 6 * S)
     after = 0
     if cfg.propagate in ("on", "auto"):
         after = 4 * S + 8 * N * 8 * k
@@ -552,6 +557,9 @@ def check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse=False, resume=False
         if cfg.stop == "auto":
             stages.append("--stop auto's structure measure")
             fixes.append("--epochs N (no --stop auto)")
+        if cfg.stop == "holdout":
+            stages.append("--stop holdout's held-out sample")
+            fixes.append("--stop none")
         what = f"the spectral stages before training ({', '.join(stages)}) on {n_nodes} nodes"
         fix = "use " + " and ".join(fixes)
         check_memory(before, what, fix)

@@ -61,7 +61,8 @@ class TrainingDiverged(RuntimeError):
 @dataclass
 class TrainResult:
     """Fitted parameters, the optimiser (local engines), the per-epoch history, the
-    run's notes and its schedule (``lr``: the rate of the last step trained)."""
+    run's notes and its schedule (``lr``: the rate of the last step trained); with
+    ``--stop holdout``, the edges held out of training (budget.held_out), or None."""
 
     params: object
     config: object
@@ -69,6 +70,7 @@ class TrainResult:
     optimizer: object = None
     notes: list = field(default_factory=list)
     schedule: object = None
+    holdout: dict | None = None
 
     @property
     def lr(self):
@@ -117,8 +119,10 @@ def _resolved(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
 class Setup:
     """What an engine starts from (``set_up``): the resolved configuration, its notes,
     the ``Schedule``, the spectral start (spectral.SpectralStart), the fixed
-    features the run uses (prepared), or None, and the graph's structure the stop rule
-    reads (budget.graph_structure), or None."""
+    features the run uses (prepared), or None, the graph's structure the stop rule
+    reads (budget.graph_structure), or None; with ``--stop holdout``, its held-out
+    sample (budget.held_out), or None; and ``graph``, the (indptr, indices, weights)
+    the engine trains on: ``set_up``'s, without the held-out edges when there are."""
 
     cfg: object
     notes: list
@@ -126,6 +130,8 @@ class Setup:
     start: object
     features: object
     structure: float | None = None
+    held: dict | None = None
+    graph: tuple | None = None
 
 
 def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, check=None):
@@ -136,7 +142,10 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
     Adam); the spectral start (model/spectral.py; ``resume``: a resumed run starts from
     its checkpoint); the fixed features prepared: the given ones normalised as
     ``cfg.normalize_features`` says, ProNE's unit rows as they are; the graph's
-    structure for the stop rule (budget.graph_structure, with ``--stop auto``).
+    structure for the stop rule (budget.graph_structure, with ``--stop auto``).  With
+    ``--stop holdout`` the held-out sample is drawn before the spectral start
+    (budget.held_out), and the start and the training see the graph without it; the
+    options are resolved from the whole graph.
 
     graph: (indptr, indices, weights) of the CSR graph.  Returns a ``Setup``."""
     from ..model import spectral
@@ -152,7 +161,8 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
         log.info("%s", note)
     if check is not None:
         check(cfg)
-    start = spectral.start(indptr, indices, weights, cfg, features, resume=resume)
+    held, train_graph = budget.held_out(cfg, graph)
+    start = spectral.start(*train_graph, cfg, features, resume=resume)
     if start.note:
         log.info("%s", start.note)
         notes = notes + [start.note]
@@ -160,7 +170,8 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
         features = prepare_features(features, n_nodes, cfg.normalize_features)
     elif start.features is not None:  # unit rows, used as they are
         features = prepare_features(start.features, n_nodes, normalize=False)
-    return Setup(cfg, notes, schedule, start, features, budget.graph_structure(cfg, graph))
+    structure = budget.graph_structure(cfg, graph)
+    return Setup(cfg, notes, schedule, start, features, structure, held, train_graph)
 
 
 @dataclass(frozen=True)
@@ -280,10 +291,12 @@ class _EpochLoop:
             stored = ckpt["state"] if ckpt is not None else self.state.to_dict(self.term)
             stop_rule.resume(stored, engine.params(), ckpt["extra"] if ckpt is not None else {})
             if getattr(stop_rule, "stopped", False):
+                option = getattr(stop_rule, "option", "--stop auto")
                 log.info(
-                    "the stop rule ended this run after epoch %d (--stop auto): nothing "
-                    "to train (--epochs N trains exactly N)",
+                    "the stop rule ended this run after epoch %d (%s): nothing to train%s",
                     self.state.epoch,
+                    option,
+                    " (--epochs N trains exactly N)" if option == "--stop auto" else "",
                 )
 
     def run(self):

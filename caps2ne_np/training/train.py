@@ -123,7 +123,10 @@ def fit(
         step_callback=step_callback,
         checkpoint_extra=checkpoint_extra,
     )
-    result = _train(Engine, (indptr, indices, weights), run, resume_from, options)
+    # --stop holdout: the graph without its held-out edges (run.graph), whose sample the
+    # result keeps for --propagate auto
+    result = _train(Engine, run.graph, run, resume_from, options)
+    result.holdout = run.held
     if not np.any(result.params.O):  # never silent (a zero start does not train)
         warnings.warn(
             f"all {n_nodes} trained embeddings o_v are zero: nothing trained (squash has "
@@ -164,7 +167,7 @@ def _train(Engine, graph, run, resume_from, options):
             )
             stack.callback(engine.close)
             engine.checkpoint_every = int(options.checkpoint_every)  # rounds end there
-            stop_rule = budget.stop_rule(cfg, run.structure)
+            stop_rule = budget.stop_rule(cfg, run.structure, run.held)
             return run_epochs(engine, result, run.schedule, options, stop_rule=stop_rule)
     finally:
         numba.set_num_threads(old_threads)

@@ -108,7 +108,8 @@ def fit(
         attempt = 0
         while True:
             try:
-                return _attempt(ray, graph, run, resume_from, layout, write_outputs, options)
+                # --stop holdout: the graph without its held-out edges
+                return _attempt(ray, run.graph, run, resume_from, layout, write_outputs, options)
             except _actor_lost_errors(ray) as err:
                 attempt += 1
                 resume_from = _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats)
@@ -123,8 +124,8 @@ def _attempt(ray, graph, run, resume_from, layout, write_outputs, options):
     whatever happens."""
     engine = RayEngine(ray, *graph, run.cfg, run.features, resume_from, start=run.start, **layout)
     try:
-        result = TrainResult(params=None, config=run.cfg, notes=run.notes)
-        stop = budget.stop_rule(run.cfg, run.structure)  # a fresh rule every attempt
+        result = TrainResult(params=None, config=run.cfg, notes=run.notes, holdout=run.held)
+        stop = budget.stop_rule(run.cfg, run.structure, run.held)  # a fresh rule every attempt
         run_epochs(engine, result, run.schedule, options, stop_rule=stop)
         return engine.finish(result, layout["stats"], write_outputs)
     finally:

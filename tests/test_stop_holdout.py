@@ -1,0 +1,318 @@
+"""``--stop holdout`` (caps2ne_np/training/budget.py): the edges it holds out never reach
+training (the CSR, the walks), the rule stops when their AUC stops rising, its state
+resumes bit for bit, and the option is offered by ``train``."""
+
+import logging
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from caps2ne_np.errors import InputError
+from caps2ne_np.model.core import Params
+from caps2ne_np.training import budget
+from caps2ne_np.training import train as train_mod
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.train import fit
+
+TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, batch_size=8, threads=1)
+
+
+def ring_of_cliques(n_cliques=6, size=8):
+    blocks = sp.block_diag([np.ones((size, size)) - np.eye(size)] * n_cliques, format="lil")
+    for c in range(n_cliques):
+        u, v = c * size, ((c + 1) % n_cliques) * size + 1
+        blocks[u, v] = blocks[v, u] = 1
+    A = blocks.tocsr()
+    A.eliminate_zeros()
+    A.sort_indices()
+    return A
+
+
+def planted(n_blocks=4, size=15, p_in=0.3, p_out=0.05, seed=0):
+    """Four noisy communities: the held-out AUC is far from 1 and moves over epochs."""
+    rng = np.random.default_rng(seed)
+    block = np.repeat(np.arange(n_blocks), size)
+    P = np.where(block[:, None] == block[None, :], p_in, p_out)
+    U = np.triu(rng.random(P.shape) < P, 1)
+    A = sp.csr_matrix(U + U.T, dtype=np.float64)
+    A.sort_indices()
+    return A
+
+
+def fit_on(A, cfg, **kw):
+    return fit(A.indptr, A.indices.astype(np.int32), None, cfg, **kw)
+
+
+def params_with(O):
+    return Params(np.zeros((1, 2, 2), np.float32), O, np.zeros(len(O), np.float32), None, True)
+
+
+def pairs_of(indptr, indices):
+    rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return set(zip(rows.tolist(), np.asarray(indices).tolist()))
+
+
+class Interrupt(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- the sample
+
+
+@pytest.mark.parametrize("parallel", ["sync", "async"])
+def test_held_out_edges_are_absent_from_the_training_csr_and_every_walk(monkeypatch, parallel):
+    """The run's stream (either engine's) walks the graph without the held-out pairs
+    (both directions), which keeps every other entry and every node's last edge; no
+    walk of either epoch steps along a held-out edge."""
+    streams = []
+    real = train_mod.BatchStream
+
+    def spy(*args, **kw):
+        streams.append(real(*args, **kw))
+        return streams[-1]
+
+    monkeypatch.setattr(train_mod, "BatchStream", spy)
+    A = ring_of_cliques()
+    cfg = TrainConfig(**TINY, epochs=2, stop="holdout", walks="fresh")
+    result = fit_on(A, cfg, parallel=parallel)
+    pos, neg = result.holdout["pos"], result.holdout["neg"]
+    assert len(pos) == int(budget_fraction() * A.nnz / 2) and len(neg) == len(pos)
+    held = {(u, v) for u, v in pos.tolist()} | {(v, u) for u, v in pos.tolist()}
+    assert all(A[u, v] == 0 for u, v in neg.tolist())
+    (stream,) = streams
+    source = stream.source
+    trained = pairs_of(source.indptr, source.indices)
+    assert trained == pairs_of(A.indptr, A.indices) - held
+    assert np.diff(source.indptr).min() >= 1  # no node lost its last edge
+    for epoch in (0, 1):
+        stream.set_epoch(epoch)
+        walks = stream._walks.walks(np.arange(stream._walks.n_walks))
+        steps = set(zip(walks[:, :-1].ravel().tolist(), walks[:, 1:].ravel().tolist()))
+        assert steps and not steps & held
+    assert result.params.O.shape == (A.shape[0], 8)  # every node is embedded
+
+
+def budget_fraction():
+    from caps2ne_np.model import propagation
+
+    return propagation.HOLDOUT_FRACTION
+
+
+def test_without_pairs_keeps_the_order_weights_and_dtypes_of_the_rest():
+    indptr = np.array([0, 2, 4, 6], np.int64)
+    indices = np.array([1, 2, 0, 2, 0, 1], np.int32)
+    weights = np.array([1, 2, 3, 4, 5, 6], np.float32)
+    p, i, w = budget.without_pairs((indptr, indices, weights), np.array([[0, 2]]))
+    assert p.tolist() == [0, 1, 3, 4] and p.dtype == np.int64
+    assert i.tolist() == [1, 0, 2, 1] and i.dtype == np.int32
+    assert w.tolist() == [1, 3, 4, 6] and w.dtype == np.float32
+
+
+def test_nothing_is_held_out_when_no_edge_can_be(caplog):
+    """A star: every edge has an end of degree 1, so the run trains the whole graph for
+    its whole budget, and says why."""
+    n = 12
+    A = sp.csr_matrix((np.ones(n - 1), (np.zeros(n - 1, int), np.arange(1, n))), shape=(n, n))
+    A = (A + A.T).tocsr()
+    A.sort_indices()
+    with caplog.at_level(logging.INFO, logger="caps2ne_np"):
+        result = fit_on(A, TrainConfig(**TINY, epochs=3, stop="holdout"))
+    assert result.holdout is None and len(result.history) == 3
+    assert "no edge can be held out" in caplog.text
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+class Fed(budget.HoldoutRule):
+    """The rule with the AUCs of a measured run fed in, not scored."""
+
+    def __init__(self, aucs, min_gain=None):
+        super().__init__(dict(pos=np.zeros((1, 2)), neg=np.zeros((1, 2))), min_gain)
+        self.fed = iter(aucs)
+
+    def score(self, O):
+        return next(self.fed)
+
+
+@pytest.mark.parametrize(
+    "aucs,stops_after",
+    [
+        ([0.9005, 0.9023, 0.9033, 0.9031], 2),  # Cora: +0.0018 < 0.002
+        ([0.805, 0.828, 0.837, 0.840, 0.839], 5),  # an e-mail graph: -0.001 after +0.003
+        ([0.5, 0.6, 0.7, 0.8], None),  # still rising: the budget ends it
+    ],
+)
+def test_the_rule_stops_once_the_gain_falls_below_the_threshold(aucs, stops_after):
+    rule = Fed(aucs)
+    O = params_with(np.ones((2, 2), np.float32))
+    stop = next((epoch for epoch in range(1, len(aucs) + 1) if rule(epoch, O)), None)
+    assert stop == stops_after and rule.stopped == (stop is not None)
+    assert rule.aucs == aucs[: stop or len(aucs)]
+
+
+def test_the_score_is_the_cosine_auc_of_the_held_out_edges():
+    """Rows 0-1 point one way, 2-3 another: the edges (0, 1), (2, 3) beat the non-edges
+    (0, 2), (1, 3) whatever the rows' lengths (cosine, not dot product)."""
+    O = np.array([[1, 0], [9, 1], [0, 1], [1, 9]], np.float32)
+    rule = budget.HoldoutRule(dict(pos=np.array([[0, 1], [2, 3]]), neg=np.array([[0, 2], [1, 3]])))
+    assert rule.score(O) == 1.0
+    rule.pos, rule.neg = rule.neg, rule.pos
+    assert rule.score(O) == 0.0
+
+
+def test_the_rules_state_round_trips_through_a_checkpoint():
+    rule = Fed([0.80, 0.83, 0.831])
+    O = params_with(np.ones((2, 2), np.float32))
+    assert [rule(e, O) for e in (1, 2, 3)] == [False, False, True]
+    stored, arrays = rule.checkpoint(mid_epoch=False)
+    assert arrays == {}
+    again = Fed([])
+    again.resume(dict(epoch=3, batch=0, stop=stored), O)
+    assert again.stopped and again.aucs == rule.aucs
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def test_the_same_seed_gives_the_same_bytes_on_one_and_two_threads(monkeypatch):
+    import caps2ne_np.kernels._jit as jit
+
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # every chunk on the parallel version
+    A = planted()
+    one = fit_on(A, TrainConfig(**TINY, epochs=4, stop="holdout"))
+    two = fit_on(A, TrainConfig(**dict(TINY, threads=2), epochs=4, stop="holdout"))
+    assert len(one.history) == len(two.history)
+    assert one.params.O.tobytes() == two.params.O.tobytes()
+    assert np.array_equal(one.holdout["pos"], two.holdout["pos"])
+
+
+@pytest.fixture
+def holdout_stops_early(monkeypatch):
+    """A threshold between two of the run's own AUC gains (measured with a rule that
+    never stops), so that ``--stop holdout`` ends the run after an epoch >= 3 of 8."""
+    rules = []
+    real = budget.stop_rule
+
+    def spy(*args, **kw):
+        rules.append(real(*args, **kw))
+        return rules[-1]
+
+    monkeypatch.setattr(budget, "stop_rule", spy)
+    monkeypatch.setattr(budget, "HOLDOUT_MIN_GAIN", -np.inf)
+    A = planted()
+    cfg = TrainConfig(**TINY, epochs=8, stop="holdout", lr=0.002)
+    fit_on(A, cfg)
+    gains = np.diff(rules[-1].aucs)  # the gains of epochs 2..7
+    s = next(
+        (t for t in range(1, len(gains)) if gains[t] < gains[:t].min()), None
+    )  # the first gain below every earlier one: a threshold can stop there
+    assert s is not None, rules[-1].aucs
+    monkeypatch.setattr(budget, "HOLDOUT_MIN_GAIN", (gains[s] + gains[:s].min()) / 2)
+    full = fit_on(A, cfg)
+    assert len(full.history) == s + 2
+    return A, cfg, full
+
+
+def test_a_holdout_run_killed_mid_epoch_resumes_bit_for_bit(holdout_stops_early, tmp_path):
+    A, cfg, full = holdout_stops_early
+    last = len(full.history)
+
+    def kill(e, b, step):
+        if (e, b) == (last - 1, 2):  # within the epoch the rule ends the run after
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit_on(A, cfg, checkpoint_dir=tmp_path, checkpoint_every=2, step_callback=kill)
+    resumed = fit_on(A, cfg, resume_from=tmp_path, checkpoint_dir=tmp_path)
+    assert len(resumed.history) == last
+    assert resumed.params.O.tobytes() == full.params.O.tobytes()
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+
+
+def test_resuming_a_run_the_holdout_rule_ended_trains_nothing(holdout_stops_early, tmp_path):
+    A, cfg, full = holdout_stops_early
+    fit_on(A, cfg, checkpoint_dir=tmp_path)
+    steps = []
+    resumed = fit_on(
+        A, cfg, resume_from=tmp_path, checkpoint_dir=tmp_path,
+        step_callback=lambda e, b, s: steps.append(s),
+    )  # fmt: skip
+    assert steps == [] and len(resumed.history) == len(full.history)
+    assert resumed.params.O.tobytes() == full.params.O.tobytes()
+
+
+def test_a_resume_at_an_epoch_the_rule_did_not_measure_measures_it():
+    """The rule is asked only before the budget's end: a run whose --epochs grows on
+    resume from its last epoch scores that epoch's o_v (the checkpoint's) first, so its
+    next epoch is compared with it, as in the uninterrupted run."""
+    O = np.array([[1, 0], [1, 0.1], [0, 1], [0.1, 1]], np.float32)
+    held = dict(pos=np.array([[0, 1], [2, 3]]), neg=np.array([[0, 2], [1, 3]]))
+    rule = budget.HoldoutRule(held)
+    rule.resume(dict(epoch=2, batch=0, stop={"stopped": False, "aucs": [0.5]}), params_with(O))
+    assert rule.aucs == [0.5, 1.0]
+    assert rule(3, params_with(O)) is True  # gain 0 over epoch 2's
+
+
+@pytest.mark.parametrize("before,now", [("holdout", "auto"), ("none", "holdout")])
+def test_a_resume_cannot_switch_to_or_from_holdout(tmp_path, before, now):
+    A = ring_of_cliques()
+    fit_on(A, TrainConfig(**TINY, epochs=1, stop=before), checkpoint_dir=tmp_path)
+    with pytest.raises(InputError, match="--stop holdout trains on the graph without"):
+        fit_on(A, TrainConfig(**TINY, epochs=2, stop=now), resume_from=tmp_path)
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_train_help_offers_holdout_with_the_defaults_text():
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+    from caps2ne_np.defaults import OPTIONS, STOP_MODES
+
+    assert "holdout" in STOP_MODES
+    out = CliRunner().invoke(cli, ["train", "--help"], terminal_width=10_000)
+    assert out.exit_code == 0
+    assert "none|auto|holdout" in out.output
+    assert " ".join(OPTIONS["stop"].help.split()[:12]) in " ".join(out.output.split())
+
+
+def test_cli_holdout_run_decides_propagation_on_its_own_sample(tmp_path):
+    """train --stop holdout --propagate auto: the run says what it held out, and the
+    decision is measured on those edges (never trained on); every node is written."""
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+    from caps2ne_np.io.word2vec import read_word2vec
+
+    A = planted()
+    upper = sp.triu(A).tocoo()
+    graph = tmp_path / "g.txt"
+    graph.write_text("".join(f"{u} {v}\n" for u, v in zip(upper.row, upper.col)))
+    args = ["train", "--graph", str(graph), "--dim", "8", "--feat-dim", "8",
+            "--walks-per-node", "2", "--num-sampled", "8", "--batch-size", "8",
+            "--threads", "1", "--epochs", "3", "--stop", "holdout", "--propagate", "auto",
+            "--out", str(tmp_path / "e.emb")]  # fmt: skip
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    assert "edges held out" in out.stderr
+    assert "held-out edges after epoch 1: AUC" in out.stderr
+    assert "held-out edges (never trained on)" in out.stderr
+    assert len(read_word2vec(tmp_path / "e.emb")[0]) == A.shape[0]
+
+
+def test_propagation_filters_over_the_whole_graph_after_a_holdout_run():
+    """The written rows are the trained o_v propagated over every edge, the held-out ones
+    too (propagation is not training); 'auto' measured on the run's sample."""
+    from caps2ne_np.model import propagation, spectral
+
+    A = planted()
+    cfg = TrainConfig(**TINY, epochs=2, stop="holdout", propagate="auto")
+    result = fit_on(A, cfg)
+    indptr, indices = A.indptr, A.indices.astype(np.int32)
+    E = propagation.apply(indptr, indices, None, result.config, result.params.O, result.holdout)
+    whole = spectral.adjacency(indptr, indices, None, A.shape[0])
+    assert E is not None and "never trained on" in E.note
+    np.testing.assert_array_equal(E.E, propagation.propagate(whole, result.params.O).E)
