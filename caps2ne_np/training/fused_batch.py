@@ -7,7 +7,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..kernels._jit import kernel
+from ..kernels._jit import inline, kernel
 from ..model.rows import _share_slots
 from .samplers import _sample_unique, expected_count_of, node_probability
 from .walk_kernels import _batch_walk_ids, _node2vec_walk, _walk, pair_of, random_position
@@ -90,14 +90,7 @@ def _index_batch(ctx_t, n_pairs, targets, sampled, marks, ws):
     o_nodes, o_of_target = ws.o_nodes, ws.o_of_target
     R = _share_slots(ctx_t[:, :n_pairs], marks[0], nodes, inv[:, :n_pairs], slot_ptr)
     mark_x, mark_o = marks[1], marks[2]
-    G = 0
-    for r in range(R):
-        v = nodes[r]
-        if mark_x[v] < 0:
-            mark_x[v] = G
-            x_nodes[G] = v
-            G += 1
-        x_of_row[r] = mark_x[v]
+    G = _first_seen(nodes, R, mark_x, x_nodes, 0, x_of_row)
     row_ptr[: G + 1] = 0
     for r in range(R):
         row_ptr[x_of_row[r] + 1] += 1
@@ -113,14 +106,24 @@ def _index_batch(ctx_t, n_pairs, targets, sampled, marks, ws):
         mark_o[sampled[j]] = n_o
         o_nodes[n_o] = sampled[j]
         n_o += 1
-    for p in range(n_pairs):
-        t = targets[p]
-        if mark_o[t] < 0:
-            mark_o[t] = n_o
-            o_nodes[n_o] = t
-            n_o += 1
-        o_of_target[p] = mark_o[t]
+    n_o = _first_seen(targets, n_pairs, mark_o, o_nodes, n_o, o_of_target)
     return Sizes(n_pairs, R, G, n_o)
+
+
+@inline
+def _first_seen(values, n, mark, distinct, count, number):
+    """Number the distinct values of ``values[:n]`` in order of first appearance, on
+    from ``count``: ``mark[v]`` holds v's number (-1: none yet), a new value is
+    appended to ``distinct``, ``number[a]`` is the number of ``values[a]``.  Returns
+    the new count."""
+    for a in range(n):
+        v = values[a]
+        if mark[v] < 0:
+            mark[v] = count
+            distinct[count] = v
+            count += 1
+        number[a] = mark[v]
+    return count
 
 
 @kernel
