@@ -203,9 +203,15 @@ def _scatter_rows_serial(rows, values, out):
         lo = blk * 16
         hi = min(k, lo + 16)
         for n in range(n_rows):
-            r = rows[n]
-            for j in range(lo, hi):
-                out[r, j] += values[n, j]
+            add_row(out, rows[n], values, n, lo, hi)
+
+
+@inline
+def add_row(out, r, a, q, lo, hi):
+    """out[r, lo:hi] += a[q, lo:hi]: one term of the sum of a gather's gradient over the
+    places that read row r (``scatter_add_rows``; training/fused.py's d_u of a node)."""
+    for j in range(lo, hi):
+        out[r, j] += a[q, j]
 
 
 @kernel

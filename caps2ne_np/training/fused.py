@@ -56,6 +56,7 @@ from ..model.capsules import (
 from ..model.grads import (
     _gather_rows_backward,
     _scatter_scalars,
+    add_row,
     add_scaled_row,
     route_backward_pair,
     squash_backward_vector,
@@ -240,13 +241,12 @@ def _W_backward(u_rows, d_rows, slot_ptr, W_t, train_x, d_W_t, d_u_rows):
 
 @kernel(parallel=True, fastmath=REASSOC)
 def _x_backward(x, d_u_rows, row_ptr, row_list, G, d_u, d_x):
-    """d_u_g = sum of d_u_r over node g's rows (ascending), d_x = squash'(x) d_u."""
+    """d_u_g = sum of d_u_r over node g's rows (ascending; grads.add_row), d_x =
+    squash'(x) d_u (grads.squash_backward_vector)."""
     for g in prange(G):
         d_u[g] = 0.0
         for n in range(row_ptr[g], row_ptr[g + 1]):
-            r = row_list[n]
-            for j in range(d_u.shape[1]):
-                d_u[g, j] += d_u_rows[r, j]
+            add_row(d_u, g, d_u_rows, row_list[n], 0, d_u.shape[1])
         squash_backward_vector(x[g], d_u[g], d_x[g])
 
 
