@@ -19,6 +19,7 @@ run on the compiled step).
 import json
 import sys
 import time
+from functools import partial
 
 import numba
 import numpy as np
@@ -112,102 +113,14 @@ def profile(g, batch_size, reps):
     step_python = cpu_ms(python_chunk(per), reps, inner=1) / per
     async_cpu = async_ms(fs, per, reps)
 
-    # one real batch, its index and workspace, for the stages alone
-    p = fast._params
-    b = fast.stream.batch(0, 0, 0)
-    n_slots, k, d = p.W.shape
-    ctx_t = np.ascontiguousarray(b.ctx.T, dtype=np.int64)
-    targets = b.targets.astype(np.int64)
-    sampled = b.sampled.astype(np.int64)
-    P, S = targets.shape[0], sampled.shape[0]
-    lqt = np.log(b.q_true.astype(np.float32))
-    lqs = np.log(b.q_sampled.astype(np.float32))
-    ws = F._workspace(P, S, n_slots, d, k, 1, p.O)
-    marks = np.full((3, n), -1, dtype=np.int64)
-
-    def index():
-        out = F._index_batch(ctx_t, P, targets, sampled, marks, ws[0:3], ws[3:7], ws[7:9])
-        F._unmark(marks, ws[3], out[1], ws[7], out[2])
-        return out
-
-    R, G, n_o = index()  # fills the workspace's index (the marks restored, as in a chunk)
-    X, W_t, O, bias, _ = fs.tables
-    iters, scale, rule, exact = fs.model
-    # fmt: off
-    (nodes, slot_ptr, inv, x_nodes, x_of_row, row_ptr, row_list, o_nodes, o_of_target, x, u,
-     u_rows, u_hat_rows, u_hat, c, s, e_all, b_all, O_s, z_s, loss, d_true, d_s, d_sT, d_e,
-     d_O, d_bias, d_u_hat, scratch_i, scratch_k, d_rows, d_W_t, d_u_rows, d_u, d_x, bq) = ws
-    # fmt: on
-    e = e_all[0]
-    walks = np.empty((fs.stream.cfg.batch_size, n_slots + 1), dtype=np.int64)
-    src = fs.stream.source
-    smp = fs.stream.sampler
-    draws = (int(src.seed), int(src.n_walks), batch_size, np.empty(0, dtype=np.int64),
-             int(fs.stream.seed_batch), fs.positions, int(fs.stream.seed_pos))  # fmt: skip
-    sampler = (int(smp._kind), int(smp.n), float(smp._log_range), smp._prob, smp._alias,
-               getattr(smp, "_p", np.empty(0)), int(fs.stream.seed_sample), S)  # fmt: skip
-    size = 2
-    while size < 2 * S:
-        size *= 2
-    table = np.empty(size, dtype=np.int64)
-    bt, bs, bqt, bqs = (
-        ctx_t.copy(),
-        targets.copy(),
-        np.empty(P, np.float32),
-        np.empty(S, np.float32),
-    )
-    smp_out = sampled.copy()
-    zero = (lr := np.float32(1e-4), np.float32(0.9), np.float32(0.999), np.float32(1e-8),
-            np.float32(0.1), np.float32(0.001))  # fmt: skip
-    del lr
-    moments = tuple(a.copy() for a in fs.moments)
-    tables = (X.copy(), W_t.copy(), O.copy(), bias.copy(), True)
-    stages = {
-        "draw: walks, pairs, V', log Q (serial)": lambda: F._draw_batch(
-            fs.graph, draws, sampler, 0, 0, 0, walks, bt, bs, smp_out, table, bqt, bqs
-        ),
-        "index: distinct rows, x and O rows (serial)": index,
-        "x = X[nodes], u = squash(x)": lambda: F._squash_nodes.serial(X, x_nodes, G, x, u),
-        "u_hat = W_i u (GEMMs)": lambda: F._predict.serial(
-            u, x_of_row, slot_ptr, W_t, u_rows, u_hat_rows
-        ),
-        "routing": lambda: F._route_pairs.serial(
-            u_hat_rows, inv, P, iters, scale, rule, u_hat, c, s, e_all, b_all
-        ),
-        "output layer: z, softmax (GEMM)": lambda: F._output_layer.serial(
-            e, O, bias, targets, sampled, lqt, lqs, O_s, bq, z_s, loss, d_true, d_s, d_sT
-        ),
-        "output layer backward (GEMMs)": lambda: F._output_backward.serial(
-            e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_e, d_O, d_bias
-        ),
-        "routing backward": lambda: F._route_back.serial(
-            u_hat, c, s, e_all, d_e, P, scale, rule, exact, d_u_hat, scratch_i, scratch_k
-        ),
-        "sum over shared rows": lambda: F._gather_rows_backward.serial(
-            d_u_hat, inv, slot_ptr, d_rows
-        ),
-        "d_W, d_u (GEMMs)": lambda: F._W_backward.serial(
-            u_rows, d_rows, slot_ptr, W_t, True, d_W_t, d_u_rows
-        ),
-        "d_x": lambda: F._x_backward.serial(x, d_u_rows, row_ptr, row_list, G, d_u, d_x),
-        "Adam (lazy: W, touched rows of O, b, x)": lambda: F._adam.serial(
-            tables, moments, ws, (P, R, G, n_o), zero, True, marks
-        ),
-    }
-    rows = {name: cpu_ms(fn, reps) for name, fn in stages.items()}
+    rows, items, regions, sizes = stage_times(fast, reps)
     serial = sum(v for name, v in rows.items() if "(serial)" in name)
-    # the independent items of each stage's parallel region(s): its most threads
-    nbp, nbs = F._blocks(P), F._blocks(S)
-    halves = n_slots + int(np.sum(np.diff(slot_ptr) >= 2 * F.BLOCK_ROWS))  # W_i u's GEMMs
-    items = [1, 1, G, halves, P, nbp, nbp + nbs, P, n_slots, 2 * n_slots, G,
-             n_slots * d + n_o + G]  # fmt: skip
-    regions = [0, 0, 1, 1, 1, 2, 2, 1, 1, 1, 1, 1]
     return dict(
         batch_size=batch_size,
-        pairs=P,
-        distinct_rows=R,
-        distinct_nodes=G,
-        o_rows=n_o,
+        pairs=sizes.P,
+        distinct_rows=sizes.R,
+        distinct_nodes=sizes.G,
+        o_rows=sizes.n_o,
         stages_ms=rows,
         stages_sum_ms=sum(rows.values()),
         step_fused_ms=step_fused,
@@ -218,6 +131,78 @@ def profile(g, batch_size, reps):
         items=dict(zip(rows, items)),
         regions=dict(zip(rows, regions)),
     )
+
+
+def stage_times(fast, reps):
+    """Thread CPU ms of each stage kernel of the compiled step (its serial version, alone)
+    on one real batch of the engine ``fast``, the independent items and the parallel
+    regions of each, and the batch's ``Sizes``."""
+    fs, p = fast.fused, fast._params
+    b = fast.stream.batch(0, 0, 0)
+    n_slots, k, d = p.W.shape
+    ctx_t = np.ascontiguousarray(b.ctx.T, dtype=np.int64)
+    targets = b.targets.astype(np.int64)
+    sampled = b.sampled.astype(np.int64)
+    P, S = targets.shape[0], sampled.shape[0]
+    lqt = np.log(b.q_true.astype(np.float32))
+    lqs = np.log(b.q_sampled.astype(np.float32))
+    ws = F._workspace(P, S, n_slots, d, k, 1, p.O)
+    marks = np.full((3, p.O.shape[0]), -1, dtype=np.int64)
+
+    def index():
+        sizes = F._index_batch(ctx_t, P, targets, sampled, marks, ws)
+        F._unmark(marks, ws, sizes)
+        return sizes
+
+    sizes = index()  # fills the workspace's index (the marks restored, as in a chunk)
+    G, n_o = sizes.G, sizes.n_o
+    X, W_t, O, bias = fs.tables.X, fs.tables.W_t, fs.tables.O, fs.tables.bias
+    m, e = fs.model, ws.e_all[0]
+    walks = np.empty((fs.stream.cfg.batch_size, n_slots + 1), dtype=np.int64)
+    size = 2
+    while size < 2 * S:
+        size *= 2
+    table = np.empty(size, dtype=np.int64)
+    bt, bs, smp_out = ctx_t.copy(), targets.copy(), sampled.copy()
+    bqt, bqs = np.empty(P, np.float32), np.empty(S, np.float32)
+    coefs = fs.opt.coefs_for(np.float32, 1e-4)
+    moments = F.Moments(*(a.copy() for a in fs.moments))
+    tables = F.Tables(X.copy(), W_t.copy(), O.copy(), bias.copy(), True)
+    st = {}
+    st["draw: walks, pairs, V', log Q (serial)"] = partial(F._draw_batch, fs.graph,
+        fs.stream.draws(0), fs.stream.sampler_tables(), 0, 0, 0, walks, bt, bs, smp_out, table,
+        bqt, bqs)  # fmt: skip
+    st["index: distinct rows, x and O rows (serial)"] = index
+    st["x = X[nodes], u = squash(x)"] = partial(F._squash_nodes.serial, X, ws.x_nodes, G, ws.x,
+                                                ws.u)  # fmt: skip
+    st["u_hat = W_i u (GEMMs)"] = partial(F._predict.serial, ws.u, ws.x_of_row, ws.slot_ptr, W_t,
+                                          ws.u_rows, ws.u_hat_rows)  # fmt: skip
+    st["routing"] = partial(F._route_pairs.serial, ws.u_hat_rows, ws.inv, P, m.iters, m.scale,
+                            m.rule, ws.u_hat, ws.c, ws.s, ws.e_all, ws.b_all)  # fmt: skip
+    st["output layer: z, softmax (GEMM)"] = partial(F._output_layer.serial, e, O, bias, targets,
+        sampled, lqt, lqs, ws.O_s, ws.bq, ws.z_s, ws.loss, ws.d_true, ws.d_s,
+        ws.d_sT)  # fmt: skip
+    st["output layer backward (GEMMs)"] = partial(F._output_backward.serial, e, O, targets,
+        ws.d_true, ws.d_s, ws.d_sT, ws.O_s, ws.o_of_target, n_o, ws.d_e, ws.d_O,
+        ws.d_bias)  # fmt: skip
+    st["routing backward"] = partial(F._route_back.serial, ws.u_hat, ws.c, ws.s, ws.e_all, ws.d_e,
+        P, m.scale, m.rule, m.exact, ws.d_u_hat, ws.scratch_i, ws.scratch_k)  # fmt: skip
+    st["sum over shared rows"] = partial(F._gather_rows_backward.serial, ws.d_u_hat, ws.inv,
+                                         ws.slot_ptr, ws.d_rows)  # fmt: skip
+    st["d_W, d_u (GEMMs)"] = partial(F._W_backward.serial, ws.u_rows, ws.d_rows, ws.slot_ptr, W_t,
+                                     True, ws.d_W_t, ws.d_u_rows)  # fmt: skip
+    st["d_x"] = partial(F._x_backward.serial, ws.x, ws.d_u_rows, ws.row_ptr, ws.row_list, G,
+                        ws.d_u, ws.d_x)  # fmt: skip
+    st["Adam (lazy: W, touched rows of O, b, x)"] = partial(F._adam.serial, tables, moments, ws,
+                                                            sizes, coefs, True, marks)  # fmt: skip
+    rows = {name: cpu_ms(fn, reps) for name, fn in st.items()}
+    # the independent items of each stage's parallel region(s): its most threads
+    nbp, nbs = F._blocks(P), F._blocks(S)
+    halves = n_slots + int(np.sum(np.diff(ws.slot_ptr) >= 2 * F.BLOCK_ROWS))  # W_i u's GEMMs
+    items = [1, 1, G, halves, P, nbp, nbp + nbs, P, n_slots, 2 * n_slots, G,
+             n_slots * d + n_o + G]  # fmt: skip
+    regions = [0, 0, 1, 1, 1, 2, 2, 1, 1, 1, 1, 1]
+    return rows, items, regions, sizes
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)

@@ -15,7 +15,7 @@ import pytest
 from caps2ne_np.model import reference
 from caps2ne_np.model.core import Params
 from caps2ne_np.model.core import loss_and_grads as python_loss_and_grads
-from caps2ne_np.training import fused
+from caps2ne_np.training import fused, fused_batch
 from caps2ne_np.training.config import ModelConfig
 from cases import make_case
 from test_grads import BAR, CONFIGS, H
@@ -151,3 +151,15 @@ def test_fused_runs_are_the_same_bits_on_one_and_two_threads(monkeypatch):
     two = _fit(dict(batch_size=16, threads=2))
     for table in one.params.trainable():
         np.testing.assert_array_equal(getattr(one.params, table), getattr(two.params, table))
+
+
+def test_the_workspace_is_named_and_sized_by_the_batch():
+    P, S, n_slots, d, k, m = 5, 3, 4, 6, 2, 2
+    ws = fused._workspace(P, S, n_slots, d, k, m, np.zeros((1, 1)))
+    assert ws._fields == fused_batch.Workspace._fields
+    assert (ws.d_O.shape, ws.d_W_t.shape, ws.c.shape) == (
+        (S + P, k),
+        (n_slots, d, k),
+        (m, P, n_slots),
+    )
+    assert ws.x.dtype == np.float64 and ws.inv.dtype == np.int64

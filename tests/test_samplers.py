@@ -94,6 +94,20 @@ def test_expected_count_matches_formula_and_tensorflow_shortcut(sampler):
     )
 
 
+def test_the_compiled_step_reads_the_samplers_expected_counts(sampler):
+    """training/fused.py evaluates the same helpers (samplers.node_probability,
+    expected_count_of) on the tables ``tables`` hands over: the Python values to float32."""
+    from caps2ne_np.training.fused_batch import _expected_count
+
+    tables = sampler.tables(seed=5, num_sampled=3)
+    assert (tables.seed, tables.num_sampled, tables.n) == (5, 3, N)
+    ids = np.array([0, 2, 7])
+    compiled = [_expected_count(tables, int(c), 9) for c in ids]
+    np.testing.assert_allclose(
+        compiled, sampler.expected_count(ids, 9).astype(np.float32), rtol=1e-6
+    )
+
+
 def test_expected_count_is_stable_for_tiny_probabilities():
     s = LogUniformSampler(10**9)
     p = s.probs([10**9 - 1])

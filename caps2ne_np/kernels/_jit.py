@@ -170,6 +170,16 @@ def kernel(fn=None, *, parallel=False, fastmath=FASTMATH, work=None):
     return wrap(fn) if fn is not None else wrap
 
 
+def inline(fn):
+    """A helper written once for every driver: from Python the plain function (NumPy
+    evaluates it on arrays, or a test on scalars); inside a kernel, Numba compiles it
+    into the calling kernel (an overload with ``inline="always"``), under that kernel's
+    compile options.  A Python function, not a dispatcher: it has no cache of its own
+    to keep (train._kernels_cold scans the dispatchers)."""
+    _overload(fn, inline="always", strict=False)(lambda *args: fn)
+    return fn
+
+
 _THIS_FILE = Path(__file__).read_bytes()
 
 

@@ -22,29 +22,51 @@ import numpy as np
 import scipy.linalg.cython_blas  # noqa: F401  (see below)
 from numba import prange
 
-from ._jit import kernel
+from ._jit import inline, kernel
 
 CHUNKS = 8
+
+
+# --- one block of rows: the products every kernel here, and training/fused.py's
+# stages, run on their own split of the rows (one single-threaded GEMM each)
+
+
+@inline
+def block_nn(a, b, out, lo, hi):
+    """out[lo:hi] = a[lo:hi] @ b (nothing for an empty block)."""
+    if hi > lo:
+        np.dot(a[lo:hi], b, out[lo:hi])
+
+
+@inline
+def block_nt(a, b, out, lo, hi):
+    """out[lo:hi] = a[lo:hi] @ b.T (nothing for an empty block)."""
+    if hi > lo:
+        np.dot(a[lo:hi], b.T, out[lo:hi])
+
+
+@inline
+def block_tn(a, b, out, lo, hi):
+    """out = a[lo:hi].T @ b[lo:hi], the sum of the block's outer products (zero for an
+    empty block)."""
+    if hi > lo:
+        np.dot(a[lo:hi].T, b[lo:hi], out)
+    else:
+        out[...] = 0.0
 
 
 @kernel(parallel=True, work=lambda a, b, out, chunks: out.size * a.shape[1])
 def _rows_nn(a, b, out, chunks):
     n = a.shape[0]
     for c in prange(chunks):
-        lo = c * n // chunks
-        hi = (c + 1) * n // chunks
-        if hi > lo:
-            np.dot(a[lo:hi], b, out[lo:hi])
+        block_nn(a, b, out, c * n // chunks, (c + 1) * n // chunks)
 
 
 @kernel(parallel=True, work=lambda a, b, out, chunks: out.size * a.shape[1])
 def _rows_nt(a, b, out, chunks):
     n = a.shape[0]
     for c in prange(chunks):
-        lo = c * n // chunks
-        hi = (c + 1) * n // chunks
-        if hi > lo:
-            np.dot(a[lo:hi], b.T, out[lo:hi])
+        block_nt(a, b, out, c * n // chunks, (c + 1) * n // chunks)
 
 
 def row_matmul(a, b, trans_b=False, out=None):
@@ -65,17 +87,13 @@ def row_matmul(a, b, trans_b=False, out=None):
 @kernel(parallel=True, work=lambda a, b, ptr, out: out.size * a.shape[1])
 def _seg_nn(a, b, ptr, out):
     for i in prange(b.shape[0]):
-        lo, hi = ptr[i], ptr[i + 1]
-        if hi > lo:
-            np.dot(a[lo:hi], b[i], out[lo:hi])
+        block_nn(a, b[i], out, ptr[i], ptr[i + 1])
 
 
 @kernel(parallel=True, work=lambda a, b, ptr, out: out.size * a.shape[1])
 def _seg_nt(a, b, ptr, out):
     for i in prange(b.shape[0]):
-        lo, hi = ptr[i], ptr[i + 1]
-        if hi > lo:
-            np.dot(a[lo:hi], b[i].T, out[lo:hi])
+        block_nt(a, b[i], out, ptr[i], ptr[i + 1])
 
 
 @kernel(
@@ -84,11 +102,7 @@ def _seg_nt(a, b, ptr, out):
 )
 def _seg_tn(a, b, ptr, out):
     for i in prange(out.shape[0]):
-        lo, hi = ptr[i], ptr[i + 1]
-        if hi > lo:
-            np.dot(a[lo:hi].T, b[lo:hi], out[i])
-        else:
-            out[i] = 0.0
+        block_tn(a, b, out[i], ptr[i], ptr[i + 1])
 
 
 def segment_matmul(a, b, ptr, trans_b=False, out=None):
@@ -119,12 +133,7 @@ TN_CHUNKS = 4
 def _rows_tn(a, b, partial, chunks):
     n = a.shape[0]
     for c in prange(chunks):
-        lo = c * n // chunks
-        hi = (c + 1) * n // chunks
-        if hi > lo:
-            np.dot(a[lo:hi].T, b[lo:hi], partial[c])
-        else:
-            partial[c] = 0.0
+        block_tn(a, b, partial[c], c * n // chunks, (c + 1) * n // chunks)
 
 
 def row_matmul_tn(a, b):

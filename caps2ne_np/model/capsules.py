@@ -41,7 +41,7 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ..kernels._jit import REASSOC, check_array, fast_exp, kernel, out_array
+from ..kernels._jit import REASSOC, check_array, fast_exp, inline, kernel, out_array
 from ..kernels.blas import row_matmul
 from .rows import check_columns
 
@@ -287,22 +287,33 @@ def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
 @kernel(parallel=True, fastmath=REASSOC, work=lambda e, *_: e.size)
 def _target_logits(e, O, bias, targets, log_q_true, out):
     """out[p] = e[p] . O[targets[p]] + bias[targets[p]] - log_q_true[p]"""
-    k = e.shape[1]
     for p in prange(e.shape[0]):
-        t = targets[p]
-        acc = 0.0
-        for j in range(k):
-            acc += e[p, j] * O[t, j]
-        out[p] = acc + bias[t] - log_q_true[p]
+        out[p] = target_logit(e, p, O, bias, targets[p], log_q_true[p])
+
+
+@inline
+def target_logit(e, p, O, bias, t, log_q):
+    """z_t = e_p . o_t + b_t - log Q(t) of pair p and its target t (Eq. 3), the dot
+    product summed in float64; ``_target_logits`` and training/fused.py's output layer
+    evaluate it."""
+    acc = 0.0
+    for j in range(e.shape[1]):
+        acc += e[p, j] * O[t, j]
+    return acc + bias[t] - log_q
 
 
 @kernel(parallel=True, work=lambda a, v: a.size)
 def _add_to_rows(a, v):
     """a[p, :] += v for every row p (in place)."""
-    n = a.shape[1]
     for p in prange(a.shape[0]):
-        for j in range(n):
-            a[p, j] += v[j]
+        add_to_row(a, p, v)
+
+
+@inline
+def add_to_row(a, p, v):
+    """a[p, :] += v: the offsets b_s - log Q(s) onto pair p's sampled logits (Eq. 3)."""
+    for j in range(a.shape[1]):
+        a[p, j] += v[j]
 
 
 @kernel(parallel=True)
@@ -382,10 +393,13 @@ def gather_rows(src, inv, out=None):
 @kernel(parallel=True, work=lambda src, inv, out: out.size)
 def _gather_rows(src, inv, out):
     """``gather_rows``'s kernel."""
-    n_slots, n_pairs = inv.shape
-    k = src.shape[1]
-    for p in prange(n_pairs):
-        for i in range(n_slots):
-            r = inv[i, p]
-            for j in range(k):
-                out[i, p, j] = src[r, j]
+    for p in prange(inv.shape[1]):
+        gather_pair(src, inv, p, out)
+
+
+@inline
+def gather_pair(src, inv, p, out):
+    """out[i, p] = src[inv[i, p]] for every slot i: pair p's rows of u_hat from the
+    distinct (slot, node) rows."""
+    for i in range(inv.shape[0]):
+        out[i, p] = src[inv[i, p]]

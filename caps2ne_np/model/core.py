@@ -1,11 +1,15 @@
 r"""One forward and backward pass of Caps2NE over a batch: the functional core.
 
-``loss_and_row_grads`` is the pure function the training loop calls every step:
-given the parameters, a batch of (context, target) pairs and an explicit sampled
-set V' with its expected counts Q, it returns the mean loss and the gradient of
-every trainable table in one form, row-sparse (``RowGrad``: the rows the batch
-touches), in the dtype of the parameters (float32 for training, float64 for
-gradient checks).  ``loss_and_grads`` expands the same numbers to dense arrays: the
+``loss_and_row_grads`` is the step written for the reader: given the parameters, a
+batch of (context, target) pairs and an explicit sampled set V' with its expected
+counts Q, it returns the mean loss and the gradient of every trainable table in one
+form, row-sparse (``RowGrad``: the rows the batch touches), in the dtype of the
+parameters (float32 for training, float64 for gradient checks).  The Python step
+(training/step.py: the skip-gram term, sparse fixed features) calls it every step;
+the default run executes the same arithmetic compiled whole (training/fused.py),
+through the same per-row helpers of capsules.py, grads.py and kernels/blas.py that
+the kernels below call (docs/math.md, "The step as training runs it").
+``loss_and_grads`` expands the same numbers to dense arrays: the
 reference form the gradient checks and the autodiff comparison read.
 
 Pipeline (docs/math.md#the-whole-batch; each step names its kernel):
@@ -302,7 +306,9 @@ def loss_and_row_grads(
     parts=None,
 ):
     """The batch's mean loss and the gradient of every trainable table, row-sparse:
-    what training calls every step.  Nothing here costs O(N).
+    what the Python step calls every step (the default run's compiled step,
+    training/fused.py, computes the same through the same helpers).  Nothing here
+    costs O(N).
 
     Returns ``(loss, {"W": RowGrad, "O": RowGrad, "bias": RowGrad[, "X": RowGrad]})``,
     one entry per name of ``params.trainable()``, each a RowGrad over the parameter's
@@ -335,6 +341,29 @@ def loss_and_row_grads(
     )
     loss, d_true, d_sampled = capsules.softmax_rows(z_true, z_sampled, targets, sampled)
 
+    out = _backward(params, fw, targets, sampled, d_true, d_sampled, cfg)
+    caps = float(loss.mean(dtype=np.float64))
+    if parts is not None:
+        parts.update(capsule=caps, skipgram=0.0)
+    if not getattr(cfg, "skipgram_weight", 0.0):
+        return caps, out
+    term = _skipgram_term(params, fw, targets, sampled, log_q_true, log_q_sampled, cfg, key)
+    lam = dtype.type(cfg.skipgram_weight)
+    # the same rows as the capsule loss's: x_nodes; np.unique(V' and the targets)
+    assert np.array_equal(term["o_rows"], out["O"].rows)
+    out["X"].values += lam * term["d_x"]
+    out["O"].values += lam * term["d_O"]
+    out["bias"].values += lam * term["d_bias"]
+    if parts is not None:
+        parts["skipgram"] = term["loss"]
+    return caps + float(cfg.skipgram_weight) * term["loss"], out
+
+
+def _backward(params, fw, targets, sampled, d_true, d_sampled, cfg):
+    """``loss_and_row_grads``' backward pass from dL/dz: back through the output layer,
+    the routing, W_i u and the first squash; the RowGrads by name."""
+    dtype = params.O.dtype
+    e = fw.e
     # Back through the output layer, the routing, W_i u and the first squash.
     d_e, o_rows, d_O, d_bias = grads.sampled_softmax_backward_rows(
         e, params.O, targets, sampled, d_true, d_sampled
@@ -372,21 +401,7 @@ def loss_and_row_grads(
         grads.scatter_add_rows(d_u, fw.x_of_row, d_u_rows)
         d_x = grads.squash_backward(x, d_u)
         out["X"] = RowGrad(fw.x_nodes, d_x)
-    caps = float(loss.mean(dtype=np.float64))
-    if parts is not None:
-        parts.update(capsule=caps, skipgram=0.0)
-    if not getattr(cfg, "skipgram_weight", 0.0):
-        return caps, out
-    term = _skipgram_term(params, fw, targets, sampled, log_q_true, log_q_sampled, cfg, key)
-    lam = dtype.type(cfg.skipgram_weight)
-    # the same rows as the capsule loss's: x_nodes; np.unique(V' and the targets)
-    assert np.array_equal(term["o_rows"], out["O"].rows)
-    out["X"].values += lam * term["d_x"]
-    out["O"].values += lam * term["d_O"]
-    out["bias"].values += lam * term["d_bias"]
-    if parts is not None:
-        parts["skipgram"] = term["loss"]
-    return caps + float(cfg.skipgram_weight) * term["loss"], out
+    return out
 
 
 def check_skipgram(params_like, cfg):

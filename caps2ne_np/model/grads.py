@@ -19,7 +19,7 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ..kernels._jit import REASSOC, check_array, kernel, out_array
+from ..kernels._jit import REASSOC, check_array, inline, kernel, out_array
 from ..kernels.blas import row_matmul, row_matmul_tn
 from .capsules import EPS, RULE_SABOUR, rule_code
 from .rows import check_columns
@@ -203,9 +203,15 @@ def _scatter_rows_serial(rows, values, out):
         lo = blk * 16
         hi = min(k, lo + 16)
         for n in range(n_rows):
-            r = rows[n]
-            for j in range(lo, hi):
-                out[r, j] += values[n, j]
+            add_row(out, rows[n], values, n, lo, hi)
+
+
+@inline
+def add_row(out, r, a, q, lo, hi):
+    """out[r, lo:hi] += a[q, lo:hi]: one term of the sum of a gather's gradient over the
+    places that read row r (``scatter_add_rows``; training/fused.py's d_u of a node)."""
+    for j in range(lo, hi):
+        out[r, j] += a[q, j]
 
 
 @kernel
@@ -227,15 +233,30 @@ def scatter_add_rows(out, rows, values):
         _scatter_rows_serial(rows, values, out)
 
 
+@inline
+def add_scaled_row(out, r, w, a, q, lo, hi):
+    """out[r, lo:hi] += w a[q, lo:hi]: a target's term of the output layer's backward
+    pass, d_e_p += d_z_t o_t and d_o_t += d_z_t e_p (on columns [lo, hi))."""
+    for j in range(lo, hi):
+        out[r, j] += w * a[q, j]
+
+
 @kernel(parallel=True, work=lambda d_e, d_true, O, targets: d_e.size)
 def _add_scaled_rows(d_e, d_true, O, targets):
     """d_e[p] += d_true[p] * O[targets[p]] for every pair p (in place)."""
-    k = d_e.shape[1]
     for p in prange(d_e.shape[0]):
-        t = targets[p]
-        w = d_true[p]
-        for j in range(k):
-            d_e[p, j] += w * O[t, j]
+        add_scaled_row(d_e, p, d_true[p], O, targets[p], 0, d_e.shape[1])
+
+
+@kernel(parallel=True, work=lambda rows, w, values, out: values.size)
+def _scatter_scaled_rows(rows, w, values, out):
+    """out[rows[n]] += w[n] values[n], in the order n = 0, 1, ... for every block of 16
+    columns (parallel over blocks: the same sums on any number of threads)."""
+    n_rows, k = values.shape
+    for blk in prange((k + 15) // 16):
+        lo = blk * 16
+        for n in range(n_rows):
+            add_scaled_row(out, rows[n], w[n], values, n, lo, min(k, lo + 16))
 
 
 @kernel(parallel=True, work=lambda a, out: a.size)
@@ -279,7 +300,12 @@ def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
     col = np.empty(n_sampled, dtype=d_sampled.dtype)
     _column_sums(d_sampled, col)
     d_bias[inverse[:n_sampled]] += col
-    scatter_add_rows(d_O, inverse[n_sampled:], d_true[:, None] * e)
+    _scatter_scaled_rows(
+        np.ascontiguousarray(inverse[n_sampled:], dtype=np.int64),
+        d_true,
+        np.ascontiguousarray(e),
+        d_O,
+    )
     scatter_add_rows(d_bias, inverse[n_sampled:], d_true)
     return d_e, rows, d_O, d_bias
 

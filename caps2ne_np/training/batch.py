@@ -9,6 +9,7 @@ is made (model/rows.py: its distinct (slot, node) rows and the feature columns t
 touch), once, before its forward pass.
 """
 
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,13 @@ class Batch:
     @property
     def n_pairs(self):
         return self.targets.shape[0]
+
+
+Draws = namedtuple("Draws", "walk_seed n_walks batch_size order seed_batch positions seed_pos")
+"""What a compiled kernel needs to make an epoch's batches as ``BatchStream.batch`` does
+(``BatchStream.draws``): the epoch's walk seed and number of walks, B, the epoch's walk
+order (empty: B walks drawn with replacement), the seed of those draws, the target
+positions (empty: one random position per walk) and the seed of the random ones."""
 
 
 def walk_seed(seed, epoch):
@@ -122,6 +130,25 @@ class BatchStream:
                 else self.source.reseeded(walk_seed(cfg.seed, epoch))
             )
             self._epoch = epoch
+
+    def draws(self, epoch):
+        """The epoch's batches as a compiled kernel makes them (``Draws``; with
+        ``self.source.graph()`` and ``sampler_tables``: training/fused.py)."""
+        self.set_epoch(epoch)
+        none = np.empty(0, dtype=np.int64)
+        return Draws(
+            int(self._walks.seed),
+            int(self._walks.n_walks),
+            int(self.cfg.batch_size),
+            self._order if self._order is not None else none,
+            int(self.seed_batch),
+            self.positions if self.positions is not None else none,
+            int(self.seed_pos),
+        )
+
+    def sampler_tables(self):
+        """The sampler of V' as a compiled kernel draws it (samplers.SamplerTables)."""
+        return self.sampler.tables(self.seed_sample, self.cfg.num_sampled)
 
     def batch(self, epoch, b, step):
         """Batch b of the epoch, at global step ``step`` (a Batch; indexed when the

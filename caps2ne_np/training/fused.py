@@ -7,23 +7,27 @@ updated tables, with the GIL released; Python sets up, calls once per chunk (abo
 bottom (docs/math.md names the equations; every stage is a parallel kernel below, over
 items that own their outputs):
 
-    walks, pairs, V' and Q(.)           _draw_batch    (serial; keyed by (seed, epoch, b, step))
-    distinct (slot, node) rows, x nodes _index_batch   (serial; rows.share_slots)
+    walks, pairs, V' and Q(.)           _draw_batch    (serial)  walk_kernels.pair_of, samplers
+    distinct (slot, node) rows, x nodes _index_batch   (serial)  rows._share_slots
     x = X[nodes], u = squash(x)         _squash_nodes  Eq. 1     capsules.squash_vector
-    u_hat = W_i u per distinct row      _predict       Eq. 2     one GEMM per slot (or half)
+    u_hat = W_i u per distinct row      _predict       Eq. 2     blas.block_nn per slot (or half)
     c, s, e = Routing(u_hat)            _route_pairs   Alg. 1    capsules.route_pair
-    z = e.o + b - log Q, L, dL/dz       _output_layer  Eq. 3     capsules.softmax_pair
-    d_e, d_O, d_bias                    _output_backward
+    z = e.o + b - log Q, L, dL/dz       _output_layer  Eq. 3     capsules.target_logit, softmax_pair
+    d_e, d_O, d_bias                    _output_backward         grads.add_scaled_row
     d_u_hat                             _route_back              grads.route_backward_pair
     d_rows = sum over the pairs         grads._gather_rows_backward
-    d_W_i, d_u = W_i^T d_u_hat          _W_backward              one GEMM per slot
+    d_W_i, d_u = W_i^T d_u_hat          _W_backward              blas.block_tn, block_nt per slot
     d_x = squash'(x) d_u                _x_backward              grads.squash_backward_vector
     Adam, lazy or dense                 _adam                    optim.adam_span
 
-The arithmetic is that of core.loss_and_row_grads and optim.Adam (the same inlined
-helpers), with its sums in a fixed order: the results are the same bits on any number
-of threads, and agree with the Python step to float32 rounding (tests/test_fused.py;
-the float64 gradients are checked against finite differences and the reference).
+This module holds the scheduling only (stages, blocks of rows, the workspace); every
+formula is a helper of model/, kernels/blas.py, the walks, the samplers or optim.py,
+inlined here and called by the Python step's kernels too (docs/math.md), with the sums
+in a fixed order: the results are the same bits on any number of threads, and agree
+with the Python step to float32 rounding (tests/test_fused.py; the float64 gradients
+are checked against finite differences and the reference).  What crosses into the
+compiled call has names: walks.WalkGraph, batch.Draws, samplers.SamplerTables (built
+by their owners) and the named tuples below.
 
 What it covers: trainable x (featureless graphs, the default) or fixed dense
 features, lazy or dense Adam, every sampler, walk mode, batch mode, target rule,
@@ -31,18 +35,34 @@ routing rule and gradient mode, node2vec walks.  Sparse fixed features and the
 skip-gram term train with step.TrainStep (``supports``).
 """
 
+from collections import namedtuple
+
 import numpy as np
 from numba import prange
 from numba.extending import overload
 
 from ..kernels._jit import REASSOC, kernel
-from ..kernels.rng import TAG_POSITION, quiet_wraparound, rand_below, stream3
-from ..model.capsules import route_pair, rule_code, softmax_pair, squash_vector
-from ..model.grads import _gather_rows_backward, route_backward_pair, squash_backward_vector
-from ..model.rows import _share_slots
-from .optim import adam_span, adam_span_zero
-from .samplers import KIND_ALIAS, KIND_LOG_UNIFORM, _sample_unique
-from .walk_kernels import _batch_walk_ids, _node2vec_walk, _walk
+from ..kernels.blas import block_nn, block_nt, block_tn
+from ..kernels.rng import quiet_wraparound
+from ..model.capsules import (
+    add_to_row,
+    gather_pair,
+    route_pair,
+    rule_code,
+    softmax_pair,
+    squash_vector,
+    target_logit,
+)
+from ..model.grads import (
+    _gather_rows_backward,
+    _scatter_scalars,
+    add_row,
+    add_scaled_row,
+    route_backward_pair,
+    squash_backward_vector,
+)
+from .fused_batch import Batch, _draw_batch, _index_batch, _unmark, _workspace
+from .optim import AdamCoefs, adam_span, adam_span_zero, bias_corrected
 
 CHUNK = 64
 """At most this many batches per call of the compiled chunk (per thread: the local
@@ -62,6 +82,15 @@ halves of every slot the default step trained 1.34x the step before on one threa
 these 1.83x (docs/results/fused_step.md, the two runs in its history)."""
 
 
+Tables = namedtuple("Tables", "X W_t O bias train_x")
+"""The trained tables: x (N, d), W_t (I, d, k) (W_i^T, core.slot_major's buffer), O
+(N, k), the biases (N,), and whether x is trained (else fixed dense features)."""
+Moments = namedtuple("Moments", "mX vX mW vW mO vO mb vb")
+"""Adam's moments of each table, W's as W_t (a (1, d) dummy for x when x is fixed)."""
+Routing = namedtuple("Routing", "iters scale rule exact")
+"""Algorithm 1's m, c's scale, rule code (capsules.rule_code) and exact gradients."""
+
+
 def _blocks(n):
     """The number of blocks of ``n`` rows (``BLOCKS``, ``BLOCK_ROWS``)."""
     return max(1, min(BLOCKS, n // BLOCK_ROWS))
@@ -77,125 +106,6 @@ def supports(cfg, features_kind):
     (featureless), 'dense' or 'sparse'; the skip-gram term and sparse features use
     step.TrainStep."""
     return features_kind != "sparse" and not float(cfg.skipgram_weight or 0.0)
-
-
-# --------------------------------------------------------------- drawing a batch
-
-
-@kernel
-def _draw_batch(graph, draws, sampler, epoch, b, step, walks, ctx_t, targets, sampled, table,
-                log_q_true, log_q_sampled):  # fmt: skip
-    """Batch b of the epoch at global step ``step``: its walks, (context, target) pairs
-    (``ctx_t`` (I, P) slot-major, ``targets`` (P,)), V' (``sampled``) and the log
-    expected counts; the draws of batch.BatchStream.batch, key for key.  Returns P."""
-    indptr, indices, cum, weighted, inv_p, inv_q, second_order = graph
-    walk_seed, n_walks, batch_size, order, seed_batch, positions, seed_pos = draws
-    kind, n, log_range, prob, alias, p_table, seed_sample, _ = sampler
-    q = walks.shape[1]
-    # the batch's walks: B ids with replacement, or the epoch's order
-    if order.shape[0] == 0:
-        ids = np.empty(batch_size, dtype=np.int64)
-        _batch_walk_ids(n_walks, seed_batch, epoch, b, ids)
-    else:
-        ids = order[b * batch_size : min((b + 1) * batch_size, n_walks)]
-    n_b = ids.shape[0]
-    for w in range(n_b):
-        if second_order:
-            _node2vec_walk(
-                indptr, indices, cum, weighted, inv_p, inv_q, walk_seed, ids[w], walks[w]
-            )
-        else:
-            _walk(indptr, indices, cum, weighted, walk_seed, ids[w], walks[w])
-    # pairs: C_v = (v_t : t != j), v = v_j, at the given positions or one random j per walk
-    n_pos = positions.shape[0] if positions.shape[0] > 0 else 1
-    for w in range(n_b):
-        for a in range(n_pos):
-            if positions.shape[0] > 0:
-                j = positions[a]
-            else:
-                state = stream3(seed_pos, TAG_POSITION, step, w)
-                state, j = rand_below(state, q)
-            p = w * n_pos + a
-            targets[p] = walks[w, j]
-            i = 0
-            for t in range(q):
-                if t != j:
-                    ctx_t[i, p] = walks[w, t]
-                    i += 1
-    n_pairs = n_b * n_pos
-    # V' and log Q(c) = log(1 - (1 - P(c))^num_tries)
-    tries = _sample_unique(kind, n, log_range, prob, alias, seed_sample, step, sampled, table)
-    for p in range(n_pairs):
-        log_q_true[p] = np.log(_expected_count(kind, n, log_range, p_table, targets[p], tries))
-    for s in range(sampled.shape[0]):
-        log_q_sampled[s] = np.log(_expected_count(kind, n, log_range, p_table, sampled[s], tries))
-    return n_pairs
-
-
-@kernel
-def _expected_count(kind, n, log_range, p_table, c, tries):
-    """Q(c) = -expm1(tries log1p(-P(c))) in float64, rounded to the tables' float32
-    (samplers.expected_count, then the cast core.loss_and_row_grads makes)."""
-    if kind == KIND_ALIAS:
-        prob = p_table[c]
-    elif kind == KIND_LOG_UNIFORM:
-        prob = np.log1p(1.0 / (c + 1.0)) / log_range
-    else:
-        prob = 1.0 / n
-    return np.float32(-np.expm1(tries * np.log1p(-prob)))
-
-
-@kernel
-def _index_batch(ctx_t, n_pairs, targets, sampled, marks, rows, x_rows, o_rows):
-    """The batch's index: distinct (slot, node) rows (rows.share_slots), their distinct
-    nodes in order of first appearance (x), each node's rows ascending (for d_x), and
-    the rows of O and the biases the batch touches: V' first (row j is sampled[j]),
-    then the targets not in V'.  ``marks`` (3, N) all -1, left marking the batch's x
-    and O rows (``_unmark``).  Returns (R, G, n_o)."""
-    nodes, slot_ptr, inv = rows
-    x_nodes, x_of_row, row_ptr, row_list = x_rows
-    o_nodes, o_of_target = o_rows
-    R = _share_slots(ctx_t[:, :n_pairs], marks[0], nodes, inv[:, :n_pairs], slot_ptr)
-    mark_x, mark_o = marks[1], marks[2]
-    G = 0
-    for r in range(R):
-        v = nodes[r]
-        if mark_x[v] < 0:
-            mark_x[v] = G
-            x_nodes[G] = v
-            G += 1
-        x_of_row[r] = mark_x[v]
-    row_ptr[: G + 1] = 0
-    for r in range(R):
-        row_ptr[x_of_row[r] + 1] += 1
-    for g in range(G):
-        row_ptr[g + 1] += row_ptr[g]
-    fill = row_ptr[:G].copy()
-    for r in range(R):  # rows ascending within each node
-        g = x_of_row[r]
-        row_list[fill[g]] = r
-        fill[g] += 1
-    n_o = 0
-    for j in range(sampled.shape[0]):
-        mark_o[sampled[j]] = n_o
-        o_nodes[n_o] = sampled[j]
-        n_o += 1
-    for p in range(n_pairs):
-        t = targets[p]
-        if mark_o[t] < 0:
-            mark_o[t] = n_o
-            o_nodes[n_o] = t
-            n_o += 1
-        o_of_target[p] = mark_o[t]
-    return R, G, n_o
-
-
-@kernel
-def _unmark(marks, x_nodes, G, o_nodes, n_o):
-    for g in range(G):
-        marks[1, x_nodes[g]] = -1
-    for o in range(n_o):
-        marks[2, o_nodes[o]] = -1
 
 
 # --------------------------------------------------------------- forward stages
@@ -223,17 +133,15 @@ def _predict(u, x_of_row, slot_ptr, W_t, u_rows, u_hat_rows):
         hi = mid if item % 2 == 0 else slot_ptr[i + 1]
         for r in range(lo, hi):
             u_rows[r] = u[x_of_row[r]]
-        if hi > lo:
-            np.dot(u_rows[lo:hi], W_t[i], u_hat_rows[lo:hi])
+        block_nn(u_rows, W_t[i], u_hat_rows, lo, hi)
 
 
 @kernel(parallel=True, fastmath=REASSOC)
 def _route_pairs(u_hat_rows, inv, n_pairs, iters, scale, rule, u_hat, c, s, e_all, b_all):
-    """u_hat[i, p] = u_hat_rows[inv[i, p]], then Algorithm 1 per pair."""
-    n_slots = u_hat.shape[0]
+    """u_hat[i, p] = u_hat_rows[inv[i, p]] (capsules.gather_pair), then Algorithm 1 per
+    pair (capsules.route_pair)."""
     for p in prange(n_pairs):
-        for i in range(n_slots):
-            u_hat[i, p] = u_hat_rows[inv[i, p]]
+        gather_pair(u_hat_rows, inv, p, u_hat)
         b_all[p] = 0.0
         route_pair(u_hat, p, iters, scale, rule, c, s, e_all, b_all[p])
 
@@ -241,10 +149,10 @@ def _route_pairs(u_hat_rows, inv, n_pairs, iters, scale, rule, u_hat, c, s, e_al
 @kernel(parallel=True, fastmath=REASSOC)
 def _output_layer(e, O, bias, targets, sampled, log_q_true, log_q_sampled, O_s, bq, z_s, loss,
                   d_true, d_s, d_sT):  # fmt: skip
-    """z_t = e.o_t + b_t - log Q(t), z_s = e.o_s + b_s - log Q(s) (Eq. 3), then the
-    softmax of each pair (capsules.softmax_pair): its loss and dL/dz, also transposed
-    (``d_sT`` (S, P), for d_O), in blocks of pairs."""
-    n_pairs, k = e.shape
+    """z_t = e.o_t + b_t - log Q(t) (capsules.target_logit), z_s = e.o_s + b_s - log Q(s)
+    (Eq. 3; capsules.add_to_row), then the softmax of each pair (capsules.softmax_pair):
+    its loss and dL/dz, also transposed (``d_sT`` (S, P), for d_O), in blocks of pairs."""
+    n_pairs = e.shape[0]
     n_sampled = sampled.shape[0]
     for j in prange(n_sampled):
         O_s[j] = O[sampled[j]]
@@ -254,17 +162,12 @@ def _output_layer(e, O, bias, targets, sampled, log_q_true, log_q_sampled, O_s, 
     for blk in prange(nb):
         lo = blk * n_pairs // nb
         hi = (blk + 1) * n_pairs // nb
-        if hi > lo:
-            np.dot(e[lo:hi], O_s.T, z_s[lo:hi])
+        block_nt(e, O_s, z_s, lo, hi)
         for p in range(lo, hi):
             t = targets[p]
-            acc = 0.0
-            for j in range(k):
-                acc += e[p, j] * O[t, j]
-            d_true[p] = acc + bias[t] - log_q_true[p]  # z_t, rounded to the tables' dtype
+            d_true[p] = target_logit(e, p, O, bias, t, log_q_true[p])  # in the tables' dtype
             z_t = d_true[p]
-            for j in range(n_sampled):
-                z_s[p, j] += bq[j]
+            add_to_row(z_s, p, bq)
             loss[p], d_true[p] = softmax_pair(z_t, z_s[p], t, sampled, inv_p, d_s[p])
         for j in range(n_sampled):  # the block transposed: contiguous runs in d_sT
             for p in range(lo, hi):
@@ -274,7 +177,8 @@ def _output_layer(e, O, bias, targets, sampled, log_q_true, log_q_sampled, O_s, 
 @kernel(parallel=True)
 def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_e, d_O, d_bias):
     """d_e = d_z_t o_t + sum_s d_z_s o_s; d_o_s = sum_p d_z_ps e_p (V' is rows 0..S-1 of
-    d_O) and d_o_t += d_z_t e_p over the pairs in order; likewise the biases."""
+    d_O) and d_o_t += d_z_t e_p over the pairs in order (grads.add_scaled_row); likewise
+    the biases (grads._scatter_scalars)."""
     n_pairs, k = e.shape
     n_sampled = O_s.shape[0]
     nbp, nbs = _blocks(n_pairs), _blocks(n_sampled)
@@ -282,18 +186,13 @@ def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_
         if blk < nbp:  # d_e, a block of pairs
             lo = blk * n_pairs // nbp
             hi = (blk + 1) * n_pairs // nbp
-            if hi > lo:
-                np.dot(d_s[lo:hi], O_s, d_e[lo:hi])
+            block_nn(d_s, O_s, d_e, lo, hi)
             for p in range(lo, hi):
-                w = d_true[p]
-                t = targets[p]
-                for j in range(k):
-                    d_e[p, j] += w * O[t, j]
+                add_scaled_row(d_e, p, d_true[p], O, targets[p], 0, k)
         else:  # d_O and d_bias of a block of V'
             lo = (blk - nbp) * n_sampled // nbs
             hi = (blk - nbp + 1) * n_sampled // nbs
-            if hi > lo:
-                np.dot(d_sT[lo:hi], e, d_O[lo:hi])
+            block_nn(d_sT, e, d_O, lo, hi)
             for j in range(lo, hi):
                 acc = 0.0
                 for p in range(n_pairs):
@@ -305,13 +204,10 @@ def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_
         for o in range(n_sampled, n_o):
             d_O[o, c0:c1] = 0.0
         for p in range(n_pairs):
-            o = o_of_target[p]
-            for j in range(c0, c1):
-                d_O[o, j] += d_true[p] * e[p, j]
+            add_scaled_row(d_O, o_of_target[p], d_true[p], e, p, c0, c1)
     for o in range(n_sampled, n_o):
         d_bias[o] = 0.0
-    for p in range(n_pairs):
-        d_bias[o_of_target[p]] += d_true[p]
+    _scatter_scalars(o_of_target[:n_pairs], d_true[:n_pairs], d_bias)
 
 
 # --------------------------------------------------------------- backward stages
@@ -338,23 +234,19 @@ def _W_backward(u_rows, d_rows, slot_ptr, W_t, train_x, d_W_t, d_u_rows):
         i = item % n_slots
         lo, hi = slot_ptr[i], slot_ptr[i + 1]
         if item < n_slots:
-            if hi > lo:
-                np.dot(u_rows[lo:hi].T, d_rows[lo:hi], d_W_t[i])
-            else:
-                d_W_t[i] = 0.0
-        elif train_x and hi > lo:
-            np.dot(d_rows[lo:hi], W_t[i].T, d_u_rows[lo:hi])
+            block_tn(u_rows, d_rows, d_W_t[i], lo, hi)
+        elif train_x:
+            block_nt(d_rows, W_t[i], d_u_rows, lo, hi)
 
 
 @kernel(parallel=True, fastmath=REASSOC)
 def _x_backward(x, d_u_rows, row_ptr, row_list, G, d_u, d_x):
-    """d_u_g = sum of d_u_r over node g's rows (ascending), d_x = squash'(x) d_u."""
+    """d_u_g = sum of d_u_r over node g's rows (ascending; grads.add_row), d_x =
+    squash'(x) d_u (grads.squash_backward_vector)."""
     for g in prange(G):
         d_u[g] = 0.0
         for n in range(row_ptr[g], row_ptr[g + 1]):
-            r = row_list[n]
-            for j in range(d_u.shape[1]):
-                d_u[g, j] += d_u_rows[r, j]
+            add_row(d_u, g, d_u_rows, row_list[n], 0, d_u.shape[1])
         squash_backward_vector(x[g], d_u[g], d_x[g])
 
 
@@ -363,83 +255,32 @@ def _x_backward(x, d_u_rows, row_ptr, row_list, G, d_u, d_x):
 
 @kernel(parallel=True)
 def _loss_and_grads(tables, model, batch, ws, sizes):
-    """The batch's mean loss (float64) and gradients into ``ws`` (core.loss_and_row_grads'
-    arithmetic); ``batch`` = (ctx_t, targets, sampled, log_q_true, log_q_sampled) and
-    ``sizes`` = (P, R, G, n_o) from ``_index_batch``."""
-    X, W_t, O, bias, train_x = tables
-    iters, scale, rule, exact = model
-    ctx_t, targets, sampled, log_q_true, log_q_sampled = batch
-    n_pairs, R, G, n_o = sizes
-    # fmt: off
-    (nodes, slot_ptr, inv, x_nodes, x_of_row, row_ptr, row_list, o_nodes, o_of_target, x, u,
-     u_rows, u_hat_rows, u_hat, c, s, e_all, b_all, O_s, z_s, loss, d_true, d_s, d_sT, d_e,
-     d_O, d_bias, d_u_hat, scratch_i, scratch_k, d_rows, d_W_t, d_u_rows, d_u, d_x, bq) = ws
-    # fmt: on
-    P = n_pairs
-    _squash_nodes(X, x_nodes, G, x, u)
-    _predict(u, x_of_row, slot_ptr, W_t, u_rows, u_hat_rows)
-    _route_pairs(u_hat_rows, inv, P, iters, scale, rule, u_hat, c, s, e_all, b_all)
-    e = e_all[iters - 1, :P]
-    _output_layer(e, O, bias, targets[:P], sampled, log_q_true[:P], log_q_sampled, O_s, bq,
-                  z_s[:P], loss, d_true, d_s[:P], d_sT)  # fmt: skip
-    _output_backward(e, O, targets[:P], d_true, d_s[:P], d_sT, O_s, o_of_target, n_o,
-                     d_e[:P], d_O, d_bias)  # fmt: skip
-    _route_back(u_hat, c, s, e_all, d_e, P, scale, rule, exact, d_u_hat, scratch_i, scratch_k)
-    _gather_rows_backward(d_u_hat, inv, slot_ptr, d_rows)  # the teaching kernel itself
-    _W_backward(u_rows, d_rows, slot_ptr, W_t, train_x, d_W_t, d_u_rows)
-    if train_x:
-        _x_backward(x, d_u_rows, row_ptr, row_list, G, d_u, d_x)
+    """The batch's mean loss (float64) and gradients into the workspace ``ws``
+    (core.loss_and_row_grads' arithmetic); ``tables`` a ``Tables``, ``model`` a
+    ``Routing``, ``batch`` a ``Batch`` and ``sizes`` from ``_index_batch``."""
+    P, m = sizes.P, model
+    targets = batch.targets[:P]
+    _squash_nodes(tables.X, ws.x_nodes, sizes.G, ws.x, ws.u)
+    _predict(ws.u, ws.x_of_row, ws.slot_ptr, tables.W_t, ws.u_rows, ws.u_hat_rows)
+    _route_pairs(ws.u_hat_rows, ws.inv, P, m.iters, m.scale, m.rule, ws.u_hat, ws.c, ws.s,
+                 ws.e_all, ws.b_all)  # fmt: skip
+    e = ws.e_all[m.iters - 1, :P]
+    _output_layer(e, tables.O, tables.bias, targets, batch.sampled, batch.log_q_true[:P],
+                  batch.log_q_sampled, ws.O_s, ws.bq, ws.z_s[:P], ws.loss, ws.d_true,
+                  ws.d_s[:P], ws.d_sT)  # fmt: skip
+    _output_backward(e, tables.O, targets, ws.d_true, ws.d_s[:P], ws.d_sT, ws.O_s,
+                     ws.o_of_target, sizes.n_o, ws.d_e[:P], ws.d_O, ws.d_bias)  # fmt: skip
+    _route_back(ws.u_hat, ws.c, ws.s, ws.e_all, ws.d_e, P, m.scale, m.rule, m.exact,
+                ws.d_u_hat, ws.scratch_i, ws.scratch_k)  # fmt: skip
+    _gather_rows_backward(ws.d_u_hat, ws.inv, ws.slot_ptr, ws.d_rows)  # the teaching kernel
+    _W_backward(ws.u_rows, ws.d_rows, ws.slot_ptr, tables.W_t, tables.train_x, ws.d_W_t,
+                ws.d_u_rows)  # fmt: skip
+    if tables.train_x:
+        _x_backward(ws.x, ws.d_u_rows, ws.row_ptr, ws.row_list, sizes.G, ws.d_u, ws.d_x)
     total = 0.0
     for p in range(P):
-        total += loss[p]
+        total += ws.loss[p]
     return total / P
-
-
-@kernel
-def _workspace(P, S, n_slots, d, k, iters, dtype_of):
-    """Every array a batch of P pairs, |V'| = S, I slots, feature size d, embedding size
-    k and m routing iterations uses (``_loss_and_grads``'s ``ws``), in the dtype of
-    ``dtype_of``.  A batch has at most R = I P distinct rows and G = R distinct nodes."""
-    R = n_slots * P
-    f = dtype_of.dtype
-    return (
-        np.empty(R, dtype=np.int64),  # nodes: the node of each distinct row
-        np.empty(n_slots + 1, dtype=np.int64),  # slot_ptr
-        np.empty((n_slots, P), dtype=np.int64),  # inv
-        np.empty(R, dtype=np.int64),  # x_nodes
-        np.empty(R, dtype=np.int64),  # x_of_row
-        np.empty(R + 1, dtype=np.int64),  # row_ptr
-        np.empty(R, dtype=np.int64),  # row_list
-        np.empty(S + P, dtype=np.int64),  # o_nodes
-        np.empty(P, dtype=np.int64),  # o_of_target
-        np.empty((R, d), dtype=f),  # x
-        np.empty((R, d), dtype=f),  # u
-        np.empty((R, d), dtype=f),  # u_rows
-        np.empty((R, k), dtype=f),  # u_hat_rows
-        np.empty((n_slots, P, k), dtype=f),  # u_hat
-        np.empty((iters, P, n_slots), dtype=f),  # c
-        np.empty((iters, P, k), dtype=f),  # s
-        np.empty((iters, P, k), dtype=f),  # e_all
-        np.empty((P, n_slots), dtype=f),  # b_all
-        np.empty((S, k), dtype=f),  # O_s
-        np.empty((P, S), dtype=f),  # z_s
-        np.empty(P, dtype=f),  # loss
-        np.empty(P, dtype=f),  # d_true
-        np.empty((P, S), dtype=f),  # d_s
-        np.empty((S, P), dtype=f),  # d_sT
-        np.empty((P, k), dtype=f),  # d_e
-        np.empty((S + P, k), dtype=f),  # d_O
-        np.empty(S + P, dtype=f),  # d_bias
-        np.empty((n_slots, P, k), dtype=f),  # d_u_hat
-        np.empty((2, P, n_slots), dtype=f),  # scratch_i: route_backward_pair's d_b, d_c
-        np.empty((2, P, k), dtype=f),  # scratch_k: its d_er, d_s
-        np.empty((R, k), dtype=f),  # d_rows
-        np.empty((n_slots, d, k), dtype=f),  # d_W_t
-        np.empty((R, d), dtype=f),  # d_u_rows
-        np.empty((R, d), dtype=f),  # d_u
-        np.empty((R, d), dtype=f),  # d_x
-        np.empty(S, dtype=f),  # bq: b_s - log Q(s)
-    )
 
 
 # --------------------------------------------------------------- Adam
@@ -450,47 +291,45 @@ def _adam(tables, moments, ws, sizes, coefs, lazy, marks):
     """Adam (optim.Adam, TensorFlow's form) with the batch's gradients: W every element;
     O, the biases and a trained x the batch's rows (lazy) or every row, g = 0 where the
     batch has none (dense; ``marks`` (3, N) give each node's gradient row or -1).
-    ``coefs`` = (lr_t, beta1, beta2, eps, 1 - beta1, 1 - beta2) in the tables' dtype."""
-    X, W_t, O, bias, train_x = tables
-    mX, vX, mW, vW, mO, vO, mb, vb = moments
-    n_pairs, R, G, n_o = sizes
-    x_nodes, o_nodes = ws[3], ws[7]
-    d_O, d_bias, d_W_t, d_x = ws[25], ws[26], ws[31], ws[34]
-    lr_t, beta1, beta2, eps, c1, c2 = coefs
+    ``coefs`` an optim.AdamCoefs in the tables' dtype."""
+    X, W_t, O, bias = tables.X, tables.W_t, tables.O, tables.bias
+    mo = moments
+    lr_t, beta1, beta2, eps = coefs.lr_t, coefs.beta1, coefs.beta2, coefs.eps
+    c1, c2 = coefs.c1, coefs.c2
     n_slots, d, k = W_t.shape
     Wr, mWr, vWr = (
         W_t.reshape(n_slots * d, k),
-        mW.reshape(n_slots * d, k),
-        vW.reshape(n_slots * d, k),
+        mo.mW.reshape(n_slots * d, k),
+        mo.vW.reshape(n_slots * d, k),
     )
-    dWr = d_W_t.reshape(n_slots * d, k)
+    dWr = ws.d_W_t.reshape(n_slots * d, k)
     n_w = n_slots * d  # rows of W (column j of W_i each): items of k elements, as O's rows
-    n_rows = n_o if lazy else O.shape[0]
-    n_x = (G if lazy else X.shape[0]) if train_x else 0
+    n_rows = sizes.n_o if lazy else O.shape[0]
+    n_x = (sizes.G if lazy else X.shape[0]) if tables.train_x else 0
     for item in prange(n_w + n_rows + n_x):
         if item < n_w:
             adam_span(Wr[item], dWr[item], mWr[item], vWr[item], lr_t, beta1, beta2, eps, c1, c2)
         elif item < n_w + n_rows:
             o = item - n_w
-            v = o_nodes[o] if lazy else o
+            v = ws.o_nodes[o] if lazy else o
             g = o if lazy else marks[2, v]
             if g >= 0:
-                adam_span(O[v], d_O[g], mO[v], vO[v], lr_t, beta1, beta2, eps, c1, c2)
-                adam_span(bias[v : v + 1], d_bias[g : g + 1], mb[v : v + 1], vb[v : v + 1],
-                          lr_t, beta1, beta2, eps, c1, c2)  # fmt: skip
+                adam_span(O[v], ws.d_O[g], mo.mO[v], mo.vO[v], lr_t, beta1, beta2, eps, c1, c2)
+                adam_span(bias[v : v + 1], ws.d_bias[g : g + 1], mo.mb[v : v + 1],
+                          mo.vb[v : v + 1], lr_t, beta1, beta2, eps, c1, c2)  # fmt: skip
             else:
-                adam_span_zero(O[v], mO[v], vO[v], lr_t, beta1, beta2, eps)
+                adam_span_zero(O[v], mo.mO[v], mo.vO[v], lr_t, beta1, beta2, eps)
                 adam_span_zero(
-                    bias[v : v + 1], mb[v : v + 1], vb[v : v + 1], lr_t, beta1, beta2, eps
+                    bias[v : v + 1], mo.mb[v : v + 1], mo.vb[v : v + 1], lr_t, beta1, beta2, eps
                 )
         else:
             r = item - n_w - n_rows
-            v = x_nodes[r] if lazy else r
+            v = ws.x_nodes[r] if lazy else r
             g = r if lazy else marks[1, v]
             if g >= 0:
-                adam_span(X[v], d_x[g], mX[v], vX[v], lr_t, beta1, beta2, eps, c1, c2)
+                adam_span(X[v], ws.d_x[g], mo.mX[v], mo.vX[v], lr_t, beta1, beta2, eps, c1, c2)
             else:
-                adam_span_zero(X[v], mX[v], vX[v], lr_t, beta1, beta2, eps)
+                adam_span_zero(X[v], mo.mX[v], mo.vX[v], lr_t, beta1, beta2, eps)
 
 
 # --------------------------------------------------------------- a chunk
@@ -502,50 +341,58 @@ def _train_chunk(graph, draws, sampler, tables, moments, model, marks, epoch, ba
     """Train batches ``batches`` of the epoch (global steps ``steps``, Adam step sizes
     ``lr_t``) one after the other: draw, index, forward and backward, Adam.  Writes each
     batch's mean loss and pairs; stops after a non-finite loss (without its update).
-    Returns the number of batches trained.  ``adam`` = (beta1, beta2, eps, 1 - beta1,
-    1 - beta2) in the tables' dtype; ``marks`` (3, N) int64, all -1 (and again on exit)."""
-    X, W_t, O, bias, train_x = tables
-    iters = model[0]
-    batch_size, positions = draws[2], draws[5]
-    num_sampled = sampler[7]
-    n_slots, d, k = W_t.shape
-    n_pos = positions.shape[0] if positions.shape[0] > 0 else 1
-    P_max = batch_size * n_pos
-    ws = _workspace(P_max, num_sampled, n_slots, d, k, iters, O)
+    Returns the number of batches trained.  ``graph`` walks.WalkGraph, ``draws``
+    batch.Draws, ``sampler`` samplers.SamplerTables, ``tables``, ``moments`` and
+    ``model`` as ``FusedStep`` holds them; ``adam`` an optim.AdamCoefs (its lr_t unused)
+    in the tables' dtype; ``marks`` (3, N) int64, all -1 (and again on exit)."""
+    O = tables.O
+    S = sampler.num_sampled
+    n_slots, d, k = tables.W_t.shape
+    n_pos = draws.positions.shape[0] if draws.positions.shape[0] > 0 else 1
+    P_max = draws.batch_size * n_pos
+    ws = _workspace(P_max, S, n_slots, d, k, model.iters, O)
     ws_pairs = P_max
-    walks = np.empty((batch_size, n_slots + 1), dtype=np.int64)
+    walks = np.empty((draws.batch_size, n_slots + 1), dtype=np.int64)
     ctx_t = np.empty((n_slots, P_max), dtype=np.int64)
     targets = np.empty(P_max, dtype=np.int64)
-    sampled = np.empty(num_sampled, dtype=np.int64)
+    sampled = np.empty(S, dtype=np.int64)
     size = 2
-    while size < 2 * num_sampled:
+    while size < 2 * S:
         size *= 2
     table = np.empty(size, dtype=np.int64)
     log_q_true = np.empty(P_max, dtype=O.dtype)
-    log_q_sampled = np.empty(num_sampled, dtype=O.dtype)
+    log_q_sampled = np.empty(S, dtype=O.dtype)
     for n in range(batches.shape[0]):
         P = _draw_batch(graph, draws, sampler, epoch, batches[n], steps[n], walks, ctx_t,
                         targets, sampled, table, log_q_true, log_q_sampled)  # fmt: skip
         if P != ws_pairs:  # the short last batch of an epoch in 'shuffle' mode
-            ws = _workspace(P, num_sampled, n_slots, d, k, iters, O)
+            ws = _workspace(P, S, n_slots, d, k, model.iters, O)
             ws_pairs = P
-        batch = (ctx_t[:, :P], targets[:P], sampled, log_q_true[:P], log_q_sampled)
-        sizes = _index_batch(batch[0], P, batch[1], sampled, marks, (ws[0], ws[1], ws[2]),
-                             (ws[3], ws[4], ws[5], ws[6]), (ws[7], ws[8]))  # fmt: skip
-        R, G, n_o = sizes
-        loss = _loss_and_grads(tables, model, batch, ws, (P, R, G, n_o))
+        batch = Batch(ctx_t[:, :P], targets[:P], sampled, log_q_true[:P], log_q_sampled)
+        sizes = _index_batch(batch.ctx_t, P, batch.targets, sampled, marks, ws)
+        loss = _loss_and_grads(tables, model, batch, ws, sizes)
         losses[n] = loss
         pairs[n] = P
         if not np.isfinite(loss):
-            _unmark(marks, ws[3], G, ws[7], n_o)
+            _unmark(marks, ws, sizes)
             return n + 1
-        coefs = (lr_t[n], adam[0], adam[1], adam[2], adam[3], adam[4])
-        _adam(tables, moments, ws, (P, R, G, n_o), coefs, lazy, marks)
-        _unmark(marks, ws[3], G, ws[7], n_o)
+        coefs = AdamCoefs(lr_t[n], adam.beta1, adam.beta2, adam.eps, adam.c1, adam.c2)
+        _adam(tables, moments, ws, sizes, coefs, lazy, marks)
+        _unmark(marks, ws, sizes)
     return batches.shape[0]
 
 
 # --------------------------------------------------------------- the Python side
+
+
+def _routing(mcfg, n_slots, dtype):
+    """The ``Routing`` of a config.ModelConfig, in the tables' dtype."""
+    return Routing(
+        int(mcfg.routing_iters),
+        dtype.type(mcfg.scale_for(n_slots)),
+        rule_code(mcfg.routing_rule),
+        mcfg.grad_mode == "exact",
+    )
 
 
 class FusedStep:
@@ -562,31 +409,18 @@ class FusedStep:
 
     def __init__(self, stream, params, opt, mcfg, lazy):
         self.stream, self.params, self.opt, self.lazy = stream, params, opt, bool(lazy)
-        src, cfg = stream.source, stream.cfg
-        self.graph = (
-            src.indptr,
-            src.indices,
-            src.cum,
-            bool(src.weighted),
-            float(src.inv_p),
-            float(src.inv_q),
-            bool(src.second_order),
-        )
-        self.positions = (
-            stream.positions if stream.positions is not None else np.empty(0, dtype=np.int64)
-        )
-        self.num_sampled = int(cfg.num_sampled)
+        self.graph = stream.source.graph()
         W_t = params.W.transpose(0, 2, 1)
         if not W_t.flags.c_contiguous:
             raise ValueError("FusedStep: W must be stored slot-major (core.slot_major)")
         dtype = params.O.dtype
-        self.train_x = not params.fixed_features
+        train_x = not params.fixed_features
         dummy = np.zeros((1, params.X.shape[1]), dtype=dtype)
         m, v = opt.m, opt.v
-        self.tables = (params.X, W_t, params.O, params.bias, self.train_x)
-        self.moments = (
-            m["X"] if self.train_x else dummy,
-            v["X"] if self.train_x else dummy,
+        self.tables = Tables(params.X, W_t, params.O, params.bias, train_x)
+        self.moments = Moments(
+            m["X"] if train_x else dummy,
+            v["X"] if train_x else dummy,
             m["W"].transpose(0, 2, 1),
             v["W"].transpose(0, 2, 1),
             m["O"],
@@ -594,18 +428,11 @@ class FusedStep:
             m["bias"],
             v["bias"],
         )
-        if not all(a.flags.c_contiguous for a in self.moments + self.tables[:4]):
+        t = self.tables
+        if not all(a.flags.c_contiguous for a in self.moments + (t.X, t.W_t, t.O, t.bias)):
             raise ValueError("FusedStep: every table and moment must be C-contiguous")
-        scale = mcfg.scale_for(params.W.shape[0])
-        self.model = (
-            int(mcfg.routing_iters),
-            dtype.type(scale),
-            rule_code(mcfg.routing_rule),
-            mcfg.grad_mode == "exact",
-        )
-        dt = dtype.type
-        self.adam = (dt(opt.beta1), dt(opt.beta2), dt(opt.eps), dt(1) - dt(opt.beta1),
-                     dt(1) - dt(opt.beta2))  # fmt: skip
+        self.model = _routing(mcfg, params.W.shape[0], dtype)
+        self.adam = opt.coefs_for(dtype, 0.0)
         self.marks = np.full((3, params.O.shape[0]), -1, dtype=np.int64)
 
     def copy_for_thread(self):
@@ -616,41 +443,15 @@ class FusedStep:
         return other
 
     def lr_t(self, steps, rates):
-        """Adam's bias-corrected step size of each global step (optim.Adam.lr_t at
-        t = step + 1), in the tables' dtype."""
+        """Adam's bias-corrected step size of each global step (optim.bias_corrected at
+        t = step + 1, as optim.Adam.lr_t), in the tables' dtype."""
         opt = self.opt
-        out = [
-            rate * np.sqrt(1.0 - opt.beta2 ** (s + 1)) / (1.0 - opt.beta1 ** (s + 1))
-            for s, rate in zip(steps, rates)
-        ]
+        out = [bias_corrected(rate, s + 1, opt.beta1, opt.beta2) for s, rate in zip(steps, rates)]
         return np.array(out, dtype=self.params.O.dtype)
 
     def train(self, epoch, batches, steps, rates, parallel=True):
         stream = self.stream
-        stream.set_epoch(epoch)
-        walks = stream._walks
-        order = stream._order if stream._order is not None else np.empty(0, dtype=np.int64)
-        draws = (
-            int(walks.seed),
-            int(walks.n_walks),
-            int(stream.cfg.batch_size),
-            order,
-            int(stream.seed_batch),
-            self.positions,
-            int(stream.seed_pos),
-        )
-        smp = stream.sampler
-        p_table = getattr(smp, "_p", np.empty(0, dtype=np.float64))
-        sampler = (
-            int(smp._kind),
-            int(smp.n),
-            float(smp._log_range),
-            smp._prob,
-            smp._alias,
-            p_table,
-            int(stream.seed_sample),
-            self.num_sampled,
-        )
+        draws = stream.draws(epoch)
         batches = np.ascontiguousarray(batches, dtype=np.int64)
         steps = np.ascontiguousarray(steps, dtype=np.int64)
         losses = np.zeros(batches.shape[0], dtype=np.float64)
@@ -658,9 +459,9 @@ class FusedStep:
         fn = _train_chunk.parallel if parallel else _train_chunk.serial
         with quiet_wraparound():
             done = fn(
-                self.graph, draws, sampler, self.tables, self.moments, self.model, self.marks,
-                int(epoch), batches, steps, self.lr_t(steps, rates), self.adam, self.lazy,
-                losses, pairs,
+                self.graph, draws, stream.sampler_tables(), self.tables, self.moments,
+                self.model, self.marks, int(epoch), batches, steps, self.lr_t(steps, rates),
+                self.adam, self.lazy, losses, pairs,
             )  # fmt: skip
         return [(float(losses[n]), int(pairs[n])) for n in range(done)]
 
@@ -676,36 +477,32 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, mcfg, paral
     dtype = params.O.dtype
     n_slots, k, d = params.W.shape
     ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)
-    targets = np.ascontiguousarray(targets, dtype=np.int64)
-    sampled = np.ascontiguousarray(sampled, dtype=np.int64)
-    n_pairs, n_sampled = targets.shape[0], sampled.shape[0]
-    log_q_true = np.log(np.asarray(q_true, dtype=dtype))
-    log_q_sampled = np.log(np.asarray(q_sampled, dtype=dtype))
+    batch = Batch(
+        ctx_t,
+        np.ascontiguousarray(targets, dtype=np.int64),
+        np.ascontiguousarray(sampled, dtype=np.int64),
+        np.log(np.asarray(q_true, dtype=dtype)),
+        np.log(np.asarray(q_sampled, dtype=dtype)),
+    )
+    n_pairs, n_sampled = batch.targets.shape[0], batch.sampled.shape[0]
     W_t = np.ascontiguousarray(params.W.transpose(0, 2, 1))
     train_x = not params.fixed_features
-    tables = (np.ascontiguousarray(params.X), W_t, params.O, params.bias, train_x)
-    scale = dtype.type(mcfg.scale_for(n_slots))
-    model = (
-        int(mcfg.routing_iters),
-        scale,
-        rule_code(mcfg.routing_rule),
-        mcfg.grad_mode == "exact",
-    )
-    ws = _workspace(n_pairs, n_sampled, n_slots, d, k, model[0], params.O)
+    tables = Tables(np.ascontiguousarray(params.X), W_t, params.O, params.bias, train_x)
+    model = _routing(mcfg, n_slots, dtype)
+    ws = _workspace(n_pairs, n_sampled, n_slots, d, k, model.iters, params.O)
     marks = np.full((3, params.O.shape[0]), -1, dtype=np.int64)
-    batch = (ctx_t, targets, sampled, log_q_true, log_q_sampled)
-    R, G, n_o = _index_batch(ctx_t, n_pairs, targets, sampled, marks, ws[0:3], ws[3:7], ws[7:9])
+    sizes = _index_batch(ctx_t, n_pairs, batch.targets, batch.sampled, marks, ws)
     version = _loss_and_grads.parallel if parallel else _loss_and_grads.serial
-    loss = version(tables, model, batch, ws, (n_pairs, R, G, n_o))
-    x_nodes, o_nodes = ws[3][:G], ws[7][:n_o]
+    loss = version(tables, model, batch, ws, sizes)
+    x_nodes, o_nodes = ws.x_nodes[: sizes.G], ws.o_nodes[: sizes.n_o]
     out = Grads(
-        W=np.ascontiguousarray(ws[31].transpose(0, 2, 1)),
+        W=np.ascontiguousarray(ws.d_W_t.transpose(0, 2, 1)),
         O=np.zeros_like(params.O),
         bias=np.zeros_like(params.bias),
         X=np.zeros_like(params.X) if train_x else None,
     )
-    out.O[o_nodes] = ws[25][:n_o]
-    out.bias[o_nodes] = ws[26][:n_o]
+    out.O[o_nodes] = ws.d_O[: sizes.n_o]
+    out.bias[o_nodes] = ws.d_bias[: sizes.n_o]
     if train_x:
-        out.X[x_nodes] = ws[34][:G]
+        out.X[x_nodes] = ws.d_x[: sizes.G]
     return float(loss), out

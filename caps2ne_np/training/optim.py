@@ -25,6 +25,8 @@ core.row_matrix); a caller may also hand over a parameter's whole update (``upda
 e.g. step.FusedSparseW), given the step's coefficients.
 """
 
+from collections import namedtuple
+
 import numba
 import numpy as np
 from numba import njit, prange
@@ -62,6 +64,17 @@ def adam_span_zero(p, m, v, lr_t, beta1, beta2, eps):
         m[j] = mj
         v[j] = vj
         p[j] -= lr_t * mj / (np.sqrt(vj) + eps)
+
+
+AdamCoefs = namedtuple("AdamCoefs", "lr_t beta1 beta2 eps c1 c2")
+"""A step's coefficients in the parameters' dtype (``Adam.coefs``, the kernels' trailing
+arguments): lr_t, beta1, beta2, eps, c1 = 1 - beta1 and c2 = 1 - beta2."""
+
+
+def bias_corrected(rate, t, beta1, beta2):
+    """lr_t = rate sqrt(1 - beta2^t) / (1 - beta1^t): Adam's step size at step t, with
+    TensorFlow's bias correction folded in (``Adam.lr_t``; training/fused.py's steps)."""
+    return rate * np.sqrt(1.0 - beta2**t) / (1.0 - beta1**t)
 
 
 BLOCK = 4096
@@ -164,15 +177,18 @@ class Adam:
     def lr_t(self, lr=None):
         """The bias-corrected step size of the current step t at rate ``lr``
         (``rate``)."""
-        return self.rate(lr) * np.sqrt(1.0 - self.beta2**self.t) / (1.0 - self.beta1**self.t)
+        return bias_corrected(self.rate(lr), self.t, self.beta1, self.beta2)
 
     def coefs(self, p, lr=None):
-        """(lr_t, beta1, beta2, eps, 1 - beta1, 1 - beta2) of the current step at rate
-        ``lr`` (``rate``) in the dtype of parameter ``p`` (the kernels' trailing
-        arguments)."""
-        dt = p.dtype.type
-        return (
-            dt(self.lr_t(lr)),
+        """The ``AdamCoefs`` of the current step at rate ``lr`` (``rate``) in the dtype
+        of parameter ``p`` (the kernels' trailing arguments)."""
+        return self.coefs_for(p.dtype, self.lr_t(lr))
+
+    def coefs_for(self, dtype, lr_t):
+        """``AdamCoefs`` with step size ``lr_t``, in ``dtype``."""
+        dt = np.dtype(dtype).type
+        return AdamCoefs(
+            dt(lr_t),
             dt(self.beta1),
             dt(self.beta2),
             dt(self.eps),

@@ -28,12 +28,13 @@ open-addressing hash set of size O(|V'|), so a call costs O(num_tries), never O(
 """
 
 import numbers
+from collections import namedtuple
 
 import numpy as np
 
 from ..defaults import SAMPLERS
 from ..errors import InputError, check_int
-from ..kernels._jit import kernel
+from ..kernels._jit import inline, kernel
 from ..kernels.rng import (
     TAG_SAMPLER,
     hash_slot,
@@ -46,6 +47,30 @@ from ..kernels.rng import (
 KIND_UNIFORM = 0
 KIND_LOG_UNIFORM = 1
 KIND_ALIAS = 2
+
+SamplerTables = namedtuple("SamplerTables", "kind n log_range prob alias p seed num_sampled")
+"""What a compiled kernel needs to draw V' and its expected counts (``_Sampler.tables``):
+the base distribution's kind, n, log(n + 1), alias table (``prob``, ``alias``) and P
+itself (``p``, unigram; empty otherwise), and the draws' seed and |V'|."""
+
+
+@inline
+def node_probability(kind, n, log_range, p, c):
+    """P(c) of the base distribution ``kind``: p[c] (unigram), log((c+2)/(c+1)) /
+    log(n+1) (log-uniform), 1/n (uniform); ``c`` a node or (from NumPy) an array of
+    them.  ``_Sampler.probs`` and the compiled step (training/fused.py) evaluate it."""
+    if kind == KIND_ALIAS:
+        return p[c]
+    if kind == KIND_LOG_UNIFORM:
+        return np.log1p(1.0 / (c + 1.0)) / log_range
+    return 1.0 / n
+
+
+@inline
+def expected_count_of(prob, num_tries):
+    """Q(c) = 1 - (1 - P(c))^num_tries = -expm1(num_tries log1p(-P(c))) of a node of
+    probability ``prob`` (or, from NumPy, an array of them)."""
+    return -np.expm1(num_tries * np.log1p(-prob))
 
 
 # --------------------------------------------------------------------------- kernels
@@ -172,7 +197,7 @@ _check_int = check_int
 
 class _Sampler:
     """Shared machinery: subclasses set ``n``, ``_kind``, ``_log_range``, ``_prob``,
-    ``_alias``, ``_support``."""
+    ``_alias``, ``_p``, ``_support``."""
 
     name = ""
 
@@ -181,6 +206,7 @@ class _Sampler:
         self._log_range = 0.0
         self._prob = np.empty(0, dtype=np.float64)
         self._alias = np.empty(0, dtype=np.int64)
+        self._p = np.empty(0, dtype=np.float64)
         self._support = self.n
 
     def __repr__(self):
@@ -195,8 +221,24 @@ class _Sampler:
         return ids.astype(np.int64, copy=False)
 
     def probs(self, ids):
-        """P(c) for each c in ids, float64 of the shape of ids."""
-        raise NotImplementedError
+        """P(c) for each c in ids, float64 of the shape of ids (``node_probability``)."""
+        ids = self._ids(ids)
+        p = node_probability(self._kind, self.n, self._log_range, self._p, ids)
+        return np.array(np.broadcast_to(p, ids.shape), dtype=np.float64)
+
+    def tables(self, seed, num_sampled):
+        """The sampler as a compiled kernel reads it (``SamplerTables``), drawing
+        ``num_sampled`` nodes per set from ``seed``."""
+        return SamplerTables(
+            int(self._kind),
+            int(self.n),
+            float(self._log_range),
+            self._prob,
+            self._alias,
+            self._p,
+            int(seed),
+            int(num_sampled),
+        )
 
     def draw(self, size, seed, key):
         """``size`` independent draws c ~ P (with replacement), int64 (size,).
@@ -250,7 +292,7 @@ class _Sampler:
         p = self.probs(ids)
         if num_sampled is not None and _check_int("num_sampled", num_sampled, 1) == num_tries:
             return p * num_tries
-        return -np.expm1(num_tries * np.log1p(-p))
+        return expected_count_of(p, num_tries)
 
 
 class UniformSampler(_Sampler):
@@ -262,10 +304,6 @@ class UniformSampler(_Sampler):
         super().__init__(n)
         self._kind = KIND_UNIFORM
 
-    def probs(self, ids):
-        ids = self._ids(ids)
-        return np.full(ids.shape, 1.0 / self.n, dtype=np.float64)
-
 
 class LogUniformSampler(_Sampler):
     """P(c) = log((c+2)/(c+1)) / log(n+1): Zipfian by node index (TensorFlow's default)."""
@@ -276,10 +314,6 @@ class LogUniformSampler(_Sampler):
         super().__init__(n)
         self._kind = KIND_LOG_UNIFORM
         self._log_range = float(np.log(self.n + 1.0))
-
-    def probs(self, ids):
-        ids = self._ids(ids)
-        return np.log1p(1.0 / (ids + 1.0)) / self._log_range
 
 
 class UnigramSampler(_Sampler):
@@ -319,9 +353,6 @@ class UnigramSampler(_Sampler):
 
     def __repr__(self):
         return f"UnigramSampler(n={self.n}, power={self.power})"
-
-    def probs(self, ids):
-        return self._p[self._ids(ids)]
 
 
 def make_sampler(name, n, counts=None, power=0.75):

@@ -17,7 +17,7 @@ identical on 1 and N threads.
 
 from numba import prange
 
-from ..kernels._jit import kernel
+from ..kernels._jit import inline, kernel
 from ..kernels.rng import (
     TAG_BATCH,
     TAG_INFER,
@@ -388,15 +388,24 @@ def node2vec_walk_contexts(
             ctx[p, t - 1] = cur
 
 
-@kernel
-def _context_of(walks, w, j, ctx_out, p, tgt_out):
-    """tgt_out[p] = v_j; ctx_out[p] = (v_t for t != j, in walk order) for walk w."""
-    tgt_out[p] = walks[w, j]
+@inline
+def pair_of(walk, j, ctx):
+    """The pair of ``walk`` (q,) at target position j: C_v = (v_t : t != j) in walk
+    order into ``ctx`` (q-1,), and v = v_j, returned."""
     i = 0
-    for t in range(walks.shape[1]):
+    for t in range(walk.shape[0]):
         if t != j:
-            ctx_out[p, i] = walks[w, t]
+            ctx[i] = walk[t]
             i += 1
+    return walk[j]
+
+
+@inline
+def random_position(seed, key, w, q):
+    """j ~ Uniform{0..q-1} for walk w of a batch, keyed by (seed, key, w)."""
+    state = stream3(seed, TAG_POSITION, key, w)
+    state, j = rand_below(state, q)
+    return j
 
 
 @kernel(parallel=True, work=lambda walks, walk_ids, positions, ctx_out, tgt_out: ctx_out.size)
@@ -411,7 +420,8 @@ def make_pairs(walks, walk_ids, positions, ctx_out, tgt_out):
     for b in prange(walk_ids.shape[0]):
         w = walk_ids[b]
         for k in range(n_pos):
-            _context_of(walks, w, positions[k], ctx_out, b * n_pos + k, tgt_out)
+            p = b * n_pos + k
+            tgt_out[p] = pair_of(walks[w], positions[k], ctx_out[p])
 
 
 @kernel(parallel=True, work=lambda walks, walk_ids, seed, key, ctx_out, tgt_out: ctx_out.size)
@@ -427,9 +437,7 @@ def make_random_pairs(walks, walk_ids, seed, key, ctx_out, tgt_out):
     q = walks.shape[1]
     for b in prange(walk_ids.shape[0]):
         w = walk_ids[b]
-        state = stream3(seed, TAG_POSITION, key, w)
-        state, j = rand_below(state, q)
-        _context_of(walks, w, j, ctx_out, b, tgt_out)
+        tgt_out[b] = pair_of(walks[w], random_position(seed, key, w, q), ctx_out[b])
 
 
 @kernel

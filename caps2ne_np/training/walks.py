@@ -27,6 +27,7 @@ Every random choice comes from a counter-based stream keyed by what it is for
 import copy
 import math
 import numbers
+from collections import namedtuple
 
 import numpy as np
 
@@ -223,6 +224,12 @@ def uniform_walks(
     return walks
 
 
+WalkGraph = namedtuple("WalkGraph", "indptr indices cum weighted inv_p inv_q second_order")
+"""What a compiled kernel needs to draw a WalkSource's walks (``WalkSource.graph``):
+the CSR arrays, cumulative weights (empty and ``weighted`` False without weights) and
+node2vec's 1/p, 1/q and whether the walks are second-order."""
+
+
 class WalkSource:
     """The N*T walks of a run without storing them: walk w (w = r*N + v, from node
     v) is a pure function of (seed, w), so a batch generates just its own B walks,
@@ -256,6 +263,18 @@ class WalkSource:
             self.cum, self.weighted = np.empty(0, dtype=np.float64), False
         else:
             self.cum, self.weighted = cumulative_weights(indptr, weights), True
+
+    def graph(self):
+        """The walks' graph as a compiled kernel reads it (``WalkGraph``)."""
+        return WalkGraph(
+            self.indptr,
+            self.indices,
+            self.cum,
+            bool(self.weighted),
+            float(self.inv_p),
+            float(self.inv_q),
+            bool(self.second_order),
+        )
 
     def reseeded(self, seed):
         """The same walk distribution under another seed (fresh walks for a new epoch);
