@@ -89,3 +89,47 @@ def test_a_usable_threading_layer_passes_the_check(tmp_path):
     result = cli_process([*args, "--shuffles", "2"], NUMBA_THREADING_LAYER="workqueue")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "error" not in result.stderr and result.stdout
+
+
+# ------------------------------------------------------------ Unicode spaces in an edge list
+
+
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ("a\u00a0x b\nb c\n", "weight 'b' is not a number"),  # 3 fields: a, x, b
+        ("a\u00a0x b 2\nb c\n", "line has 4 fields"),
+    ],
+)
+def test_a_no_break_space_in_an_id_is_named_in_the_error(tmp_path, text, what):
+    from caps2ne_np.errors import GraphFormatError
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(GraphFormatError) as err:
+        read_edgelist(path)
+    message = str(err.value)
+    assert f"{path}:1: {what}" in message and "\n" not in message
+    assert "U+00A0" in message and "NO-BREAK SPACE" in message
+    assert "separates fields" in message
+
+
+def test_a_no_break_space_read_as_a_separator_is_a_warning(tmp_path):
+    from caps2ne_np.errors import InputWarning
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text("a b\nb\u00a0c 2\n# c\u00a0d in a comment\n", encoding="utf-8")
+    with pytest.warns(InputWarning, match=r"g\.txt:2: .*U\+00A0 \(NO-BREAK SPACE\)"):
+        g = read_edgelist(path)
+    assert g.node_ids == ["a", "b", "c"]
+
+
+def test_an_ascii_edge_list_gives_no_space_warning(tmp_path, recwarn):
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text("a b\nb c 2\n# c\u00a0d in a comment\n", encoding="utf-8")
+    read_edgelist(path)
+    assert not [w for w in recwarn if "U+00A0" in str(w.message)]
