@@ -133,3 +133,36 @@ def test_an_ascii_edge_list_gives_no_space_warning(tmp_path, recwarn):
     path.write_text("a b\nb c 2\n# c\u00a0d in a comment\n", encoding="utf-8")
     read_edgelist(path)
     assert not [w for w in recwarn if "U+00A0" in str(w.message)]
+
+
+# ------------------------------------------------------------ an output that exists
+
+
+@pytest.mark.parametrize(
+    "args,existing,option",
+    [
+        (["--out", "cora.emb"], "cora.emb", "--out"),
+        (["--out", "x.emb", "--npy", "o.npy"], "o.npy", "--npy"),
+        (["--out", "x.emb", "--history", "h.csv"], "h.csv", "--history"),
+    ],
+)
+def test_an_existing_output_says_how_to_proceed(
+    edges, tmp_path, monkeypatch, args, existing, option
+):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / existing).write_text("an earlier run's\n")
+    result = CliRunner().invoke(
+        cli, ["train", "--graph", str(edges), "--dim", "8", "--epochs", "1", *args]
+    )
+    assert result.exit_code == 1
+    line = result.output.strip()
+    assert "\n" not in line
+    assert line == (
+        f"error: {existing}: exists; pass --overwrite to replace it, or give "
+        f"{option} another file name"
+    )
+    assert (tmp_path / existing).read_text() == "an earlier run's\n"
