@@ -95,8 +95,7 @@ def check_writable(path, overwrite, option="--out"):
     if not overwrite and os.path.isfile(path):  # an earlier run's output, most often
         flag = option.split("'")[0].split()[0]  # "--npy's id file": --npy names it
         raise InputError(
-            f"{path}: exists; pass --overwrite to replace it, or give {flag} "
-            "another file name"
+            f"{path}: exists; pass --overwrite to replace it, or give {flag} another file name"
         )
     check_output_path(path, overwrite)
     probe_writable(path)
