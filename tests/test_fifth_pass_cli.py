@@ -166,3 +166,44 @@ def test_an_existing_output_says_how_to_proceed(
         f"{option} another file name"
     )
     assert (tmp_path / existing).read_text() == "an earlier run's\n"
+
+
+# ------------------------------------------------------------ --lr's range
+
+
+@pytest.mark.parametrize("lr", ["5", "1.5", "inf"])
+def test_an_lr_beyond_one_is_a_usage_error(edges, tmp_path, lr):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    result = CliRunner().invoke(cli, tiny_train(edges, tmp_path, "--lr", lr))
+    assert result.exit_code == 2, result.output
+    assert "--lr" in result.output and "0<x<=1" in result.output
+    assert not (tmp_path / "e.emb").exists()
+
+
+def test_the_estimator_refuses_an_lr_beyond_one():
+    import scipy.sparse as sp
+
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.estimator import Caps2NE
+
+    adj = sp.random(20, 20, density=0.3, format="lil", random_state=0)
+    adj.setdiag(0)
+    adj = (adj + adj.T).tocsr()
+    with pytest.raises(InputError, match=r"lr: must be in \(0, 1\], got 5"):
+        Caps2NE(dim=8, feat_dim=8, lr=5.0, epochs=1).fit(adj)
+
+
+def test_a_high_lr_is_trained_with_a_warning(edges, tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    result = CliRunner().invoke(cli, tiny_train(edges, tmp_path, "--lr", "0.1"))
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("warning: --lr")]
+    assert len(lines) == 1 and "0.1" in lines[0] and "0.004" in lines[0], result.output
+    quiet = CliRunner().invoke(cli, tiny_train(edges, tmp_path, "--lr", "0.01", "--overwrite"))
+    assert quiet.exit_code == 0 and "warning: --lr" not in quiet.output
