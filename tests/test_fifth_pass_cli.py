@@ -207,3 +207,44 @@ def test_a_high_lr_is_trained_with_a_warning(edges, tmp_path):
     assert len(lines) == 1 and "0.1" in lines[0] and "0.004" in lines[0], result.output
     quiet = CliRunner().invoke(cli, tiny_train(edges, tmp_path, "--lr", "0.01", "--overwrite"))
     assert quiet.exit_code == 0 and "warning: --lr" not in quiet.output
+
+
+# ------------------------------------------------------------ the first run's compile note
+
+
+def _chunk_indexes():
+    """The on-disk cache index of each version of the compiled step's chunk kernel."""
+    from caps2ne_np.training import fused
+
+    return {
+        v: v._cache._cache_file._index_path
+        for v in (fused._train_chunk.parallel, fused._train_chunk.serial)
+    }
+
+
+def test_no_compile_note_once_the_compiled_step_is_cached(monkeypatch):
+    # a fresh clone after its first default run: the chunk kernel is cached, kernels the
+    # default path never calls (the skip-gram term's, the Python step's) are not
+    import numba
+
+    from caps2ne_np.training import train
+
+    cached = set(_chunk_indexes().values())
+    real = os.path.exists
+    monkeypatch.setattr(
+        os.path, "exists", lambda p: p in cached if str(p).endswith(".nbi") else real(p)
+    )
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    assert not train._kernels_cold(fused_run=True)
+
+
+def test_the_compile_note_when_the_compiled_step_is_not_cached(monkeypatch):
+    from caps2ne_np.kernels._jit import Kernel
+    from caps2ne_np.training import fused, train
+
+    fresh = Kernel(fused._train_chunk.py_func)  # compiled neither here nor on disk
+    monkeypatch.setattr(fused, "_train_chunk", fresh)
+    indexes = [v._cache._cache_file._index_path for v in (fresh.parallel, fresh.serial)]
+    real = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: False if p in indexes else real(p))
+    assert train._kernels_cold(fused_run=True)
