@@ -248,3 +248,34 @@ def test_the_compile_note_when_the_compiled_step_is_not_cached(monkeypatch):
     real = os.path.exists
     monkeypatch.setattr(os.path, "exists", lambda p: False if p in indexes else real(p))
     assert train._kernels_cold(fused_run=True)
+
+
+# ------------------------------------------------------------ the first run's compile time
+
+
+def test_the_thread_trial_runs_the_parallel_chunk_on_one_thread(monkeypatch):
+    # on more than one thread, the trial's one-thread rounds call the chunk kernel's
+    # parallel version (on one thread: the same bits), so a first run compiles one
+    # version of it, not two
+    import numba
+
+    from caps2ne_np.graphs.graph import read_edgelist
+    from caps2ne_np.training import fused
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.train import fit
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs two Numba threads")
+    calls = []
+    original = fused.FusedStep.train
+
+    def spy(self, *args, parallel=False, **kwargs):
+        calls.append((numba.get_num_threads(), parallel))
+        return original(self, *args, parallel=parallel, **kwargs)
+
+    monkeypatch.setattr(fused.FusedStep, "train", spy)
+    g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
+    cfg = TrainConfig(dim=8, feat_dim=8, walks_per_node=4, epochs=1, threads=2, stop="none")
+    fit(g.indptr, g.indices, g.weights, cfg)
+    assert (1, True) in calls  # a trial round on one thread, with the parallel version
+    assert all(parallel for _, parallel in calls)

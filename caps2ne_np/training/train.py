@@ -264,9 +264,10 @@ class LocalEngine:
             if self.threads is not None:
                 self.threads.begin()
             t0 = time.perf_counter()
+            # the parallel version on one thread too (the trial's rounds): one compile
             out = self.fused.train(
                 epoch, range(b, b + n), range(step, step + n), rates,
-                parallel=numba.get_num_threads() > 1,
+                parallel=self.threads is not None or numba.get_num_threads() > 1,
             )  # fmt: skip
             seconds = time.perf_counter() - t0
             trial = self.threads is not None and self.threads.timed
@@ -455,8 +456,8 @@ class AsyncEngine(LocalEngine):
 def _kernels_cold(fused_run, skipgram_weight=0.0):
     """True if a kernel the run starts with is compiled neither in this process nor in
     the on-disk cache.  With the compiled step (``fused_run``): its chunk kernel, in the
-    versions the run calls (the serial one on one thread, and for the thread trial's
-    one-thread rounds; the parallel one on more).  With the Python step: every kernel of
+    version the run calls (the parallel one on more than one thread, even for the thread
+    trial's one-thread rounds; else the serial one).  With the Python step: every kernel of
     its modules (a heuristic: a cache entry for other argument types counts), the
     skip-gram term's only when it is on."""
     import os
@@ -473,8 +474,7 @@ def _kernels_cold(fused_run, skipgram_weight=0.0):
     try:
         if fused_run:
             chunk = fused._train_chunk
-            versions = [chunk.serial] + [chunk.parallel] * (numba.get_num_threads() > 1)
-            return any(cold(v) for v in versions)
+            return cold(chunk.parallel if numba.get_num_threads() > 1 else chunk.serial)
         modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks)
         for module in modules + (skipgram,) * bool(skipgram_weight):
             for obj in vars(module).values():
