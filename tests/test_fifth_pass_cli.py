@@ -332,3 +332,30 @@ def test_a_quiet_ci_run_still_fails_on_what_ci_provides(tmp_path):
     assert "1 failed, 2 skipped, 1 error" in out, out
     assert "2 tests skipped (0 without benchmark data)" in out, out
     assert "SKIPPED [" not in out, out
+
+
+# ------------------------------------------------------------ a graph too small for ProNE
+
+
+@pytest.mark.parametrize(
+    "dims,n_nodes,fix",
+    [
+        (dict(), 100, "--dim 64 --feat-dim 64 keeps it"),
+        (dict(dim=8, feat_dim=8), 6, "--dim 4 --feat-dim 4 keeps it"),
+        (dict(dim=4, feat_dim=40), 30, "--feat-dim 16 keeps it"),
+    ],
+)
+def test_the_spectral_start_off_note_suggests_a_smaller_dim(dims, n_nodes, fix):
+    from caps2ne_np.training.config import TrainConfig, resolve
+
+    cfg, notes = resolve(TrainConfig(**dims), n_nodes, 3 * n_nodes)
+    assert cfg.spectral == "none"
+    note = next(n for n in notes if n.startswith("spectral start off"))
+    assert note.endswith(fix), note
+    kept, _ = resolve(TrainConfig(**dict(dims, **_dims_of(fix))), n_nodes, 3 * n_nodes)
+    assert kept.spectral == "init_xo"  # the suggestion works
+
+
+def _dims_of(fix):
+    words = fix.split()
+    return {words[i][2:].replace("-", "_"): int(words[i + 1]) for i in range(0, len(words) - 2, 2)}
