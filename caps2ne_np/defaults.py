@@ -237,8 +237,10 @@ OPTIONS = {
         "float",
         "Adam learning rate (the peak rate with --lr-schedule linear) "
         "[preset; paper: 5e-4 with trained features x, 1e-4 with fixed features; the "
-        "paper's grid is 1e-5, 5e-5, 1e-4].",
+        "paper's grid is 1e-5, 5e-5, 1e-4]. At most 1 (Adam moves each parameter by "
+        "about the rate per step); above 10x the converge preset's cap a warning.",
         low=0,
+        high=1,
         open=("low",),
     ),
     "lr_schedule": Option(

@@ -126,14 +126,23 @@ def pytest_runtest_makereport(item, call):
         )
 
 
-def pytest_terminal_summary(terminalreporter):
-    """The long explanation of the data skips, once."""
+def pytest_terminal_summary(terminalreporter, config):
+    """The long explanation of the data skips, once; and, unless -rs (or -ra) lists the
+    skips, their count in one line (setup.cfg's -rfE lists failures and errors only; in
+    CI a skip of what .ci/run provides is a failure, so it is listed)."""
     from benchdata import HOWTO
 
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if r.nodeid in set(_DATA_SKIPS)]
+    every = terminalreporter.stats.get("skipped", [])
+    skipped = [r for r in every if r.nodeid in set(_DATA_SKIPS)]
     if skipped:
         terminalreporter.write_sep("-", "benchmark data")
         terminalreporter.write_line(f"{len(skipped)} tests skipped without benchmark data. {HOWTO}")
+    chars = getattr(config.option, "reportchars", "") or ""
+    if every and not set(chars) & set("saA"):
+        terminalreporter.write_line(
+            f"{len(every)} tests skipped ({len(skipped)} without benchmark data); "
+            "pytest -rs lists them"
+        )
 
 
 @pytest.fixture(scope="module")

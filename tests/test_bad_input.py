@@ -566,7 +566,6 @@ DATA_DEPENDENT = [  # valid for some graph, wrong for this one (4 nodes): exit 1
         id="num-sampled-above-n",
     ),
     pytest.param(["--lr", "nan"], "--lr: ", "positive number, got nan", id="lr-nan"),
-    pytest.param(["--lr", "inf"], "--lr: ", "positive number, got inf", id="lr-inf"),
     pytest.param(
         ["--routing-scale", "nan"],
         "--routing-scale: ",

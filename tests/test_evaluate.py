@@ -349,17 +349,22 @@ def _two_class_files(tmp_path, n=40):
 
 
 def _evaluate(tmp_path, *args):
+    import os
+
     from click.testing import CliRunner
 
     from caps2ne_np.cli import cli
 
-    runner = CliRunner()
     tmp_path.mkdir(parents=True, exist_ok=True)
-    with runner.isolated_filesystem(temp_dir=tmp_path):
-        _two_class_files(Path.cwd())
-        result = runner.invoke(cli, ["evaluate", "-e", "e.emb", "--labels", "l.txt", *args])
-        text = Path("r.json").read_text() if Path("r.json").exists() else None
-    return result, text
+    _two_class_files(tmp_path)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # relative paths, as a user types them (not click's isolated_filesystem)
+    try:
+        result = CliRunner().invoke(cli, ["evaluate", "-e", "e.emb", "--labels", "l.txt", *args])
+    finally:
+        os.chdir(cwd)
+    json_file = Path(tmp_path, "r.json")
+    return result, json_file.read_text() if json_file.exists() else None
 
 
 def test_evaluate_json_writes_null_for_a_missing_score(tmp_path):

@@ -579,7 +579,7 @@ def test_infer_checks_its_output_before_writing(run, tmp_path, tiny_model, monke
 # ---- 7. .npy and .nodes.txt stay a pair ---------------------------------------------------------
 
 
-def test_kill_between_the_npy_renames_is_detected(tmp_path, monkeypatch):
+def test_kill_between_the_npy_renames_leaves_no_mismatched_pair(tmp_path, monkeypatch):
     save_npy(tmp_path / "e.npy", np.ones((4, 2)), list("abcd"))
     real, calls = atomic.publish, []
 
@@ -593,7 +593,7 @@ def test_kill_between_the_npy_renames_is_detected(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         save_npy(tmp_path / "e.npy", np.zeros((4, 2)), list("wxyz"), overwrite=True)
     monkeypatch.undo()
-    with pytest.raises(InputError, match="e.nodes.txt: written for another matrix than"):
+    with pytest.raises(InputError, match="e.npy: no such file"):  # the old matrix went first
         load_npy(tmp_path / "e.npy")
     assert not list(tmp_path.glob(".*.tmp"))
 
@@ -977,7 +977,7 @@ def test_huge_lr_gives_no_numpy_warning(run, tmp_path):
         warnings.simplefilter("error", RuntimeWarning)
         result = train(run, "--lr", "1e300")
     assert "RuntimeWarning" not in result.stderr
-    assert_error(result, "", "lower --lr (now 1e+300)")
+    assert_error(result, "Invalid value for '--lr'", "0<x<=1", code=2)  # refused by its range
 
 
 def test_empty_graph_path_says_so(run, tmp_path):

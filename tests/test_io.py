@@ -174,7 +174,7 @@ def test_npy_round_trip_with_nodes_file(tmp_path):
     save_npy(path, v, node_ids=IDS)
     assert nodes_path(path) == tmp_path / "emb.nodes.txt"
     lines = (tmp_path / "emb.nodes.txt").read_text(encoding="utf-8").splitlines()
-    assert lines[0].startswith("# caps2ne_np ids of emb.npy: ") and lines[1:] == IDS
+    assert lines == IDS  # ids only: np.loadtxt(..., dtype=str) reads them
     ids, w = load_npy(path)
     assert ids == IDS and np.array_equal(w.view(np.int32), v.view(np.int32))
 

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numba
 import pytest
 from click.testing import CliRunner
 
@@ -251,7 +252,7 @@ def test_first_step_is_kept_out_of_pairs_per_second(monkeypatch):
 
 
 def test_compiling_message_when_the_numba_cache_is_cold(tmp_path):
-    code = "from caps2ne_np.training import train; print(train._kernels_cold())"
+    code = "from caps2ne_np.training import train; print(train._kernels_cold(True))"
     env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_CACHE_DIR=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
@@ -264,7 +265,12 @@ def test_compiling_message_when_the_numba_cache_is_cold(tmp_path):
         g.weights,
         TrainConfig(dim=8, feat_dim=8, walks_per_node=1, epochs=1, threads=1),
     )
-    assert train_mod._kernels_cold() is False  # compiled in this process
+    n = numba.get_num_threads()
+    numba.set_num_threads(1)  # the run's threads: its chunk's serial version only
+    try:
+        assert train_mod._kernels_cold(True) is False  # compiled in this process
+    finally:
+        numba.set_num_threads(n)
 
 
 def test_compiling_message_is_logged_before_the_first_batch(monkeypatch, tmp_path):
@@ -275,7 +281,7 @@ def test_compiling_message_is_logged_before_the_first_batch(monkeypatch, tmp_pat
     logger.addHandler(handler)
     old_level = logger.level
     logger.setLevel(logging.INFO)
-    monkeypatch.setattr(train_mod, "_kernels_cold", lambda: True)
+    monkeypatch.setattr(train_mod, "_kernels_cold", lambda *args: True)
     monkeypatch.setattr(loop_mod, "_progress", lambda *a, **k: None)
     try:
         g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")

@@ -92,6 +92,11 @@ def check_writable(path, overwrite, option="--out"):
     if is_stdout(path):
         check_stdout(option)
         return
+    if not overwrite and os.path.isfile(path):  # an earlier run's output, most often
+        flag = option.split("'")[0].split()[0]  # "--npy's id file": --npy names it
+        raise InputError(
+            f"{path}: exists; pass --overwrite to replace it, or give {flag} another file name"
+        )
     check_output_path(path, overwrite)
     probe_writable(path)
 

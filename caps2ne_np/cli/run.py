@@ -61,6 +61,7 @@ def run(debug, fn, *args, **kwargs):
     import signal
     import threading
 
+    _check_numba(debug)
     from ..training.loop import TrainingDiverged
 
     def show(message, category, filename, lineno, file=None, line=None):
@@ -121,6 +122,20 @@ def run(debug, fn, *args, **kwargs):
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
+
+
+def _check_numba(debug):
+    """Numba's environment variables, before Numba is imported and any work starts: a
+    bad NUMBA_NUM_THREADS or an unusable threading layer is one line, exit code 1."""
+    from ..kernels import _threads
+
+    try:
+        _threads.check_environment()
+        _threads.check_layer()  # imports Numba and starts its threads
+    except InputError as err:
+        if debug:
+            raise
+        raise Failure(one_line(err)) from None
 
 
 def _silence_stdout():

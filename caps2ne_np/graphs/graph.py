@@ -207,8 +207,38 @@ def _read_stream(source: str) -> bytes:
     return b"".join(parts)
 
 
-def _parse_weights(tokens, linenos, source):
-    """float64 weights of the given tokens; GraphFormatError on the first bad one."""
+def _space_note(line):
+    """'; the line holds U+00A0 (NO-BREAK SPACE), ...' when ``line`` (outside a comment)
+    holds a Unicode space that ``str.split`` splits fields at, else ''."""
+    found = _UNICODE_SPACE.search(line.partition("#")[0])
+    if found is None:
+        return ""
+    import unicodedata
+
+    ch = found.group()
+    name = unicodedata.name(ch, "a Unicode space")
+    return (
+        f"; the line holds U+{ord(ch):04X} ({name}), which separates fields as a space "
+        "does: replace it in the node id"
+    )
+
+
+def _warn_unicode_spaces(lines, source, stacklevel):
+    """InputWarning at the first line whose fields a Unicode space other than ASCII's
+    separated (read as the documented format says: fields are split at whitespace)."""
+    for i, line in enumerate(lines):
+        note = _space_note(line)
+        if note:
+            warnings.warn(
+                InputWarning(f"{source}:{i + 1}: {note[2:]}, if it was meant as part of one"),
+                stacklevel=stacklevel,
+            )
+            return
+
+
+def _parse_weights(tokens, linenos, source, lines=None):
+    """float64 weights of the given tokens; GraphFormatError on the first bad one
+    (``lines``: the file's lines, for a note on a Unicode space in the bad one)."""
     try:
         w = np.fromiter(map(float, tokens), dtype=np.float64, count=len(tokens))
     except ValueError:
@@ -221,7 +251,8 @@ def _parse_weights(tokens, linenos, source):
                     int(line),
                     f"weight {_short(tok)} is not a number",
                     "expected a number > 0 in the third column (fields are split at every "
-                    "space and tab, so a node id cannot contain a space)",
+                    "space and tab, so a node id cannot contain a space)"
+                    + (_space_note(lines[int(line) - 1]) if lines is not None else ""),
                 )
         _fail(source, None, "a weight is not a number", "expected a number > 0 in the third column")
     with np.errstate(over="ignore"):
@@ -313,7 +344,7 @@ def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=
         i = int(bad[0])
         what = f"1 field {_short(rows[i][0])}" if lens[i] == 1 else f"{lens[i]} fields"
         fix = "expected " + _FORMAT + ("; a node id cannot contain a space" if lens[i] > 3 else "")
-        _fail(source, i + 1, f"line has {what}", fix)
+        _fail(source, i + 1, f"line has {what}", fix + _space_note(lines[i]))
     has_edge = np.flatnonzero(lens >= 2)
     if has_edge.size == 0:
         _fail(
@@ -334,7 +365,9 @@ def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=
     if weighted_rows.size:
         tokens = [edges[j][2] for j in weighted_rows]
         weights = np.ones(m, dtype=np.float64)
-        weights[weighted_rows] = _parse_weights(tokens, has_edge[weighted_rows] + 1, source)
+        weights[weighted_rows] = _parse_weights(tokens, has_edge[weighted_rows] + 1, source, lines)
+    if not text.isascii():
+        _warn_unicode_spaces(lines, source, stacklevel + 1)
     return build(
         codes[0::2],
         codes[1::2],

@@ -1,8 +1,9 @@
 """``.npy`` embeddings with their ``.nodes.txt`` ids, and ``.npz`` archives (docs/input-formats.md).
 
 - ``.npy``: the (n, k) float32 matrix, row i = node i; when the node ids are not
-  exactly ``'0' .. 'n-1'`` they go to ``<stem>.nodes.txt`` next to it, one per line,
-  after a first line tying the file to its matrix by a digest.
+  exactly ``'0' .. 'n-1'`` they go to ``<stem>.nodes.txt`` next to it, one per line
+  (the order of the renames keeps the two a pair; older files' first line tied them
+  by a digest, which is still checked).
 - ``.npz``: named arrays (checkpoints, the model file, the graph cache), never pickles.
 
 Writes are atomic (atomic.py); the readers check a file's structure before trusting
@@ -77,12 +78,13 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     ``'0' .. 'n-1'``.  An existing nodes file would be paired with the new matrix on
     load, so it counts as a file to overwrite (and is removed when not rewritten).
 
-    The pair cannot be renamed into place in one step, so the nodes file names the
-    matrix it belongs to: its first line is ``# caps2ne_np ids of <name>.npy: <n> rows,
-    blake2b <digest of the matrix>``, and :func:`load_npy` refuses a pair whose digests
-    differ.  The matrix is published first and the nodes file (or its removal) last,
-    so a kill in between leaves the new matrix with the old nodes file, which
-    ``load_npy`` then refuses instead of pairing them.
+    The nodes file holds the ids only, one per line, which ``np.loadtxt(..., dtype=str)``
+    reads as they are.  The pair cannot be renamed into place in one step, so the order
+    keeps it a pair: the old matrix is removed first, then the nodes file is published
+    (or removed), and the new matrix last; a kill in between leaves no matrix, never a
+    matrix beside another run's ids.  (Files written before this order carried a first
+    line ``# caps2ne_np ids of <name>.npy: <n> rows, blake2b <digest>``, which
+    :func:`load_npy` still reads and checks.)
 
     ``vectors`` is an array or a :class:`RowBlocks` (same bytes either way: the
     digest is computed from the blocks as they are written).
@@ -103,21 +105,22 @@ def save_npy(path, vectors, node_ids=None, overwrite: bool = False) -> None:
     # write (a full disk) leaves the old pair as it was, never a new matrix with old ids.
     pending = []
     try:
-        hasher = _matrix_hash(n, k)
         with atomic.temp_file(target, binary=True) as (f, tmp_matrix):
-            _write_npy_blocks(f, blocks, hasher)
+            _write_npy_blocks(f, blocks)
         pending.append(tmp_matrix)
         if write_ids:
             with atomic.temp_file(nodes, binary=False) as (f, tmp_nodes):
-                f.write(f"{_NODES_TAG}{target.name}: {n} rows, blake2b {hasher.hexdigest()}\n")
                 f.write("\n".join(ids) + "\n")
             pending.append(tmp_nodes)
-        atomic.publish(tmp_matrix, target, overwrite)
-        pending.remove(tmp_matrix)
+        if atomic.exists(nodes) or write_ids:
+            atomic.unlink_output(target)  # no moment with the new ids beside the old matrix
         if write_ids:
             atomic.publish(tmp_nodes, nodes, overwrite)
+            pending.remove(tmp_nodes)
         else:
             atomic.unlink_output(nodes)
+        atomic.publish(tmp_matrix, target, overwrite)
+        pending.remove(tmp_matrix)
     except BaseException as err:
         for tmp in pending:
             atomic.discard(tmp)

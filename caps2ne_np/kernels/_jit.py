@@ -26,7 +26,9 @@ from numba import njit
 from numba import types as _types
 from numba.extending import overload as _overload
 
-from . import _threads  # noqa: F401  (starts Numba's threads with a short OpenMP spin)
+from . import _threads
+
+_threads.start()  # Numba's threads, with a short OpenMP spin
 
 FASTMATH = False
 

@@ -16,15 +16,22 @@ cores by design (Ray's actors, training.ray.start_ray) start with
 
 libgomp reads ``GOMP_SPINCOUNT`` once, when it is loaded, and Numba loads it when its
 threading layer starts (the first parallel launch or ``numba.get_num_threads`` /
-``set_num_threads``).  So ``_jit``, which every kernel module imports, imports this
-module, and ``start()`` starts the layer with the variable set for that moment only:
+``set_num_threads``).  So ``_jit``, which every kernel module imports, calls
+``start()``, which starts the layer with the variable set for that moment only:
 ``os.environ`` ends as it began, and child processes do not inherit the setting.
+
+Numba reads ``NUMBA_NUM_THREADS`` when it is imported (0 or -1 fail there with a
+traceback; 'abc' prints a warning and is ignored) and ``NUMBA_THREADING_LAYER`` when the
+layer starts.  ``check_environment`` reads the first before Numba is imported (this
+module imports Numba only inside its functions) and ``check_layer`` starts the layer:
+each turns a bad value into an ``InputError`` naming the variable (the command line's
+one line on stderr, exit 1).
 """
 
 import os
 import time
 
-import numba
+from ..errors import InputError
 
 SPIN_COUNT = "100000"
 """``GOMP_SPINCOUNT`` for Numba's OpenMP workers when the user set neither it nor
@@ -36,6 +43,71 @@ SHARED_SPIN_COUNT = "1000"
 a few microseconds, so that an idle worker gives its core back almost at once."""
 
 
+def check_environment(environ=None):
+    """``InputError`` unless ``NUMBA_NUM_THREADS`` is unset or a whole number >= 1; call
+    it before Numba is imported (``import numba`` itself fails on 0)."""
+    environ = os.environ if environ is None else environ
+    value = environ.get("NUMBA_NUM_THREADS")
+    if value is None:
+        return
+    try:
+        ok = int(value) >= 1
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InputError(
+            f"NUMBA_NUM_THREADS={value!r}: Numba's thread count must be a whole number "
+            ">= 1; set it so or unset it "
+            "(train --threads chooses the threads of a run)"
+        )
+
+
+LAYERS = ("tbb", "omp", "workqueue")
+"""Numba's threading layers, by the names ``NUMBA_THREADING_LAYER`` takes."""
+
+
+def available_layers():
+    """The threading layers whose libraries load in this process."""
+    import importlib
+
+    found = []
+    for name in LAYERS:
+        try:
+            if name == "tbb":
+                from numba.np.ufunc.parallel import _check_tbb_version_compatible
+
+                _check_tbb_version_compatible()
+            importlib.import_module(f"numba.np.ufunc.{name}{'' if name == 'workqueue' else 'pool'}")
+        except Exception:  # noqa: BLE001 -- any failure to load: not available
+            continue
+        found.append(name)
+    return found
+
+
+def check_layer():
+    """Start Numba's threading layer (``start`` first, for its spin); ``InputError``
+    naming ``NUMBA_THREADING_LAYER`` (or ``NUMBA_THREADING_LAYER_PRIORITY``) and the
+    layers that load here when it cannot start."""
+    import numba
+
+    start()
+    try:
+        numba.get_num_threads()
+    except ValueError as err:
+        chosen = {
+            name: os.environ[name]
+            for name in ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")
+            if name in os.environ
+        }
+        given = ", ".join(f"{k}={v}" for k, v in chosen.items()) or "Numba's default layer"
+        layers = ", ".join(available_layers()) or "none"
+        reason = " ".join(str(err).split())
+        raise InputError(
+            f"{given}: Numba's threading layer could not start ({reason}); the layers that "
+            f"load here: {layers}; set NUMBA_THREADING_LAYER to one of them or unset it"
+        ) from None
+
+
 def start():
     """Start Numba's threading layer with ``GOMP_SPINCOUNT=SPIN_COUNT`` unless
     ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is set; ``os.environ`` ends as it began.
@@ -45,6 +117,8 @@ def start():
     in a 0.5 s sleep when the variable was set only while the layer started, and
     0.001-0.005 s when it was set just after).  If another library loaded the same
     libgomp earlier, its settings stand, as they would anyway."""
+    import numba
+
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return
     os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
@@ -113,7 +187,11 @@ class StepThreads:
         self.watch, self.drift, self.spike, self.backoff = watch, drift, spike, backoff
         self._interval = recheck  # steps from a trial's end to the next trial
         self.clock = clock
-        self.set_threads = set_threads if set_threads is not None else numba.set_num_threads
+        if set_threads is None:
+            import numba
+
+            set_threads = numba.set_num_threads
+        self.set_threads = set_threads
         self.candidates = self.candidate_counts(self.max_threads)
         self.chosen = self.max_threads
         self.history = []  # (step, chosen count) after every trial
@@ -220,6 +298,3 @@ class StepThreads:
 
 def _median(values):
     return sorted(values)[len(values) // 2]
-
-
-start()

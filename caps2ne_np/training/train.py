@@ -212,7 +212,8 @@ class LocalEngine:
         self.stream = BatchStream(
             indptr, indices, weights, cfg, index=True, sparse_features=features if sparse else None
         )
-        if progress and _kernels_cold():
+        kind = None if features is None else ("sparse" if sparse else "dense")
+        if progress and _kernels_cold(fused.supports(cfg, kind), cfg.skipgram_weight):
             log.info("compiling kernels (first run only; cached on disk for later runs) ...")
         if cfg.sampler == "unigram":
             t0 = time.perf_counter()
@@ -249,7 +250,6 @@ class LocalEngine:
         self.resumed = ckpt
         self._params, self.optimizer = params, opt
         lazy = cfg.adam == "lazy"
-        kind = None if features is None else ("sparse" if sparse else "dense")
         self.fused = self.step = self.threads = None
         self.checkpoint_every = 0  # train.fit sets it: rounds end at its multiples
         self.width = 1  # batches trained at once (AsyncEngine: one per thread)
@@ -272,9 +272,10 @@ class LocalEngine:
             if self.threads is not None:
                 self.threads.begin()
             t0 = time.perf_counter()
+            # the parallel version on one thread too (the trial's rounds): one compile
             out = self.fused.train(
                 epoch, range(b, b + n), range(step, step + n), rates,
-                parallel=numba.get_num_threads() > 1,
+                parallel=self.threads is not None or numba.get_num_threads() > 1,
             )  # fmt: skip
             seconds = time.perf_counter() - t0
             trial = self.threads is not None and self.threads.timed
@@ -464,22 +465,33 @@ class AsyncEngine(LocalEngine):
             self._switch = None
 
 
-def _kernels_cold():
-    """True if a Numba kernel of the training step is compiled neither in this process nor
-    in the on-disk cache (a heuristic: a cache entry for other argument types counts)."""
+def _kernels_cold(fused_run, skipgram_weight=0.0):
+    """True if a kernel the run starts with is compiled neither in this process nor in
+    the on-disk cache.  With the compiled step (``fused_run``): its chunk kernel, in the
+    version the run calls (the parallel one on more than one thread, even for the thread
+    trial's one-thread rounds; else the serial one).  With the Python step: every kernel of
+    its modules (a heuristic: a cache entry for other argument types counts), the
+    skip-gram term's only when it is on."""
     import os
 
     from ..kernels import blas
     from ..model import capsules, core, grads, rows, skipgram
     from . import fused, optim, samplers, step, walks
 
-    modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks, skipgram, fused)
+    def cold(dispatcher):
+        return not dispatcher.signatures and not os.path.exists(
+            dispatcher._cache._cache_file._index_path
+        )
+
     try:
-        for module in modules:
+        if fused_run:
+            chunk = fused._train_chunk
+            return cold(chunk.parallel if numba.get_num_threads() > 1 else chunk.serial)
+        modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks)
+        for module in modules + (skipgram,) * bool(skipgram_weight):
             for obj in vars(module).values():
-                if isinstance(obj, numba.core.dispatcher.Dispatcher) and not obj.signatures:
-                    if not os.path.exists(obj._cache._cache_file._index_path):
-                        return True
+                if isinstance(obj, numba.core.dispatcher.Dispatcher) and cold(obj):
+                    return True
     except AttributeError:  # another Numba's cache layout: say nothing
         return False
     return False
