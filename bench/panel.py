@@ -375,6 +375,54 @@ def protocol_lines(graphs, shown):
             row = [e["name"], role(e["name"])] + [fmt_cell(o["scaled"].get(k)) for k in keys]
             row.append(fmt_cell(o.get("tuned")))
             lines.append("| " + " | ".join(row) + " |")
+        lines += scale_choice_lines(scaled)
+    return lines
+
+
+def shortfalls(entries):
+    """{scale: [(graph, tuned minus the C = 1 score of ours' rows times scale), ...]} over
+    the graphs with both, the unit rows as scale '1'."""
+    out = {}
+    for e in entries:
+        o = e["summary"]["ours"]
+        if "tuned" not in o:
+            continue
+        cells = {"1": o["headline"], **o["scaled"]}
+        for k, c in cells.items():
+            out.setdefault(k, []).append((e["name"], o["tuned"][0] - c[0]))
+    return out
+
+
+def scale_choice_lines(scaled):
+    """The written scale's rule: on the tuning graphs, the scale whose worst C = 1
+    shortfall against ours' tuned score is smallest; the same scale's shortfalls on the
+    test graphs, which did not choose it."""
+    tuning = shortfalls([e for e in scaled if role(e["name"]) == "tuning"])
+    test = shortfalls([e for e in scaled if role(e["name"]) == "test"])
+    if not tuning:
+        return []
+    worst = {k: max(v, key=lambda t: t[1]) for k, v in tuning.items()}
+    best = min(worst, key=lambda k: (worst[k][1], abs(float(k) - 1)))
+    lines = [
+        "",
+        "The written scale (rows of length r at C = 1): the worst shortfall below "
+        "ours' tuned score, per scale:",
+        "",
+        "| r | tuning graphs: worst (graph) | test graphs: worst (graph) |",
+        "| --- | --- | --- |",
+    ]
+    for k in sorted(worst, key=float):
+        t = max(test[k], key=lambda x: x[1]) if k in test else None
+        lines.append(
+            f"| {k} | {worst[k][1]:.2f} ({worst[k][0]}) | "
+            + (f"{t[1]:.2f} ({t[0]})" if t else "-")
+            + " |"
+        )
+    lines += [
+        "",
+        f"Chosen on the tuning graphs: r = {best} (worst shortfall "
+        f"{worst[best][1]:.2f} on {worst[best][0]}).",
+    ]
     return lines
 
 

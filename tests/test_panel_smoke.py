@@ -89,3 +89,22 @@ def test_panel_smoke_runs_every_side_on_two_seeds(tmp_path):
     cora = data["graphs"][1]["runs"]
     assert cora[0]["ours"]["score"]["accuracy"] != cora[1]["ours"]["score"]["accuracy"]
     assert "--propagate on" in " ".join(cora[0]["ours"]["log"])
+
+
+def test_the_written_scale_is_chosen_on_tuning_graphs_only():
+    import panel
+
+    def entry(name, unit, tuned, **scaled):
+        cells = {k.replace("x", ""): (v, 0.0) for k, v in scaled.items()}
+        ours = dict(headline=(unit, 0.0), tuned=(tuned, 0.0), scaled=cells)
+        return dict(name=name, summary=dict(ours=ours))
+
+    graphs = [
+        entry("cora", 73.0, 73.5, x2=72.0, x4=70.0),  # unit rows fall 0.5 short
+        entry("syn-3k-mu0.7", 61.0, 67.0, x2=65.5, x4=66.8),  # unit rows fall 6 short
+        entry("musae-wikipedia", 80.0, 90.0, x2=80.0, x4=89.9),  # a test graph: not read
+    ]
+    text = "\n".join(panel.scale_choice_lines(graphs))
+    assert "Chosen on the tuning graphs: r = 2 (worst shortfall 1.50 on syn-3k-mu0.7)" in text
+    assert "| 2 | 1.50 (syn-3k-mu0.7) | 10.00 (musae-wikipedia) |" in text
+    assert panel.role("musae-github") == "test" and panel.role("cora") == "tuning"
