@@ -99,7 +99,7 @@ def test_the_package_has_no_import_circle():
     assert cycle is None, "import circle: " + " -> ".join(cycle)
 
 
-# The folders' layering (README.md, Layout): the folders each folder may import, besides
+# The folders' layering (docs/layout.md): the folders each folder may import, besides
 # its own and the shared modules errors.py and defaults.py, which import no folder.
 LAYERS = {
     "kernels": set(),
