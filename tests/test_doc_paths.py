@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "caps2ne_np"
 FOLDERS = ("caps2ne_np", "tests", "bench", "docs", "examples", "scripts")
-PACKAGE_FOLDERS = ("kernels", "model", "training", "graphs", "io", "cli", "data")
+PACKAGE_FOLDERS = ("kernels", "model", "training", "graphs", "io", "cli", "data", "evaluation")
 SUFFIXES = ("py", "md", "json", "txt", "sh", "cff", "toml", "cfg", "edgelist", "npz", "npy")
 SUFFIXES += ("png", "svg", "csv", "gz")
 STARTS = "|".join(FOLDERS + PACKAGE_FOLDERS)

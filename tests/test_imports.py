@@ -107,6 +107,7 @@ LAYERS = {
     "training": {"kernels", "model", "io"},
     "io": set(),
     "graphs": {"io"},
+    "evaluation": {"graphs"},
 }
 SHARED = {"caps2ne_np.errors", "caps2ne_np.defaults"}
 

@@ -238,21 +238,7 @@ def build(
             source, None, f"{n} nodes", f"at most {_INT32_MAX} nodes are supported (int32 indices)"
         )
     m_read = int(src.shape[0])
-    loop = src == dst
-    n_loops = int(np.count_nonzero(loop))
-    if n_loops and not keep_self_loops:
-        keep = ~loop
-        src, dst = src[keep], dst[keep]
-        weights = weights[keep] if weights is not None else None
-    if src.size == 0:
-        if n_loops and not keep_self_loops:
-            _fail(
-                source,
-                None,
-                f"no edges left after dropping {n_loops} self loops",
-                "pass --keep-self-loops (keep_self_loops=True) to keep them",
-            )
-        _fail(source, None, "no edges", "expected at least one edge")
+    src, dst, weights, n_loops = _drop_self_loops(src, dst, weights, keep_self_loops, source)
     m = int(src.shape[0])
     if directed:
         keys = src * n + dst
@@ -261,23 +247,7 @@ def build(
         keys *= n
         keys += np.maximum(src, dst)
     del src, dst
-    w = None
-    if weights is None:
-        keys.sort()  # np.unique without inverse hashes: several times slower on 1M keys
-        key = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-    else:
-        key, inverse = np.unique(keys, return_inverse=True)
-        w = np.bincount(inverse.ravel(), weights=weights, minlength=key.shape[0])  # in input order
-        del inverse
-        with np.errstate(over="ignore"):
-            overflow = not np.all(np.isfinite(w.astype(np.float32)))
-        if overflow:
-            _fail(
-                source,
-                None,
-                "summed weights of duplicate edges overflow float32",
-                "rescale the weights",
-            )
+    key, w = _merge_duplicates(keys, weights, source)
     del keys
     n_dup = m - int(key.shape[0])
     if not directed:  # add v -> u; the keys stay distinct, so any sort gives the one order
@@ -320,6 +290,50 @@ def build(
     )
     graph._weight_column = weights is not None
     return graph
+
+
+def _drop_self_loops(src, dst, weights, keep_self_loops, source):
+    """(src, dst, weights, number of self loops read): the self loops dropped unless
+    ``keep_self_loops``; GraphFormatError when no edge is left."""
+    loop = src == dst
+    n_loops = int(np.count_nonzero(loop))
+    if n_loops and not keep_self_loops:
+        keep = ~loop
+        src, dst = src[keep], dst[keep]
+        weights = weights[keep] if weights is not None else None
+    if src.size == 0:
+        if n_loops and not keep_self_loops:
+            _fail(
+                source,
+                None,
+                f"no edges left after dropping {n_loops} self loops",
+                "pass --keep-self-loops (keep_self_loops=True) to keep them",
+            )
+        _fail(source, None, "no edges", "expected at least one edge")
+    return src, dst, weights, n_loops
+
+
+def _merge_duplicates(keys, weights, source):
+    """(sorted distinct edge keys, their summed float64 weights or None); sorts ``keys``
+    in place when there are no weights.  GraphFormatError when a sum overflows float32."""
+    w = None
+    if weights is None:
+        keys.sort()  # np.unique without inverse hashes: several times slower on 1M keys
+        key = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    else:
+        key, inverse = np.unique(keys, return_inverse=True)
+        w = np.bincount(inverse.ravel(), weights=weights, minlength=key.shape[0])  # in input order
+        del inverse
+        with np.errstate(over="ignore"):
+            overflow = not np.all(np.isfinite(w.astype(np.float32)))
+        if overflow:
+            _fail(
+                source,
+                None,
+                "summed weights of duplicate edges overflow float32",
+                "rescale the weights",
+            )
+    return key, w
 
 
 def warn_stats(source, stats, weight_column, directed, keep_self_loops, *, stacklevel):

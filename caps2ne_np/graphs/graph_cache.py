@@ -147,6 +147,32 @@ def load_graph_cache(
 
 def load(source, directed, keep_self_loops, *, stacklevel) -> Graph:
     """:func:`load_graph_cache` with its warnings ``stacklevel`` frames up."""
+    target, z = _open(source)
+    cached_directed, cached_keep = _check_fresh(target, z, source, directed, keep_self_loops)
+    indptr, indices, weights, node_ids, stats = _checked_contents(target, z)
+    warn_stats(
+        source,
+        stats,
+        bool(z["weight_column"]),
+        cached_directed,
+        cached_keep != 0,
+        stacklevel=stacklevel + 1,
+    )
+    graph = Graph(
+        indptr=indptr,
+        indices=indices,
+        weights=weights,
+        node_ids=node_ids,
+        directed=cached_directed,
+        stats=stats,
+    )
+    graph._weight_column = bool(z["weight_column"])
+    return graph
+
+
+def _open(source):
+    """(cache path, its arrays) of the graph file ``source``: a graph cache of this
+    version with every field, else GraphFormatError (StaleCacheError: another version)."""
     target = cache_path(source)
     if not target.is_file():
         raise GraphFormatError(
@@ -156,10 +182,6 @@ def load(source, directed, keep_self_loops, *, stacklevel) -> Graph:
         z = load_npz(target)
     except InputError as err:
         raise GraphFormatError(str(err)) from None
-
-    def damaged(what):
-        raise GraphFormatError(f"{target}: damaged graph cache ({what}); delete it; {_REBUILD}")
-
     if "format" not in z or z["format"].dtype.kind != "U" or str(z["format"]) != _FORMAT:
         raise GraphFormatError(f"{target}: not a graph cache; delete it; {_REBUILD}")
     if "version" in z and np.ndim(z["version"]) == 0 and int(z["version"]) != _VERSION:
@@ -169,6 +191,13 @@ def load(source, directed, keep_self_loops, *, stacklevel) -> Graph:
         )
     if any(name not in z for name in _NAMES):
         raise GraphFormatError(f"{target}: not a graph cache; delete it; {_REBUILD}")
+    return target, z
+
+
+def _check_fresh(target, z, source, directed, keep_self_loops):
+    """(cached directed, cached keep_self_loops as -1/0/1) once the cache ``z`` is known
+    to belong to the file ``source`` as it is now and to the options asked for (None:
+    any); StaleCacheError otherwise."""
     size = int(z["source_size"])
     now = stamp(source, size_only=size)
     if now != (size, str(z["source_hash"])):
@@ -193,50 +222,43 @@ def load(source, directed, keep_self_loops, *, stacklevel) -> Graph:
             f"{target}: cached with keep_self_loops={bool(cached_keep)}, asked for "
             f"keep_self_loops={bool(keep_self_loops)}; rebuild it with cache='write'"
         )
+    return cached_directed, cached_keep
+
+
+def _damaged(target, what):
+    raise GraphFormatError(f"{target}: damaged graph cache ({what}); delete it; {_REBUILD}")
+
+
+def _checked_contents(target, z):
+    """(indptr, indices, weights or None, node ids, stats) of the cache ``z``, each
+    checked as a CSR graph's; GraphFormatError naming what is damaged."""
     indptr, indices, weights = z["indptr"], z["indices"], z["weights"]
     n = int(z["n_nodes"])
     if indptr.dtype != np.int64 or indices.dtype != np.int32 or weights.dtype != np.float32:
-        damaged("array types")
+        _damaged(target, "array types")
     if (
         indptr.shape != (n + 1,)
         or indptr[0] != 0
         or indptr[-1] != indices.shape[0]
         or np.any(np.diff(indptr) < 0)
     ):
-        damaged("row pointers")
+        _damaged(target, "row pointers")
     if indices.shape[0] and (int(indices.min()) < 0 or int(indices.max()) >= n):
-        damaged("neighbour indices")
+        _damaged(target, "neighbour indices")
     if bool(z["weighted"]):
         if weights.shape != indices.shape or not np.all(np.isfinite(weights) & (weights > 0)):
-            damaged("weights")
+            _damaged(target, "weights")
     else:
         weights = None
     try:
         node_ids = z["node_ids"].tobytes().decode("utf-8").split("\n")
         stats = json.loads(str(z["stats"]))
     except (UnicodeDecodeError, ValueError):
-        damaged("ids or stats")
+        _damaged(target, "ids or stats")
     if len(node_ids) != n:
-        damaged(f"{len(node_ids)} ids for {n} nodes")
+        _damaged(target, f"{len(node_ids)} ids for {n} nodes")
     if not isinstance(stats, dict) or any(
         k not in stats for k in ("self_loops", "duplicates", "isolated_nodes")
     ):
-        damaged("stats")
-    warn_stats(
-        source,
-        stats,
-        bool(z["weight_column"]),
-        cached_directed,
-        cached_keep != 0,
-        stacklevel=stacklevel + 1,
-    )
-    graph = Graph(
-        indptr=indptr,
-        indices=indices,
-        weights=weights,
-        node_ids=node_ids,
-        directed=cached_directed,
-        stats=stats,
-    )
-    graph._weight_column = bool(z["weight_column"])
-    return graph
+        _damaged(target, "stats")
+    return indptr, indices, weights, node_ids, stats

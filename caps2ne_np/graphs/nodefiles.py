@@ -127,9 +127,28 @@ def load_features(path, node_ids_path=None, node_ids=None):
     order) the rows are reordered so that row ``i`` is ``node_ids[i]``; every node
     needs exactly one row and every row must name a node of the graph.
     """
+    path = str(path)
+    x = _read_feature_matrix(path)
+    if node_ids_path is not None:
+        row_ids = read_id_file(node_ids_path)
+        if len(row_ids) != x.shape[0]:
+            raise InputError(
+                f"{node_ids_path}: {len(row_ids)} node ids for {x.shape[0]} feature rows in "
+                f"{path}; "
+                "list one id per feature row, in row order"
+            )
+    else:
+        row_ids = None
+    if node_ids is None:
+        return x
+    return _in_graph_order(x, path, node_ids_path, row_ids, node_ids)
+
+
+def _read_feature_matrix(path):
+    """The float32 (nodes x features) matrix of ``path`` (.npz: CSR, .npy: ndarray),
+    every value finite; InputError naming the file otherwise."""
     import scipy.sparse as sp
 
-    path = str(path)
     if not os.path.isfile(path):
         raise InputError(
             f"{path}: file not found; expected node features as .npz (scipy.sparse) or .npy"
@@ -166,19 +185,14 @@ def load_features(path, node_ids_path=None, node_ids=None):
         raise InputError(
             f"{path}: features contain NaN or inf (or values beyond float32); clean or rescale them"
         )
+    return x
 
-    if node_ids_path is not None:
-        row_ids = read_id_file(node_ids_path)
-        if len(row_ids) != x.shape[0]:
-            raise InputError(
-                f"{node_ids_path}: {len(row_ids)} node ids for {x.shape[0]} feature rows in "
-                f"{path}; "
-                "list one id per feature row, in row order"
-            )
-    else:
-        row_ids = None
-    if node_ids is None:
-        return x
+
+def _in_graph_order(x, path, node_ids_path, row_ids, node_ids):
+    """``x`` with row ``i`` the row of ``node_ids[i]``: its rows named by ``row_ids`` (the
+    lines of ``node_ids_path``), or already in node order when that is None."""
+    import scipy.sparse as sp
+
     node_ids = [str(i) for i in node_ids]
     if row_ids is None:
         if x.shape[0] != len(node_ids):

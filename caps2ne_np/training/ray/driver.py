@@ -74,25 +74,7 @@ def fit(
     n_nodes = int(indptr.shape[0] - 1)
     _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
     graph = (indptr, indices, weights)
-
-    def cap(cfg, schedule):  # a round trains at most an epoch's batches
-        nonlocal P
-        P = worker_count(P, schedule.n_batches, address)
-
-    run = set_up(
-        graph,
-        cfg,
-        features,
-        checkpoint_every,
-        resume=resume_from is not None,
-        on_resolved=cap,
-        check=_check_lazy_adam,
-    )
-    if run.features is not None and not isinstance(run.features, np.ndarray):
-        raise InputError(
-            "--engine ray: sparse fixed features are not supported yet; "
-            "pass them dense (.npy) or use the single-machine engine"
-        )
+    run, P = _set_up(graph, cfg, features, checkpoint_every, resume_from is not None, P, address)
     options = LoopOptions(
         progress=progress,
         epoch_callback=epoch_callback,
@@ -116,6 +98,31 @@ def fit(
     finally:
         if started:
             ray.shutdown()
+
+
+def _set_up(graph, cfg, features, checkpoint_every, resume, P, address):
+    """(loop.Setup, P): the set-up every engine shares, with the workers capped by
+    :func:`worker_count` once the schedule is known; dense fixed features only."""
+
+    def cap(cfg, schedule):  # a round trains at most an epoch's batches
+        nonlocal P
+        P = worker_count(P, schedule.n_batches, address)
+
+    run = set_up(
+        graph,
+        cfg,
+        features,
+        checkpoint_every,
+        resume=resume,
+        on_resolved=cap,
+        check=_check_lazy_adam,
+    )
+    if run.features is not None and not isinstance(run.features, np.ndarray):
+        raise InputError(
+            "--engine ray: sparse fixed features are not supported yet; "
+            "pass them dense (.npy) or use the single-machine engine"
+        )
+    return run, P
 
 
 def _attempt(ray, graph, run, resume_from, layout, write_outputs, options):

@@ -1,0 +1,5 @@
+"""Node classification on learned embeddings, one module per concern: ``single.py``
+(the single-label protocol and the tuned C), ``multilabel.py`` (the multi-label
+protocol and its epoch selection), ``report.py`` (tables and JSON), ``inductive.py``
+(the inductive split).  Import them from ``caps2ne_np.evaluate``, which also runs them
+as the ``evaluate`` command does."""
