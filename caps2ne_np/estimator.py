@@ -394,7 +394,7 @@ class Caps2NE(BaseEstimator):
 
         _check_fitted(self)
         run = infer_embeddings
-        aggregate = DEFAULT_AGGREGATE if aggregate is None else aggregate
+        given, aggregate = aggregate, DEFAULT_AGGREGATE if aggregate is None else aggregate
         if getattr(self, "propagation_", None) is not None and aggregate == "calibrated":
             import functools
 
@@ -407,7 +407,7 @@ class Caps2NE(BaseEstimator):
                 X is None
                 and nodes is None
                 and samples is None
-                and aggregate is None
+                and given is None
                 and getattr(self, "run_", {}).get("graph") == _graph_key(g)
             ):
                 return self.get_embedding().copy()
@@ -422,7 +422,7 @@ class Caps2NE(BaseEstimator):
                 samples=samples,
                 seed=_seed(random_state),
                 threads=_threads(self.n_jobs),
-                aggregate=DEFAULT_AGGREGATE if aggregate is None else aggregate,
+                aggregate=aggregate,
                 calibration=getattr(self, "calibration_", None),
             )
         return E
