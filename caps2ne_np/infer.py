@@ -68,7 +68,7 @@ from .errors import InputError, InputWarning, check_int, check_memory
 from .graphs.csr import Graph, from_scipy
 from .kernels.rng import derive_seed, quiet_wraparound
 from .model.core import Params, SparseFeatures, forward, prepare_features, slot_major
-from .training.config import ModelConfig
+from .model.model_config import ModelConfig
 from .training.walk_kernels import node2vec_walk_contexts, walk_contexts
 from .training.walks import check_csr, check_seed, cumulative_weights, node2vec_params, sorted_rows
 
@@ -201,7 +201,7 @@ def capsule_outputs(W, X, ctx, cfg, chunk=None):
     W   : (q-1, k, d) trained capsule weights
     X   : (N, d) input features of the graph's nodes: dense array or SparseFeatures
     ctx : (P, q-1) int graph indices, walk order
-    cfg : config.ModelConfig (routing iterations, rule, scale)
+    cfg : model_config.ModelConfig (routing iterations, rule, scale)
     chunk : pairs per forward pass; None -> bounded so that the (q-1, P, max(d, k))
             intermediates stay below PAIRS_BUDGET elements
 

@@ -459,7 +459,7 @@ def loss_and_grads(
     sampled   : (S,) int     the sampled set V' (distinct nodes, shared by the batch)
     q_true    : (P,) float   expected count Q(t_p) of each target under the sampler
     q_sampled : (S,) float   expected count Q(s) of each sampled node
-    cfg       : config.ModelConfig
+    cfg       : model_config.ModelConfig
     grads_out : Grads to write into (dense, overwritten), or None to allocate
 
     Returns ``(loss, grads)``, a Grads of the parameters' shapes.
