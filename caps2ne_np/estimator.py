@@ -1,5 +1,7 @@
-"""The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``
-(the model file it saves and loads is written and read by ``modelfile.py``).
+"""The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``, its
+one concern the estimator's parameters and fitted state.  Its helpers have modules of
+their own: the inputs converted and checked (estimator_inputs.py) and the model file
+(estimator_files.py, through io/modelfile.py).
 
 >>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
 >>> O = model.get_embedding()          # (N, k) float32, row i = node model.node_ids_[i]
@@ -10,18 +12,15 @@ tuples) in ``node_ids_``, ``embedding_dict()`` and ``to_keyedvectors()``; only t
 writers (word2vec, ``.nodes.txt``) need tokens, and they say which labels are not.
 """
 
-import numbers
-import re
-
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from .defaults import DEFAULTS as D
 from .errors import InputError
+from .estimator_files import _given_params, load_estimator, save_estimator
+from .estimator_inputs import _api_errors, _check_y, _graph_key, _node_indices, _seed, _threads
 from .graphs import graph as graph_mod
-from .graphs.csr import Graph
-from .io.modelfile import default_run, read_model, save_model
 from .model.core import Params
 from .training import engines
 from .training.config import TrainConfig
@@ -246,27 +245,50 @@ class Caps2NE(BaseEstimator):
             )
             cfg = self.train_config()
             selector = _selector(labels, splits)
-            result = engines.fit(
-                graph.indptr,
-                graph.indices,
-                graph.weights,
+            result = self._train(
+                graph,
                 cfg,
-                engine=self.engine,
-                parallel=self.parallel,
-                workers=self.workers,
-                servers=self.servers,
-                ray_address=self.ray_address,
-                features=X,
-                progress=self.progress,
-                epoch_callback=_both(selector, epoch_callback),
+                X,
+                selector,
+                epoch_callback=epoch_callback,
                 checkpoint_dir=checkpoint_dir,
                 checkpoint_every=checkpoint_every,
                 resume_from=resume_from,
                 step_callback=step_callback,
-                checkpoint_extra=selector,
             )
         self._fitted(result, selector, nodes, directed, keep_self_loops, cfg.seed)
         self.run_["graph"] = _graph_key(graph)
+        self._propagate(graph, result)
+        if hasattr(self, "calibration_"):
+            del self.calibration_  # fitted for the parameters a refit replaces
+        return self
+
+    def _train(self, graph, cfg, X, selector, epoch_callback, **run):
+        """``fit``'s training run on the coerced ``graph``: engines.fit with the engine
+        these parameters name; ``run``: the checkpoint and step-callback arguments."""
+        return engines.fit(
+            graph.indptr,
+            graph.indices,
+            graph.weights,
+            cfg,
+            engine=self.engine,
+            parallel=self.parallel,
+            workers=self.workers,
+            servers=self.servers,
+            ray_address=self.ray_address,
+            features=X,
+            progress=self.progress,
+            epoch_callback=_both(selector, epoch_callback),
+            checkpoint_dir=run["checkpoint_dir"],
+            checkpoint_every=run["checkpoint_every"],
+            resume_from=run["resume_from"],
+            step_callback=run["step_callback"],
+            checkpoint_extra=selector,
+        )
+
+    def _propagate(self, graph, result):
+        """``fit``'s last step: ``propagation_``, ProNE's propagation of the trained o_v
+        when the run's ``propagate`` says so (model/propagation.py), else None."""
         from .model import propagation
 
         with _api_errors():
@@ -278,9 +300,6 @@ class Caps2NE(BaseEstimator):
                 self.O_,
                 held=getattr(result, "holdout", None),
             )
-        if hasattr(self, "calibration_"):
-            del self.calibration_  # fitted for the parameters a refit replaces
-        return self
 
     def _fitted(self, result, selector, nodes, directed, keep_self_loops, seed):
         """The fitted state of a run's ``result`` (the kept epoch's parameters when
@@ -457,88 +476,18 @@ class Caps2NE(BaseEstimator):
         stored as ``str(label)`` (and as ints when every one is an int)."""
         _check_fitted(self)
         with _api_errors():
-            save_model(
-                path,
-                self.params_(),
-                self.node_ids_,
-                self.config_,
-                self.lr_,
-                self.history_,
-                overwrite=overwrite,
-                calibration=getattr(self, "calibration_", None),
-                run=getattr(self, "run_", None),
-                propagation=getattr(self, "propagation_", None),
-            )
+            save_estimator(self, path, overwrite=overwrite)
 
     @classmethod
     def load(cls, path):
         """Read a model written by ``save`` (or ``caps2ne train --model-out``), with the
         calibration ``infer --save-calibration`` or ``save`` stored in it (``calibration_``)."""
-        m = read_model(path)
-        run = m["run"] if m["run"] is not None else default_run()
-        names = set(cls().get_params())
-        if run["params"] is not None:  # the parameters as the user gave them
-            params = {k: v for k, v in run["params"].items() if k in names}
-        else:  # an older file: its resolved config, but what resolve set from the graph
-            # (the rate, the epoch budget, |V'| = N - 1, the spectral start) left unset
-            keys = set(TrainConfig.__dataclass_fields__) - {"lr", "epochs", "num_sampled"}
-            params = {
-                ("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
-                for k, v in m["config"].items()
-                if k in keys and not (k == "spectral" and v == "none")
-            }
-        model = cls(**params)
-        model.directed_, model.keep_self_loops_ = run["directed"], run["keep_self_loops"]
-        model.run_ = run
-        model.O_, model.W_, model.bias_, model.X_ = m["O"], m["W"], m["bias"], m["X"]
-        model.fixed_features_ = m["fixed_features"]
-        model.node_ids_ = list(m["node_labels"])
-        model.nodes_ = model.node_ids_
-        model.history_ = m["history"]
-        model.config_ = m["config"]
-        model.lr_ = m["lr_used"]
-        if m["calibration"] is not None:
-            model.calibration_ = m["calibration"]
-        if m.get("propagation") is not None:
-            from .model.propagation import Propagated
-
-            model.propagation_ = Propagated(**m["propagation"])
-        return model
+        return load_estimator(cls, path)
 
     def params_(self):
         """The fitted parameters as a ``core.Params``."""
         _check_fitted(self)
         return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
-
-
-def _check_y(y):
-    """InputError for features in ``y``'s place (fit's second positional was X): a 2-D
-    matrix of values that are not all integers.  Labels, any shape, pass (ignored)."""
-    import scipy.sparse as sp
-
-    if y is None:
-        return
-    values = y.data if sp.issparse(y) else y
-    if sp.issparse(y) or np.ndim(values) == 2:
-        values = np.asarray(values)
-        if values.dtype.kind == "f" and not np.all(np.mod(values, 1) == 0):
-            raise InputError(
-                "y: fit(graph, y) ignores y (scikit-learn's unsupervised convention) and got "
-                "a real-valued matrix; give fixed features by keyword: fit(graph, X=features)"
-            )
-
-
-def _graph_key(graph):
-    """A BLAKE2b digest of a Graph's nodes, edges and weights: ``transform`` knows the
-    graph the model was fitted on by it."""
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=16)
-    h.update(np.int64(graph.n_nodes).tobytes())
-    for a in (graph.indptr, graph.indices, graph.weights):
-        h.update(b"-" if a is None else np.ascontiguousarray(a).tobytes())
-    h.update("\n".join(graph.node_ids).encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
 
 
 def _selector(labels, splits):
@@ -562,114 +511,6 @@ def _both(first, second):
         second(epoch, result)
 
     return both
-
-
-def _given_params(model):
-    """``model.get_params()`` as JSON values (for the model file's ``run``): a
-    ``random_state`` that is not an int or None is stored as the seed it gave."""
-    out = {}
-    for key, value in model.get_params().items():
-        if isinstance(value, np.generic):
-            value = value.item()
-        if isinstance(value, tuple):
-            value = [v.item() if isinstance(v, np.generic) else v for v in value]
-        if key == "random_state" and not (value is None or isinstance(value, int)):
-            value = model.seed_
-        out[key] = value
-    return out
-
-
-def _threads(n_jobs):
-    """The thread count of ``n_jobs``: None is 1, k >= 1 is k, -1 every core, -2 all but
-    one (scikit-learn's convention); 0, a negative below -(cores) and anything but an
-    integer are InputErrors naming ``n_jobs``."""
-    import os
-
-    if n_jobs is None:
-        return 1
-    cores = os.cpu_count() or 1
-    if not (
-        isinstance(n_jobs, numbers.Integral)
-        and not isinstance(n_jobs, (bool, np.bool_))
-        and (n_jobs >= 1 or -cores <= n_jobs <= -1)
-    ):
-        raise InputError(
-            f"n_jobs: must be an integer >= 1, or -1 (every core) down to -{cores} (one), "
-            f"got {n_jobs!r}"
-        )
-    if n_jobs < 0:
-        return cores + 1 + int(n_jobs)
-    return int(n_jobs)
-
-
-def _seed(random_state):
-    """The run seed for ``random_state``: an int as it is; a Generator or RandomState
-    draws one; None draws one from the operating system's entropy."""
-    if random_state is None:
-        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(0, 2**63 - 1))
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(0, 2**31 - 1))
-    if (
-        isinstance(random_state, numbers.Integral)
-        and not isinstance(random_state, bool)
-        and random_state >= 0
-    ):
-        return int(random_state)
-    raise InputError(
-        f"random_state must be None, an int >= 0 or a numpy Generator, got {random_state!r}"
-    )
-
-
-def _node_indices(given, graph, labels, nodes):
-    """Graph indices (int64) of ``nodes`` (labels as ``given`` names them; for a Graph:
-    id strings or ints as indices), or of every node for None."""
-    if nodes is None:
-        return np.arange(graph.n_nodes, dtype=np.int64)
-    if isinstance(given, Graph):
-        return nodes
-    if isinstance(nodes, str) or not hasattr(nodes, "__iter__"):
-        nodes = [nodes]
-    index = {label: i for i, label in enumerate(labels)}
-    out = []
-    for node in nodes:
-        i = index.get(node.item() if isinstance(node, np.generic) else node)
-        if i is None and isinstance(node, str):
-            i = graph.index_of([node])[0] if node in graph.node_ids else None  # str(label)
-        if i is None:
-            raise InputError(f"nodes: {node!r} is not a node of the graph given")
-        out.append(i)
-    return np.asarray(out, dtype=np.int64)
-
-
-_PARAMETER = {"threads": "n_jobs", "seed": "random_state", "overwrite": "overwrite=True"}
-"""Command-line flags whose estimator parameter is not their name with underscores."""
-
-
-def _api_message(message):
-    """An error message with the command line's flags (``--dim``) as the estimator's
-    parameters (``dim``)."""
-
-    def name(match):
-        flag = match.group(1).replace("-", "_")
-        return _PARAMETER.get(flag, flag)
-
-    return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", name, message)
-
-
-class _api_errors:
-    """Re-raise an InputError of the block with the estimator's parameter names."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, err, tb):
-        if isinstance(err, InputError):
-            message = _api_message(str(err))
-            if message != str(err):
-                raise type(err)(message).with_traceback(tb) from None
-        return False
 
 
 def _check_fitted(model):

@@ -38,7 +38,7 @@ Choices (docs/inductive.md explains each):
 * **Randomness.**  Sample z of node v draws only from ``stream3(seed', TAG_INFER, v, z)``
   (v = the node's index in the graph, seed' = ``derive_seed(seed, 'infer')``), so an
   embedding depends on neither the thread count nor the other requested nodes.
-* **Isolated nodes** (no in- or out-edges): their walks stay on them (walk_kernels.walk_step), so
+* **Isolated nodes** (no in- or out-edges): their walks stay on them (walk_steps.walk_step), so
   the context is the node itself q-1 times and e comes from its own features
   (``isolated='self'``, default, with an ``InputWarning``); ``isolated='error'`` raises.
 * **Featureless models** (x trained): only training nodes have an x.  A context slot
@@ -68,9 +68,9 @@ from .errors import InputError, InputWarning, check_int, check_memory
 from .graphs.csr import Graph, from_scipy
 from .kernels.rng import derive_seed, quiet_wraparound
 from .model.core import Params, SparseFeatures, forward, prepare_features, slot_major
-from .training.config import ModelConfig
-from .training.walk_kernels import node2vec_walk_contexts, walk_contexts
-from .training.walks import check_csr, check_seed, cumulative_weights, node2vec_params, sorted_rows
+from .model.model_config import ModelConfig
+from .walks.walk_args import check_csr, check_seed, cumulative_weights, node2vec_params, sorted_rows
+from .walks.walk_steps import node2vec_walk_contexts, walk_contexts
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all", n
     walk_length : q (the model's); samples : Z >= 1; seed : int in [0, 2**63)
     positions : 'all' or 0-based positions; sample z puts v at positions[z mod L]
     node2vec  : (p, q) of the model's node2vec walks; (1, 1): first-order walks
-                (``walk_kernels.walk_contexts``), else ``walk_kernels.node2vec_walk_contexts``
+                (``walk_steps.walk_contexts``), else ``walk_steps.node2vec_walk_contexts``
 
     Row a*Z + z is sample z of nodes[a]; it depends only on (seed, nodes[a], z).
     """
@@ -201,7 +201,7 @@ def capsule_outputs(W, X, ctx, cfg, chunk=None):
     W   : (q-1, k, d) trained capsule weights
     X   : (N, d) input features of the graph's nodes: dense array or SparseFeatures
     ctx : (P, q-1) int graph indices, walk order
-    cfg : config.ModelConfig (routing iterations, rule, scale)
+    cfg : model_config.ModelConfig (routing iterations, rule, scale)
     chunk : pairs per forward pass; None -> bounded so that the (q-1, P, max(d, k))
             intermediates stay below PAIRS_BUDGET elements
 

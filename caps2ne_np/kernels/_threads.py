@@ -298,3 +298,11 @@ class StepThreads:
 
 def _median(values):
     return sorted(values)[len(values) // 2]
+
+
+def usable_cores():
+    """The cores this process may run on (its CPU affinity; else the machine's): the
+    default ``--threads`` of ``caps2ne train`` and of the bench scripts."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1

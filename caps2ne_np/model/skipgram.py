@@ -44,6 +44,7 @@ the wrappers.
 import numpy as np
 from numba import prange
 
+from ..errors import InputError
 from ..kernels._jit import REASSOC, check_array, fast_exp, kernel, out_array
 from ..kernels.blas import row_matmul, row_matmul_tn
 from ..kernels.rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
@@ -562,3 +563,46 @@ def _hit_positions(targets, sampled):
     order = np.argsort(sampled, kind="stable")
     pos = np.minimum(np.searchsorted(sampled[order], targets), sampled.shape[0] - 1)
     return np.where(sampled[order][pos] == targets, order[pos], -1).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- in the capsule step
+
+
+def check_skipgram(params_like, cfg):
+    """Raise InputError (one line) when the skip-gram term cannot apply: it needs a
+    trained x (no fixed features) of the embedding's size (feat_dim == dim).
+    ``params_like``: (fixed_features, feat_dim, dim)."""
+    fixed, feat_dim, dim = params_like
+    if not cfg.skipgram_weight:
+        return
+    if fixed:
+        raise InputError(
+            "--skipgram-weight: the skip-gram term trains x, so it needs a featureless "
+            "graph (no --features); use --skipgram-weight 0 with fixed features"
+        )
+    if feat_dim != dim:
+        raise InputError(
+            f"--skipgram-weight: the skip-gram term needs --feat-dim equal to --dim "
+            f"(x_u . o_v), got feat-dim {feat_dim} and dim {dim}"
+        )
+
+
+def skipgram_term(params, fw, targets, sampled, log_q_true, log_q_sampled, cfg, key):
+    """The skip-gram term (``loss_and_row_grads``) on the capsule forward pass's rows
+    (``fw``, batch_forward.Forward): what core.loss_and_row_grads adds, times lambda."""
+    check_skipgram((params.fixed_features, params.X.shape[1], params.O.shape[1]), cfg)
+    rws = fw.rows
+    item_x = np.ascontiguousarray(fw.x_of_row[rws.inv].T)  # (P, I)
+    loss, d_x, o_rows, d_O, d_bias = loss_and_row_grads(
+        fw.x,
+        item_x,
+        params.O,
+        params.bias,
+        targets,
+        sampled,
+        log_q_true,
+        log_q_sampled,
+        negatives=int(cfg.skipgram_negatives),
+        key=key,
+    )
+    return dict(loss=loss, d_x=d_x, o_rows=o_rows, d_O=d_O, d_bias=d_bias)

@@ -63,7 +63,7 @@ def walk_seed(seed, epoch):
 
 
 class BatchStream:
-    """The batches of a run of ``cfg`` (resolved: config.resolve) on a CSR graph.
+    """The batches of a run of ``cfg`` (resolved: presets.resolve) on a CSR graph.
 
     ``batch(epoch, b, step)`` is batch b of the epoch: its walks (a
     walks.WalkSource, never stored: ``walks='fixed'`` replays epoch 0's, 'fresh' draws

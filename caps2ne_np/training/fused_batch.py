@@ -9,8 +9,9 @@ import numpy as np
 
 from ..kernels._jit import inline, kernel
 from ..model.rows import _share_slots
+from ..walks.walk_steps import _node2vec_walk, _walk
 from .samplers import _sample_unique, expected_count_of, node_probability
-from .walk_kernels import _batch_walk_ids, _node2vec_walk, _walk, pair_of, random_position
+from .walk_kernels import _batch_walk_ids, pair_of, random_position
 
 Batch = namedtuple("Batch", "ctx_t targets sampled log_q_true log_q_sampled")
 """A batch: contexts slot-major (I, P), targets (P,), V' (S,) and the log expected counts."""

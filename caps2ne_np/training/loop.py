@@ -44,8 +44,10 @@ import numpy as np
 from ..errors import InputError, InputWarning
 from ..model.core import check_skipgram, prepare_features
 from . import budget
-from .config import LR_TINY, resolve, validate
+from .presets import resolve
+from .rates import LR_TINY
 from .schedule import Schedule
+from .validation import validate
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ def trained_batch(cfg, loss, batch, parts):
 
 
 def prepare(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
-    """A run's resolved configuration and its notes (config.resolve), checked once for
+    """A run's resolved configuration and its notes (presets.resolve), checked once for
     every engine: the options, ``checkpoint_every``, and a warning for a rate below
     float32's resolution.  The notes are logged."""
     cfg, notes = _resolved(cfg, n_nodes, n_edges, fixed_features, checkpoint_every)

@@ -2,7 +2,7 @@
 
 ``Schedule`` is the one owner of both.  ``n_batches`` (ceil(N T / B), the authors'
 epoch) is computed once per run, by ``for_walks`` from the resolved configuration;
-the rate of global step t is ``config.learning_rate``'s.  The epoch loop
+the rate of global step t is ``rates.learning_rate``'s.  The epoch loop
 (loop.run_epochs) asks it for the rates of each round and hands them to the engine,
 which passes each step's rate to its Adam step (optim.Adam.step's ``lr``: the
 engines' optimizers hold no rate); after the round the loop records the rate of the
@@ -14,12 +14,12 @@ batches per epoch here too: nothing else computes them.
 from dataclasses import dataclass
 
 from . import walks as walks_mod
-from .config import learning_rate
+from .rates import learning_rate
 
 
 @dataclass
 class Schedule:
-    """The steps of a run of ``cfg`` (resolved: config.resolve) and their rates.
+    """The steps of a run of ``cfg`` (resolved: presets.resolve) and their rates.
 
     cfg        the resolved TrainConfig (epochs, lr, lr_schedule, lr_floor)
     n_batches  batches per epoch
@@ -48,7 +48,7 @@ class Schedule:
         return self.cfg.epochs * self.n_batches
 
     def rate(self, step):
-        """Adam's rate at global step ``step`` (0-based; config.learning_rate)."""
+        """Adam's rate at global step ``step`` (0-based; rates.learning_rate)."""
         return learning_rate(self.cfg, self.cfg.lr, step, self.total_steps)
 
     def rates(self, step, n):

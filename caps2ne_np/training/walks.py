@@ -17,8 +17,10 @@ Pipeline (the authors' training loop; docs/walks.md)::
             ctx, tgt = training_pairs(walks, np.arange(B), (3, 4, 5, 6))  # (B*4, q-1), (B*4,)
 
 (``uniform_walks`` makes all N*T walks at once, the same ones, for tests and benchmarks.)
-The compiled kernels these call (one step, walks by id, pairs, contexts) are in
-walk_kernels.py; this module checks the arguments and holds the public functions.
+The compiled kernels these call are in caps2ne_np/walks/walk_steps.py (one step, walks
+by id) and walk_kernels.py (pairs, batch ids); the graph's and the seed's checks, which
+inference shares, in caps2ne_np/walks/walk_args.py (re-exported here); this module
+checks the rest and holds the public functions.
 
 Every random choice comes from a counter-based stream keyed by what it is for
 (walk id, (epoch, step), ...), so results are bitwise identical on 1 and N threads.
@@ -26,107 +28,29 @@ Every random choice comes from a counter-based stream keyed by what it is for
 
 import copy
 import math
-import numbers
 from collections import namedtuple
 
 import numpy as np
 
 from ..errors import InputError, check_int
 from ..kernels.rng import quiet_wraparound
-from .walk_kernels import (
-    _batch_walk_ids,
-    _cumulative_weights,
-    _epoch_permutation,
-    _node2vec_walks,
-    _rows_sorted,
-    _uniform_walks,
-    _walks_by_id,
-    make_pairs,
-    make_random_pairs,
+from ..walks.walk_args import (  # noqa: F401 (re-exported: the walk arguments' checks moved below training)
+    _MAX_KEY,
+    NODE2VEC_RANGE,
+    check_csr,
+    check_node2vec,
+    check_seed,
+    cumulative_weights,
+    node2vec_params,
+    sorted_rows,
 )
-
-_MAX_KEY = 2**63
-
-
-# --------------------------------------------------------------------------- validation
-
+from ..walks.walk_steps import _node2vec_walks, _uniform_walks, _walks_by_id
+from .walk_kernels import _batch_walk_ids, _epoch_permutation, make_pairs, make_random_pairs
 
 _check_int = check_int
 
 
-def check_seed(name, value):
-    return _check_int(name, value, 0, _MAX_KEY - 1)
-
-
-def check_csr(indptr, indices, weights):
-    """Contiguous int64 indptr, int32 indices, float32 weights (or None), checked for
-    consistency."""
-    indptr = np.asarray(indptr)
-    indices = np.asarray(indices)
-    if indptr.ndim != 1 or indptr.shape[0] < 2:
-        raise InputError(f"indptr must be 1-D with N+1 >= 2 entries, got shape {indptr.shape}")
-    if indices.ndim != 1:
-        raise InputError(f"indices must be 1-D, got shape {indices.shape}")
-    if not np.issubdtype(indptr.dtype, np.integer) or not np.issubdtype(indices.dtype, np.integer):
-        raise InputError("indptr and indices must hold integers")
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-    n = indptr.shape[0] - 1
-    if n >= 2**31:
-        raise InputError(f"indptr describes {n} nodes; node indices must fit in int32")
-    if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.shape[0]:
-        raise InputError("indptr must start at 0, be non-decreasing and end at len(indices)")
-    if indices.shape[0] and (indices.min() < 0 or indices.max() >= n):
-        raise InputError(f"indices must lie in [0, {n}) for a graph with {n} nodes")
-    indices = np.ascontiguousarray(indices, dtype=np.int32)
-    if weights is not None:
-        weights = np.asarray(weights)
-        if weights.shape != indices.shape:
-            raise InputError(
-                f"weights must have the shape of indices {indices.shape}, got {weights.shape}"
-            )
-        weights = np.ascontiguousarray(weights, dtype=np.float32)
-        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-            raise InputError("weights must be finite and non-negative")
-    return indptr, indices, weights
-
-
-NODE2VEC_RANGE = (1e-3, 1e3)
-"""Allowed p and q: a rejected proposal costs one more draw, and a step needs at most
-about max(1/p, 1, 1/q) / min(1/p, 1, 1/q) proposals on average (at most 1e6 here)."""
-
-
-def check_node2vec(name, value):
-    """``value`` (node2vec's p or q) as a float in NODE2VEC_RANGE; InputError naming
-    ``name`` otherwise."""
-    lo, hi = NODE2VEC_RANGE
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InputError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and lo <= value <= hi):
-        raise InputError(f"{name} must be a finite number in [{lo:g}, {hi:g}], got {value!r}")
-    return value
-
-
-def sorted_rows(indptr, indices, weights):
-    """(indices, weights) with every CSR row sorted by node index: the arrays themselves
-    when they are sorted already (scipy's canonical CSR), else sorted copies (weights
-    permuted with them; ``weights`` may be None)."""
-    if _rows_sorted(indptr, indices):
-        return indices, weights
-    rows = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
-    order = np.lexsort((indices, rows))
-    indices = np.ascontiguousarray(indices[order])
-    if weights is not None:
-        weights = np.ascontiguousarray(weights[order])
-    return indices, weights
-
-
-def node2vec_params(node2vec_p, node2vec_q):
-    """(inv_p, inv_q, second_order) for the kernels: second_order is False when
-    p == q == 1, whose walks are the first-order ones (the same code, bit for bit)."""
-    p = check_node2vec("node2vec_p", node2vec_p)
-    q = check_node2vec("node2vec_q", node2vec_q)
-    return 1.0 / p, 1.0 / q, not (p == 1.0 and q == 1.0)
+# --------------------------------------------------------------------------- validation
 
 
 def _check_walks(walks):
@@ -153,20 +77,6 @@ def _check_walk_ids(walk_ids, n_walks):
 
 
 # --------------------------------------------------------------------------- public API
-
-
-def cumulative_weights(indptr, weights):
-    """Row-wise running sums of the edge weights, float64 (nnz,): cum[e] = sum of weights[lo..e].
-
-    Built once per graph for weighted walks; a step picks the edge by binary search.
-    """
-    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-    weights = np.ascontiguousarray(weights)
-    if weights.dtype not in (np.float32, np.float64):
-        weights = weights.astype(np.float64)
-    cum = np.empty(weights.shape[0], dtype=np.float64)
-    _cumulative_weights(indptr, weights, cum)
-    return cum
 
 
 def uniform_walks(

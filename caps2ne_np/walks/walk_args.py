@@ -1,0 +1,110 @@
+"""The arguments of the walk kernels, checked and prepared: a CSR graph's arrays
+(``check_csr``, ``sorted_rows``, ``cumulative_weights``), a seed (``check_seed``) and
+node2vec's p and q (``check_node2vec``, ``node2vec_params``).  Training
+(training/walks.py) and inference (infer.py) both call these before walk_steps.py's
+kernels."""
+
+import math
+import numbers
+
+import numpy as np
+
+from ..errors import InputError, check_int
+from .walk_steps import _cumulative_weights, _rows_sorted
+
+_MAX_KEY = 2**63
+
+
+# --------------------------------------------------------------------------- validation
+
+
+_check_int = check_int
+
+
+def check_seed(name, value):
+    return _check_int(name, value, 0, _MAX_KEY - 1)
+
+
+def check_csr(indptr, indices, weights):
+    """Contiguous int64 indptr, int32 indices, float32 weights (or None), checked for
+    consistency."""
+    indptr = np.asarray(indptr)
+    indices = np.asarray(indices)
+    if indptr.ndim != 1 or indptr.shape[0] < 2:
+        raise InputError(f"indptr must be 1-D with N+1 >= 2 entries, got shape {indptr.shape}")
+    if indices.ndim != 1:
+        raise InputError(f"indices must be 1-D, got shape {indices.shape}")
+    if not np.issubdtype(indptr.dtype, np.integer) or not np.issubdtype(indices.dtype, np.integer):
+        raise InputError("indptr and indices must hold integers")
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    n = indptr.shape[0] - 1
+    if n >= 2**31:
+        raise InputError(f"indptr describes {n} nodes; node indices must fit in int32")
+    if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.shape[0]:
+        raise InputError("indptr must start at 0, be non-decreasing and end at len(indices)")
+    if indices.shape[0] and (indices.min() < 0 or indices.max() >= n):
+        raise InputError(f"indices must lie in [0, {n}) for a graph with {n} nodes")
+    indices = np.ascontiguousarray(indices, dtype=np.int32)
+    if weights is not None:
+        weights = np.asarray(weights)
+        if weights.shape != indices.shape:
+            raise InputError(
+                f"weights must have the shape of indices {indices.shape}, got {weights.shape}"
+            )
+        weights = np.ascontiguousarray(weights, dtype=np.float32)
+        if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+            raise InputError("weights must be finite and non-negative")
+    return indptr, indices, weights
+
+
+NODE2VEC_RANGE = (1e-3, 1e3)
+"""Allowed p and q: a rejected proposal costs one more draw, and a step needs at most
+about max(1/p, 1, 1/q) / min(1/p, 1, 1/q) proposals on average (at most 1e6 here)."""
+
+
+def check_node2vec(name, value):
+    """``value`` (node2vec's p or q) as a float in NODE2VEC_RANGE; InputError naming
+    ``name`` otherwise."""
+    lo, hi = NODE2VEC_RANGE
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise InputError(f"{name} must be a finite number in [{lo:g}, {hi:g}], got {value!r}")
+    return value
+
+
+def sorted_rows(indptr, indices, weights):
+    """(indices, weights) with every CSR row sorted by node index: the arrays themselves
+    when they are sorted already (scipy's canonical CSR), else sorted copies (weights
+    permuted with them; ``weights`` may be None)."""
+    if _rows_sorted(indptr, indices):
+        return indices, weights
+    rows = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    order = np.lexsort((indices, rows))
+    indices = np.ascontiguousarray(indices[order])
+    if weights is not None:
+        weights = np.ascontiguousarray(weights[order])
+    return indices, weights
+
+
+def node2vec_params(node2vec_p, node2vec_q):
+    """(inv_p, inv_q, second_order) for the kernels: second_order is False when
+    p == q == 1, whose walks are the first-order ones (the same code, bit for bit)."""
+    p = check_node2vec("node2vec_p", node2vec_p)
+    q = check_node2vec("node2vec_q", node2vec_q)
+    return 1.0 / p, 1.0 / q, not (p == 1.0 and q == 1.0)
+
+
+def cumulative_weights(indptr, weights):
+    """Row-wise running sums of the edge weights, float64 (nnz,): cum[e] = sum of weights[lo..e].
+
+    Built once per graph for weighted walks; a step picks the edge by binary search.
+    """
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    weights = np.ascontiguousarray(weights)
+    if weights.dtype not in (np.float32, np.float64):
+        weights = weights.astype(np.float64)
+    cum = np.empty(weights.shape[0], dtype=np.float64)
+    _cumulative_weights(indptr, weights, cum)
+    return cum
