@@ -111,7 +111,7 @@ def _index_batch(ctx_t, n_pairs, targets, sampled, marks, ws):
     return Sizes(n_pairs, R, G, n_o)
 
 
-@inline
+@kernel  # a call, not inlined: inlined twice, Numba warned of an out-of-scope variable
 def _first_seen(values, n, mark, distinct, count, number):
     """Number the distinct values of ``values[:n]`` in order of first appearance, on
     from ``count``: ``mark[v]`` holds v's number (-1: none yet), a new value is
