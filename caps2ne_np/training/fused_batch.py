@@ -7,7 +7,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..kernels._jit import inline, kernel
+from ..kernels._jit import kernel
 from ..model.rows import _share_slots
 from ..walks.walk_steps import _node2vec_walk, _walk
 from .samplers import _sample_unique, expected_count_of, node_probability
