@@ -444,7 +444,7 @@ def gap_lines(graphs, others):
         + "".join(f"vs {NAMES[x]} | " for x in others)
         + "within 1 of DeepWalk | within 1 of best | "
         "time / DeepWalk 1 epoch | time / DeepWalk | time target |",
-        "|" + " --- |" * (11 + len(others)),
+        "|" + " --- |" * (10 + len(others)),
     ]
     met_dw = met_best = counted = 0
     for e in graphs:
