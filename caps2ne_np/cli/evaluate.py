@@ -73,6 +73,7 @@ class EvaluateRun:
 
 
 def _plan(params):
+    """The EvaluateRun of evaluate's options."""
     p = params
     return EvaluateRun(
         emb_paths=p["emb_paths"],
