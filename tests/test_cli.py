@@ -319,3 +319,55 @@ def test_result_lines_name_every_file_written(edges, tmp_path, monkeypatch):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines()[-1] == "wrote i.emb", result.stderr
+
+
+@pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning")  # the CLI prints them
+def test_run_train_is_train_without_click(edges, tmp_path, monkeypatch):
+    """The command's work is a plain function of its options: run_train on a tiny graph,
+    no click in the call, writes what `train` with the same options writes."""
+    import click
+
+    from caps2ne_np.cli.train import run_train, train_params
+
+    def no_click(*args, **kwargs):
+        raise AssertionError("run_train used click")
+
+    tiny = dict(dim=8, feat_dim=8, walks_per_node=2, epochs=2, quiet=True)
+    params = train_params(
+        graph=str(edges),
+        out=str(tmp_path / "plain.emb"),
+        npy_out=str(tmp_path / "plain.npy"),
+        **tiny,
+    )
+    with monkeypatch.context() as m:  # no command-line machinery
+        m.setattr(click, "echo", no_click)
+        run_train(params)
+    ids, vectors = read_word2vec(tmp_path / "plain.emb")
+    assert ids == ["alice", "bob", "carol", "dave", "erin", "frank"]
+    assert vectors.shape == (6, 8) and np.all(np.isfinite(vectors))
+    np.testing.assert_array_equal(np.load(tmp_path / "plain.npy"), vectors)
+    result = CliRunner().invoke(
+        cli, ["train", "--graph", str(edges), "--out", str(tmp_path / "cli.emb"), *TINY]
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "cli.emb").read_bytes() == (tmp_path / "plain.emb").read_bytes()
+    with pytest.raises(TypeError, match="no such option: epoch"):
+        train_params(epoch=2)
+
+
+@pytest.mark.parametrize("name", ["train", "infer", "evaluate"])
+def test_each_command_takes_its_options_from_its_table(name):
+    """options.params(table) is what the command receives when nothing is given: the
+    same names, in the table's order, with the same defaults (click's conversions)."""
+    from caps2ne_np.cli import options, tables
+
+    table = {"train": tables.TRAIN, "infer": tables.INFER, "evaluate": tables.EVALUATE}[name]
+    command = cli.commands[name]
+    required = [p for p in command.params if getattr(p, "required", False)]
+    given = {"infer": ["--model", __file__, "--nodes", __file__], "evaluate": ["-e", "x"]}
+    received = command.make_context(name, given.get(name, [])).params
+    defaults = options.params(table, **{p.name: received[p.name] for p in required})
+    assert [p.name for p in command.params if p.name != "help"] == list(defaults)
+    assert received == defaults
+    for key, value in received.items():
+        assert type(value) is type(defaults[key]), key

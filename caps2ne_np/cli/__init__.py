@@ -1,10 +1,13 @@
 """The command line: ``caps2ne`` (the installed script), ``python cli.py`` and
 ``python -m caps2ne_np``, all running the group ``cli`` below.
 
-One module per command (train.py, infer.py, evaluate.py, data.py's fetch-data);
-options.py holds the options they share and generates train's options from
-``defaults.OPTIONS``; files.py the input loading and output checks; run.py the error
-handling (exit codes there) and logging.  Importing this package compiles nothing and
+One module per command (train.py, infer.py, evaluate.py, data.py's fetch-data), each
+a thin click shell over a plain function of its options (``run_train``,
+``run_infer``, ``run_evaluate``) that a test can call without click; tables.py holds
+each command's options, one table per command; options.py the rows they share, the
+rows of train's options generated from ``defaults.OPTIONS``, and the machinery that
+turns a table into a command; files.py the input loading and output checks; run.py
+the error handling (exit codes there) and logging.  Importing this package compiles nothing and
 imports no heavy dependency: every command imports what it needs when it runs, so
 ``--help`` is instant.
 """

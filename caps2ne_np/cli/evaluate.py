@@ -1,140 +1,21 @@
 """The ``evaluate`` command: node classification on embeddings with the paper's
-protocols (evaluate.py)."""
+protocols (evaluate.py).  Its options are the table ``tables.EVALUATE``; its work is
+``run_evaluate``, a plain function of those options that a test can call without
+click."""
+
+from dataclasses import dataclass
 
 import click
 
 from ..errors import InputError
 from . import options as opt
+from . import tables
 from .files import check_outputs
 from .run import reset_logging, run, wrote
 
 
-class _CParam(click.ParamType):
-    """A positive number, or 'tuned'."""
-
-    name = "C"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, float) or str(value).strip().lower() == "tuned":
-            return value if isinstance(value, float) else "tuned"
-        try:
-            number = float(value)
-        except ValueError:
-            number = float("nan")
-        if not (number > 0 and number < float("inf")):
-            self.fail(f"{value!r} is not a positive number or 'tuned'", param, ctx)
-        return number
-
-
-@click.command(context_settings=opt.CONTEXT)
-@click.option(
-    "--embeddings",
-    "-e",
-    "emb_paths",
-    required=True,
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    help="word2vec text/binary or .npy embeddings; repeat it with one file per epoch "
-    "to choose the epoch on validation (single-label).",
-)
-@click.option(
-    "--inferred",
-    "inferred_path",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="Embeddings of new nodes as infer writes them: the classifier is fitted on the "
-    "labelled nodes of -e (the training nodes) and tested on these (single-label; "
-    "labels of nodes in neither file are ignored).",
-)
-@opt.dataset("Take labels (and splits) from a benchmark set.")
-@opt.data_dir()
-@opt.labels("'node label' lines; a node on several lines makes the task multi-label.")
-@opt.splits("JSON list of {train, val, test} node-id lists (single-label protocol).")
-@click.option(
-    "--fractions",
-    default="0.1,0.5,0.9",
-    help="Training fractions gamma of the multi-label protocol.",
-)
-@click.option(
-    "--shuffles",
-    default=10,
-    type=click.IntRange(min=1),
-    help="Random shuffles per fraction (multi-label protocol), or random splits "
-    "with --train-fraction (single-label).",
-)
-@click.option(
-    "--train-fraction",
-    default=None,
-    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-    help="Single-label without a splits file: --shuffles random splits, stratified "
-    "by class (seeded by --seed), training on this fraction of the labelled "
-    "nodes and testing on the rest (minus --val-fraction).",
-)
-@click.option(
-    "--val-fraction",
-    default=0.0,
-    type=click.FloatRange(min=0, max=1, max_open=True),
-    help="With --train-fraction: this fraction of the labelled nodes is held out "
-    "for validation (needed to choose among several -e files).",
-)
-@click.option(
-    "--C",
-    "C",
-    default=1.0,
-    type=_CParam(),
-    show_default=True,
-    help="Inverse L2 regularisation of the logistic regression: a number (the paper's "
-    "protocol: 1), or 'tuned': chosen per split from 0.01..1000 on its validation "
-    "nodes, else by 3-fold cross-validation within its training nodes (multi-label: "
-    "within the first shuffle's training part).  At a fixed C the score also depends "
-    "on the scale of the embedding; tune C to compare methods fairly.",
-)
-@click.option(
-    "--classifier",
-    type=click.Choice(["lbfgs", "liblinear"]),
-    default="lbfgs",
-    show_default=True,
-    help="lbfgs: multinomial (single-label) or one-vs-rest (multi-label) logistic "
-    "regression; liblinear: one-vs-rest LIBLINEAR, the classifier of the "
-    "authors' and DeepWalk's scoring scripts (scikit-learn < 0.22 defaults).",
-)
-@click.option(
-    "--cv-folds",
-    default=3,
-    type=click.IntRange(min=2),
-    show_default=True,
-    help="Multi-label with several embedding files: folds of the cross-validation "
-    "on each training part that chooses the epoch.",
-)
-@opt.seed("Seed of the shuffles.")
-@click.option(
-    "--json",
-    "json_out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the results as JSON ('-': to standard output, the tables then go to stderr).",
-)
-@opt.overwrite("Replace an existing --json file.")
-@opt.debug()
-def evaluate(
-    emb_paths,
-    inferred_path,
-    dataset,
-    data_dir,
-    labels_path,
-    splits_path,
-    fractions,
-    shuffles,
-    train_fraction,
-    val_fraction,
-    C,
-    classifier,
-    cv_folds,
-    seed,
-    json_out,
-    overwrite,
-    debug,
-):
+@opt.command(tables.EVALUATE)
+def evaluate(**params):
     """Node classification on embeddings, with the paper's protocols.
 
     Single-label (labels + splits): logistic regression on each split's training
@@ -145,47 +26,125 @@ def evaluate(
     Single-label without splits: --train-fraction F draws --shuffles random
     stratified splits (seeded by --seed); without it too, F = 0.5, and the run says so.
     """
-    if (dataset is None) == (labels_path is None):
+    check_usage(params)
+    reset_logging()
+    run(params["debug"], run_evaluate, params)
+
+
+def evaluate_params(**given):
+    """The parameters of ``run_evaluate``: evaluate's options by name, ``given`` and
+    the defaults of the others."""
+    return opt.params(tables.EVALUATE, **given)
+
+
+def check_usage(params):
+    """click.UsageError (exit 2) for options that do not go together, before any work."""
+    p = params
+    train_fraction, splits_path = p["train_fraction"], p["splits_path"]
+    if (p["dataset"] is None) == (p["labels_path"] is None):
         raise click.UsageError("give exactly one of --dataset and --labels")
     if train_fraction is not None and splits_path is not None:
         raise click.UsageError("give at most one of --splits and --train-fraction")
-    if inferred_path is not None and (
-        len(emb_paths) > 1 or splits_path is not None or train_fraction is not None
+    if p["inferred_path"] is not None and (
+        len(p["emb_paths"]) > 1 or splits_path is not None or train_fraction is not None
     ):
         raise click.UsageError(
             "--inferred: give one -e (the training nodes' embeddings) and no --splits or "
             "--train-fraction (its nodes are the test nodes)"
         )
-    if train_fraction is not None and train_fraction + val_fraction >= 1:
+    if train_fraction is not None and train_fraction + p["val_fraction"] >= 1:
         raise click.UsageError(
             "--train-fraction plus --val-fraction must leave nodes to test "
-            f"(got {train_fraction:g} + {val_fraction:g})"
+            f"(got {train_fraction:g} + {p['val_fraction']:g})"
         )
-    reset_logging()
-    run(
-        debug,
-        _evaluate,
-        emb_paths=emb_paths,
+
+
+@dataclass
+class EvaluateRun:
+    """evaluate's options grouped by use: ``source`` (dataset, data_dir, labels,
+    splits, inferred), ``protocol`` for evaluate.evaluate_embeddings."""
+
+    emb_paths: tuple
+    source: dict
+    fractions: str
+    protocol: dict
+    json_out: str | None = None
+    overwrite: bool = False
+
+
+def _plan(params):
+    """The EvaluateRun of evaluate's options."""
+    p = params
+    return EvaluateRun(
+        emb_paths=p["emb_paths"],
         source=dict(
-            dataset=dataset,
-            data_dir=data_dir,
-            labels=labels_path,
-            splits=splits_path,
-            inferred=inferred_path,
+            dataset=p["dataset"],
+            data_dir=p["data_dir"],
+            labels=p["labels_path"],
+            splits=p["splits_path"],
+            inferred=p["inferred_path"],
         ),
-        fractions=fractions,
-        json_out=json_out,
-        overwrite=overwrite,
+        fractions=p["fractions"],
         protocol=dict(
-            n_shuffles=shuffles,
-            seed=seed,
-            C=C,
-            solver=classifier,
-            cv_folds=cv_folds,
-            train_fraction=train_fraction,
-            val_fraction=val_fraction,
+            n_shuffles=p["shuffles"],
+            seed=p["seed"],
+            C=p["C"],
+            solver=p["classifier"],
+            cv_folds=p["cv_folds"],
+            train_fraction=p["train_fraction"],
+            val_fraction=p["val_fraction"],
         ),
+        json_out=p["json_out"],
+        overwrite=p["overwrite"],
     )
+
+
+def run_evaluate(params):
+    """evaluate's work, without click: ``params`` are its options by name
+    (``evaluate_params``), checked by ``check_usage``; the tables on stdout (stderr
+    with --json -).  Errors are raised (InputError, OSError, ...)."""
+    from ..evaluate import evaluate_embeddings
+
+    job = _plan(params)
+    emb_paths, source, json_out = job.emb_paths, job.source, job.json_out
+    if json_out:
+        check_outputs(
+            [("--json", json_out, job.overwrite)],
+            [("--embeddings", p) for p in emb_paths]
+            + [("--labels", source["labels"]), ("--splits", source["splits"])]
+            + [("--inferred", source["inferred"])],
+        )
+    fractions = _parse_fractions(job.fractions)
+    embs, labels, multilabel, splits = _read_inputs(emb_paths, source)
+    results, chosen = evaluate_embeddings(
+        embs,
+        labels,
+        multilabel,
+        splits,
+        fractions=fractions,
+        note=lambda text: click.echo(text, err=True),
+        **job.protocol,
+    )
+    _write(job, results, chosen)
+
+
+def _write(job, results, chosen):
+    """The tables (on stderr with --json -, stdout then carrying the JSON alone), and
+    --json."""
+    import json
+
+    from ..evaluate import format_table, jsonable
+    from ..io.atomic import atomic_write
+
+    to_stderr = job.json_out == "-"
+    for path, r in zip(list(job.emb_paths) + [chosen], results):
+        click.echo(f"== {path}", err=to_stderr)
+        click.echo(format_table(r), err=to_stderr)
+    if job.json_out:
+        with atomic_write(job.json_out, overwrite=job.overwrite) as fh:
+            json.dump([jsonable(r) for r in results], fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        wrote(job.json_out, "results")
 
 
 def _parse_fractions(fractions):
@@ -200,41 +159,6 @@ def _parse_fractions(fractions):
     if not all(0 < f < 1 for f in gammas):
         raise InputError(f"--fractions: each fraction must be in (0, 1), got {fractions!r}")
     return gammas
-
-
-def _evaluate(emb_paths, source, fractions, json_out, overwrite, protocol):
-    import json
-
-    from ..evaluate import evaluate_embeddings, format_table, jsonable
-    from ..io.atomic import atomic_write
-
-    if json_out:
-        check_outputs(
-            [("--json", json_out, overwrite)],
-            [("--embeddings", p) for p in emb_paths]
-            + [("--labels", source["labels"]), ("--splits", source["splits"])]
-            + [("--inferred", source["inferred"])],
-        )
-    fractions = _parse_fractions(fractions)
-    embs, labels, multilabel, splits = _read_inputs(emb_paths, source)
-    results, chosen = evaluate_embeddings(
-        embs,
-        labels,
-        multilabel,
-        splits,
-        fractions=fractions,
-        note=lambda text: click.echo(text, err=True),
-        **protocol,
-    )
-    to_stderr = json_out == "-"  # stdout then carries the JSON alone
-    for path, r in zip(list(emb_paths) + [chosen], results):
-        click.echo(f"== {path}", err=to_stderr)
-        click.echo(format_table(r), err=to_stderr)
-    if json_out:
-        with atomic_write(json_out, overwrite=overwrite) as fh:
-            json.dump([jsonable(r) for r in results], fh, indent=1, allow_nan=False)
-            fh.write("\n")
-        wrote(json_out, "results")
 
 
 def _read_inputs(emb_paths, source):

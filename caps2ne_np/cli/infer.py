@@ -1,143 +1,21 @@
 """The ``infer`` command: embeddings of new nodes from a trained model (Algorithm 3,
-infer.py).  The model file is read with modelfile.read_model: no scikit-learn import."""
+infer.py).  The model file is read with modelfile.read_model: no scikit-learn import.
+Its options are the table ``tables.INFER``; its work is ``run_infer``, a plain
+function of those options that a test can call without click."""
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
-from ..defaults import (
-    AGGREGATES,
-    CALIBRATION_METHODS,
-    DEFAULT_AGGREGATE,
-    DEFAULT_CALIBRATION,
-    ISOLATED,
-)
 from . import options as opt
+from . import tables
 from .files import check_outputs, input_paths, load_input
 from .run import run, setup_logging, wrote
 
 
-def parse_positions(value):
-    """--positions: 'all', 'train' or a tuple of 0-based positions."""
-    value = value.strip().lower()
-    if value in ("all", "train"):
-        return value
-    try:
-        return tuple(int(t) for t in value.split(","))
-    except ValueError:
-        raise click.BadParameter(
-            "expected 'all', 'train' or comma-separated 0-based positions such as 3,4,5,6"
-        ) from None
-
-
-@click.command(context_settings=opt.CONTEXT)
-@click.option(
-    "--model",
-    "model_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Trained model .npz (train --model-out).",
-)
-@click.option(
-    "--graph",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Edge list (or .npz/.mat) of the whole graph: the training nodes, the new nodes "
-    "and all their edges.",
-)
-@opt.dataset("A benchmark set instead of --graph (its graph and features).")
-@opt.data_dir()
-@opt.features(
-    "Fixed features x of every node of the graph, old and new: scipy .npz or .npy "
-    "(needed for a model trained with --features; normalised as in training)."
-)
-@opt.feature_ids()
-@click.option(
-    "--nodes",
-    "nodes_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="Ids of the nodes to embed, one per line; written in this order.",
-)
-@click.option(
-    "--samples",
-    default=None,
-    type=click.IntRange(min=1),
-    help="Contexts Z per node (Algorithm 3); sample z puts the node at walk position "
-    "z mod L [default: q, every position once, as the authors].",
-)
-@click.option(
-    "--positions",
-    default="all",
-    callback=lambda c, p, v: parse_positions(v),
-    help="Walk positions of the node: all (0..q-1), train (the model's training target "
-    "positions) or 0-based positions such as 3,4,5,6.",
-)
-@click.option(
-    "--aggregate",
-    default=DEFAULT_AGGREGATE,
-    type=click.Choice(AGGREGATES),
-    help="How a node's Z capsule outputs e become its embedding: calibrated = mapped "
-    "onto the scale of the model's o_v (for a classifier fitted on o_v); mean = "
-    "the paper's average (to re-embed every node, old and new); sum = Z x mean "
-    "(the authors' code).",
-)
-@click.option(
-    "--calibration",
-    "calibration_method",
-    default=DEFAULT_CALIBRATION,
-    type=click.Choice(CALIBRATION_METHODS),
-    help="Map fitted when the model file stores no calibration (or with "
-    "--save-calibration): scale = one factor |o|/|e|, diag = per dimension, "
-    "linear = a ridge least-squares map from e to o_v, fitted on the model's "
-    "training nodes in --graph.",
-)
-@click.option(
-    "--save-calibration",
-    is_flag=True,
-    help="Fit the calibration on the training nodes in --graph (with these --samples, "
-    "--positions and --seed) and store it in the --model file (rewritten "
-    "atomically), replacing a stored one.",
-)
-@click.option(
-    "--isolated",
-    default=ISOLATED[0],
-    type=click.Choice(ISOLATED),
-    help="A node without edges: self = encode it from its own features (a warning), "
-    "error = refuse.",
-)
-@opt.edges("Treat each line as u->v only (as in training).", "Keep u-u edges (as in training).")
-@opt.out("Embeddings in word2vec text format ('-': standard output) [default: <nodes stem>.emb].")
-@opt.overwrite("Replace an existing --out file.")
-@click.option(
-    "--threads", default=1, type=click.IntRange(min=1), help="Threads for the Numba kernels."
-)
-@opt.seed("Seed of the sampled walks.")
-@opt.quiet("No summary lines on stderr.")
-@opt.debug()
-def infer(
-    model_path,
-    graph,
-    dataset,
-    data_dir,
-    features_path,
-    feature_ids,
-    nodes_path,
-    samples,
-    positions,
-    aggregate,
-    calibration_method,
-    save_calibration,
-    isolated,
-    directed,
-    keep_self_loops,
-    out,
-    overwrite,
-    threads,
-    seed,
-    quiet,
-    debug,
-):
+@opt.command(tables.INFER)
+def infer(**params):
     """Embed new nodes with a trained model (Algorithm 3, inductive setting).
 
     Each node's embedding comes from the capsule outputs e of Z contexts sampled from
@@ -145,71 +23,119 @@ def infer(
     of the model's o_v, so a classifier fitted on o_v applies (docs/inductive.md).
     The embeddings are written in word2vec text format, ids as given in --nodes.
     """
-    setup_logging(quiet)  # the "wrote" line and warnings; errors only with -q
-    if (graph is None) == (dataset is None):
+    setup_logging(params["quiet"])  # the "wrote" line and warnings; errors only with -q
+    check_usage(params)
+    run(params["debug"], run_infer, params)
+
+
+def infer_params(**given):
+    """The parameters of ``run_infer``: infer's options by name, ``given`` and the
+    defaults of the others."""
+    return opt.params(tables.INFER, **given)
+
+
+def check_usage(params):
+    """click.UsageError (exit 2) for options that do not go together, before any work."""
+    if (params["graph"] is None) == (params["dataset"] is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
-    if out is None:
-        out = Path(nodes_path).name.split(".")[0] + ".emb"
-    if graph == "-":
+    if params["graph"] == "-":
         raise click.UsageError("--graph: standard input ('-') is for train; give the file")
+
+
+@dataclass
+class InferRun:
+    """infer's options grouped by use: ``source`` for files.load_input, ``walks``
+    (samples, seed, threads, positions: infer.infer_embeddings'), ``how`` (aggregate,
+    calibration_method, save_calibration, isolated)."""
+
+    model_path: str
+    nodes_path: str
+    source: dict
+    walks: dict
+    how: dict
+    out: str
+    overwrite: bool = False
+    quiet: bool = False
+
+
+def _plan(params):
+    """The InferRun of infer's options; --out's default (<nodes stem>.emb)."""
+    p = params
+    out = p["out"]
+    if out is None:
+        out = Path(p["nodes_path"]).name.split(".")[0] + ".emb"
     source = dict(
-        graph=graph,
-        dataset=dataset,
-        data_dir=data_dir,
-        features=features_path,
-        feature_ids=feature_ids,
+        graph=p["graph"],
+        dataset=p["dataset"],
+        data_dir=p["data_dir"],
+        features=p["features_path"],
+        feature_ids=p["feature_ids"],
         labels=None,
         splits=None,
-        directed=directed,
-        keep_self_loops=keep_self_loops,
+        directed=p["directed"],
+        keep_self_loops=p["keep_self_loops"],
     )
-    run(
-        debug,
-        _infer,
-        model_path=model_path,
+    return InferRun(
+        model_path=p["model_path"],
+        nodes_path=p["nodes_path"],
         source=source,
-        nodes_path=nodes_path,
+        walks={k: p[k] for k in ("samples", "seed", "threads", "positions")},
+        how={k: p[k] for k in ("aggregate", "calibration_method", "save_calibration", "isolated")},
         out=out,
-        overwrite=overwrite,
-        quiet=quiet,
-        walks=dict(samples=samples, seed=seed, threads=threads, positions=positions),
-        how=dict(
-            aggregate=aggregate,
-            calibration_method=calibration_method,
-            save_calibration=save_calibration,
-            isolated=isolated,
-        ),
+        overwrite=p["overwrite"],
+        quiet=p["quiet"],
     )
 
 
-def _infer(model_path, source, nodes_path, out, overwrite, quiet, walks, how):
-    """``walks``: samples, seed, threads, positions (infer.infer_embeddings'); ``how``:
-    aggregate, calibration_method, save_calibration, isolated."""
+def run_infer(params):
+    """infer's work, without click: ``params`` are its options by name
+    (``infer_params``), checked by ``check_usage``.  Errors are raised (InputError,
+    OSError, ...); the command (run.run) turns them into one line and an exit code."""
+    from ..io.word2vec import write_word2vec
+
+    job = _plan(params)
+    check_outputs(
+        [("--out", job.out, job.overwrite)],
+        [("--model", job.model_path), ("--nodes", job.nodes_path)] + input_paths(job.source),
+    )
+    model, trained, g, features, ids = _read_inputs(job)
+    calibration, said = _calibration(
+        model, job.model_path, trained, g, features, job.source, job.walks, job.how
+    )
+    node_ids, E = _embed(job, model, trained, g, features, ids, calibration)
+    write_word2vec(job.out, node_ids, E, overwrite=job.overwrite)
+    if not job.quiet:
+        _summary(job, model, trained[0], ids, node_ids, said)
+    wrote(job.out)
+
+
+def _read_inputs(job):
+    """(the model file's dict, (Params, config, node ids), graph, features, the --nodes
+    ids): the graph read as the model's training read it."""
+    from ..graphs.nodefiles import read_id_file
+
+    model, trained = _read_model(job.model_path, job.source)
+    # A featureless model learned its own x: the dataset's features are not loaded.
+    job.source["featureless"] = not trained[0].fixed_features
+    g, features, _, _ = load_input(job.source)
+    ids = read_id_file(job.nodes_path)
+    _check_nodes(ids, g, job.nodes_path, job.source)
+    return model, trained, g, features, ids
+
+
+def _embed(job, model, trained, g, features, ids, calibration):
+    """(node ids, embeddings) of the --nodes; InputError when one is not finite."""
     import numpy as np
 
     from ..errors import InputError
-    from ..graphs.nodefiles import read_id_file
-    from ..io.word2vec import write_word2vec
 
-    check_outputs(
-        [("--out", out, overwrite)],
-        [("--model", model_path), ("--nodes", nodes_path)] + input_paths(source),
-    )
-    model, trained = _read_model(model_path, source)
-    params = trained[0]
-    # A featureless model learned its own x: the dataset's features are not loaded.
-    source["featureless"] = not params.fixed_features
-    g, features, _, _ = load_input(source)
-    ids = read_id_file(nodes_path)
-    _check_nodes(ids, g, nodes_path, source)
-    calibration, said = _calibration(model, model_path, trained, g, features, source, walks, how)
-    run = _embedder(model, how["aggregate"])
-    node_ids, E = run(
+    how = job.how
+    node_ids, E = _embedder(model, how["aggregate"])(
         *trained,
         g,
         features,
         ids,
-        **walks,
+        **job.walks,
         isolated=how["isolated"],
         aggregate=how["aggregate"],
         calibration=calibration,
@@ -217,28 +143,30 @@ def _infer(model_path, source, nodes_path, out, overwrite, quiet, walks, how):
     bad = ~np.isfinite(E).all(axis=1)
     if bad.any():
         raise InputError(
-            f"{model_path}: {int(bad.sum())} of {len(node_ids)} embeddings came out "
+            f"{job.model_path}: {int(bad.sum())} of {len(node_ids)} embeddings came out "
             f"NaN or infinite (e.g. node {node_ids[int(np.flatnonzero(bad)[0])]!r}); "
             "the model's parameters are out of range: retrain it; nothing was written"
         )
-    write_word2vec(out, node_ids, E, overwrite=overwrite)
-    if not quiet:
-        seen = set(model["node_ids"])
-        n_old = sum(nid in seen for nid in ids)
-        q = params.W.shape[0] + 1
-        Z = walks["samples"] or q
-        what = {
-            "mean": "the mean capsule output e",
-            "sum": "the sum of the capsule outputs e",
-            "calibrated": f"the mean capsule output e calibrated to the o_v ({said})",
-        }
-        click.echo(
-            f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
-            f"training nodes) as {what[how['aggregate']]} of {Z} context(s) each (walk length "
-            f"q = {q})",
-            err=True,
-        )
-    wrote(out)
+    return node_ids, E
+
+
+def _summary(job, model, params, ids, node_ids, said):
+    """The 'embedded N node(s) ...' line on stderr."""
+    seen = set(model["node_ids"])
+    n_old = sum(nid in seen for nid in ids)
+    q = params.W.shape[0] + 1
+    Z = job.walks["samples"] or q
+    what = {
+        "mean": "the mean capsule output e",
+        "sum": "the sum of the capsule outputs e",
+        "calibrated": f"the mean capsule output e calibrated to the o_v ({said})",
+    }
+    click.echo(
+        f"embedded {len(node_ids)} node(s) ({len(node_ids) - n_old} new, {n_old} "
+        f"training nodes) as {what[job.how['aggregate']]} of {Z} context(s) each (walk length "
+        f"q = {q})",
+        err=True,
+    )
 
 
 def _read_model(model_path, source):

@@ -1,10 +1,15 @@
-"""Options shared by the commands, and the ``train`` options generated from
-``defaults.OPTIONS`` (the one table of defaults, ranges, choices and help texts that
-``config.TrainConfig`` and the ``Caps2NE`` estimator read too).
+"""The rows of the commands' option tables, and the machinery that turns a table into
+click options (``command``) and into the parameters a command's plain function takes
+(``params``).  The tables themselves are in tables.py; ``train``'s training options
+are generated here from ``defaults.OPTIONS`` (the one table of defaults, ranges,
+choices and help texts that ``config.TrainConfig`` and the ``Caps2NE`` estimator
+read too).
 
-Each function returns a click decorator; ``options(*decorators)`` applies several in
-the order written, as stacked ``@click.option`` lines would.
+A row is an :class:`Opt`: the arguments of one ``click.option``.  The helpers below
+return the rows the commands share (``edges`` returns two).
 """
+
+from dataclasses import dataclass, field
 
 import click
 
@@ -18,27 +23,86 @@ DATA_DIR_HELP = (
 CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
 
 
-def options(*decorators):
-    """One decorator applying ``decorators`` so that the options appear in this order."""
+@dataclass(frozen=True)
+class Opt:
+    """One row of an option table: the arguments of one ``click.option``."""
 
-    def apply(f):
-        for decorator in reversed(decorators):
-            f = decorator(f)
-        return f
+    decls: tuple
+    attrs: dict = field(default_factory=dict)
 
-    return apply
+    @property
+    def name(self):
+        """The parameter name the command receives, as click derives it: the
+        undashed declaration, else the first long flag's name."""
+        for decl in self.decls:
+            if decl.isidentifier():
+                return decl
+        longest = max(len(d) - len(d.lstrip("-")) for d in self.decls)
+        flag = next(d for d in self.decls if len(d) - len(d.lstrip("-")) == longest)
+        return flag.lstrip("-").replace("-", "_").lower()
+
+    @property
+    def default(self):
+        """The value the command receives when the option is not given."""
+        value = self.attrs.get("default", False if self.attrs.get("is_flag") else None)
+        if self.attrs.get("multiple"):
+            return tuple(value or ())
+        if isinstance(value, str) and "callback" in self.attrs:  # --targets, --positions
+            return self.attrs["callback"](None, None, value)
+        return value
+
+    def __call__(self, f):
+        """The row as a decorator: ``@opt.debug()`` adds --debug to a command."""
+        return click.option(*self.decls, **self.attrs)(f)
+
+
+def option(*decls, **attrs):
+    """A table row: ``click.option``'s arguments, as that call would take them."""
+    return Opt(decls, attrs)
+
+
+def rows(table):
+    """The Opt rows of ``table``, a sequence of rows and tuples of rows, in order."""
+    out = []
+    for row in table:
+        out.extend(row if isinstance(row, tuple) else (row,))
+    return out
+
+
+def command(table, name=None):
+    """A click command of the function it decorates, with the options of ``table``
+    in the order listed (as stacked ``@click.option`` lines would be)."""
+
+    def make(f):
+        for row in reversed(rows(table)):
+            f = row(f)
+        return click.command(name, context_settings=CONTEXT)(f)
+
+    return make
+
+
+def params(table, **given):
+    """{name: value} of every option of ``table``, as its command receives them when
+    only ``given`` are given (the other options at their defaults): the argument of a
+    command's plain function (``run_train``, ``run_infer``, ``run_evaluate``)."""
+    values = {row.name: row.default for row in rows(table)}
+    unknown = set(given) - set(values)
+    if unknown:
+        raise TypeError(f"no such option: {', '.join(sorted(unknown))}")
+    values.update(given)
+    return values
 
 
 def dataset(help):
-    return click.option("--dataset", type=click.Choice(DATASET_NAMES), default=None, help=help)
+    return option("--dataset", type=click.Choice(DATASET_NAMES), default=None, help=help)
 
 
 def data_dir(help=DATA_DIR_HELP):
-    return click.option("--data-dir", type=click.Path(file_okay=False), default=None, help=help)
+    return option("--data-dir", type=click.Path(file_okay=False), default=None, help=help)
 
 
 def feature_ids():
-    return click.option(
+    return option(
         "--feature-ids",
         type=click.Path(dir_okay=False),
         default=None,
@@ -47,49 +111,49 @@ def feature_ids():
 
 
 def features(help):
-    return click.option(
+    return option(
         "--features", "features_path", type=click.Path(dir_okay=False), default=None, help=help
     )
 
 
 def edges(directed_help, loops_help):
     """--directed and --keep-self-loops: how the lines of an edge list are read."""
-    return options(
-        click.option("--directed", is_flag=True, help=directed_help),
-        click.option("--keep-self-loops", is_flag=True, help=loops_help),
+    return (
+        option("--directed", is_flag=True, help=directed_help),
+        option("--keep-self-loops", is_flag=True, help=loops_help),
     )
 
 
 def labels(help):
-    return click.option(
+    return option(
         "--labels", "labels_path", type=click.Path(dir_okay=False), default=None, help=help
     )
 
 
 def splits(help):
-    return click.option(
+    return option(
         "--splits", "splits_path", type=click.Path(dir_okay=False), default=None, help=help
     )
 
 
 def out(help):
-    return click.option("--out", type=click.Path(dir_okay=False), default=None, help=help)
+    return option("--out", type=click.Path(dir_okay=False), default=None, help=help)
 
 
 def overwrite(help):
-    return click.option("--overwrite", is_flag=True, help=help)
+    return option("--overwrite", is_flag=True, help=help)
 
 
 def seed(help):
-    return click.option("--seed", default=0, type=click.IntRange(min=0), help=help)
+    return option("--seed", default=0, type=click.IntRange(min=0), help=help)
 
 
 def debug():
-    return click.option("--debug", is_flag=True, help="Show tracebacks.")
+    return option("--debug", is_flag=True, help="Show tracebacks.")
 
 
 def quiet(help):
-    return click.option("--quiet", "-q", is_flag=True, help=help)
+    return option("--quiet", "-q", is_flag=True, help=help)
 
 
 # --------------------------------------------------------------------------- train's config
@@ -126,26 +190,59 @@ def _click_type(option):
 
 
 def config_option(name, **overrides):
-    """The click option of the TrainConfig field ``name``: --kebab-name, with the default,
+    """The row of the TrainConfig field ``name``: --kebab-name, with the default,
     range or choices and help of ``defaults.OPTIONS[name]`` (``overrides``: click
     attributes that differ on the command line).  A boolean option that is on by
     default becomes a --no-<name> flag."""
-    option = OPTIONS[name]
+    spec = OPTIONS[name]
     flag = "--" + name.replace("_", "-")
-    if option.kind == "flag":
-        if option.default is not True:
+    if spec.kind == "flag":
+        if spec.default is not True:
             raise ValueError(f"{name}: only options on by default are generated, as --no-...")
-        return click.option("--no-" + flag[2:], is_flag=True, help=option.help, **overrides)
-    attrs = dict(default=option.default, help=option.help)
-    if option.kind == "positions":
+        return option("--no-" + flag[2:], is_flag=True, help=spec.help, **overrides)
+    attrs = dict(default=spec.default, help=spec.help)
+    if spec.kind == "positions":
         attrs["callback"] = lambda ctx, param, value: parse_targets(value)
     else:
-        attrs["type"] = _click_type(option)
+        attrs["type"] = _click_type(spec)
     attrs.update(overrides)
-    return click.option(flag, **attrs)
+    return option(flag, **attrs)
 
 
 def config_options(names, **overrides):
     """``config_option`` for each of ``names`` in order; ``overrides[name]`` holds the
     click attributes of that option that differ from the table."""
-    return options(*(config_option(name, **overrides.get(name, {})) for name in names))
+    return tuple(config_option(name, **overrides.get(name, {})) for name in names)
+
+
+# --------------------------------------------------------------------------- infer's, evaluate's
+
+
+def parse_positions(value):
+    """infer's --positions: 'all', 'train' or a tuple of 0-based positions."""
+    value = value.strip().lower()
+    if value in ("all", "train"):
+        return value
+    try:
+        return tuple(int(t) for t in value.split(","))
+    except ValueError:
+        raise click.BadParameter(
+            "expected 'all', 'train' or comma-separated 0-based positions such as 3,4,5,6"
+        ) from None
+
+
+class CParam(click.ParamType):
+    """evaluate's --C: a positive number, or 'tuned'."""
+
+    name = "C"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or str(value).strip().lower() == "tuned":
+            return value if isinstance(value, float) else "tuned"
+        try:
+            number = float(value)
+        except ValueError:
+            number = float("nan")
+        if not (number > 0 and number < float("inf")):
+            self.fail(f"{value!r} is not a positive number or 'tuned'", param, ctx)
+        return number

@@ -1,6 +1,8 @@
 """The ``train`` command: embeddings (and optionally the model, its history, a .npy)
-of a graph or a benchmark set.  Its training options are generated from
-``defaults.OPTIONS`` (``options.config_options``)."""
+of a graph or a benchmark set.  Its options are the table ``tables.TRAIN`` (the
+training options generated from ``defaults.OPTIONS``); its work is ``run_train``, a
+plain function of those options that a test can call without click, in steps: plan
+the run, check the outputs, read the inputs, configure, train, write the outputs."""
 
 import functools
 import logging
@@ -11,277 +13,64 @@ import click
 
 from ..defaults import OPTIONS
 from . import options as opt
+from . import tables
 from .files import check_outputs, input_paths, load_input
 from .run import run, setup_logging, wrote
 
 log = logging.getLogger("caps2ne_np.cli")
 
 
-@click.command(context_settings=opt.CONTEXT)
-@click.option(
-    "--graph",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
-    "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat.",
-)
-@opt.dataset("A benchmark set instead of --graph (features, labels and splits included).")
-@opt.data_dir()
-@opt.features("Fixed node features x: scipy .npz (kept sparse) or .npy, one row per node.")
-@opt.feature_ids()
-@click.option(
-    "--featureless",
-    is_flag=True,
-    help="Ignore the dataset's features and train x (d = --feat-dim).",
-)
-@opt.config_option("normalize_features")
-@opt.labels("'node label' lines, for --eval-every-epoch.")
-@opt.splits("JSON list of {train, val, test} node-id lists, for --eval-every-epoch.")
-@click.option(
-    "--eval-every-epoch",
-    is_flag=True,
-    help="Score o_v on the splits after every epoch (logistic regression) and write the "
-    "embeddings of the epoch with the best mean validation accuracy.",
-)
-@click.option(
-    "--train-fraction",
-    default=None,
-    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-    help="--eval-every-epoch with --labels but no --splits: 10 random splits, stratified "
-    "by class (seeded by --seed), training on this fraction of the labelled nodes, as "
-    "evaluate does [default: 0.5].",
-)
-@click.option(
-    "--val-fraction",
-    default=None,
-    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-    help="With those random splits: the fraction held out for validation, which "
-    "chooses the epoch [default: 0.1].",
-)
-@opt.edges(
-    "Treat each line as u->v only (default: undirected).", "Keep u-u edges (dropped by default)."
-)
-@click.option(
-    "--graph-cache",
-    type=click.Choice(["off", "use", "write"]),
-    default="off",
-    help="Binary CSR cache <graph>.cache.npz next to --graph: 'use' loads it when fresh "
-    "(same file content by hash, same --directed/--keep-self-loops) and rebuilds "
-    "it otherwise; 'write' always rebuilds it.",
-)
-@opt.out("Embeddings in word2vec text format ('-': standard output) [default: <graph stem>.emb].")
-@click.option(
-    "--binary",
-    is_flag=True,
-    help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
-    "smaller and much faster to write than text.",
-)
-@click.option(
-    "--npy",
-    "npy_out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
-    "--out (the graph's node order: first appearance in the edge list), plus "
-    "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
-    "that order.",
-)
-@click.option(
-    "--model-out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the whole trained model (parameters, config, node ids) to .npz.",
-)
-@click.option(
-    "--history",
-    "history_out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the per-epoch history (loss, rate, time, pairs/s; with "
-    "--eval-every-epoch the accuracies val_acc and test_acc, as fractions in [0, 1] "
-    "where the log prints percent) as CSV, rewritten after every epoch.",
-)
-@click.option("--overwrite", is_flag=True, help="Replace existing output files.")
-@opt.config_options(
-    [name for name in OPTIONS if name != "normalize_features"], threads=dict(default=None)
-)  # None: every core (_train)
-@click.option(
-    "--checkpoint-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Save the full training state there after every epoch (atomic).",
-)
-@click.option(
-    "--checkpoint-every",
-    default=0,
-    type=click.IntRange(min=0),
-    help="Also save a checkpoint every N steps (0: only at epoch ends); needs "
-    "--checkpoint-dir or --resume.",
-)
-@click.option(
-    "--resume",
-    "resume_dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Continue the run checkpointed in this folder (same input and options; "
-    "--epochs may grow, --stop and --propagate may change). Keeps checkpointing there.",
-)
-@click.option(
-    "--engine",
-    default="single",
-    show_default=True,
-    type=click.Choice(["single", "ray"]),
-    help="single: train in this process; ray: sharded parameter server on Ray "
-    "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).",
-)
-@click.option(
-    "--parallel",
-    default="sync",
-    show_default=True,
-    type=click.Choice(["sync", "async"]),
-    help="sync: each step on the threads (the same embeddings on any --threads); async: "
-    "each thread trains its own batches on the shared tables without locks (faster on "
-    "several cores, not reproducible; docs/training.md, Threads).",
-)
-@click.option(
-    "--workers",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="--engine ray: worker actors P; a round trains P batches at once.",
-)
-@click.option(
-    "--servers",
-    default=1,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="--engine ray: server actors S holding O, x, the biases and their Adam "
-    "moments, sharded by node id.",
-)
-@click.option(
-    "--ray-address",
-    default=None,
-    help="--engine ray: the Ray cluster to join ('auto', 'ray://head:10001') "
-    "[default: a local Ray instance sized to this machine].",
-)
-@opt.quiet("Print only errors: no progress bar, log lines or warnings.")
-@click.option(
-    "--verbose",
-    "-v",
-    is_flag=True,
-    help="Also print debugging details (the full configuration, threads).",
-)
-@opt.debug()
-def train(
-    graph,
-    graph_cache,
-    dataset,
-    data_dir,
-    features_path,
-    feature_ids,
-    featureless,
-    no_normalize_features,
-    labels_path,
-    splits_path,
-    eval_every_epoch,
-    train_fraction,
-    val_fraction,
-    directed,
-    keep_self_loops,
-    out,
-    npy_out,
-    model_out,
-    history_out,
-    overwrite,
-    checkpoint_dir,
-    checkpoint_every,
-    resume_dir,
-    debug,
-    quiet,
-    verbose,
-    binary,
-    **options,
-):
+@opt.command(tables.TRAIN)
+def train(**params):
     """Learn Caps2NE node embeddings for the graph in --graph (or --dataset).
 
     The embeddings written out are the output vectors o_v (after ProNE's spectral
     propagation with --propagate on, the converge preset's default), one per node, in
     the user's node ids (word2vec text format, readable by gensim).
     """
-    _check_usage(
-        graph, dataset, splits_path, train_fraction, val_fraction, out, options,
-        {"--npy": npy_out, "--model-out": model_out, "--history": history_out},
-        (checkpoint_dir, checkpoint_every, resume_dir),
-    )  # fmt: skip
-    if out is None:
-        out = (dataset or Path(graph).name.split(".")[0]) + ".emb"
-    setup_logging(quiet, verbose)
-    source = dict(
-        graph=graph,
-        graph_cache=graph_cache,
-        dataset=dataset,
-        data_dir=data_dir,
-        features=features_path,
-        feature_ids=feature_ids,
-        featureless=featureless,
-        labels=labels_path,
-        splits=splits_path,
-        directed=directed,
-        keep_self_loops=keep_self_loops,
-        train_fraction=train_fraction,
-        val_fraction=val_fraction,
-        seed=options["seed"],
-    )
-    options["normalize_features"] = not no_normalize_features
-    outputs = Outputs(out, npy_out, model_out, history_out, binary, overwrite)
-    ckpt = dict(
-        checkpoint_dir=checkpoint_dir or resume_dir,
-        checkpoint_every=checkpoint_every,
-        resume_from=resume_dir,
-    )
-    run(
-        debug,
-        _train,
-        source=source,
-        eval_every_epoch=eval_every_epoch,
-        outputs=outputs,
-        quiet=quiet,
-        options=options,
-        ckpt=ckpt,
-    )
+    check_usage(params)
+    setup_logging(params["quiet"], params["verbose"])
+    run(params["debug"], run_train, params)
 
 
-def _check_usage(
-    graph, dataset, splits_path, train_fraction, val_fraction, out, options, files, ckpt
-):
-    """click.UsageError (exit 2) for options that do not go together, before any work;
-    ``files``: {flag: path} of the outputs that take a file name only; ``ckpt``:
-    (--checkpoint-dir, --checkpoint-every, --resume)."""
-    checkpoint_dir, ckpt_every, resume_dir = ckpt
-    if (graph is None) == (dataset is None):
+def train_params(**given):
+    """The parameters of ``run_train``: train's options by name, ``given`` and the
+    defaults of the others (``train_params(graph="g.txt", epochs=2)``)."""
+    return opt.params(tables.TRAIN, **given)
+
+
+def check_usage(params):
+    """click.UsageError (exit 2) for options that do not go together, before any work."""
+    p = params
+    if (p["graph"] is None) == (p["dataset"] is None):
         raise click.UsageError("give exactly one of --graph and --dataset")
-    if (train_fraction is not None or val_fraction is not None) and splits_path:
+    train_fraction, val_fraction = p["train_fraction"], p["val_fraction"]
+    if (train_fraction is not None or val_fraction is not None) and p["splits_path"]:
         raise click.UsageError("give at most one of --splits and --train-fraction/--val-fraction")
     if (train_fraction or 0.5) + (val_fraction or 0.1) >= 1:
         raise click.UsageError(
             "--train-fraction plus --val-fraction must leave nodes to test "
             f"(got {train_fraction or 0.5:g} + {val_fraction or 0.1:g})"
         )
-    for option, value in files.items():
-        if value == "-":
+    for option, name in (
+        ("--npy", "npy_out"),
+        ("--model-out", "model_out"),
+        ("--history", "history_out"),
+    ):
+        if p[name] == "-":  # outputs that take a file name only
             raise click.UsageError(
                 f"{option}: '-' (standard output) is accepted by --out only; give a file name"
             )
-    if out is None and graph == "-":
+    if p["out"] is None and p["graph"] == "-":
         raise click.UsageError(
             "--graph - (standard input) needs --out (a file, or '-' for standard output)"
         )
-    if ckpt_every and not (checkpoint_dir or resume_dir):
+    if p["checkpoint_every"] and not (p["checkpoint_dir"] or p["resume_dir"]):
         raise click.UsageError(  # else the steps' checkpoints would go nowhere, silently
             "--checkpoint-every needs --checkpoint-dir (or --resume): the folder the "
             "checkpoints go to"
         )
-    if options.get("parallel") == "async" and options.get("engine") == "ray":
+    if p["parallel"] == "async" and p["engine"] == "ray":
         raise click.UsageError(  # an option conflict: exit 2, before the graph loads
             "--parallel async: threads of one process share the tables; with --engine ray "
             "the workers already train batches at once (--workers); drop one of the two"
@@ -300,53 +89,148 @@ class Outputs:
     overwrite: bool = False
 
 
+@dataclass
+class TrainRun:
+    """train's options grouped by use: ``source`` for files.load_input, ``outputs``,
+    ``ckpt`` for engines.fit (checkpoint_dir, checkpoint_every, resume_from),
+    ``options`` the TrainConfig fields as given, ``engine`` the ENGINE_OPTIONS."""
+
+    source: dict
+    outputs: Outputs
+    ckpt: dict
+    options: dict
+    engine: dict
+    eval_every_epoch: bool = False
+    quiet: bool = False
+
+    @property
+    def streamed(self):
+        """--engine ray: the tables go from the shards to the writers block by block
+        (the driver never holds one), unless --eval-every-epoch keeps a best epoch's
+        tables or --propagate needs them whole."""
+        return (
+            self.engine["engine"] == "ray"
+            and not self.eval_every_epoch
+            and self.options.get("propagate") in (None, "none")
+        )
+
+
 _ESTIMATOR_NAME = {"threads": "n_jobs", "seed": "random_state"}
 """TrainConfig fields whose Caps2NE parameter has another name."""
 
 ENGINE_OPTIONS = ("parallel", "engine", "workers", "servers", "ray_address")
 """train's options that choose the engine (training/engines.py), not the TrainConfig."""
 
+SOURCE_OPTIONS = dict(
+    graph="graph",
+    graph_cache="graph_cache",
+    dataset="dataset",
+    data_dir="data_dir",
+    features="features_path",
+    feature_ids="feature_ids",
+    featureless="featureless",
+    labels="labels_path",
+    splits="splits_path",
+    directed="directed",
+    keep_self_loops="keep_self_loops",
+    train_fraction="train_fraction",
+    val_fraction="val_fraction",
+    seed="seed",
+)
+"""files.load_input's source keys -> train's options."""
 
-def _train(source, eval_every_epoch, outputs, quiet, options, ckpt):
+
+def run_train(params):
+    """train's work, without click: ``params`` are its options by name
+    (``train_params``), checked by ``check_usage``.  Errors are raised (InputError,
+    OSError, ...); the command (run.run) turns them into one line and an exit code."""
     # train.fit directly, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
-    from ..training import engines
-    from ..training.config import TrainConfig, usable_cores
-
-    _check_files(outputs, source, ckpt)
-    _warn_high_lr(options.get("lr"))
-    g, features, labels, splits = load_input(source, need_eval=eval_every_epoch)
-    _log_graph(g, features, options)
-    if options["threads"] is None:
-        options["threads"] = usable_cores()
-    engine = {k: options.pop(k) for k in ENGINE_OPTIONS}
-    cfg = TrainConfig(**options)
-    log.debug("options: %s; %d thread(s)", cfg, options["threads"])
-    # the model file's run: how the graph was read, the mode, the options as given
-    given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
-    run_record = dict(
-        directed=bool(g.directed),
-        keep_self_loops=bool(source.get("keep_self_loops")),
-        parallel=engine["parallel"],
-        params=dict(given, **engine),
-    )
+    job = _plan(params)
+    _check_files(job.outputs, job.source, job.ckpt)
+    _warn_high_lr(job.options.get("lr"))
+    g, features, labels, splits = _read_inputs(job)
+    cfg, run_record = _configure(job, g)
     selector = None
-    if eval_every_epoch:
+    if job.eval_every_epoch:
         from ..epoch_selection import EpochSelector
 
         selector = EpochSelector(labels, splits)
+    finish = functools.partial(
+        _finish,
+        g=g,
+        outputs=job.outputs,
+        selector=selector,
+        run_record=run_record,
+        streamed=job.streamed,
+    )
+    result = _fit(job, g, features, cfg, selector, finish)
+    if not job.streamed:
+        finish(result)
+
+
+def _plan(params):
+    """The TrainRun of train's options; --out's default (<graph stem>.emb)."""
+    p = params
+    out = p["out"]
+    if out is None:
+        out = (p["dataset"] or Path(p["graph"]).name.split(".")[0]) + ".emb"
+    options = {name: p[name] for name in OPTIONS if name != "normalize_features"}
+    options["normalize_features"] = not p["no_normalize_features"]
+    return TrainRun(
+        source={key: p[name] for key, name in SOURCE_OPTIONS.items()},
+        outputs=Outputs(
+            out, p["npy_out"], p["model_out"], p["history_out"], p["binary"], p["overwrite"]
+        ),
+        ckpt=dict(
+            checkpoint_dir=p["checkpoint_dir"] or p["resume_dir"],
+            checkpoint_every=p["checkpoint_every"],
+            resume_from=p["resume_dir"],
+        ),
+        options=options,
+        engine={k: p[k] for k in ENGINE_OPTIONS},
+        eval_every_epoch=p["eval_every_epoch"],
+        quiet=p["quiet"],
+    )
+
+
+def _read_inputs(job):
+    """(graph, features, labels, splits), and the log line of the graph."""
+    g, features, labels, splits = load_input(job.source, need_eval=job.eval_every_epoch)
+    _log_graph(g, features, job.options)
+    return g, features, labels, splits
+
+
+def _configure(job, g):
+    """(the TrainConfig, the model file's run record: how the graph was read, the mode,
+    the options as given); --threads' default: every core this process may use."""
+    from ..training.config import TrainConfig, usable_cores
+
+    options = dict(job.options)
+    if options["threads"] is None:
+        options["threads"] = usable_cores()
+    cfg = TrainConfig(**options)
+    log.debug("options: %s; %d thread(s)", cfg, options["threads"])
+    given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
+    run_record = dict(
+        directed=bool(g.directed),
+        keep_self_loops=bool(job.source.get("keep_self_loops")),
+        parallel=job.engine["parallel"],
+        params=dict(given, **job.engine),
+    )
+    return cfg, run_record
+
+
+def _fit(job, g, features, cfg, selector, finish):
+    """Train (engines.fit): the epoch callbacks (--eval-every-epoch's selector, the
+    --history writer), checkpoints; ``finish`` writes the outputs of a streamed run."""
+    from ..training import engines
+
+    outputs, ckpt = job.outputs, job.ckpt
     callback = selector
     if outputs.history:
         callback = _HistoryWriter(outputs.history, outputs.overwrite, selector)
-    # --engine ray: the tables go from the shards to the writers block by block (the
-    # driver never holds one), unless --eval-every-epoch keeps a best epoch's tables
-    # or --propagate needs them whole
-    streamed = engine["engine"] == "ray" and selector is None
-    streamed = streamed and options.get("propagate") in (None, "none")
-    finish = functools.partial(
-        _finish, g=g, outputs=outputs, selector=selector, run_record=run_record, streamed=streamed
-    )
-    if engine["engine"] == "ray":  # a new run must not replace a sharded checkpoint
+    if job.engine["engine"] == "ray":  # a new run must not replace a sharded checkpoint
         from ..training.ray import check_fresh
 
         check_fresh(ckpt["checkpoint_dir"], ckpt["resume_from"], outputs.overwrite)
@@ -355,19 +239,18 @@ def _train(source, eval_every_epoch, outputs, quiet, options, ckpt):
         g.indices,
         g.weights,
         cfg,
-        **engine,
-        write_outputs=finish if streamed else None,
+        **job.engine,
+        write_outputs=finish if job.streamed else None,
         results_only_stdout=True,
         features=features,
-        progress=not quiet,
+        progress=not job.quiet,
         epoch_callback=callback,
         checkpoint_extra=selector,
         **ckpt,
     )
     if isinstance(callback, _HistoryWriter) and not callback.written:
         callback.write(result.history)  # a resumed run that trained no epoch
-    if not streamed:
-        finish(result)
+    return result
 
 
 def _warn_high_lr(lr):

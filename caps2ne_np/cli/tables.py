@@ -1,0 +1,362 @@
+"""Each command's options, one table per command (``TRAIN``, ``INFER``, ``EVALUATE``),
+in the order ``--help`` lists them.  A row is an ``options.Opt`` (click.option's
+arguments) or a tuple of them; ``options.command(table)`` makes the click command and
+``options.params(table, ...)`` the parameters of the command's plain function."""
+
+import click
+
+from ..defaults import (
+    AGGREGATES,
+    CALIBRATION_METHODS,
+    DEFAULT_AGGREGATE,
+    DEFAULT_CALIBRATION,
+    ISOLATED,
+    OPTIONS,
+)
+from . import options as opt
+from .options import option
+
+TRAIN = (
+    option(
+        "--graph",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
+        "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat.",
+    ),
+    opt.dataset("A benchmark set instead of --graph (features, labels and splits included)."),
+    opt.data_dir(),
+    opt.features("Fixed node features x: scipy .npz (kept sparse) or .npy, one row per node."),
+    opt.feature_ids(),
+    option(
+        "--featureless",
+        is_flag=True,
+        help="Ignore the dataset's features and train x (d = --feat-dim).",
+    ),
+    opt.config_option("normalize_features"),
+    opt.labels("'node label' lines, for --eval-every-epoch."),
+    opt.splits("JSON list of {train, val, test} node-id lists, for --eval-every-epoch."),
+    option(
+        "--eval-every-epoch",
+        is_flag=True,
+        help="Score o_v on the splits after every epoch (logistic regression) and write the "
+        "embeddings of the epoch with the best mean validation accuracy.",
+    ),
+    option(
+        "--train-fraction",
+        default=None,
+        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+        help="--eval-every-epoch with --labels but no --splits: 10 random splits, stratified "
+        "by class (seeded by --seed), training on this fraction of the labelled nodes, as "
+        "evaluate does [default: 0.5].",
+    ),
+    option(
+        "--val-fraction",
+        default=None,
+        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+        help="With those random splits: the fraction held out for validation, which "
+        "chooses the epoch [default: 0.1].",
+    ),
+    opt.edges(
+        "Treat each line as u->v only (default: undirected).",
+        "Keep u-u edges (dropped by default).",
+    ),
+    option(
+        "--graph-cache",
+        type=click.Choice(["off", "use", "write"]),
+        default="off",
+        help="Binary CSR cache <graph>.cache.npz next to --graph: 'use' loads it when fresh "
+        "(same file content by hash, same --directed/--keep-self-loops) and rebuilds "
+        "it otherwise; 'write' always rebuilds it.",
+    ),
+    opt.out(
+        "Embeddings in word2vec text format ('-': standard output) [default: <graph stem>.emb]."
+    ),
+    option(
+        "--binary",
+        is_flag=True,
+        help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
+        "smaller and much faster to write than text.",
+    ),
+    option(
+        "--npy",
+        "npy_out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
+        "--out (the graph's node order: first appearance in the edge list), plus "
+        "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
+        "that order.",
+    ),
+    option(
+        "--model-out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Also write the whole trained model (parameters, config, node ids) to .npz.",
+    ),
+    option(
+        "--history",
+        "history_out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Also write the per-epoch history (loss, rate, time, pairs/s; with "
+        "--eval-every-epoch the accuracies val_acc and test_acc, as fractions in [0, 1] "
+        "where the log prints percent) as CSV, rewritten after every epoch.",
+    ),
+    opt.overwrite("Replace existing output files."),
+    opt.config_options(
+        [name for name in OPTIONS if name != "normalize_features"], threads=dict(default=None)
+    ),  # --threads None: every core (train.py)
+    option(
+        "--checkpoint-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Save the full training state there after every epoch (atomic).",
+    ),
+    option(
+        "--checkpoint-every",
+        default=0,
+        type=click.IntRange(min=0),
+        help="Also save a checkpoint every N steps (0: only at epoch ends); needs "
+        "--checkpoint-dir or --resume.",
+    ),
+    option(
+        "--resume",
+        "resume_dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Continue the run checkpointed in this folder (same input and options; "
+        "--epochs may grow, --stop and --propagate may change). Keeps checkpointing there.",
+    ),
+    option(
+        "--engine",
+        default="single",
+        show_default=True,
+        type=click.Choice(["single", "ray"]),
+        help="single: train in this process; ray: sharded parameter server on Ray "
+        "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).",
+    ),
+    option(
+        "--parallel",
+        default="sync",
+        show_default=True,
+        type=click.Choice(["sync", "async"]),
+        help="sync: each step on the threads (the same embeddings on any --threads); async: "
+        "each thread trains its own batches on the shared tables without locks (faster on "
+        "several cores, not reproducible; docs/training.md, Threads).",
+    ),
+    option(
+        "--workers",
+        default=1,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="--engine ray: worker actors P; a round trains P batches at once.",
+    ),
+    option(
+        "--servers",
+        default=1,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="--engine ray: server actors S holding O, x, the biases and their Adam "
+        "moments, sharded by node id.",
+    ),
+    option(
+        "--ray-address",
+        default=None,
+        help="--engine ray: the Ray cluster to join ('auto', 'ray://head:10001') "
+        "[default: a local Ray instance sized to this machine].",
+    ),
+    opt.quiet("Print only errors: no progress bar, log lines or warnings."),
+    option(
+        "--verbose",
+        "-v",
+        is_flag=True,
+        help="Also print debugging details (the full configuration, threads).",
+    ),
+    opt.debug(),
+)
+"""train's options: its own, and every TrainConfig field from ``defaults.OPTIONS``."""
+
+INFER = (
+    option(
+        "--model",
+        "model_path",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="Trained model .npz (train --model-out).",
+    ),
+    option(
+        "--graph",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Edge list (or .npz/.mat) of the whole graph: the training nodes, the new nodes "
+        "and all their edges.",
+    ),
+    opt.dataset("A benchmark set instead of --graph (its graph and features)."),
+    opt.data_dir(),
+    opt.features(
+        "Fixed features x of every node of the graph, old and new: scipy .npz or .npy "
+        "(needed for a model trained with --features; normalised as in training)."
+    ),
+    opt.feature_ids(),
+    option(
+        "--nodes",
+        "nodes_path",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="Ids of the nodes to embed, one per line; written in this order.",
+    ),
+    option(
+        "--samples",
+        default=None,
+        type=click.IntRange(min=1),
+        help="Contexts Z per node (Algorithm 3); sample z puts the node at walk position "
+        "z mod L [default: q, every position once, as the authors].",
+    ),
+    option(
+        "--positions",
+        default="all",
+        callback=lambda c, p, v: opt.parse_positions(v),
+        help="Walk positions of the node: all (0..q-1), train (the model's training target "
+        "positions) or 0-based positions such as 3,4,5,6.",
+    ),
+    option(
+        "--aggregate",
+        default=DEFAULT_AGGREGATE,
+        type=click.Choice(AGGREGATES),
+        help="How a node's Z capsule outputs e become its embedding: calibrated = mapped "
+        "onto the scale of the model's o_v (for a classifier fitted on o_v); mean = "
+        "the paper's average (to re-embed every node, old and new); sum = Z x mean "
+        "(the authors' code).",
+    ),
+    option(
+        "--calibration",
+        "calibration_method",
+        default=DEFAULT_CALIBRATION,
+        type=click.Choice(CALIBRATION_METHODS),
+        help="Map fitted when the model file stores no calibration (or with "
+        "--save-calibration): scale = one factor |o|/|e|, diag = per dimension, "
+        "linear = a ridge least-squares map from e to o_v, fitted on the model's "
+        "training nodes in --graph.",
+    ),
+    option(
+        "--save-calibration",
+        is_flag=True,
+        help="Fit the calibration on the training nodes in --graph (with these --samples, "
+        "--positions and --seed) and store it in the --model file (rewritten "
+        "atomically), replacing a stored one.",
+    ),
+    option(
+        "--isolated",
+        default=ISOLATED[0],
+        type=click.Choice(ISOLATED),
+        help="A node without edges: self = encode it from its own features (a warning), "
+        "error = refuse.",
+    ),
+    opt.edges("Treat each line as u->v only (as in training).", "Keep u-u edges (as in training)."),
+    opt.out(
+        "Embeddings in word2vec text format ('-': standard output) [default: <nodes stem>.emb]."
+    ),
+    opt.overwrite("Replace an existing --out file."),
+    option(
+        "--threads", default=1, type=click.IntRange(min=1), help="Threads for the Numba kernels."
+    ),
+    opt.seed("Seed of the sampled walks."),
+    opt.quiet("No summary lines on stderr."),
+    opt.debug(),
+)
+"""infer's options."""
+
+EVALUATE = (
+    option(
+        "--embeddings",
+        "-e",
+        "emb_paths",
+        required=True,
+        multiple=True,
+        type=click.Path(dir_okay=False),
+        help="word2vec text/binary or .npy embeddings; repeat it with one file per epoch "
+        "to choose the epoch on validation (single-label).",
+    ),
+    option(
+        "--inferred",
+        "inferred_path",
+        default=None,
+        type=click.Path(dir_okay=False),
+        help="Embeddings of new nodes as infer writes them: the classifier is fitted on the "
+        "labelled nodes of -e (the training nodes) and tested on these (single-label; "
+        "labels of nodes in neither file are ignored).",
+    ),
+    opt.dataset("Take labels (and splits) from a benchmark set."),
+    opt.data_dir(),
+    opt.labels("'node label' lines; a node on several lines makes the task multi-label."),
+    opt.splits("JSON list of {train, val, test} node-id lists (single-label protocol)."),
+    option(
+        "--fractions",
+        default="0.1,0.5,0.9",
+        help="Training fractions gamma of the multi-label protocol.",
+    ),
+    option(
+        "--shuffles",
+        default=10,
+        type=click.IntRange(min=1),
+        help="Random shuffles per fraction (multi-label protocol), or random splits "
+        "with --train-fraction (single-label).",
+    ),
+    option(
+        "--train-fraction",
+        default=None,
+        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+        help="Single-label without a splits file: --shuffles random splits, stratified "
+        "by class (seeded by --seed), training on this fraction of the labelled "
+        "nodes and testing on the rest (minus --val-fraction).",
+    ),
+    option(
+        "--val-fraction",
+        default=0.0,
+        type=click.FloatRange(min=0, max=1, max_open=True),
+        help="With --train-fraction: this fraction of the labelled nodes is held out "
+        "for validation (needed to choose among several -e files).",
+    ),
+    option(
+        "--C",
+        "C",
+        default=1.0,
+        type=opt.CParam(),
+        show_default=True,
+        help="Inverse L2 regularisation of the logistic regression: a number (the paper's "
+        "protocol: 1), or 'tuned': chosen per split from 0.01..1000 on its validation "
+        "nodes, else by 3-fold cross-validation within its training nodes (multi-label: "
+        "within the first shuffle's training part).  At a fixed C the score also depends "
+        "on the scale of the embedding; tune C to compare methods fairly.",
+    ),
+    option(
+        "--classifier",
+        type=click.Choice(["lbfgs", "liblinear"]),
+        default="lbfgs",
+        show_default=True,
+        help="lbfgs: multinomial (single-label) or one-vs-rest (multi-label) logistic "
+        "regression; liblinear: one-vs-rest LIBLINEAR, the classifier of the "
+        "authors' and DeepWalk's scoring scripts (scikit-learn < 0.22 defaults).",
+    ),
+    option(
+        "--cv-folds",
+        default=3,
+        type=click.IntRange(min=2),
+        show_default=True,
+        help="Multi-label with several embedding files: folds of the cross-validation "
+        "on each training part that chooses the epoch.",
+    ),
+    opt.seed("Seed of the shuffles."),
+    option(
+        "--json",
+        "json_out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Also write the results as JSON ('-': to standard output, the tables then go "
+        "to stderr).",
+    ),
+    opt.overwrite("Replace an existing --json file."),
+    opt.debug(),
+)
+"""evaluate's options."""
