@@ -218,10 +218,13 @@ def propagated_model():
 def test_the_written_embeddings_are_the_propagated_o_v(propagated_model):
     model, A = propagated_model, planted_blocks()
     E = model.get_embedding()
-    expected = propagation.propagate(spectral.adjacency(A.indptr, A.indices, None, 60), model.O_)
+    from caps2ne_np.defaults import ROW_NORM
+
+    A_full = spectral.adjacency(A.indptr, A.indices, None, 60)
+    expected = propagation.propagate(A_full, model.O_, scale=ROW_NORM)
     np.testing.assert_array_equal(E, expected.E)
     assert not np.allclose(E, model.O_)
-    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), ROW_NORM, rtol=1e-5)
     np.testing.assert_array_equal(np.stack(list(model.embedding_dict().values())), E)
 
 
@@ -273,7 +276,7 @@ def test_cli_writes_propagated_embeddings_and_infer_uses_them(tmp_path):
     assert result.exit_code == 0, result.output
     assert "written embeddings: the o_v propagated" in result.output
     E = np.load(npy)
-    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 2.0, rtol=1e-5)  # --row-norm 2
     (tmp_path / "nodes.txt").write_text("n0\nn1\n")
     result = CliRunner().invoke(
         cli,
