@@ -66,6 +66,7 @@ def train_with_scores(args):
     """(model, ds, rows, stop_epoch, kept): rows = [(epoch, loss, val mean, val std, test
     mean, test std)] of the written embeddings after each epoch, ``stop_epoch`` the epoch
     after which the defaults' stop rule ends the run, ``kept`` its written embeddings."""
+    from caps2ne_np.defaults import ROW_NORM
     from caps2ne_np.kernels.rng import derive_seed
     from caps2ne_np.model import propagation, spectral
     from caps2ne_np.training import budget
@@ -82,7 +83,7 @@ def train_with_scores(args):
     rows, state = [], dict(stop=None, kept=None)
 
     def score(epoch, result):
-        written = propagation.propagate(A, result.params.O).E  # what the defaults write
+        written = propagation.propagate(A, result.params.O, scale=ROW_NORM).E  # as written
         r = classify_splits(written, ds.labels, ds.splits)
         loss = result.history[-1]["loss"]
         rows.append((epoch, loss, r["val_mean"], r["val_std"], r["test_mean"], r["test_std"]))
