@@ -7,8 +7,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
 # bytes, as `du -sb docs/results` counts them (the folders' own entries too): the one
-# results folder held 463 kB when the scripts' results moved in beside the notes
-LIMIT = 500_000
+# results folder held 463 kB when the scripts' results moved in beside the notes, 524 kB
+# with the panel under both protocols (panel_protocols.*, 48 kB)
+LIMIT = 600_000
 
 
 def test_results_stay_under_the_limit():
