@@ -64,12 +64,11 @@ the same neighbours the same row (every node of a complete graph), and at k = 1 
 row is +1 or -1.  Fewer are named in the log line."""
 
 
-def filtered(A, O, order, mu, theta):
+def filtered(A, O, order, mu, theta, progress=spectral._silent):
     """O~ = (I + A)(O - sum_{i < order} c_i T_i(X) O): the signal ProNE factorises,
-    (N, k) float64.  ``A`` (N, N) symmetric float64 CSR without self loops."""
-    O = np.asarray(O, dtype=np.float64)
-    A1 = (sp.eye(A.shape[0], format="csr") + A).tocsr()
-    return A1 @ (O - spectral.chebyshev_filter(A, O, order, mu, theta))
+    (N, k) float64 (Fortran order, spectral.filtered).  ``A`` (N, N) symmetric float64
+    CSR without self loops."""
+    return spectral.filtered(A, O, order, mu, theta, progress)
 
 
 def projection(Ot):
@@ -79,7 +78,8 @@ def projection(Ot):
     from scipy import linalg
 
     U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
-    signs = np.sign(U[np.argmax(np.abs(U), axis=0), np.arange(U.shape[1])])
+    signs = spectral.column_signs(U)
+    del U
     signs[signs == 0] = 1.0
     top = S[0] if S.size else 0.0
     inv = np.divide(1.0, np.sqrt(S), out=np.zeros_like(S), where=S > 1e-12 * max(top, 1e-300))
@@ -99,25 +99,30 @@ class Propagated(NamedTuple):
     note: str = ""
 
 
-def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0):
+def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._silent):
     """Spectral propagation of the embeddings ``O`` (N, k) over the symmetric adjacency
     ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring), its rows of length
-    ``scale`` (ProNE's: 1)."""
+    ``scale`` (ProNE's: 1); ``progress(where)`` told how far along it is.  Memory
+    (docs/scaling.md): O~ (N, k) float64 and the filter's column blocks, then O~, its
+    copy in the SVD and U: 3 (N, k) float64 blocks."""
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()
     A = sp.csr_matrix(A, dtype=np.float64)
     with threadpool_limits(limits=1):
-        Ot = filtered(A, O, order, mu, theta)
+        Ot = filtered(A, O, order, mu, theta, progress)
+        progress("SVD of the filtered o_v")
         P = projection(Ot)
-        E = written(Ot @ P, scale)
+        rows = Ot @ P
+        del Ot
+        E = written(rows, scale, inplace=True)
     return Propagated(E, P, time.perf_counter() - t0)
 
 
-def written(rows, scale=1.0):
+def written(rows, scale=1.0, inplace=False):
     """``scale`` rownorm(rows) as float32: the written scale (--row-norm).  A zero row
-    stays zero."""
-    E = spectral.rownorm(rows)
+    stays zero.  ``inplace``: ``rows`` (float64) is overwritten on the way."""
+    E = spectral.rownorm(rows, out=rows if inplace else None)
     if scale != 1.0:
         E *= scale
     return E.astype(np.float32)
@@ -215,22 +220,25 @@ def edge_measures(held, O, order=10, mu=0.2, theta=0.5):
     )
 
 
-def spectral_test(A, dim, seed=0, order=10, mu=0.2, theta=0.5, factor_only=False):
+def spectral_test(
+    A, dim, seed=0, order=10, mu=0.2, theta=0.5, factor_only=False, progress=spectral._silent
+):
     """The graph's own verdict, read without labels and without the o_v: ProNE's first
     stage R (spectral.factorize, rank ``dim``) of the graph without a held-out sample of
     edges (``holdout``), and R propagated over that graph; dict(auc_factor, auc_prop):
     the link-prediction AUC of the held-out edges by each (``factor_only``: auc_factor
-    alone, the stop rule's ``budget.structure``)."""
+    alone, the stop rule's ``budget.structure``); ``progress(where)`` told how far along
+    it is."""
     from threadpoolctl import threadpool_limits
 
     held = holdout(A, seed)
     rest = held["A_rest"]
     with threadpool_limits(limits=1):  # the same bits on any machine
-        R = spectral.factorize(spectral.proximity_matrix(rest), dim, seed)
+        R = spectral.factorize(spectral.proximity_matrix(rest), dim, seed, progress=progress)
     pos, neg = held["pos"], held["neg"]
     out = dict(auc_factor=auc(_pair_scores(R, pos), _pair_scores(R, neg)))
     if not factor_only:
-        E = propagate(rest, R, order, mu, theta).E.astype(np.float64)
+        E = propagate(rest, R, order, mu, theta, progress=progress).E.astype(np.float64)
         out["auc_prop"] = auc(_pair_scores(E, pos), _pair_scores(E, neg))
     return out
 
@@ -294,7 +302,12 @@ def apply(indptr, indices, weights, cfg, O):
             log.info("written embeddings: the o_v as trained (%s)", why)
             return None
     scale = float(getattr(cfg, "row_norm", 1.0))
-    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale)
+    stage = spectral.Stage(
+        "propagation",
+        f"ProNE's filter (order {cfg.prone_order}) over the o_v of {n:,} nodes, then their "
+        f"SVD ({why})",
+    )
+    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage)
     seconds = time.perf_counter() - t0
     problem, twins = check_rows(p.E, O)
     if problem:
