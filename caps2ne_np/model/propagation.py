@@ -327,12 +327,37 @@ def apply(indptr, indices, weights, cfg, O):
     return p._replace(seconds=seconds, note=note)
 
 
+def row_groups(X, decimals=None, rows=1 << 12):
+    """A group id (N,) int64 for each row of ``X`` (N, k), equal for equal rows (as
+    float64, rounded to ``decimals`` when given): the ``return_inverse`` of
+    ``np.unique(X, axis=0)`` up to the numbering, without its sorted copies of X.  Rows
+    are hashed ``rows`` at a time (the float64 bits times random odd multipliers, summed
+    modulo 2^64), each then compared with the first row of its hash; should two different
+    rows share a hash, ``np.unique`` decides."""
+
+    def exact(block):
+        block = np.asarray(block, dtype=np.float64)
+        if decimals is not None:
+            block = np.round(block, decimals)
+        return block + 0.0  # -0.0 as 0.0: equal values, equal bits
+
+    n, k = X.shape
+    mult = np.random.default_rng(0).integers(1, 2**62, size=k, dtype=np.uint64) * 2 + 1
+    h = np.empty(n, dtype=np.uint64)
+    for r0 in range(0, n, rows):
+        h[r0 : r0 + rows] = (exact(X[r0 : r0 + rows]).view(np.uint64) * mult).sum(axis=1)
+    _, first, ids = np.unique(h, return_index=True, return_inverse=True)
+    rep = first[ids.ravel()]
+    for r0 in range(0, n, rows):
+        if not np.array_equal(exact(X[r0 : r0 + rows]), exact(X[rep[r0 : r0 + rows]])):
+            return np.unique(exact(X), axis=0, return_inverse=True)[1].ravel()
+    return ids.ravel()
+
+
 def identical_rows(E, O):
     """How many nodes have a propagated row ``E`` (to 6 decimals) equal to that of a node
     whose o_v (a row of ``O``) differs from theirs."""
-    _, e_id = np.unique(np.round(np.asarray(E, np.float64), 6), axis=0, return_inverse=True)
-    _, o_id = np.unique(np.asarray(O), axis=0, return_inverse=True)
-    e_id, o_id = e_id.ravel(), o_id.ravel()
+    e_id, o_id = row_groups(E, 6), row_groups(O)
     pairs = np.unique(np.stack([e_id, o_id], axis=1), axis=0)  # distinct (row of E, o_v)
     groups, kinds = np.unique(pairs[:, 0], return_counts=True)
     return int(np.isin(e_id, groups[kinds > 1]).sum())
