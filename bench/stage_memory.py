@@ -19,7 +19,11 @@ import resource
 import sys
 import threading
 import time
+from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's package, as cli.py runs it
+STAGES = ("spectral start", "stop rule", "propagation")
 TRAINING = ("compiling kernels", "counted nodes", "first step", "epoch ", "progress:")
 
 
@@ -35,10 +39,10 @@ class Stages(logging.Handler):
         super().__init__()
         self.stage, self.t = "load and set-up", time.monotonic()
         self.order, self.peak, self.seconds = [self.stage], {self.stage: 0}, {}
-        self.lock = threading.Lock()
+        self.mutex = threading.Lock()  # not Handler.lock, which emit runs under
 
     def enter(self, stage):
-        with self.lock:
+        with self.mutex:
             if stage == self.stage:
                 return
             now = time.monotonic()
@@ -51,13 +55,13 @@ class Stages(logging.Handler):
 
     def sample(self):
         value = rss()
-        with self.lock:
+        with self.mutex:
             self.peak[self.stage] = max(self.peak[self.stage], value)
 
     def emit(self, record):
         msg = record.getMessage()
         name = msg.split(":", 1)[0]
-        if msg.endswith(" ..."):
+        if msg.endswith(" ...") and name in STAGES:
             self.enter(name)
         elif msg.startswith(TRAINING):
             self.enter("training")
