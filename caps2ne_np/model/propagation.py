@@ -109,7 +109,7 @@ def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._s
 
     t0 = time.perf_counter()
     A = sp.csr_matrix(A, dtype=np.float64)
-    with threadpool_limits(limits=1):
+    with threadpool_limits(limits=1, user_api="blas"):
         Ot = filtered(A, O, order, mu, theta, progress)
         progress("SVD of the filtered o_v")
         P = projection(Ot)
@@ -137,7 +137,7 @@ def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5, scale=1.0):
     from threadpoolctl import threadpool_limits
 
     A = sp.csr_matrix(A, dtype=np.float64)
-    with threadpool_limits(limits=1):
+    with threadpool_limits(limits=1, user_api="blas"):
         Ot = filtered(A, O, order, mu, theta)
         return written(Ot[np.asarray(rows, dtype=np.int64)] @ P, scale)
 
@@ -233,7 +233,7 @@ def spectral_test(
 
     held = holdout(A, seed)
     rest = held["A_rest"]
-    with threadpool_limits(limits=1):  # the same bits on any machine
+    with threadpool_limits(limits=1, user_api="blas"):  # the same bits on any machine
         R = spectral.factorize(spectral.proximity_matrix(rest), dim, seed, progress=progress)
     pos, neg = held["pos"], held["neg"]
     out = dict(auc_factor=auc(_pair_scores(R, pos), _pair_scores(R, neg)))
