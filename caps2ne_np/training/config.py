@@ -508,14 +508,14 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
     * the spectral start (``cfg.spectral``; on resume only 'features', the others come
       from the checkpoint) at rank K: the randomized SVD holds 3 (N, K + 10) blocks (the
       basis Q, B = Q^T F and gesdd's V^T), the propagation 2 (N, K) (R and the filtered
-      signal, then the filtered signal and the SVD's U) and 7 (N, b) of the filter, the
+      signal, then the filtered signal and the SVD's U) and 6 (N, b) of the filter, the
       larger of the two; 5 S (A, F's values, I + A, M and a temporary of building M) and
       the float32 outputs;
     * the structure measure (``--stop auto``): the randomized SVD at rank
       budget.STOP_RANK, 3 (N, STOP_RANK + 10) blocks, and 6 S (A, its held-out copy,
       their index lists);
     * ``--propagate`` on the trained o_v (N, k): 3 (N, k) blocks (the filtered o_v, its
-      copy in the SVD and U; the filter: one and 7 (N, b)) and 4 S; 'auto' first
+      copy in the SVD and U; the filter: one and 6 (N, b)) and 4 S; 'auto' first
       measures held-out edges, 5 (N, k) blocks (the o_v in float64, their directions and
       the propagation over the held-out graph) and 6 S, whichever is more."""
     from ..model.spectral import FILTER_COLUMNS as b
@@ -527,7 +527,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         K = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
         if cfg.spectral == "init_xo":
             K = max(K, k)
-        blocks = max(3 * (K + 10), 2 * K + 7 * min(b, K) if cfg.prone_order > 1 else 0)
+        blocks = max(3 * (K + 10), 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
         before = 5 * S + 8 * N * blocks + 3 * 4 * N * K
     if cfg.stop == "auto":
         from .budget import STOP_RANK
@@ -535,7 +535,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         before = max(before, 6 * S + 8 * N * 3 * (STOP_RANK + 10))
     after = 0
     if cfg.propagate in ("on", "auto"):
-        after = 4 * S + 8 * N * max(3 * k, k + 7 * min(b, k))
+        after = 4 * S + 8 * N * max(3 * k, k + 6 * min(b, k))
         if cfg.propagate == "auto":
             after = max(after, 6 * S + 8 * N * 5 * k)
     return before, after
