@@ -75,17 +75,57 @@ def projection(Ot):
     """P = V S^-1/2 (k, k) of the thin SVD O~ = U S V^T, so that O~ P = U S^1/2 (directions
     of a zero singular value map to 0, and so do the columns past N when N < k).  Signs
     as spectral.randomized_svd's: each column of U has its largest entry positive."""
-    from scipy import linalg
-
-    U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
-    signs = spectral.column_signs(U)
-    del U
+    S, Vt, signs = _tall_svd(Ot)
     signs[signs == 0] = 1.0
     top = S[0] if S.size else 0.0
     inv = np.divide(1.0, np.sqrt(S), out=np.zeros_like(S), where=S > 1e-12 * max(top, 1e-300))
     P = np.zeros((Ot.shape[1], Ot.shape[1]))  # N < k: the columns past rank N stay 0
     P[:, : S.size] = (Vt.T * signs[None, :]) * inv[None, :]
     return P
+
+
+SAFE_MIN = np.sqrt(np.finfo(np.float64).tiny) / np.finfo(np.float64).eps
+"""gesdd's SMLNUM: it rescales a matrix whose largest entry lies outside [SAFE_MIN,
+1 / SAFE_MIN] before its steps (``_tall_svd`` then calls it whole)."""
+
+
+def _tall_svd(Ot, rows=1 << 12):
+    """``(S, Vt, signs)`` of the thin SVD Ot = U S V^T (gesdd), signs the column signs of
+    U (spectral.column_signs), without an (N, k) U beside Ot and gesdd's copy of it.
+
+    For a tall Ot (N >= 11 k / 6 rows, gesdd's "path 3"), gesdd factorises Ot = Q R
+    (dgeqrf, dorgqr), takes the SVD of R (k, k) as gesdd takes a square matrix's, and
+    forms U = Q U_R (dgemm); these steps are called here one by one, with gesdd's
+    workspace (blocked), so S and V^T are its bits, and U is formed a few thousand rows
+    at a time only to read its signs.  Otherwise (few rows, or entries gesdd would
+    rescale) gesdd itself."""
+    from scipy import linalg
+    from scipy.linalg import blas, lapack
+
+    n, k = Ot.shape
+    top = float(np.max(np.abs(Ot))) if Ot.size else 0.0
+    if n < max(int(k * 11 / 6), 2) or not SAFE_MIN <= top <= 1.0 / SAFE_MIN:
+        U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+        return S, Vt, spectral.column_signs(U)
+    C = np.array(Ot, dtype=np.float64, order="F")  # gesdd's own copy, factorised in place
+    C, tau, _, info = lapack.dgeqrf(C, lwork=int(lapack.dgeqrf(C, lwork=-1)[2][0]), overwrite_a=1)
+    R = np.triu(C[:k, :k])
+    Q, _, info2 = lapack.dorgqr(
+        C, tau, lwork=int(lapack.dorgqr(C, tau, lwork=-1)[1][0]), overwrite_a=1
+    )
+    if info or info2:
+        raise np.linalg.LinAlgError(f"QR of the filtered o_v failed (info {info}, {info2})")
+    del C
+    UR, S, Vt = linalg.svd(R, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+    UR = np.asfortranarray(UR)
+    best, value = np.full(k, -1.0), np.zeros(k)
+    for r0 in range(0, n, rows):  # U = Q U_R by row blocks: the entry of largest |U_ic|
+        U = blas.dgemm(1.0, Q[r0 : r0 + rows], UR)
+        at = np.argmax(np.abs(U), axis=0)
+        size = np.abs(U[at, np.arange(k)])
+        better = size > best  # strictly: an earlier row keeps a tie, as argmax does
+        best[better], value[better] = size[better], U[at, np.arange(k)][better]
+    return S, Vt, np.sign(value)
 
 
 class Propagated(NamedTuple):
@@ -103,8 +143,8 @@ def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._s
     """Spectral propagation of the embeddings ``O`` (N, k) over the symmetric adjacency
     ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring), its rows of length
     ``scale`` (ProNE's: 1); ``progress(where)`` told how far along it is.  Memory
-    (docs/scaling.md): O~ (N, k) float64 and the filter's column blocks, then O~, its
-    copy in the SVD and U: 3 (N, k) float64 blocks."""
+    (docs/scaling.md): O~ (N, k) float64 and the filter's column blocks, then O~ and
+    the copy its SVD factorises (``_tall_svd``): 2 (N, k) float64 blocks."""
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()

@@ -514,8 +514,8 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
     * the structure measure (``--stop auto``): the randomized SVD at rank
       budget.STOP_RANK, 3 (N, STOP_RANK + 10) blocks, and 6 S (A, its held-out copy,
       their index lists);
-    * ``--propagate`` on the trained o_v (N, k): 3 (N, k) blocks (the filtered o_v, its
-      copy in the SVD and U; the filter: one and 6 (N, b)) and 4 S; 'auto' first
+    * ``--propagate`` on the trained o_v (N, k): 2 (N, k) blocks (the filtered o_v and
+      its copy the SVD factorises; the filter: one and 6 (N, b)) and 4 S; 'auto' first
       measures held-out edges, 5 (N, k) blocks (the o_v in float64, their directions and
       the propagation over the held-out graph) and 6 S, whichever is more."""
     from ..model.spectral import FILTER_COLUMNS as b
@@ -535,7 +535,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         before = max(before, 6 * S + 8 * N * 3 * (STOP_RANK + 10))
     after = 0
     if cfg.propagate in ("on", "auto"):
-        after = 4 * S + 8 * N * max(3 * k, k + 6 * min(b, k))
+        after = 4 * S + 8 * N * max(2 * k, k + 6 * min(b, k))
         if cfg.propagate == "auto":
             after = max(after, 6 * S + 8 * N * 5 * k)
     return before, after
