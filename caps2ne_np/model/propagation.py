@@ -103,16 +103,16 @@ def _tall_svd(Ot, rows=1 << 12):
     from scipy.linalg import blas, lapack
 
     n, k = Ot.shape
-    top = float(np.max(np.abs(Ot))) if Ot.size else 0.0
+    top = max(float(Ot.max()), -float(Ot.min())) if Ot.size else 0.0  # no |Ot| copy
     if n < max(int(k * 11 / 6), 2) or not SAFE_MIN <= top <= 1.0 / SAFE_MIN:
         U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
         return S, Vt, spectral.column_signs(U)
     C = np.array(Ot, dtype=np.float64, order="F")  # gesdd's own copy, factorised in place
-    C, tau, _, info = lapack.dgeqrf(C, lwork=int(lapack.dgeqrf(C, lwork=-1)[2][0]), overwrite_a=1)
+    lwork = int(lapack.dgeqrf(C, lwork=-1, overwrite_a=1)[2][0])  # queries copy C without
+    C, tau, _, info = lapack.dgeqrf(C, lwork=lwork, overwrite_a=1)  # overwrite_a
     R = np.triu(C[:k, :k])
-    Q, _, info2 = lapack.dorgqr(
-        C, tau, lwork=int(lapack.dorgqr(C, tau, lwork=-1)[1][0]), overwrite_a=1
-    )
+    lwork = int(lapack.dorgqr(C, tau, lwork=-1, overwrite_a=1)[1][0])
+    Q, _, info2 = lapack.dorgqr(C, tau, lwork=lwork, overwrite_a=1)
     if info or info2:
         raise np.linalg.LinAlgError(f"QR of the filtered o_v failed (info {info}, {info2})")
     del C
