@@ -325,6 +325,11 @@ def apply(indptr, indices, weights, cfg, O):
     from ..kernels.rng import derive_seed
 
     n = int(np.asarray(indptr).shape[0] - 1)
+    stage = spectral.Stage(
+        "propagation",
+        f"ProNE's filter (order {cfg.prone_order}) over the o_v of {n:,} nodes, then their "
+        f"SVD (--propagate {mode})",
+    )
     A = spectral.adjacency(indptr, indices, weights, n)
     t0 = time.perf_counter()
     why = "--propagate on"
@@ -342,11 +347,6 @@ def apply(indptr, indices, weights, cfg, O):
             log.info("written embeddings: the o_v as trained (%s)", why)
             return None
     scale = float(getattr(cfg, "row_norm", 1.0))
-    stage = spectral.Stage(
-        "propagation",
-        f"ProNE's filter (order {cfg.prone_order}) over the o_v of {n:,} nodes, then their "
-        f"SVD ({why})",
-    )
     p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage)
     seconds = time.perf_counter() - t0
     problem, twins = check_rows(p.E, O)
