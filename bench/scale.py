@@ -962,4 +962,9 @@ def write_report(results, name, res):
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--stages"]:  # one train run, each stage's seconds and peak RSS
+        import stage_memory
+
+        stage_memory.main(sys.argv[2:])
+    else:
+        main()

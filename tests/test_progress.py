@@ -352,3 +352,32 @@ def test_time_remaining_ignores_a_compile_stall(monkeypatch):
     bar.close()
     fresh = progress.Eta(100, 0, clock=lambda: 0.0)
     assert fresh.text() == "?"  # no estimate from fewer than 3 updates
+
+
+@pytest.mark.parametrize("tiny", [False, True])
+def test_spectral_stages_say_they_start_and_how_far_along(monkeypatch, tmp_path, tiny):
+    """The spectral start, the stop rule's structure measure and the propagation each log
+    a line before they start ('<stage>: ... ...'), then, past PROGRESS_AFTER seconds, at
+    most one line every PROGRESS_EVERY saying how far along they are: none on Cora in
+    the defaults' few seconds, one per step when both are 0."""
+    from caps2ne_np.model import spectral
+
+    if tiny:
+        monkeypatch.setattr(spectral, "PROGRESS_AFTER", 0.0)
+        monkeypatch.setattr(spectral, "PROGRESS_EVERY", 0.0)
+    graph = ROOT / "caps2ne_np" / "data" / "cora.edgelist"
+    r = CliRunner().invoke(
+        cli, ["train", "--graph", str(graph), "--out", str(tmp_path / "e.emb"), *SMALL]
+    )
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    for stage in ("spectral start", "stop rule", "propagation"):
+        mine = [i for i, line in enumerate(lines) if line.startswith(f"{stage}: ")]
+        assert mine and lines[mine[0]].endswith(" ..."), (stage, r.output)
+        steps = [lines[i] for i in mine if re.search(r" \(\d+ s\)$", lines[i])]
+        assert len(steps) >= (5 if tiny else 0) and (tiny or not steps), (stage, steps)
+        assert all(i > mine[0] for i in mine[1:])
+    if tiny:
+        assert "spectral start: randomized SVD, power iteration 5 of 5 (0 s)" in lines
+        assert "spectral start: filter, Chebyshev term 10 of 10 (0 s)" in lines
+        assert "propagation: SVD of the filtered o_v (0 s)" in lines

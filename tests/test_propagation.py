@@ -329,3 +329,22 @@ def test_a_graph_with_fewer_nodes_than_dimensions_keeps_k_columns():
     assert p.E.shape == (5, 8) and p.P.shape == (8, 8)
     assert np.all(p.E[:, 5:] == 0)
     np.testing.assert_allclose(np.linalg.norm(p.E, axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_row_groups_are_np_unique_without_its_copies(seed):
+    """row_groups (hashed, a few rows at a time) groups the rows as np.unique(axis=0)
+    does: equal values, -0.0 as 0.0, after rounding when asked."""
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(1, 80)), int(rng.integers(1, 4))
+    X = rng.integers(-2, 3, size=(n, k)) * 0.5 + rng.choice([0.0, 1e-9, -1e-9], size=(n, k))
+    X[X == 0] = rng.choice([0.0, -0.0], size=int((X == 0).sum()))
+    for decimals in (None, 6):
+        got = propagation.row_groups(X.astype(np.float32), decimals, rows=7)
+        ref = (
+            np.round(X.astype(np.float32).astype(np.float64), 6)
+            if decimals
+            else X.astype(np.float32)
+        )
+        want = np.unique(ref, axis=0, return_inverse=True)[1].ravel()
+        assert (np.equal.outer(got, got) == np.equal.outer(want, want)).all()

@@ -339,8 +339,8 @@ def test_spectral_start_is_logged_with_its_cost(two_blocks, caplog):
     with caplog.at_level(logging.INFO, logger="caps2ne_np"):
         result = fit_arrays(two_blocks[0], spectral="features", spectral_dim=6)
     line = [r.getMessage() for r in caplog.records if "spectral start" in r.getMessage()]
-    assert line and "ProNE d=6" in line[0]
-    assert re.search(r" in \d+\.\d\d s$", line[0]), line[0]
+    assert line and "ProNE d=6" in line[0] and line[0].endswith(" ...")  # before it starts
+    assert re.search(r" in \d+\.\d\d s$", line[-1]), line[-1]
     assert any("spectral start" in note for note in result.notes)
     assert "preset converge" in result.notes[0]  # ProNE features are not the user's
 

@@ -64,28 +64,68 @@ the same neighbours the same row (every node of a complete graph), and at k = 1 
 row is +1 or -1.  Fewer are named in the log line."""
 
 
-def filtered(A, O, order, mu, theta):
+def filtered(A, O, order, mu, theta, progress=spectral._silent):
     """O~ = (I + A)(O - sum_{i < order} c_i T_i(X) O): the signal ProNE factorises,
-    (N, k) float64.  ``A`` (N, N) symmetric float64 CSR without self loops."""
-    O = np.asarray(O, dtype=np.float64)
-    A1 = (sp.eye(A.shape[0], format="csr") + A).tocsr()
-    return A1 @ (O - spectral.chebyshev_filter(A, O, order, mu, theta))
+    (N, k) float64 (Fortran order, spectral.filtered).  ``A`` (N, N) symmetric float64
+    CSR without self loops."""
+    return spectral.filtered(A, O, order, mu, theta, progress)
 
 
 def projection(Ot):
     """P = V S^-1/2 (k, k) of the thin SVD O~ = U S V^T, so that O~ P = U S^1/2 (directions
     of a zero singular value map to 0, and so do the columns past N when N < k).  Signs
     as spectral.randomized_svd's: each column of U has its largest entry positive."""
-    from scipy import linalg
-
-    U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
-    signs = np.sign(U[np.argmax(np.abs(U), axis=0), np.arange(U.shape[1])])
+    S, Vt, signs = _tall_svd(Ot)
     signs[signs == 0] = 1.0
     top = S[0] if S.size else 0.0
     inv = np.divide(1.0, np.sqrt(S), out=np.zeros_like(S), where=S > 1e-12 * max(top, 1e-300))
     P = np.zeros((Ot.shape[1], Ot.shape[1]))  # N < k: the columns past rank N stay 0
     P[:, : S.size] = (Vt.T * signs[None, :]) * inv[None, :]
     return P
+
+
+SAFE_MIN = np.sqrt(np.finfo(np.float64).tiny) / np.finfo(np.float64).eps
+"""gesdd's SMLNUM: it rescales a matrix whose largest entry lies outside [SAFE_MIN,
+1 / SAFE_MIN] before its steps (``_tall_svd`` then calls it whole)."""
+
+
+def _tall_svd(Ot, rows=1 << 12):
+    """``(S, Vt, signs)`` of the thin SVD Ot = U S V^T (gesdd), signs the column signs of
+    U (spectral.column_signs), without an (N, k) U beside Ot and gesdd's copy of it.
+
+    For a tall Ot (N >= 11 k / 6 rows, gesdd's "path 3"), gesdd factorises Ot = Q R
+    (dgeqrf, dorgqr), takes the SVD of R (k, k) as gesdd takes a square matrix's, and
+    forms U = Q U_R (dgemm); these steps are called here one by one, with gesdd's
+    workspace (blocked), so S and V^T are its bits, and U is formed a few thousand rows
+    at a time only to read its signs.  Otherwise (few rows, or entries gesdd would
+    rescale) gesdd itself."""
+    from scipy import linalg
+    from scipy.linalg import blas, lapack
+
+    n, k = Ot.shape
+    top = max(float(Ot.max()), -float(Ot.min())) if Ot.size else 0.0  # no |Ot| copy
+    if n < max(int(k * 11 / 6), 2) or not SAFE_MIN <= top <= 1.0 / SAFE_MIN:
+        U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+        return S, Vt, spectral.column_signs(U)
+    C = np.array(Ot, dtype=np.float64, order="F")  # gesdd's own copy, factorised in place
+    lwork = int(lapack.dgeqrf(C, lwork=-1, overwrite_a=1)[2][0])  # queries copy C without
+    C, tau, _, info = lapack.dgeqrf(C, lwork=lwork, overwrite_a=1)  # overwrite_a
+    R = np.triu(C[:k, :k])
+    lwork = int(lapack.dorgqr(C, tau, lwork=-1, overwrite_a=1)[1][0])
+    Q, _, info2 = lapack.dorgqr(C, tau, lwork=lwork, overwrite_a=1)
+    if info or info2:
+        raise np.linalg.LinAlgError(f"QR of the filtered o_v failed (info {info}, {info2})")
+    del C
+    UR, S, Vt = linalg.svd(R, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+    UR = np.asfortranarray(UR)
+    best, value = np.full(k, -1.0), np.zeros(k)
+    for r0 in range(0, n, rows):  # U = Q U_R by row blocks: the entry of largest |U_ic|
+        U = blas.dgemm(1.0, Q[r0 : r0 + rows], UR)
+        at = np.argmax(np.abs(U), axis=0)
+        size = np.abs(U[at, np.arange(k)])
+        better = size > best  # strictly: an earlier row keeps a tie, as argmax does
+        best[better], value[better] = size[better], U[at, np.arange(k)][better]
+    return S, Vt, np.sign(value)
 
 
 class Propagated(NamedTuple):
@@ -99,25 +139,30 @@ class Propagated(NamedTuple):
     note: str = ""
 
 
-def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0):
+def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._silent):
     """Spectral propagation of the embeddings ``O`` (N, k) over the symmetric adjacency
     ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring), its rows of length
-    ``scale`` (ProNE's: 1)."""
+    ``scale`` (ProNE's: 1); ``progress(where)`` told how far along it is.  Memory
+    (docs/scaling.md): O~ (N, k) float64 and the filter's column blocks, then O~ and
+    the copy its SVD factorises (``_tall_svd``): 2 (N, k) float64 blocks."""
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()
     A = sp.csr_matrix(A, dtype=np.float64)
-    with threadpool_limits(limits=1):
-        Ot = filtered(A, O, order, mu, theta)
+    with threadpool_limits(limits=1, user_api="blas"):
+        Ot = filtered(A, O, order, mu, theta, progress)
+        progress("SVD of the filtered o_v")
         P = projection(Ot)
-        E = written(Ot @ P, scale)
+        rows = Ot @ P
+        del Ot
+        E = written(rows, scale, inplace=True)
     return Propagated(E, P, time.perf_counter() - t0)
 
 
-def written(rows, scale=1.0):
+def written(rows, scale=1.0, inplace=False):
     """``scale`` rownorm(rows) as float32: the written scale (--row-norm).  A zero row
-    stays zero."""
-    E = spectral.rownorm(rows)
+    stays zero.  ``inplace``: ``rows`` (float64) is overwritten on the way."""
+    E = spectral.rownorm(rows, out=rows if inplace else None)
     if scale != 1.0:
         E *= scale
     return E.astype(np.float32)
@@ -132,7 +177,7 @@ def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5, scale=1.0):
     from threadpoolctl import threadpool_limits
 
     A = sp.csr_matrix(A, dtype=np.float64)
-    with threadpool_limits(limits=1):
+    with threadpool_limits(limits=1, user_api="blas"):
         Ot = filtered(A, O, order, mu, theta)
         return written(Ot[np.asarray(rows, dtype=np.int64)] @ P, scale)
 
@@ -215,22 +260,25 @@ def edge_measures(held, O, order=10, mu=0.2, theta=0.5):
     )
 
 
-def spectral_test(A, dim, seed=0, order=10, mu=0.2, theta=0.5, factor_only=False):
+def spectral_test(
+    A, dim, seed=0, order=10, mu=0.2, theta=0.5, factor_only=False, progress=spectral._silent
+):
     """The graph's own verdict, read without labels and without the o_v: ProNE's first
     stage R (spectral.factorize, rank ``dim``) of the graph without a held-out sample of
     edges (``holdout``), and R propagated over that graph; dict(auc_factor, auc_prop):
     the link-prediction AUC of the held-out edges by each (``factor_only``: auc_factor
-    alone, the stop rule's ``budget.structure``)."""
+    alone, the stop rule's ``budget.structure``); ``progress(where)`` told how far along
+    it is."""
     from threadpoolctl import threadpool_limits
 
     held = holdout(A, seed)
     rest = held["A_rest"]
-    with threadpool_limits(limits=1):  # the same bits on any machine
-        R = spectral.factorize(spectral.proximity_matrix(rest), dim, seed)
+    with threadpool_limits(limits=1, user_api="blas"):  # the same bits on any machine
+        R = spectral.factorize(spectral.proximity_matrix(rest), dim, seed, progress=progress)
     pos, neg = held["pos"], held["neg"]
     out = dict(auc_factor=auc(_pair_scores(R, pos), _pair_scores(R, neg)))
     if not factor_only:
-        E = propagate(rest, R, order, mu, theta).E.astype(np.float64)
+        E = propagate(rest, R, order, mu, theta, progress=progress).E.astype(np.float64)
         out["auc_prop"] = auc(_pair_scores(E, pos), _pair_scores(E, neg))
     return out
 
@@ -285,6 +333,11 @@ def apply(indptr, indices, weights, cfg, O, held=None):
     from ..kernels.rng import derive_seed
 
     n = int(np.asarray(indptr).shape[0] - 1)
+    stage = spectral.Stage(
+        "propagation",
+        f"ProNE's filter (order {cfg.prone_order}) over the o_v of {n:,} nodes, then their "
+        f"SVD (--propagate {mode})",
+    )
     A = spectral.adjacency(indptr, indices, weights, n)
     t0 = time.perf_counter()
     why = "--propagate on"
@@ -303,7 +356,7 @@ def apply(indptr, indices, weights, cfg, O, held=None):
             log.info("written embeddings: the o_v as trained (%s)", why)
             return None
     scale = float(getattr(cfg, "row_norm", 1.0))
-    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale)
+    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage)
     seconds = time.perf_counter() - t0
     problem, twins = check_rows(p.E, O)
     if problem:
@@ -323,12 +376,37 @@ def apply(indptr, indices, weights, cfg, O, held=None):
     return p._replace(seconds=seconds, note=note)
 
 
+def row_groups(X, decimals=None, rows=1 << 12):
+    """A group id (N,) int64 for each row of ``X`` (N, k), equal for equal rows (as
+    float64, rounded to ``decimals`` when given): the ``return_inverse`` of
+    ``np.unique(X, axis=0)`` up to the numbering, without its sorted copies of X.  Rows
+    are hashed ``rows`` at a time (the float64 bits times random odd multipliers, summed
+    modulo 2^64), each then compared with the first row of its hash; should two different
+    rows share a hash, ``np.unique`` decides."""
+
+    def exact(block):
+        block = np.asarray(block, dtype=np.float64)
+        if decimals is not None:
+            block = np.round(block, decimals)
+        return block + 0.0  # -0.0 as 0.0: equal values, equal bits
+
+    n, k = X.shape
+    mult = np.random.default_rng(0).integers(1, 2**62, size=k, dtype=np.uint64) * 2 + 1
+    h = np.empty(n, dtype=np.uint64)
+    for r0 in range(0, n, rows):
+        h[r0 : r0 + rows] = (exact(X[r0 : r0 + rows]).view(np.uint64) * mult).sum(axis=1)
+    _, first, ids = np.unique(h, return_index=True, return_inverse=True)
+    rep = first[ids.ravel()]
+    for r0 in range(0, n, rows):
+        if not np.array_equal(exact(X[r0 : r0 + rows]), exact(X[rep[r0 : r0 + rows]])):
+            return np.unique(exact(X), axis=0, return_inverse=True)[1].ravel()
+    return ids.ravel()
+
+
 def identical_rows(E, O):
     """How many nodes have a propagated row ``E`` (to 6 decimals) equal to that of a node
     whose o_v (a row of ``O``) differs from theirs."""
-    _, e_id = np.unique(np.round(np.asarray(E, np.float64), 6), axis=0, return_inverse=True)
-    _, o_id = np.unique(np.asarray(O), axis=0, return_inverse=True)
-    e_id, o_id = e_id.ravel(), o_id.ravel()
+    e_id, o_id = row_groups(E, 6), row_groups(O)
     pairs = np.unique(np.stack([e_id, o_id], axis=1), axis=0)  # distinct (row of E, o_v)
     groups, kinds = np.unique(pairs[:, 0], return_counts=True)
     return int(np.isin(e_id, groups[kinds > 1]).sum())

@@ -38,9 +38,11 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from numba import prange
 
 from ..defaults import PRONE_THETA_MAX, PRONE_THETA_MIN, SPECTRAL_MODES
 from ..errors import InputError
+from ..kernels._jit import kernel
 
 log = logging.getLogger(__name__)
 
@@ -72,23 +74,111 @@ def proximity_matrix(A, exponent=NEGATIVE_EXPONENT):
     A = sp.csr_matrix(A, dtype=np.float64)
     deg = np.asarray(A.sum(axis=1)).ravel()
     inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
-    rows = np.repeat(np.arange(A.shape[0]), np.diff(A.indptr))
-    P = sp.csr_matrix((A.data * inv[rows], A.indices, A.indptr), shape=A.shape)  # A's pattern
+    P = sp.csr_matrix(  # A's pattern, sharing its index arrays
+        (A.data * np.repeat(inv, np.diff(A.indptr)), A.indices, A.indptr), shape=A.shape
+    )
     lam = np.asarray(P.sum(axis=0)).ravel() ** exponent
     lam /= lam.sum()
-    F = P.copy()
     neg = A.data * lam[A.indices]  # the entries of A diag(lambda), P's pattern
-    F.data = np.log(np.where(P.data > 0, P.data, 1.0)) - np.log(np.where(neg > 0, neg, 1.0))
-    return F
+    p = P.data
+    del P
+    data = np.log(np.where(p > 0, p, 1.0)) - np.log(np.where(neg > 0, neg, 1.0))
+    return sp.csr_matrix((data, A.indices, A.indptr), shape=A.shape)
 
 
-def rownorm(U):
-    """Each row divided by its Euclidean norm (all-zero rows stay zero)."""
+FILTER_COLUMNS = 16
+"""Columns of R the Chebyshev filter takes at a time (``filtered``).  The filter acts on
+each column alone, and scipy's sparse product computes each entry of M X from its own
+column of X, so a block of columns gives the same bits as the whole (N, d) matrix,
+while the terms of the recurrence hold (N, FILTER_COLUMNS) blocks instead of (N, d)."""
+PROGRESS_AFTER = 5.0
+"""Seconds a spectral stage runs before it logs how far along it is (``Stage``)."""
+PROGRESS_EVERY = 10.0
+"""Seconds between two of a spectral stage's progress lines, at most one each."""
+
+
+class Stage:
+    """The log lines of a long spectral stage: ``Stage(name, what)`` logs that it starts;
+    ``stage(where)`` logs how far along it is, past PROGRESS_AFTER seconds and at most
+    once every PROGRESS_EVERY seconds (plain lines, as training's progress in a log:
+    training/progress.py); ``stage.seconds()`` since it started."""
+
+    def __init__(self, name, what, logger=log):
+        self.name, self.log = name, logger
+        self.t0 = time.monotonic()
+        self.last = self.t0 - PROGRESS_EVERY
+        logger.info("%s: %s ...", name, what)
+
+    def __call__(self, where):
+        now = time.monotonic()
+        if now - self.t0 >= PROGRESS_AFTER and now - self.last >= PROGRESS_EVERY:
+            self.last = now
+            self.log.info("%s: %s (%.0f s)", self.name, where, now - self.t0)
+
+    def seconds(self):
+        return time.monotonic() - self.t0
+
+
+def _silent(where):
+    """The progress of a stage nobody watches."""
+
+
+@kernel(parallel=True, work=lambda indptr, indices, data, X, Y: indices.shape[0] * Y.shape[1])
+def _csr_matmat(indptr, indices, data, X, Y):
+    """Y = A X, A (n, m) in CSR (indptr, indices, data), X (m, b), Y (n, b) float64:
+    Y_ic = sum of A_ij X_jc over row i's stored entries in their stored order, from 0.
+
+    Notes: scipy's ``csr_matvecs`` adds the same products in the same order (no FMA,
+    no reassociation), so the bits are scipy's; one row per ``prange`` item, so they do
+    not depend on the thread count.  Twice as fast as scipy on one thread, which
+    runs this on one thread only (measured at 200,000 nodes, 4.2M entries)."""
+    for i in prange(Y.shape[0]):
+        for c in range(Y.shape[1]):
+            Y[i, c] = 0.0
+        for jj in range(indptr[i], indptr[i + 1]):
+            j = indices[jj]
+            a = data[jj]
+            for c in range(Y.shape[1]):
+                Y[i, c] += a * X[j, c]
+
+
+def matmat(A, X, out=None):
+    """A X (n, b) float64 for A scipy CSR (float64) and X (m, b): ``_csr_matmat``, the
+    bits of scipy's ``A @ X`` on Numba's threads.  ``out``: a C-contiguous (n, b)
+    float64 block to write (it must not be X)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    if out is None:
+        out = np.empty((A.shape[0], X.shape[1]), dtype=np.float64)
+    _csr_matmat(A.indptr, A.indices, np.asarray(A.data, dtype=np.float64), X, out)
+    return out
+
+
+def rownorm(U, out=None):
+    """Each row divided by its Euclidean norm (all-zero rows stay zero); ``out=U``
+    divides in place (the same bits)."""
     norms = np.sqrt(np.einsum("ij,ij->i", U, U))
-    return U / np.where(norms > 0, norms, 1.0)[:, None]
+    return np.divide(U, np.where(norms > 0, norms, 1.0)[:, None], out=out)
 
 
-def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10):
+def column_signs(U, rows=1 << 14):
+    """The sign of each column's entry of largest magnitude (the first such), (K,):
+    ``np.sign(U[np.argmax(np.abs(U), axis=0), range(K)])``, read ``rows`` rows at a time
+    (no (N, K) copy of |U|)."""
+    K = U.shape[1]
+    best = np.full(K, -1.0)
+    value = np.zeros(K)
+    cols = np.arange(K)
+    for r0 in range(0, U.shape[0], rows):
+        block = U[r0 : r0 + rows]
+        at = np.argmax(np.abs(block), axis=0)
+        size = np.abs(block[at, cols])
+        better = size > best  # strictly: an earlier row keeps a tie, as argmax does
+        best[better] = size[better]
+        value[better] = block[at, cols][better]
+    return np.sign(value)
+
+
+def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress=_silent):
     """The rank-``dim`` randomized SVD M ~ U S V^T of Halko, Martinsson and Tropp (2011,
     Algorithm 4.4 with LU normalisation): ``(U (n, dim), S (dim,))``.
 
@@ -97,49 +187,141 @@ def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10):
     signs flipped so each column of U has its largest entry positive), and the same
     draws from ``np.random.RandomState(seed)``: the same bits (tests/test_spectral.py),
     without importing scikit-learn (0.7 s, more than ProNE itself on a 1,000-node graph).
-    ``M``: a scipy.sparse matrix or an array, square here."""
+    ``M``: a scipy.sparse matrix (CSR or CSC with sorted indices: each sum of a product
+    runs over the same entries in the same order either way) or an array.
+
+    Memory, with K = dim + oversamples: 2 (n, K) float64 blocks during the power
+    iterations (each product is a new block, which LU factorises in place), 3 at the end
+    (the basis Q, B = Q^T M (K, n), and the V^T gesdd computes beside it), then Q and U.
+    ``progress(where)`` is called after each power iteration."""
     from scipy import linalg
 
     Q = np.random.RandomState(seed).normal(size=(M.shape[1], dim + oversamples))
-    if n_iter > 2:
-        normalize = lambda X: linalg.lu(X, permute_l=True, check_finite=False)[0]  # noqa: E731
+    if sp.issparse(M):  # CSR of M and M^T, sorted: matmat gives scipy's bits
+        M, Mt = M.tocsr(), M.T.tocsr()
+        M, Mt = (X if X.has_sorted_indices else X.sorted_indices() for X in (M, Mt))
+        prod = matmat
     else:
-        normalize = lambda X: X  # noqa: E731
-    for _ in range(n_iter):  # power iterations: Q tends to M's leading singular space
-        Q = normalize(M @ Q)
-        Q = normalize(M.T @ Q)
-    Q = linalg.qr(M @ Q, mode="economic", check_finite=False)[0]  # a basis of M's range
-    Uhat, S, _ = linalg.svd(Q.T @ M, full_matrices=False, lapack_driver="gesdd")
+        Mt, prod = M.T, np.matmul
+    for it in range(n_iter):  # power iterations: Q tends to M's leading singular space
+        for op in (M, Mt):
+            Y = prod(op, Q)
+            del Q
+            if n_iter > 2:  # L of Y = P L U, computed in Y's memory
+                Y = linalg.lu(Y, permute_l=True, overwrite_a=True, check_finite=False)[0]
+            Q = Y
+            del Y
+        progress(f"randomized SVD, power iteration {it + 1} of {n_iter}")
+    Y = prod(M, Q)
+    del Q, M
+    Q = linalg.qr(Y, mode="economic", overwrite_a=True, check_finite=False)[0]  # M's range
+    del Y
+    B = prod(Mt, Q).T if prod is matmat else Q.T @ Mt.T  # Q^T M, (K, n), Fortran order
+    del Mt
+    Uhat, S, Vt = linalg.svd(
+        B, full_matrices=False, overwrite_a=True, check_finite=False, lapack_driver="gesdd"
+    )
+    del B, Vt
     U = Q @ Uhat
-    signs = np.sign(U[np.argmax(np.abs(U), axis=0), np.arange(U.shape[1])])
-    U *= signs[None, :]
+    del Q
+    U *= column_signs(U)[None, :]
     return U[:, :dim], S[:dim]
 
 
-def factorize(F, dim, seed, n_iter=SVD_ITERATIONS):
+def factorize(F, dim, seed, n_iter=SVD_ITERATIONS, progress=_silent):
     """R = rownorm(U S^1/2) of the rank-``dim`` randomized SVD F ~ U S V^T (N, dim) float64,
     seeded by ``seed`` (``randomized_svd``, ``n_iter`` power iterations)."""
-    U, S = randomized_svd(sp.csc_matrix(F), dim, seed, n_iter)
-    return rownorm(U * np.sqrt(S))
+    F = sp.csr_matrix(F)
+    if not F.has_sorted_indices:
+        F = F.sorted_indices()
+    U, S = randomized_svd(F, dim, seed, n_iter, progress=progress)
+    R = U * np.sqrt(S)
+    del U
+    return rownorm(R, out=R)
+
+
+def operators(A, mu):
+    """A~ = I + A and M = I - D~^-1 A~ - mu I (scipy CSR float64; D~ the degrees of A~),
+    the matrices of the filter (module docstring), built with the same scipy operations
+    as the reference, so that their entries are stored in the same order."""
+    n = A.shape[0]
+    A1 = (sp.eye(n, format="csr") + A).tocsr()
+    deg = np.asarray(A1.sum(axis=1)).ravel()
+    M = (sp.eye(n, format="csr") * (1.0 - mu) - sp.diags(1.0 / deg) @ A1).tocsr()
+    return A1, M
+
+
+def _chebyshev_block(M, R, order, theta, progress=_silent, where=""):
+    """sum_{i < order} c_i T_i(X) R for R (N, b) float64, C-contiguous (``chebyshev_filter``).
+    The recurrence T_i = 2 X T_{i-1} - T_{i-2}, 2 X T = M (M T) - 2 T, writes T_i over
+    T_{i-2}: 5 (N, b) blocks besides R (two terms, the sum, M T and a scratch block).
+    Every product and difference is the reference's, in its order: the same bits."""
+    from scipy.special import iv
+
+    MT = matmat(M, R)
+    T1 = matmat(M, MT)
+    T1 *= 0.5
+    T1 -= R  # T_1 = X R = 0.5 M^2 R - R
+    out = iv(0, theta) * R
+    tmp = np.multiply(2.0 * iv(1, theta), T1)
+    out -= tmp
+    T0 = None  # T_{i-2}: R until the first term gets a block of its own
+    for i in range(2, order):
+        matmat(M, T1, out=MT)
+        matmat(M, MT, out=tmp)  # M^2 T_{i-1} = 2 X T_{i-1} + 2 T_{i-1}
+        np.multiply(2.0, T1, out=MT)
+        tmp -= MT
+        if T0 is None:
+            T0 = np.subtract(tmp, R)
+        else:
+            np.subtract(tmp, T0, out=T0)  # T_i = 2 X T_{i-1} - T_{i-2}, over T_{i-2}
+        np.multiply((2.0 if i % 2 == 0 else -2.0) * iv(i, theta), T0, out=MT)
+        out += MT
+        T0, T1 = T1, T0
+        progress(f"{where}Chebyshev term {i + 1} of {order}")
+    return out
 
 
 def chebyshev_filter(A, R, order, mu, theta):
     """sum_{i < order} c_i T_i(X) R, X = M^2 / 2 - I, M = I - D~^-1 (I + A) - mu I: the
     Chebyshev expansion of exp(-theta X) R (module docstring), (N, d) float64."""
-    from scipy.special import iv
-
-    n = A.shape[0]
-    A1 = (sp.eye(n, format="csr") + A).tocsr()
-    deg = np.asarray(A1.sum(axis=1)).ravel()
-    M = (sp.eye(n, format="csr") * (1.0 - mu) - sp.diags(1.0 / deg) @ A1).tocsr()
-    T0 = R
-    T1 = 0.5 * (M @ (M @ R)) - R
-    out = iv(0, theta) * T0 - 2.0 * iv(1, theta) * T1
-    for i in range(2, order):
-        T2 = (M @ (M @ T1)) - 2.0 * T1 - T0  # T_i = 2 X T_{i-1} - T_{i-2}
-        out += (2.0 if i % 2 == 0 else -2.0) * iv(i, theta) * T2
-        T0, T1 = T1, T2
+    _, M = operators(A, mu)
+    R = np.asarray(R, dtype=np.float64)
+    out = np.empty(R.shape)
+    for c0 in range(0, R.shape[1], FILTER_COLUMNS):
+        block = np.ascontiguousarray(R[:, c0 : c0 + FILTER_COLUMNS])
+        out[:, c0 : c0 + FILTER_COLUMNS] = _chebyshev_block(M, block, order, theta)
     return out
+
+
+def filtered(A, R, order, mu, theta, progress=_silent):
+    """R~ = (I + A)(R - chebyshev_filter(R)): the signal ProNE factorises, (N, d) float64
+    in Fortran order (gesdd's own, so ``embedding`` and ``propagation.projection`` need
+    no copy of it).  ``A`` (N, N) symmetric float64 CSR without self loops; ``R`` (N, d)
+    of any float dtype, read FILTER_COLUMNS columns at a time (converted per block).
+    Memory: the output and 6 (N, FILTER_COLUMNS) float64 blocks (the block of R and the
+    recurrence's 5)."""
+    A1, M = operators(A, mu)
+    n, d = R.shape
+    out = np.empty((n, d), order="F")
+    for c0 in range(0, d, FILTER_COLUMNS):
+        c1 = min(c0 + FILTER_COLUMNS, d)
+        block = np.array(R[:, c0:c1], dtype=np.float64, order="C")  # a copy: R stays
+        where = f"filter, columns {c0 + 1}-{c1} of {d}, " if d > FILTER_COLUMNS else "filter, "
+        block -= _chebyshev_block(M, block, order, theta, progress, where)
+        out[:, c0:c1] = matmat(A1, block)
+    return out
+
+
+def embedding(Rt, d):
+    """E = rownorm(U S^1/2) (N, d) float64 of the thin SVD Rt = U S V^T, computed in Rt's
+    memory (its values are lost): Rt and U, two (N, d) blocks."""
+    from scipy import linalg
+
+    U, S, _ = linalg.svd(Rt, full_matrices=False, overwrite_a=True, check_finite=False)
+    U = U[:, :d]
+    U *= np.sqrt(S[:d])
+    return rownorm(U, out=U)
 
 
 def propagate(A, R, order, mu, theta):
@@ -147,21 +329,16 @@ def propagate(A, R, order, mu, theta):
     spectral propagation (order 1: R unchanged), (N, d) float64."""
     if order == 1:
         return R
-    n = A.shape[0]
-    A1 = (sp.eye(n, format="csr") + A).tocsr()
-    Rt = A1 @ (R - chebyshev_filter(A, R, order, mu, theta))
-    from scipy import linalg
-
-    U, S, _ = linalg.svd(Rt, full_matrices=False, check_finite=False)
-    d = R.shape[1]
-    return rownorm(U[:, :d] * np.sqrt(S[:d]))
+    return embedding(filtered(A, R, order, mu, theta), R.shape[1])
 
 
-def prone(A, dim, seed=0, order=10, mu=0.2, theta=0.5):
+def prone(A, dim, seed=0, order=10, mu=0.2, theta=0.5, progress=_silent):
     """ProNE embeddings of the symmetric adjacency ``A`` (N, N): (N, dim) float32 with unit
     rows (a node without edges: a zero row).  ``order`` of the Chebyshev expansion (1: no
-    propagation), ``mu`` and ``theta`` of its filter; ``seed`` of the randomized SVD.
-    Runs on one BLAS thread: the same bits whatever the machine's thread count."""
+    propagation), ``mu`` and ``theta`` of its filter; ``seed`` of the randomized SVD;
+    ``progress(where)`` told how far along it is.  Runs on one BLAS thread: the same
+    bits whatever the machine's thread count.  Memory (docs/scaling.md): 3 (N, dim + 10)
+    float64 blocks in the randomized SVD, then 2 (N, dim) in the propagation."""
     from threadpoolctl import threadpool_limits
 
     n = A.shape[0]
@@ -170,9 +347,14 @@ def prone(A, dim, seed=0, order=10, mu=0.2, theta=0.5):
             f"--spectral-dim: ProNE needs 1 <= d < N = {n} (the graph's nodes), got d = {dim}; "
             "lower --spectral-dim (or --feat-dim)"
         )
-    with threadpool_limits(limits=1):
-        R = factorize(proximity_matrix(A), dim, seed)
-        return propagate(A, R, order, mu, theta).astype(np.float32)
+    with threadpool_limits(limits=1, user_api="blas"):
+        R = factorize(proximity_matrix(A), dim, seed, progress=progress)
+        if order == 1:
+            return R.astype(np.float32)
+        Rt = filtered(A, R, order, mu, theta, progress)
+        del R
+        progress("SVD of the filtered signal")
+        return embedding(Rt, dim).astype(np.float32)
 
 
 class SpectralStart(NamedTuple):
@@ -250,8 +432,14 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
                 f"needs d < N = {n} (the graph's nodes); lower {flag} or use --spectral none"
             )
 
+    stage = Stage(
+        "spectral start",
+        f"ProNE d={d} on {n:,} nodes and {A.nnz:,} stored edges (a randomized SVD, then "
+        f"a Chebyshev filter of order {cfg.prone_order})",
+    )
+
     def embed(dim):
-        return prone(A, dim, seed, cfg.prone_order, cfg.prone_mu, cfg.prone_theta)
+        return prone(A, dim, seed, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, stage)
 
     zero_rows = []
     E = fill_zero_rows(embed(d), derive_seed(cfg.seed, "spectral zero rows"), zero_rows)

@@ -69,18 +69,26 @@ chosen from two graphs' AUC per epoch (docs/training.md, "When to stop"): Cora 0
 0.839 after epoch 5."""
 
 
-def structure(A, seed):
+def structure(A, seed, progress=None):
     """The link-prediction AUC (float) of a seeded sample of held-out edges of ``A``
     (symmetric scipy.sparse, ``propagation.holdout``) by the rank-``STOP_RANK`` ProNE
     factorisation of the graph without them, or None when it cannot tell: fewer than
     4 STOP_RANK nodes or 20 edges, no edge that can be held out (every edge has an end
-    of degree 1), or no non-edge found (a nearly complete graph)."""
-    from ..model import propagation
+    of degree 1), or no non-edge found (a nearly complete graph).  ``progress``: a
+    spectral.Stage told how far along it is (None: a Stage of its own, which logs)."""
+    from ..model import propagation, spectral
 
     n = A.shape[0]
     if n < 4 * STOP_RANK or A.nnz < 40:
         return None
-    value = propagation.spectral_test(A, STOP_RANK, seed, factor_only=True)["auc_factor"]
+    if progress is None:
+        progress = spectral.Stage(
+            "stop rule",
+            f"a rank-{STOP_RANK} factorisation of the graph ({n:,} nodes) without a sample "
+            "of its edges, to measure how well it predicts them",
+        )
+    test = propagation.spectral_test(A, STOP_RANK, seed, factor_only=True, progress=progress)
+    value = test["auc_factor"]
     return value if np.isfinite(value) else None
 
 

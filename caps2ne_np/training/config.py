@@ -204,24 +204,30 @@ def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
 
 def spectral_memory(cfg, n_nodes, n_edges, resume=False):
     """Bytes the spectral stages of a run need at their peaks, estimated from the float64
-    blocks model/spectral.py and model/propagation.py hold at once:
-    ``(before, after)``, before training (the spectral start and the stop rule's
-    structure measure, one after the other) and after it (``--propagate``, beside the
-    trained tables).  With N nodes, S = (2 x edges + N) x 12 bytes a float64 sparse
-    matrix of the symmetric adjacency (values and int32 indices):
+    blocks model/spectral.py and model/propagation.py hold at once (docs/scaling.md,
+    "The spectral stages"): ``(before, after)``, before training (the spectral start and
+    the stop rule's structure measure, one after the other) and after it
+    (``--propagate``, beside the trained tables).  With N nodes, S = (2 x edges + N) x 12
+    bytes a float64 sparse matrix of the symmetric adjacency (values and int32 indices)
+    and b = spectral.FILTER_COLUMNS, the columns the Chebyshev filter takes at a time:
 
     * the spectral start (``cfg.spectral``; on resume only 'features', the others come
-      from the checkpoint) at rank K: the randomized SVD holds 6 (N, K + 10) blocks (Q,
-      M Q, LU's two factors, the QR basis, Q^T M), the propagation 8 (N, K) (R, the
-      Chebyshev terms T_{i-1}, T_{i-2}, their sum and three temporaries of a step, then
-      the filtered signal and the SVD's U), the larger of the two; 5 S (A, I + A, M,
-      D^-1 A, F) and the float32 outputs;
+      from the checkpoint) at rank K: the randomized SVD holds 3 (N, K + 10) blocks (the
+      basis Q, B = Q^T F and gesdd's V^T), the propagation 2 (N, K) (R and the filtered
+      signal, then the filtered signal and the SVD's U) and 6 (N, b) of the filter, the
+      larger of the two; 5 S (A, F's values, I + A, M and a temporary of building M) and
+      the float32 outputs;
     * the structure measure (``--stop auto``): the randomized SVD at rank
-      budget.STOP_RANK, 6 (N, STOP_RANK + 10) blocks, and 6 S (A and its held-out copy);
+      budget.STOP_RANK, 3 (N, STOP_RANK + 10) blocks, and 6 S (A, its held-out copy,
+      their index lists);
     * the held-out sample (``--stop holdout``, budget.held_out): 6 S (A, its upper
       triangle, the held-out pairs, A without them and the temporaries between);
-    * ``--propagate`` on the trained o_v (N, k): 8 (N, k) blocks and 4 S; 'auto' first
-      measures held-out edges, 3 (N, k) more and 6 S."""
+    * ``--propagate`` on the trained o_v (N, k): 2 (N, k) blocks (the filtered o_v and
+      its copy the SVD factorises; the filter: one and 6 (N, b)) and 4 S; 'auto' first
+      measures held-out edges, 5 (N, k) blocks (the o_v in float64, their directions and
+      the propagation over the held-out graph) and 6 S, whichever is more."""
+    from ..model.spectral import FILTER_COLUMNS as b
+
     N, k = int(n_nodes), int(cfg.dim)
     S = 12 * (2 * int(n_edges) + N)
     before = 0
@@ -229,19 +235,19 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         K = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
         if cfg.spectral == "init_xo":
             K = max(K, k)
-        blocks = max(6 * (K + 10), 8 * K if cfg.prone_order > 1 else 0)
+        blocks = max(3 * (K + 10), 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
         before = 5 * S + 8 * N * blocks + 3 * 4 * N * K
     if cfg.stop == "auto":
         from .budget import STOP_RANK
 
-        before = max(before, 6 * S + 8 * N * 6 * (STOP_RANK + 10))
+        before = max(before, 6 * S + 8 * N * 3 * (STOP_RANK + 10))
     if cfg.stop == "holdout":
         before = max(before, 6 * S)
     after = 0
     if cfg.propagate in ("on", "auto"):
-        after = 4 * S + 8 * N * 8 * k
+        after = 4 * S + 8 * N * max(2 * k, k + 6 * min(b, k))
         if cfg.propagate == "auto":
-            after += 6 * S + 8 * N * 3 * k
+            after = max(after, 6 * S + 8 * N * 5 * k)
     return before, after
 
 

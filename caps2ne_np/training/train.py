@@ -162,6 +162,7 @@ def _train(Engine, graph, run, resume_from, options):
                 start=run.start,
                 schedule=run.schedule,
             )
+            run.start = None  # copied into the tables: the spectral start's (N, d) arrays go
             result = TrainResult(
                 params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=run.notes
             )

@@ -1,0 +1,75 @@
+"""The up-front memory check of the spectral stages (config.spectral_memory) against
+what the stages allocate: the formula must bound each stage's peak of traced NumPy
+memory, by no more than 1.8 times (the formula of the previous layout, with twice the
+dense blocks, was 1.98 to 2.45 times the peaks of the structure measure and the
+propagations here)."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from caps2ne_np.model import propagation, spectral
+from caps2ne_np.training import budget
+from caps2ne_np.training.config import TrainConfig, spectral_memory
+
+N, K = 12000, 48
+
+
+@pytest.fixture(scope="module")
+def graph():
+    """A seeded random graph of N nodes, about 10 N edges, symmetric CSR."""
+    rng = np.random.default_rng(0)
+    u, v = rng.integers(0, N, size=(2, 10 * N))
+    A = sp.coo_matrix((np.ones(u.size), (u, v)), shape=(N, N)).tocsr()
+    A = spectral.adjacency(A.indptr, A.indices, None, N)
+    spectral.matmat(A, np.ones((N, 2)))  # loads the kernel: no compiler objects in the peaks
+    return A, A.nnz // 2
+
+
+def traced_peak(run):
+    """Peak bytes NumPy and Python allocate during ``run()`` above what was live before."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        run()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def stage(name, A):
+    O = np.random.default_rng(1).standard_normal((N, K)).astype(np.float32)
+    if name == "start":
+        cfg = TrainConfig(spectral="init_xo", dim=K, feat_dim=K, stop="none", propagate="none")
+        return cfg, lambda: spectral.start(A.indptr, A.indices, None, cfg), 0
+    if name == "structure":
+        cfg = TrainConfig(spectral="none", dim=K, feat_dim=K, stop="auto", propagate="none")
+        return cfg, lambda: budget.structure(A, 3), 0
+    cfg = TrainConfig(spectral="none", dim=K, feat_dim=K, stop="none", propagate=name)
+    return cfg, lambda: propagation.apply(A.indptr, A.indices, None, cfg, O), 1
+
+
+@pytest.mark.parametrize("name", ["start", "structure", "on", "auto"])
+def test_the_memory_formula_bounds_each_spectral_stage(graph, name):
+    A, edges = graph
+    cfg, run, which = stage(name, A)
+    measured = traced_peak(run)
+    formula = spectral_memory(cfg, N, edges)[which]
+    assert measured <= formula <= 1.8 * measured, (measured, formula)
+
+
+def test_the_filter_takes_a_block_of_columns_at_a_time(graph, monkeypatch):
+    """The filter's memory does not grow with the columns past FILTER_COLUMNS, and the
+    blocks give the bits of the whole (N, d) recurrence."""
+    A, _ = graph
+    R = np.random.default_rng(2).standard_normal((N, 64))
+    peaks, outs = [], []
+    for width in (64, 16):
+        monkeypatch.setattr(spectral, "FILTER_COLUMNS", width)
+        peaks.append(traced_peak(lambda: outs.append(spectral.filtered(A, R, 10, 0.2, 0.5))))
+    np.testing.assert_array_equal(outs[1], outs[0])
+    block = 8 * N * 64
+    assert peaks[1] < peaks[0] - 3 * block, [p / block for p in peaks]
