@@ -10,6 +10,7 @@ from caps2ne_np.model.core import Params
 from caps2ne_np.training import budget
 from caps2ne_np.training.config import TrainConfig
 from caps2ne_np.training.train import fit
+from toy_graphs import ring_of_cliques
 
 
 def params_with(O):
@@ -30,16 +31,6 @@ def test_stop_rule_stops_at_the_first_small_drift_and_never_after_epoch_one():
     assert rule(2, params_with(O * 2)) is False  # drift 0.5
     assert rule(3, params_with(O * 2.1)) is True  # drift 0.1 / 2.1 < 0.1
     assert rule.drifts == pytest.approx([0.5, 0.1 / 2.1])
-
-
-def ring_of_cliques(n_cliques=4, size=6):
-    blocks = sp.block_diag([np.ones((size, size)) - np.eye(size)] * n_cliques, format="lil")
-    for c in range(n_cliques):
-        u, v = c * size, ((c + 1) % n_cliques) * size + 1
-        blocks[u, v] = blocks[v, u] = 1
-    A = blocks.tocsr()
-    A.sort_indices()
-    return A
 
 
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, batch_size=8, threads=1)

@@ -9,18 +9,9 @@ import scipy.sparse as sp
 from caps2ne_np.training import budget
 from caps2ne_np.training.config import TrainConfig
 from caps2ne_np.training.train import fit
+from toy_graphs import ring_of_cliques
 
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, batch_size=8, threads=1)
-
-
-def ring_of_cliques(n_cliques=4, size=6):
-    blocks = sp.block_diag([np.ones((size, size)) - np.eye(size)] * n_cliques, format="lil")
-    for c in range(n_cliques):
-        u, v = c * size, ((c + 1) % n_cliques) * size + 1
-        blocks[u, v] = blocks[v, u] = 1
-    A = blocks.tocsr()
-    A.sort_indices()
-    return A
 
 
 def fit_on(A, cfg, **kw):

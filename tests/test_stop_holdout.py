@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import toy_graphs
 from caps2ne_np.errors import InputError
 from caps2ne_np.model.core import Params
 from caps2ne_np.training import budget
@@ -19,14 +20,7 @@ TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, batch_size=8, th
 
 
 def ring_of_cliques(n_cliques=6, size=8):
-    blocks = sp.block_diag([np.ones((size, size)) - np.eye(size)] * n_cliques, format="lil")
-    for c in range(n_cliques):
-        u, v = c * size, ((c + 1) % n_cliques) * size + 1
-        blocks[u, v] = blocks[v, u] = 1
-    A = blocks.tocsr()
-    A.eliminate_zeros()
-    A.sort_indices()
-    return A
+    return toy_graphs.ring_of_cliques(n_cliques, size, drop_zeros=True)
 
 
 def planted(n_blocks=4, size=15, p_in=0.3, p_out=0.05, seed=0):
