@@ -418,3 +418,25 @@ def test_a_kill_between_the_renames_leaves_no_matrix_with_the_wrong_ids(tmp_path
     with pytest.raises(InputError, match="no such file"):
         load_npy(tmp_path / "e.npy")  # the old matrix went first: never paired with wxyz
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_an_interrupt_that_leaves_an_object_half_built_prints_only_the_error_line():
+    """SIGINT inside a ZipFile's constructor (a checkpoint being written) left the object
+    without attributes its __del__ reads: 'AttributeError' after the error line."""
+    code = (
+        "import sys\n"
+        "from caps2ne_np.cli.run import run, Failure\n"
+        "class HalfBuilt:\n"
+        "    def __init__(self):\n"
+        "        raise KeyboardInterrupt\n"
+        "    def __del__(self):\n"
+        "        self.missing\n"
+        "try:\n"
+        "    run(False, HalfBuilt)\n"
+        "except Failure as f:\n"
+        "    print(f'error: {f}', file=sys.stderr)\n"
+        "    sys.exit(f.exit_code)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "error: interrupted; no output was written", proc.stderr

@@ -107,6 +107,10 @@ def run(debug, fn, *args, **kwargs):
                 "with more memory"
             ) from None
         except KeyboardInterrupt as err:
+            # an interrupt can stop an object in its constructor (np.savez's ZipFile of a
+            # checkpoint): its __del__ then fails when the traceback is freed; the user
+            # has the one-line error, not that
+            sys.unraisablehook = _ignore_unraisable
             term = isinstance(err, Terminated)
             done = f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN else "no output was written"
             failure = Failure(f"{'terminated (SIGTERM)' if term else 'interrupted'}; {done}")
@@ -122,6 +126,10 @@ def run(debug, fn, *args, **kwargs):
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
+
+
+def _ignore_unraisable(unraisable):
+    """``sys.unraisablehook`` after an interrupt: objects it left half-built say nothing."""
 
 
 def _check_numba(debug):
