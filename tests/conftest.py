@@ -146,25 +146,12 @@ def pytest_terminal_summary(terminalreporter, config):
 
 
 @pytest.fixture(scope="module")
-def python_step():
-    """Single-machine runs of the module train with the Python step (step.TrainStep),
-    the arithmetic Ray's workers run (core.loss_and_row_grads), so that one worker can
-    be compared with one machine bit for bit; the compiled step (training/fused.py)
-    agrees with it to float32 rounding (tests/test_fused.py)."""
-    from caps2ne_np.training import fused
-
-    patch = pytest.MonkeyPatch()
-    patch.setattr(fused, "supports", lambda cfg, kind: False)
-    yield
-    patch.undo()
-
-
-@pytest.fixture(scope="module")
-def ray_local(python_step):
+def ray_local():
     """A local Ray instance (2 CPUs) for one test module, shut down after it if this
     fixture started it; skips without ray.  A Ray that is installed but fails to start is
-    an error of the test, not a skip.  The module's single-machine runs use the Python
-    step from then on (``python_step``)."""
+    an error of the test, not a skip.  Ray's workers run the single machine's step (the
+    compiled one where fused.supports the run), so one worker is compared with one
+    machine bit for bit."""
     ray = pytest.importorskip("ray")
     from caps2ne_np.training.ray import start_ray
 

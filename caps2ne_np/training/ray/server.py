@@ -68,9 +68,12 @@ class ShardServer:
 
     def apply(self, steps, rates, *pushes):
         """Apply the pushes of a round in rank order: push r is one lazy-Adam step with
-        step count ``steps[r]`` (1-based t) and rate ``rates[r]``."""
+        step count ``steps[r]`` (1-based t) and rate ``rates[r]``: optim.adam_span on
+        each row it carries (and every row of W), fused._adam's arithmetic."""
         t0 = time.perf_counter()
         for t, lr, push in zip(steps, rates, pushes):
+            if push.get("skip"):  # a non-finite loss: no update (as on one machine)
+                continue
             self.pushed += sum(v.nbytes for v in push.values() if isinstance(v, np.ndarray))
             self.opt.t = t - 1  # step() increments t
             rows = {

@@ -7,9 +7,11 @@ import time
 import numpy as np
 
 from ...model.core import Params, RowGrad, loss_and_row_grads, slot_major
+from .. import fused
 from ..batch import BatchStream
 from ..loop import trained_batch
 from ..optim import Adam
+from .compiled import CompiledBatches
 from .shards import peak_rss, set_threads, split_by_shard
 
 
@@ -17,7 +19,10 @@ class BatchWorker:
     """Rank ``rank``'s batches and steps (plain Python; the Ray actor wraps it).
 
     Its batches come from a batch.BatchStream, as the local engine's do, so a batch b
-    of an epoch is the one ``train.fit`` trains at that point."""
+    of an epoch is the one ``train.fit`` trains at that point.  Where fused.supports
+    the run (the defaults), a step is the single machine's compiled step on the pulled
+    rows (compiled.CompiledBatches); otherwise (the skip-gram term) the Python step,
+    core.loss_and_row_grads, as the single machine runs it then."""
 
     def __init__(
         self,
@@ -47,6 +52,7 @@ class BatchWorker:
             self.W_opt = Adam({"W": self.W}, lr=None)  # rates: apply_W's
         self.stream = BatchStream(indptr, indices, weights, cfg, counts=counts)
         self.mcfg = cfg.model_config()
+        self.compiled = fused.supports(cfg, "dense" if fixed_features else None)
         self.pulled = self.pushed = self.requested = 0  # bytes: rows in, gradients out, ids out
         self.max_rows = 0  # most rows of one table held for a batch
         self.rows = dict(o=0, x=0)  # rows pulled: O and bias, x
@@ -64,11 +70,14 @@ class BatchWorker:
         contiguous (I, d, k) buffers), in rank order, as server 0 would apply them."""
         t0 = time.perf_counter()
         for t, lr, d_W_t in zip(steps, rates, d_W_ts):
+            if d_W_t is None:  # a non-finite loss: no update
+                continue
             self.W_opt.t = t - 1
             d_W = RowGrad.every_row(d_W_t.reshape(-1, d_W_t.shape[2]))
             self.W_opt.step({"W": d_W}, lr=lr)
-        if d_W_ts:  # all but its own came from other workers
-            self.pulled += (len(d_W_ts) - 1) * d_W_ts[0].nbytes
+        sizes = [a.nbytes for a in d_W_ts if a is not None]
+        if sizes:  # all but its own came from other workers
+            self.pulled += (len(d_W_ts) - 1) * sizes[0]
         self.seconds["W_apply"] += time.perf_counter() - t0
         return True
 
@@ -116,6 +125,8 @@ class BatchWorker:
         round's W gradients (``w_steps``, ``w_rates``, ``d_W_ts``) are applied first."""
         if d_W_ts:
             self.apply_W(w_steps, w_rates, *d_W_ts)
+        if self.compiled:
+            return self._step_compiled(epoch, b, step)
         t0 = time.perf_counter()
         batch = self.stream.batch(epoch, b, step)
         ctx, tgt = batch.ctx, batch.targets
@@ -152,6 +163,57 @@ class BatchWorker:
         self.rows["o"] += o_nodes.shape[0]
         self.rows["x"] += x_nodes.shape[0]
         return (*pushes, d_W_t, trained_batch(self.cfg, loss, batch, parts))
+
+    def _step_compiled(self, epoch, b, step):
+        """``step`` on the compiled step: batch b drawn by the single machine's kernel,
+        its rows pulled, the chunk's stages on them (compiled.CompiledBatches).  A
+        non-finite loss pushes nothing to apply (the single machine stops before that
+        update)."""
+        t0 = time.perf_counter()
+        if self.compiled is True:  # made here: the unigram sampler's counts come after __init__
+            self.compiled = CompiledBatches(
+                self.stream, self.mcfg, self.cfg.walk_length - 1, not self.fixed_features
+            )
+        drawn = self.compiled.draw(epoch, b, step)
+        S = self.n_shards
+        o_split, x_split = split_by_shard(drawn.o_nodes, S), split_by_shard(drawn.x_nodes, S)
+        n_o, n_x = drawn.o_nodes.shape[0], drawn.x_nodes.shape[0]
+        t1 = time.perf_counter()
+        params = self._pull_rows(o_split, x_split, n_o, n_x)
+        t2 = time.perf_counter()
+        W_t = params.W.transpose(0, 2, 1)  # the contiguous (I, d, k) buffer
+        g = self.compiled.gradients(drawn, params.X, W_t, params.O, params.bias)
+        if np.isfinite(g.loss):
+            pushes, d_W_t = self._shard_pushes(g, o_split, x_split)
+        else:
+            pushes, d_W_t = [dict(skip=True) for _ in range(S)], None
+        t3 = time.perf_counter()
+        self.seconds["batch"] += t1 - t0
+        self.seconds["pull"] += t2 - t1
+        self.seconds["compute"] += t3 - t2
+        self.seconds["steps"] += 1
+        self.rows["o"] += n_o
+        self.rows["x"] += n_x
+        return (*pushes, d_W_t, (g.loss, drawn.P))
+
+    def _shard_pushes(self, g, o_split, x_split):
+        """The gradients ``g`` (compiled.Gradients, on the batch's ascending local rows)
+        as one push per server, and W's as ``_pushes`` returns it."""
+        own_W = self.W is not None
+        pushes = []
+        for s, ((opos, olocal), (xpos, xlocal)) in enumerate(zip(o_split, x_split)):
+            push = {"o_rows": olocal, "d_O": g.d_O[opos], "d_bias": g.d_bias[opos]}
+            if g.d_x is not None:
+                push.update(x_rows=xlocal, d_X=g.d_x[xpos])
+            if s == 0 and not own_W:
+                push["d_W_t"] = g.d_W_t
+            self.pushed += sum(v.nbytes for v in push.values())
+            pushes.append(push)
+        if not own_W:
+            return pushes, None  # in the push to server 0
+        if self.n_workers > 1:  # to the other workers
+            self.pushed += g.d_W_t.nbytes
+        return pushes, g.d_W_t
 
     def _pull_rows(self, o_split, x_split, n_o, n_x):
         """A batch's rows from their shards (``split_by_shard`` of its ``n_o`` output
@@ -215,6 +277,7 @@ class BatchWorker:
             o_rows=self.rows["o"],
             x_rows=self.rows["x"],
             peak_rss=peak_rss(),
+            step="python" if self.compiled is False else "compiled",
             **self.seconds,
         )
 
