@@ -3,12 +3,18 @@ round time, bytes pulled and pushed per step next to docs/scaling.md's formula, 
 accuracy after the same budget as single-machine lazy-Adam training.
 
     python bench/distributed.py [--graphs cora-bundled,blogcatalog] [--layouts 1x1,1x2,2x1,2x2]
+        [--threads T] [--repeats N]
 
-Each layout PxS trains P worker and S server actors (1 Numba thread each) on a local
-Ray instance with --ray-cpus logical CPUs; the single-machine run (``train.fit`` with
---adam lazy, --threads threads) sets the budget, the preset's (converge: epochs from
-the graph), so every run takes the same batches.  Writes docs/results/distributed.json
-and .md (``--update`` merges graphs into an existing file).
+Each layout PxS trains P worker and S server actors (--threads Numba threads each) on a
+local Ray instance with --ray-cpus logical CPUs; the single-machine run (``train.fit``
+with --adam lazy, --threads threads, the compiled step) sets the budget, the preset's
+(converge: epochs from the graph), so every run takes the same batches.  With
+--repeats N the single machine and the layouts run N times in turn (single, layouts,
+single, ...): each layout's pairs/s is set against the single run just before it, and
+the table gives the median ratio.  Pairs/s: a run's pairs over its epochs' times
+without its first round (kernels loaded or compiled; loop._rate).  Writes
+docs/results/distributed.json and .md (``--update`` merges graphs into an existing
+file; ``--out`` another name).
 """
 
 import json
@@ -56,6 +62,13 @@ def ratio(r):
     return r["bytes_pulled"] / (f["x_bytes"] + f["o_bytes"] + W)
 
 
+def pairs_per_s(result):
+    """The run's pairs over its epochs' times without its first round (each history
+    entry's pairs over its pairs_per_s: loop._rate)."""
+    h = result.history
+    return sum(e["pairs"] for e in h) / sum(e["pairs"] / e["pairs_per_s"] for e in h)
+
+
 def run_single(g, cfg):
     from caps2ne_np.training.train import fit
 
@@ -96,6 +109,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=None, help="default: the preset's budget")
     ap.add_argument("--shuffles", type=int, default=5)
     ap.add_argument("--update", action="store_true")
+    ap.add_argument("--repeats", type=int, default=1, help="runs of each, in turn")
     ap.add_argument(
         "--render", action="store_true", help="only rewrite the .md from the stored .json"
     )
@@ -115,8 +129,6 @@ def main():
 
     import ray
 
-    from caps2ne_np.graphs.csr import from_scipy
-    from caps2ne_np.training.config import TrainConfig, resolve
     from caps2ne_np.training.ray import start_ray
 
     payload = (
@@ -136,107 +148,104 @@ def main():
     start_ray(num_cpus=args.ray_cpus)
     try:
         for name in args.graphs.split(","):
-            pg = panel_entry(name)
-            g = from_scipy(pg.adj, directed=True, keep_self_loops=False)
-            base = TrainConfig(adam="lazy", epochs=args.epochs, threads=args.threads)
-            cfg, notes = resolve(base, g.n_nodes, g.indices.shape[0])
-            num_sampled = cfg.num_sampled or min(256, g.n_nodes - 1)
-            entry = dict(
-                n_nodes=g.n_nodes,
-                n_edges=int(g.indices.shape[0]),
-                notes=notes,
-                config=cfg.to_dict(),
-                runs=[],
-            )
-            entry["formula_bound"] = formula(cfg, g.n_nodes, num_sampled)  # the same per run
-            print(f"{name}: {g.n_nodes} nodes; {notes[0]}; {notes[-1]}", flush=True)
-            single, wall = run_single(g, cfg)
-            score = score_embedding(pg, single.params.O, shuffles=args.shuffles)
-            entry["runs"].append(
-                dict(
-                    layout="single",
-                    wall=wall,
-                    load_avg_after=os.getloadavg()[0],
-                    train_seconds=sum(h["seconds"] for h in single.history),
-                    loss=single.history[-1]["loss"],
-                    score=score,
-                )
-            )
-            print(
-                f"  single ({args.threads} threads): {wall:.1f}s, loss "
-                f"{single.history[-1]['loss']:.4f}, score {score['headline']:.2f}",
-                flush=True,
-            )
-            n_batches = -(-g.n_nodes * cfg.walks_per_node // cfg.batch_size)
-            n_steps = cfg.epochs * n_batches
-            for layout in args.layouts.split(","):
-                w_placement = "workers" if layout.endswith("w") else "server"
-                P, S = (int(x) for x in layout.rstrip("w").split("x"))
-                rcfg = TrainConfig(**{**cfg.to_dict(), "threads": 1, "targets": cfg.targets})
-                result, wall, stats = run_ray(g, rcfg, P, S, w_placement)
-                score = score_embedding(pg, result.params.O, shuffles=args.shuffles)
-                train_s = sum(h["seconds"] for h in result.history)
-                rounds = cfg.epochs * -(-n_batches // P)
-                w = stats["workers"]
-                done = sum(x["steps"] for x in w)
-                pulled = sum(x["pulled"] for x in w) / done
-                pushed = sum(x["pushed"] for x in w) / done
-                requested = sum(x["requested"] for x in w) / done
-                o_rows = sum(x["o_rows"] for x in w) / done
-                x_rows = sum(x["x_rows"] for x in w) / done
-                run = dict(
-                    layout=layout,
-                    P=P,
-                    S=S,
-                    w_placement=w_placement,
-                    wall=wall,
-                    train_seconds=train_s,
-                    rounds=rounds,
-                    round_ms=1e3 * train_s / rounds,
-                    step_ms=1e3 * train_s / n_steps,
-                    worker_ms=dict(
-                        batch=1e3 * sum(x["batch"] for x in w) / done,
-                        pull=1e3 * sum(x["pull"] for x in w) / done,
-                        compute=1e3 * sum(x["compute"] for x in w) / done,
-                        W_apply=1e3 * sum(x["W_apply"] for x in w) / done,
-                    ),
-                    server_apply_ms=[
-                        1e3 * s["apply"] / max(s["pushes"], 1) for s in stats["servers"]
-                    ],
-                    bytes_pulled=pulled,
-                    bytes_pushed=pushed,
-                    bytes_requested=requested,
-                    formula_at_rows=formula(cfg, g.n_nodes, num_sampled, o_rows, x_rows),
-                    server_rows=[s["rows"] for s in stats["servers"]],
-                    server_row_bytes=[s["row_bytes"] for s in stats["servers"]],
-                    peak_rss=dict(
-                        servers=[s["peak_rss"] for s in stats["servers"]],
-                        workers=[x["peak_rss"] for x in w],
-                        driver=stats["driver_peak_rss"],
-                    ),
-                    loss=result.history[-1]["loss"],
-                    score=score,
-                    load_avg_after=os.getloadavg()[0],
-                    equal_to_single=bool(np.array_equal(result.params.O, single.params.O)),
-                )
-                entry["runs"].append(run)
-                print(
-                    f"  {layout}: {wall:.1f}s, round {run['round_ms']:.2f} ms (worker "
-                    f"batch {run['worker_ms']['batch']:.2f} pull {run['worker_ms']['pull']:.2f}"
-                    f" compute {run['worker_ms']['compute']:.2f}), pulled {pulled / 1e3:.1f} kB"
-                    f" pushed {pushed / 1e3:.1f} kB per step (formula at rows "
-                    f"{run['formula_at_rows']['total'] / 1e3:.1f} kB, bound "
-                    f"{entry['formula_bound']['total'] / 1e3:.1f} kB), loss {run['loss']:.4f}, "
-                    f"score {score['headline']:.2f}, equal to single: {run['equal_to_single']}",
-                    flush=True,
-                )
-                payload["graphs"][name] = entry  # keep what is measured so far
-                write_results(args.out, payload, markdown(payload))
-            payload["graphs"][name] = entry
+            measure_graph(name, args, payload)
             payload["load_avg_after"] = os.getloadavg()
             write_results(args.out, payload, markdown(payload))
     finally:
         ray.shutdown()
+
+
+def measure_graph(name, args, payload):
+    """The single machine and every layout on graph ``name``, ``args.repeats`` times in
+    turn, into ``payload['graphs'][name]`` (written after each run)."""
+    from caps2ne_np.graphs.csr import from_scipy
+    from caps2ne_np.training.config import TrainConfig, resolve
+
+    pg = panel_entry(name)
+    g = from_scipy(pg.adj, directed=True, keep_self_loops=False)
+    base = TrainConfig(adam="lazy", epochs=args.epochs, threads=args.threads)
+    cfg, notes = resolve(base, g.n_nodes, g.indices.shape[0])
+    num_sampled = cfg.num_sampled or min(256, g.n_nodes - 1)
+    entry = dict(
+        n_nodes=g.n_nodes, n_edges=int(g.indices.shape[0]), notes=notes, config=cfg.to_dict(),
+        runs=[], threads=args.threads, repeats=args.repeats,
+    )  # fmt: skip
+    entry["formula_bound"] = formula(cfg, g.n_nodes, num_sampled)  # the same per run
+    payload["graphs"][name] = entry
+    print(f"{name}: {g.n_nodes} nodes; {notes[0]}; {notes[-1]}", flush=True)
+    for rep in range(args.repeats):
+        scored = rep == 0  # the scores are the same bits every time
+        single, wall = run_single(g, cfg)
+        score = score_embedding(pg, single.params.O, shuffles=args.shuffles) if scored else None
+        one = dict(
+            layout="single", rep=rep, wall=wall, load_avg_after=os.getloadavg()[0],
+            train_seconds=sum(h["seconds"] for h in single.history),
+            pairs_per_s=pairs_per_s(single), loss=single.history[-1]["loss"], score=score,
+        )  # fmt: skip
+        entry["runs"].append(one)
+        print(
+            f"  single ({args.threads} threads): {wall:.1f}s, {one['pairs_per_s']:.0f} pairs/s, "
+            f"loss {one['loss']:.4f}" + (f", score {score['headline']:.2f}" if score else ""),
+            flush=True,
+        )
+        for layout in args.layouts.split(","):
+            run = ray_layout(g, cfg, layout, num_sampled, single)
+            run.update(rep=rep, single_pairs_per_s=one["pairs_per_s"])
+            if scored:
+                run["score"] = score_embedding(pg, run.pop("O"), shuffles=args.shuffles)
+            run.pop("O", None)
+            entry["runs"].append(run)
+            print(
+                f"  {layout}: {run['wall']:.1f}s, {run['pairs_per_s']:.0f} pairs/s "
+                f"({run['pairs_per_s'] / one['pairs_per_s']:.3f} x single), round "
+                f"{run['round_ms']:.2f} ms (worker batch {run['worker_ms']['batch']:.2f} pull "
+                f"{run['worker_ms']['pull']:.2f} compute {run['worker_ms']['compute']:.2f}), "
+                f"pulled {run['bytes_pulled'] / 1e3:.1f} kB per step, loss {run['loss']:.4f}, "
+                f"equal to single: {run['equal_to_single']}",
+                flush=True,
+            )
+            write_results(args.out, payload, markdown(payload))
+
+
+def ray_layout(g, cfg, layout, num_sampled, single):
+    """One Ray run of ``layout`` ('PxS', a trailing w: W on the workers) with the
+    single machine's config and threads: its figures, and its O (key 'O')."""
+    from caps2ne_np.training.config import TrainConfig
+
+    w_placement = "workers" if layout.endswith("w") else "server"
+    P, S = (int(x) for x in layout.rstrip("w").split("x"))
+    n_batches = -(-g.n_nodes * cfg.walks_per_node // cfg.batch_size)
+    rcfg = TrainConfig(**{**cfg.to_dict(), "targets": cfg.targets})
+    result, wall, stats = run_ray(g, rcfg, P, S, w_placement)
+    train_s = sum(h["seconds"] for h in result.history)
+    rounds = cfg.epochs * -(-n_batches // P)
+    w = stats["workers"]
+    done = sum(x["steps"] for x in w)
+
+    def per_step(key, scale=1.0):
+        return scale * sum(x[key] for x in w) / done
+
+    return dict(
+        layout=layout, P=P, S=S, w_placement=w_placement, wall=wall, train_seconds=train_s,
+        pairs_per_s=pairs_per_s(result), rounds=rounds, round_ms=1e3 * train_s / rounds,
+        step_ms=1e3 * train_s / (cfg.epochs * n_batches),
+        step=sorted({x.get("step", "python") for x in w}),
+        worker_ms={k: per_step(k, 1e3) for k in ("batch", "pull", "compute", "W_apply")},
+        server_apply_ms=[1e3 * s["apply"] / max(s["pushes"], 1) for s in stats["servers"]],
+        bytes_pulled=per_step("pulled"), bytes_pushed=per_step("pushed"),
+        bytes_requested=per_step("requested"),
+        formula_at_rows=formula(cfg, g.n_nodes, num_sampled, per_step("o_rows"),
+                                per_step("x_rows")),
+        server_rows=[s["rows"] for s in stats["servers"]],
+        server_row_bytes=[s["row_bytes"] for s in stats["servers"]],
+        peak_rss=dict(
+            servers=[s["peak_rss"] for s in stats["servers"]],
+            workers=[x["peak_rss"] for x in w], driver=stats["driver_peak_rss"],
+        ),
+        loss=result.history[-1]["loss"], load_avg_after=os.getloadavg()[0],
+        equal_to_single=bool(np.array_equal(result.params.O, single.params.O)),
+        O=result.params.O,
+    )  # fmt: skip
 
 
 def markdown(payload):
@@ -259,13 +268,14 @@ def markdown(payload):
                     [
                         "single machine",
                         f"{r['train_seconds']:.1f}",
+                        _rate_cell(r),
                         "-",
                         "-",
                         "-",
                         "-",
                         "-",
                         f"{r['loss']:.4f}",
-                        f"{r['score']['headline']:.2f}",
+                        f"{r['score']['headline']:.2f}" if r.get("score") else "-",
                         "-",
                         f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-",
                     ]
@@ -278,6 +288,7 @@ def markdown(payload):
                 [
                     f"P={r['P']}, S={r['S']}, W on {r['w_placement']}",
                     f"{r['train_seconds']:.1f}",
+                    _rate_cell(r),
                     f"{r['round_ms']:.2f}",
                     f"{r['worker_ms']['batch']:.2f} / {r['worker_ms']['pull']:.2f} / "
                     f"{r['worker_ms']['compute']:.2f} / {r['worker_ms']['W_apply']:.2f}",
@@ -288,7 +299,7 @@ def markdown(payload):
                     f"measured / formula {ratio(r):.3f}); "
                     f"bound {e['formula_bound']['total'] / 1e3:.1f}",
                     f"{r['loss']:.4f}",
-                    f"{r['score']['headline']:.2f}",
+                    f"{r['score']['headline']:.2f}" if r.get("score") else "-",
                     "yes" if r["equal_to_single"] else "no",
                     f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-",
                 ]
@@ -298,6 +309,7 @@ def markdown(payload):
                 [
                     "layout",
                     "train s",
+                    "pairs/s (x the single run before it)",
                     "round ms",
                     "worker ms/step: batch / pull / compute / W Adam",
                     "server ms per push (server 0 also updates W when it holds it)",
@@ -321,8 +333,37 @@ def markdown(payload):
             for r in e["runs"]
             if r["layout"] != "single"
         ]
+        out.append(_ratio_summary(e))
         out.append("\nMemory:\n\n" + "\n".join(mem) + "\n")
     return "\n".join(out) + "\n"
+
+
+def _rate_cell(r):
+    """A run's pairs/s, and a layout's ratio to the single run of its repeat."""
+    if "pairs_per_s" not in r:
+        return "-"
+    if "single_pairs_per_s" not in r:
+        return f"{r['pairs_per_s']:,.0f}"
+    return f"{r['pairs_per_s']:,.0f} ({r['pairs_per_s'] / r['single_pairs_per_s']:.3f} x)"
+
+
+def _ratio_summary(e):
+    """Per layout, the median over the repeats of its pairs/s over the single run's."""
+    ratios = {}
+    for r in e["runs"]:
+        if "single_pairs_per_s" in r:
+            ratios.setdefault(r["layout"], []).append(r["pairs_per_s"] / r["single_pairs_per_s"])
+    if not ratios:
+        return ""
+    cells = [
+        f"{k}: {np.median(v):.3f} (runs: {', '.join(f'{x:.3f}' for x in v)})"
+        for k, v in ratios.items()
+    ]
+    threads = e.get("threads", "?")
+    return (
+        f"\nPairs/s of each layout over the single machine's ({threads} Numba threads on "
+        f"both sides, the same batches), median over the repeats: {'; '.join(cells)}.\n"
+    )
 
 
 if __name__ == "__main__":

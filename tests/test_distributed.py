@@ -1,8 +1,8 @@
 """Sharded training on Ray (caps2ne_np/training/ray/): P = 1 equals single-machine
-lazy-Adam training bit for bit, fixed P is reproducible whatever S, P = S = 2 learns as
-well as one machine, a killed actor costs nothing checkpointed, and no server holds
-all rows.  Skipped without Ray (``pip install -e ".[ray]"``); the import test runs
-without it."""
+lazy-Adam training with the compiled step (the default engine) bit for bit, fixed P is
+reproducible whatever S, P = S = 2 learns as well as one machine, a killed actor costs
+nothing checkpointed, and no server holds all rows.  Skipped without Ray
+(``pip install -e ".[ray]"``); the import test runs without it."""
 
 import json
 import os
@@ -65,11 +65,13 @@ def assert_same(a, b):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("S,w_placement", [(1, "server"), (2, "server"), (2, "workers")])
-def test_one_worker_equals_single_machine_lazy_adam_bitwise(
+def test_one_worker_equals_single_machine_compiled_step_bitwise(
     ray_local, partition, single, S, w_placement
 ):
     g, _ = partition
-    assert_same(run(g, 1, S, w_placement=w_placement), single)
+    stats = {}
+    assert_same(run(g, 1, S, w_placement=w_placement, stats=stats), single)
+    assert [w["step"] for w in stats["workers"]] == ["compiled"]
 
 
 @pytest.mark.slow
