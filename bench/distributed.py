@@ -17,9 +17,12 @@ docs/results/distributed.json and .md (``--update`` merges graphs into an existi
 file; ``--out`` another name).
 """
 
+import argparse
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +114,18 @@ def main():
     ap.add_argument("--update", action="store_true")
     ap.add_argument("--repeats", type=int, default=1, help="runs of each, in turn")
     ap.add_argument(
+        "--call-latency", action="store_true", help="also time Ray calls of pull-sized replies"
+    )
+    ap.add_argument(
+        "--spectral-memory",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the peak RSS of driver and actors on an N-node lfr_like graph, P = S = 1, "
+        "with the spectral stages on (defaults, --stop auto) and off, each in its own process",
+    )
+    ap.add_argument("--memory-run", nargs=2, help=argparse.SUPPRESS)  # (mode, N): one process
+    ap.add_argument(
         "--render", action="store_true", help="only rewrite the .md from the stored .json"
     )
     ap.add_argument(
@@ -120,6 +135,10 @@ def main():
         help="a note for the .md (kept in the .json); repeatable",
     )
     args = ap.parse_args()
+    if args.memory_run:
+        return memory_run(*args.memory_run)
+    if args.spectral_memory:
+        return spectral_memory(args)
     path = RESULTS / f"{args.out}.json"
     if args.render:
         payload = json.loads(path.read_text())
@@ -147,6 +166,9 @@ def main():
     payload["load_avg_before"] = os.getloadavg()
     start_ray(num_cpus=args.ray_cpus)
     try:
+        if args.call_latency:
+            payload["call_latency_ms"] = call_latency()
+            print(f"Ray calls: {payload['call_latency_ms']}", flush=True)
         for name in args.graphs.split(","):
             measure_graph(name, args, payload)
             payload["load_avg_after"] = os.getloadavg()
@@ -248,6 +270,84 @@ def ray_layout(g, cfg, layout, num_sampled, single):
     )  # fmt: skip
 
 
+def call_latency(reps=5, calls=200):
+    """Median ms per ``ray.get`` of a call to an actor on this Ray instance: an empty
+    call, and calls returning a Cora batch's rows (456 rows of 128 floats, 233 kB) with
+    and without W (9 x 128 x 128 floats, 590 kB more), as a worker's pull does."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Echo:
+        def __init__(self):
+            self.rows = np.zeros((456, 128), np.float32)
+            self.W = np.zeros((9, 128, 128), np.float32)
+
+        def nothing(self):
+            return None
+
+        def pull(self, with_W):
+            return [self.rows, self.W if with_W else None]
+
+    a = Echo.remote()
+    ray.get(a.nothing.remote())
+    out = {}
+    for name, call in [
+        ("empty", lambda: a.nothing.remote()),
+        ("rows 233 kB", lambda: a.pull.remote(False)),
+        ("rows and W 823 kB", lambda: a.pull.remote(True)),
+    ]:
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                ray.get(call())
+            times.append(1e3 * (time.perf_counter() - t0) / calls)
+        out[name] = float(np.median(times))
+    ray.kill(a)
+    return out
+
+
+def spectral_memory(args):
+    """Peak RSS of the driver and the actors of a P = S = 1 run on an lfr_like graph of
+    ``args.spectral_memory`` nodes, with the spectral stages (the defaults with --stop
+    auto, --epochs 2) and without (--spectral none --stop none), each run in a fresh
+    process; prints one JSON line per run."""
+    for mode in ("on", "off"):
+        cmd = [sys.executable, __file__, "--memory-run", mode, str(args.spectral_memory)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        print(out.strip().splitlines()[-1], flush=True)
+
+
+def memory_run(mode, n):
+    """One run of ``spectral_memory`` in this process."""
+    import resource
+
+    from caps2ne_np.graphs.csr import from_scipy
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.ray import fit, start_ray
+    from graphgen import lfr_like
+
+    adj, _ = lfr_like(int(n), avg_degree=20, seed=0)
+    g = from_scipy(adj, directed=True, keep_self_loops=False)
+    del adj
+    extra = dict(spectral="none", stop="none") if mode == "off" else dict(stop="auto")
+    cfg = TrainConfig(adam="lazy", epochs=2, walks_per_node=1, threads=1, **extra)
+    start_ray(num_cpus=2)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    stats = {}
+    with common.clock() as c:
+        r = fit(g.indptr, g.indices, g.weights, cfg, stats=stats)
+    mib = 1 << 20
+    print(json.dumps(dict(
+        mode=mode, nodes=g.n_nodes, stored_edges=int(g.indices.shape[0]), wall=c.seconds,
+        epochs=len(r.history), spectral=r.config.spectral, stop=r.config.stop,
+        driver_before_fit_MiB=before / mib, driver_peak_MiB=stats["driver_peak_rss"] / mib,
+        server_peak_MiB=[x["peak_rss"] / mib for x in stats["servers"]],
+        worker_peak_MiB=[x["peak_rss"] / mib for x in stats["workers"]],
+        load_avg=os.getloadavg()[0],
+    )))  # fmt: skip
+
+
 def markdown(payload):
     info = payload["machine"]
     out = [
@@ -257,6 +357,13 @@ def markdown(payload):
         machine_markdown(info),
     ]
     out += [f"Updated by `{u}`.\n" for u in payload.get("updates", [])]
+    if "call_latency_ms" in payload:
+        out.append(
+            "Ray calls on this instance (median ms per `ray.get` of an actor call, 5 x 200 "
+            "calls): "
+            + "; ".join(f"{k}: {v:.2f}" for k, v in payload["call_latency_ms"].items())
+            + ".\n"
+        )
     out += [f"Note: {n}\n" for n in payload.get("notes", [])]
     for name, e in payload["graphs"].items():
         out.append(f"\n## {name}: {e['n_nodes']:,} nodes, {e['n_edges']:,} directed edges\n")

@@ -38,6 +38,53 @@ def test_single_machine_path_does_not_import_ray():
     )
 
 
+def test_worker_and_servers_in_process_equal_the_compiled_single_machine():
+    """BatchWorker and two ShardServers called directly (no Ray), one batch per round as
+    the engine runs them at P = 1: the compiled step on pulled rows and the servers'
+    lazy Adam give the single machine's compiled run bit for bit; a push marked
+    ``skip`` (a non-finite loss) changes nothing."""
+    from caps2ne_np.kernels.rng import derive_seed
+    from caps2ne_np.model.core import init_params
+    from caps2ne_np.training.loop import set_up
+    from caps2ne_np.training.ray.server import ShardServer
+    from caps2ne_np.training.ray.shards import interleave
+    from caps2ne_np.training.ray.worker import BatchWorker
+
+    adj, _ = planted_partition()
+    g = from_scipy(adj, directed=True, keep_self_loops=False)
+    base = TrainConfig(**dict(CFG, epochs=1), spectral="none", propagate="none")
+    single = fit(g.indptr, g.indices, g.weights, base)
+    run = set_up((g.indptr, g.indices, g.weights), base, None, 0, resume=False)
+    cfg, n, S = run.cfg, g.n_nodes, 2
+    servers = [
+        ShardServer(s, S, n, cfg.dim, cfg.feat_dim, cfg.walk_length - 1, False, s == 0)
+        for s in range(S)
+    ]
+
+    def pull(requests):
+        return [srv.pull(o, x, w) for srv, (o, x, w) in zip(servers, requests)]
+
+    worker = BatchWorker(0, g.indptr, g.indices, g.weights, cfg, None, S, pull)
+    worker.set_counts(worker.node_counts(0, n * cfg.walks_per_node, cfg.walk_chunk))
+    p = init_params(n, cfg.dim, cfg.feat_dim, cfg.walk_length - 1,
+                    np.random.default_rng(derive_seed(cfg.seed, "init")), None)  # fmt: skip
+    servers[0].set_rows("W", 0, p.W)
+    for srv in servers:
+        srv.set_rows("O", 0, p.O)
+        srv.set_rows("X", 0, p.X)
+    for b in range(run.schedule.n_batches):
+        out = worker.step(0, b, b)
+        for s, srv in enumerate(servers):
+            srv.apply([b + 1], [run.schedule.rate(b)], out[s])
+    assert worker.stats()["step"] == "compiled"
+    for name in ("O", "X", "bias"):
+        table = interleave([srv.arrays[name] for srv in servers], 0, n, S)
+        assert np.array_equal(table, getattr(single.params, name)), name
+    W = servers[0].arrays["W"].copy()
+    servers[0].apply([99], [1e-3], dict(skip=True))
+    assert np.array_equal(W, servers[0].arrays["W"])
+
+
 @pytest.fixture(scope="module")
 def partition():
     adj, labels = planted_partition()

@@ -86,12 +86,15 @@ def fit(
     layout = dict(P=P, S=S, replicate_W=w_placement == "workers", stats=stats)
     started = start_ray(address)
     ray = import_ray()
+    # the spectral start goes into the first attempt's initial values only (a restart
+    # resumes from a checkpoint): that attempt's engine drops it once they are sent
+    starts, run.start = [run.start], None
     try:
         attempt = 0
         while True:
             try:
                 # --stop holdout: the graph without its held-out edges
-                return _attempt(ray, run.graph, run, resume_from, layout, write_outputs, options)
+                return _attempt(ray, run, starts, resume_from, layout, write_outputs, options)
             except _actor_lost_errors(ray) as err:
                 attempt += 1
                 resume_from = _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats)
@@ -125,11 +128,14 @@ def _set_up(graph, cfg, features, checkpoint_every, resume, P, address):
     return run, P
 
 
-def _attempt(ray, graph, run, resume_from, layout, write_outputs, options):
+def _attempt(ray, run, starts, resume_from, layout, write_outputs, options):
     """One attempt of the run (loop.Setup ``run``): its actors, the epoch loop (with
     ``options``, a loop.LoopOptions), the outputs; the actors are killed at the end,
-    whatever happens."""
-    engine = RayEngine(ray, *graph, run.cfg, run.features, resume_from, start=run.start, **layout)
+    whatever happens.  ``starts``: [the spectral start] for the first attempt, then
+    empty (taken)."""
+    start = starts.pop() if starts else None
+    engine = RayEngine(ray, *run.graph, run.cfg, run.features, resume_from, start=start, **layout)
+    del start  # the engine's, until its initial values are sent
     try:
         result = TrainResult(params=None, config=run.cfg, notes=run.notes, holdout=run.held)
         stop = budget.stop_rule(run.cfg, run.structure, run.held)  # a fresh rule every attempt

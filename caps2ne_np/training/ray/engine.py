@@ -151,6 +151,7 @@ class RayEngine:
         except BaseException:
             self.cluster.kill()
             raise
+        self.start = None  # sent with the initial values (or resumed): not held in training
         self.resumed = ckpt
         self._w_pending = None  # replicated W: last round's ((steps, rates), refs)
 
