@@ -169,10 +169,12 @@ def main():
         if args.call_latency:
             payload["call_latency_ms"] = call_latency()
             print(f"Ray calls: {payload['call_latency_ms']}", flush=True)
-        for name in args.graphs.split(","):
+        for name in filter(None, args.graphs.split(",")):  # --graphs '': the calls only
             measure_graph(name, args, payload)
             payload["load_avg_after"] = os.getloadavg()
             write_results(args.out, payload, markdown(payload))
+        payload["load_avg_after"] = os.getloadavg()
+        write_results(args.out, payload, markdown(payload))
     finally:
         ray.shutdown()
 
