@@ -38,11 +38,12 @@ def test_single_machine_path_does_not_import_ray():
     )
 
 
-def test_worker_and_servers_in_process_equal_the_compiled_single_machine():
+@pytest.mark.parametrize("fixed", [False, True])
+def test_worker_and_servers_in_process_equal_the_compiled_single_machine(fixed):
     """BatchWorker and two ShardServers called directly (no Ray), one batch per round as
-    the engine runs them at P = 1: the compiled step on pulled rows and the servers'
-    lazy Adam give the single machine's compiled run bit for bit; a push marked
-    ``skip`` (a non-finite loss) changes nothing."""
+    the engine runs them at P = 1, with trained x or dense fixed features: the compiled
+    step on pulled rows and the servers' lazy Adam give the single machine's compiled
+    run bit for bit; a push marked ``skip`` (a non-finite loss) changes nothing."""
     from caps2ne_np.kernels.rng import derive_seed
     from caps2ne_np.model.core import init_params
     from caps2ne_np.training.loop import set_up
@@ -52,22 +53,25 @@ def test_worker_and_servers_in_process_equal_the_compiled_single_machine():
 
     adj, _ = planted_partition()
     g = from_scipy(adj, directed=True, keep_self_loops=False)
+    n, S = g.n_nodes, 2
+    given = np.random.default_rng(1).random((n, 12)).astype(np.float32) if fixed else None
     base = TrainConfig(**dict(CFG, epochs=1), spectral="none", propagate="none")
-    single = fit(g.indptr, g.indices, g.weights, base)
-    run = set_up((g.indptr, g.indices, g.weights), base, None, 0, resume=False)
-    cfg, n, S = run.cfg, g.n_nodes, 2
+    single = fit(g.indptr, g.indices, g.weights, base, features=given)
+    run = set_up((g.indptr, g.indices, g.weights), base, given, 0, resume=False)
+    cfg, features = run.cfg, run.features
+    feat_dim = cfg.feat_dim if features is None else features.shape[1]
     servers = [
-        ShardServer(s, S, n, cfg.dim, cfg.feat_dim, cfg.walk_length - 1, False, s == 0)
+        ShardServer(s, S, n, cfg.dim, feat_dim, cfg.walk_length - 1, fixed, s == 0)
         for s in range(S)
     ]
 
     def pull(requests):
         return [srv.pull(o, x, w) for srv, (o, x, w) in zip(servers, requests)]
 
-    worker = BatchWorker(0, g.indptr, g.indices, g.weights, cfg, None, S, pull)
+    worker = BatchWorker(0, g.indptr, g.indices, g.weights, cfg, None, S, pull, fixed)
     worker.set_counts(worker.node_counts(0, n * cfg.walks_per_node, cfg.walk_chunk))
-    p = init_params(n, cfg.dim, cfg.feat_dim, cfg.walk_length - 1,
-                    np.random.default_rng(derive_seed(cfg.seed, "init")), None)  # fmt: skip
+    p = init_params(n, cfg.dim, feat_dim, cfg.walk_length - 1,
+                    np.random.default_rng(derive_seed(cfg.seed, "init")), features)  # fmt: skip
     servers[0].set_rows("W", 0, p.W)
     for srv in servers:
         srv.set_rows("O", 0, p.O)
@@ -80,6 +84,7 @@ def test_worker_and_servers_in_process_equal_the_compiled_single_machine():
     for name in ("O", "X", "bias"):
         table = interleave([srv.arrays[name] for srv in servers], 0, n, S)
         assert np.array_equal(table, getattr(single.params, name)), name
+    assert np.array_equal(servers[0].arrays["W"], single.params.W)
     W = servers[0].arrays["W"].copy()
     servers[0].apply([99], [1e-3], dict(skip=True))
     assert np.array_equal(W, servers[0].arrays["W"])

@@ -7,9 +7,10 @@ local row ``v // S``.  W (small) and its Adam moments live on server 0, or on ev
 worker (``w_placement='workers'``: a replica each, see ``fit``).  P *worker*
 actors hold the CSR (shared through Ray's object store) and nothing of size N
 except the sampler's table; each builds its own batches from (seed, epoch, batch)
-exactly as ``train.fit`` does, pulls the rows the batch needs, runs the unchanged
-``core.loss_and_row_grads`` on those rows only (node ids remapped to local rows)
-and returns one push of row gradients per server.
+exactly as ``train.fit`` does, pulls the rows the batch needs, runs the single
+machine's step on those rows only (node ids renumbered to local rows in id order):
+the compiled step's kernels (compiled.py), or ``core.loss_and_row_grads`` with the
+skip-gram term, as ``train.fit`` then; and returns one push of row gradients per server.
 
 A *round* runs batches ``b0 + r`` (r = 0 .. P - 1) of the epoch on worker r, all
 against the parameters at the start of the round; each server then applies the P
@@ -17,8 +18,9 @@ pushes **in rank order**, each as one lazy-Adam step with the step count and rat
 of its global batch number, as ``train.fit`` would have applied them one after the
 other.  So:
 
-* P = 1 takes the very steps of ``train.fit`` with ``adam='lazy'``: the same
-  embeddings, bit for bit, for any S (tests/test_distributed.py);
+* P = 1 takes the very steps of ``train.fit`` with ``adam='lazy'`` (the compiled
+  step, the default): the same embeddings, bit for bit, for any S
+  (tests/test_distributed.py);
 * P > 1 takes the same batches, the same number of Adam steps and the same rates,
   but the gradient of push r is computed r updates late (bounded staleness P - 1);
   a run is reproducible for fixed P (any S gives the same bits).
@@ -41,6 +43,7 @@ One module per concern:
     shards.py       the layout (node v on shard v % S, local row v // S)
     server.py       ShardServer: a shard of the tables and their lazy Adam
     worker.py       BatchWorker: a rank's batches and steps; RayWorker, its actor
+    compiled.py     CompiledBatches: the compiled step on a worker's pulled rows
     connect.py      connecting to Ray (address probe), its log level, a results-only stdout
     engine.py       RayEngine (the engine of loop.run_epochs) and Cluster (a run's actors)
     outputs.py      the parameters gathered, or streamed in row blocks to the writers
