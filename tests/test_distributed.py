@@ -40,11 +40,10 @@ def test_single_machine_path_does_not_import_ray():
 
 @pytest.mark.parametrize("fixed", [False, True])
 def test_worker_and_servers_in_process_equal_the_compiled_single_machine(fixed):
-    """BatchWorker and two ShardServers called directly (no Ray), in calls of several
-    batches as the engine makes them at P = 1 (``steps``: the worker pushes each batch
-    to the servers), with trained x or dense fixed features: the compiled step on
-    pulled rows and the servers' lazy Adam give the single machine's compiled run bit
-    for bit; a push marked ``skip`` (a non-finite loss) changes nothing."""
+    """BatchWorker and two ShardServers called directly (no Ray), one batch per round as
+    the engine runs them at P = 1, with trained x or dense fixed features: the compiled
+    step on pulled rows and the servers' lazy Adam give the single machine's compiled
+    run bit for bit; a push marked ``skip`` (a non-finite loss) changes nothing."""
     from caps2ne_np.kernels.rng import derive_seed
     from caps2ne_np.model.core import init_params
     from caps2ne_np.training.loop import set_up
@@ -69,10 +68,7 @@ def test_worker_and_servers_in_process_equal_the_compiled_single_machine(fixed):
     def pull(requests):
         return [srv.pull(o, x, w) for srv, (o, x, w) in zip(servers, requests)]
 
-    def push(pushes, t, rate):
-        return [srv.apply([t], [rate], p) for srv, p in zip(servers, pushes)]
-
-    worker = BatchWorker(0, g.indptr, g.indices, g.weights, cfg, None, S, pull, fixed, push=push)
+    worker = BatchWorker(0, g.indptr, g.indices, g.weights, cfg, None, S, pull, fixed)
     worker.set_counts(worker.node_counts(0, n * cfg.walks_per_node, cfg.walk_chunk))
     p = init_params(n, cfg.dim, feat_dim, cfg.walk_length - 1,
                     np.random.default_rng(derive_seed(cfg.seed, "init")), features)  # fmt: skip
@@ -80,10 +76,10 @@ def test_worker_and_servers_in_process_equal_the_compiled_single_machine(fixed):
     for srv in servers:
         srv.set_rows("O", 0, p.O)
         srv.set_rows("X", 0, p.X)
-    n_batches = run.schedule.n_batches
-    for b0 in range(0, n_batches, 7):
-        size = min(7, n_batches - b0)
-        assert len(worker.steps(0, b0, b0, run.schedule.rates(b0, size))) == size
+    for b in range(run.schedule.n_batches):
+        out = worker.step(0, b, b)
+        for s, srv in enumerate(servers):
+            srv.apply([b + 1], [run.schedule.rate(b)], out[s])
     assert worker.stats()["step"] == "compiled"
     for name in ("O", "X", "bias"):
         table = interleave([srv.arrays[name] for srv in servers], 0, n, S)
@@ -182,10 +178,8 @@ def test_checkpoint_per_shard_and_resume_is_exact(ray_local, partition, single, 
 
     with pytest.raises(Stop):
         run(g, 1, 2, checkpoint_dir=tmp_path, checkpoint_every=30, step_callback=stop_at)
-    # at P = 1 a round is up to 32 batches, ending at multiples of checkpoint_every:
-    # steps 60-89 are one round, checkpointed at 90 before its step callbacks run
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["driver.npz", "shard-0-of-2.1-90.npz", "shard-1-of-2.1-90.npz"]
+    assert names == ["driver.npz", "shard-0-of-2.1-60.npz", "shard-1-of-2.1-60.npz"]
     assert_same(run(g, 1, 2, checkpoint_dir=tmp_path, resume_from=tmp_path), single)
     with pytest.raises(InputError, match="--servers 2"):
         run(g, 1, 1, resume_from=tmp_path)

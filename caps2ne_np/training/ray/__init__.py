@@ -16,9 +16,7 @@ A *round* runs batches ``b0 + r`` (r = 0 .. P - 1) of the epoch on worker r, all
 against the parameters at the start of the round; each server then applies the P
 pushes **in rank order**, each as one lazy-Adam step with the step count and rate
 of its global batch number, as ``train.fit`` would have applied them one after the
-other.  At P = 1 the driver hands the worker up to ``engine.CHUNK_BATCHES`` batches
-per call, and the worker sends each batch's pushes to the servers itself before it
-pulls the next (``BatchWorker.steps``): the same steps in the same order.  So:
+other.  So:
 
 * P = 1 takes the very steps of ``train.fit`` with ``adam='lazy'`` (the compiled
   step, the default): the same embeddings, bit for bit, for any S

@@ -136,7 +136,6 @@ def _attempt(ray, run, starts, resume_from, layout, write_outputs, options):
     start = starts.pop() if starts else None
     engine = RayEngine(ray, *run.graph, run.cfg, run.features, resume_from, start=start, **layout)
     del start  # the engine's, until its initial values are sent
-    engine.checkpoint_every = int(options.checkpoint_every)
     try:
         result = TrainResult(params=None, config=run.cfg, notes=run.notes, holdout=run.held)
         stop = budget.stop_rule(run.cfg, run.structure, run.held)  # a fresh rule every attempt

@@ -17,9 +17,6 @@ from .worker import RayWorker
 
 INIT_CHUNK_ROWS = 1 << 16
 """Rows per chunk when the driver streams initial values to the servers."""
-CHUNK_BATCHES = 32
-"""At P = 1, batches per call of the worker (``BatchWorker.steps``), fewer to end at a
-multiple of ``checkpoint_every``: the run's first round is one batch."""
 
 
 class Cluster:
@@ -99,9 +96,7 @@ class RayEngine:
     against the parameters at the start of the round; each server then applies the P
     pushes in rank order, as P lazy-Adam steps with their own step counts and rates.
     With a replicated W, a round's W gradients are applied on every worker at the start
-    of the next round (or by ``finite``/``save``, which bring W up to date first).  At
-    P = 1 a round is up to ``CHUNK_BATCHES`` batches in one call of the worker, which
-    sends each batch's pushes to the servers itself (``_train_one``)."""
+    of the next round (or by ``finite``/``save``, which bring W up to date first)."""
 
     def __init__(
         self,
@@ -135,7 +130,6 @@ class RayEngine:
                     f"resume with the same number of servers (now {S})"
                 )
         self.round_size = P
-        self.checkpoint_every = 0  # fit sets it: P = 1's rounds end at its multiples
         self.cluster = Cluster(
             ray,
             indptr,
@@ -224,8 +218,6 @@ class RayEngine:
         ray.get(pending)
 
     def train(self, epoch, b0, step0, rates):
-        if len(self.cluster.workers) == 1:
-            return self._train_one(epoch, b0, step0, rates)
         ray, S = self.ray, self.S
         servers, workers = self.cluster.servers, self.cluster.workers
         (w_steps, w_rates), w_refs = self._w_pending or (((), ()), ())
@@ -245,17 +237,6 @@ class RayEngine:
         )
         done = ray.get([refs[r][S + 1] for r in range(len(rates))])
         ray.get(applied)
-        return done
-
-    def _train_one(self, epoch, b0, step0, rates):
-        """P = 1: the round's batches in one call of the worker, which pushes each to the
-        servers itself (``BatchWorker.steps``): the same steps in the same order as
-        rounds of one batch, with one driver call per ``CHUNK_BATCHES``."""
-        done = self.ray.get(self.cluster.workers[0].steps.remote(epoch, b0, step0, list(rates)))
-        size, every = CHUNK_BATCHES, self.checkpoint_every
-        if every:
-            size = min(size, every - (step0 + len(rates)) % every)
-        self.round_size = max(1, size)
         return done
 
     def _flush_W(self):

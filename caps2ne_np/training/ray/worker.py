@@ -1,7 +1,6 @@
 """``BatchWorker``: a rank's batches and steps against rows pulled from the shards
 (plain Python), and ``RayWorker``, the actor whose pulls go to the server actors."""
 
-import math
 import os
 import time
 
@@ -38,13 +37,9 @@ class BatchWorker:
         fixed_features=False,
         threads=1,
         replicate_W=None,
-        push=None,
     ):
         set_threads(threads)
         self.rank, self.cfg, self.n_shards, self._pull = rank, cfg, n_shards, pull
-        # push(pushes, t, rate): a batch's pushes to the servers, as one Adam step each
-        # (``steps``); returns what ``_wait`` waits for
-        self._push = push
         self.fixed_features = fixed_features
         # replicate_W = (n_workers, feat_dim): this worker keeps a replica of W and its
         # moments, updated with every worker's gradient in rank order (apply_W)
@@ -168,30 +163,6 @@ class BatchWorker:
         self.rows["o"] += o_nodes.shape[0]
         self.rows["x"] += x_nodes.shape[0]
         return (*pushes, d_W_t, trained_batch(self.cfg, loss, batch, parts))
-
-    def steps(self, epoch, b0, step0, rates):
-        """P = 1: batches b0, b0 + 1, ... of the epoch at steps step0, step0 + 1, ... with
-        ``rates``, one after the other in this call.  Each batch's pushes go to the
-        servers from here (``push``; an actor runs one caller's calls in the order they
-        were made, so the next batch's pull reads the updated rows) and, with a replica,
-        its W gradient to the replica: the steps ``step`` and the servers' ``apply``
-        make one round at a time.  Returns the records, up to the first non-finite
-        loss, once the servers have applied them all."""
-        out, pending = [], []
-        for r, rate in enumerate(rates):
-            *pushes, d_W_t, record = self.step(epoch, b0 + r, step0 + r)
-            t = step0 + r + 1  # Adam's 1-based step
-            if self.W is not None and d_W_t is not None:
-                self.apply_W([t], [rate], d_W_t)
-            pending.extend(self._push(pushes, t, rate))
-            out.append(record)
-            if not math.isfinite(record[0]):
-                break
-        self._wait(pending)
-        return out
-
-    def _wait(self, pending):
-        """The servers' applies of ``steps`` done (in one process they are at once)."""
 
     def _step_compiled(self, epoch, b, step):
         """``step`` on the compiled step: batch b drawn by the single machine's kernel,
@@ -333,14 +304,6 @@ class RayWorker(BatchWorker):
         def pull(requests):
             return ray.get([srv.pull.remote(o, x, w) for srv, (o, x, w) in zip(servers, requests)])
 
-        def push(pushes, t, rate):
-            return [srv.apply.remote([t], [rate], p) for srv, p in zip(servers, pushes)]
-
-        self._ray = ray
         super().__init__(
-            rank, indptr, indices, weights, cfg, counts, n_shards, pull, fixed, threads,
-            replicate_W, push,
-        )  # fmt: skip
-
-    def _wait(self, pending):
-        self._ray.get(pending)
+            rank, indptr, indices, weights, cfg, counts, n_shards, pull, fixed, threads, replicate_W
+        )
