@@ -370,49 +370,7 @@ def markdown(payload):
     for name, e in payload["graphs"].items():
         out.append(f"\n## {name}: {e['n_nodes']:,} nodes, {e['n_edges']:,} directed edges\n")
         out.append("\n".join(f"- {n}" for n in e["notes"]) + "\n")
-        rows = []
-        for r in e["runs"]:
-            if r["layout"] == "single":
-                rows.append(
-                    [
-                        "single machine",
-                        f"{r['train_seconds']:.1f}",
-                        _rate_cell(r),
-                        "-",
-                        "-",
-                        "-",
-                        "-",
-                        "-",
-                        f"{r['loss']:.4f}",
-                        f"{r['score']['headline']:.2f}" if r.get("score") else "-",
-                        "-",
-                        f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-",
-                    ]
-                )
-                continue
-            f = dict(r["formula_at_rows"])
-            if r.get("w_placement") == "workers":  # no W pulled; P - 1 gradients gathered
-                f["total"] = f["x_bytes"] + f["o_bytes"] + (r["P"] - 1) * f["W_bytes"]
-            rows.append(
-                [
-                    f"P={r['P']}, S={r['S']}, W on {r['w_placement']}",
-                    f"{r['train_seconds']:.1f}",
-                    _rate_cell(r),
-                    f"{r['round_ms']:.2f}",
-                    f"{r['worker_ms']['batch']:.2f} / {r['worker_ms']['pull']:.2f} / "
-                    f"{r['worker_ms']['compute']:.2f} / {r['worker_ms']['W_apply']:.2f}",
-                    " / ".join(f"{x:.2f}" for x in r["server_apply_ms"]),
-                    f"{r['bytes_pulled'] / 1e3:.1f} / {r['bytes_pushed'] / 1e3:.1f} "
-                    f"(+{r['bytes_requested'] / 1e3:.1f} ids)",
-                    f"{f['total'] / 1e3:.1f} ({f['x_rows']:.0f} x, {f['o_rows']:.0f} o rows; "
-                    f"measured / formula {ratio(r):.3f}); "
-                    f"bound {e['formula_bound']['total'] / 1e3:.1f}",
-                    f"{r['loss']:.4f}",
-                    f"{r['score']['headline']:.2f}" if r.get("score") else "-",
-                    "yes" if r["equal_to_single"] else "no",
-                    f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-",
-                ]
-            )
+        rows = [_table_row(r, e) for r in e["runs"]]
         out.append(
             markdown_table(
                 [
@@ -445,6 +403,37 @@ def markdown(payload):
         out.append(_ratio_summary(e))
         out.append("\nMemory:\n\n" + "\n".join(mem) + "\n")
     return "\n".join(out) + "\n"
+
+
+def _table_row(r, e):
+    """A run's row of the graph's table (``e``, the graph's entry)."""
+    score = f"{r['score']['headline']:.2f}" if r.get("score") else "-"
+    load = f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-"
+    if r["layout"] == "single":
+        return ["single machine", f"{r['train_seconds']:.1f}", _rate_cell(r)] + ["-"] * 5 + [
+            f"{r['loss']:.4f}", score, "-", load,
+        ]  # fmt: skip
+    f = dict(r["formula_at_rows"])
+    if r.get("w_placement") == "workers":  # no W pulled; P - 1 gradients gathered
+        f["total"] = f["x_bytes"] + f["o_bytes"] + (r["P"] - 1) * f["W_bytes"]
+    ms = r["worker_ms"]
+    return [
+        f"P={r['P']}, S={r['S']}, W on {r['w_placement']}",
+        f"{r['train_seconds']:.1f}",
+        _rate_cell(r),
+        f"{r['round_ms']:.2f}",
+        f"{ms['batch']:.2f} / {ms['pull']:.2f} / {ms['compute']:.2f} / {ms['W_apply']:.2f}",
+        " / ".join(f"{x:.2f}" for x in r["server_apply_ms"]),
+        f"{r['bytes_pulled'] / 1e3:.1f} / {r['bytes_pushed'] / 1e3:.1f} "
+        f"(+{r['bytes_requested'] / 1e3:.1f} ids)",
+        f"{f['total'] / 1e3:.1f} ({f['x_rows']:.0f} x, {f['o_rows']:.0f} o rows; "
+        f"measured / formula {ratio(r):.3f}); "
+        f"bound {e['formula_bound']['total'] / 1e3:.1f}",
+        f"{r['loss']:.4f}",
+        score,
+        "yes" if r["equal_to_single"] else "no",
+        load,
+    ]
 
 
 def _rate_cell(r):
