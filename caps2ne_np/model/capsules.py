@@ -269,6 +269,19 @@ def _softmax_pair_in_kernels(z_t, z_s, t, sampled, inv_p, d_s):
     return softmax_pair  # the Python function, compiled and inlined into the calling kernel
 
 
+@kernel
+def mean_loss(loss):
+    """L = (1/P) sum_p loss_p: the batch's loss (Eq. 3), from the per-pair losses ``loss``
+    (P,) of ``softmax_rows`` / ``softmax_pair``, the pairs added in order p = 0, 1, ...
+    in float64 whatever the dtype of ``loss``; returned as a float64.  The one mean
+    every driver reports: training/fused.py's step, core.loss_and_row_grads (and the
+    skip-gram term's mean over its items, skipgram.py)."""
+    total = 0.0
+    for p in range(loss.shape[0]):
+        total += loss[p]
+    return total / loss.shape[0]
+
+
 def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):
     """z_t = e . o_t + b_t - log Q(t),  z_s = e . o_s + b_s - log Q(s)
     [Eq. 3; docs/math.md#sampled-softmax]

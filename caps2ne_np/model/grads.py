@@ -259,19 +259,24 @@ def _scatter_scaled_rows(rows, w, values, out):
             add_scaled_row(out, rows[n], w[n], values, n, lo, min(k, lo + 16))
 
 
+@inline
+def sampled_bias_grad(d_z_s):
+    """d_b_s = sum_p d_z_{p,s}: a sampled node's bias gradient from dL/dz_s of every pair
+    (``d_z_s`` (P,), a column of d_z or a row of its transpose), the pairs added in order
+    p = 0, 1, ... in float64; its caller rounds it once to the tables' dtype.
+    ``_column_sums`` and training/fused.py's output layer evaluate it."""
+    acc = 0.0
+    for p in range(d_z_s.shape[0]):
+        acc += d_z_s[p]
+    return acc
+
+
 @kernel(parallel=True, work=lambda a, out: a.size)
 def _column_sums(a, out):
-    """out[j] = sum_p a[p, j], rows added in order p = 0, 1, ... for each block of 16
-    columns (parallel over blocks: the same sums on any number of threads)."""
-    n_rows, n_cols = a.shape
-    for blk in prange((n_cols + 15) // 16):
-        lo = blk * 16
-        hi = min(n_cols, lo + 16)
-        for j in range(lo, hi):
-            out[j] = 0.0
-        for p in range(n_rows):
-            for j in range(lo, hi):
-                out[j] += a[p, j]
+    """out[j] = sum_p a[p, j] (``sampled_bias_grad`` of each column), parallel over the
+    columns, each summed in order: the same sums on any number of threads."""
+    for j in prange(a.shape[1]):
+        out[j] = sampled_bias_grad(a[:, j])
 
 
 def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
