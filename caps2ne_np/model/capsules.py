@@ -168,13 +168,7 @@ def route_pair(u_hat, p, iters, scale, rule, c, s, e, b):
             ci = c[r, p, i]
             for j in range(k):
                 s[r, p, j] += ci * u_hat[i, p, j]
-        # e = squash(s)
-        r2 = 0.0
-        for j in range(k):
-            r2 += s[r, p, j] * s[r, p, j]
-        g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
-        for j in range(k):
-            e[r, p, j] = g * s[r, p, j]
+        squash_vector(s[r, p], e[r, p])  # e = squash(s)
         if r < iters - 1:
             for i in range(n_slots):
                 agree = 0.0

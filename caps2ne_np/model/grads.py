@@ -148,17 +148,7 @@ def route_backward_pair(u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b
                 for j in range(k):
                     d_er[j] += dbi * u_hat[i, p, j]
                     d_u_hat[i, p, j] += dbi * e[r, p, j]
-        # e^{(r)} = squash(s^{(r)})
-        r2 = 0.0
-        s_dot = 0.0
-        for j in range(k):
-            r2 += s[r, p, j] * s[r, p, j]
-            s_dot += s[r, p, j] * d_er[j]
-        h = 1.0 / ((1.0 + r2) * np.sqrt(r2 + EPS))
-        g = r2 * h
-        coef = 2.0 * h * (1.0 / (1.0 + r2) - 0.5 * r2 / (r2 + EPS)) * s_dot
-        for j in range(k):
-            d_s[j] = g * d_er[j] + coef * s[r, p, j]
+        squash_backward_vector(s[r, p], d_er, d_s)  # e^{(r)} = squash(s^{(r)})
         # s^{(r)} = sum_i c_i u_hat_i
         for i in range(n_slots):
             ci = c[r, p, i]
