@@ -250,23 +250,31 @@ def _scatter_scaled_rows(rows, w, values, out):
 
 
 @inline
-def sampled_bias_grad(d_z_s):
-    """d_b_s = sum_p d_z_{p,s}: a sampled node's bias gradient from dL/dz_s of every pair
-    (``d_z_s`` (P,), a column of d_z or a row of its transpose), the pairs added in order
-    p = 0, 1, ... in float64; its caller rounds it once to the tables' dtype.
+def sampled_bias_grads(d_z, lo, hi, acc, d_b):
+    """d_b_s = sum_p d_z_{p,s} for the sampled nodes s in [lo, hi): their bias gradients
+    from dL/dz_s (``d_z`` (P, S)), the pairs added in order p = 0, 1, ... into the
+    float64 ``acc`` (hi - lo,), each rounded once into ``d_b[s]``.  Column by column the
+    sums of a serial loop; the loop over s inside vectorises without reordering any.
     ``_column_sums`` and training/fused.py's output layer evaluate it."""
-    acc = 0.0
-    for p in range(d_z_s.shape[0]):
-        acc += d_z_s[p]
-    return acc
+    for s in range(lo, hi):
+        acc[s - lo] = 0.0
+    for p in range(d_z.shape[0]):
+        for s in range(lo, hi):
+            acc[s - lo] += d_z[p, s]
+    for s in range(lo, hi):
+        d_b[s] = acc[s - lo]
 
 
 @kernel(parallel=True, work=lambda a, out: a.size)
 def _column_sums(a, out):
-    """out[j] = sum_p a[p, j] (``sampled_bias_grad`` of each column), parallel over the
-    columns, each summed in order: the same sums on any number of threads."""
-    for j in prange(a.shape[1]):
-        out[j] = sampled_bias_grad(a[:, j])
+    """out[j] = sum_p a[p, j] (``sampled_bias_grads``) in blocks of 16 columns, parallel
+    over the blocks, each column summed in order: the same sums on any number of threads."""
+    n_cols = a.shape[1]
+    acc = np.empty(n_cols, dtype=np.float64)
+    for blk in prange((n_cols + 15) // 16):
+        lo = blk * 16
+        hi = min(n_cols, lo + 16)
+        sampled_bias_grads(a, lo, hi, acc[lo:hi], out)
 
 
 def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
