@@ -8,7 +8,7 @@ the same input pipeline (caps2ne_np.training.walks / samplers), on the same batc
 same initial parameters, in the same process, with the same thread count, and their
 repetitions are interleaved so that they see the same machine load.
 
-Configs (issue: q = 10, |V'| = 256, log-uniform sampler, grad_mode 'exact',
+Configs (q = 10, |V'| = 256, log-uniform sampler, grad_mode 'exact',
 routing rule 'paper'):
   a  Cora, fixed row-normalised bag-of-words features (d = 1,433), k = 128,
      64 walks x targets at positions {3,4,5,6} = 256 pairs per step, m = 1
@@ -754,7 +754,7 @@ def main(argv=None):
 
 
 def evaluate_targets(rows, gemm, thread_counts):
-    """Every issue target that this run can check (report.TARGETS): [{target, value, met}]."""
+    """Every target that this run can check (report.TARGETS): [{target, value, met}]."""
     T = report.TARGETS
     out = []
     for r in rows:
@@ -805,7 +805,7 @@ def evaluate_targets(rows, gemm, thread_counts):
         out.append(
             report.target(
                 f"(b) >= {goal:.0%} of the GEMM rate, model FLOPs per "
-                f"pair (the issue's analytic count), {n_threads} thread(s)",
+                f"pair (the model's analytic count), {n_threads} thread(s)",
                 round(model, 3),
                 model >= goal,
             )
@@ -1080,7 +1080,7 @@ def render(p, keys):
             + "\n"
         )
     lines += bounds_section(p)
-    lines.append("## Targets (issue)\n")
+    lines.append("## Targets\n")
     lines.append(
         "This run's, then the other scripts' from their latest result files "
         "(`--report-only` re-reads them). The causes of the gaps, measured: "

@@ -184,7 +184,7 @@ def stage_times(fast, reps):
         ws.d_sT)  # fmt: skip
     st["output layer backward (GEMMs)"] = partial(F._output_backward.serial, e, O, targets,
         ws.d_true, ws.d_s, ws.d_sT, ws.O_s, ws.o_of_target, n_o, ws.d_e, ws.d_O,
-        ws.d_bias)  # fmt: skip
+        ws.d_bias, ws.bias_acc)  # fmt: skip
     st["routing backward"] = partial(F._route_back.serial, ws.u_hat, ws.c, ws.s, ws.e_all, ws.d_e,
         P, m.scale, m.rule, m.exact, ws.d_u_hat, ws.scratch_i, ws.scratch_k)  # fmt: skip
     st["sum over shared rows"] = partial(F._gather_rows_backward.serial, ws.d_u_hat, ws.inv,

@@ -1,4 +1,4 @@
-"""The Markdown of the bench reports: tables, the run line, the machine, and the issue
+"""The Markdown of the bench reports: tables, the run line, the machine, and the
 targets, whose thresholds are data here (``TARGETS``), in one place.
 
 Every script renders its ``<name>.md`` with these.  A report holds the run's figures and
@@ -6,7 +6,7 @@ the settings that produced them; what the figures mean, and what was found with 
 in docs/benchmarks.md (``doc_pointer`` links it).
 """
 
-# The issues' targets.  A script measures; whether a figure meets its target is
+# The targets.  A script measures; whether a figure meets its target is
 # decided here, against these numbers, and the reports print the verdicts.
 TARGETS = {
     # bench/perf.py: our pairs/s over the PyTorch peer's, per config

@@ -17,7 +17,7 @@ ids), and times, each phase in a fresh process so that its peak memory is its ow
            over the steps after ``--warmup``; peak RSS (getrusage) against the formula
            params + Adam state + CSR + one walk chunk
 
-The issue's throughput target compares the 1M-node run with the BlogCatalog graph
+The throughput target compares the 1M-node run with the BlogCatalog graph
 (10,312 nodes, its real edges; a generated graph of its size when the data directory
 is missing).  On a shared machine the load changes from minute to minute, so the
 reference runs in the same process, in turns: every ``--window`` steps of ours,
@@ -709,7 +709,7 @@ def markdown(res):
             ]
         )
     lines.append(report.markdown_table([f"N = {big['n_nodes']:,}", "bytes", "MB"], rows))
-    lines.append("\n## Targets (issue)\n")
+    lines.append("\n## Targets\n")
     lines.append(report.targets_table(res["targets"]))
     if res.get("notes"):
         lines.append("\n" + "\n".join(f"- {n}" for n in res["notes"]))
@@ -717,7 +717,7 @@ def markdown(res):
 
 
 def targets(res):
-    """The issue's targets at the largest size (report.TARGETS): [{target, value, met}]."""
+    """The targets at the largest size (report.TARGETS): [{target, value, met}]."""
     T, target = report.TARGETS, report.target
     out = []
     big_size = res["sizes"][-1]

@@ -278,7 +278,7 @@ def main(argv=None):
             )
 
     targets = []
-    for r in rows if node2vec is None else ():  # the issue's target is for first-order walks
+    for r in rows if node2vec is None else ():  # the target is for first-order walks
         for kind in ("kernel", "api"):
             if f"ratio_{kind}" in r:
                 what = "walk kernel" if kind == "kernel" else "simulate_walks"
@@ -363,9 +363,7 @@ def render(p):
         ]
     lines.append(report.markdown_table(headers, rows) + "\n")
     if p["targets"]:
-        lines.append(
-            f"## Target (issue): ours >= {report.TARGETS['walks_vs_pecanpy']:g}x PecanPy\n"
-        )
+        lines.append(f"## Target: ours >= {report.TARGETS['walks_vs_pecanpy']:g}x PecanPy\n")
         lines.append(report.targets_table(p["targets"]) + "\n")
     return "\n".join(lines)
 

@@ -26,6 +26,16 @@ from .training import engines
 from .training.config import TrainConfig
 
 
+def _record_params(model, given):
+    """Each parameter of ``Caps2NE.__init__`` stored unchanged under its own name, nothing
+    else: scikit-learn's contract (``get_params`` reads them back, ``clone`` and
+    ``set_params`` rebuild from them).  ``given``: the constructor's ``locals()`` on entry,
+    its parameters and ``self``."""
+    for name, value in given.items():
+        if name != "self":
+            setattr(model, name, value)
+
+
 class Caps2NE(BaseEstimator):
     """Caps2NE node embeddings (Nguyen et al., CIKM 2020).
 
@@ -59,7 +69,11 @@ class Caps2NE(BaseEstimator):
     ``engine='ray'`` trains on a Ray cluster instead (``training.ray.fit``): ``workers``
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
     ``parallel='async'``: ``n_jobs`` threads train their own batches on the shared tables
-    without locks (``train.AsyncEngine``; faster, not reproducible).
+    without locks (``train.AsyncEngine``; faster, not reproducible).  ``spectral``: the
+    ProNE start (model/spectral.py: none, features, init, init_xo); ``propagate``: ProNE's
+    propagation of the written o_v (model/propagation.py); ``stop``: 'auto' (structure,
+    then drift) or 'holdout' (held-out edges; training/budget.py); ``node2vec_p``,
+    ``node2vec_q``: node2vec's p and q, second-order walks (training/walks.py).
     """
 
     def __init__(
@@ -107,48 +121,7 @@ class Caps2NE(BaseEstimator):
         node2vec_p=D["node2vec_p"],
         node2vec_q=D["node2vec_q"],
     ):
-        self.dim = dim
-        self.feat_dim = feat_dim
-        self.walk_length = walk_length
-        self.walks_per_node = walks_per_node
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.num_sampled = num_sampled
-        self.sampler = sampler
-        self.routing_iters = routing_iters
-        self.routing_rule = routing_rule
-        self.routing_scale = routing_scale
-        self.grad_mode = grad_mode
-        self.targets = targets
-        self.batch_mode = batch_mode
-        self.normalize_features = normalize_features
-        self.adam = adam
-        self.walk_chunk = walk_chunk
-        self.n_jobs = n_jobs
-        self.random_state = random_state
-        self.progress = progress
-        self.preset = preset
-        self.lr_schedule = lr_schedule
-        self.lr_floor = lr_floor
-        self.walks = walks
-        self.skipgram_weight = skipgram_weight
-        self.skipgram_negatives = skipgram_negatives
-        self.spectral = spectral  # ProNE start (spectral.py): none, features, init, init_xo
-        self.spectral_dim = spectral_dim
-        self.prone_order = prone_order
-        self.prone_mu = prone_mu
-        self.prone_theta = prone_theta
-        self.row_norm = row_norm
-        self.propagate = propagate  # ProNE's propagation of the written o_v (propagation.py)
-        self.stop = stop  # 'auto' (structure, then drift) or 'holdout' (held-out edges): budget.py
-        self.engine = engine  # 'ray': sharded training (training/ray/)
-        self.parallel = parallel  # 'async': lock-free threads (train.AsyncEngine)
-        self.workers = workers
-        self.servers = servers
-        self.ray_address = ray_address
-        self.node2vec_p = node2vec_p  # node2vec's p and q: second-order walks (walks.py)
-        self.node2vec_q = node2vec_q
+        _record_params(self, locals())
 
     def train_config(self):
         """The TrainConfig these hyperparameters describe."""

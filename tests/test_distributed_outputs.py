@@ -316,7 +316,7 @@ def test_cli_engine_ray_streams_byte_identical_outputs(ray_local, tmp_path, monk
         "lazy",
         "--threads",
         "1",
-        "--propagate",  # propagation needs the whole table: ray then gathers (#32)
+        "--propagate",  # propagation needs the whole table: ray then gathers it
         "none",
         "-q",
     ] + (["--binary"] if binary else [])

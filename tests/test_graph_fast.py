@@ -497,7 +497,7 @@ def test_stale_cache_is_refused_and_rebuilt(tmp_path):
     assert load_graph_cache(path).node_ids == g.node_ids  # rebuilt
     stamp = os.stat(path)
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # touched, same content:
-    assert load_graph_cache(path).node_ids == g.node_ids  # still fresh (#15)
+    assert load_graph_cache(path).node_ids == g.node_ids  # still fresh (keyed on content)
     path.write_text("a b\nb c\nc e\n")  # same size, other content,
     os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same mtime (touch -r)
     with pytest.raises(StaleCacheError, match="stale"):

@@ -229,7 +229,7 @@ def test_npz_round_trip_and_no_pickles(tmp_path):
         load_npz(tmp_path / "pickled.npz")
 
 
-# --------------------------------------------------------------------------- durability (#26)
+# ---------------------------------------------------- durability: the file and its folder fsynced
 
 
 def _fsync_spy(monkeypatch):

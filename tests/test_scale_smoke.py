@@ -100,7 +100,7 @@ def test_scale_smoke_reports_every_phase_at_both_sizes(tmp_path):
     assert any("throughput" in w for w in whats) and any("peak RSS" in w for w in whats)
     text = (tmp_path / "scale_smoke.md").read_text()
     assert (
-        "## Targets (issue)" in text
+        "## Targets" in text
         and "largest / smallest" in text
         and "params = 4 (N (k + d + 1)" in text
     )

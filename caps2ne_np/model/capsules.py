@@ -168,13 +168,7 @@ def route_pair(u_hat, p, iters, scale, rule, c, s, e, b):
             ci = c[r, p, i]
             for j in range(k):
                 s[r, p, j] += ci * u_hat[i, p, j]
-        # e = squash(s)
-        r2 = 0.0
-        for j in range(k):
-            r2 += s[r, p, j] * s[r, p, j]
-        g = r2 / ((1.0 + r2) * np.sqrt(r2 + EPS))
-        for j in range(k):
-            e[r, p, j] = g * s[r, p, j]
+        squash_vector(s[r, p], e[r, p])  # e = squash(s)
         if r < iters - 1:
             for i in range(n_slots):
                 agree = 0.0
@@ -267,6 +261,19 @@ def softmax_pair(z_t, z_s, t, sampled, inv_p, d_s):
 @overload(softmax_pair, inline="always")
 def _softmax_pair_in_kernels(z_t, z_s, t, sampled, inv_p, d_s):
     return softmax_pair  # the Python function, compiled and inlined into the calling kernel
+
+
+@kernel
+def mean_loss(loss):
+    """L = (1/P) sum_p loss_p: the batch's loss (Eq. 3), from the per-pair losses ``loss``
+    (P,) of ``softmax_rows`` / ``softmax_pair``, the pairs added in order p = 0, 1, ...
+    in float64 whatever the dtype of ``loss``; returned as a float64.  The one mean
+    every driver reports: training/fused.py's step, core.loss_and_row_grads (and the
+    skip-gram term's mean over its items, skipgram.py)."""
+    total = 0.0
+    for p in range(loss.shape[0]):
+        total += loss[p]
+    return total / loss.shape[0]
 
 
 def output_logits(e, O, bias, targets, sampled, log_q_true, log_q_sampled):

@@ -118,7 +118,7 @@ def loss_and_row_grads(
     loss, d_true, d_sampled = capsules.softmax_rows(z_true, z_sampled, targets, sampled)
 
     out = _backward(params, fw, targets, sampled, d_true, d_sampled, cfg)
-    caps = float(loss.mean(dtype=np.float64))
+    caps = float(capsules.mean_loss(loss))
     if parts is not None:
         parts.update(capsule=caps, skipgram=0.0)
     if not getattr(cfg, "skipgram_weight", 0.0):

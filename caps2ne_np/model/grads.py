@@ -148,17 +148,7 @@ def route_backward_pair(u_hat, c, s, e, d_e, p, scale, rule, exact, d_u_hat, d_b
                 for j in range(k):
                     d_er[j] += dbi * u_hat[i, p, j]
                     d_u_hat[i, p, j] += dbi * e[r, p, j]
-        # e^{(r)} = squash(s^{(r)})
-        r2 = 0.0
-        s_dot = 0.0
-        for j in range(k):
-            r2 += s[r, p, j] * s[r, p, j]
-            s_dot += s[r, p, j] * d_er[j]
-        h = 1.0 / ((1.0 + r2) * np.sqrt(r2 + EPS))
-        g = r2 * h
-        coef = 2.0 * h * (1.0 / (1.0 + r2) - 0.5 * r2 / (r2 + EPS)) * s_dot
-        for j in range(k):
-            d_s[j] = g * d_er[j] + coef * s[r, p, j]
+        squash_backward_vector(s[r, p], d_er, d_s)  # e^{(r)} = squash(s^{(r)})
         # s^{(r)} = sum_i c_i u_hat_i
         for i in range(n_slots):
             ci = c[r, p, i]
@@ -259,19 +249,32 @@ def _scatter_scaled_rows(rows, w, values, out):
             add_scaled_row(out, rows[n], w[n], values, n, lo, min(k, lo + 16))
 
 
+@inline
+def sampled_bias_grads(d_z, lo, hi, acc, d_b):
+    """d_b_s = sum_p d_z_{p,s} for the sampled nodes s in [lo, hi): their bias gradients
+    from dL/dz_s (``d_z`` (P, S)), the pairs added in order p = 0, 1, ... into the
+    float64 ``acc`` (hi - lo,), each rounded once into ``d_b[s]``.  Column by column the
+    sums of a serial loop; the loop over s inside vectorises without reordering any.
+    ``_column_sums`` and training/fused.py's output layer evaluate it."""
+    for s in range(lo, hi):
+        acc[s - lo] = 0.0
+    for p in range(d_z.shape[0]):
+        for s in range(lo, hi):
+            acc[s - lo] += d_z[p, s]
+    for s in range(lo, hi):
+        d_b[s] = acc[s - lo]
+
+
 @kernel(parallel=True, work=lambda a, out: a.size)
 def _column_sums(a, out):
-    """out[j] = sum_p a[p, j], rows added in order p = 0, 1, ... for each block of 16
-    columns (parallel over blocks: the same sums on any number of threads)."""
-    n_rows, n_cols = a.shape
+    """out[j] = sum_p a[p, j] (``sampled_bias_grads``) in blocks of 16 columns, parallel
+    over the blocks, each column summed in order: the same sums on any number of threads."""
+    n_cols = a.shape[1]
+    acc = np.empty(n_cols, dtype=np.float64)
     for blk in prange((n_cols + 15) // 16):
         lo = blk * 16
         hi = min(n_cols, lo + 16)
-        for j in range(lo, hi):
-            out[j] = 0.0
-        for p in range(n_rows):
-            for j in range(lo, hi):
-                out[j] += a[p, j]
+        sampled_bias_grads(a, lo, hi, acc[lo:hi], out)
 
 
 def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):

@@ -48,6 +48,7 @@ from ..errors import InputError
 from ..kernels._jit import REASSOC, check_array, fast_exp, kernel, out_array
 from ..kernels.blas import row_matmul, row_matmul_tn
 from ..kernels.rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
+from .capsules import mean_loss
 from .grads import _column_sums, scatter_add_rows
 
 # --------------------------------------------------------------------------- forward
@@ -555,7 +556,7 @@ def loss_and_row_grads(
     d_bias[inverse[:S]] += d_b_s
     scatter_add_rows(d_O, inverse[S:], v)
     scatter_add_rows(d_bias, inverse[S:], v_bias)
-    return float(loss.mean(dtype=np.float64)), d_x, o_rows, d_O, d_bias
+    return float(mean_loss(loss.reshape(-1))), d_x, o_rows, d_O, d_bias
 
 
 def _hit_positions(targets, sampled):

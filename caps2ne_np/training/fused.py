@@ -13,11 +13,13 @@ items that own their outputs):
     u_hat = W_i u per distinct row      _predict       Eq. 2     blas.block_nn per slot (or half)
     c, s, e = Routing(u_hat)            _route_pairs   Alg. 1    capsules.route_pair
     z = e.o + b - log Q, L, dL/dz       _output_layer  Eq. 3     capsules.target_logit, softmax_pair
-    d_e, d_O, d_bias                    _output_backward         grads.add_scaled_row
+    d_e, d_O, d_bias                    _output_backward         grads.add_scaled_row,
+                                                                 grads.sampled_bias_grads
     d_u_hat                             _route_back              grads.route_backward_pair
     d_rows = sum over the pairs         grads._gather_rows_backward
     d_W_i, d_u = W_i^T d_u_hat          _W_backward              blas.block_tn, block_nt per slot
     d_x = squash'(x) d_u                _x_backward              grads.squash_backward_vector
+    L = mean_p loss_p                   _loss_and_grads          capsules.mean_loss
     Adam, lazy or dense                 _adam                    optim.adam_span
 
 This module holds the scheduling only (stages, blocks of rows, the workspace); every
@@ -47,6 +49,7 @@ from ..kernels.rng import quiet_wraparound
 from ..model.capsules import (
     add_to_row,
     gather_pair,
+    mean_loss,
     route_pair,
     rule_code,
     softmax_pair,
@@ -59,6 +62,7 @@ from ..model.grads import (
     add_row,
     add_scaled_row,
     route_backward_pair,
+    sampled_bias_grads,
     squash_backward_vector,
 )
 from .fused_batch import Batch, _draw_batch, _index_batch, _unmark, _workspace
@@ -175,10 +179,12 @@ def _output_layer(e, O, bias, targets, sampled, log_q_true, log_q_sampled, O_s, 
 
 
 @kernel(parallel=True)
-def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_e, d_O, d_bias):
+def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_e, d_O, d_bias,
+                     bias_acc):  # fmt: skip
     """d_e = d_z_t o_t + sum_s d_z_s o_s; d_o_s = sum_p d_z_ps e_p (V' is rows 0..S-1 of
     d_O) and d_o_t += d_z_t e_p over the pairs in order (grads.add_scaled_row); likewise
-    the biases (grads._scatter_scalars)."""
+    the biases (grads.sampled_bias_grads, float64 sums in ``bias_acc`` (S,);
+    grads._scatter_scalars)."""
     n_pairs, k = e.shape
     n_sampled = O_s.shape[0]
     nbp, nbs = _blocks(n_pairs), _blocks(n_sampled)
@@ -193,11 +199,7 @@ def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_
             lo = (blk - nbp) * n_sampled // nbs
             hi = (blk - nbp + 1) * n_sampled // nbs
             block_nn(d_sT, e, d_O, lo, hi)
-            for j in range(lo, hi):
-                acc = 0.0
-                for p in range(n_pairs):
-                    acc += d_sT[j, p]
-                d_bias[j] = acc
+            sampled_bias_grads(d_s, lo, hi, bias_acc[lo:hi], d_bias)
     for cb in prange((k + 15) // 16):  # the targets, in pair order, per 16 columns
         c0 = cb * 16
         c1 = min(k, c0 + 16)
@@ -255,8 +257,8 @@ def _x_backward(x, d_u_rows, row_ptr, row_list, G, d_u, d_x):
 
 @kernel(parallel=True)
 def _loss_and_grads(tables, model, batch, ws, sizes):
-    """The batch's mean loss (float64) and gradients into the workspace ``ws``
-    (core.loss_and_row_grads' arithmetic); ``tables`` a ``Tables``, ``model`` a
+    """The batch's mean loss (capsules.mean_loss, float64) and gradients into the
+    workspace ``ws`` (core.loss_and_row_grads' arithmetic); ``tables`` a ``Tables``, ``model`` a
     ``Routing``, ``batch`` a ``Batch`` and ``sizes`` from ``_index_batch``."""
     P, m = sizes.P, model
     targets = batch.targets[:P]
@@ -269,7 +271,8 @@ def _loss_and_grads(tables, model, batch, ws, sizes):
                   batch.log_q_sampled, ws.O_s, ws.bq, ws.z_s[:P], ws.loss, ws.d_true,
                   ws.d_s[:P], ws.d_sT)  # fmt: skip
     _output_backward(e, tables.O, targets, ws.d_true, ws.d_s[:P], ws.d_sT, ws.O_s,
-                     ws.o_of_target, sizes.n_o, ws.d_e[:P], ws.d_O, ws.d_bias)  # fmt: skip
+                     ws.o_of_target, sizes.n_o, ws.d_e[:P], ws.d_O, ws.d_bias,
+                     ws.bias_acc)  # fmt: skip
     _route_back(ws.u_hat, ws.c, ws.s, ws.e_all, ws.d_e, P, m.scale, m.rule, m.exact,
                 ws.d_u_hat, ws.scratch_i, ws.scratch_k)  # fmt: skip
     _gather_rows_backward(ws.d_u_hat, ws.inv, ws.slot_ptr, ws.d_rows)  # the teaching kernel
@@ -277,10 +280,7 @@ def _loss_and_grads(tables, model, batch, ws, sizes):
                 ws.d_u_rows)  # fmt: skip
     if tables.train_x:
         _x_backward(ws.x, ws.d_u_rows, ws.row_ptr, ws.row_list, sizes.G, ws.d_u, ws.d_x)
-    total = 0.0
-    for p in range(P):
-        total += ws.loss[p]
-    return total / P
+    return mean_loss(ws.loss[:P])
 
 
 # --------------------------------------------------------------- Adam

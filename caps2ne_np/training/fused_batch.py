@@ -21,7 +21,7 @@ Workspace = namedtuple(
     "Workspace",
     "nodes slot_ptr inv x_nodes x_of_row row_ptr row_list o_nodes o_of_target x u u_rows "
     "u_hat_rows u_hat c s e_all b_all O_s z_s loss d_true d_s d_sT d_e d_O d_bias d_u_hat "
-    "scratch_i scratch_k d_rows d_W_t d_u_rows d_u d_x bq",
+    "scratch_i scratch_k d_rows d_W_t d_u_rows d_u d_x bq bias_acc",
 )
 """Every array of a batch's forward and backward pass (``_workspace``)."""
 
@@ -181,4 +181,5 @@ def _workspace(P, S, n_slots, d, k, iters, dtype_of):
         np.empty((R, d), dtype=f),  # d_u
         np.empty((R, d), dtype=f),  # d_x
         np.empty(S, dtype=f),  # bq: b_s - log Q(s)
+        np.empty(S, dtype=np.float64),  # bias_acc: the float64 sums of d_b_s
     )

@@ -1,0 +1,159 @@
+"""The careful edge-list reader: plain Python string handling, the reference the NumPy
+reader (graph.py) is tested against bit for bit, and the one place every error message
+about a malformed edge list comes from (``"<path>:<line>: <what is wrong>; <fix>"``).
+
+graph.py hands it the bytes the NumPy reader declined (a malformed line, a mix of
+lines with and without a weight, a spelling of a number only ``float()`` takes,
+Unicode whitespace, non-UTF-8 bytes); it gives the same Graph or the error.
+"""
+
+import os
+import re
+import warnings
+
+import numpy as np
+
+from ..errors import GraphFormatError, InputWarning
+from ..io.files import decode, read_bytes
+from .csr import build
+
+_FORMAT = "'u v' or 'u v w' (whitespace separated, '#' starts a comment)"
+
+
+def _short(token: str) -> str:
+    """repr of a token for a one-line message (escapes control characters, cuts long ones)."""
+    return repr(token) if len(token) <= 40 else repr(token[:37]) + "..."
+
+
+def _fail(source, lineno, what, fix):
+    where = f"{source}:{lineno}" if lineno is not None else f"{source}"
+    raise GraphFormatError(f"{where}: {what}; {fix}")
+
+
+_UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+"""The whitespace ``str.split()`` knows beyond ASCII (a test checks it against ``str.isspace``)."""
+
+
+def _space_note(line):
+    """'; the line holds U+00A0 (NO-BREAK SPACE), ...' when ``line`` (outside a comment)
+    holds a Unicode space that ``str.split`` splits fields at, else ''."""
+    found = _UNICODE_SPACE.search(line.partition("#")[0])
+    if found is None:
+        return ""
+    import unicodedata
+
+    ch = found.group()
+    name = unicodedata.name(ch, "a Unicode space")
+    return (
+        f"; the line holds U+{ord(ch):04X} ({name}), which separates fields as a space "
+        "does: replace it in the node id"
+    )
+
+
+def _warn_unicode_spaces(lines, source, stacklevel):
+    """InputWarning at the first line whose fields a Unicode space other than ASCII's
+    separated (read as the documented format says: fields are split at whitespace)."""
+    for i, line in enumerate(lines):
+        note = _space_note(line)
+        if note:
+            warnings.warn(
+                InputWarning(f"{source}:{i + 1}: {note[2:]}, if it was meant as part of one"),
+                stacklevel=stacklevel,
+            )
+            return
+
+
+def _parse_weights(tokens, linenos, source, lines=None):
+    """float64 weights of the given tokens; GraphFormatError on the first bad one
+    (``lines``: the file's lines, for a note on a Unicode space in the bad one)."""
+    try:
+        w = np.fromiter(map(float, tokens), dtype=np.float64, count=len(tokens))
+    except ValueError:
+        for tok, line in zip(tokens, linenos):
+            try:
+                float(tok)
+            except ValueError:
+                _fail(
+                    source,
+                    int(line),
+                    f"weight {_short(tok)} is not a number",
+                    "expected a number > 0 in the third column (fields are split at every "
+                    "space and tab, so a node id cannot contain a space)"
+                    + (_space_note(lines[int(line) - 1]) if lines is not None else ""),
+                )
+        _fail(source, None, "a weight is not a number", "expected a number > 0 in the third column")
+    with np.errstate(over="ignore"):
+        w32 = w.astype(
+            np.float32
+        )  # the stored value: '3.40282347e+38' is float32's max, not beyond it
+    bad = ~(
+        np.isfinite(w) & (w > 0) & np.isfinite(w32) & (w32 > 0)
+    )  # NaN, <= 0, overflows or underflows float32
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        _fail(
+            source,
+            int(linenos[j]),
+            f"weight {_short(tokens[j])} is not a finite number > 0 that fits in float32",
+            "weights must lie in (0, 3.4e38]; drop the edge instead of giving it weight 0",
+        )
+    return w
+
+
+def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=None, name=None):
+    """The reference reader: Python string handling, every error with its line.
+
+    ``data``: the file's bytes when already read, ``name`` the file's name in messages."""
+    source = name if name is not None else os.fspath(path)
+    if data is None:
+        data = read_bytes(path, source, what="the edge list", error=GraphFormatError)
+    text = decode(data, source, expected="a UTF-8 text edge list", error=GraphFormatError)
+    lines = text.split("\n")
+    n_lines = len(lines) - 1 if text.endswith("\n") else len(lines)
+    if text == "":
+        n_lines = 0
+    if "#" in text:
+        rows = [line.partition("#")[0].split() for line in lines]
+    else:
+        rows = [line.split() for line in lines]
+    lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    bad = np.flatnonzero((lens == 1) | (lens > 3))
+    if bad.size:
+        i = int(bad[0])
+        what = f"1 field {_short(rows[i][0])}" if lens[i] == 1 else f"{lens[i]} fields"
+        fix = "expected " + _FORMAT + ("; a node id cannot contain a space" if lens[i] > 3 else "")
+        _fail(source, i + 1, f"line has {what}", fix + _space_note(lines[i]))
+    has_edge = np.flatnonzero(lens >= 2)
+    if has_edge.size == 0:
+        _fail(
+            source, None, f"no edges in {n_lines} line(s)", "expected one edge per line: " + _FORMAT
+        )
+    edges = [rows[i] for i in has_edge]
+    m = len(edges)
+    flat = [None] * (2 * m)
+    flat[0::2] = [r[0] for r in edges]
+    flat[1::2] = [r[1] for r in edges]
+    index = dict.fromkeys(flat)  # insertion order = order of first appearance
+    for i, node in enumerate(index):
+        index[node] = i
+    codes = np.fromiter(map(index.__getitem__, flat), dtype=np.int64, count=2 * m)
+    node_ids = list(index)
+    weights = None
+    weighted_rows = np.flatnonzero(lens[has_edge] == 3)
+    if weighted_rows.size:
+        tokens = [edges[j][2] for j in weighted_rows]
+        weights = np.ones(m, dtype=np.float64)
+        weights[weighted_rows] = _parse_weights(tokens, has_edge[weighted_rows] + 1, source, lines)
+    if not text.isascii():
+        _warn_unicode_spaces(lines, source, stacklevel + 1)
+    return build(
+        codes[0::2],
+        codes[1::2],
+        weights,
+        node_ids,
+        directed,
+        keep_self_loops,
+        source=source,
+        n_lines=n_lines,
+        stacklevel=stacklevel + 1,
+    )
