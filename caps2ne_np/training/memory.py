@@ -63,13 +63,13 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
     and b = spectral.FILTER_COLUMNS, the columns the Chebyshev filter takes at a time:
 
     * the spectral start (``cfg.spectral``; on resume only 'features', the others come
-      from the checkpoint) at rank K: the randomized SVD holds 3 (N, K + 10) blocks (the
-      basis Q, B = Q^T F and gesdd's V^T), the propagation 2 (N, K) (R and the filtered
+      from the checkpoint) at rank K: the randomized SVD holds 2 (N, K + 10) blocks (the
+      basis Q and B = Q^T F: spectral.wide_svd), the propagation 2 (N, K) (R and the filtered
       signal, then the filtered signal and the SVD's U) and 6 (N, b) of the filter, the
       larger of the two; 5 S (A, F's values, I + A, M and a temporary of building M) and
       the float32 outputs;
     * the structure measure (``--stop auto``): the randomized SVD at rank
-      budget.STOP_RANK, 3 (N, STOP_RANK + 10) blocks, and 6 S (A, its held-out copy,
+      budget.STOP_RANK, 2 (N, STOP_RANK + 10) blocks, and 6 S (A, its held-out copy,
       their index lists);
     * the held-out sample (``--stop holdout``, budget.held_out): 6 S (A, its upper
       triangle, the held-out pairs, A without them and the temporaries between);
@@ -86,12 +86,12 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         K = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
         if cfg.spectral == "init_xo":
             K = max(K, k)
-        blocks = max(3 * (K + 10), 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
+        blocks = max(2 * (K + 10), 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
         before = 5 * S + 8 * N * blocks + 3 * 4 * N * K
     if cfg.stop == "auto":
         from .budget import STOP_RANK
 
-        before = max(before, 6 * S + 8 * N * 3 * (STOP_RANK + 10))
+        before = max(before, 6 * S + 8 * N * 2 * (STOP_RANK + 10))
     if cfg.stop == "holdout":
         before = max(before, 6 * S)
     after = 0
