@@ -194,7 +194,7 @@ def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress
     iterations (each product is a new block, which LU factorises in place), 2 at the end
     (the basis Q and B = Q^T M (K, n), whose SVD ``wide_svd`` takes without V^T), then
     Q and U.
-    ``progress(where)`` is called after each power iteration."""
+    ``progress(where)`` is called after each power iteration, the QR and the SVD."""
     from scipy import linalg
 
     Q = np.random.RandomState(seed).normal(size=(M.shape[1], dim + oversamples))
@@ -217,10 +217,12 @@ def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress
     del Q, M
     Q = linalg.qr(Y, mode="economic", overwrite_a=True, check_finite=False)[0]  # M's range
     del Y
+    progress("randomized SVD, QR of the basis")
     B = prod(Mt, Q).T if prod is matmat else Q.T @ Mt.T  # Q^T M, (K, n), Fortran order
     del Mt
     Uhat, S = wide_svd(B)
     del B
+    progress("randomized SVD, SVD of B = Q^T M")
     U = Q @ Uhat
     del Q
     U *= column_signs(U)[None, :]
@@ -317,6 +319,7 @@ def _chebyshev_block(M, R, order, theta, progress=_silent, where=""):
     T1 = matmat(M, MT)
     T1 *= 0.5
     T1 -= R  # T_1 = X R = 0.5 M^2 R - R
+    progress(f"{where}Chebyshev term 2 of {order}")
     out = iv(0, theta) * R
     tmp = np.multiply(2.0 * iv(1, theta), T1)
     out -= tmp
