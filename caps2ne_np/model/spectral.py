@@ -263,15 +263,13 @@ def _dgelqf(B):
 
     from scipy.linalg import cython_lapack
 
-    api = ctypes.pythonapi
-    api.PyCapsule_GetName.restype, api.PyCapsule_GetName.argtypes = (
-        ctypes.c_char_p,
-        [ctypes.py_object],
+    api = ctypes.pythonapi  # prototypes of its own: ctypes.pythonapi's stay as they were
+    name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", api))
+    pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", api)
     )
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
     capsule = cython_lapack.__pyx_capi__["dgelqf"]
-    address = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+    address = pointer(capsule, name(capsule))
     i, p = ctypes.POINTER(ctypes.c_int), ctypes.c_void_p
     dgelqf = ctypes.CFUNCTYPE(None, i, i, p, i, p, p, i, i)(address)
     K, n = B.shape
