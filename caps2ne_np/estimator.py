@@ -12,6 +12,8 @@ tuples) in ``node_ids_``, ``embedding_dict()`` and ``to_keyedvectors()``; only t
 writers (word2vec, ``.nodes.txt``) need tokens, and they say which labels are not.
 """
 
+import gc
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
@@ -231,6 +233,8 @@ class Caps2NE(BaseEstimator):
             )
         self._fitted(result, selector, nodes, directed, keep_self_loops, cfg.seed)
         self.run_["graph"] = _graph_key(graph)
+        result.optimizer = None  # Adam's moments (not kept): freed before the propagation,
+        gc.collect()  # with the finished engine, which sits in reference cycles
         self._propagate(graph, result)
         if hasattr(self, "calibration_"):
             del self.calibration_  # fitted for the parameters a refit replaces

@@ -297,7 +297,7 @@ def test_the_memory_check_counts_the_propagation_after_training(monkeypatch):
     with --propagate none trains."""
     from caps2ne_np import errors
     from caps2ne_np.errors import InputError
-    from caps2ne_np.training.config import step_memory
+    from caps2ne_np.training.memory import step_memory
 
     A = ring_of_cliques(n_cliques=50)  # 300 nodes
     plain = dict(epochs=1, spectral="none", propagate="none")
@@ -314,7 +314,7 @@ def test_the_memory_check_counts_the_propagation_after_training(monkeypatch):
 def test_the_memory_check_counts_the_spectral_start(monkeypatch):
     from caps2ne_np import errors
     from caps2ne_np.errors import InputError
-    from caps2ne_np.training.config import step_memory
+    from caps2ne_np.training.memory import step_memory
 
     A = ring_of_cliques(n_cliques=50)
     plain = dict(epochs=1, spectral="none", propagate="none")

@@ -138,6 +138,20 @@ def test_the_written_scale_multiplies_unit_rows_and_new_nodes_get_it_too(small_g
     assert propagation.written(np.zeros((2, 3)), 4.0).tolist() == [[0.0] * 3] * 2
 
 
+@pytest.mark.parametrize("scale", [1.0, 2.0])
+def test_written_rows_by_blocks_are_the_bits_of_the_whole_product(scale):
+    """The propagated rows formed a block of rows at a time (no (N, k) float64 product
+    beside O~) equal, bit for bit, ``written`` of the whole product O~ P, with O~ in the
+    Fortran order ``filtered`` gives it and blocks that do not divide N."""
+    rng = np.random.default_rng(4)
+    Ot = np.asfortranarray(rng.standard_normal((1000, 24)))
+    Ot[7] = 0.0  # a zero row stays zero
+    P = rng.standard_normal((24, 24))
+    whole = propagation.written(Ot @ P, scale)
+    for rows in (64, 333, 4096):
+        np.testing.assert_array_equal(propagation.written_rows(Ot, P, scale, rows), whole)
+
+
 def test_row_norm_is_validated_and_logged():
     from caps2ne_np import defaults
 
@@ -348,3 +362,23 @@ def test_row_groups_are_np_unique_without_its_copies(seed):
         )
         want = np.unique(ref, axis=0, return_inverse=True)[1].ravel()
         assert (np.equal.outer(got, got) == np.equal.outer(want, want)).all()
+
+
+def test_row_groups_hash_float32_rows_without_collisions(monkeypatch):
+    """float32 rows (float64 bits ending in 29 zeros) hash apart: 200,000 random rows
+    never reach the np.unique fallback (which holds about 5 copies of X)."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("np.unique(axis=0) fallback: two different rows shared a hash")
+
+    X = np.random.default_rng(5).standard_normal((200_000, 16)).astype(np.float32)
+    real_unique = np.unique
+    monkeypatch.setattr(
+        propagation.np,
+        "unique",
+        lambda a, *args, axis=None, **kw: (
+            refuse() if axis is not None else real_unique(a, *args, **kw)
+        ),
+    )
+    ids = propagation.row_groups(X)
+    assert len(real_unique(ids)) == X.shape[0]

@@ -255,6 +255,19 @@ def test_randomized_svd_is_scikit_learns_bit_for_bit(n_iter):
         np.testing.assert_allclose(S, exact, rtol=1e-3)
 
 
+@pytest.mark.parametrize("K,n", [(17, 60), (12, 22), (12, 21), (40, 3000), (5, 5)])
+def test_wide_svd_is_gesdds_u_and_s_bit_for_bit(K, n):
+    """spectral.wide_svd (LQ, then gesdd of L; gesdd itself below 11 K / 6 columns)
+    against gesdd of the whole wide B: the same U and S, bit for bit, without V^T."""
+    from scipy import linalg
+
+    B = np.asfortranarray(np.random.default_rng(K + n).standard_normal((K, n)))
+    U0, S0, _ = linalg.svd(B, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+    U, S = spectral.wide_svd(B.copy(order="F"))
+    np.testing.assert_array_equal(U, U0)
+    np.testing.assert_array_equal(S, S0)
+
+
 def test_a_run_with_the_spectral_start_does_not_import_scikit_learn():
     import subprocess
     import sys

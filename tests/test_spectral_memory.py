@@ -1,4 +1,4 @@
-"""The up-front memory check of the spectral stages (config.spectral_memory) against
+"""The up-front memory check of the spectral stages (memory.spectral_memory) against
 what the stages allocate: the formula must bound each stage's peak of traced NumPy
 memory, by no more than 1.8 times (the formula of the previous layout, with twice the
 dense blocks, was 1.98 to 2.45 times the peaks of the structure measure and the
@@ -12,7 +12,8 @@ import scipy.sparse as sp
 
 from caps2ne_np.model import propagation, spectral
 from caps2ne_np.training import budget
-from caps2ne_np.training.config import TrainConfig, spectral_memory
+from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.memory import spectral_memory
 
 N, K = 12000, 48
 

@@ -328,6 +328,7 @@ def _finish(result, g, outputs, selector, run_record, streamed):
     params = result.params
     if selector is not None:
         params = selector.params_like(result.params)
+    params = _free_training_state(result, params, keep_model=bool(outputs.model))
     propagated = None  # --propagate: the written embeddings (propagation.py)
     if streamed and cfg.propagate != "none":
         log.info(
@@ -349,6 +350,27 @@ def _finish(result, g, outputs, selector, run_record, streamed):
             f"wrote epoch {selector.best_epoch} of {len(result.history)}: best validation "
             f"accuracy ({100 * selector.best_val:.2f}%, --eval-every-epoch)"
         )
+
+
+def _free_training_state(result, params, keep_model):
+    """What the outputs need of a finished run, the rest freed before the propagation
+    runs beside it: Adam's two moments (2 x 4 N (k + d + 1) bytes) go, and without
+    --model-out the trained x and W too (only the o_v are written); then a garbage
+    collection, since the finished engine (which holds the tables, the moments, the
+    batch stream and the compiled step's workspaces) sits in reference cycles that
+    would otherwise live on through the propagation.  Returns the params to write:
+    ``params`` itself, or a Params holding only the o_v."""
+    import gc
+
+    result.optimizer = None
+    if not keep_model:
+        from ..model.params import Params
+
+        fixed = params.fixed_features
+        params = Params(W=None, O=params.O, bias=None, X=None, fixed_features=fixed)
+        result.params = params
+    gc.collect()
+    return params
 
 
 def _write(outputs, g, written, params, cfg, history, run_record, propagated):

@@ -144,7 +144,8 @@ def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._s
     ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring), its rows of length
     ``scale`` (ProNE's: 1); ``progress(where)`` told how far along it is.  Memory
     (docs/scaling.md): O~ (N, k) float64 and the filter's column blocks, then O~ and
-    the copy its SVD factorises (``_tall_svd``): 2 (N, k) float64 blocks."""
+    the copy its SVD factorises (``_tall_svd``): 2 (N, k) float64 blocks; then O~ and
+    E (N, k) float32, the rows O~ P formed a block of rows at a time (``written_rows``)."""
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()
@@ -153,9 +154,7 @@ def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._s
         Ot = filtered(A, O, order, mu, theta, progress)
         progress("SVD of the filtered o_v")
         P = projection(Ot)
-        rows = Ot @ P
-        del Ot
-        E = written(rows, scale, inplace=True)
+        E = written_rows(Ot, P, scale)
     return Propagated(E, P, time.perf_counter() - t0)
 
 
@@ -166,6 +165,16 @@ def written(rows, scale=1.0, inplace=False):
     if scale != 1.0:
         E *= scale
     return E.astype(np.float32)
+
+
+def written_rows(Ot, P, scale=1.0, rows=1 << 12):
+    """``written(Ot @ P, scale)`` formed ``rows`` rows at a time: no (N, k) float64 product
+    beside ``Ot``.  Each row of a product depends only on its row of ``Ot`` (the same
+    dgemm bits by row blocks, tests/test_propagation.py), and so does each row's norm."""
+    E = np.empty((Ot.shape[0], P.shape[1]), dtype=np.float32)
+    for r0 in range(0, Ot.shape[0], rows):
+        E[r0 : r0 + rows] = written(Ot[r0 : r0 + rows] @ P, scale, inplace=True)
+    return E
 
 
 def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5, scale=1.0):
@@ -380,9 +389,15 @@ def row_groups(X, decimals=None, rows=1 << 12):
     """A group id (N,) int64 for each row of ``X`` (N, k), equal for equal rows (as
     float64, rounded to ``decimals`` when given): the ``return_inverse`` of
     ``np.unique(X, axis=0)`` up to the numbering, without its sorted copies of X.  Rows
-    are hashed ``rows`` at a time (the float64 bits times random odd multipliers, summed
+    are hashed ``rows`` at a time (the float64 bits of each entry with their high half
+    folded into their low half, times a random odd multiplier, folded again, summed
     modulo 2^64), each then compared with the first row of its hash; should two different
-    rows share a hash, ``np.unique`` decides."""
+    rows share a hash, ``np.unique`` decides (with its copies: about 5 (N, k) float64).
+
+    Notes: the first fold matters for float32 input, whose float64 bits end in 29 zeros:
+    bits times a multiplier alone lose their top 29 bits, a 35-bit hash per entry whose
+    collisions are likely past about 100,000 rows (a trained (200,000, 128) o_v table met
+    one, and the ``np.unique`` fallback then took 940 MB)."""
 
     def exact(block):
         block = np.asarray(block, dtype=np.float64)
@@ -394,7 +409,11 @@ def row_groups(X, decimals=None, rows=1 << 12):
     mult = np.random.default_rng(0).integers(1, 2**62, size=k, dtype=np.uint64) * 2 + 1
     h = np.empty(n, dtype=np.uint64)
     for r0 in range(0, n, rows):
-        h[r0 : r0 + rows] = (exact(X[r0 : r0 + rows]).view(np.uint64) * mult).sum(axis=1)
+        bits = exact(X[r0 : r0 + rows]).view(np.uint64)
+        bits = bits ^ (bits >> np.uint64(32))  # one to one: the high half stays as it is
+        bits *= mult
+        bits ^= bits >> np.uint64(32)
+        h[r0 : r0 + rows] = bits.sum(axis=1)
     _, first, ids = np.unique(h, return_index=True, return_inverse=True)
     rep = first[ids.ravel()]
     for r0 in range(0, n, rows):

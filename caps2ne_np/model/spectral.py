@@ -191,9 +191,10 @@ def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress
     runs over the same entries in the same order either way) or an array.
 
     Memory, with K = dim + oversamples: 2 (n, K) float64 blocks during the power
-    iterations (each product is a new block, which LU factorises in place), 3 at the end
-    (the basis Q, B = Q^T M (K, n), and the V^T gesdd computes beside it), then Q and U.
-    ``progress(where)`` is called after each power iteration."""
+    iterations (each product is a new block, which LU factorises in place), 2 at the end
+    (the basis Q and B = Q^T M (K, n), whose SVD ``wide_svd`` takes without V^T), then
+    Q and U.
+    ``progress(where)`` is called after each power iteration, the QR and the SVD."""
     from scipy import linalg
 
     Q = np.random.RandomState(seed).normal(size=(M.shape[1], dim + oversamples))
@@ -216,16 +217,70 @@ def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress
     del Q, M
     Q = linalg.qr(Y, mode="economic", overwrite_a=True, check_finite=False)[0]  # M's range
     del Y
+    progress("randomized SVD, QR of the basis")
     B = prod(Mt, Q).T if prod is matmat else Q.T @ Mt.T  # Q^T M, (K, n), Fortran order
     del Mt
-    Uhat, S, Vt = linalg.svd(
-        B, full_matrices=False, overwrite_a=True, check_finite=False, lapack_driver="gesdd"
-    )
-    del B, Vt
+    Uhat, S = wide_svd(B)
+    del B
+    progress("randomized SVD, SVD of B = Q^T M")
     U = Q @ Uhat
     del Q
     U *= column_signs(U)[None, :]
     return U[:, :dim], S[:dim]
+
+
+def wide_svd(B):
+    """``(U, S)`` of the thin SVD B = U S V^T (gesdd) of a wide ``B`` (K, n), Fortran
+    order, without V^T (K, n) and its cost; ``B`` is overwritten.
+
+    For n >= 11 K / 6 (gesdd's "path 3t") gesdd factorises B = L Q (dgelqf), takes the
+    SVD of L (K, K) as gesdd takes a square matrix's and forms V^T = V_L^T Q (dorglq,
+    dgemm); U and S are L's.  Here dgelqf is called alone (scipy's own LAPACK, through
+    scipy.linalg.cython_lapack: scipy.linalg.lapack has no LQ) and then gesdd on L, so
+    U and S are gesdd's bits (tests/test_spectral.py).  Otherwise (few columns, or
+    entries gesdd would rescale, as ``propagation._tall_svd``) gesdd itself."""
+    from scipy import linalg
+
+    K, n = B.shape
+    top = max(float(B.max()), -float(B.min())) if B.size else 0.0
+    safe = np.sqrt(np.finfo(np.float64).tiny) / np.finfo(np.float64).eps  # gesdd's SMLNUM
+    if n < max(int(K * 11 / 6), 2) or not safe <= top <= 1.0 / safe or not B.flags.f_contiguous:
+        U, S, _ = linalg.svd(
+            B, full_matrices=False, overwrite_a=True, check_finite=False, lapack_driver="gesdd"
+        )
+        return U, S
+    _dgelqf(B)
+    U, S, _ = linalg.svd(
+        np.tril(B[:, :K]), full_matrices=False, check_finite=False, lapack_driver="gesdd"
+    )
+    return U, S
+
+
+def _dgelqf(B):
+    """B = L Q in place (LAPACK dgelqf, with its optimal workspace), B (K, n) float64 in
+    Fortran order: L in B's lower triangle."""
+    import ctypes
+
+    from scipy.linalg import cython_lapack
+
+    api = ctypes.pythonapi  # prototypes of its own: ctypes.pythonapi's stay as they were
+    name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", api))
+    pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", api)
+    )
+    capsule = cython_lapack.__pyx_capi__["dgelqf"]
+    address = pointer(capsule, name(capsule))
+    i, p = ctypes.POINTER(ctypes.c_int), ctypes.c_void_p
+    dgelqf = ctypes.CFUNCTYPE(None, i, i, p, i, p, p, i, i)(address)
+    K, n = B.shape
+    tau, work = np.empty(min(K, n)), np.empty(1)
+    info = ctypes.c_int(0)
+    args = (ctypes.c_int(K), ctypes.c_int(n), B.ctypes.data, ctypes.c_int(K), tau.ctypes.data)
+    dgelqf(*args, work.ctypes.data, ctypes.c_int(-1), info)  # the workspace query
+    work = np.empty(max(int(work[0]), 1))
+    dgelqf(*args, work.ctypes.data, ctypes.c_int(work.shape[0]), info)
+    if info.value:
+        raise np.linalg.LinAlgError(f"LQ of the randomized SVD's B failed (info {info.value})")
 
 
 def factorize(F, dim, seed, n_iter=SVD_ITERATIONS, progress=_silent):
@@ -262,6 +317,7 @@ def _chebyshev_block(M, R, order, theta, progress=_silent, where=""):
     T1 = matmat(M, MT)
     T1 *= 0.5
     T1 -= R  # T_1 = X R = 0.5 M^2 R - R
+    progress(f"{where}Chebyshev term 2 of {order}")
     out = iv(0, theta) * R
     tmp = np.multiply(2.0 * iv(1, theta), T1)
     out -= tmp

@@ -33,8 +33,8 @@ from ..kernels.rng import derive_seed
 from ..model.core import SparseFeatures, init_params
 from . import budget, checkpoint, fused
 from .batch import BatchStream
-from .config import check_run_memory
 from .loop import LoopOptions, TrainResult, run_epochs, set_up, trained_batch
+from .memory import check_run_memory
 from .optim import Adam
 from .step import TrainStep
 
@@ -87,7 +87,7 @@ def fit(
     epoch callback runs before the epoch's checkpoint is written, so that state
     includes the epoch.  The folder is locked for the run (checkpoint.locked).
     Memory: refused before allocating (InputError) when the run's need (the step's,
-    config.step_memory, and the spectral stages', config.spectral_memory) exceeds what
+    memory.step_memory, and the spectral stages', memory.spectral_memory) exceeds what
     is available.
     parallel: 'sync' (every step on the threads that time fastest; the same bits on any
     thread count) or 'async' (``AsyncEngine``: ``cfg.threads`` threads each train their

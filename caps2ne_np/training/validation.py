@@ -3,7 +3,7 @@
 ``defaults.OPTIONS``, then the rules that involve the graph.
 
 The step's memory check that ``validate`` runs is the config's own
-(``TrainConfig.check_step_memory``, config.check_step_memory): config.py re-exports this
+(``TrainConfig.check_step_memory``, which calls memory.check_step_memory): config.py re-exports this
 module's functions, so this module does not import it.
 """
 
@@ -161,7 +161,7 @@ def validate(cfg, n_nodes):
         if option.kind in ("int", "float") and value is not None:
             need(_in_range(value, option), name, f"must be {range_text(option)}, got {value!r}")
     if cfg.batch_size is not None and cfg.walks_per_node is not None:
-        cfg.check_step_memory(n_nodes)  # before any allocation (config.check_step_memory)
+        cfg.check_step_memory(n_nodes)  # before any allocation (memory.check_step_memory)
     try:
         walks_mod.target_positions(cfg.targets, cfg.walk_length)
     except InputError as err:
