@@ -45,6 +45,13 @@ def test_exact_matrix_is_netmf(T):
     np.testing.assert_allclose(M.toarray(), netmf_dense(A, T), rtol=1e-12, atol=1e-12)
 
 
+def test_exact_matrix_by_blocks():
+    A = ring_of_cliques(drop_zeros=True)
+    M = window.exact_matrix(A, 10, block=5)  # 5 blocks, the last of 4 columns
+    np.testing.assert_allclose(M.toarray(), netmf_dense(A), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(M.toarray(), M.toarray().T)
+
+
 def test_negative_samples_shift_the_matrix():
     A = ring_of_cliques(drop_zeros=True)
     M, _ = window.matrix(*csr_args(A), negative=5.0, source="exact")
@@ -101,7 +108,7 @@ def test_embedding_is_seeded():
 
 def test_exact_refused_past_the_cap():
     A = ring_of_cliques(drop_zeros=True)
-    assert window.exact_counts(A, 10, max_entries=100) is None
+    assert window.exact_matrix(A, 10, max_entries=100) is None
 
 
 @pytest.mark.parametrize(

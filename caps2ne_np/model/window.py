@@ -8,8 +8,9 @@ T and b negative samples, skip-gram over random walks with a window of T factori
 
 (entries with M <= 1 are 0 in M').  Dense, M is N x N; two sparse editions:
 
-* ``exact_counts``: sum_r P^r by sparse products, refused once its stored entries pass a
-  cap (on small or very local graphs it stays sparse enough);
+* ``exact_matrix``: M' a block of columns at a time from sparse products of A with
+  dense (N, block) blocks (only M's entries above 1 are kept), refused once M' stores
+  more entries than a cap;
 * ``walk_counts`` (NetSMF / LightNE style): C_ij = how often j is within T steps of i
   on random walks (both directions), then M_ij = C_ij |C| / (b c_i c_j) with c = C's
   row sums and |C| its total: the shifted PMI of the walks' pairs (Levy and Goldberg
@@ -28,27 +29,45 @@ WINDOW = 10
 """T: DeepWalk's window (NetMF's T = 10)."""
 NEGATIVE = 1.0
 """b: the negative samples of the shifted PMI (NetMF's b = 1)."""
-EXACT_MAX_ENTRIES = 1 << 24
-"""The most stored entries of sum_r P^r the exact edition builds (about 200 MB)."""
+EXACT_MAX_ENTRIES = 1 << 26
+"""The most stored entries of M' the exact edition builds (about 800 MB as CSR)."""
 
 
-def exact_counts(A, window=WINDOW, max_entries=EXACT_MAX_ENTRIES):
-    """(S, d): S = sum_{r=1..window} D P^r (symmetric: D P^r = A (D^-1 A)^(r-1); CSR
-    float64) and d = D's diagonal; or None when a power P^r stores more than
-    ``max_entries`` entries.  With S, NetMF's M is
-    vol / (b T) D^-1 S D^-1 (``shifted_pmi`` with the marginals d)."""
+def exact_matrix(A, window=WINDOW, negative=NEGATIVE, block=256, max_entries=EXACT_MAX_ENTRIES):
+    """NetMF's log(max(M, 1)) exactly (CSR float64, symmetric), computed a block of
+    ``block`` columns at a time and never dense as a whole: with Z_1 = A[:, B] and
+    Z_r = A D^-1 Z_{r-1} (N, |B|), S[:, B] = sum_r Z_r is the block of S = sum_r D P^r
+    (D P^r = A (D^-1 A)^(r-1)), and M[:, B] = vol / (b T) D^-1 S[:, B] D_B^-1.  Cost:
+    ``window`` sparse products of A with an (N, block) block per block, T nnz(A) N
+    multiply-adds in all.  None when M' stores more than ``max_entries`` entries (the
+    walk edition then stores fewer)."""
     A = sp.csr_matrix(A, dtype=np.float64)
+    A.sort_indices()
+    n = A.shape[0]
     d = np.asarray(A.sum(axis=1)).ravel()
     inv = np.divide(1.0, d, out=np.zeros_like(d), where=d > 0)
-    P = sp.diags(inv) @ A
-    Pr, S = P.tocsr(), P.tocsr()
-    for _ in range(window - 1):
-        Pr = (Pr @ P).tocsr()
-        if Pr.nnz > max_entries:
+    scale = d.sum() / (negative * window)
+    parts, stored = [], 0
+    for lo in range(0, n, block):
+        cols = np.arange(lo, min(lo + block, n))
+        Z = np.ascontiguousarray(A[:, cols].toarray())
+        S = Z.copy()
+        for _ in range(window - 1):
+            Z = spectral.matmat(A, Z * inv[:, None])
+            S += Z
+        S *= scale * inv[:, None] * inv[cols][None, :]
+        np.log(np.maximum(S, 1.0), out=S)
+        part = sp.csr_matrix(S.T)  # rows B of M' (M' is symmetric)
+        del Z, S
+        stored += part.nnz
+        if stored > max_entries:
             return None
-        S = S + Pr
-    S = (sp.diags(d) @ S).tocsr()
-    return ((S + S.T) * 0.5).tocsr(), d
+        parts.append(part)
+    M = sp.vstack(parts, format="csr") if parts else sp.csr_matrix((n, n))
+    M = ((M + M.T) * 0.5).tocsr()  # symmetric to the last bit
+    M.eliminate_zeros()
+    M.sort_indices()
+    return M
 
 
 def walk_counts(indptr, indices, weights, window=WINDOW, walks_per_node=10, walk_length=80, seed=0):
@@ -96,7 +115,7 @@ def matrix(
     weights,
     window=WINDOW,
     negative=NEGATIVE,
-    source="walks",
+    source="auto",
     seed=0,
     walks_per_node=10,
     walk_length=80,
@@ -110,13 +129,12 @@ def matrix(
         raise ValueError(f"source: must be 'auto', 'exact' or 'walks', got {source!r}")
     if source in ("auto", "exact"):
         A = spectral.adjacency(indptr, indices, weights, n)
-        got = exact_counts(A, window)
-        if got is not None:
-            S, d = got
-            return shifted_pmi(S, d * window, negative), "exact"
+        M = exact_matrix(A, window, negative)
+        if M is not None:
+            return M, "exact"
         if source == "exact":
             raise ValueError(
-                f"source 'exact': sum_r P^r stores more than {EXACT_MAX_ENTRIES} entries"
+                f"source 'exact': NetMF's matrix stores more than {EXACT_MAX_ENTRIES} entries"
             )
     C = walk_counts(indptr, indices, weights, window, walks_per_node, walk_length, seed)
     return shifted_pmi(C, None, negative), "walks"
@@ -130,7 +148,7 @@ def embed(
     window=WINDOW,
     negative=NEGATIVE,
     seed=0,
-    source="walks",
+    source="auto",
     row_norm=1.0,
     **walk_options,
 ):
