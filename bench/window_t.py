@@ -13,6 +13,8 @@ split):
                   matrix and its SVD, in this process)
     beside        [ours, window]: both rows side by side (256 columns), each half
                   rescaled to length sqrt(2), so a row has length 2 as the defaults'
+    beside_128    ``beside`` cut to 128 columns: rownorm(U S^1/2) of its thin SVD's first
+                  128, rows of length 2 (as wide as every other side)
     window_start  the defaults with the window-T embedding in place of ProNE's as the
                   start of x and O (spectral.prone replaced in the training process)
 
@@ -36,11 +38,12 @@ import panel  # noqa: E402
 import report  # noqa: E402
 import vs_deepwalk  # noqa: E402
 
-SIDES = ("ours", "window", "beside", "window_start")
+SIDES = ("ours", "window", "beside", "beside_128", "window_start")
 NAMES = dict(
     ours="ours (defaults)",
     window="window-T alone",
     beside="ours beside window-T",
+    beside_128="beside, 128 columns",
     window_start="window-T start",
 )
 START_SHIM = (
@@ -67,6 +70,14 @@ def window_rows(graph, perm, seed, source, row_norm=2.0):
     return E[perm], time.perf_counter() - t0
 
 
+def narrowed(E, k, row_norm=2.0):
+    """rownorm(U S^1/2) times ``row_norm`` of the first ``k`` of E's thin SVD, float32."""
+    U, S, _ = np.linalg.svd(np.asarray(E, dtype=np.float64), full_matrices=False)
+    R = U[:, :k] * np.sqrt(S[:k])
+    R /= np.maximum(np.linalg.norm(R, axis=1, keepdims=True), 1e-300)
+    return (row_norm * R).astype(np.float32)
+
+
 def run_seed(graph, seed, sides, threads, source):
     """{side: record} for one seed."""
     perm = np.random.default_rng([seed, 20261127]).permutation(graph.n_nodes)
@@ -80,7 +91,7 @@ def run_seed(graph, seed, sides, threads, source):
             window_start=[sys.executable, "-c", START_SHIM] + base,
         )
         for side in ("ours", "window_start"):
-            if side in sides or (side == "ours" and "beside" in sides):
+            if side in sides or (side == "ours" and {"beside", "beside_128"} & set(sides)):
                 path = os.path.join(d, f"{side}.emb")
                 seconds, proc = vs_deepwalk.run_timed(cmds[side] + ["--out", path], common.REPO)
                 if proc.returncode != 0:
@@ -88,13 +99,15 @@ def run_seed(graph, seed, sides, threads, source):
                     continue
                 emb[side] = vs_deepwalk.load_embedding(path, graph.n_nodes)[0][perm]
                 out[side] = dict(seconds=seconds)
-        if "window" in sides or "beside" in sides:
+        if {"window", "beside", "beside_128"} & set(sides):
             emb["window"], seconds = window_rows(graph, perm, seed, source)
             out["window"] = dict(seconds=seconds)
-        if "beside" in sides and "ours" in emb:
+        if "ours" in emb and "window" in emb:
             half = np.float32(1 / math.sqrt(2))
             emb["beside"] = np.hstack([emb["ours"] * half, emb["window"] * half])
-            out["beside"] = dict(seconds=out["ours"]["seconds"] + out["window"]["seconds"])
+            emb["beside_128"] = narrowed(emb["beside"], 128)
+            for side in ("beside", "beside_128"):
+                out[side] = dict(seconds=out["ours"]["seconds"] + out["window"]["seconds"])
     for side in sides:
         if side in emb:
             s = vs_deepwalk.score_protocols(graph, emb[side])
