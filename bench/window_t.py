@@ -1,5 +1,7 @@
-"""The window-T embedding (caps2ne_np/model/window.py: NetMF's T = 10 matrix from the
-shifted PMI of random-walk pairs, rank 128) against the defaults, under both protocols.
+"""The window-T embedding against the defaults, under both protocols.
+
+The window-T embedding: caps2ne_np/model/window.py, NetMF's T = 10 matrix (exact, or from
+the shifted PMI of random-walk pairs: ``--source``) at rank 128.
 
     python bench/window_t.py --graphs cora,citeseer,syn-3k-mu0.7,pubmed --seeds 0
 
@@ -20,7 +22,6 @@ split):
 
 Writes <results>/<--out>.json + .md (docs/results or $CAPS2NE_BENCH_RESULTS)."""
 
-import argparse
 import math
 import os
 import statistics
@@ -156,12 +157,10 @@ def render(payload):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = common.parser(__doc__, threads=2, out="window_t")
     ap.add_argument("--graphs", default="cora,citeseer,syn-3k-mu0.7,pubmed")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--sides", default=",".join(SIDES))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default="window_t")
     ap.add_argument(
         "--source", default="auto", help="the window-T matrix: exact, walks or auto (window.py)"
     )
