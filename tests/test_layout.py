@@ -1,7 +1,7 @@
 """The rooms stay small (shared/STYLE.md, docs/layout.md): no module of caps2ne_np over
 650 lines, no function over 80, and every module opens with a docstring that names its
-concern.  A module or function past those sizes usually holds two concerns; split it by
-concern rather than raise the bar.  Every file is parsed with ``ast``, nothing imported."""
+concern; bench/ keeps at most 12 runnable scripts.  A module or function past those
+sizes usually holds two concerns; split it by concern rather than raise the bar.  Every file is parsed with ``ast``, nothing imported."""
 
 import ast
 from pathlib import Path
@@ -42,3 +42,19 @@ def test_no_function_over_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{_name(path)}:{node.lineno} {node.name}: {lines} lines")
     assert not long, "functions over 80 lines: " + "; ".join(long)
+
+
+BENCH = PACKAGE.parent / "bench"
+MAX_BENCH_SCRIPTS = 12
+
+
+def test_bench_keeps_at_most_12_runnable_scripts():
+    """bench/ is the reference a maintainer re-runs, not a notebook: a script that
+    settled its question goes, with an entry in docs/results/investigations.md."""
+    scripts = sorted(
+        str(p.relative_to(BENCH))
+        for p in BENCH.rglob("*.py")
+        if "__main__" in p.read_text(encoding="utf-8")
+    )
+    assert "panel.py" in scripts
+    assert len(scripts) <= MAX_BENCH_SCRIPTS, f"{len(scripts)} runnable scripts: {scripts}"
