@@ -1,7 +1,8 @@
 """The rooms stay small (shared/STYLE.md, docs/layout.md): no module of caps2ne_np over
 650 lines, no function over 80, and every module opens with a docstring that names its
 concern; bench/ keeps at most 12 runnable scripts.  A module or function past those
-sizes usually holds two concerns; split it by concern rather than raise the bar.  Every file is parsed with ``ast``, nothing imported."""
+sizes usually holds two concerns; split it by concern rather than raise the bar.  Every
+file is parsed with ``ast``, nothing imported."""
 
 import ast
 from pathlib import Path
