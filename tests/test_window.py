@@ -1,10 +1,10 @@
-"""The window-T embedding (caps2ne_np/model/window.py) against the dense float64 NetMF."""
+"""The window-T embedding (caps2ne_np/window.py) against the dense float64 NetMF."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from caps2ne_np.model import window
+from caps2ne_np import window
 from toy_graphs import ring_of_cliques
 
 

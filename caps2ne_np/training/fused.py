@@ -67,6 +67,7 @@ from ..model.grads import (
 )
 from .fused_batch import Batch, _draw_batch, _index_batch, _unmark, _workspace
 from .optim import AdamCoefs, adam_span, adam_span_zero, bias_corrected
+from .samplers import hash_table_size
 
 CHUNK = 64
 """At most this many batches per call of the compiled chunk (per thread: the local
@@ -356,10 +357,7 @@ def _train_chunk(graph, draws, sampler, tables, moments, model, marks, epoch, ba
     ctx_t = np.empty((n_slots, P_max), dtype=np.int64)
     targets = np.empty(P_max, dtype=np.int64)
     sampled = np.empty(S, dtype=np.int64)
-    size = 2
-    while size < 2 * S:
-        size *= 2
-    table = np.empty(size, dtype=np.int64)
+    table = np.empty(hash_table_size(S), dtype=np.int64)
     log_q_true = np.empty(P_max, dtype=O.dtype)
     log_q_sampled = np.empty(S, dtype=O.dtype)
     for n in range(batches.shape[0]):

@@ -73,6 +73,17 @@ def expected_count_of(prob, num_tries):
     return -np.expm1(num_tries * np.log1p(-prob))
 
 
+@inline
+def hash_table_size(num_sampled):
+    """Slots of the open-addressing table that draws ``num_sampled`` distinct nodes:
+    the smallest power of two at least twice their number (at most half full).
+    ``sample_unique``, the compiled step and the Ray workers size it here."""
+    size = 2
+    while size < 2 * num_sampled:
+        size *= 2
+    return size
+
+
 # --------------------------------------------------------------------------- kernels
 
 
@@ -269,10 +280,7 @@ class _Sampler:
             )
         seed = _check_int("seed", seed, 0, 2**63 - 1)
         key = _check_int("key", key, 0, 2**63 - 1)
-        size = 2
-        while size < 2 * num_sampled:
-            size *= 2
-        table = np.empty(size, dtype=np.int64)
+        table = np.empty(hash_table_size(num_sampled), dtype=np.int64)
         out = np.empty(num_sampled, dtype=np.int64)
         with quiet_wraparound():
             num_tries = _sample_unique(

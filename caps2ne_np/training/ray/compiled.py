@@ -23,6 +23,7 @@ from ...kernels._jit import kernel
 from ...kernels.rng import quiet_wraparound
 from ..fused import Tables, _loss_and_grads, _routing
 from ..fused_batch import Batch, _draw_batch, _index_batch, _unmark, _workspace
+from ..samplers import hash_table_size
 
 Drawn = namedtuple("Drawn", "P x_nodes o_nodes batch")
 """A drawn batch: its pairs, the distinct context nodes and the distinct O rows (targets
@@ -86,14 +87,11 @@ class CompiledBatches:
         n_pos = stream.positions.shape[0] if stream.positions is not None else 1
         P = int(cfg.batch_size) * max(1, n_pos)
         self.S = S = int(stream.sampler_tables().num_sampled)
-        size = 2
-        while size < 2 * S:
-            size *= 2
         self.walks = np.empty((cfg.batch_size, n_slots + 1), dtype=np.int64)
         self.ctx_t = np.empty((n_slots, P), dtype=np.int64)
         self.targets = np.empty(P, dtype=np.int64)
         self.sampled = np.empty(S, dtype=np.int64)
-        self.table = np.empty(size, dtype=np.int64)
+        self.table = np.empty(hash_table_size(S), dtype=np.int64)
         self.log_q_true = np.empty(P, dtype=np.float32)
         self.log_q_sampled = np.empty(S, dtype=np.float32)
         self.marks = np.full((3, max(n_slots * P, S + P)), -1, dtype=np.int64)

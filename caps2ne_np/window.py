@@ -23,7 +23,8 @@ row length.  The dense float64 edition (tests/test_window.py) is the reference."
 import numpy as np
 import scipy.sparse as sp
 
-from . import spectral
+from .model import spectral
+from .training.walks import uniform_walks
 
 WINDOW = 10
 """T: DeepWalk's window (NetMF's T = 10)."""
@@ -75,8 +76,6 @@ def walk_counts(indptr, indices, weights, window=WINDOW, walks_per_node=10, walk
     ``walks_per_node`` random walks of length ``walk_length`` from every node (both
     directions, so C is symmetric), drawn by training.walks.uniform_walks (weighted steps
     when ``weights`` is given)."""
-    from ..training.walks import uniform_walks
-
     n = int(np.asarray(indptr).shape[0] - 1)
     if not 1 <= window < walk_length:
         raise ValueError(f"window: must be in [1, walk_length), got {window}")
