@@ -966,5 +966,9 @@ if __name__ == "__main__":
         import stage_memory
 
         stage_memory.main(sys.argv[2:])
+    elif sys.argv[1:2] == ["--spmm"]:  # the spectral stages' sparse product, float64 / 32
+        import spmm_dtype
+
+        spmm_dtype.main(sys.argv[2:])
     else:
         main()
