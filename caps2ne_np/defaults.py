@@ -26,6 +26,7 @@ ROUTING_RULES = ("paper", "sabour")
 GRAD_MODES = ("exact", "stop")
 SPECTRAL_MODES = ("none", "features", "init", "init_xo")
 PROPAGATE_MODES = ("none", "on", "auto")
+SPECTRAL_PRECISIONS = ("float32", "float64")
 STOP_MODES = ("none", "auto", "holdout")
 
 LR_FEATURELESS = 5e-4
@@ -430,6 +431,15 @@ OPTIONS = {
         "cancels to zero).",
         low=PRONE_THETA_MIN,
         high=PRONE_THETA_MAX,
+    ),
+    "spectral_precision": Option(
+        "float32",
+        "choice",
+        "The arithmetic of the spectral start and of the propagation (--spectral, "
+        "--propagate): float32 (half the memory, about twice as fast; the embeddings agree "
+        "with float64's to float32 rounding) or float64 (scikit-learn's and ProNE's bits). "
+        "docs/scaling.md.",
+        choices=SPECTRAL_PRECISIONS,
     ),
     "row_norm": Option(
         ROW_NORM,

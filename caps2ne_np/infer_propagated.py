@@ -83,6 +83,7 @@ def infer_propagated(
         cfg.get("prone_mu", 0.2),
         cfg.get("prone_theta", 0.5),
         cfg.get("row_norm", 1.0),  # a model file written before the option: unit rows
+        np.dtype(cfg.get("spectral_precision", "float64")),  # before it: float64
     )
     ids = [graph.node_ids[int(i)] for i in idx]
     check_rows(ids, E)

@@ -235,7 +235,7 @@ def test_the_written_embeddings_are_the_propagated_o_v(propagated_model):
     from caps2ne_np.defaults import ROW_NORM
 
     A_full = spectral.adjacency(A.indptr, A.indices, None, 60)
-    expected = propagation.propagate(A_full, model.O_, scale=ROW_NORM)
+    expected = propagation.propagate(A_full, model.O_, scale=ROW_NORM, dtype=np.float32)
     np.testing.assert_array_equal(E, expected.E)
     assert not np.allclose(E, model.O_)
     np.testing.assert_allclose(np.linalg.norm(E, axis=1), ROW_NORM, rtol=1e-5)

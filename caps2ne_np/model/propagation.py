@@ -64,11 +64,11 @@ the same neighbours the same row (every node of a complete graph), and at k = 1 
 row is +1 or -1.  Fewer are named in the log line."""
 
 
-def filtered(A, O, order, mu, theta, progress=spectral._silent):
+def filtered(A, O, order, mu, theta, progress=spectral._silent, dtype=np.float64):
     """O~ = (I + A)(O - sum_{i < order} c_i T_i(X) O): the signal ProNE factorises,
-    (N, k) float64 (Fortran order, spectral.filtered).  ``A`` (N, N) symmetric float64
-    CSR without self loops."""
-    return spectral.filtered(A, O, order, mu, theta, progress)
+    (N, k) in ``dtype`` (Fortran order, spectral.filtered).  ``A`` (N, N) symmetric
+    float64 CSR without self loops."""
+    return spectral.filtered(A, O, order, mu, theta, progress, dtype)
 
 
 def projection(Ot):
@@ -98,21 +98,30 @@ def _tall_svd(Ot, rows=1 << 12):
     forms U = Q U_R (dgemm); these steps are called here one by one, with gesdd's
     workspace (blocked), so S and V^T are its bits, and U is formed a few thousand rows
     at a time only to read its signs.  Otherwise (few rows, or entries gesdd would
-    rescale) gesdd itself."""
+    rescale) gesdd itself.  A float32 ``Ot``: its QR in float32 (sgeqrf, sorgqr), the
+    SVD of R in float64 (S and V^T float64), and always this path when Ot is tall."""
     from scipy import linalg
     from scipy.linalg import blas, lapack
 
     n, k = Ot.shape
+    single = Ot.dtype == np.float32
     top = max(float(Ot.max()), -float(Ot.min())) if Ot.size else 0.0  # no |Ot| copy
-    if n < max(int(k * 11 / 6), 2) or not SAFE_MIN <= top <= 1.0 / SAFE_MIN:
-        U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
+    rescaled = not SAFE_MIN <= top <= 1.0 / SAFE_MIN and not single
+    if n < max(int(k * 11 / 6), 2) or rescaled:
+        U, S, Vt = linalg.svd(
+            np.asarray(Ot, dtype=np.float64),
+            full_matrices=False,
+            check_finite=False,
+            lapack_driver="gesdd",
+        )
         return S, Vt, spectral.column_signs(U)
-    C = np.array(Ot, dtype=np.float64, order="F")  # gesdd's own copy, factorised in place
-    lwork = int(lapack.dgeqrf(C, lwork=-1, overwrite_a=1)[2][0])  # queries copy C without
-    C, tau, _, info = lapack.dgeqrf(C, lwork=lwork, overwrite_a=1)  # overwrite_a
-    R = np.triu(C[:k, :k])
-    lwork = int(lapack.dorgqr(C, tau, lwork=-1, overwrite_a=1)[1][0])
-    Q, _, info2 = lapack.dorgqr(C, tau, lwork=lwork, overwrite_a=1)
+    geqrf, orgqr = lapack.get_lapack_funcs(("geqrf", "orgqr"), (Ot,))
+    C = np.array(Ot, order="F")  # gesdd's own copy, factorised in place
+    lwork = int(geqrf(C, lwork=-1, overwrite_a=1)[2][0])  # queries copy C without
+    C, tau, _, info = geqrf(C, lwork=lwork, overwrite_a=1)  # overwrite_a
+    R = np.triu(C[:k, :k]).astype(np.float64)
+    lwork = int(orgqr(C, tau, lwork=-1, overwrite_a=1)[1][0])
+    Q, _, info2 = orgqr(C, tau, lwork=lwork, overwrite_a=1)
     if info or info2:
         raise np.linalg.LinAlgError(f"QR of the filtered o_v failed (info {info}, {info2})")
     del C
@@ -139,19 +148,22 @@ class Propagated(NamedTuple):
     note: str = ""
 
 
-def propagate(A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._silent):
+def propagate(
+    A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._silent, dtype=np.float64
+):
     """Spectral propagation of the embeddings ``O`` (N, k) over the symmetric adjacency
     ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring), its rows of length
-    ``scale`` (ProNE's: 1); ``progress(where)`` told how far along it is.  Memory
-    (docs/scaling.md): O~ (N, k) float64 and the filter's column blocks, then O~ and
-    the copy its SVD factorises (``_tall_svd``): 2 (N, k) float64 blocks; then O~ and
-    E (N, k) float32, the rows O~ P formed a block of rows at a time (``written_rows``)."""
+    ``scale`` (ProNE's: 1); ``progress(where)`` told how far along it is; ``dtype`` of
+    the filter and the QR (float64, or float32: ``--spectral-precision``).  Memory
+    (docs/scaling.md): O~ (N, k) and the filter's column blocks, then O~ and the copy its
+    SVD factorises (``_tall_svd``): 2 (N, k) blocks of ``dtype``; then O~ and E (N, k)
+    float32, the rows O~ P formed a block of rows at a time (``written_rows``)."""
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()
     A = sp.csr_matrix(A, dtype=np.float64)
     with threadpool_limits(limits=1, user_api="blas"):
-        Ot = filtered(A, O, order, mu, theta, progress)
+        Ot = filtered(A, O, order, mu, theta, progress, dtype)
         progress("SVD of the filtered o_v")
         P = projection(Ot)
         E = written_rows(Ot, P, scale)
@@ -177,17 +189,17 @@ def written_rows(Ot, P, scale=1.0, rows=1 << 12):
     return E
 
 
-def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5, scale=1.0):
+def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5, scale=1.0, dtype=np.float64):
     """The propagated embeddings of the nodes ``rows`` of a graph that holds new nodes:
     scale rownorm(O~[rows] P), O~ filtered over ``A`` (the whole graph, old and new
     nodes) from ``O`` (N, k): the training nodes' o_v and the new nodes' calibrated
     Algorithm 3 outputs, P the training run's map.  (k,) float32 rows of length
-    ``scale``, the training run's."""
+    ``scale``, the training run's; the filter in ``dtype``, the training run's."""
     from threadpoolctl import threadpool_limits
 
     A = sp.csr_matrix(A, dtype=np.float64)
     with threadpool_limits(limits=1, user_api="blas"):
-        Ot = filtered(A, O, order, mu, theta)
+        Ot = filtered(A, O, order, mu, theta, dtype=dtype)
         return written(Ot[np.asarray(rows, dtype=np.int64)] @ P, scale)
 
 
@@ -365,7 +377,8 @@ def apply(indptr, indices, weights, cfg, O, held=None):
             log.info("written embeddings: the o_v as trained (%s)", why)
             return None
     scale = float(getattr(cfg, "row_norm", 1.0))
-    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage)
+    dtype = np.dtype(getattr(cfg, "spectral_precision", "float64"))
+    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage, dtype)
     seconds = time.perf_counter() - t0
     problem, twins = check_rows(p.E, O)
     if problem:

@@ -38,11 +38,10 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from numba import prange
 
 from ..defaults import PRONE_THETA_MAX, PRONE_THETA_MIN, SPECTRAL_MODES
 from ..errors import InputError
-from ..kernels._jit import kernel
+from ..kernels.sparse import chebyshev_term, matmat, row_chunks
 
 log = logging.getLogger(__name__)
 
@@ -123,36 +122,6 @@ def _silent(where):
     """The progress of a stage nobody watches."""
 
 
-@kernel(parallel=True, work=lambda indptr, indices, data, X, Y: indices.shape[0] * Y.shape[1])
-def _csr_matmat(indptr, indices, data, X, Y):
-    """Y = A X, A (n, m) in CSR (indptr, indices, data), X (m, b), Y (n, b) float64:
-    Y_ic = sum of A_ij X_jc over row i's stored entries in their stored order, from 0.
-
-    Notes: scipy's ``csr_matvecs`` adds the same products in the same order (no FMA,
-    no reassociation), so the bits are scipy's; one row per ``prange`` item, so they do
-    not depend on the thread count.  Twice as fast as scipy on one thread, which
-    runs this on one thread only (measured at 200,000 nodes, 4.2M entries)."""
-    for i in prange(Y.shape[0]):
-        for c in range(Y.shape[1]):
-            Y[i, c] = 0.0
-        for jj in range(indptr[i], indptr[i + 1]):
-            j = indices[jj]
-            a = data[jj]
-            for c in range(Y.shape[1]):
-                Y[i, c] += a * X[j, c]
-
-
-def matmat(A, X, out=None):
-    """A X (n, b) float64 for A scipy CSR (float64) and X (m, b): ``_csr_matmat``, the
-    bits of scipy's ``A @ X`` on Numba's threads.  ``out``: a C-contiguous (n, b)
-    float64 block to write (it must not be X)."""
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    if out is None:
-        out = np.empty((A.shape[0], X.shape[1]), dtype=np.float64)
-    _csr_matmat(A.indptr, A.indices, np.asarray(A.data, dtype=np.float64), X, out)
-    return out
-
-
 def rownorm(U, out=None):
     """Each row divided by its Euclidean norm (all-zero rows stay zero); ``out=U``
     divides in place (the same bits)."""
@@ -178,7 +147,9 @@ def column_signs(U, rows=1 << 14):
     return np.sign(value)
 
 
-def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress=_silent):
+def randomized_svd(
+    M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress=_silent, dtype=np.float64
+):
     """The rank-``dim`` randomized SVD M ~ U S V^T of Halko, Martinsson and Tropp (2011,
     Algorithm 4.4 with LU normalisation): ``(U (n, dim), S (dim,))``.
 
@@ -190,19 +161,30 @@ def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress
     ``M``: a scipy.sparse matrix (CSR or CSC with sorted indices: each sum of a product
     runs over the same entries in the same order either way) or an array.
 
-    Memory, with K = dim + oversamples: 2 (n, K) float64 blocks during the power
-    iterations (each product is a new block, which LU factorises in place), 2 at the end
-    (the basis Q and B = Q^T M (K, n), whose SVD ``wide_svd`` takes without V^T), then
-    Q and U.
+    ``dtype`` float32 (``--spectral-precision float32``): the same draws and steps in
+    float32 (the products, LU and QR; U float32), the SVD of B = Q^T M from its LQ
+    factor L (K, K) in float64 (``wide_svd``).
+
+    Memory, with K = dim + oversamples: 2 (n, K) blocks during the power iterations
+    (each product is a new block, which LU factorises in place), 2 at the end (the basis
+    Q and B = Q^T M (K, n), whose SVD ``wide_svd`` takes without V^T), then Q and U.
     ``progress(where)`` is called after each power iteration, the QR and the SVD."""
     from scipy import linalg
 
+    dtype = np.dtype(dtype)
     Q = np.random.RandomState(seed).normal(size=(M.shape[1], dim + oversamples))
+    Q = Q.astype(dtype, copy=False)  # scikit-learn's draws, in either precision
     if sp.issparse(M):  # CSR of M and M^T, sorted: matmat gives scipy's bits
         M, Mt = M.tocsr(), M.T.tocsr()
-        M, Mt = (X if X.has_sorted_indices else X.sorted_indices() for X in (M, Mt))
-        prod = matmat
+        M, Mt = (
+            in_precision(X if X.has_sorted_indices else X.sorted_indices(), dtype) for X in (M, Mt)
+        )
+        chunks = {id(M): row_chunks(M.indptr), id(Mt): row_chunks(Mt.indptr)}
+
+        def prod(op, X):
+            return matmat(op, X, bounds=chunks[id(op)])
     else:
+        M = np.asarray(M, dtype=dtype)
         Mt, prod = M.T, np.matmul
     for it in range(n_iter):  # power iterations: Q tends to M's leading singular space
         for op in (M, Mt):
@@ -218,15 +200,23 @@ def randomized_svd(M, dim, seed, n_iter=SVD_ITERATIONS, oversamples=10, progress
     Q = linalg.qr(Y, mode="economic", overwrite_a=True, check_finite=False)[0]  # M's range
     del Y
     progress("randomized SVD, QR of the basis")
-    B = prod(Mt, Q).T if prod is matmat else Q.T @ Mt.T  # Q^T M, (K, n), Fortran order
+    B = prod(Mt, Q).T if sp.issparse(Mt) else Q.T @ Mt.T  # Q^T M, (K, n), Fortran order
     del Mt
     Uhat, S = wide_svd(B)
     del B
     progress("randomized SVD, SVD of B = Q^T M")
-    U = Q @ Uhat
+    U = Q @ Uhat.astype(dtype, copy=False)
     del Q
-    U *= column_signs(U)[None, :]
+    U *= column_signs(U)[None, :].astype(dtype)
     return U[:, :dim], S[:dim]
+
+
+def in_precision(A, dtype):
+    """The scipy CSR ``A`` with its entries in ``dtype`` (``A`` itself when they are),
+    sharing A's index arrays: the same entries in the same stored order."""
+    if A.dtype == dtype:
+        return A
+    return sp.csr_matrix((A.data.astype(dtype), A.indices, A.indptr), shape=A.shape)
 
 
 def wide_svd(B):
@@ -238,10 +228,20 @@ def wide_svd(B):
     dgemm); U and S are L's.  Here dgelqf is called alone (scipy's own LAPACK, through
     scipy.linalg.cython_lapack: scipy.linalg.lapack has no LQ) and then gesdd on L, so
     U and S are gesdd's bits (tests/test_spectral.py).  Otherwise (few columns, or
-    entries gesdd would rescale, as ``propagation._tall_svd``) gesdd itself."""
+    entries gesdd would rescale, as ``propagation._tall_svd``) gesdd itself.  A float32
+    ``B``: its L (sgelqf, or B itself when it is not wide) in float64, then gesdd: U and S
+    float64."""
     from scipy import linalg
 
     K, n = B.shape
+    if B.dtype == np.float32:  # L (K, K) of B = L Q in float32, its SVD in float64
+        if n >= K and B.flags.f_contiguous:
+            _gelqf(B)
+            B = np.tril(B[:, :K])
+        U, S, _ = linalg.svd(
+            B.astype(np.float64), full_matrices=False, check_finite=False, lapack_driver="gesdd"
+        )
+        return U, S
     top = max(float(B.max()), -float(B.min())) if B.size else 0.0
     safe = np.sqrt(np.finfo(np.float64).tiny) / np.finfo(np.float64).eps  # gesdd's SMLNUM
     if n < max(int(K * 11 / 6), 2) or not safe <= top <= 1.0 / safe or not B.flags.f_contiguous:
@@ -249,16 +249,16 @@ def wide_svd(B):
             B, full_matrices=False, overwrite_a=True, check_finite=False, lapack_driver="gesdd"
         )
         return U, S
-    _dgelqf(B)
+    _gelqf(B)
     U, S, _ = linalg.svd(
         np.tril(B[:, :K]), full_matrices=False, check_finite=False, lapack_driver="gesdd"
     )
     return U, S
 
 
-def _dgelqf(B):
-    """B = L Q in place (LAPACK dgelqf, with its optimal workspace), B (K, n) float64 in
-    Fortran order: L in B's lower triangle."""
+def _gelqf(B):
+    """B = L Q in place (LAPACK dgelqf or sgelqf, with its optimal workspace), B (K, n)
+    float64 or float32 in Fortran order: L in B's lower triangle."""
     import ctypes
 
     from scipy.linalg import cython_lapack
@@ -268,29 +268,29 @@ def _dgelqf(B):
     pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
         ("PyCapsule_GetPointer", api)
     )
-    capsule = cython_lapack.__pyx_capi__["dgelqf"]
+    capsule = cython_lapack.__pyx_capi__["sgelqf" if B.dtype == np.float32 else "dgelqf"]
     address = pointer(capsule, name(capsule))
     i, p = ctypes.POINTER(ctypes.c_int), ctypes.c_void_p
     dgelqf = ctypes.CFUNCTYPE(None, i, i, p, i, p, p, i, i)(address)
     K, n = B.shape
-    tau, work = np.empty(min(K, n)), np.empty(1)
+    tau, work = np.empty(min(K, n), dtype=B.dtype), np.empty(1, dtype=B.dtype)
     info = ctypes.c_int(0)
     args = (ctypes.c_int(K), ctypes.c_int(n), B.ctypes.data, ctypes.c_int(K), tau.ctypes.data)
     dgelqf(*args, work.ctypes.data, ctypes.c_int(-1), info)  # the workspace query
-    work = np.empty(max(int(work[0]), 1))
+    work = np.empty(max(int(work[0]), 1), dtype=B.dtype)
     dgelqf(*args, work.ctypes.data, ctypes.c_int(work.shape[0]), info)
     if info.value:
         raise np.linalg.LinAlgError(f"LQ of the randomized SVD's B failed (info {info.value})")
 
 
-def factorize(F, dim, seed, n_iter=SVD_ITERATIONS, progress=_silent):
-    """R = rownorm(U S^1/2) of the rank-``dim`` randomized SVD F ~ U S V^T (N, dim) float64,
-    seeded by ``seed`` (``randomized_svd``, ``n_iter`` power iterations)."""
+def factorize(F, dim, seed, n_iter=SVD_ITERATIONS, progress=_silent, dtype=np.float64):
+    """R = rownorm(U S^1/2) of the rank-``dim`` randomized SVD F ~ U S V^T (N, dim) in
+    ``dtype``, seeded by ``seed`` (``randomized_svd``, ``n_iter`` power iterations)."""
     F = sp.csr_matrix(F)
     if not F.has_sorted_indices:
         F = F.sorted_indices()
-    U, S = randomized_svd(F, dim, seed, n_iter, progress=progress)
-    R = U * np.sqrt(S)
+    U, S = randomized_svd(F, dim, seed, n_iter, progress=progress, dtype=dtype)
+    R = U * np.sqrt(S).astype(U.dtype)
     del U
     return rownorm(R, out=R)
 
@@ -306,33 +306,29 @@ def operators(A, mu):
     return A1, M
 
 
-def _chebyshev_block(M, R, order, theta, progress=_silent, where=""):
-    """sum_{i < order} c_i T_i(X) R for R (N, b) float64, C-contiguous (``chebyshev_filter``).
+def _chebyshev_block(M, R, order, theta, bounds, progress=_silent, where=""):
+    """sum_{i < order} c_i T_i(X) R for R (N, b) C-contiguous, in R's dtype (M's entries
+    in it too; ``bounds`` = kernels.sparse.row_chunks(M.indptr)): ``chebyshev_filter``.
     The recurrence T_i = 2 X T_{i-1} - T_{i-2}, 2 X T = M (M T) - 2 T, writes T_i over
-    T_{i-2}: 5 (N, b) blocks besides R (two terms, the sum, M T and a scratch block).
-    Every product and difference is the reference's, in its order: the same bits."""
+    T_{i-2} (kernels.sparse.chebyshev_term): 5 (N, b) blocks besides R (two terms, the
+    sum, M T and a scratch block).  Every product and difference is the reference's, in
+    its order: in float64, the same bits."""
     from scipy.special import iv
 
-    MT = matmat(M, R)
-    T1 = matmat(M, MT)
-    T1 *= 0.5
+    f = R.dtype.type  # the coefficients in R's dtype: no float64 scalar widens a block
+    MT = matmat(M, R, bounds=bounds)
+    T1 = matmat(M, MT, bounds=bounds)
+    T1 *= f(0.5)
     T1 -= R  # T_1 = X R = 0.5 M^2 R - R
     progress(f"{where}Chebyshev term 2 of {order}")
-    out = iv(0, theta) * R
-    tmp = np.multiply(2.0 * iv(1, theta), T1)
+    out = f(iv(0, theta)) * R
+    tmp = np.multiply(f(2.0 * iv(1, theta)), T1)
     out -= tmp
-    T0 = None  # T_{i-2}: R until the first term gets a block of its own
+    T0 = R.copy() if order > 2 else None  # T_{i-2}
     for i in range(2, order):
-        matmat(M, T1, out=MT)
-        matmat(M, MT, out=tmp)  # M^2 T_{i-1} = 2 X T_{i-1} + 2 T_{i-1}
-        np.multiply(2.0, T1, out=MT)
-        tmp -= MT
-        if T0 is None:
-            T0 = np.subtract(tmp, R)
-        else:
-            np.subtract(tmp, T0, out=T0)  # T_i = 2 X T_{i-1} - T_{i-2}, over T_{i-2}
-        np.multiply((2.0 if i % 2 == 0 else -2.0) * iv(i, theta), T0, out=MT)
-        out += MT
+        matmat(M, T1, out=MT, bounds=bounds)
+        coef = f((2.0 if i % 2 == 0 else -2.0) * iv(i, theta))
+        chebyshev_term(M, MT, T1, T0, out, coef, tmp, bounds)  # T0 = T_i; out += coef T_i
         T0, T1 = T1, T0
         progress(f"{where}Chebyshev term {i + 1} of {order}")
     return out
@@ -342,36 +338,38 @@ def chebyshev_filter(A, R, order, mu, theta):
     """sum_{i < order} c_i T_i(X) R, X = M^2 / 2 - I, M = I - D~^-1 (I + A) - mu I: the
     Chebyshev expansion of exp(-theta X) R (module docstring), (N, d) float64."""
     _, M = operators(A, mu)
+    bounds = row_chunks(M.indptr)
     R = np.asarray(R, dtype=np.float64)
     out = np.empty(R.shape)
     for c0 in range(0, R.shape[1], FILTER_COLUMNS):
         block = np.ascontiguousarray(R[:, c0 : c0 + FILTER_COLUMNS])
-        out[:, c0 : c0 + FILTER_COLUMNS] = _chebyshev_block(M, block, order, theta)
+        out[:, c0 : c0 + FILTER_COLUMNS] = _chebyshev_block(M, block, order, theta, bounds)
     return out
 
 
-def filtered(A, R, order, mu, theta, progress=_silent):
-    """R~ = (I + A)(R - chebyshev_filter(R)): the signal ProNE factorises, (N, d) float64
-    in Fortran order (gesdd's own, so ``embedding`` and ``propagation.projection`` need
-    no copy of it).  ``A`` (N, N) symmetric float64 CSR without self loops; ``R`` (N, d)
-    of any float dtype, read FILTER_COLUMNS columns at a time (converted per block).
-    Memory: the output and 6 (N, FILTER_COLUMNS) float64 blocks (the block of R and the
-    recurrence's 5)."""
-    A1, M = operators(A, mu)
+def filtered(A, R, order, mu, theta, progress=_silent, dtype=np.float64):
+    """R~ = (I + A)(R - chebyshev_filter(R)): the signal ProNE factorises, (N, d) in
+    ``dtype`` (float64, or float32 with every product and step in float32), in Fortran
+    order (gesdd's own, so ``embedding`` and ``propagation.projection`` need no copy of
+    it).  ``A`` (N, N) symmetric float64 CSR without self loops; ``R`` (N, d) of any
+    float dtype, read FILTER_COLUMNS columns at a time (converted per block).  Memory:
+    the output and 6 (N, FILTER_COLUMNS) blocks (the block of R and the recurrence's 5)."""
+    A1, M = (in_precision(X, np.dtype(dtype)) for X in operators(A, mu))
+    bounds, bounds1 = row_chunks(M.indptr), row_chunks(A1.indptr)
     n, d = R.shape
-    out = np.empty((n, d), order="F")
+    out = np.empty((n, d), dtype=dtype, order="F")
     for c0 in range(0, d, FILTER_COLUMNS):
         c1 = min(c0 + FILTER_COLUMNS, d)
-        block = np.array(R[:, c0:c1], dtype=np.float64, order="C")  # a copy: R stays
+        block = np.array(R[:, c0:c1], dtype=dtype, order="C")  # a copy: R stays
         where = f"filter, columns {c0 + 1}-{c1} of {d}, " if d > FILTER_COLUMNS else "filter, "
-        block -= _chebyshev_block(M, block, order, theta, progress, where)
-        out[:, c0:c1] = matmat(A1, block)
+        block -= _chebyshev_block(M, block, order, theta, bounds, progress, where)
+        out[:, c0:c1] = matmat(A1, block, bounds=bounds1)
     return out
 
 
 def embedding(Rt, d):
-    """E = rownorm(U S^1/2) (N, d) float64 of the thin SVD Rt = U S V^T, computed in Rt's
-    memory (its values are lost): Rt and U, two (N, d) blocks."""
+    """E = rownorm(U S^1/2) (N, d) of the thin SVD Rt = U S V^T in Rt's dtype, computed in
+    Rt's memory (its values are lost): Rt and U, two (N, d) blocks."""
     from scipy import linalg
 
     U, S, _ = linalg.svd(Rt, full_matrices=False, overwrite_a=True, check_finite=False)
@@ -388,13 +386,14 @@ def propagate(A, R, order, mu, theta):
     return embedding(filtered(A, R, order, mu, theta), R.shape[1])
 
 
-def prone(A, dim, seed=0, order=10, mu=0.2, theta=0.5, progress=_silent):
+def prone(A, dim, seed=0, order=10, mu=0.2, theta=0.5, progress=_silent, dtype=np.float64):
     """ProNE embeddings of the symmetric adjacency ``A`` (N, N): (N, dim) float32 with unit
     rows (a node without edges: a zero row).  ``order`` of the Chebyshev expansion (1: no
     propagation), ``mu`` and ``theta`` of its filter; ``seed`` of the randomized SVD;
-    ``progress(where)`` told how far along it is.  Runs on one BLAS thread: the same
-    bits whatever the machine's thread count.  Memory (docs/scaling.md): 3 (N, dim + 10)
-    float64 blocks in the randomized SVD, then 2 (N, dim) in the propagation."""
+    ``progress(where)`` told how far along it is; ``dtype`` of every step (float64, or
+    float32: ``--spectral-precision``).  Runs on one BLAS thread: the same bits whatever
+    the machine's thread count.  Memory (docs/scaling.md): 3 (N, dim + 10) blocks in the
+    randomized SVD, then 2 (N, dim) in the propagation, of ``dtype``."""
     from threadpoolctl import threadpool_limits
 
     n = A.shape[0]
@@ -404,10 +403,10 @@ def prone(A, dim, seed=0, order=10, mu=0.2, theta=0.5, progress=_silent):
             "lower --spectral-dim (or --feat-dim)"
         )
     with threadpool_limits(limits=1, user_api="blas"):
-        R = factorize(proximity_matrix(A), dim, seed, progress=progress)
+        R = factorize(proximity_matrix(A), dim, seed, progress=progress, dtype=dtype)
         if order == 1:
             return R.astype(np.float32)
-        Rt = filtered(A, R, order, mu, theta, progress)
+        Rt = filtered(A, R, order, mu, theta, progress, dtype)
         del R
         progress("SVD of the filtered signal")
         return embedding(Rt, dim).astype(np.float32)
@@ -495,7 +494,8 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
     )
 
     def embed(dim):
-        return prone(A, dim, seed, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, stage)
+        order, mu, theta = cfg.prone_order, cfg.prone_mu, cfg.prone_theta
+        return prone(A, dim, seed, order, mu, theta, stage, np.dtype(cfg.spectral_precision))
 
     zero_rows = []
     E = fill_zero_rows(embed(d), derive_seed(cfg.seed, "spectral zero rows"), zero_rows)

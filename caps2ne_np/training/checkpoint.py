@@ -326,9 +326,15 @@ def _check_same_run(ckpt, config, graph_hash):
         )
 
 
-RECORDED_LATER = {"skipgram_weight": 0.0, "node2vec_p": 1.0, "node2vec_q": 1.0}
+RECORDED_LATER = {
+    "skipgram_weight": 0.0,
+    "node2vec_p": 1.0,
+    "node2vec_q": 1.0,
+    "spectral_precision": "float64",
+}
 """Options added after the first checkpoints, with the value every run before them used
-(the paper's loss; first-order walks): a checkpoint without them resumes only with these."""
+(the paper's loss; first-order walks; float64 spectral stages): a checkpoint without
+them resumes only with these."""
 
 
 class RecordsParallel:

@@ -82,6 +82,8 @@ class TrainConfig:
                          'init_xo' (x and O): spectral.start
     spectral_dim         d of --spectral features (None: feat_dim)
     prone_order, prone_mu, prone_theta   ProNE's Chebyshev order and filter (spectral.py)
+    spectral_precision   'float32' or 'float64': the arithmetic of the spectral start and
+                         the propagation
     row_norm        the length of the written rows when propagated (propagation.py)
     propagate            'none', 'on' or 'auto': ProNE's propagation of the written o_v
                          (propagation.py; the same order and filter)
@@ -123,6 +125,7 @@ class TrainConfig:
     prone_order: int = DEFAULTS["prone_order"]
     prone_mu: float = DEFAULTS["prone_mu"]
     prone_theta: float = DEFAULTS["prone_theta"]
+    spectral_precision: str = DEFAULTS["spectral_precision"]
     row_norm: float = DEFAULTS["row_norm"]
     propagate: str | None = DEFAULTS["propagate"]
     stop: str | None = DEFAULTS["stop"]

@@ -3,6 +3,8 @@ and the parameters' (``step_memory``), the spectral stages' before and after tra
 (``spectral_memory``), and the checks that refuse a run that does not fit with the
 figure (``check_step_memory``, ``check_run_memory``; docs/scaling.md)."""
 
+import numpy as np
+
 from .presets import sampled_size
 
 
@@ -54,8 +56,10 @@ def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
 
 
 def spectral_memory(cfg, n_nodes, n_edges, resume=False):
-    """Bytes the spectral stages of a run need at their peaks, estimated from the float64
-    blocks model/spectral.py and model/propagation.py hold at once (docs/scaling.md,
+    """Bytes the spectral stages of a run need at their peaks, estimated from the dense
+    blocks model/spectral.py and model/propagation.py hold at once, each of w bytes an
+    entry (``cfg.spectral_precision``: 4 or 8; the float32 stages add their matrices'
+    float32 values, 2 S32 with S32 = (2 x edges + N) x 4) (docs/scaling.md,
     "The spectral stages"): ``(before, after)``, before training (the spectral start and
     the stop rule's structure measure, one after the other) and after it
     (``--propagate``, beside the trained tables).  With N nodes, S = (2 x edges + N) x 12
@@ -81,13 +85,15 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
 
     N, k = int(n_nodes), int(cfg.dim)
     S = 12 * (2 * int(n_edges) + N)
+    w = np.dtype(getattr(cfg, "spectral_precision", "float64")).itemsize
+    S32 = (4 * (2 * int(n_edges) + N)) if w == 4 else 0  # a matrix's float32 values
     before = 0
     if cfg.spectral not in (None, "none") and not (resume and cfg.spectral != "features"):
         K = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
         if cfg.spectral == "init_xo":
             K = max(K, k)
         blocks = max(2 * (K + 10), 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
-        before = 5 * S + 8 * N * blocks + 3 * 4 * N * K
+        before = 5 * S + 2 * S32 + w * N * blocks + 3 * 4 * N * K
     if cfg.stop == "auto":
         from .budget import STOP_RANK
 
@@ -96,7 +102,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         before = max(before, 6 * S)
     after = 0
     if cfg.propagate in ("on", "auto"):
-        after = 4 * S + 8 * N * max(2 * k, k + 6 * min(b, k))
+        after = 4 * S + 2 * S32 + w * N * max(2 * k, k + 6 * min(b, k))
         if cfg.propagate == "auto":
             after = max(after, 6 * S + 8 * N * 5 * k)
     return before, after
