@@ -59,20 +59,31 @@ def slot_major(W):
     return np.ascontiguousarray(np.asarray(W).transpose(0, 2, 1)).transpose(0, 2, 1)
 
 
-def init_params(n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.float32):
+def init_params(
+    n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.float32, X=None, O=None
+):
     """Initialise as the authors' code: W ~ N(0, 0.01^2); X ~ U(-sqrt(1/d), sqrt(1/d))
     when trainable; O Glorot-uniform U(-sqrt(6/(N+k)), +); biases 0.
 
     ``features`` (N, d) given -> fixed input features (not trained): a dense array,
     or a scipy.sparse matrix / SparseFeatures, kept sparse.
+    ``X`` (N, d) or ``O`` (N, k) given (a spectral start), of ``dtype`` and C-contiguous:
+    the trainable table is that array itself, not drawn (W and O come from ``rng``
+    first and X last, so the draws made are the same either way).
     """
     W = slot_major(rng.normal(0.0, 0.01, size=(n_slots, dim, feat_dim)).astype(dtype))
-    limit = np.sqrt(6.0 / (n_nodes + dim))
-    O = rng.uniform(-limit, limit, size=(n_nodes, dim)).astype(dtype)
+    if O is None:
+        limit = np.sqrt(6.0 / (n_nodes + dim))
+        O = rng.uniform(-limit, limit, size=(n_nodes, dim)).astype(dtype)
+    else:
+        O = _given("O", O, (n_nodes, dim), dtype)
     bias = np.zeros(n_nodes, dtype=dtype)
     if features is None:
-        a = np.sqrt(1.0 / feat_dim)
-        X = rng.uniform(-a, a, size=(n_nodes, feat_dim)).astype(dtype)
+        if X is None:
+            a = np.sqrt(1.0 / feat_dim)
+            X = rng.uniform(-a, a, size=(n_nodes, feat_dim)).astype(dtype)
+        else:
+            X = _given("X", X, (n_nodes, feat_dim), dtype)
         return Params(W, O, bias, X, fixed_features=False)
     if isinstance(features, SparseFeatures):
         X = features if features.data.dtype == dtype else features.astype(dtype)
@@ -81,3 +92,11 @@ def init_params(n_nodes, dim, feat_dim, n_slots, rng, features=None, dtype=np.fl
     else:
         X = np.ascontiguousarray(features, dtype=dtype)
     return Params(W, O, bias, X, fixed_features=True)
+
+
+def _given(name, a, shape, dtype):
+    """The start ``a`` of table ``name`` as the table itself (a copy only when it is not
+    C-contiguous ``dtype``); ValueError when its shape is not ``shape``."""
+    if a.shape != shape:
+        raise ValueError(f"the start of {name} has shape {a.shape}, the table {shape}")
+    return np.ascontiguousarray(a, dtype=dtype)

@@ -75,6 +75,8 @@ def projection(Ot):
     """P = V S^-1/2 (k, k) of the thin SVD O~ = U S V^T, so that O~ P = U S^1/2 (directions
     of a zero singular value map to 0, and so do the columns past N when N < k).  Signs
     as spectral.randomized_svd's: each column of U has its largest entry positive."""
+    if Ot.dtype == np.float32:  # from the Gram matrix in float64, as spectral.embedding
+        return spectral.gram_projection(Ot)[1]
     S, Vt, signs = _tall_svd(Ot)
     signs[signs == 0] = 1.0
     top = S[0] if S.size else 0.0
@@ -181,12 +183,9 @@ def written(rows, scale=1.0, inplace=False):
 
 def written_rows(Ot, P, scale=1.0, rows=1 << 12):
     """``written(Ot @ P, scale)`` formed ``rows`` rows at a time: no (N, k) float64 product
-    beside ``Ot``.  Each row of a product depends only on its row of ``Ot`` (the same
-    dgemm bits by row blocks, tests/test_propagation.py), and so does each row's norm."""
-    E = np.empty((Ot.shape[0], P.shape[1]), dtype=np.float32)
-    for r0 in range(0, Ot.shape[0], rows):
-        E[r0 : r0 + rows] = written(Ot[r0 : r0 + rows] @ P, scale, inplace=True)
-    return E
+    beside ``Ot`` (spectral.projected_rows: the same dgemm bits by row blocks,
+    tests/test_propagation.py)."""
+    return spectral.projected_rows(Ot, P, scale, rows)
 
 
 def embed_new(A, O, rows, P, order=10, mu=0.2, theta=0.5, scale=1.0, dtype=np.float64):

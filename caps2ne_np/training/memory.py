@@ -59,7 +59,8 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
     """Bytes the spectral stages of a run need at their peaks, estimated from the dense
     blocks model/spectral.py and model/propagation.py hold at once, each of w bytes an
     entry (``cfg.spectral_precision``: 4 or 8; the float32 stages add their matrices'
-    float32 values, 2 S32 with S32 = (2 x edges + N) x 4) (docs/scaling.md,
+    float32 values, 2 S32 with S32 = (2 x edges + N) x 4, and the spectral start frees
+    its float64 temporaries first: 4 S in place of 5 S) (docs/scaling.md,
     "The spectral stages"): ``(before, after)``, before training (the spectral start and
     the stop rule's structure measure, one after the other) and after it
     (``--propagate``, beside the trained tables).  With N nodes, S = (2 x edges + N) x 12
@@ -93,7 +94,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         if cfg.spectral == "init_xo":
             K = max(K, k)
         blocks = max(2 * (K + 10), 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
-        before = 5 * S + 2 * S32 + w * N * blocks + 3 * 4 * N * K
+        before = (5 * S if w == 8 else 4 * S + 2 * S32) + w * N * blocks + 3 * 4 * N * K
     if cfg.stop == "auto":
         from .budget import STOP_RANK
 

@@ -226,11 +226,10 @@ class LocalEngine:
             )
         rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
         feat_dim = cfg.feat_dim if features is None else features.shape[1]
-        params = init_params(n_nodes, cfg.dim, feat_dim, cfg.walk_length - 1, rng, features)
-        if start is not None and start.X is not None:  # --spectral init, init_xo
-            params.X[...] = start.X
-        if start is not None and start.O is not None:
-            params.O[...] = start.O
+        given = {} if start is None else dict(X=start.X, O=start.O)  # --spectral init(_xo)
+        params = init_params(
+            n_nodes, cfg.dim, feat_dim, cfg.walk_length - 1, rng, features, **given
+        )
         self.names = names = params.trainable()
         opt = Adam({name: getattr(params, name) for name in names}, lr=None)  # rates: schedule
         if ckpt is not None:

@@ -195,13 +195,11 @@ class RayEngine:
         rows (the driver holds the initial tables only until they are sent)."""
         ray, cfg, servers = self.ray, self.cfg, self.cluster.servers
         rng = np.random.default_rng(derive_seed(cfg.seed, "init"))
+        start = self.start
+        given = {} if start is None else dict(X=start.X, O=start.O)  # as train.LocalEngine
         params = init_params(
-            self.n_nodes, cfg.dim, self.feat_dim, cfg.walk_length - 1, rng, self.features
+            self.n_nodes, cfg.dim, self.feat_dim, cfg.walk_length - 1, rng, self.features, **given
         )
-        if self.start is not None and self.start.X is not None:  # as train.LocalEngine
-            params.X[...] = self.start.X
-        if self.start is not None and self.start.O is not None:
-            params.O[...] = self.start.O
         if self.replicate_W:
             W_ref = ray.put(params.W)
             pending = [w.set_W.remote(W_ref) for w in self.cluster.workers]
