@@ -69,7 +69,8 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
 
     * the spectral start (``cfg.spectral``; on resume only 'features', the others come
       from the checkpoint) at rank K: the randomized SVD holds 2 (N, K + 10) blocks (the
-      basis Q and B = Q^T F: spectral.wide_svd), the propagation 2 (N, K) (R and the filtered
+      basis Q and B = Q^T F: spectral.wide_svd; float32: 3, the product written into the
+      block of the one before beside LU's copy), the propagation 2 (N, K) (R and the filtered
       signal, then the filtered signal and the SVD's U) and 6 (N, b) of the filter, the
       larger of the two; 5 S (A, F's values, I + A, M and a temporary of building M) and
       the float32 outputs;
@@ -93,7 +94,8 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         K = (cfg.spectral_dim or cfg.feat_dim) if cfg.spectral == "features" else cfg.feat_dim
         if cfg.spectral == "init_xo":
             K = max(K, k)
-        blocks = max(2 * (K + 10), 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
+        svd = (2 if w == 8 else 3) * (K + 10)  # float32 writes each product in a spare
+        blocks = max(svd, 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
         before = (5 * S if w == 8 else 4 * S + 2 * S32) + w * N * blocks + 3 * 4 * N * K
     if cfg.stop == "auto":
         from .budget import STOP_RANK
