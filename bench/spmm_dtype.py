@@ -4,9 +4,9 @@ float64 as the defaults run it against float32, on one graph, timed in alternati
 
     python bench/scale.py --spmm --graph /tmp/g200k.txt --reps 5   # docs/results/scale_spmm.md
 
-The kernel is spectral._csr_matmat (Numba's threads, one row per item), run on the
-symmetric adjacency of the edge list and a random (N, 138) block: 138 columns, the
-randomized SVD's rank 128 plus its 10 oversamples."""
+The kernel is kernels/sparse.py's (``matmat``: Numba's threads over blocks of rows of
+equal stored entries), run on the symmetric adjacency of the edge list and a random
+(N, 138) block: 138 columns, the randomized SVD's rank 128 plus its 10 oversamples."""
 
 import sys
 import time
@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 import common
 import report
 from caps2ne_np.graphs.graph import read_graph
+from caps2ne_np.kernels import sparse
 from caps2ne_np.model import spectral
 
 COLUMNS = 138
@@ -29,9 +30,9 @@ def _adjacency(path):
     return spectral.adjacency(g.indptr, g.indices, g.weights, g.n_nodes)
 
 
-def _time(A, data, X, Y):
+def _time(A, X, Y, bounds):
     t = time.perf_counter()
-    spectral._csr_matmat(A.indptr, A.indices, data, X, Y)
+    sparse.matmat(A, X, out=Y, bounds=bounds)
     return time.perf_counter() - t
 
 
@@ -42,17 +43,18 @@ def main(argv):
     A = _adjacency(args.graph)
     X64 = np.random.default_rng(0).standard_normal((A.shape[0], COLUMNS))
     X32 = X64.astype(np.float32)
+    bounds = sparse.row_chunks(A.indptr)
     blocks = {
-        "float64": (A.data.astype(np.float64), X64, np.empty_like(X64)),
-        "float32": (A.data.astype(np.float32), X32, np.empty_like(X32)),
+        "float64": (spectral.in_precision(A, np.float64), X64, np.empty_like(X64)),
+        "float32": (spectral.in_precision(A, np.float32), X32, np.empty_like(X32)),
     }
     seconds = {name: [] for name in blocks}
     with common.threads(args.threads):
-        for data, X, Y in blocks.values():
-            _time(A, data, X, Y)  # compile and warm
+        for M, X, Y in blocks.values():
+            _time(M, X, Y, bounds)  # compile and warm
         for _ in range(args.reps):
-            for name, (data, X, Y) in blocks.items():
-                seconds[name].append(_time(A, data, X, Y))
+            for name, (M, X, Y) in blocks.items():
+                seconds[name].append(_time(M, X, Y, bounds))
     ratios = [a / b for a, b in zip(seconds["float64"], seconds["float32"])]
     rows = [dict(dtype=k, median_s=common.median(v), runs_s=v) for k, v in seconds.items()]
     payload = common.payload(args, rows, n=A.shape[0], nnz=A.nnz, columns=COLUMNS, ratios=ratios)
@@ -67,7 +69,7 @@ def _markdown(p):
         f"`{p['command']}`",
         "",
         f"A X with A the symmetric adjacency ({p['n']:,} nodes, {p['nnz']:,} stored "
-        f"entries) and X (N, {p['columns']}), spectral._csr_matmat on "
+        f"entries) and X (N, {p['columns']}), kernels/sparse.py's matmat on "
         f"{p['args']['threads']} threads, {p['args']['reps']} alternated repeats after a "
         "warm call.",
         "",
