@@ -436,9 +436,10 @@ OPTIONS = {
         "float32",
         "choice",
         "The arithmetic of the spectral start and of the propagation (--spectral, "
-        "--propagate): float32 (half the memory, about twice as fast; the embeddings agree "
-        "with float64's to float32 rounding) or float64 (scikit-learn's and ProNE's bits). "
-        "docs/scaling.md.",
+        "--propagate): float32 (half the memory, about twice as fast; the propagation "
+        "equals float64's to float32 rounding, and so does the start but for the rows of "
+        "nodes its rank-d factorisation barely represents, whose direction float32 cannot "
+        "resolve) or float64 (scikit-learn's and ProNE's bits). docs/scaling.md.",
         choices=SPECTRAL_PRECISIONS,
     ),
     "row_norm": Option(

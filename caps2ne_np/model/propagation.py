@@ -100,43 +100,28 @@ def _tall_svd(Ot, rows=1 << 12):
     forms U = Q U_R (dgemm); these steps are called here one by one, with gesdd's
     workspace (blocked), so S and V^T are its bits, and U is formed a few thousand rows
     at a time only to read its signs.  Otherwise (few rows, or entries gesdd would
-    rescale) gesdd itself.  A float32 ``Ot``: its QR in float32 (sgeqrf, sorgqr), the
-    SVD of R in float64 (S and V^T float64), and always this path when Ot is tall."""
+    rescale) gesdd itself."""
     from scipy import linalg
     from scipy.linalg import blas, lapack
 
     n, k = Ot.shape
-    single = Ot.dtype == np.float32
     top = max(float(Ot.max()), -float(Ot.min())) if Ot.size else 0.0  # no |Ot| copy
-    rescaled = not SAFE_MIN <= top <= 1.0 / SAFE_MIN and not single
-    if n < max(int(k * 11 / 6), 2) or rescaled:
-        U, S, Vt = linalg.svd(
-            np.asarray(Ot, dtype=np.float64),
-            full_matrices=False,
-            check_finite=False,
-            lapack_driver="gesdd",
-        )
+    if n < max(int(k * 11 / 6), 2) or not SAFE_MIN <= top <= 1.0 / SAFE_MIN:
+        U, S, Vt = linalg.svd(Ot, full_matrices=False, check_finite=False, lapack_driver="gesdd")
         return S, Vt, spectral.column_signs(U)
-    geqrf, orgqr = lapack.get_lapack_funcs(("geqrf", "orgqr"), (Ot,))
-    C = np.array(Ot, order="F")  # gesdd's own copy, factorised in place
-    lwork = int(geqrf(C, lwork=-1, overwrite_a=1)[2][0])  # queries copy C without
-    C, tau, _, info = geqrf(C, lwork=lwork, overwrite_a=1)  # overwrite_a
-    R = np.triu(C[:k, :k]).astype(np.float64)
-    lwork = int(orgqr(C, tau, lwork=-1, overwrite_a=1)[1][0])
-    Q, _, info2 = orgqr(C, tau, lwork=lwork, overwrite_a=1)
+    C = np.array(Ot, dtype=np.float64, order="F")  # gesdd's own copy, factorised in place
+    lwork = int(lapack.dgeqrf(C, lwork=-1, overwrite_a=1)[2][0])  # queries copy C without
+    C, tau, _, info = lapack.dgeqrf(C, lwork=lwork, overwrite_a=1)  # overwrite_a
+    R = np.triu(C[:k, :k])
+    lwork = int(lapack.dorgqr(C, tau, lwork=-1, overwrite_a=1)[1][0])
+    Q, _, info2 = lapack.dorgqr(C, tau, lwork=lwork, overwrite_a=1)
     if info or info2:
         raise np.linalg.LinAlgError(f"QR of the filtered o_v failed (info {info}, {info2})")
     del C
     UR, S, Vt = linalg.svd(R, full_matrices=False, check_finite=False, lapack_driver="gesdd")
     UR = np.asfortranarray(UR)
-    best, value = np.full(k, -1.0), np.zeros(k)
-    for r0 in range(0, n, rows):  # U = Q U_R by row blocks: the entry of largest |U_ic|
-        U = blas.dgemm(1.0, Q[r0 : r0 + rows], UR)
-        at = np.argmax(np.abs(U), axis=0)
-        size = np.abs(U[at, np.arange(k)])
-        better = size > best  # strictly: an earlier row keeps a tie, as argmax does
-        best[better], value[better] = size[better], U[at, np.arange(k)][better]
-    return S, Vt, np.sign(value)
+    rows_of_U = (blas.dgemm(1.0, Q[r0 : r0 + rows], UR) for r0 in range(0, n, rows))  # Q U_R
+    return S, Vt, spectral.block_signs(rows_of_U)
 
 
 class Propagated(NamedTuple):
@@ -156,10 +141,11 @@ def propagate(
     """Spectral propagation of the embeddings ``O`` (N, k) over the symmetric adjacency
     ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring), its rows of length
     ``scale`` (ProNE's: 1); ``progress(where)`` told how far along it is; ``dtype`` of
-    the filter and the QR (float64, or float32: ``--spectral-precision``).  Memory
-    (docs/scaling.md): O~ (N, k) and the filter's column blocks, then O~ and the copy its
-    SVD factorises (``_tall_svd``): 2 (N, k) blocks of ``dtype``; then O~ and E (N, k)
-    float32, the rows O~ P formed a block of rows at a time (``written_rows``)."""
+    the filter (float64, or float32: ``--spectral-precision``, the SVD then from O~'s
+    Gram matrix, ``projection``).  Memory (docs/scaling.md): O~ (N, k) and the filter's
+    column blocks, then (float64) O~ and the copy its SVD factorises (``_tall_svd``);
+    then O~ and E (N, k) float32, the rows O~ P formed a block of rows at a time
+    (``written_rows``)."""
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()

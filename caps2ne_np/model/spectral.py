@@ -133,12 +133,17 @@ def column_signs(U, rows=1 << 14):
     """The sign of each column's entry of largest magnitude (the first such), (K,):
     ``np.sign(U[np.argmax(np.abs(U), axis=0), range(K)])``, read ``rows`` rows at a time
     (no (N, K) copy of |U|)."""
-    K = U.shape[1]
-    best = np.full(K, -1.0)
-    value = np.zeros(K)
-    cols = np.arange(K)
-    for r0 in range(0, U.shape[0], rows):
-        block = U[r0 : r0 + rows]
+    return block_signs(U[r0 : r0 + rows] for r0 in range(0, U.shape[0], rows))
+
+
+def block_signs(blocks):
+    """``column_signs`` of the matrix whose rows come as the consecutive ``blocks`` (an
+    iterable of (r, K) arrays, each formed only when asked for): (K,), 0 for a zero column."""
+    best = value = None
+    for block in blocks:
+        if best is None:
+            best, value = np.full(block.shape[1], -1.0), np.zeros(block.shape[1])
+        cols = np.arange(block.shape[1])
         at = np.argmax(np.abs(block), axis=0)
         size = np.abs(block[at, cols])
         better = size > best  # strictly: an earlier row keeps a tie, as argmax does
@@ -166,8 +171,9 @@ def randomized_svd(
     matrix B B^T in float64 (``gram_svd``).
 
     Memory, with K = dim + oversamples: 2 (n, K) blocks during the power iterations
-    (each product is a new block, which LU factorises in place), 2 at the end (the basis
-    Q and B = Q^T M (K, n), whose SVD ``wide_svd`` takes without V^T), then Q and U.
+    (each product is a new block, which LU factorises in place; float32: 3, each product
+    written into the block of the one before), 2 at the end (the basis Q and B = Q^T M
+    (K, n), whose SVD ``wide_svd`` takes without V^T), then Q and U.
     ``progress(where)`` is called after each power iteration, the QR and the SVD."""
     from scipy import linalg
 
@@ -203,12 +209,14 @@ def randomized_svd(
     Q = linalg.qr(Y, mode="economic", overwrite_a=True, check_finite=False)[0]  # M's range
     del Y
     progress("randomized SVD, QR of the basis")
-    B = prod(Mt, Q).T if sp.issparse(Mt) else Q.T @ Mt.T  # Q^T M, (K, n), Fortran order
-    del Mt
     if dtype == np.float64:
+        B = prod(Mt, Q).T if sp.issparse(Mt) else Q.T @ Mt.T  # Q^T M, (K, n), Fortran order
+        del Mt
         Uhat, S = wide_svd(B)
-    else:  # B B^T = (B^T)^T B^T: B's U are the V of its transpose
-        S, Uhat = gram_svd(B.T)
+    else:  # B B^T = Bt^T Bt for Bt = M^T Q: B's U are Bt's V
+        B = prod(Mt, Q)
+        del Mt
+        S, Uhat = gram_svd(B)
     del B
     progress("randomized SVD, SVD of B = Q^T M")
     U = Q @ Uhat.astype(dtype, copy=False)
@@ -234,20 +242,10 @@ def wide_svd(B):
     dgemm); U and S are L's.  Here dgelqf is called alone (scipy's own LAPACK, through
     scipy.linalg.cython_lapack: scipy.linalg.lapack has no LQ) and then gesdd on L, so
     U and S are gesdd's bits (tests/test_spectral.py).  Otherwise (few columns, or
-    entries gesdd would rescale, as ``propagation._tall_svd``) gesdd itself.  A float32
-    ``B``: its L (sgelqf, or B itself when it is not wide) in float64, then gesdd: U and S
-    float64."""
+    entries gesdd would rescale, as ``propagation._tall_svd``) gesdd itself."""
     from scipy import linalg
 
     K, n = B.shape
-    if B.dtype == np.float32:  # L (K, K) of B = L Q in float32, its SVD in float64
-        if n >= K and B.flags.f_contiguous:
-            _gelqf(B)
-            B = np.tril(B[:, :K])
-        U, S, _ = linalg.svd(
-            B.astype(np.float64), full_matrices=False, check_finite=False, lapack_driver="gesdd"
-        )
-        return U, S
     top = max(float(B.max()), -float(B.min())) if B.size else 0.0
     safe = np.sqrt(np.finfo(np.float64).tiny) / np.finfo(np.float64).eps  # gesdd's SMLNUM
     if n < max(int(K * 11 / 6), 2) or not safe <= top <= 1.0 / safe or not B.flags.f_contiguous:
@@ -255,7 +253,7 @@ def wide_svd(B):
             B, full_matrices=False, overwrite_a=True, check_finite=False, lapack_driver="gesdd"
         )
         return U, S
-    _gelqf(B)
+    _dgelqf(B)
     U, S, _ = linalg.svd(
         np.tril(B[:, :K]), full_matrices=False, check_finite=False, lapack_driver="gesdd"
     )
@@ -297,15 +295,8 @@ def gram_projection(Y, rows=1 << 12):
     keep = S > GRAM_FLOOR * top
     P = np.zeros_like(V)
     P[:, keep] = V[:, keep] / np.sqrt(S[keep])[None, :]
-    k = P.shape[1]
-    best, value = np.full(k, -1.0), np.zeros(k)
-    for r0 in range(0, Y.shape[0], rows):  # the entry of largest |U_ic| in each column
-        U = np.asarray(Y[r0 : r0 + rows], dtype=np.float64) @ P
-        at = np.argmax(np.abs(U), axis=0)
-        size = np.abs(U[at, np.arange(k)])
-        better = size > best  # strictly: an earlier row keeps a tie, as argmax does
-        best[better], value[better] = size[better], U[at, np.arange(k)][better]
-    signs = np.sign(value)
+    rows_of_U = (np.asarray(Y[r0 : r0 + rows], np.float64) @ P for r0 in range(0, len(Y), rows))
+    signs = block_signs(rows_of_U)
     signs[signs == 0] = 1.0
     return S, P * signs[None, :]
 
@@ -324,9 +315,9 @@ def projected_rows(Y, P, scale=1.0, rows=1 << 12):
     return E
 
 
-def _gelqf(B):
-    """B = L Q in place (LAPACK dgelqf or sgelqf, with its optimal workspace), B (K, n)
-    float64 or float32 in Fortran order: L in B's lower triangle."""
+def _dgelqf(B):
+    """B = L Q in place (LAPACK dgelqf, with its optimal workspace), B (K, n) float64 in
+    Fortran order: L in B's lower triangle."""
     import ctypes
 
     from scipy.linalg import cython_lapack
@@ -336,16 +327,16 @@ def _gelqf(B):
     pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
         ("PyCapsule_GetPointer", api)
     )
-    capsule = cython_lapack.__pyx_capi__["sgelqf" if B.dtype == np.float32 else "dgelqf"]
+    capsule = cython_lapack.__pyx_capi__["dgelqf"]
     address = pointer(capsule, name(capsule))
     i, p = ctypes.POINTER(ctypes.c_int), ctypes.c_void_p
     dgelqf = ctypes.CFUNCTYPE(None, i, i, p, i, p, p, i, i)(address)
     K, n = B.shape
-    tau, work = np.empty(min(K, n), dtype=B.dtype), np.empty(1, dtype=B.dtype)
+    tau, work = np.empty(min(K, n)), np.empty(1)
     info = ctypes.c_int(0)
     args = (ctypes.c_int(K), ctypes.c_int(n), B.ctypes.data, ctypes.c_int(K), tau.ctypes.data)
     dgelqf(*args, work.ctypes.data, ctypes.c_int(-1), info)  # the workspace query
-    work = np.empty(max(int(work[0]), 1), dtype=B.dtype)
+    work = np.empty(max(int(work[0]), 1))
     dgelqf(*args, work.ctypes.data, ctypes.c_int(work.shape[0]), info)
     if info.value:
         raise np.linalg.LinAlgError(f"LQ of the randomized SVD's B failed (info {info.value})")
