@@ -19,7 +19,7 @@ docs/results/scale_spectral.md).
 import numpy as np
 from numba import prange
 
-from ._jit import kernel
+from ._jit import inline, kernel
 
 ROW_CHUNKS = 256
 """Blocks of rows per product (``row_chunks``): enough that the threads' shares of stored
@@ -37,19 +37,25 @@ def row_chunks(indptr, chunks=ROW_CHUNKS):
     return np.unique(bounds)
 
 
+@inline
+def _row_product(indptr, indices, data, X, Y, i):
+    """Y[i] = row i of A times X, A (n, m) in CSR (indptr, indices, data): Y_ic = the sum
+    of A_ij X_jc over row i's stored entries in their stored order, from 0."""
+    for c in range(Y.shape[1]):
+        Y[i, c] = 0.0
+    for jj in range(indptr[i], indptr[i + 1]):
+        j = indices[jj]
+        a = data[jj]
+        for c in range(Y.shape[1]):
+            Y[i, c] += a * X[j, c]
+
+
 @kernel(parallel=True, work=lambda indptr, indices, data, bounds, X, Y: indices.size * Y.shape[1])
 def _csr_matmat(indptr, indices, data, bounds, X, Y):
-    """Y = A X, A (n, m) in CSR (indptr, indices, data), X (m, b), Y (n, b): Y_ic = the
-    sum of A_ij X_jc over row i's stored entries in their stored order, from 0."""
+    """Y = A X, A (n, m) in CSR, X (m, b), Y (n, b), by ``_row_product``."""
     for k in prange(bounds.shape[0] - 1):
         for i in range(bounds[k], bounds[k + 1]):
-            for c in range(Y.shape[1]):
-                Y[i, c] = 0.0
-            for jj in range(indptr[i], indptr[i + 1]):
-                j = indices[jj]
-                a = data[jj]
-                for c in range(Y.shape[1]):
-                    Y[i, c] += a * X[j, c]
+            _row_product(indptr, indices, data, X, Y, i)
 
 
 def _operands(A, X):
@@ -85,13 +91,7 @@ def _chebyshev_term(indptr, indices, data, bounds, MT, T1, T0, out, coef, tmp):
     scalar of it, and 2 T1 is written T1 + T1 so that no float64 literal widens it)."""
     for k in prange(bounds.shape[0] - 1):
         for i in range(bounds[k], bounds[k + 1]):
-            for c in range(tmp.shape[1]):
-                tmp[i, c] = 0.0
-            for jj in range(indptr[i], indptr[i + 1]):
-                j = indices[jj]
-                a = data[jj]
-                for c in range(tmp.shape[1]):
-                    tmp[i, c] += a * MT[j, c]
+            _row_product(indptr, indices, data, MT, tmp, i)
             for c in range(tmp.shape[1]):
                 t = tmp[i, c] - (T1[i, c] + T1[i, c])  # 2 T1, exact, in T1's dtype
                 t = t - T0[i, c]
