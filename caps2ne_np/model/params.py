@@ -68,8 +68,9 @@ def init_params(
     ``features`` (N, d) given -> fixed input features (not trained): a dense array,
     or a scipy.sparse matrix / SparseFeatures, kept sparse.
     ``X`` (N, d) or ``O`` (N, k) given (a spectral start), of ``dtype`` and C-contiguous:
-    the trainable table is that array itself, not drawn (W and O come from ``rng``
-    first and X last, so the draws made are the same either way).
+    the trainable table is that array itself, not drawn.  ``rng`` draws W, then O, then
+    X, and a spectral start gives X or X and O, so every draw still made is the one it
+    was without the start.
     """
     W = slot_major(rng.normal(0.0, 0.01, size=(n_slots, dim, feat_dim)).astype(dtype))
     if O is None:
