@@ -64,6 +64,14 @@ rows' tuned-C score is smallest, among 0.5, 1, 2, 4 and 8: 2 (worst 1.79 points,
 Citeseer), where unit rows fell 6.14 short (LFR 3k at 0.7).  Checked on the MUSAE
 graphs, which chose nothing: docs/training.md, 'The written scale';
 docs/results/panel_protocols.md."""
+SPECTRUM_POWERS = ("auto", "0.5", "1")
+SPECTRUM_POWER = "auto"
+"""The written rows of a propagated run (--spectrum-power), rownorm(U S^p) of the
+filtered o_v's SVD: 'auto' chooses p from the graph's structure measure (the stop rule's,
+budget.structure): 1 at AUC >= propagation.POWER_STRUCTURE, else ProNE's 0.5.  Chosen on
+the tuning graphs (3 seeds): p = 1 scored 0.8 to 4.0 points above 0.5 at C = 1 on Cora,
+Citeseer and Pubmed, 0.5 scored 3.1 above 1 on LFR 3k at mixing 0.7 and ... on POS;
+docs/training.md, 'The written spectrum'."""
 PRONE_THETA_MIN = 0.01
 """The smallest --prone-theta: the filter g(lambda) = exp(-theta X), X in [-1, 1], varies
 by a factor e^(2 theta) over the spectrum (2% at 0.01); below, O - g(L) O is theta times
@@ -441,6 +449,16 @@ OPTIONS = {
         "nodes its rank-d factorisation barely represents, whose direction float32 cannot "
         "resolve) or float64 (scikit-learn's and ProNE's bits). docs/scaling.md.",
         choices=SPECTRAL_PRECISIONS,
+    ),
+    "spectrum_power": Option(
+        SPECTRUM_POWER,
+        "choice",
+        "The written rows when the o_v are propagated (--propagate): rownorm(U S^p) of the "
+        "filtered o_v's SVD U S V^T.  0.5: ProNE's (a flatter spectrum); 1: the filtered "
+        "o_v's own (rotated); auto: 1 when the graph's rank-32 factors predict held-out "
+        "edges with AUC >= 0.68 (the stop rule's measure; no labels read), else 0.5 "
+        "(docs/training.md, 'The written spectrum').",
+        choices=SPECTRUM_POWERS,
     ),
     "row_norm": Option(
         ROW_NORM,

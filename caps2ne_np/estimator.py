@@ -21,7 +21,7 @@ from sklearn.exceptions import NotFittedError
 from .defaults import DEFAULTS as D
 from .errors import InputError
 from .estimator_files import _given_params, load_estimator, save_estimator
-from .estimator_inputs import _api_errors, _check_y, _graph_key, _node_indices, _seed, _threads
+from .estimator_inputs import _api_errors, _check_y, _graph_key, _node_indices, _power, _seed, _threads
 from .graphs import graph as graph_mod
 from .model.core import Params
 from .training import engines
@@ -113,6 +113,7 @@ class Caps2NE(BaseEstimator):
         prone_mu=D["prone_mu"],
         prone_theta=D["prone_theta"],
         spectral_precision=D["spectral_precision"],
+        spectrum_power=D["spectrum_power"],
         row_norm=D["row_norm"],
         propagate=D["propagate"],
         stop=D["stop"],
@@ -159,6 +160,7 @@ class Caps2NE(BaseEstimator):
             prone_mu=self.prone_mu,
             prone_theta=self.prone_theta,
             spectral_precision=self.spectral_precision,
+            spectrum_power=_power(self.spectrum_power),
             row_norm=self.row_norm,
             propagate=self.propagate,
             stop=self.stop,
@@ -278,6 +280,7 @@ class Caps2NE(BaseEstimator):
                 result.config,
                 self.O_,
                 held=getattr(result, "holdout", None),
+                structure=getattr(result, "structure", None),
             )
 
     def _fitted(self, result, selector, nodes, directed, keep_self_loops, seed):

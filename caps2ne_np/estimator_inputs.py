@@ -66,6 +66,14 @@ def _threads(n_jobs):
     return int(n_jobs)
 
 
+def _power(value):
+    """``spectrum_power`` as TrainConfig takes it: 'auto', or a number (0.5, 1) as its
+    choice's text ('0.5', '1'); anything else as given, for the config's check to name."""
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        return f"{float(value):g}"
+    return value
+
+
 def _seed(random_state):
     """The run seed for ``random_state``: an int as it is; a Generator or RandomState
     draws one; None draws one from the operating system's entropy."""

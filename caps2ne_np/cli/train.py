@@ -339,7 +339,13 @@ def _finish(result, g, outputs, selector, run_record, streamed):
         from ..model import propagation
 
         propagated = propagation.apply(
-            g.indptr, g.indices, g.weights, cfg, params.O, held=result.holdout
+            g.indptr,
+            g.indices,
+            g.weights,
+            cfg,
+            params.O,
+            held=result.holdout,
+            structure=result.structure,
         )
     written = params.O if propagated is None else propagated.E
     if selector is not None:

@@ -56,6 +56,15 @@ the margin lets all of them propagate; no graph of the panel had propagation low
 score, so the margin could not be set from one that did."""
 
 
+POWER_STRUCTURE = 0.68
+"""--spectrum-power auto writes rownorm(U S) (power 1) when the graph's structure measure
+(training/budget.structure: held-out edges predicted by the graph's own rank-32 factors,
+no labels) is at least this, else ProNE's rownorm(U S^1/2).  The stop rule's threshold
+(budget.STOP_STRUCTURE), on the same measure: the tuning graphs it separates are the
+ones where the written spectrum's choice split too (docs/training.md, 'The written
+spectrum')."""
+
+
 COLLAPSED_MAX = 0.5
 """The written embeddings are the o_v, not the propagated rows, when more than this
 fraction of the nodes get a propagated row identical to another node's whose o_v
@@ -71,16 +80,19 @@ def filtered(A, O, order, mu, theta, progress=spectral._silent, dtype=np.float64
     return spectral.filtered(A, O, order, mu, theta, progress, dtype)
 
 
-def projection(Ot):
-    """P = V S^-1/2 (k, k) of the thin SVD O~ = U S V^T, so that O~ P = U S^1/2 (directions
-    of a zero singular value map to 0, and so do the columns past N when N < k).  Signs
-    as spectral.randomized_svd's: each column of U has its largest entry positive."""
+def projection(Ot, power=0.5):
+    """P = V S^(power - 1) (k, k) of the thin SVD O~ = U S V^T, so that O~ P = U S^power
+    (ProNE's power 1/2 by default; ``spectrum_power``); directions of a zero singular
+    value map to 0, and so do the columns past N when N < k.  Signs as
+    spectral.randomized_svd's: each column of U has its largest entry positive."""
     if Ot.dtype == np.float32:  # from the Gram matrix in float64, as spectral.embedding
-        return spectral.gram_projection(Ot)[1]
+        return spectral.gram_projection(Ot, power=power)[1]
     S, Vt, signs = _tall_svd(Ot)
     signs[signs == 0] = 1.0
     top = S[0] if S.size else 0.0
-    inv = np.divide(1.0, np.sqrt(S), out=np.zeros_like(S), where=S > 1e-12 * max(top, 1e-300))
+    kept = S > 1e-12 * max(top, 1e-300)
+    shrink = np.sqrt(S) if power == 0.5 else S ** (1.0 - power)  # (sqrt: the bits of before)
+    inv = np.divide(1.0, shrink, out=np.zeros_like(S), where=kept)
     P = np.zeros((Ot.shape[1], Ot.shape[1]))  # N < k: the columns past rank N stay 0
     P[:, : S.size] = (Vt.T * signs[None, :]) * inv[None, :]
     return P
@@ -136,11 +148,20 @@ class Propagated(NamedTuple):
 
 
 def propagate(
-    A, O, order=10, mu=0.2, theta=0.5, scale=1.0, progress=spectral._silent, dtype=np.float64
+    A,
+    O,
+    order=10,
+    mu=0.2,
+    theta=0.5,
+    scale=1.0,
+    progress=spectral._silent,
+    dtype=np.float64,
+    power=0.5,
 ):
     """Spectral propagation of the embeddings ``O`` (N, k) over the symmetric adjacency
     ``A`` (scipy.sparse (N, N)): a ``Propagated`` (module docstring), its rows of length
-    ``scale`` (ProNE's: 1); ``progress(where)`` told how far along it is; ``dtype`` of
+    ``scale`` (ProNE's: 1) and E = rownorm(U S^power) (ProNE's: 1/2, ``spectrum_power``);
+    ``progress(where)`` told how far along it is; ``dtype`` of
     the filter (float64, or float32: ``--spectral-precision``, the SVD then from O~'s
     Gram matrix, ``projection``).  Memory (docs/scaling.md): O~ (N, k) and the filter's
     column blocks, then (float64) O~ and the copy its SVD factorises (``_tall_svd``);
@@ -153,7 +174,7 @@ def propagate(
     with threadpool_limits(limits=1, user_api="blas"):
         Ot = filtered(A, O, order, mu, theta, progress, dtype)
         progress("SVD of the filtered o_v")
-        P = projection(Ot)
+        P = projection(Ot, power)
         E = written_rows(Ot, P, scale)
     return Propagated(E, P, time.perf_counter() - t0)
 
@@ -326,13 +347,32 @@ def decide(A, O, seed=0, order=10, mu=0.2, theta=0.5, held=None):
     return on, why
 
 
-def apply(indptr, indices, weights, cfg, O, held=None):
+def written_power(cfg, structure=None):
+    """``(p, why)``: the power of the written rows rownorm(U S^p) of a propagated run with
+    options ``cfg`` (--spectrum-power): the option's number, or for 'auto' 1 when the
+    graph's ``structure`` (training/budget.graph_structure) is at least POWER_STRUCTURE,
+    else ProNE's 0.5 (also when it was not measured: a graph too small to tell).  A
+    configuration from before the option (a model file's): ProNE's 0.5."""
+    chosen = str(getattr(cfg, "spectrum_power", "0.5"))
+    if chosen != "auto":
+        return float(chosen), f"--spectrum-power {chosen}"
+    if structure is None:
+        return 0.5, "--spectrum-power auto: the graph's structure not measured (too small)"
+    side = ">=" if structure >= POWER_STRUCTURE else "<"
+    return (1.0 if side == ">=" else 0.5), (
+        f"--spectrum-power auto: structure AUC {structure:.3f} {side} {POWER_STRUCTURE:g}"
+    )
+
+
+def apply(indptr, indices, weights, cfg, O, held=None, structure=None):
     """The written embeddings of a run with options ``cfg`` (config.TrainConfig, resolved)
     and trained o_v ``O``: a ``Propagated`` when ``cfg.propagate`` is 'on', or 'auto' and
     ``decide`` says so; else None.  Logs one line saying which and why.  The filter runs
     over the whole graph (indptr, indices, weights), also after ``--stop holdout``
     trained without some of its edges; ``held``: that run's held-out sample
-    (loop.TrainResult.holdout), which 'auto' measures on, or None."""
+    (loop.TrainResult.holdout), which 'auto' measures on, or None; ``structure``: the
+    graph's structure measure (loop.TrainResult.structure), which --spectrum-power auto
+    reads, or None."""
     mode = getattr(cfg, "propagate", None) or "none"
     if mode == "none":
         return None
@@ -363,7 +403,10 @@ def apply(indptr, indices, weights, cfg, O, held=None):
             return None
     scale = float(getattr(cfg, "row_norm", 1.0))
     dtype = np.dtype(getattr(cfg, "spectral_precision", "float64"))
-    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage, dtype)
+    power, chose = written_power(cfg, structure)
+    p = propagate(
+        A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage, dtype, power
+    )
     seconds = time.perf_counter() - t0
     problem, twins = check_rows(p.E, O)
     if problem:
@@ -376,7 +419,8 @@ def apply(indptr, indices, weights, cfg, O, held=None):
         return None
     note = (
         f"written embeddings: the o_v propagated (ProNE's filter, order {cfg.prone_order}, "
-        f"mu {cfg.prone_mu:g}, theta {cfg.prone_theta:g}; rows of length {scale:g}; {why}) "
+        f"mu {cfg.prone_mu:g}, theta {cfg.prone_theta:g}; rows rownorm(U S^{power:g}) "
+        f"({chose}) of length {scale:g}; {why}) "
         f"in {seconds:.2f} s{twins}"
     )
     log.info("%s", note)

@@ -285,16 +285,18 @@ def gram_svd(Y, rows=1 << 14):
     return np.sqrt(np.clip(lam[::-1], 0.0, None)), V[:, ::-1]
 
 
-def gram_projection(Y, rows=1 << 12):
-    """``(S, P)``: the singular values S of ``Y`` (N, k) (``gram_svd``) and P = V S^-1/2
-    (k, k) float64, so that Y P = U S^1/2, its directions below GRAM_FLOOR s_1 mapped to
-    0 and its columns signed so that each column of U has its largest entry positive
-    (``column_signs``; U formed ``rows`` rows at a time, never whole)."""
+def gram_projection(Y, rows=1 << 12, power=0.5):
+    """``(S, P)``: the singular values S of ``Y`` (N, k) (``gram_svd``) and P = V S^(power - 1)
+    (k, k) float64, so that Y P = U S^power (ProNE's power 1/2 by default), its directions
+    below GRAM_FLOOR s_1 mapped to 0 and its columns signed so that each column of U has
+    its largest entry positive (``column_signs``; U formed ``rows`` rows at a time, never
+    whole)."""
     S, V = gram_svd(Y)
     top = S[0] if S.size else 0.0
     keep = S > GRAM_FLOOR * top
     P = np.zeros_like(V)
-    P[:, keep] = V[:, keep] / np.sqrt(S[keep])[None, :]
+    shrink = np.sqrt(S[keep]) if power == 0.5 else S[keep] ** (1.0 - power)  # (sqrt: the bits
+    P[:, keep] = V[:, keep] / shrink[None, :]  # of before the power was an argument)
     rows_of_U = (np.asarray(Y[r0 : r0 + rows], np.float64) @ P for r0 in range(0, len(Y), rows))
     signs = block_signs(rows_of_U)
     signs[signs == 0] = 1.0

@@ -341,9 +341,15 @@ def without_pairs(graph, pairs):
 
 def graph_structure(cfg, graph):
     """``structure`` of the graph (indptr, indices, weights) of a run with options
-    ``cfg``, seeded by ``cfg.seed`` and logged; None when ``cfg.stop`` is not 'auto'
-    (nothing measured) or the graph is too small to tell."""
-    if getattr(cfg, "stop", "none") != "auto":
+    ``cfg``, seeded by ``cfg.seed`` and logged; None when no rule of the run reads it
+    (``cfg.stop`` is not 'auto', and the written spectrum is not chosen by
+    ``--spectrum-power auto`` of a propagated run: propagation.written_power) or the
+    graph is too small to tell."""
+    stop = getattr(cfg, "stop", "none") == "auto"
+    spectrum = (getattr(cfg, "propagate", None) or "none") != "none" and getattr(
+        cfg, "spectrum_power", "0.5"
+    ) == "auto"
+    if not (stop or spectrum):
         return None
     from ..kernels.rng import derive_seed
     from ..model import spectral
@@ -354,20 +360,28 @@ def graph_structure(cfg, graph):
     value = structure(
         spectral.adjacency(indptr, indices, weights, n),
         derive_seed(cfg.seed, "stop structure") % (2**32),
+        progress=None
+        if stop
+        else spectral.Stage(
+            "written spectrum",
+            f"a rank-{STOP_RANK} factorisation of the graph ({n:,} nodes) without a sample "
+            "of its edges, to measure how well it predicts them",
+        ),
     )
-    if value is not None:
+    if value is None:
+        return None
+    measured = (
+        f"the graph's own rank-{STOP_RANK} factors predict held-out edges with AUC "
+        f"{value:.3f} ({time.perf_counter() - t0:.2f} s)"
+    )
+    if stop:
         then = (
             "one epoch"
             if value >= STOP_STRUCTURE
             else f"below {STOP_STRUCTURE:g}: until an epoch moves the o_v less than "
             f"{STOP_DRIFT:g} of their norm"
         )
-        log.info(
-            "stop rule: the graph's own rank-%d factors predict held-out edges with AUC "
-            "%.3f (%.2f s), so %s",
-            STOP_RANK,
-            value,
-            time.perf_counter() - t0,
-            then,
-        )
+        log.info("stop rule: %s, so %s", measured, then)
+    else:
+        log.info("written spectrum (--spectrum-power auto): %s", measured)
     return value

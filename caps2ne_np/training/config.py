@@ -84,7 +84,9 @@ class TrainConfig:
     prone_order, prone_mu, prone_theta   ProNE's Chebyshev order and filter (spectral.py)
     spectral_precision   'float32' or 'float64': the arithmetic of the spectral start and
                          the propagation
-    row_norm        the length of the written rows when propagated (propagation.py)
+    spectrum_power       'auto', '0.5' or '1': the written rows rownorm(U S^p) when
+                         propagated (propagation.py)
+    row_norm             the length of the written rows when propagated (propagation.py)
     propagate            'none', 'on' or 'auto': ProNE's propagation of the written o_v
                          (propagation.py; the same order and filter)
     stop                 'none', 'auto': end before ``epochs`` when the o_v stop
@@ -126,6 +128,7 @@ class TrainConfig:
     prone_mu: float = DEFAULTS["prone_mu"]
     prone_theta: float = DEFAULTS["prone_theta"]
     spectral_precision: str = DEFAULTS["spectral_precision"]
+    spectrum_power: str = DEFAULTS["spectrum_power"]
     row_norm: float = DEFAULTS["row_norm"]
     propagate: str | None = DEFAULTS["propagate"]
     stop: str | None = DEFAULTS["stop"]

@@ -64,7 +64,8 @@ class TrainingDiverged(RuntimeError):
 class TrainResult:
     """Fitted parameters, the optimiser (local engines), the per-epoch history, the
     run's notes and its schedule (``lr``: the rate of the last step trained); with
-    ``--stop holdout``, the edges held out of training (budget.held_out), or None."""
+    ``--stop holdout``, the edges held out of training (budget.held_out), or None; the
+    graph's structure measure (budget.graph_structure), or None when nothing read it."""
 
     params: object
     config: object
@@ -73,6 +74,7 @@ class TrainResult:
     notes: list = field(default_factory=list)
     schedule: object = None
     holdout: dict | None = None
+    structure: float | None = None
 
     @property
     def lr(self):

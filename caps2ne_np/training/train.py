@@ -164,7 +164,11 @@ def _train(Engine, graph, run, resume_from, options):
             )
             run.start = None  # copied into the tables: the spectral start's (N, d) arrays go
             result = TrainResult(
-                params=engine.params(), config=cfg, optimizer=engine.optimizer, notes=run.notes
+                params=engine.params(),
+                config=cfg,
+                optimizer=engine.optimizer,
+                notes=run.notes,
+                structure=run.structure,
             )
             stack.callback(engine.close)
             engine.checkpoint_every = int(options.checkpoint_every)  # rounds end there

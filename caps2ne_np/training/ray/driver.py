@@ -137,7 +137,9 @@ def _attempt(ray, run, starts, resume_from, layout, write_outputs, options):
     engine = RayEngine(ray, *run.graph, run.cfg, run.features, resume_from, start=start, **layout)
     del start  # the engine's, until its initial values are sent
     try:
-        result = TrainResult(params=None, config=run.cfg, notes=run.notes, holdout=run.held)
+        result = TrainResult(
+            params=None, config=run.cfg, notes=run.notes, holdout=run.held, structure=run.structure
+        )
         stop = budget.stop_rule(run.cfg, run.structure, run.held)  # a fresh rule every attempt
         run_epochs(engine, result, run.schedule, options, stop_rule=stop)
         return engine.finish(result, layout["stats"], write_outputs)
