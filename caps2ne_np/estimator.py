@@ -21,7 +21,15 @@ from sklearn.exceptions import NotFittedError
 from .defaults import DEFAULTS as D
 from .errors import InputError
 from .estimator_files import _given_params, load_estimator, save_estimator
-from .estimator_inputs import _api_errors, _check_y, _graph_key, _node_indices, _power, _seed, _threads
+from .estimator_inputs import (
+    _api_errors,
+    _check_y,
+    _graph_key,
+    _node_indices,
+    _power,
+    _seed,
+    _threads,
+)
 from .graphs import graph as graph_mod
 from .model.core import Params
 from .training import engines

@@ -404,9 +404,7 @@ def apply(indptr, indices, weights, cfg, O, held=None, structure=None):
     scale = float(getattr(cfg, "row_norm", 1.0))
     dtype = np.dtype(getattr(cfg, "spectral_precision", "float64"))
     power, chose = written_power(cfg, structure)
-    p = propagate(
-        A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage, dtype, power
-    )
+    p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage, dtype, power)
     seconds = time.perf_counter() - t0
     problem, twins = check_rows(p.E, O)
     if problem:
