@@ -382,3 +382,129 @@ def test_row_groups_hash_float32_rows_without_collisions(monkeypatch):
     )
     ids = propagation.row_groups(X)
     assert len(real_unique(ids)) == X.shape[0]
+
+
+# --------------------------------------------------------------------------- the written spectrum
+
+
+def naive_written(A, O, mu, theta, power):
+    """rownorm(U S^power) of the exact thin SVD of the exact filtered signal, U signed as
+    ``naive_propagate``'s."""
+    U, S, _ = np.linalg.svd(naive_filtered(A, O, mu, theta), full_matrices=False)
+    for j in range(U.shape[1]):
+        if U[np.argmax(np.abs(U[:, j])), j] < 0:
+            U[:, j] = -U[:, j]
+    E = U * S**power
+    return E / np.linalg.norm(E, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("power", [0.5, 0.75, 1.0])
+@pytest.mark.parametrize("dtype,atol", [(np.float64, 1e-6), (np.float32, 2e-4)])
+def test_the_written_rows_are_rownorm_of_u_s_to_the_power(small_graph, power, dtype, atol):
+    """--spectrum-power p: E = rownorm(U S^p), in float64 and in float32 (the SVD from the
+    Gram matrix); the stored map P gives the same rows from O~ (what infer applies), and
+    at p = 1 the rows are those of rownorm(O~) turned by V (the same inner products)."""
+    A = sp.csr_matrix(small_graph)
+    O = np.random.default_rng(5).standard_normal((12, 4))
+    p = propagation.propagate(A, O, 10, 0.2, 0.5, dtype=dtype, power=power)
+    np.testing.assert_allclose(p.E, naive_written(small_graph, O, 0.2, 0.5, power), atol=atol)
+    Ot = propagation.filtered(A, O, 10, 0.2, 0.5, dtype=dtype)
+    np.testing.assert_allclose(spectral.rownorm(np.float64(Ot) @ p.P), p.E, atol=atol)
+    if power == 1.0:
+        R = spectral.rownorm(naive_filtered(small_graph, O, 0.2, 0.5))
+        np.testing.assert_allclose(p.E @ p.E.T, R @ R.T, atol=atol)
+    rows = np.array([1, 8])
+    np.testing.assert_allclose(
+        propagation.embed_new(A, O, rows, p.P, dtype=dtype), p.E[rows], atol=atol
+    )
+
+
+def test_power_one_half_keeps_the_bits_of_prone_s_map():
+    """The default argument is ProNE's map P = V S^-1/2, formed as before the power was an
+    argument (a division by sqrt(S)), bit for bit, in both precisions."""
+    rng = np.random.default_rng(6)
+    Ot = np.asfortranarray(rng.standard_normal((300, 16)))
+    S, Vt, signs = propagation._tall_svd(Ot)
+    before = (Vt.T * signs[None, :]) * (1.0 / np.sqrt(S))[None, :]
+    np.testing.assert_array_equal(propagation.projection(Ot), before)
+    np.testing.assert_array_equal(propagation.projection(Ot, 0.5), before)
+    Y = Ot.astype(np.float32)
+    S32, V = spectral.gram_svd(Y)
+    _, P = spectral.gram_projection(Y)
+    unsigned = V / np.sqrt(S32)[None, :]
+    np.testing.assert_array_equal(np.abs(P), np.abs(unsigned))
+
+
+def test_the_auto_power_reads_the_structure_against_its_threshold():
+    from caps2ne_np.training import budget
+    from caps2ne_np.training.config import TrainConfig
+
+    assert propagation.POWER_STRUCTURE == budget.STOP_STRUCTURE  # one measure, one split
+    auto = TrainConfig(spectrum_power="auto")
+    assert propagation.written_power(auto, 0.9)[0] == 1.0
+    assert propagation.written_power(auto, propagation.POWER_STRUCTURE)[0] == 1.0
+    assert propagation.written_power(auto, 0.6)[0] == 0.5
+    power, why = propagation.written_power(auto, None)
+    assert power == 0.5 and "not measured" in why
+    for chosen, power in (("0.5", 0.5), ("1", 1.0)):
+        cfg = TrainConfig(spectrum_power=chosen)
+        assert propagation.written_power(cfg, 0.9)[0] == power
+        assert propagation.written_power(cfg, 0.1)[0] == power
+    assert propagation.written_power(object(), 0.9)[0] == 0.5  # a config from before it
+
+
+def test_the_structure_is_measured_when_only_the_written_spectrum_reads_it(caplog):
+    """--stop none with propagation and --spectrum-power auto still measures the graph
+    (and says what for); with neither rule reading it, nothing is measured."""
+    import logging
+
+    from caps2ne_np.training import budget
+    from caps2ne_np.training.config import TrainConfig
+
+    A = planted_blocks(n=200, p_in=0.2, p_out=0.01)
+    graph = (A.indptr, A.indices.astype(np.int32), None)
+    with caplog.at_level(logging.INFO):
+        value = budget.graph_structure(TrainConfig(stop="none", propagate="on"), graph)
+    assert value is not None and 0.5 < value <= 1.0
+    assert "written spectrum (--spectrum-power auto)" in caplog.text
+    assert value == budget.graph_structure(TrainConfig(stop="auto", propagate="none"), graph)
+    for cfg in (
+        TrainConfig(stop="none", propagate="none"),
+        TrainConfig(stop="none", propagate="on", spectrum_power="0.5"),
+    ):
+        assert budget.graph_structure(cfg, graph) is None
+
+
+@pytest.mark.parametrize(
+    "given,kind,power",
+    [(1, "random", 1.0), (0.5, "strong", 0.5), ("1", "random", 1.0)]
+    + [("auto", "strong", 1.0), ("auto", "random", 0.5)],
+)
+def test_the_estimator_writes_the_spectrum_it_is_given(given, kind, power):
+    """Caps2NE(spectrum_power=...) takes the choice's text or its number; the written rows
+    are ``propagate`` of the o_v at that power.  'auto' measures the graph: 1 on six
+    planted communities (structure 0.76-0.80), 0.5 on a random graph (0.45-0.56)."""
+    from test_budget import RANDOM, STRONG, planted
+
+    from caps2ne_np.defaults import ROW_NORM
+    from caps2ne_np.estimator import Caps2NE
+
+    A = planted(**(STRONG if kind == "strong" else RANDOM), seed=0)
+    model = Caps2NE(**TINY, propagate="on", spectrum_power=given, random_state=0).fit(A)
+    A_full = spectral.adjacency(A.indptr, A.indices, None, A.shape[0])
+    expected = propagation.propagate(
+        A_full, model.O_, scale=ROW_NORM, dtype=np.float32, power=power
+    )
+    np.testing.assert_array_equal(model.get_embedding(), expected.E)
+    other = propagation.propagate(
+        A_full, model.O_, scale=ROW_NORM, dtype=np.float32, power=1.5 - power
+    )
+    assert np.abs(model.get_embedding() - other.E).max() > 1e-3  # the power shows
+
+
+def test_a_spectrum_power_outside_its_choices_is_refused():
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.estimator import Caps2NE
+
+    with pytest.raises(InputError, match="spectrum_power"):
+        Caps2NE(**TINY, propagate="on", spectrum_power=2).fit(planted_blocks())
