@@ -484,10 +484,9 @@ def test_the_estimator_writes_the_spectrum_it_is_given(given, kind, power):
     """Caps2NE(spectrum_power=...) takes the choice's text or its number; the written rows
     are ``propagate`` of the o_v at that power.  'auto' measures the graph: 1 on six
     planted communities (structure 0.76-0.80), 0.5 on a random graph (0.45-0.56)."""
-    from test_budget import RANDOM, STRONG, planted
-
     from caps2ne_np.defaults import ROW_NORM
     from caps2ne_np.estimator import Caps2NE
+    from test_budget import RANDOM, STRONG, planted
 
     A = planted(**(STRONG if kind == "strong" else RANDOM), seed=0)
     model = Caps2NE(**TINY, propagate="on", spectrum_power=given, random_state=0).fit(A)
