@@ -16,9 +16,11 @@ expanded in Chebyshev polynomials of X (the Bessel coefficients, spectral.chebys
 with a truncation error at most sum_{i >= order} 2 I_i(theta) per unit of O (in the
 D~^1/2 norm, where L is symmetric).  The propagated embedding is then, as ProNE does,
 
-    O~ = A~ (O - g(L) O),   O~ = U S V^T (thin SVD),   E = rownorm(U S^1/2)
+    O~ = A~ (O - g(L) O),   O~ = U S V^T (thin SVD),   E = rownorm(U S^p)
 
-and since U S^1/2 = O~ V S^-1/2, E = rownorm(O~ P) with the (k, k) map P = V S^-1/2:
+with ProNE's p = 1/2 (a flatter spectrum than O~'s) or p = 1 (the rows of O~ itself,
+turned by V: ``--spectrum-power``, chosen per graph by ``written_power``).  Since
+U S^p = O~ V S^(p-1), E = rownorm(O~ P) with the (k, k) map P = V S^(p-1):
 the map a model file keeps (``propagation_P``) so that ``infer`` sends new nodes through
 the same filter and the same P (``embed_new``).
 
