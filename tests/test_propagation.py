@@ -436,7 +436,6 @@ def test_power_one_half_keeps_the_bits_of_prone_s_map():
 
 
 def test_the_auto_power_reads_the_structure_against_its_threshold():
-    from caps2ne_np.training import budget
     from caps2ne_np.training.config import TrainConfig
 
     assert 0.5 < propagation.POWER_STRUCTURE < 1.0
