@@ -354,13 +354,17 @@ def written_power(cfg, structure=None):
     """``(p, why)``: the power of the written rows rownorm(U S^p) of a propagated run with
     options ``cfg`` (--spectrum-power): the option's number, or for 'auto' 1 when the
     graph's ``structure`` (training/budget.graph_structure) is at least POWER_STRUCTURE,
-    else ProNE's 0.5 (also when it was not measured: a graph too small to tell).  A
+    else ProNE's 0.5 (also when it was not measured: a graph too small to tell, or without
+    an edge to hold out).  A
     configuration from before the option (a model file's): ProNE's 0.5."""
     chosen = str(getattr(cfg, "spectrum_power", "0.5"))
     if chosen != "auto":
         return float(chosen), f"--spectrum-power {chosen}"
     if structure is None:
-        return 0.5, "--spectrum-power auto: the graph's structure not measured (too small)"
+        return 0.5, (
+            "--spectrum-power auto: the graph's structure not measured (too small, or no "
+            "edge to hold out)"
+        )
     side = ">=" if structure >= POWER_STRUCTURE else "<"
     return (1.0 if side == ">=" else 0.5), (
         f"--spectrum-power auto: structure AUC {structure:.3f} {side} {POWER_STRUCTURE:g}"
