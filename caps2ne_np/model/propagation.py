@@ -94,8 +94,7 @@ def projection(Ot, power=0.5):
     signs[signs == 0] = 1.0
     top = S[0] if S.size else 0.0
     kept = S > 1e-12 * max(top, 1e-300)
-    shrink = np.sqrt(S) if power == 0.5 else S ** (1.0 - power)  # (sqrt: the bits of before)
-    inv = np.divide(1.0, shrink, out=np.zeros_like(S), where=kept)
+    inv = np.divide(1.0, spectral.power_divisor(S, power), out=np.zeros_like(S), where=kept)
     P = np.zeros((Ot.shape[1], Ot.shape[1]))  # N < k: the columns past rank N stay 0
     P[:, : S.size] = (Vt.T * signs[None, :]) * inv[None, :]
     return P

@@ -285,6 +285,13 @@ def gram_svd(Y, rows=1 << 14):
     return np.sqrt(np.clip(lam[::-1], 0.0, None)), V[:, ::-1]
 
 
+def power_divisor(S, power):
+    """S^(1 - power), what V is divided by in the map P = V S^(power - 1) that takes a
+    matrix Y = U S V^T to U S^power; for ProNE's power 1/2 a square root (the bits of
+    before the power was an argument)."""
+    return np.sqrt(S) if power == 0.5 else S ** (1.0 - power)
+
+
 def gram_projection(Y, rows=1 << 12, power=0.5):
     """``(S, P)``: the singular values S of ``Y`` (N, k) (``gram_svd``) and P = V S^(power - 1)
     (k, k) float64, so that Y P = U S^power (ProNE's power 1/2 by default), its directions
@@ -295,8 +302,7 @@ def gram_projection(Y, rows=1 << 12, power=0.5):
     top = S[0] if S.size else 0.0
     keep = S > GRAM_FLOOR * top
     P = np.zeros_like(V)
-    shrink = np.sqrt(S[keep]) if power == 0.5 else S[keep] ** (1.0 - power)  # (sqrt: the bits
-    P[:, keep] = V[:, keep] / shrink[None, :]  # of before the power was an argument)
+    P[:, keep] = V[:, keep] / power_divisor(S[keep], power)[None, :]
     rows_of_U = (np.asarray(Y[r0 : r0 + rows], np.float64) @ P for r0 in range(0, len(Y), rows))
     signs = block_signs(rows_of_U)
     signs[signs == 0] = 1.0
