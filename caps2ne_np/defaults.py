@@ -27,7 +27,7 @@ GRAD_MODES = ("exact", "stop")
 SPECTRAL_MODES = ("none", "features", "init", "init_xo")
 PROPAGATE_MODES = ("none", "on", "auto")
 SPECTRAL_PRECISIONS = ("float32", "float64")
-STOP_MODES = ("none", "auto", "holdout")
+STOP_MODES = ("none", "auto", "holdout", "loglik")
 
 LR_FEATURELESS = 5e-4
 """The 'paper' preset's Adam lr when the input features x are trained (no fixed
@@ -407,8 +407,11 @@ OPTIONS = {
         "an epoch moves the o_v by less than a fifth of their norm (training/budget.py; "
         "no labels read); holdout: hold out 5% of the edges (at most 2,000) from "
         "training and end the run once an epoch raises their link AUC by less than "
-        "0.002 (not yet measured on the panel); none: train every epoch. [preset: "
-        "converge auto, paper none; none when --epochs is given] docs/training.md.",
+        "0.002 (not yet measured on the panel); loglik: hold out the same edges and end "
+        "the run once an epoch raises the mean log-likelihood of a context through each "
+        "held-out edge predicting its other end by less than 0.01; none: train every "
+        "epoch. [preset: converge auto, paper none; none when --epochs is given] "
+        "docs/training.md.",
         choices=STOP_MODES,
     ),
     "spectral_dim": Option(

@@ -82,7 +82,8 @@ class Caps2NE(BaseEstimator):
     without locks (``train.AsyncEngine``; faster, not reproducible).  ``spectral``: the
     ProNE start (model/spectral.py: none, features, init, init_xo); ``propagate``: ProNE's
     propagation of the written o_v (model/propagation.py); ``stop``: 'auto' (structure,
-    then drift) or 'holdout' (held-out edges; training/budget.py); ``node2vec_p``,
+    then drift), 'holdout' (held-out edges' AUC) or 'loglik' (their contexts'
+    log-likelihood; training/budget.py); ``node2vec_p``,
     ``node2vec_q``: node2vec's p and q, second-order walks (training/walks.py).
     """
 

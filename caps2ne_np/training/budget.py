@@ -28,6 +28,11 @@ seeded sample of edges before training (``propagation.holdout``: edges whose end
 another edge, and as many non-edges), the run trains on the graph without them, and
 after each epoch t >= 2 it stops when the link AUC of those edges by the cosine of the
 o_v rose less than HOLDOUT_MIN_GAIN over epoch t.
+``--stop loglik`` (``LoglikRule``) holds out the same edges and scores the model by its
+own objective instead: a context walk from one end of each held-out edge
+(``held_contexts``) and the other end as its target, and after each epoch t >= 2 it
+stops when their mean log-likelihood under the full softmax over every node rose less
+than LOGLIK_MIN_GAIN over epoch t's.
 ``run_epochs`` (loop.py) asks the rule after every epoch; the run keeps the schedule of
 its full budget (the rate of the epochs it trains does not change), so a stopped run is
 the first epochs of the full one.
@@ -61,12 +66,23 @@ many nodes are not measured): 32 separates the panel's graphs as 64 and 128 do (
 to 5,000 nodes, 1 s at 30,000 (docs/results/stop_structure.md)."""
 
 
+HELD_OUT_MODES = ("holdout", "loglik")
+"""The --stop modes that hold edges out of training (``held_out``)."""
+
 HOLDOUT_MIN_GAIN = 0.002
 """--stop holdout ends the run after the first epoch t >= 2 whose held-out AUC rose less
 than this over epoch t's (``HoldoutRule``).  Provisional, not measured on the panel:
 chosen from two graphs' AUC per epoch (docs/training.md, "When to stop"): Cora 0.9005,
 0.9023, 0.9033, 0.9031 stops after epoch 2; an e-mail graph 0.805, 0.828, 0.837, 0.840,
 0.839 after epoch 5."""
+
+
+LOGLIK_MIN_GAIN = 0.01
+"""--stop loglik ends the run after the first epoch t >= 2 whose held-out contexts' mean
+log-likelihood (nats) rose less than this over epoch t's (``LoglikRule``).  Provisional
+until docs/training.md, "Held-out evidence", measures it."""
+LOGLIK_CHUNK = 256
+"""Held-out contexts scored at a time: a (chunk, N) block of logits."""
 
 
 def structure(A, seed, progress=None):
@@ -184,86 +200,160 @@ class StopRule:
         return False
 
 
-class HoldoutRule:
-    """``--stop holdout``: ``rule(epoch, params) -> bool``, True to end the run after
-    ``epoch`` (1-based) when the link AUC of the held-out edges ``held`` (``held_out``:
-    dict pos, neg of (m, 2) node pairs) by the cosine of the o_v rose less than
-    ``min_gain`` (default HOLDOUT_MIN_GAIN) over the previous epoch's.  ``aucs[t - 1]``
-    is epoch t's AUC (None: not measured); ``stopped`` is True once it ended the run.
-    Its state goes into every checkpoint, as ``StopRule``'s does."""
+class HeldOutRule:
+    """A stop rule that reads evidence held out of training: ``rule(epoch, params) ->
+    bool``, True to end the run after ``epoch`` (1-based) when ``score(params)`` rose less
+    than ``min_gain`` over the previous epoch's.  ``scores[t - 1]`` is epoch t's (None:
+    not measured); ``stopped`` is True once it ended the run.  Its state goes into every
+    checkpoint (``checkpoint``, ``resume``), as ``StopRule``'s does.  Subclasses say what
+    they score (``score``; ``what`` and ``unit`` for the log; ``key``: the name their
+    scores have in a checkpoint)."""
 
-    option = "--stop holdout"
+    option = key = what = unit = None
+    digits = 4
 
-    def __init__(self, held, min_gain=None):
-        self.pos = np.asarray(held["pos"], dtype=np.int64).reshape(-1, 2)
-        self.neg = np.asarray(held["neg"], dtype=np.int64).reshape(-1, 2)
-        self.min_gain = float(HOLDOUT_MIN_GAIN if min_gain is None else min_gain)
-        self.aucs = []
+    def __init__(self, min_gain):
+        self.min_gain = float(min_gain)
+        self.scores = []
         self.stopped = False
 
     def epochs_at_most(self, epochs):
         """Nothing is known before training: the run's ``epochs``."""
         return epochs
 
-    def score(self, O):
-        """The link AUC (float) of the held-out edges against the non-edges by the cosine
-        similarity of their ends' o_v (rows of ``O``)."""
-        from ..model import propagation, spectral
-
-        U = spectral.rownorm(np.asarray(O, dtype=np.float64))
-        return propagation.auc(
-            np.einsum("ij,ij->i", U[self.pos[:, 0]], U[self.pos[:, 1]]),
-            np.einsum("ij,ij->i", U[self.neg[:, 0]], U[self.neg[:, 1]]),
-        )
+    def score(self, params):  # pragma: no cover - every subclass has its own
+        raise NotImplementedError
 
     def checkpoint(self, mid_epoch):
         """The rule's state for a checkpoint: (a JSON-able dict: whether it ended the run
-        and the AUCs so far; no arrays)."""
-        return {"stopped": self.stopped, "aucs": list(self.aucs)}, {}
+        and the scores so far; no arrays)."""
+        return {"stopped": self.stopped, self.key: list(self.scores)}, {}
 
     def resume(self, state, params, arrays=None):
         """Before the first epoch (``run_epochs``): the rule as the resumed run left it.
         A run resumed at the end of an epoch the rule did not measure (the last of a run
-        whose --epochs grows on resume) measures it from the o_v it resumed from, as the
-        uninterrupted run would have."""
+        whose --epochs grows on resume) measures it from the parameters it resumed from,
+        as the uninterrupted run would have."""
         stored = state.get("stop") or {}
         self.stopped = bool(stored.get("stopped", False))
-        self.aucs = [None if a is None else float(a) for a in stored.get("aucs", [])]
+        self.scores = [None if a is None else float(a) for a in stored.get(self.key, [])]
         epoch = int(state["epoch"])
-        if epoch > 0 and state["batch"] == 0 and len(self.aucs) < epoch:
-            self.aucs += [None] * (epoch - 1 - len(self.aucs))
-            self.aucs.append(self.score(params.O))
+        if epoch > 0 and state["batch"] == 0 and len(self.scores) < epoch:
+            self.scores += [None] * (epoch - 1 - len(self.scores))
+            self.scores.append(self.score(params))
 
     def __call__(self, epoch, params):
-        value = self.score(params.O)
-        self.aucs += [None] * (epoch - 1 - len(self.aucs))
-        self.aucs[epoch - 1 :] = [value]
-        previous = self.aucs[epoch - 2] if epoch >= 2 else None
+        value = self.score(params)
+        self.scores += [None] * (epoch - 1 - len(self.scores))
+        self.scores[epoch - 1 :] = [value]
+        previous = self.scores[epoch - 2] if epoch >= 2 else None
+        f = f"%.{self.digits}f"
         if previous is None:
-            log.info("held-out edges after epoch %d: AUC %.4f", epoch, value)
+            log.info(f"%s after epoch %d: %s {f}", self.what, epoch, self.unit, value)
             return False
         gain = value - previous
         if gain < self.min_gain:
             log.info(
-                "stop after epoch %d: the held-out edges' AUC went from %.4f to %.4f "
-                "(%+.4f < %g, --stop holdout; --stop none trains every epoch)",
+                f"stop after epoch %d: the %s' %s went from {f} to {f} "
+                f"(%+.{self.digits}f < %g, %s; --stop none trains every epoch)",
                 epoch,
+                self.what,
+                self.unit,
                 previous,
                 value,
                 gain,
                 self.min_gain,
+                self.option,
             )
             self.stopped = True
             return True
         log.info(
-            "held-out edges after epoch %d: AUC %.4f (%+.4f over epoch %d's, >= %g): training on",
+            f"%s after epoch %d: %s {f} (%+.{self.digits}f over epoch %d's, >= %g): training on",
+            self.what,
             epoch,
+            self.unit,
             value,
             gain,
             epoch - 1,
             self.min_gain,
         )
         return False
+
+
+class HoldoutRule(HeldOutRule):
+    """``--stop holdout``: ends the run after the first epoch t >= 2 whose link AUC of the
+    held-out edges ``held`` (``held_out``: dict pos, neg of (m, 2) node pairs) by the
+    cosine of the o_v rose less than ``min_gain`` (default HOLDOUT_MIN_GAIN) over epoch
+    t - 1's (``HeldOutRule``); ``aucs`` are its scores."""
+
+    option = "--stop holdout"
+    key = "aucs"
+    what, unit = "held-out edges", "AUC"
+
+    def __init__(self, held, min_gain=None):
+        super().__init__(HOLDOUT_MIN_GAIN if min_gain is None else min_gain)
+        self.pos = np.asarray(held["pos"], dtype=np.int64).reshape(-1, 2)
+        self.neg = np.asarray(held["neg"], dtype=np.int64).reshape(-1, 2)
+
+    @property
+    def aucs(self):
+        return self.scores
+
+    def score(self, params):
+        """The link AUC (float) of the held-out edges against the non-edges by the cosine
+        similarity of their ends' o_v (``params.O``, or the (N, k) o_v themselves)."""
+        from ..model import propagation, spectral
+
+        O = getattr(params, "O", params)
+        U = spectral.rownorm(np.asarray(O, dtype=np.float64))
+        return propagation.auc(
+            np.einsum("ij,ij->i", U[self.pos[:, 0]], U[self.pos[:, 1]]),
+            np.einsum("ij,ij->i", U[self.neg[:, 0]], U[self.neg[:, 1]]),
+        )
+
+
+class LoglikRule(HeldOutRule):
+    """``--stop loglik``: ends the run after the first epoch t >= 2 whose held-out
+    contexts' mean log-likelihood (``loglik``) rose less than ``min_gain`` (default
+    LOGLIK_MIN_GAIN) over epoch t - 1's (``HeldOutRule``).  ``held``: ``held_out``'s
+    sample with its contexts (ctx (P, q - 1), tgt (P,): ``held_contexts``); ``cfg``: the
+    run's options (the routing the forward pass runs)."""
+
+    option = "--stop loglik"
+    key = "logliks"
+    what, unit = "held-out contexts", "log-likelihood"
+
+    def __init__(self, held, cfg, min_gain=None):
+        super().__init__(LOGLIK_MIN_GAIN if min_gain is None else min_gain)
+        self.ctx = np.ascontiguousarray(held["ctx"], dtype=np.int32)
+        self.tgt = np.asarray(held["tgt"], dtype=np.int64)
+        self.model = cfg.model_config()
+
+    def score(self, params):
+        return loglik(params, self.ctx, self.tgt, self.model)
+
+
+def loglik(params, ctx, tgt, model, chunk=None):
+    """The mean log-likelihood (float, nats) of the targets ``tgt`` (P,) given their
+    contexts ``ctx`` (P, q - 1) under the model's full softmax over every node, the
+    distribution the sampled softmax of training estimates (Eq. 3 without V'):
+    log p(v | C) = o_v . e_C + b_v - log sum_j exp(o_j . e_C + b_j), e_C the second
+    capsule of the context (batch_forward.forward with the ``model``'s routing, a
+    model_config.ModelConfig), in the parameters' dtype, the
+    log-sum-exp in float64; ``chunk`` (default LOGLIK_CHUNK) contexts at a time."""
+    from ..model.batch_forward import forward
+
+    chunk = LOGLIK_CHUNK if chunk is None else int(chunk)
+    O = params.O
+    bias = params.bias
+    total = 0.0
+    for lo in range(0, ctx.shape[0], chunk):
+        e = forward(params, ctx[lo : lo + chunk], model).e
+        z = (e @ O.T + bias).astype(np.float64)
+        top = z.max(axis=1)
+        lse = top + np.log(np.exp(z - top[:, None]).sum(axis=1))
+        total += float((z[np.arange(z.shape[0]), tgt[lo : lo + chunk]] - lse).sum())
+    return total / max(ctx.shape[0], 1)
 
 
 def stop_rule(cfg, structure=None, held=None):
@@ -274,22 +364,26 @@ def stop_rule(cfg, structure=None, held=None):
     mode = getattr(cfg, "stop", "none")
     if mode == "holdout":
         return None if held is None else HoldoutRule(held)
+    if mode == "loglik":
+        return None if held is None else LoglikRule(held, cfg)
     if mode != "auto":
         return None
     return StopRule(structure=structure)
 
 
 def held_out(cfg, graph):
-    """``--stop holdout``'s validation sample and the graph the run trains on:
-    ``(held, train_graph)``.  ``held``: ``propagation.holdout`` of the graph's symmetric
-    adjacency, seeded by ``derive_seed(cfg.seed, "stop holdout")`` (its defaults:
-    HOLDOUT_FRACTION of the edges, at most HOLDOUT_MAX; an edge only while both its
-    ends keep another, so no node loses its last edge), or None when ``cfg.stop`` is not
-    'holdout' or nothing can be measured (no edge can be held out, or no non-edge).
+    """The validation sample of ``--stop holdout`` and ``--stop loglik`` and the graph the
+    run trains on: ``(held, train_graph)``.  ``held``: ``propagation.holdout`` of the
+    graph's symmetric adjacency, seeded by ``derive_seed(cfg.seed, "stop holdout")`` (its
+    defaults: HOLDOUT_FRACTION of the edges, at most HOLDOUT_MAX; an edge only while both
+    its ends keep another, so no node loses its last edge), with 'loglik' also the
+    contexts of ``held_contexts`` (ctx, tgt); None when ``cfg.stop`` is neither or
+    nothing can be measured (no edge can be held out, or for 'holdout' no non-edge).
     ``train_graph``: (indptr, indices, weights) without the held-out pairs in either
     direction (the given ``graph`` when ``held`` is None); the other entries keep their
     order, weights and dtypes."""
-    if getattr(cfg, "stop", "none") != "holdout":
+    mode = getattr(cfg, "stop", "none")
+    if mode not in HELD_OUT_MODES:
         return None, graph
     from ..kernels.rng import derive_seed
     from ..model import propagation, spectral
@@ -302,23 +396,66 @@ def held_out(cfg, graph):
         derive_seed(cfg.seed, "stop holdout") % (2**32),
     )
     pos, neg = held["pos"], held["neg"]
-    if not len(pos) or not len(neg):
+    if not len(pos) or (mode == "holdout" and not len(neg)):
         what = "no edge can be held out" if not len(pos) else "no non-edge to set against"
         log.info(
-            "--stop holdout: %s, so nothing measures the epochs: training the whole "
+            "--stop %s: %s, so nothing measures the epochs: training the whole "
             "budget on the whole graph",
+            mode,
             what,
         )
         return None, graph
     train_graph = without_pairs(graph, pos)
+    held = dict(pos=pos, neg=neg, A_rest=held["A_rest"])
+    if mode == "loglik":
+        held.update(held_contexts(cfg, train_graph, pos))
     log.info(
-        "--stop holdout: %d edges held out (and %d non-edges) in %.2f s; training on the other %d",
+        "--stop %s: %d edges held out (and %d non-edges) in %.2f s; training on the other %d",
+        mode,
         len(pos),
         len(neg),
         time.perf_counter() - t0,
         int(np.asarray(train_graph[1]).shape[0]),
     )
-    return dict(pos=pos, neg=neg, A_rest=held["A_rest"]), train_graph
+    return held, train_graph
+
+
+def held_contexts(cfg, train_graph, pos):
+    """``--stop loglik``'s held-out contexts: dict(ctx (2m, q - 1) int32, tgt (2m,)
+    int64), for each held-out edge (u, v) of ``pos`` (m, 2) the target v with a context
+    reached through u alone, and u with one through v.  The target sits at the run's
+    first target position t (0 for 'random'); the context's positions after t are a
+    walk of the run's kind (uniform or node2vec, weighted as the graph) from the other
+    end over ``train_graph``, those before t a second such walk reversed, so that the
+    held-out edge is the only way from the context to its target: the walk
+    ... -> u -> v -> u -> ... of q nodes, with the u -> v steps the training never saw.
+    Seeded by ``derive_seed(cfg.seed, "stop loglik")``."""
+    from ..kernels.rng import derive_seed
+    from . import walks as walks_mod
+
+    indptr, indices, weights = train_graph
+    q = int(cfg.walk_length)
+    positions = walks_mod.target_positions(cfg.targets, q)
+    t = 0 if positions is None else int(positions[0])
+    ends = np.r_[pos[:, 0], pos[:, 1]]  # the context's end
+    tgt = np.r_[pos[:, 1], pos[:, 0]].astype(np.int64)
+    seed = derive_seed(cfg.seed, "stop loglik") % (2**62)
+
+    def walks_from(length, salt):
+        if length == 1:
+            return ends[:, None].astype(np.int32)
+        every = walks_mod.uniform_walks(
+            indptr, indices, weights, 1, length, seed + salt, cfg.node2vec_p, cfg.node2vec_q
+        )
+        return every[ends]
+
+    parts = []
+    if t > 0:
+        parts.append(walks_from(max(t, 1), 1)[:, :t][:, ::-1])
+    if t < q - 1:
+        parts.append(walks_from(q - 1 - t, 0))
+    ctx = np.ascontiguousarray(np.concatenate(parts, axis=1), dtype=np.int32)
+    return dict(ctx=ctx, tgt=tgt)
 
 
 def without_pairs(graph, pairs):

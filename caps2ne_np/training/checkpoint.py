@@ -292,9 +292,11 @@ def check_compatible(ckpt, config, graph_hash):
 
 def _check_same_run(ckpt, config, graph_hash):
     before, now = ckpt["config"].get("stop"), config.get("stop")
-    if (before == "holdout") != (now == "holdout"):  # before the fingerprint it changes
+    held = ("holdout", "loglik")  # budget.HELD_OUT_MODES
+    if (before in held or now in held) and before != now:  # before the fingerprint it changes
+        mode = before if before in held else now
         raise InputError(
-            f"{ckpt['path']}: --stop {_shown(before)} (now {_shown(now)}): --stop holdout "
+            f"{ckpt['path']}: --stop {_shown(before)} (now {_shown(now)}): --stop {mode} "
             "trains on the graph without its held-out edges, so a run cannot switch to or "
             "from it on resume; resume with the same --stop"
         )

@@ -90,8 +90,9 @@ class TrainConfig:
     propagate            'none', 'on' or 'auto': ProNE's propagation of the written o_v
                          (propagation.py; the same order and filter)
     stop                 'none', 'auto': end before ``epochs`` when the o_v stop
-                         moving, or 'holdout': when held-out edges stop gaining AUC
-                         (budget.py); None with an explicit ``epochs``: 'none'
+                         moving, 'holdout': when held-out edges stop gaining AUC,
+                         or 'loglik': when contexts through them stop gaining
+                         log-likelihood (budget.py); None with an explicit ``epochs``: 'none'
     node2vec_p, node2vec_q  node2vec's return and in-out parameters of second-order
                          walks (walk_kernels.node2vec_step); 1, 1: first-order walks (the paper)
     """

@@ -77,7 +77,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
     * the structure measure (``--stop auto``): the randomized SVD at rank
       budget.STOP_RANK, 2 (N, STOP_RANK + 10) blocks, and 6 S (A, its held-out copy,
       their index lists);
-    * the held-out sample (``--stop holdout``, budget.held_out): 6 S (A, its upper
+    * the held-out sample (``--stop holdout`` or ``loglik``, budget.held_out): 6 S (A, its upper
       triangle, the held-out pairs, A without them and the temporaries between);
     * ``--propagate`` on the trained o_v (N, k): 2 (N, k) blocks (the filtered o_v and
       its copy the SVD factorises; the filter: one and 6 (N, b)) and 4 S; 'auto' first
@@ -101,7 +101,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         from .budget import STOP_RANK
 
         before = max(before, 6 * S + 8 * N * 2 * (STOP_RANK + 10))
-    if cfg.stop == "holdout":
+    if cfg.stop in ("holdout", "loglik"):
         before = max(before, 6 * S)
     after = 0
     if cfg.propagate in ("on", "auto"):
@@ -128,8 +128,8 @@ def check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse=False, resume=False
         if cfg.stop == "auto":
             stages.append("--stop auto's structure measure")
             fixes.append("--epochs N (no --stop auto)")
-        if cfg.stop == "holdout":
-            stages.append("--stop holdout's held-out sample")
+        if cfg.stop in ("holdout", "loglik"):
+            stages.append(f"--stop {cfg.stop}'s held-out sample")
             fixes.append("--stop none")
         what = f"the spectral stages before training ({', '.join(stages)}) on {n_nodes} nodes"
         fix = "use " + " and ".join(fixes)
