@@ -38,6 +38,7 @@ from report import machine_markdown  # noqa: E402
 from vs_deepwalk import FRACTIONS, panel_entry, score_embedding  # noqa: E402
 
 LOGLIK_GAINS = (0.0, 0.005, 0.01, 0.02, 0.05)
+DRIFTS = (0.2, 0.222, 0.25, 0.3)
 AUC_GAIN = 0.002
 
 
@@ -105,15 +106,16 @@ def held_out_stop(values, gain):
     return len(values)
 
 
-def drift_stop(run):
-    """``--stop auto``'s epoch: 1 when the structure is at least STOP_STRUCTURE, else
-    the first t >= 2 whose drift is below STOP_DRIFT, else the last."""
-    from caps2ne_np.training.budget import STOP_DRIFT, STOP_STRUCTURE
+def drift_stop(run, threshold):
+    """``--stop auto``'s epoch with its drift threshold at ``threshold``: 1 when the
+    structure is at least STOP_STRUCTURE, else the first t >= 2 whose drift is below
+    ``threshold``, else the last."""
+    from caps2ne_np.training.budget import STOP_STRUCTURE
 
     if run["structure"] is not None and run["structure"] >= STOP_STRUCTURE:
         return 1
     for r in run["epochs"][1:]:
-        if r["drift"] < STOP_DRIFT:
+        if r["drift"] < threshold:
             return r["epoch"]
     return len(run["epochs"])
 
@@ -122,7 +124,7 @@ def rules(run):
     """{rule name: stop epoch} of every rule replayed on ``run``'s curves."""
     ll = [r["loglik"] for r in run["epochs"]]
     auc = [r["auc"] for r in run["epochs"]]
-    out = {"auto (structure, drift 0.2)": drift_stop(run)}
+    out = {f"auto (structure, drift {d:g})": drift_stop(run, d) for d in DRIFTS}
     out[f"holdout (AUC gain {AUC_GAIN:g})"] = held_out_stop(auc, AUC_GAIN)
     for gain in LOGLIK_GAINS:
         out[f"loglik (gain {gain:g})"] = held_out_stop(ll, gain)
@@ -186,6 +188,15 @@ def render(runs, command):
             )
     lines += ["", machine_markdown(machine_info()), ""]
     return "\n".join(lines)
+
+
+def rerender(path):
+    """Rewrite the .md of a result file from its .json (the replayed rules as they are
+    now)."""
+    import json
+
+    payload = json.loads(Path(path).read_text())
+    Path(path).with_suffix(".md").write_text(render(payload["runs"], payload["command"]))
 
 
 def main(argv=None):

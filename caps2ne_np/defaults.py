@@ -404,7 +404,7 @@ OPTIONS = {
         "choice",
         "auto: end the run before --epochs, after the first epoch when a rank-32 "
         "factorisation of the graph predicts held-out edges with AUC >= 0.68, else once "
-        "an epoch moves the o_v by less than a fifth of their norm (training/budget.py; "
+        "an epoch moves the o_v by less than 0.225 of their norm (training/budget.py; "
         "no labels read); holdout: hold out 5% of the edges (at most 2,000) from "
         "training and end the run once an epoch raises their link AUC by less than "
         "0.002 (not yet measured on the panel); loglik: hold out the same edges and end "
