@@ -41,6 +41,31 @@ def test_loglik_is_the_full_softmax_log_likelihood_of_the_reference(dtype, tol, 
     assert got == pytest.approx(want, rel=tol, abs=tol)
 
 
+def test_a_large_graph_scores_fewer_contexts_at_a_time(monkeypatch):
+    """The logits block is at most LOGLIK_LOGITS entries: with room for one context's
+    row, the contexts go one at a time, to the same value."""
+    rng = np.random.default_rng(3)
+    N, I, k, d, P = 11, 3, 4, 5, 6
+    params = Params(*(rng.normal(size=s) for s in ((I, k, d), (N, k), N, (N, d))))
+    ctx = rng.integers(0, N, size=(P, I)).astype(np.int32)
+    tgt = rng.integers(0, N, size=P)
+    model = ModelConfig(routing_iters=2)
+    whole = budget.loglik(params, ctx, tgt, model)
+    seen = []
+    from caps2ne_np.model import batch_forward
+
+    original = batch_forward.forward
+
+    def spy(params, ctx, cfg, *a, **kw):
+        seen.append(len(ctx))
+        return original(params, ctx, cfg, *a, **kw)
+
+    monkeypatch.setattr(batch_forward, "forward", spy)
+    monkeypatch.setattr(budget, "LOGLIK_LOGITS", N + 1)
+    assert budget.loglik(params, ctx, tgt, model) == pytest.approx(whole, rel=1e-12)
+    assert seen == [1] * P
+
+
 # --------------------------------------------------------------------------- the sample
 
 

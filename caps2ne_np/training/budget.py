@@ -90,7 +90,9 @@ LOGLIK_MIN_GAIN = 0.01
 log-likelihood (nats) rose less than this over epoch t's (``LoglikRule``).  Provisional
 until docs/training.md, "Held-out evidence", measures it."""
 LOGLIK_CHUNK = 256
-"""Held-out contexts scored at a time: a (chunk, N) block of logits."""
+"""Held-out contexts scored at a time: a (chunk, N) block of logits, and at most
+LOGLIK_LOGITS // N contexts (so 128 MiB of float64 logits at most, on any graph)."""
+LOGLIK_LOGITS = 1 << 24
 
 
 def structure(A, seed, progress=None):
@@ -354,11 +356,14 @@ def loglik(params, ctx, tgt, model, chunk=None):
     log p(v | C) = o_v . e_C + b_v - log sum_j exp(o_j . e_C + b_j), e_C the second
     capsule of the context (batch_forward.forward with the ``model``'s routing, a
     model_config.ModelConfig), in the parameters' dtype, the
-    log-sum-exp in float64; ``chunk`` (default LOGLIK_CHUNK) contexts at a time."""
+    log-sum-exp in float64; ``chunk`` (default LOGLIK_CHUNK) contexts at a time, fewer
+    on a graph of over LOGLIK_LOGITS / chunk nodes.  Its cost, O(P N k) per call, is
+    that of P full-softmax rows: about 4,000 contexts over every node."""
     from ..model.batch_forward import forward
 
-    chunk = LOGLIK_CHUNK if chunk is None else int(chunk)
     O = params.O
+    chunk = LOGLIK_CHUNK if chunk is None else int(chunk)
+    chunk = max(1, min(chunk, LOGLIK_LOGITS // max(int(O.shape[0]), 1)))
     bias = params.bias
     total = 0.0
     for lo in range(0, ctx.shape[0], chunk):
