@@ -520,7 +520,9 @@ TODAY_NAMES = {
     "LFR 3k, mixing 0.5": "syn-3k-mu0.5",
     "LFR 3k, mixing 0.7": "syn-3k-mu0.7",
     "Pubmed": "pubmed",
-    "MUSAE Wikipedia (1 seed)": "musae-wikipedia",
+    "POS (micro-F1)": "pos",
+    "BlogCatalog (micro-F1)": "blogcatalog",
+    "MUSAE Wikipedia": "musae-wikipedia",
 }
 
 
@@ -566,12 +568,15 @@ def test_the_readme_and_comparison_gaps_are_the_spectrum_panels():
     assert f"(Citeseer {cite:.2f} and Pubmed {pub:.2f} with C tuned)" in comparison
     assert all(min(v) >= -1 for v in dw.values())  # "within a point of them", "ahead"
     wiki = dw["musae-wikipedia"][0]
-    assert f"leads DeepWalk's five epochs by {wiki:.1f} points on Wikipedia (one seed)" in readme
-    fixed = [
-        min(both_protocols(r["vs better fixed budget, C = 1 / tuned (target >= -0.5)"]))
-        for r in gaps.values()
-    ]
-    assert min(fixed) >= -0.4 and "within 0.4 point of its own fixed budget" in readme
+    assert f"leads DeepWalk's five epochs by {wiki:.1f} points on Wikipedia" in readme
+    fixed = {
+        g: min(both_protocols(r["vs better fixed budget, C = 1 / tuned (target >= -0.5)"]))
+        for g, r in gaps.items()
+    }
+    assert "within 0.5 point of its own fixed budget, propagated or not" in readme
+    misses = {g: v for g, v in fixed.items() if v < -0.5}  # each named with its gap
+    assert misses == {"blogcatalog": -0.51}
+    assert "on every graph but BlogCatalog (0.51 below)" in readme
     quiet = md_table(
         results("panel_float32_defaults.md"), "graph", "time / DeepWalk 1 epoch (target <= 1)"
     )
