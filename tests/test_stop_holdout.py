@@ -140,10 +140,15 @@ class Fed(budget.HoldoutRule):
 )
 def test_the_rule_stops_once_the_gain_falls_below_the_threshold(aucs, stops_after):
     rule = Fed(aucs)
-    O = params_with(np.ones((2, 2), np.float32))
-    stop = next((epoch for epoch in range(1, len(aucs) + 1) if rule(epoch, O)), None)
+    stop = first_stop(rule, len(aucs))
     assert stop == stops_after and rule.stopped == (stop is not None)
     assert rule.aucs == aucs[: stop or len(aucs)]
+
+
+def first_stop(rule, epochs):
+    """The first epoch of 1..``epochs`` after which ``rule`` ends the run, or None."""
+    O = params_with(np.ones((2, 2), np.float32))
+    return next((epoch for epoch in range(1, epochs + 1) if rule(epoch, O)), None)
 
 
 def test_the_score_is_the_cosine_auc_of_the_held_out_edges():
@@ -182,10 +187,8 @@ def test_the_same_seed_gives_the_same_bytes_on_one_and_two_threads(monkeypatch):
     assert np.array_equal(one.holdout["pos"], two.holdout["pos"])
 
 
-@pytest.fixture
-def holdout_stops_early(monkeypatch):
-    """A threshold between two of the run's own AUC gains (measured with a rule that
-    never stops), so that ``--stop holdout`` ends the run after an epoch >= 3 of 8."""
+def spy_rules(monkeypatch):
+    """The list every stop rule a run builds (budget.stop_rule) is appended to."""
     rules = []
     real = budget.stop_rule
 
@@ -194,16 +197,30 @@ def holdout_stops_early(monkeypatch):
         return rules[-1]
 
     monkeypatch.setattr(budget, "stop_rule", spy)
+    return rules
+
+
+def threshold_between_gains(scores):
+    """(s, threshold): the first gain of ``scores`` (a rule's, epoch by epoch) below
+    every earlier one, gains[s], and a threshold halfway between it and the smallest
+    earlier one, so that a held-out rule with it stops after epoch s + 2."""
+    gains = np.diff(scores)
+    s = next((t for t in range(1, len(gains)) if gains[t] < gains[:t].min()), None)
+    assert s is not None, scores
+    return s, (gains[s] + gains[:s].min()) / 2
+
+
+@pytest.fixture
+def holdout_stops_early(monkeypatch):
+    """A threshold between two of the run's own AUC gains (measured with a rule that
+    never stops), so that ``--stop holdout`` ends the run after an epoch >= 3 of 8."""
+    rules = spy_rules(monkeypatch)
     monkeypatch.setattr(budget, "HOLDOUT_MIN_GAIN", -np.inf)
     A = planted()
     cfg = TrainConfig(**TINY, epochs=8, stop="holdout", lr=0.002)
     fit_on(A, cfg)
-    gains = np.diff(rules[-1].aucs)  # the gains of epochs 2..7
-    s = next(
-        (t for t in range(1, len(gains)) if gains[t] < gains[:t].min()), None
-    )  # the first gain below every earlier one: a threshold can stop there
-    assert s is not None, rules[-1].aucs
-    monkeypatch.setattr(budget, "HOLDOUT_MIN_GAIN", (gains[s] + gains[:s].min()) / 2)
+    s, threshold = threshold_between_gains(rules[-1].aucs)  # the gains of epochs 2..7
+    monkeypatch.setattr(budget, "HOLDOUT_MIN_GAIN", threshold)
     full = fit_on(A, cfg)
     assert len(full.history) == s + 2
     return A, cfg, full
@@ -273,13 +290,12 @@ def test_train_help_offers_holdout_with_the_defaults_text():
     assert " ".join(OPTIONS["stop"].help.split()[:12]) in " ".join(out.output.split())
 
 
-def test_cli_holdout_run_decides_propagation_on_its_own_sample(tmp_path):
-    """train --stop holdout --propagate auto: the run says what it held out, and the
-    decision is measured on those edges (never trained on); every node is written."""
+def tiny_cli_run(tmp_path, *flags):
+    """``train`` on the planted graph's edge list with tiny options, 3 epochs and
+    ``flags``, writing tmp_path/e.emb: (the graph, click's result), which succeeded."""
     from click.testing import CliRunner
 
     from caps2ne_np.cli import cli
-    from caps2ne_np.io.word2vec import read_word2vec
 
     A = planted()
     upper = sp.triu(A).tocoo()
@@ -287,10 +303,19 @@ def test_cli_holdout_run_decides_propagation_on_its_own_sample(tmp_path):
     graph.write_text("".join(f"{u} {v}\n" for u, v in zip(upper.row, upper.col)))
     args = ["train", "--graph", str(graph), "--dim", "8", "--feat-dim", "8",
             "--walks-per-node", "2", "--num-sampled", "8", "--batch-size", "8",
-            "--threads", "1", "--epochs", "3", "--stop", "holdout", "--propagate", "auto",
+            "--threads", "1", "--epochs", "3", *flags,
             "--out", str(tmp_path / "e.emb")]  # fmt: skip
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
+    return A, out
+
+
+def test_cli_holdout_run_decides_propagation_on_its_own_sample(tmp_path):
+    """train --stop holdout --propagate auto: the run says what it held out, and the
+    decision is measured on those edges (never trained on); every node is written."""
+    from caps2ne_np.io.word2vec import read_word2vec
+
+    A, out = tiny_cli_run(tmp_path, "--stop", "holdout", "--propagate", "auto")
     assert "edges held out" in out.stderr
     assert "held-out edges after epoch 1: AUC" in out.stderr
     assert "held-out edges (never trained on)" in out.stderr

@@ -15,7 +15,18 @@ from caps2ne_np.model.core import Params
 from caps2ne_np.model.model_config import ModelConfig
 from caps2ne_np.training import budget
 from caps2ne_np.training.config import TrainConfig
-from test_stop_holdout import TINY, fit_on, pairs_of, params_with, planted, ring_of_cliques
+from test_stop_holdout import (
+    TINY,
+    first_stop,
+    fit_on,
+    pairs_of,
+    params_with,
+    planted,
+    ring_of_cliques,
+    spy_rules,
+    threshold_between_gains,
+    tiny_cli_run,
+)
 
 # --------------------------------------------------------------------------- the score
 
@@ -145,8 +156,7 @@ class Fed(budget.LoglikRule):
 )
 def test_the_rule_stops_once_the_gain_falls_below_the_threshold(values, stops_after):
     rule = Fed(values)
-    O = params_with(np.ones((2, 2), np.float32))
-    stop = next((epoch for epoch in range(1, len(values) + 1) if rule(epoch, O)), None)
+    stop = first_stop(rule, len(values))
     assert stop == stops_after and rule.stopped == (stop is not None)
     assert rule.scores == values[: stop or len(values)]
 
@@ -170,14 +180,7 @@ def test_a_loglik_run_stops_where_its_own_log_likelihoods_say(monkeypatch, caplo
     epoch (recomputed here from a copy taken by the epoch callback), and the run ends
     after the first epoch whose gain is below the threshold, set between two of the
     run's own gains (measured with a rule that never stops)."""
-    rules = []
-    real = budget.stop_rule
-
-    def spy(*args, **kw):
-        rules.append(real(*args, **kw))
-        return rules[-1]
-
-    monkeypatch.setattr(budget, "stop_rule", spy)
+    rules = spy_rules(monkeypatch)
     monkeypatch.setattr(budget, "LOGLIK_MIN_GAIN", -np.inf)
     A = planted()
     cfg = TrainConfig(**TINY, epochs=6, stop="loglik", lr=0.002)
@@ -188,10 +191,8 @@ def test_a_loglik_run_stops_where_its_own_log_likelihoods_say(monkeypatch, caplo
     model = free.config.model_config()
     mine = [budget.loglik(p, ctx, tgt, model) for p in copies[:-1]]
     assert rules[-1].scores == pytest.approx(mine, rel=1e-5)  # asked before the last epoch
-    gains = np.diff(rules[-1].scores)  # the gains of epochs 2..5
-    s = next((t for t in range(1, len(gains)) if gains[t] < gains[:t].min()), None)
-    assert s is not None, rules[-1].scores  # a gain below every earlier one: stop there
-    monkeypatch.setattr(budget, "LOGLIK_MIN_GAIN", (gains[s] + gains[:s].min()) / 2)
+    s, threshold = threshold_between_gains(rules[-1].scores)  # the gains of epochs 2..5
+    monkeypatch.setattr(budget, "LOGLIK_MIN_GAIN", threshold)
     with caplog.at_level(logging.INFO, logger="caps2ne_np"):
         stopped = fit_on(A, cfg)
     assert len(stopped.history) == s + 2
@@ -217,16 +218,7 @@ def test_train_offers_loglik(tmp_path):
 
     out = CliRunner().invoke(cli, ["train", "--help"], terminal_width=10_000)
     assert "none|auto|holdout|loglik" in out.output
-    A = planted()
-    upper = sp.triu(A).tocoo()
-    graph = tmp_path / "g.txt"
-    graph.write_text("".join(f"{u} {v}\n" for u, v in zip(upper.row, upper.col)))
-    args = ["train", "--graph", str(graph), "--dim", "8", "--feat-dim", "8",
-            "--walks-per-node", "2", "--num-sampled", "8", "--batch-size", "8",
-            "--threads", "1", "--epochs", "3", "--stop", "loglik",
-            "--out", str(tmp_path / "e.emb")]  # fmt: skip
-    out = CliRunner().invoke(cli, args)
-    assert out.exit_code == 0, out.output
+    A, out = tiny_cli_run(tmp_path, "--stop", "loglik")
     assert "--stop loglik:" in out.stderr and "edges held out" in out.stderr
     assert "held-out contexts after epoch 1: log-likelihood" in out.stderr
     assert len(read_word2vec(tmp_path / "e.emb")[0]) == A.shape[0]
