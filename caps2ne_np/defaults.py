@@ -407,7 +407,7 @@ OPTIONS = {
         "an epoch moves the o_v by less than 0.225 of their norm (training/budget.py; "
         "no labels read); holdout: hold out 5% of the edges (at most 2,000) from "
         "training and end the run once an epoch raises their link AUC by less than "
-        "0.002 (not yet measured on the panel); loglik: hold out the same edges and end "
+        "0.002 (measured; not the default); loglik: hold out the same edges and end "
         "the run once an epoch raises the mean log-likelihood of a context through each "
         "held-out edge predicting its other end by less than 0.01; none: train every "
         "epoch. [preset: converge auto, paper none; none when --epochs is given] "
