@@ -28,6 +28,8 @@ SPECTRAL_MODES = ("none", "features", "init", "init_xo")
 PROPAGATE_MODES = ("none", "on", "auto")
 SPECTRAL_PRECISIONS = ("float32", "float64")
 STOP_MODES = ("none", "auto", "holdout", "loglik")
+HELD_OUT_STOPS = ("holdout", "loglik")
+"""The --stop modes that hold a sample of edges out of training (training/budget.py)."""
 
 LR_FEATURELESS = 5e-4
 """The 'paper' preset's Adam lr when the input features x are trained (no fixed

@@ -43,6 +43,8 @@ import time
 
 import numpy as np
 
+from ..defaults import HELD_OUT_STOPS
+
 log = logging.getLogger(__name__)
 
 STOP_DRIFT = 0.225
@@ -73,9 +75,6 @@ many nodes are not measured): 32 separates the panel's graphs as 64 and 128 do (
 0.04 between the groups' seed ranges at each rank), at the least cost: 0.05 to 0.25 s up
 to 5,000 nodes, 1 s at 30,000 (docs/results/stop_structure.md)."""
 
-
-HELD_OUT_MODES = ("holdout", "loglik")
-"""The --stop modes that hold edges out of training (``held_out``)."""
 
 HOLDOUT_MIN_GAIN = 0.002
 """--stop holdout ends the run after the first epoch t >= 2 whose held-out AUC rose less
@@ -406,7 +405,7 @@ def held_out(cfg, graph):
     direction (the given ``graph`` when ``held`` is None); the other entries keep their
     order, weights and dtypes."""
     mode = getattr(cfg, "stop", "none")
-    if mode not in HELD_OUT_MODES:
+    if mode not in HELD_OUT_STOPS:
         return None, graph
     from ..kernels.rng import derive_seed
     from ..model import propagation, spectral

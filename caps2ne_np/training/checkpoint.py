@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..defaults import HELD_OUT_STOPS
 from ..errors import InputError, InputWarning
 from ..io.npy import load_npz, save_npz
 
@@ -292,7 +293,7 @@ def check_compatible(ckpt, config, graph_hash):
 
 def _check_same_run(ckpt, config, graph_hash):
     before, now = ckpt["config"].get("stop"), config.get("stop")
-    held = ("holdout", "loglik")  # budget.HELD_OUT_MODES
+    held = HELD_OUT_STOPS
     if (before in held or now in held) and before != now:  # before the fingerprint it changes
         mode = before if before in held else now
         raise InputError(

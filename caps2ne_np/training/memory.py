@@ -5,6 +5,7 @@ figure (``check_step_memory``, ``check_run_memory``; docs/scaling.md)."""
 
 import numpy as np
 
+from ..defaults import HELD_OUT_STOPS
 from .presets import sampled_size
 
 
@@ -101,7 +102,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         from .budget import STOP_RANK
 
         before = max(before, 6 * S + 8 * N * 2 * (STOP_RANK + 10))
-    if cfg.stop in ("holdout", "loglik"):
+    if cfg.stop in HELD_OUT_STOPS:
         before = max(before, 6 * S)
     after = 0
     if cfg.propagate in ("on", "auto"):
@@ -128,7 +129,7 @@ def check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse=False, resume=False
         if cfg.stop == "auto":
             stages.append("--stop auto's structure measure")
             fixes.append("--epochs N (no --stop auto)")
-        if cfg.stop in ("holdout", "loglik"):
+        if cfg.stop in HELD_OUT_STOPS:
             stages.append(f"--stop {cfg.stop}'s held-out sample")
             fixes.append("--stop none")
         what = f"the spectral stages before training ({', '.join(stages)}) on {n_nodes} nodes"

@@ -98,7 +98,7 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         f"{out.adam} Adam, {out.sampler} sampler"
         + (f", --spectral {out.spectral}" if out.spectral != "none" else "")
         + (f", --propagate {out.propagate}" if out.propagate not in (None, "none") else "")
-        + (f", --stop {out.stop}" if out.stop in ("auto", "holdout", "loglik") else "")
+        + (f", --stop {out.stop}" if out.stop not in (None, "none") else "")
         + (
             f", skip-gram term x {out.skipgram_weight:g} ("
             + (
