@@ -583,3 +583,21 @@ def test_the_readme_and_comparison_gaps_are_the_spectrum_panels():
     ratios = {r["graph"]: r["time / DeepWalk 1 epoch (target <= 1)"] for r in quiet}
     one_epoch = [ratios[g] for g in ("cora", "citeseer", "ppi")]
     assert f"it takes {min(one_epoch)} to {max(one_epoch)} of DeepWalk's one-epoch time" in readme
+
+
+def test_the_pos_and_blogcatalog_time_ratios_are_the_spectrum_panels():
+    """POS's ratio (the two commands alternated) and BlogCatalog's (the panel's medians),
+    as panel_spectrum_defaults.md states them, are the ones README, comparison.md and
+    training.md quote."""
+    import re
+
+    text = " ".join(SPECTRUM_PANEL.split())
+    pos = float(re.search(r"ratio of the pairs (\d\.\d\d)", text).group(1))
+    blog = float(re.search(r"BlogCatalog: [\d.]+ s against [\d.]+ s, (\d\.\d\d)x", text).group(1))
+    assert pos <= 2 and blog <= 2  # the time target on these two graphs
+    readme = " ".join(README.split())
+    assert f"on POS and BlogCatalog (6 and 5 epochs), {pos:.1f}x and {blog:.1f}x" in readme
+    comparison = " ".join(section(COMPARISON, TODAY).split())
+    assert f"take {pos:.2f}x (POS, the two commands alternated) and {blog:.2f}x" in comparison
+    training = " ".join((ROOT / "docs" / "training.md").read_text(encoding="utf-8").split())
+    assert f"brings it to {pos:.2f}x" in training
