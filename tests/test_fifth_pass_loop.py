@@ -102,12 +102,33 @@ def test_propagate_may_change_on_resume(tmp_path):
     assert len(resumed.history) == 2
 
 
+def test_the_written_rows_options_may_change_on_resume(tmp_path):
+    """--spectrum-power and --row-norm shape the propagated rows after training: a
+    resume that changes them trains the o_v of a run without the change and carries
+    the new values to the written rows (propagation.apply reads the run's config)."""
+    A = ring_of_cliques()
+    kw = dict(TINY, propagate="on")
+    straight = fit_on(A, TrainConfig(**kw, epochs=2, spectrum_power="1", row_norm=3.0))
+
+    def interrupt(epoch, result):
+        if epoch == 2:  # before epoch 2's checkpoint: epoch 1's is kept
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit_on(A, TrainConfig(**kw, epochs=2), checkpoint_dir=tmp_path, epoch_callback=interrupt)
+    resumed = fit_on(
+        A, TrainConfig(**kw, epochs=2, spectrum_power="1", row_norm=3.0), resume_from=tmp_path
+    )
+    assert resumed.params.O.tobytes() == straight.params.O.tobytes()
+    assert (resumed.config.spectrum_power, resumed.config.row_norm) == ("1", 3.0)
+
+
 def test_other_options_are_still_refused_and_the_message_lists_what_may_change(tmp_path):
     from caps2ne_np.errors import InputError
 
     A = ring_of_cliques()
     fit_on(A, TrainConfig(**TINY, epochs=1), checkpoint_dir=tmp_path)
-    with pytest.raises(InputError, match=r"--lr .*only --epochs, --stop, --propagate and"):
+    with pytest.raises(InputError, match=r"--lr .*only --epochs, --stop, --propagate, --spectrum-power, --row-norm and"):
         fit_on(A, TrainConfig(**TINY, epochs=2, lr=0.01), resume_from=tmp_path)
 
 

@@ -48,12 +48,15 @@ LOCK = "lock"
 REQUIRED = ("format", "version", "config", "history", "state", "graph_hash", "adam_t", "adam_lr")
 STATE_KEYS = ("epoch", "batch", "step", "loss_sum", "n_pairs", "seconds")
 
-RESUMABLE_CHANGES = ("epochs", "stop", "propagate", "threads")
+RESUMABLE_CHANGES = ("epochs", "stop", "propagate", "spectrum_power", "row_norm", "threads")
 """Options that may change between the interrupted run and its resumption: none changes a
 bit trained so far (--epochs and --stop say when the run ends; --epochs N alone trains
-exactly N, --stop none; --propagate acts on the written o_v after training; --threads
-gives the same bits), except --stop to or from holdout, which trains on another graph."""
-MAY_CHANGE = "only --epochs, --stop, --propagate and --threads may change"
+exactly N, --stop none; --propagate, --spectrum-power and --row-norm act on the written
+o_v after training; --threads gives the same bits), except --stop to or from a held-out
+mode (holdout, loglik), which trains on another graph."""
+MAY_CHANGE = (
+    "only --epochs, --stop, --propagate, --spectrum-power, --row-norm and --threads may change"
+)
 FILLED_BY_RESOLVE = ("num_sampled",)
 """Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
 before ``resolve`` filled them stores None, which means the same derived value."""

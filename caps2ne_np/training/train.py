@@ -78,7 +78,7 @@ def fit(
     checkpoint_dir: write the full state there after every epoch and, with
     ``checkpoint_every = n > 0``, every n steps (checkpoint.py).
     resume_from: a checkpoint directory to continue from (same input and options;
-    ``epochs``, ``stop``, ``propagate`` and ``threads`` may change).
+    checkpoint.RESUMABLE_CHANGES may change).
     step_callback(epoch, batch, step) is called after every step (tests use it to
     interrupt a run).
     checkpoint_extra: state of the caller's that goes into every checkpoint, an object
