@@ -17,6 +17,9 @@ experiment and its rendering (the Markdown helpers are bench/report.py's).
 * one result schema (``payload``: the command, the arguments, the machine block, the
   rows, and the script's own fields) and one writer (``write_results``, atomic).
 
+The scripts import the package of the checkout they sit in (this module puts its root
+first on ``sys.path``), so a clone measures its own code whatever is installed.
+
 ``RESULTS`` is docs/results/, or the folder named by ``$CAPS2NE_BENCH_RESULTS``
 (the tests point it at a temporary folder so that smoke runs leave docs/results/
 alone); the scripts write their results there and read earlier results from there."""
@@ -34,7 +37,11 @@ import sys
 import time
 from pathlib import Path
 
-from caps2ne_np.kernels import _threads
+# this checkout's package, as cli.py at the root runs it (not whichever one is installed):
+# a bench script measures the code beside it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from caps2ne_np.kernels import _threads  # noqa: E402
 from caps2ne_np.training.config import usable_cores
 from harness import parser  # noqa: F401 -- the shared flags (bench/harness.py: no import)
 

@@ -49,8 +49,12 @@ import scipy.sparse as sp
 from numba import njit, prange
 from threadpoolctl import threadpool_limits
 
+# first: common sets GOMP_SPINCOUNT before torch's OpenMP runtime starts, and puts this
+# checkout's package first on sys.path
+import common
+
+# isort: split
 import caps2ne_np
-import common  # noqa: I001  (first: sets GOMP_SPINCOUNT before torch's OpenMP runtime starts)
 import report
 from caps2ne_np.errors import InputError
 from caps2ne_np.graphs.csr import from_scipy

@@ -71,6 +71,26 @@ def test_the_harness_imports_only_the_standard_library():
     assert heavy == []
 
 
+def test_the_scripts_import_the_package_of_their_checkout(tmp_path):
+    """bench/common.py puts the checkout's root first on sys.path: a script measures the
+    code beside it, not another copy installed (here a stand-in earlier on the path)."""
+    other = tmp_path / "caps2ne_np"
+    other.mkdir()
+    (other / "__init__.py").write_text("raise ImportError('the other copy')\n")
+    code = "import common, caps2ne_np; print(caps2ne_np.__file__)"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=BENCH,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert Path(proc.stdout.split()[-1]) == ROOT / "caps2ne_np" / "__init__.py"
+
+
 def test_the_parser_defines_the_shared_flags(common):
     ap = common.parser("Title.\n\nMore.", threads=2, reps=3, smoke="tiny", out="stem")
     assert ap.description == "Title."
