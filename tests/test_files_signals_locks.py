@@ -961,7 +961,8 @@ def test_lr_mismatch_on_resume_reads_as_options(run, tmp_path):
     )
     assert "None" not in last and "(now 0.01)" in last
     assert last.endswith(
-        "resume with the same options (only --epochs, --stop, --propagate, --spectrum-power, --row-norm and --threads may change)"
+        "resume with the same options (only --epochs, --stop, --propagate, --spectrum-power, "
+        "--row-norm and --threads may change)"
     )
 
 
