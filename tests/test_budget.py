@@ -43,8 +43,9 @@ def run(A, **options):
 @pytest.mark.parametrize("threshold,epochs", [(10.0, 2), (0.0, 6)])
 def test_the_loop_ends_the_run_when_the_rule_says_so(monkeypatch, threshold, epochs):
     """--stop auto with a threshold every drift is below stops after epoch 2 (the first
-    with a drift); with 0 it never stops: all 6 epochs."""
+    with a drift; no floor); with 0 it never stops: all 6 epochs."""
     monkeypatch.setattr(budget, "STOP_DRIFT", threshold)
+    monkeypatch.setattr(budget, "STOP_FLOOR", 0.0)
     result = run(ring_of_cliques(), epochs=6, stop="auto")
     assert len(result.history) == epochs
     assert result.params.O.shape == (24, 8)
@@ -54,6 +55,7 @@ def test_a_stopped_run_is_the_full_runs_prefix(monkeypatch):
     """Stopping changes nothing before the stop: the o_v after epoch 2 of a stopped
     6-epoch run are those of epoch 2 of the full run (the schedule is the full budget's)."""
     monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)
+    monkeypatch.setattr(budget, "STOP_FLOOR", 0.0)
     stopped = run(ring_of_cliques(), epochs=6, stop="auto").params.O.copy()
     seen = {}
 
@@ -75,11 +77,38 @@ def test_explicit_epochs_train_exactly_n(monkeypatch):
 
 def test_the_converge_preset_stops_by_itself(monkeypatch):
     """No --epochs: the budget's epochs are a cap and the rule (on by the preset) ends
-    the run before it."""
+    the run before it, after epoch ceil(STOP_FLOOR x budget) when every drift is small."""
     monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)
     result = run(ring_of_cliques())
     assert result.config.stop == "auto" and result.config.epochs > 2
-    assert len(result.history) == 2
+    assert len(result.history) == budget.floor_epoch(result.config.epochs) < result.config.epochs
+
+
+def test_the_floor_is_a_share_of_the_budget():
+    """ceil(0.4 x epochs), never below 2: BlogCatalog's 15 -> 6, POS's 13 -> 6,
+    Wikipedia's 10 -> 4, the LFR graphs' 5 -> 2 (docs/training.md)."""
+    assert budget.STOP_FLOOR == 0.4
+    floors = {e: budget.floor_epoch(e) for e in (None, 1, 2, 5, 6, 10, 13, 15, 25)}
+    assert floors == {None: 2, 1: 2, 2: 2, 5: 2, 6: 3, 10: 4, 13: 6, 15: 6, 25: 10}
+
+
+def test_a_small_drift_before_the_floor_trains_on_and_says_so(caplog):
+    rule = budget.StopRule(threshold=0.1, floor=4)
+    O = np.ones((4, 3), np.float32)
+    with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
+        assert rule(1, params_with(O)) is False
+        assert rule(2, params_with(O)) is False  # drift 0 < 0.1, epoch 2 < 4
+        assert rule(3, params_with(O)) is False
+        assert rule(4, params_with(O)) is True
+    assert "trains at least 4 epochs, 0.4 of the budget" in caplog.text
+    assert "stop after epoch 4" in caplog.text
+    assert rule.drifts == [0.0, 0.0, 0.0]
+
+
+def test_the_run_builds_its_rule_with_the_budgets_floor(monkeypatch):
+    """A 6-epoch run whose every drift is below the threshold stops after epoch 3."""
+    monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)
+    assert len(run(ring_of_cliques(), epochs=6, stop="auto").history) == 3
 
 
 def test_a_run_resumed_at_an_epoch_end_stops_where_the_uninterrupted_one_does(

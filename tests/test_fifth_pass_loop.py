@@ -375,6 +375,7 @@ def test_cli_resume_of_a_run_the_rule_ended_writes_the_same_bytes(monkeypatch, t
     from caps2ne_np.cli import cli
 
     monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)  # the drift part stops after epoch 2
+    monkeypatch.setattr(budget, "STOP_FLOOR", 0.0)
     A = sp.triu(ring_of_cliques()).tocoo()
     graph = tmp_path / "g.txt"
     graph.write_text("".join(f"{u} {v}\n" for u, v in zip(A.row, A.col)))
