@@ -406,8 +406,8 @@ OPTIONS = {
         "choice",
         "auto: end the run before --epochs, after the first epoch when a rank-32 "
         "factorisation of the graph predicts held-out edges with AUC >= 0.68, else once "
-        "an epoch moves the o_v by less than 0.225 of their norm (training/budget.py; "
-        "no labels read); holdout: hold out 5% of the edges (at most 2,000) from "
+        "an epoch, from 0.4 of the budget's epochs on, moves the o_v by less than 0.225 "
+        "of their norm (training/budget.py; no labels read); holdout: hold out 5% of the edges (at most 2,000) from "
         "training and end the run once an epoch raises their link AUC by less than "
         "0.002 (measured; not the default); loglik: hold out the same edges and end "
         "the run once an epoch raises the mean log-likelihood of a context through each "

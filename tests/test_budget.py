@@ -227,3 +227,14 @@ def test_the_run_stops_after_epoch_one_on_a_graph_of_communities_only(
     result = run(A)
     assert result.config.stop == "auto" and result.config.epochs >= 2
     assert len(result.history) == (1 if first_epoch_stops else result.config.epochs)
+
+
+def test_the_structure_log_line_names_the_floor(caplog):
+    """A graph without low-rank structure (random, 200 nodes): the rule's first line says
+    the drift part decides, from epoch ceil(0.4 x 10) = 4 on."""
+    rng = np.random.default_rng(0)
+    upper = sp.triu(sp.random(200, 200, density=0.05, random_state=rng, format="csr"), 1)
+    A = ((upper + upper.T) > 0).astype(np.float32).tocsr()
+    with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
+        run(A, epochs=10, stop="auto")
+    assert "until an epoch from epoch 4 on (0.4 of the budget) moves the o_v" in caplog.text

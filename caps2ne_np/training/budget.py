@@ -569,8 +569,9 @@ def graph_structure(cfg, graph):
         then = (
             "one epoch"
             if value >= STOP_STRUCTURE
-            else f"below {STOP_STRUCTURE:g}: until an epoch moves the o_v less than "
-            f"{STOP_DRIFT:g} of their norm"
+            else f"below {STOP_STRUCTURE:g}: until an epoch from epoch "
+            f"{floor_epoch(cfg.epochs)} on ({STOP_FLOOR:g} of the budget) moves the o_v less "
+            f"than {STOP_DRIFT:g} of their norm"
         )
         log.info("stop rule: %s, so %s", measured, then)
     else:
