@@ -405,13 +405,13 @@ OPTIONS = {
         None,
         "choice",
         "auto: end the run before --epochs, after the first epoch when a rank-32 "
-        "factorisation of the graph predicts held-out edges with AUC >= 0.68, else once "
-        "an epoch, from 0.4 of the budget's epochs on, moves the o_v by less than 0.225 "
-        "of their norm (training/budget.py; no labels read); holdout: hold out 5% of "
-        "the edges (at most 2,000) from training and end the run once an epoch raises their link AUC by less than "
-        "0.002 (measured; not the default); loglik: hold out the same edges and end "
-        "the run once an epoch raises the mean log-likelihood of a context through each "
-        "held-out edge predicting its other end by less than 0.01; none: train every "
+        "factorisation of the graph predicts held-out edges with AUC >= 0.68, else once an "
+        "epoch, from 0.4 of the budget's epochs on, moves the o_v by less than 0.225 of "
+        "their norm (training/budget.py; no labels read); holdout: hold out 5% of the edges"
+        " (at most 2,000) from training and end the run once an epoch raises their link AUC"
+        " by less than 0.002 (measured; not the default); loglik: hold out the same edges "
+        "and end the run once an epoch raises the mean log-likelihood of a context through "
+        "each held-out edge predicting its other end by less than 0.01; none: train every "
         "epoch. [preset: converge auto, paper none; none when --epochs is given] "
         "docs/training.md.",
         choices=STOP_MODES,
