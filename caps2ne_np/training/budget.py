@@ -40,6 +40,7 @@ the first epochs of the full one.
 """
 
 import logging
+import math
 import time
 
 import numpy as np
@@ -422,7 +423,7 @@ def floor_epoch(epochs):
     ceil(STOP_FLOOR x epochs), at least 2 (None: 2)."""
     if not epochs:
         return 2
-    return max(2, int(np.ceil(STOP_FLOOR * int(epochs) - 1e-9)))
+    return max(2, math.ceil(round(STOP_FLOOR * int(epochs), 9)))  # 0.4 x 15 is 6, not 6.000..1
 
 
 def held_out(cfg, graph):

@@ -54,9 +54,8 @@ bit trained so far (--epochs and --stop say when the run ends; --epochs N alone 
 exactly N, --stop none; --propagate, --spectrum-power and --row-norm act on the written
 o_v after training; --threads gives the same bits), except --stop to or from a held-out
 mode (holdout, loglik), which trains on another graph."""
-MAY_CHANGE = (
-    "only --epochs, --stop, --propagate, --spectrum-power, --row-norm and --threads may change"
-)
+_FLAGS = [f"--{k.replace('_', '-')}" for k in RESUMABLE_CHANGES]
+MAY_CHANGE = f"only {', '.join(_FLAGS[:-1])} and {_FLAGS[-1]} may change"  # the message's words
 FILLED_BY_RESOLVE = ("num_sampled",)
 """Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
 before ``resolve`` filled them stores None, which means the same derived value."""
