@@ -539,7 +539,21 @@ def main(argv=None):
         help="score ours_base on ours_full's trained o_v instead of training it again",
     )
     ap.add_argument("--data-dir", default=None, help="benchmark data (default: the cache)")
+    ap.add_argument(
+        "--written",
+        action="store_true",
+        help="score the written options and the labelled choice instead of the sides "
+        "(bench/written.py); records in <--cache>/<--out>.runs/",
+    )
+    ap.add_argument("--cache", default=None, help="--written: folder for the trained o_v")
+    ap.add_argument(
+        "--loo",
+        default="",
+        help="comma-separated --written stems: the rules chosen by leaving each graph out",
+    )
     args = ap.parse_args(argv)
+    if args.written or args.loo:
+        return written_main(args, argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     args.scale_list = [float(x) for x in args.scales.split(",") if x]
     sides = [s for s in args.sides.split(",") if s]
@@ -585,6 +599,28 @@ def main(argv=None):
             payload["seconds"] = time.perf_counter() - t0
             common.write_results(args.out, payload, render(payload))
     print(render(payload))
+
+
+def written_main(args, argv):
+    """--written and --loo (bench/written.py)."""
+    import written
+
+    if args.loo:
+        stems = [s for s in args.loo.split(",") if s]
+        records = written.load(stems)
+        current = written.Rule("p=0.5 len=2", "p=1 len=2", "structure", 0.75)
+        result = written.leave_one_out(records, current)
+        text = written.render_loo(result, [common.command(argv)])
+        common.write_results(args.out, result, text)
+        print(text)
+        return
+    names = [g for g in args.graphs.split(",") if g]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    cache = args.cache or tempfile.mkdtemp(prefix="written_")
+    records = written.run(names, seeds, args.threads or 2, cache, args.out, args.shuffles)
+    text = written.render_options(records, [common.command(argv)])
+    common.write_results(args.out, dict(runs=records), text)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,475 @@
+"""The written options of the panel, and the rules chosen by leaving each graph out.
+
+What a run writes after training (propagation on or off, the spectrum power p of
+rownorm(U S^p), the rows' length) costs seconds to recompute from the trained o_v, so
+each (graph, seed) trains the defaults once (``--propagate none``: the o_v the defaults
+propagate; the stop rule ends the run where the defaults end it) and scores every
+written option on the same o_v:
+
+    python bench/panel.py --written --graphs wiki,actor --seeds 0,1,2 --out written_more
+    python bench/panel.py --loo written_more,written_tuning --out written_loo
+
+``--written`` (this module's ``measure``): per (graph, seed), the graph renamed by the
+seed's permutation as the panel's other sides see it, ``Caps2NE(propagate="none",
+random_state=seed)`` trained on it, then caps2ne_np.evaluation.written.candidates
+(exactly the rows ``train --spectrum-power p --row-norm L`` writes, float32 spectral
+stages as the defaults) scored under the panel's two protocols (bench/vs_deepwalk.py:
+C = 1, and C tuned per split; every length at C = 1, length 2 alone when C is tuned,
+where the length is only a change of C), and the labelled choice: per split, the
+option ``written.choose`` picks by 3-fold cross-validation within that split's
+labelled training nodes (the test nodes never enter), scored on the split's test
+nodes.  Beside them, the label-free measures a rule may read: the stop rule's structure
+(seeded as that run seeds it), the mean degree, the nodes, the epochs trained.  One
+record per (graph, seed) is written to ``<cache>/<out>.runs/`` as it finishes (an
+interrupted sweep keeps what it measured), beside the trained o_v in ``--cache``; all of
+them then go to ``<results>/<out>.json`` with the tables in ``<out>.md``.
+
+``--loo`` (``leave_one_out``): for every left-out graph, each rule family is chosen on
+the other graphs (minimax: the smallest worst regret over them, both protocols) and
+scored on the one left out; the left-out regret is the best written option's score on
+that graph minus the chosen rule's.  The families: one fixed option for every graph,
+and a threshold on one label-free measure choosing between two options."""
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+import common
+import vs_deepwalk
+
+#: The kind of graph each panel graph stands for (the rules must not branch on a kind
+#: the panel holds one graph of).
+KINDS = {
+    "cora": "sparse citation",
+    "citeseer": "sparse citation",
+    "pubmed": "sparse citation",
+    "ppi": "dense biological, multi-label",
+    "pos": "dense co-occurrence, multi-label",
+    "blogcatalog": "dense social, multi-label",
+    "wiki": "dense web, many classes",
+    "actor": "heterophilous",
+    "brazil-airports": "roles",
+    "europe-airports": "roles",
+    "musae-wikipedia": "dense web, two classes",
+    "musae-github": "dense social, two classes",
+    "syn-1k-mu0.3": "synthetic communities",
+    "syn-3k-mu0.5": "synthetic communities",
+    "syn-3k-mu0.7": "synthetic communities",
+}
+DEFAULT_KEY = "p=0.5 len=2"
+TUNED_LENGTH = 2.0
+MEASURES = ("structure", "mean_degree")
+
+
+def permuted(graph, seed):
+    """(perm, adjacency renamed by it): node i of the panel graph is node perm[i] of the
+    renamed graph, the permutation bench/panel.py's sides see for this seed."""
+    perm = np.random.default_rng([seed, 20261127]).permutation(graph.n_nodes)
+    inv = np.argsort(perm)
+    adj = sp.csr_matrix(graph.adj, dtype=np.float32)[inv][:, inv]
+    return perm, sp.csr_matrix(adj)
+
+
+def trained(name, graph, seed, threads, cache):
+    """The defaults' trained o_v of (graph, seed), row i = node i, with the run's
+    label-free measures: cached in ``cache`` as <name>_s<seed>.npz."""
+    path = Path(cache) / f"{name}_s{seed}.npz"
+    if path.exists():
+        with np.load(path, allow_pickle=False) as z:
+            return z["O"], json.loads(str(z["meta"]))
+    from caps2ne_np import Caps2NE
+    from caps2ne_np.kernels.rng import derive_seed
+    from caps2ne_np.model import spectral
+    from caps2ne_np.training import budget
+
+    perm, adj = permuted(graph, seed)
+    t0 = time.perf_counter()
+    model = Caps2NE(propagate="none", random_state=seed, n_jobs=threads, progress=False)
+    model.fit(adj)
+    seconds = time.perf_counter() - t0
+    O = np.ascontiguousarray(model.get_embedding()[perm])
+    A = spectral.adjacency(adj.indptr, adj.indices, adj.data, adj.shape[0])
+    s = budget.structure(A, derive_seed(seed, "stop structure") % (2**32), spectral._silent)
+    epochs = len(model.history_)
+    meta = dict(
+        structure=s,
+        mean_degree=float(A.nnz / A.shape[0]),
+        nodes=int(A.shape[0]),
+        epochs=epochs,
+        seconds=seconds,
+    )
+    Path(cache).mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, O=O, meta=json.dumps(meta))
+    tmp.replace(path)
+    return O, meta
+
+
+def split_scores(graph, E, C, shuffles):
+    """Per split (or shuffle), the test score in percent of ``E`` under the panel's
+    protocol with the classifier's ``C``."""
+    from caps2ne_np.evaluate import classify_splits, multilabel_f1
+
+    if graph.multilabel:
+        r = multilabel_f1(E, graph.labels, (0.5,), n_shuffles=shuffles, seed=0, C=C)
+        return 100 * np.asarray(r["micro"][0], dtype=np.float64)
+    return 100 * np.asarray(classify_splits(E, graph.labels, graph.splits, C=C)["test"])
+
+
+def labelled_sets(graph, shuffles):
+    """Per split (or shuffle) the labelled nodes a user would have: the split's
+    training and validation nodes (multi-label: the shuffle's first half)."""
+    if graph.multilabel:
+        from caps2ne_np.evaluation.multilabel import _shuffles
+
+        n = graph.n_nodes
+        return [p[: int(0.5 * n)] for p in _shuffles(n, shuffles, 0)]
+    return [np.union1d(s["train"], s["val"]) for s in graph.splits]
+
+
+def measure(name, seed, threads, cache, shuffles=5):
+    """One (graph, seed): its record (module docstring)."""
+    from caps2ne_np.defaults import DEFAULTS
+    from caps2ne_np.evaluation import written
+    from caps2ne_np.model import spectral
+
+    graph = vs_deepwalk.panel_entry(name)
+    O, meta = trained(name, graph, seed, threads, cache)
+    adj = sp.csr_matrix(graph.adj)
+    A = spectral.adjacency(adj.indptr, adj.indices, adj.data, adj.shape[0])
+    t0 = time.perf_counter()
+    cands = written.candidates(
+        A, O, DEFAULTS["prone_order"], DEFAULTS["prone_mu"], DEFAULTS["prone_theta"]
+    )
+    rec = dict(graph=name, seed=seed, kind=KINDS.get(name, "?"), **meta)
+    rec["candidates_seconds"] = time.perf_counter() - t0
+    per_split = {"C1": {}, "tuned": {}}
+    for key, E in cands.items():
+        per_split["C1"][key] = split_scores(graph, E, 1.0, shuffles)
+        if key == "none" or key.endswith(f"len={TUNED_LENGTH:g}"):
+            per_split["tuned"][key] = split_scores(graph, E, "tuned", shuffles)
+    rec["scores"] = {
+        proto: {k: float(np.mean(v)) for k, v in d.items()} for proto, d in per_split.items()
+    }
+    labels = graph.labels
+    choice = {}
+    for proto, C in (("C1", 1.0), ("tuned", "tuned")):
+        t0 = time.perf_counter()
+        keys = list(per_split[proto])
+        picked, got = [], []
+        for j, nodes in enumerate(labelled_sets(graph, shuffles)):
+            r = written.choose({k: cands[k] for k in keys}, labels, nodes, C=C, seed=j)
+            picked.append(r.best)
+            got.append(per_split[proto][r.best][j])
+        counts = {k: picked.count(k) for k in sorted(set(picked))}
+        choice[proto] = dict(
+            score=float(np.mean(got)), picked=counts, seconds=time.perf_counter() - t0
+        )
+    rec["labelled_choice"] = choice
+    return rec
+
+
+def run(names, seeds, threads, cache, out_stem, shuffles=5):
+    """Measure every (graph, seed) not yet recorded in <cache>/<out_stem>.runs/; returns
+    every record there."""
+    folder = Path(cache) / f"{out_stem}.runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        for seed in seeds:
+            path = folder / f"{name}_s{seed}.json"
+            if path.exists():
+                continue
+            rec = measure(name, seed, threads, cache, shuffles)
+            common.write_json(path, rec)
+            best = max(rec["scores"]["C1"], key=rec["scores"]["C1"].get)
+            print(
+                f"{name} seed {seed}: structure {rec['structure']}, "
+                f"epochs {rec['epochs']}, best at C = 1 {best} "
+                f"{rec['scores']['C1'][best]:.2f}, defaults' "
+                f"{rec['scores']['C1'].get(DEFAULT_KEY, float('nan')):.2f}, labelled "
+                f"{rec['labelled_choice']['C1']['score']:.2f}",
+                flush=True,
+            )
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+
+
+# --------------------------------------------------------------------------- leave one out
+
+
+def option_keys(records):
+    """The written options every record scored at C = 1, the defaults' first."""
+    keys = sorted(set.intersection(*(set(r["scores"]["C1"]) for r in records)))
+    return sorted(keys, key=lambda k: (k != DEFAULT_KEY, k))
+
+
+def tuned_key(key):
+    """The option whose tuned score stands for ``key``'s (the same p at length 2)."""
+    return key if key == "none" else key.rsplit(" len=", 1)[0] + f" len={TUNED_LENGTH:g}"
+
+
+def by_graph(records):
+    """{graph: [records of its seeds]} in KINDS' order, then by name."""
+    out = {}
+    for r in sorted(records, key=lambda r: (r["graph"], r["seed"])):
+        out.setdefault(r["graph"], []).append(r)
+    order = list(KINDS)
+    return dict(sorted(out.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99))
+
+
+class Rule:
+    """A written option per run: ``hi`` where ``measure >= threshold``, else ``lo`` (a
+    fixed option: ``measure`` None)."""
+
+    def __init__(self, lo, hi=None, measure=None, threshold=None):
+        self.lo, self.hi, self.measure, self.threshold = lo, hi, measure, threshold
+
+    def pick(self, rec):
+        if self.measure is None:
+            return self.lo
+        value = rec[self.measure]
+        return self.hi if value is not None and value >= self.threshold else self.lo
+
+    def __str__(self):
+        if self.measure is None:
+            return self.lo
+        return f"{self.hi} at {self.measure} >= {self.threshold:.3g}, else {self.lo}"
+
+
+def regret(rule, recs):
+    """(C = 1, tuned) regret in points of ``rule`` on one graph's seeds: the best fixed
+    option's mean score minus the rule's mean score (each seed takes its own option)."""
+    keys = option_keys(recs)
+    out = []
+    for proto in ("C1", "tuned"):
+        key_of = (lambda k: k) if proto == "C1" else tuned_key
+        best = max(np.mean([r["scores"][proto][key_of(k)] for r in recs]) for k in keys)
+        got = np.mean([r["scores"][proto][key_of(rule.pick(r))] for r in recs])
+        out.append(float(best - got))
+    return tuple(out)
+
+
+def rules(graphs, keys):
+    """Every fixed option, and every threshold rule on each measure with its thresholds
+    at the midpoints between the graphs' mean measures."""
+    yield from (Rule(k) for k in keys)
+    for m in MEASURES:
+        values = sorted(
+            {
+                float(np.mean([r[m] for r in recs]))
+                for recs in graphs.values()
+                if all(r[m] is not None for r in recs)
+            }
+        )
+        for a, b in zip(values, values[1:]):
+            t = (a + b) / 2
+            for lo in keys:
+                for hi in keys:
+                    if lo != hi:
+                        yield Rule(lo, hi, m, t)
+
+
+def choose_rule(graphs, fixed_only=False):
+    """The rule with the smallest worst regret over ``graphs`` (both protocols), ties by
+    the mean regret, then the simpler (fixed first)."""
+    keys = option_keys([r for recs in graphs.values() for r in recs])
+    best, best_key = None, None
+    for rule in rules(graphs, keys):
+        if fixed_only and rule.measure is not None:
+            break
+        worst = [max(regret(rule, recs)) for recs in graphs.values()]
+        key = (round(max(worst), 6), round(float(np.mean(worst)), 6))
+        if best_key is None or key < best_key:
+            best, best_key = rule, key
+    return best
+
+
+def leave_one_out(records, current):
+    """Per graph: the left-out regret (C = 1, tuned) of the best fixed option and of
+    the best rule, each chosen on the other graphs, of ``current`` (the defaults'
+    rule), and of the labelled choice; with the rules chosen on every graph."""
+    graphs = by_graph(records)
+    rows = []
+    for name, recs in graphs.items():
+        others = {g: v for g, v in graphs.items() if g != name}
+        fixed = choose_rule(others, fixed_only=True)
+        rule = choose_rule(others)
+        best_c1 = max(np.mean([r["scores"]["C1"][k] for r in recs]) for k in option_keys(recs))
+        best_tu = max(
+            np.mean([r["scores"]["tuned"][k] for r in recs])
+            for k in option_keys(recs)
+            if k == tuned_key(k)
+        )
+        labelled = tuple(
+            float(b - np.mean([r["labelled_choice"][p]["score"] for r in recs]))
+            for p, b in (("C1", best_c1), ("tuned", best_tu))
+        )
+        rows.append(
+            dict(
+                graph=name,
+                kind=recs[0]["kind"],
+                seeds=len(recs),
+                structure=[
+                    min(r["structure"] or 0 for r in recs),
+                    max(r["structure"] or 0 for r in recs),
+                ],
+                mean_degree=recs[0]["mean_degree"],
+                best=(float(best_c1), float(best_tu)),
+                fixed=(str(fixed), regret(fixed, recs)),
+                rule=(str(rule), regret(rule, recs)),
+                current=(str(current), regret(current, recs)),
+                labelled=labelled,
+            )
+        )
+    return dict(
+        rows=rows,
+        fixed_all=str(choose_rule(graphs, fixed_only=True)),
+        rule_all=str(choose_rule(graphs)),
+    )
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def load(stems):
+    """Every record of <results>/<stem>.json for each stem."""
+    out = []
+    for stem in stems:
+        out += json.loads((common.RESULTS / f"{stem}.json").read_text(encoding="utf-8"))["runs"]
+    return out
+
+
+def _mean(recs, proto, key):
+    return float(np.mean([r["scores"][proto][key] for r in recs]))
+
+
+def _range(recs, m):
+    values = [r[m] for r in recs if r[m] is not None]
+    if not values:
+        return "-"
+    lo, hi = min(values), max(values)
+    return f"{lo:.3f}" if hi - lo < 5e-4 else f"{lo:.3f}-{hi:.3f}"
+
+
+def render_options(records, commands):
+    """Markdown: per graph, every written option's mean score over seeds (C = 1 table,
+    then the tuned one), the label-free measures and the labelled choice."""
+    graphs = by_graph(records)
+    keys = option_keys(records)
+    tkeys = [k for k in keys if k == tuned_key(k)]
+    lines = [
+        "# The written options of the defaults' trained o_v, and the labelled choice",
+        "",
+        "Commands (bench/written.py's docstring says what they measure):",
+        "",
+        *(f"    {c}" for c in commands),
+        "",
+        "Mean over seeds (node order and every random stream; `n` seeds), in percent: "
+        "accuracy, or micro-F1 at 50% training nodes for multi-label graphs.  `none`: the "
+        "o_v as trained (`--propagate none`); `p=P len=L`: `--propagate on "
+        "--spectrum-power P --row-norm L`.  Best option of each graph in bold.  "
+        "labelled: the option chosen per split by 3-fold cross-validation within the "
+        "split's labelled training nodes, scored on its test nodes.",
+        "",
+    ]
+    for proto, title, ks in (("C1", "C = 1", keys), ("tuned", "C tuned per split", tkeys)):
+        lines += [f"{title}:", ""]
+        head = ["graph", "kind", "n", "structure", "mean degree", "epochs", *ks, "labelled"]
+        lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        for name, recs in graphs.items():
+            means = {k: _mean(recs, proto, k) for k in ks}
+            top = max(means.values())
+            cells = [f"**{v:.2f}**" if abs(v - top) < 5e-3 else f"{v:.2f}" for v in means.values()]
+            lab = np.mean([r["labelled_choice"][proto]["score"] for r in recs])
+            epochs = sorted({r["epochs"] for r in recs})
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        name,
+                        recs[0]["kind"],
+                        str(len(recs)),
+                        _range(recs, "structure"),
+                        f"{recs[0]['mean_degree']:.1f}",
+                        ",".join(str(e) for e in epochs),
+                        *cells,
+                        f"{lab:.2f}",
+                    ]
+                )
+                + " |"
+            )
+        lines.append("")
+    secs = {
+        name: max(r["labelled_choice"]["C1"]["seconds"] for r in recs)
+        for name, recs in graphs.items()
+    }
+    big = max(graphs, key=lambda g: graphs[g][0]["nodes"])
+    lines += [
+        f"The labelled choice's cost (every split, C = 1): at most {max(secs.values()):.1f} s "
+        f"per seed; on the largest graph ({big}, {graphs[big][0]['nodes']:,} nodes) "
+        f"{secs[big]:.1f} s.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_loo(result, commands):
+    """Markdown of ``leave_one_out``'s result."""
+    lines = [
+        "# The written rules chosen by leaving each graph out",
+        "",
+        "Commands:",
+        "",
+        *(f"    {c}" for c in commands),
+        "",
+        "For each graph, the rule chosen on every other graph (minimax: the smallest "
+        "worst regret there, both protocols) and scored on the one left out.  Regret: the "
+        "best written option's mean score on that graph minus the rule's (each seed takes "
+        "the option its own measures give), C = 1 / C tuned, in points.  fixed: one "
+        "option for every graph; rule: a threshold on one label-free measure "
+        f"({', '.join(MEASURES)}) between two options; current: the defaults' rule; "
+        "labelled: the option the user's labels choose per split (no rule).",
+        "",
+        "| graph | kind | structure | mean degree | best C = 1 / tuned | fixed (chosen "
+        "without it) | regret | rule (chosen without it) | regret | current | labelled |",
+        "|" + " --- |" * 11,
+    ]
+
+    def pair(r):
+        return f"{r[0]:.2f} / {r[1]:.2f}"
+
+    for row in result["rows"]:
+        s = row["structure"]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    row["graph"],
+                    row["kind"],
+                    f"{s[0]:.3f}-{s[1]:.3f}",
+                    f"{row['mean_degree']:.1f}",
+                    pair(row["best"]),
+                    row["fixed"][0],
+                    pair(row["fixed"][1]),
+                    row["rule"][0],
+                    pair(row["rule"][1]),
+                    pair(row["current"][1]),
+                    pair(row["labelled"]),
+                ]
+            )
+            + " |"
+        )
+    worst = {k: max(max(row[k][1]) for row in result["rows"]) for k in ("fixed", "rule", "current")}
+    worst["labelled"] = max(max(row["labelled"]) for row in result["rows"])
+    lines += [
+        "",
+        "Worst left-out regret over the graphs (either protocol): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in worst.items())
+        + ".",
+        "",
+        f"Chosen on every graph: fixed `{result['fixed_all']}`; rule `{result['rule_all']}`.",
+        "",
+    ]
+    return "\n".join(lines)
