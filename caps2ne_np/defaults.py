@@ -66,7 +66,7 @@ rows' tuned-C score is smallest, among 0.5, 1, 2, 4 and 8: 2 (worst 1.79 points,
 Citeseer), where unit rows fell 6.14 short (LFR 3k at 0.7).  Checked on the MUSAE
 graphs, which chose nothing: docs/training.md, 'The written scale';
 docs/results/panel_protocols.md."""
-SPECTRUM_POWERS = ("auto", "0.5", "1")
+SPECTRUM_POWERS = ("auto", "0.5", "0.75", "1")
 SPECTRUM_POWER = "auto"
 """The written rows of a propagated run (--spectrum-power), rownorm(U S^p) of the
 filtered o_v's SVD: 'auto' chooses p from the graph's structure measure (the stop rule's,
@@ -74,7 +74,8 @@ budget.structure): 1 at AUC >= propagation.POWER_STRUCTURE (0.75), else ProNE's 
 Chosen on the tuning graphs (3 seeds; POS one): at C = 1, p = 1 scored 1.3 to 3.7 points
 above 0.5 on Cora, Citeseer and Pubmed (structure 0.776 to 0.873), 0.5 scored 3.1 above 1
 on LFR 3k at mixing 0.7, 4.3 on POS and 0.2 to 0.5 on LFR 3k at 0.5 and PPI (0.427 to
-0.736).  docs/training.md, 'The written spectrum'."""
+0.736).  docs/training.md, 'The written spectrum'.  0.75 lies between the two (no rule
+picks it; ``caps2ne choose`` may, from a user's labels: evaluation/written.py)."""
 PRONE_THETA_MIN = 0.01
 """The smallest --prone-theta: the filter g(lambda) = exp(-theta X), X in [-1, 1], varies
 by a factor e^(2 theta) over the spectrum (2% at 0.01); below, O - g(L) O is theta times
@@ -461,9 +462,9 @@ OPTIONS = {
         "choice",
         "The written rows when the o_v are propagated (--propagate): rownorm(U S^p) of the "
         "filtered o_v's SVD U S V^T.  0.5: ProNE's (a flatter spectrum); 1: the filtered "
-        "o_v's own (rotated); auto: 1 when the graph's rank-32 factors predict held-out "
-        "edges with AUC >= 0.75 (the stop rule's measure; no labels read), else 0.5 "
-        "(docs/training.md, 'The written spectrum').",
+        "o_v's own (rotated); 0.75: between the two; auto: 1 when the graph's rank-32 "
+        "factors predict held-out edges with AUC >= 0.75 (the stop rule's measure; no "
+        "labels read), else 0.5 (docs/training.md, 'The written spectrum').",
         choices=SPECTRUM_POWERS,
     ),
     "row_norm": Option(

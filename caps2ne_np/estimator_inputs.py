@@ -67,8 +67,9 @@ def _threads(n_jobs):
 
 
 def _power(value):
-    """``spectrum_power`` as TrainConfig takes it: 'auto', or a number (0.5, 1) as its
-    choice's text ('0.5', '1'); anything else as given, for the config's check to name."""
+    """``spectrum_power`` as TrainConfig takes it: 'auto', or a number (0.5, 0.75, 1)
+    as its choice's text ('0.5', '0.75', '1'); anything else as given, for the config's
+    check to name."""
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
         return f"{float(value):g}"
     return value

@@ -508,3 +508,19 @@ def test_a_spectrum_power_outside_its_choices_is_refused():
 
     with pytest.raises(InputError, match="spectrum_power"):
         Caps2NE(**TINY, propagate="on", spectrum_power=2).fit(planted_blocks())
+
+
+def test_a_spectrum_power_of_three_quarters_is_a_choice_train_and_model_files_take():
+    """--spectrum-power 0.75 (between ProNE's 0.5 and 1; what ``caps2ne choose`` may
+    pick) passes the config's check, a model file's check, and the estimator's number."""
+    from caps2ne_np.estimator_inputs import _power
+    from caps2ne_np.io.modelcheck import check_option
+    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.presets import resolve
+    from caps2ne_np.training.validation import validate
+
+    cfg = resolve(TrainConfig(spectrum_power="0.75", propagate="on"), 100, 400)[0]
+    validate(cfg, 100)
+    assert propagation.written_power(cfg, 0.9)[0] == 0.75
+    assert check_option("spectrum_power", "0.75") == "0.75"
+    assert _power(0.75) == "0.75"

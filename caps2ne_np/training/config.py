@@ -84,7 +84,7 @@ class TrainConfig:
     prone_order, prone_mu, prone_theta   ProNE's Chebyshev order and filter (spectral.py)
     spectral_precision   'float32' or 'float64': the arithmetic of the spectral start and
                          the propagation
-    spectrum_power       'auto', '0.5' or '1': the written rows rownorm(U S^p) when
+    spectrum_power       'auto', '0.5', '0.75' or '1': the written rows rownorm(U S^p) when
                          propagated (propagation.py)
     row_norm             the length of the written rows when propagated (propagation.py)
     propagate            'none', 'on' or 'auto': ProNE's propagation of the written o_v
