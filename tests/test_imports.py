@@ -108,7 +108,7 @@ LAYERS = {
     "training": {"kernels", "model", "walks", "io"},
     "io": set(),
     "graphs": {"io"},
-    "evaluation": {"graphs"},
+    "evaluation": {"graphs", "model"},
 }
 SHARED = {"caps2ne_np.errors", "caps2ne_np.defaults"}
 

@@ -524,3 +524,14 @@ def test_a_spectrum_power_of_three_quarters_is_a_choice_train_and_model_files_ta
     assert propagation.written_power(cfg, 0.9)[0] == 0.75
     assert check_option("spectrum_power", "0.75") == "0.75"
     assert _power(0.75) == "0.75"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_several_powers_from_one_factorisation_are_each_power_s_own_bits(dtype):
+    """propagation.projections: one SVD of O~ for several powers, each map the bits of
+    ``projection`` at that power (the candidates of evaluation/written.py)."""
+    Ot = np.asfortranarray(np.random.default_rng(7).standard_normal((300, 12)).astype(dtype))
+    maps = propagation.projections(Ot, (0.5, 0.75, 1.0))
+    assert list(maps) == [0.5, 0.75, 1.0]
+    for power, P in maps.items():
+        np.testing.assert_array_equal(P, propagation.projection(Ot, power))

@@ -21,7 +21,7 @@ from sklearn.metrics import f1_score
 from sklearn.multiclass import OneVsRestClassifier
 from threadpoolctl import threadpool_limits
 
-from .single import C_GRID, CV_FOLDS, TUNED, _check_C, _check_embedding
+from .single import C_GRID, CV_FOLDS, TUNED, _check_embedding, check_C
 
 
 def top_k_predictions(proba, k) -> np.ndarray:
@@ -68,7 +68,7 @@ def _shuffles(n, n_shuffles, seed):
     return [rng.permutation(n) for _ in range(n_shuffles)]
 
 
-class _MultilabelFit:
+class MultilabelFit:
     """One fit of the DeepWalk protocol: one-vs-rest logistic regression on the
     ``train`` nodes, top-k labels for the ``test`` nodes (k = true label count),
     returns (micro-F1, macro-F1)."""
@@ -152,24 +152,24 @@ def multilabel_f1(
     emb = _check_embedding(emb, Y.shape[0], "Y")
     n = Y.shape[0]
 
-    C = _check_C(C)
+    C = check_C(C)
     perms = _shuffles(n, n_shuffles, seed)
     micro = np.empty((fractions.size, n_shuffles), dtype=np.float64)
     macro = np.empty((fractions.size, n_shuffles), dtype=np.float64)
     used = np.empty(fractions.size, dtype=np.float64)
-    fit = _MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
+    fit = MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
     with threadpool_limits(limits=blas_threads, user_api="blas"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Label .* is present in all training examples")
         for f, m in enumerate(n_train):
-            fit.C = _multilabel_tuned_C(emb, fit, perms[0][:m], seed) if C == TUNED else C
+            fit.C = multilabel_tuned_C(emb, fit, perms[0][:m], seed) if C == TUNED else C
             used[f] = fit.C
             for r, perm in enumerate(perms):
                 micro[f, r], macro[f, r] = fit(emb, perm[:m], perm[m:])
     return _multilabel_result(solver, fractions, micro, macro, C=used)
 
 
-def _multilabel_tuned_C(emb, fit, train, seed, folds=CV_FOLDS, grid=C_GRID):
-    """The C of ``grid`` with the best mean micro-F1 of ``fit`` (a _MultilabelFit) over
+def multilabel_tuned_C(emb, fit, train, seed, folds=CV_FOLDS, grid=C_GRID):
+    """The C of ``grid`` with the best mean micro-F1 of ``fit`` (a MultilabelFit) over
     ``folds``-fold cross-validation within ``train``; ties go to the smaller C."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import KFold
@@ -254,7 +254,7 @@ def multilabel_select_epoch(
         embs, Y, train_fractions, n_shuffles, solver, n_folds, epochs
     )
     perms = _shuffles(Y.shape[0], n_shuffles, seed)
-    fit = _MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
+    fit = MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
     shape = (fractions.size, n_shuffles)
     cv_micro = np.zeros((len(embs),) + shape)
     cv_macro = np.zeros((len(embs),) + shape)
@@ -303,7 +303,7 @@ def _check_select_epoch(embs, Y, train_fractions, n_shuffles, solver, n_folds, e
 
 
 def _cv_scores(fit, embs, train, n_folds):
-    """(micro, macro) (n_epochs,): each embedding's mean F1 of ``fit`` (a _MultilabelFit)
+    """(micro, macro) (n_epochs,): each embedding's mean F1 of ``fit`` (a MultilabelFit)
     over ``n_folds`` consecutive folds of ``train``, each fold held out in turn."""
     folds = np.array_split(train, n_folds)
     micro, macro = np.zeros(len(embs)), np.zeros(len(embs))

@@ -49,7 +49,7 @@ TUNED = "tuned"
 CV_FOLDS = 3
 
 
-def _check_C(C):
+def check_C(C):
     """``C`` as a positive float, or :data:`TUNED`; ValueError naming the argument."""
     if isinstance(C, str):
         if C != TUNED:
@@ -100,7 +100,7 @@ def tuned_C(
             for fit_on, score_on in parts:
                 if np.unique(labels[fit_on]).size < 2:
                     continue
-                clf = _make_classifier(C, max_iter, multinomial)
+                clf = make_classifier(C, max_iter, multinomial)
                 clf.fit(emb[fit_on], labels[fit_on])
                 score += accuracy_score(labels[score_on], clf.predict(emb[score_on]))
             if score > best_score + 1e-12:
@@ -108,7 +108,9 @@ def tuned_C(
     return best
 
 
-def _make_classifier(C: float, max_iter: int, multinomial: bool):
+def make_classifier(C: float, max_iter: int, multinomial: bool):
+    """The protocol's classifier at ``C``: multinomial lbfgs logistic regression, or
+    (``multinomial`` False) LIBLINEAR one-vs-rest."""
     if multinomial:
         return LogisticRegression(C=C, solver="lbfgs", max_iter=max_iter)
     # LIBLINEAR one-vs-rest, the default of scikit-learn < 0.22 and of LIBLINEAR [Fan et al. 2008]
@@ -161,7 +163,7 @@ def classify_splits(
         ``test_macro_f1_mean`` (macro-F1 of the test nodes: classes of unequal size);
         ``C`` (n_splits,), the C each split's classifier used.
     """
-    C = _check_C(C)
+    C = check_C(C)
     labels = np.asarray(labels)
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
@@ -263,7 +265,7 @@ def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
             multinomial=multinomial,
             max_iter=max_iter,
         )
-    clf = _make_classifier(C, max_iter, multinomial).fit(emb[idx["train"]], y_train)
+    clf = make_classifier(C, max_iter, multinomial).fit(emb[idx["train"]], y_train)
     scores = []
     for part in ("val", "test"):
         ids = idx[part]

@@ -88,16 +88,26 @@ def projection(Ot, power=0.5):
     (ProNE's power 1/2 by default; ``spectrum_power``); directions of a zero singular
     value map to 0, and so do the columns past N when N < k.  Signs as
     spectral.randomized_svd's: each column of U has its largest entry positive."""
+    return projections(Ot, (power,))[power]
+
+
+def projections(Ot, powers):
+    """{power: ``projection(Ot, power)``} for each of ``powers``, the same bits, from one
+    factorisation of O~ (the written rows of several powers: evaluation/written.py)."""
     if Ot.dtype == np.float32:  # from the Gram matrix in float64, as spectral.embedding
-        return spectral.gram_projection(Ot, power=power)[1]
+        svd = spectral.gram_svd(Ot)
+        return {p: spectral.gram_projection(Ot, power=p, svd=svd)[1] for p in powers}
     S, Vt, signs = _tall_svd(Ot)
     signs[signs == 0] = 1.0
     top = S[0] if S.size else 0.0
     kept = S > 1e-12 * max(top, 1e-300)
-    inv = np.divide(1.0, spectral.power_divisor(S, power), out=np.zeros_like(S), where=kept)
-    P = np.zeros((Ot.shape[1], Ot.shape[1]))  # N < k: the columns past rank N stay 0
-    P[:, : S.size] = (Vt.T * signs[None, :]) * inv[None, :]
-    return P
+    out = {}
+    for power in powers:
+        inv = np.divide(1.0, spectral.power_divisor(S, power), out=np.zeros_like(S), where=kept)
+        P = np.zeros((Ot.shape[1], Ot.shape[1]))  # N < k: the columns past rank N stay 0
+        P[:, : S.size] = (Vt.T * signs[None, :]) * inv[None, :]
+        out[power] = P
+    return out
 
 
 SAFE_MIN = np.sqrt(np.finfo(np.float64).tiny) / np.finfo(np.float64).eps

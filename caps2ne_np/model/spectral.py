@@ -292,13 +292,13 @@ def power_divisor(S, power):
     return np.sqrt(S) if power == 0.5 else S ** (1.0 - power)
 
 
-def gram_projection(Y, rows=1 << 12, power=0.5):
+def gram_projection(Y, rows=1 << 12, power=0.5, svd=None):
     """``(S, P)``: the singular values S of ``Y`` (N, k) (``gram_svd``) and P = V S^(power - 1)
     (k, k) float64, so that Y P = U S^power (ProNE's power 1/2 by default), its directions
     below GRAM_FLOOR s_1 mapped to 0 and its columns signed so that each column of U has
     its largest entry positive (``column_signs``; U formed ``rows`` rows at a time, never
-    whole)."""
-    S, V = gram_svd(Y)
+    whole).  ``svd``: ``gram_svd(Y)`` when already taken (several powers of one Y)."""
+    S, V = gram_svd(Y) if svd is None else svd
     top = S[0] if S.size else 0.0
     keep = S > GRAM_FLOOR * top
     P = np.zeros_like(V)
