@@ -1,15 +1,15 @@
 """The command line: ``caps2ne`` (the installed script), ``python cli.py`` and
 ``python -m caps2ne_np``, all running the group ``cli`` below.
 
-One module per command (train.py, infer.py, evaluate.py, data.py's fetch-data), each
-a thin click shell over a plain function of its options (``run_train``,
-``run_infer``, ``run_evaluate``) that a test can call without click; tables.py holds
-each command's options, one table per command; options.py the rows they share, the
-rows of train's options generated from ``defaults.OPTIONS``, and the machinery that
-turns a table into a command; files.py the input loading and output checks; run.py
-the error handling (exit codes there) and logging.  Importing this package compiles nothing and
-imports no heavy dependency: every command imports what it needs when it runs, so
-``--help`` is instant.
+One module per command (train.py, infer.py, evaluate.py, data.py's fetch-data,
+choose.py), each a thin click shell over a plain function of its options
+(``run_train``, ``run_infer``, ``run_evaluate``, ``run_choose``) that a test can call
+without click; tables.py holds each command's options, one table per command;
+options.py the rows they share, the rows of train's options generated from
+``defaults.OPTIONS``, and the machinery that turns a table into a command; files.py
+the input loading and output checks; run.py the error handling (exit codes there) and
+logging.  Importing this package compiles nothing and imports no heavy dependency:
+every command imports what it needs when it runs, so ``--help`` is instant.
 """
 
 import os
@@ -17,6 +17,7 @@ import os
 import click
 
 from .. import __version__
+from .choose import choose
 from .data import fetch_data
 from .evaluate import evaluate
 from .infer import infer
@@ -34,7 +35,7 @@ def cli():
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- for the life of the process
 
 
-for command in (train, evaluate, fetch_data, infer):
+for command in (train, evaluate, fetch_data, infer, choose):
     cli.add_command(command)
 
 

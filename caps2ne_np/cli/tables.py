@@ -1,4 +1,5 @@
-"""Each command's options, one table per command (``TRAIN``, ``INFER``, ``EVALUATE``),
+"""Each command's options, one table per command (``TRAIN``, ``INFER``, ``EVALUATE``,
+``CHOOSE``),
 in the order ``--help`` lists them.  A row is an ``options.Opt`` (click.option's
 arguments) or a tuple of them; ``options.command(table)`` makes the click command and
 ``options.params(table, ...)`` the parameters of the command's plain function."""
@@ -360,3 +361,61 @@ EVALUATE = (
     opt.debug(),
 )
 """evaluate's options."""
+
+CHOOSE = (
+    option(
+        "--model",
+        "model_path",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="Trained model .npz (train --model-out): its o_v and filter options.",
+    ),
+    option(
+        "--graph",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="Edge list (or .npz/.mat) the model was trained on, read as training read it "
+        "(the model's --directed / --keep-self-loops); its nodes must be the model's.",
+    ),
+    option(
+        "--labels",
+        "labels_path",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="'node label' lines of the nodes you have labels for (a node on several lines: "
+        "multi-label); only these labels are read.",
+    ),
+    opt.out("The best candidate's rows in word2vec text format, with the model's node ids."),
+    option(
+        "--npy",
+        "npy_out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Also (or instead) the best rows as an (N, k) float32 .npy, plus "
+        "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1.",
+    ),
+    option(
+        "--C",
+        "C",
+        default=1.0,
+        type=opt.CParam(),
+        show_default=True,
+        help="Inverse L2 regularisation of the logistic regression that scores each "
+        "candidate: a number (the paper's protocol: 1), or 'tuned' (chosen from 0.01..1000 "
+        "within each fold's training part: about 19 times the fits).  Score the rows "
+        "at the C you will use them with: at a fixed C the row length matters.",
+    ),
+    option(
+        "--folds",
+        default=3,
+        type=click.IntRange(min=2),
+        show_default=True,
+        help="Folds of the stratified cross-validation within the labelled nodes (each class "
+        "needs at least this many labelled nodes).",
+    ),
+    opt.seed("Seed of the folds."),
+    opt.overwrite("Replace existing --out / --npy files."),
+    opt.quiet("Print only the table and errors: no log lines or warnings."),
+    opt.debug(),
+)
+"""choose's options."""
