@@ -8,6 +8,7 @@ import time
 
 import click
 
+from ..defaults import DEFAULTS
 from ..errors import InputError
 from . import options as opt
 from . import tables
@@ -80,13 +81,12 @@ def run_choose(params):
         written.check_folds(labels[nodes], p["folds"], classes)
     cfg = model["config"]
     t1 = time.perf_counter()
+    filter_options = [cfg.get(k, DEFAULTS[k]) for k in ("prone_order", "prone_mu", "prone_theta")]
     cands = written.candidates(
         A,
         model["O"],
-        cfg["prone_order"],
-        cfg["prone_mu"],
-        cfg["prone_theta"],
-        dtype=np.dtype(cfg.get("spectral_precision", "float64")),
+        *filter_options,
+        dtype=np.dtype(cfg.get("spectral_precision", "float64")),  # a file from before it
     )
     own, own_text = own_choice(model, cands)
     t2 = time.perf_counter()
