@@ -147,3 +147,22 @@ def test_choose_takes_its_options_from_its_table():
     assert [p.name for p in command.params if p.name != "help"] == list(expected)
     assert received == expected
     assert (received["C"], received["folds"], received["seed"]) == (1.0, 3, 0)
+
+
+def test_a_model_file_from_before_the_filter_options_uses_their_defaults(model, tmp_path):
+    """A file written before --prone-order/mu/theta and --spectral-precision were
+    stored (their keys absent from its config) still loads and chooses."""
+    import json
+
+    d, edges, labels, path = model
+    with np.load(path, allow_pickle=False) as z:
+        arrays = dict(z)
+    cfg = json.loads(str(arrays["config"]))
+    for key in ("prone_order", "prone_mu", "prone_theta", "spectral_precision"):
+        del cfg[key]
+    arrays["config"] = np.asarray(json.dumps(cfg))
+    old = tmp_path / "old.npz"
+    np.savez(old, **arrays)
+    result = choose("--model", old, "--graph", edges, "--labels", labels, "--quiet")
+    assert result.exit_code == 0, result.stderr
+    assert "<- best" in result.stdout
