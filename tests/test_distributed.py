@@ -545,3 +545,43 @@ def test_ray_actors_start_with_the_short_openmp_spin(monkeypatch, user_env, expe
     assert connect.start_ray() is True
     env = seen["runtime_env"]["env_vars"]
     assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == expected
+
+
+def _sbm_edges(path, sizes=(30, 30, 30), seed=1):
+    """A small 3-block graph with string ids, as an edge list at ``path``."""
+    rng = np.random.default_rng(seed)
+    block = np.repeat(np.arange(len(sizes)), sizes)
+    n = block.size
+    u, v = np.triu_indices(n, 1)
+    p = np.where(block[u] == block[v], 0.3, 0.02)
+    keep = rng.random(u.size) < p
+    path.write_text("".join(f"n{a} n{b}\n" for a, b in zip(u[keep], v[keep], strict=True)))
+    return path
+
+
+@pytest.mark.parametrize("propagate", [None, "on", "none"])
+def test_cli_engine_ray_writes_the_kind_of_rows_one_machine_writes(
+    tmp_path, monkeypatch, propagate
+):
+    # no Ray needed: the Ray engine's seam (engines.fit) is stood in for by the single
+    # machine's, which hands its result to write_outputs as ray.fit does when streaming
+    from caps2ne_np.cli.train import run_train, train_params
+    from caps2ne_np.training import engines
+
+    real_fit, streamed = engines.fit, []
+
+    def ray_stand_in(*args, engine="single", write_outputs=None, **kwargs):
+        result = real_fit(*args, **kwargs)
+        if engine == "ray" and write_outputs is not None:
+            streamed.append(True)
+            write_outputs(result)
+        return result
+
+    monkeypatch.setattr(engines, "fit", ray_stand_in)
+    graph = _sbm_edges(tmp_path / "sbm.txt")
+    common = dict(graph=str(graph), dim=8, feat_dim=8, epochs=1, walks_per_node=2, threads=1)
+    common.update(num_sampled=8, quiet=True, propagate=propagate)
+    run_train(train_params(out=str(tmp_path / "one.emb"), **common))
+    run_train(train_params(out=str(tmp_path / "ray.emb"), engine="ray", **common))
+    assert (tmp_path / "one.emb").read_bytes() == (tmp_path / "ray.emb").read_bytes()
+    assert streamed == ([True] if propagate == "none" else [])  # only the o_v as trained

@@ -103,16 +103,9 @@ class TrainRun:
     eval_every_epoch: bool = False
     quiet: bool = False
 
-    @property
-    def streamed(self):
-        """--engine ray: the tables go from the shards to the writers block by block
-        (the driver never holds one), unless --eval-every-epoch keeps a best epoch's
-        tables or --propagate needs them whole."""
-        return (
-            self.engine["engine"] == "ray"
-            and not self.eval_every_epoch
-            and self.options.get("propagate") in (None, "none")
-        )
+    streamed: bool = False
+    """--engine ray: the tables go from the shards to the writers block by block (the
+    driver never holds one); set by ``_streams`` once the inputs are read."""
 
 
 _ESTIMATOR_NAME = {"threads": "n_jobs", "seed": "random_state"}
@@ -151,6 +144,7 @@ def run_train(params):
     _warn_high_lr(job.options.get("lr"))
     g, features, labels, splits = _read_inputs(job)
     cfg, run_record = _configure(job, g)
+    job.streamed = _streams(job, cfg, fixed_features=features is not None)
     selector = None
     if job.eval_every_epoch:
         from ..epoch_selection import EpochSelector
@@ -192,6 +186,18 @@ def _plan(params):
         eval_every_epoch=p["eval_every_epoch"],
         quiet=p["quiet"],
     )
+
+
+def _streams(job, cfg, fixed_features):
+    """Whether --engine ray streams the o_v from the shards to the writers: only when
+    they are written as trained.  --eval-every-epoch keeps a best epoch's tables, and
+    propagated rows (--propagate, or its preset's value when not given: the rows one
+    machine writes) need the o_v whole."""
+    from ..defaults import PRESETS
+    from ..training.presets import preset_for
+
+    propagate = cfg.propagate or PRESETS[preset_for(cfg, fixed_features)]["propagate"]
+    return job.engine["engine"] == "ray" and not job.eval_every_epoch and propagate == "none"
 
 
 def _read_inputs(job):
@@ -330,12 +336,7 @@ def _finish(result, g, outputs, selector, run_record, streamed):
         params = selector.params_like(result.params)
     params = _free_training_state(result, params, keep_model=bool(outputs.model))
     propagated = None  # --propagate: the written embeddings (propagation.py)
-    if streamed and cfg.propagate != "none":
-        log.info(
-            "written embeddings: the o_v as trained (--engine ray streams them; "
-            "give --propagate on to gather and propagate them)"
-        )
-    elif not streamed:
+    if not streamed:  # a streamed run writes the o_v as trained (_streams)
         from ..model import propagation
 
         propagated = propagation.apply(
