@@ -66,6 +66,10 @@ rows' tuned-C score is smallest, among 0.5, 1, 2, 4 and 8: 2 (worst 1.79 points,
 Citeseer), where unit rows fell 6.14 short (LFR 3k at 0.7).  Checked on the MUSAE
 graphs, which chose nothing: docs/training.md, 'The written scale';
 docs/results/panel_protocols.md."""
+ROW_NORM_MIN = 1e-30
+"""The shortest --row-norm: the written rows are float32, whose normal numbers end at
+1.2e-38, so a row of length 1e-30 keeps its largest entries (at least 1e-30 / sqrt(k))
+to their digits up to k = 10^14; at 1e-45 every entry rounds to zero (the whole row)."""
 SPECTRUM_POWERS = ("auto", "0.5", "1")
 SPECTRUM_POWER = "auto"
 """The written rows of a propagated run (--spectrum-power), rownorm(U S^p) of the
@@ -472,10 +476,10 @@ OPTIONS = {
         "The length of every written row when the o_v are propagated (--propagate): "
         "ProNE writes unit rows (1).  A classifier at a fixed C regularises rows of "
         "length r as it would unit rows at C r^2, so the length decides scores at "
-        "scikit-learn's default C = 1 (docs/training.md, 'The written scale').",
-        low=0,
+        "scikit-learn's default C = 1 (docs/training.md, 'The written scale').  At least "
+        f"{ROW_NORM_MIN:g}: float32 rounds shorter rows to zero.",
+        low=ROW_NORM_MIN,
         high=1000,
-        open=("low",),
     ),
 }
 """The options of a training run, in the command line's order.  ``threads`` is 1 in
