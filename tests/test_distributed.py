@@ -24,6 +24,7 @@ CFG = dict(
     dim=16, feat_dim=16, walks_per_node=4, epochs=2, num_sampled=16, lr=5e-3, adam="lazy", threads=1
 )
 NAMES = ("W", "O", "bias", "X")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_single_machine_path_does_not_import_ray():
@@ -585,3 +586,57 @@ def test_cli_engine_ray_writes_the_kind_of_rows_one_machine_writes(
     run_train(train_params(out=str(tmp_path / "ray.emb"), engine="ray", **common))
     assert (tmp_path / "one.emb").read_bytes() == (tmp_path / "ray.emb").read_bytes()
     assert streamed == ([True] if propagate == "none" else [])  # only the o_v as trained
+
+
+def test_starting_ray_keeps_this_processes_sigterm_handler(monkeypatch):
+    # ray.init installs its own SIGTERM handler (exit 15 and a crash dump); the
+    # command line's (temp files removed, 'terminated (SIGTERM)', 143) must stay
+    import types
+
+    from caps2ne_np.training.ray import connect
+
+    def init(**options):
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+
+    def ours(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, ours)
+    try:
+        assert connect.start_ray(num_cpus=1) is True
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def test_cli_engine_ray_sigterm_is_the_documented_line_and_143(tmp_path):
+    pytest.importorskip("ray")
+    graph = _sbm_edges(tmp_path / "sbm.txt", sizes=(200, 200, 200))
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "train", "--graph", str(graph), "--engine", "ray"]
+        + ["--epochs", "200", "--dim", "8", "--feat-dim", "8", "--walks-per-node", "1"]
+        + ["--propagate", "none", "-q", "--checkpoint-dir", "ck", "--out", "o.emb"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.time() + 300
+        while not (tmp_path / "ck").exists() and time.time() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.2)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert err.decode().rstrip().splitlines()[-1] == (
+        "error: terminated (SIGTERM); no output was written"
+    )
+    assert not (tmp_path / "o.emb").exists()
