@@ -145,9 +145,9 @@ def _ignore_unraisable(unraisable):
 def _check_numba(debug):
     """Numba's environment variables, before Numba is imported and any work starts: a
     bad NUMBA_NUM_THREADS or an unusable threading layer is one line, exit code 1."""
-    from ..kernels import _threads
-
     try:
+        from ..kernels import _threads  # checks NUMBA_NUM_THREADS as it loads
+
         _threads.check_environment()
         _threads.check_layer()  # imports Numba and starts its threads
     except InputError as err:

@@ -58,7 +58,7 @@ def check_environment(environ=None):
         raise InputError(
             f"NUMBA_NUM_THREADS={value!r}: Numba's thread count must be a whole number "
             ">= 1; set it so or unset it "
-            "(train --threads chooses the threads of a run)"
+            "(train --threads or Caps2NE(n_jobs=...) chooses the threads of a run)"
         )
 
 
