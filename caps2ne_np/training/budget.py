@@ -200,7 +200,7 @@ class StopRule:
         if epoch == 1 and self.structure is not None and self.structure >= self.first:
             log.info(
                 "stop after epoch 1: the graph's own rank-%d factors predict held-out "
-                "edges with AUC %.3f (>= %g, --stop auto; --epochs N trains exactly N)",
+                "edges with AUC %.3f (>= %g, --stop auto; --stop none trains every epoch)",
                 STOP_RANK,
                 self.structure,
                 self.first,
@@ -227,7 +227,7 @@ class StopRule:
         if d < self.threshold:
             log.info(
                 "stop after epoch %d: the o_v moved %.3f of their norm (< %g, --stop auto; "
-                "--epochs N trains exactly N)",
+                "--stop none trains every epoch)",
                 epoch,
                 d,
                 self.threshold,
