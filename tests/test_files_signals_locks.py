@@ -654,6 +654,30 @@ def test_unwritable_model_out_is_found_before_out_is_written(run, tmp_path):
     assert not _trained(result) and not (tmp_path / "out.emb").exists()
 
 
+@pytest.mark.skipif(
+    not os.path.isdir("/sys"), reason="needs /sys, a folder no one may create files in"
+)
+@pytest.mark.parametrize(
+    "folder,says",
+    [
+        ("/sys/ck", "--checkpoint-dir /sys/ck: cannot create the folder in /sys"),
+        ("/sys", "--checkpoint-dir /sys: cannot create its checkpoint files in /sys"),
+    ],
+)
+def test_an_uncreatable_checkpoint_folder_is_named_as_given(run, tmp_path, folder, says):
+    # the error named a file beside the first existing parent: /sys/checkpoint.npz
+    try:
+        os.close(os.open("/sys/.caps2ne_probe", os.O_CREAT | os.O_WRONLY | os.O_EXCL))
+        os.unlink("/sys/.caps2ne_probe")
+        pytest.skip("/sys is writable here")
+    except OSError:
+        pass
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, "--checkpoint-dir", folder)
+    assert_error(result, says)
+    assert "checkpoint.npz" not in result.output
+
+
 # ---- 9. SIGTERM and Ctrl-C; stale temp files --------------------------------------------------
 
 
