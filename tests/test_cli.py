@@ -371,3 +371,15 @@ def test_each_command_takes_its_options_from_its_table(name):
     assert received == defaults
     for key, value in received.items():
         assert type(value) is type(defaults[key]), key
+
+
+def test_verbose_says_the_threads_the_run_gets(edges, tmp_path, monkeypatch):
+    # under NUMBA_NUM_THREADS=1, -v said "4 thread(s)" (the --threads asked for)
+    import numba
+
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    args = [a for a in TINY if a != "--quiet"] + ["--threads", "3", "-v"]
+    out = str(tmp_path / "o.emb")
+    result = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--out", out, *args])
+    assert result.exit_code == 0, result.output
+    assert "; 1 thread(s) (NUMBA_NUM_THREADS caps --threads 3)" in result.output

@@ -210,13 +210,18 @@ def _read_inputs(job):
 def _configure(job, g):
     """(the TrainConfig, the model file's run record: how the graph was read, the mode,
     the options as given); --threads' default: every core this process may use."""
+    from ..kernels._threads import threads_used
     from ..training.config import TrainConfig, usable_cores
 
     options = dict(job.options)
     if options["threads"] is None:
         options["threads"] = usable_cores()
     cfg = TrainConfig(**options)
-    log.debug("options: %s; %d thread(s)", cfg, options["threads"])
+    used = threads_used(options["threads"])
+    capped = f" (NUMBA_NUM_THREADS caps --threads {options['threads']})" * (
+        used < options["threads"]
+    )
+    log.debug("options: %s; %d thread(s)%s", cfg, used, capped)
     given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
     run_record = dict(
         directed=bool(g.directed),

@@ -306,3 +306,11 @@ def usable_cores():
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def threads_used(requested):
+    """The Numba threads a run asking for ``requested`` gets: at most the pool Numba
+    started with (``NUMBA_NUM_THREADS``, else the machine's cores)."""
+    import numba
+
+    return max(1, min(int(requested), numba.config.NUMBA_NUM_THREADS))
