@@ -454,10 +454,11 @@ OPTIONS = {
         "float32",
         "choice",
         "The arithmetic of the spectral start and of the propagation (--spectral, "
-        "--propagate): float32 (half the memory, about twice as fast; the propagation "
-        "equals float64's to float32 rounding, and so does the start but for the rows of "
-        "nodes its rank-d factorisation barely represents, whose direction float32 cannot "
-        "resolve) or float64 (scikit-learn's and ProNE's bits). docs/scaling.md.",
+        "--propagate): float32 (half the memory, about twice as fast) or float64 "
+        "(scikit-learn's and ProNE's bits).  float32's rows are float64's to float32 "
+        "rounding up to the signs of their columns, which no SVD fixes (the start's differ "
+        "in about half), but for the start's rows of nodes its rank-d factorisation barely "
+        "represents, whose direction float32 cannot resolve. docs/training.md.",
         choices=SPECTRAL_PRECISIONS,
     ),
     "spectrum_power": Option(

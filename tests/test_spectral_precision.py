@@ -176,3 +176,17 @@ def test_a_nan_spectral_start_is_refused_with_one_line(monkeypatch):
     cfg = TrainConfig(dim=8, feat_dim=8, spectral="init_xo")
     with pytest.raises(InputError, match="NaN or infinite.*float64"):
         spectral.start(A.indptr, A.indices, None, cfg)
+
+
+def test_the_precision_help_states_what_float32_gives():
+    # the help said the start equals float64's "to rounding" where about half of its
+    # columns come out with the other sign: it now says so, and this checks the claim
+    from caps2ne_np.defaults import OPTIONS
+
+    A = power_law_graph(2000, 20000)
+    E32, E64 = spectral.prone(A, 32, dtype=np.float32), spectral.prone(A, 32)
+    signs = np.sign(np.sum(E32.astype(np.float64) * E64, axis=0))
+    assert 0 < np.sum(signs < 0) < 32  # some columns flip, not all
+    assert np.abs(E32 * signs - E64).max() < 1e-4  # equal up to those signs
+    text = " ".join(OPTIONS["spectral_precision"].help.split())
+    assert "up to the signs of their columns" in text and "differ in about half" in text
