@@ -176,7 +176,9 @@ def preset_summary(name):
         f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
         + (f", {p['epochs']} epochs" if p["epochs"] else "")
         + (f", skip-gram term x {p['skipgram_weight']:g}" if p["skipgram_weight"] else "")
-        + (f", --spectral {p['spectral']}" if p.get("spectral", "none") != "none" else "")
+        + "".join(
+            f", --{key} {p[key]}" for key in ("spectral", "propagate", "stop") if p[key] != "none"
+        )
     )
 
 
@@ -242,9 +244,9 @@ OPTIONS = {
     "epochs": Option(
         None,
         "int",
-        "Epochs (exactly this many); each is ceil(N T / batch-size) "
-        "batches [preset converge: a budget set by the graph, printed at the "
-        "start].",
+        "Epochs: exactly this many, or at most with a --stop rule given; each is "
+        "ceil(N T / batch-size) batches [preset converge: a budget set by the graph, "
+        "printed at the start].",
         low=1,
     ),
     "batch_size": Option(
@@ -358,8 +360,8 @@ OPTIONS = {
         1,
         "int",
         "Threads for the Numba kernels (BLAS runs single-threaded "
-        "inside them) [default: all cores this process may use]. Results do not "
-        "depend on it.",
+        "inside them) [default: all cores this process may use, at most "
+        "NUMBA_NUM_THREADS]. With --parallel sync (the default) results do not depend on it.",
         low=1,
     ),
     "seed": Option(0, "int", "Seed of every random stream.", low=0),
@@ -400,7 +402,8 @@ OPTIONS = {
         "choice",
         "ProNE's spectral propagation of the trained o_v (propagation.py): on: the "
         "embeddings written (--out, --npy, get_embedding) are the o_v filtered over the "
-        "graph, then factorised (unit rows); auto: on when a held-out sample of edges "
+        "graph, then factorised (rows of length --row-norm); auto: on when a held-out "
+        "sample of edges "
         "says it helps (no labels read); none: the o_v as trained. [preset: converge "
         f"{PROPAGATE_CONVERGE}, paper none] docs/training.md.",
         choices=PROPAGATE_MODES,
@@ -445,8 +448,7 @@ OPTIONS = {
         0.5,
         "float",
         "ProNE: width theta of the band-pass filter (its Bessel coefficients grow as "
-        "e^theta: above 100 float64 loses the filter; below 0.01 the filter is flat and "
-        "cancels to zero).",
+        "e^theta; below 0.01 the filter is flat and cancels to zero).",
         low=PRONE_THETA_MIN,
         high=PRONE_THETA_MAX,
     ),
