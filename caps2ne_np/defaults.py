@@ -66,6 +66,10 @@ rows' tuned-C score is smallest, among 0.5, 1, 2, 4 and 8: 2 (worst 1.79 points,
 Citeseer), where unit rows fell 6.14 short (LFR 3k at 0.7).  Checked on the MUSAE
 graphs, which chose nothing: docs/training.md, 'The written scale';
 docs/results/panel_protocols.md."""
+ROW_NORM_MIN = 1e-30
+"""The shortest --row-norm: the written rows are float32, whose normal numbers end at
+1.2e-38, so a row of length 1e-30 keeps its largest entries (at least 1e-30 / sqrt(k))
+to their digits up to k = 10^14; at 1e-45 every entry rounds to zero (the whole row)."""
 SPECTRUM_POWERS = ("auto", "0.5", "0.75", "1")
 SPECTRUM_POWER = "auto"
 """The written rows of a propagated run (--spectrum-power), rownorm(U S^p) of the
@@ -173,7 +177,9 @@ def preset_summary(name):
         f"{p['walks']} walks, {p['adam']} Adam, {p['sampler']} sampler"
         + (f", {p['epochs']} epochs" if p["epochs"] else "")
         + (f", skip-gram term x {p['skipgram_weight']:g}" if p["skipgram_weight"] else "")
-        + (f", --spectral {p['spectral']}" if p.get("spectral", "none") != "none" else "")
+        + "".join(
+            f", --{key} {p[key]}" for key in ("spectral", "propagate", "stop") if p[key] != "none"
+        )
     )
 
 
@@ -239,9 +245,9 @@ OPTIONS = {
     "epochs": Option(
         None,
         "int",
-        "Epochs (exactly this many); each is ceil(N T / batch-size) "
-        "batches [preset converge: a budget set by the graph, printed at the "
-        "start].",
+        "Epochs: exactly this many, or at most with a --stop rule given; each is "
+        "ceil(N T / batch-size) batches [preset converge: a budget set by the graph, "
+        "printed at the start].",
         low=1,
     ),
     "batch_size": Option(
@@ -355,8 +361,8 @@ OPTIONS = {
         1,
         "int",
         "Threads for the Numba kernels (BLAS runs single-threaded "
-        "inside them) [default: all cores this process may use]. Results do not "
-        "depend on it.",
+        "inside them) [default: all cores this process may use, at most "
+        "NUMBA_NUM_THREADS]. With --parallel sync (the default) results do not depend on it.",
         low=1,
     ),
     "seed": Option(0, "int", "Seed of every random stream.", low=0),
@@ -397,7 +403,8 @@ OPTIONS = {
         "choice",
         "ProNE's spectral propagation of the trained o_v (propagation.py): on: the "
         "embeddings written (--out, --npy, get_embedding) are the o_v filtered over the "
-        "graph, then factorised (unit rows); auto: on when a held-out sample of edges "
+        "graph, then factorised (rows of length --row-norm); auto: on when a held-out "
+        "sample of edges "
         "says it helps (no labels read); none: the o_v as trained. [preset: converge "
         f"{PROPAGATE_CONVERGE}, paper none] docs/training.md.",
         choices=PROPAGATE_MODES,
@@ -442,8 +449,7 @@ OPTIONS = {
         0.5,
         "float",
         "ProNE: width theta of the band-pass filter (its Bessel coefficients grow as "
-        "e^theta: above 100 float64 loses the filter; below 0.01 the filter is flat and "
-        "cancels to zero).",
+        "e^theta; below 0.01 the filter is flat and cancels to zero).",
         low=PRONE_THETA_MIN,
         high=PRONE_THETA_MAX,
     ),
@@ -451,10 +457,11 @@ OPTIONS = {
         "float32",
         "choice",
         "The arithmetic of the spectral start and of the propagation (--spectral, "
-        "--propagate): float32 (half the memory, about twice as fast; the propagation "
-        "equals float64's to float32 rounding, and so does the start but for the rows of "
-        "nodes its rank-d factorisation barely represents, whose direction float32 cannot "
-        "resolve) or float64 (scikit-learn's and ProNE's bits). docs/scaling.md.",
+        "--propagate): float32 (half the memory, about twice as fast) or float64 "
+        "(scikit-learn's and ProNE's bits).  float32's rows are float64's to float32 "
+        "rounding up to the signs of their columns, which no SVD fixes (the start's differ "
+        "in about half), but for the start's rows of nodes its rank-d factorisation barely "
+        "represents, whose direction float32 cannot resolve. docs/training.md.",
         choices=SPECTRAL_PRECISIONS,
     ),
     "spectrum_power": Option(
@@ -473,10 +480,10 @@ OPTIONS = {
         "The length of every written row when the o_v are propagated (--propagate): "
         "ProNE writes unit rows (1).  A classifier at a fixed C regularises rows of "
         "length r as it would unit rows at C r^2, so the length decides scores at "
-        "scikit-learn's default C = 1 (docs/training.md, 'The written scale').",
-        low=0,
+        "scikit-learn's default C = 1 (docs/training.md, 'The written scale').  At least "
+        f"{ROW_NORM_MIN:g}: float32 rounds shorter rows to zero.",
+        low=ROW_NORM_MIN,
         high=1000,
-        open=("low",),
     ),
 }
 """The options of a training run, in the command line's order.  ``threads`` is 1 in

@@ -105,6 +105,18 @@ def test_a_small_drift_before_the_floor_trains_on_and_says_so(caplog):
     assert rule.drifts == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("structure", [None, 0.99])
+def test_the_stop_lines_hint_true_of_a_run_given_its_epochs(caplog, structure):
+    # "--epochs N trains exactly N" was false of a run given --epochs N --stop auto
+    rule = budget.StopRule(threshold=0.1, structure=structure)
+    O = np.ones((4, 3), np.float32)
+    with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
+        assert rule(1, params_with(O)) is (structure is not None)
+        assert structure is not None or rule(2, params_with(O)) is True
+    assert "stop after epoch" in caplog.text and "--stop none trains every epoch" in caplog.text
+    assert "--epochs N" not in caplog.text
+
+
 def test_the_run_builds_its_rule_with_the_budgets_floor(monkeypatch):
     """A 6-epoch run whose every drift is below the threshold stops after epoch 3."""
     monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)
@@ -238,3 +250,18 @@ def test_the_structure_log_line_names_the_floor(caplog):
     with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
         run(A, epochs=10, stop="auto")
     assert "until an epoch from epoch 4 on (0.4 of the budget) moves the o_v" in caplog.text
+
+
+@pytest.mark.parametrize("stop", ["none", "auto"])
+def test_a_graph_too_small_to_measure_logs_no_measurement(caplog, stop):
+    # a 90-node graph logged "written spectrum: a rank-32 factorisation ... to measure"
+    # and then measured nothing (fewer than 4 x STOP_RANK nodes)
+    from caps2ne_np.training.config import TrainConfig
+
+    rng = np.random.default_rng(0)
+    upper = sp.triu(sp.random(90, 90, density=0.1, random_state=rng, format="csr"), 1)
+    A = ((upper + upper.T) > 0).astype(np.float32).tocsr()
+    cfg = TrainConfig(stop=stop, propagate="on", spectrum_power="auto", epochs=2)
+    with caplog.at_level("INFO"):
+        assert budget.graph_structure(cfg, (A.indptr, A.indices, None)) is None
+    assert "rank-32 factorisation" not in caplog.text

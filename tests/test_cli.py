@@ -371,3 +371,62 @@ def test_each_command_takes_its_options_from_its_table(name):
     assert received == defaults
     for key, value in received.items():
         assert type(value) is type(defaults[key]), key
+
+
+def test_verbose_says_the_threads_the_run_gets(edges, tmp_path, monkeypatch):
+    # under NUMBA_NUM_THREADS=1, -v said "4 thread(s)" (the --threads asked for)
+    import numba
+
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    args = [a for a in TINY if a != "--quiet"] + ["--threads", "3", "-v"]
+    out = str(tmp_path / "o.emb")
+    result = CliRunner().invoke(cli, ["train", "--graph", str(edges), "--out", out, *args])
+    assert result.exit_code == 0, result.output
+    assert "; 1 thread(s) (NUMBA_NUM_THREADS caps --threads 3)" in result.output
+
+
+TRAIN_SECTIONS = (
+    "Input",
+    "Output",
+    "Scoring every epoch",
+    "Model (the paper's symbols)",
+    "Training",
+    "Spectral start and written rows (ProNE)",
+    "Checkpoints",
+    "Threads and engines",
+    "Messages",
+)
+
+
+def test_train_help_lists_its_options_in_sections():
+    # one ungrouped list of ~300 lines before; every option has a section, in order
+    from caps2ne_np.cli import options, tables
+    from caps2ne_np.defaults import OPTIONS
+
+    text = CliRunner().invoke(cli, ["train", "--help"], terminal_width=100).output
+    heads = [line[:-1] for line in text.splitlines() if line and not line[0].isspace()]
+    assert heads[1:] == [f"{title}" for title in TRAIN_SECTIONS]
+    assert "Options:" not in text
+    placed = options.titles(tables.TRAIN)
+    assert set(placed) == {p.name for p in cli.commands["train"].params if p.name != "help"}
+    assert {
+        name if name != "normalize_features" else "no_normalize_features" for name in OPTIONS
+    } <= set(placed)
+
+
+def test_resume_help_names_every_option_a_resume_may_change():
+    # the help named --epochs, --stop and --propagate where the code allows more
+    from caps2ne_np.training.checkpoint import RESUMABLE_CHANGES
+
+    text = CliRunner().invoke(cli, ["train", "--help"], terminal_width=10_000).output
+    line = next(row for row in text.splitlines() if row.strip().startswith("--resume"))
+    for name in RESUMABLE_CHANGES:
+        assert f"--{name.replace('_', '-')}" in line, name
+
+
+def test_train_help_does_not_contradict_the_defaults():
+    from caps2ne_np.defaults import OPTIONS, ROW_NORM
+
+    propagate = " ".join(OPTIONS["propagate"].help.split())
+    assert ROW_NORM != 1 and "(unit rows)" not in propagate and "--row-norm" in propagate
+    assert "exactly this many, or at most with a --stop rule" in OPTIONS["epochs"].help

@@ -24,6 +24,7 @@ CFG = dict(
     dim=16, feat_dim=16, walks_per_node=4, epochs=2, num_sampled=16, lr=5e-3, adam="lazy", threads=1
 )
 NAMES = ("W", "O", "bias", "X")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_single_machine_path_does_not_import_ray():
@@ -545,3 +546,97 @@ def test_ray_actors_start_with_the_short_openmp_spin(monkeypatch, user_env, expe
     assert connect.start_ray() is True
     env = seen["runtime_env"]["env_vars"]
     assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == expected
+
+
+def _sbm_edges(path, sizes=(30, 30, 30), seed=1):
+    """A small 3-block graph with string ids, as an edge list at ``path``."""
+    rng = np.random.default_rng(seed)
+    block = np.repeat(np.arange(len(sizes)), sizes)
+    n = block.size
+    u, v = np.triu_indices(n, 1)
+    p = np.where(block[u] == block[v], 0.3, 0.02)
+    keep = rng.random(u.size) < p
+    path.write_text("".join(f"n{a} n{b}\n" for a, b in zip(u[keep], v[keep], strict=True)))
+    return path
+
+
+@pytest.mark.parametrize("propagate", [None, "on", "none"])
+def test_cli_engine_ray_writes_the_kind_of_rows_one_machine_writes(
+    tmp_path, monkeypatch, propagate
+):
+    # no Ray needed: the Ray engine's seam (engines.fit) is stood in for by the single
+    # machine's, which hands its result to write_outputs as ray.fit does when streaming
+    from caps2ne_np.cli.train import run_train, train_params
+    from caps2ne_np.training import engines
+
+    real_fit, streamed = engines.fit, []
+
+    def ray_stand_in(*args, engine="single", write_outputs=None, **kwargs):
+        result = real_fit(*args, **kwargs)
+        if engine == "ray" and write_outputs is not None:
+            streamed.append(True)
+            write_outputs(result)
+        return result
+
+    monkeypatch.setattr(engines, "fit", ray_stand_in)
+    graph = _sbm_edges(tmp_path / "sbm.txt")
+    common = dict(graph=str(graph), dim=8, feat_dim=8, epochs=1, walks_per_node=2, threads=1)
+    common.update(num_sampled=8, quiet=True, propagate=propagate)
+    run_train(train_params(out=str(tmp_path / "one.emb"), **common))
+    run_train(train_params(out=str(tmp_path / "ray.emb"), engine="ray", **common))
+    assert (tmp_path / "one.emb").read_bytes() == (tmp_path / "ray.emb").read_bytes()
+    assert streamed == ([True] if propagate == "none" else [])  # only the o_v as trained
+
+
+def test_starting_ray_keeps_this_processes_sigterm_handler(monkeypatch):
+    # ray.init installs its own SIGTERM handler (exit 15 and a crash dump); the
+    # command line's (temp files removed, 'terminated (SIGTERM)', 143) must stay
+    import types
+
+    from caps2ne_np.training.ray import connect
+
+    def init(**options):
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+
+    def ours(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, ours)
+    try:
+        assert connect.start_ray(num_cpus=1) is True
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def test_cli_engine_ray_sigterm_is_the_documented_line_and_143(tmp_path):
+    pytest.importorskip("ray")
+    graph = _sbm_edges(tmp_path / "sbm.txt", sizes=(200, 200, 200))
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "train", "--graph", str(graph), "--engine", "ray"]
+        + ["--epochs", "200", "--dim", "8", "--feat-dim", "8", "--walks-per-node", "1"]
+        + ["--propagate", "none", "-q", "--checkpoint-dir", "ck", "--out", "o.emb"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.time() + 300
+        while not (tmp_path / "ck").exists() and time.time() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.2)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert err.decode().rstrip().splitlines()[-1] == (
+        "error: terminated (SIGTERM); no output was written"
+    )
+    assert not (tmp_path / "o.emb").exists()

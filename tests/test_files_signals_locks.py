@@ -654,6 +654,30 @@ def test_unwritable_model_out_is_found_before_out_is_written(run, tmp_path):
     assert not _trained(result) and not (tmp_path / "out.emb").exists()
 
 
+@pytest.mark.skipif(
+    not os.path.isdir("/sys"), reason="needs /sys, a folder no one may create files in"
+)
+@pytest.mark.parametrize(
+    "folder,says",
+    [
+        ("/sys/ck", "--checkpoint-dir /sys/ck: cannot create the folder in /sys"),
+        ("/sys", "--checkpoint-dir /sys: cannot create its checkpoint files in /sys"),
+    ],
+)
+def test_an_uncreatable_checkpoint_folder_is_named_as_given(run, tmp_path, folder, says):
+    # the error named a file beside the first existing parent: /sys/checkpoint.npz
+    try:
+        os.close(os.open("/sys/.caps2ne_probe", os.O_CREAT | os.O_WRONLY | os.O_EXCL))
+        os.unlink("/sys/.caps2ne_probe")
+        pytest.skip("/sys is writable here")
+    except OSError:
+        pass
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, "--checkpoint-dir", folder)
+    assert_error(result, says)
+    assert "checkpoint.npz" not in result.output
+
+
 # ---- 9. SIGTERM and Ctrl-C; stale temp files --------------------------------------------------
 
 
@@ -1059,3 +1083,33 @@ def test_overwritten_output_keeps_its_mode(run, tmp_path):
     assert train(run, "--overwrite", out="o.emb").exit_code == 0
     assert stat.S_IMODE(os.stat(tmp_path / "o.emb").st_mode) == 0o600
     assert (tmp_path / "o.emb").read_text().startswith("4 4\n")
+
+
+def _interpreter_start():
+    """Seconds this interpreter takes to start and exit (its own site imports), which no
+    code of the package can shorten: the early interrupts are sent after it."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("after", [0.0, 0.1, 0.25, 0.5])
+def test_ctrl_c_while_the_command_loads_is_one_line_and_130(tmp_path, after):
+    # the first half second imports click, NumPy and Numba: a KeyboardInterrupt
+    # traceback there, then click's "Aborted!" with exit 1
+    put(tmp_path, "g.txt", GRAPH)
+    delay = 1.5 * _interpreter_start() + after
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "train", "--graph", "g.txt", "--epochs", "1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert last_line(err) == "error: interrupted; no output was written"
+    assert b"Traceback" not in err and b"Aborted" not in err
+    assert not (tmp_path / "g.emb").exists()

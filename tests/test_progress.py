@@ -167,6 +167,24 @@ class Terminal(Pipe):
         return True
 
 
+class ZeroColumns(Terminal):
+    def fileno(self):
+        return 2
+
+
+def test_a_terminal_of_zero_columns_gets_plain_lines(monkeypatch):
+    # `script` without a size makes a terminal of 0 columns, where tqdm drew nothing
+    term = ZeroColumns()
+    monkeypatch.setattr(sys, "stderr", term)
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd=1: os.terminal_size((0, 0)))
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)
+    bar = loop_mod._progress(True, 678, 300)
+    bar.set_postfix(epoch="1/2", loss=progress.loss_text(5.76621))
+    bar.update(39)
+    bar.close()
+    assert "".join(term.parts) == "progress: 339/678 batches (50%), epoch 1/2, loss 5.7662\n"
+
+
 @pytest.mark.parametrize("columns", [60, 80, 120])
 def test_bar_fits_the_terminal_and_keeps_whole_fields(monkeypatch, columns):
     """At 80 columns tqdm's default drew a one-character bar and cut the postfix."""

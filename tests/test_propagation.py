@@ -156,7 +156,34 @@ def test_row_norm_is_validated_and_logged():
     from caps2ne_np import defaults
 
     option = defaults.OPTIONS["row_norm"]
-    assert option.low == 0 and "low" in option.open and defaults.DEFAULTS["row_norm"] > 0
+    assert option.low == defaults.ROW_NORM_MIN > 0 and defaults.DEFAULTS["row_norm"] > 0
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-30, 1.0, 2.0, 1000.0])
+def test_short_written_rows_are_not_called_identical(scale):
+    # the identical-rows check compares the rows as unit rows: rows of length 1e-6 that
+    # differ must not round to the same 6 decimals (which wrote the o_v unpropagated)
+    rng = np.random.default_rng(0)
+    O = rng.standard_normal((300, 8))
+    E = propagation.written(rng.standard_normal((300, 8)), scale)
+    assert propagation.check_rows(E, O, scale) == ("", "")
+    E[1] = E[0]  # a true pair of twins is still named (both nodes)
+    assert "2 of 300 rows are identical" in propagation.check_rows(E, O, scale)[1]
+
+
+@pytest.mark.parametrize("value", ["1e-45", "1e-31", "0"])
+def test_row_norm_below_float32s_range_is_refused(value, tmp_path):
+    # rows shorter than ROW_NORM_MIN underflow float32 to zero rows, which were then
+    # blamed on --prone-theta: refused as a usage error before any work
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    graph = tmp_path / "g.txt"
+    graph.write_text("a b\nb c\n")
+    result = CliRunner().invoke(cli, ["train", "--graph", str(graph), "--row-norm", value])
+    assert result.exit_code == 2 and "--row-norm" in result.output
+    assert "1e-30<=x<=1000" in result.output
 
 
 def test_propagation_equals_nodevectors_chebyshev_gaussian(small_graph):

@@ -543,6 +543,21 @@ def test_preset_start_falls_back_to_random_x_on_a_graph_too_small_for_prone(dims
     assert big.spectral == "init_xo"
 
 
+@pytest.mark.parametrize(
+    "dims,says",
+    [
+        (dict(dim=34), "needs --dim (34) and --feat-dim (128) below the 90 nodes"),
+        (dict(dim=134, feat_dim=20), "needs --dim (134) and --feat-dim (20) below the 90 nodes"),
+    ],
+)
+def test_spectral_start_off_note_names_each_size_as_given(dims, says):
+    # the note printed "--feat-dim and --dim (128)" when --dim 34 was given
+    from caps2ne_np.training.config import resolve
+
+    _, notes = resolve(TrainConfig(**dims), 90, 400)
+    assert says in next(n for n in notes if n.startswith("spectral start off"))
+
+
 # --------------------------------------------------------------------------- item 7
 
 

@@ -74,3 +74,27 @@ def test_the_filter_takes_a_block_of_columns_at_a_time(graph, monkeypatch):
     np.testing.assert_array_equal(outs[1], outs[0])
     block = 8 * N * 64
     assert peaks[1] < peaks[0] - 3 * block, [p / block for p in peaks]
+
+
+@pytest.mark.parametrize("edges", [5_000_000, 50_000_000])
+def test_the_propagation_is_checked_beside_the_tables_without_adams_moments(monkeypatch, edges):
+    # a finished run frees Adam's two moments before the propagation: its check counts
+    # the trained tables, not the training step's memory (which held the moments too)
+    from caps2ne_np import errors
+    from caps2ne_np.training import memory
+
+    n = 1_000_000
+    cfg = TrainConfig(dim=128, feat_dim=128, batch_size=16, walks_per_node=16, num_sampled=256)
+    cfg = cfg.__class__(**{**cfg.__dict__, "spectral": "none", "stop": "none", "propagate": "on"})
+    step = memory.step_memory(cfg, n, 128)
+    tables = 4 * (n * (128 + 1 + 128) + 9 * 128 * 128)  # O, biases, x; W: float32
+    after = memory.spectral_memory(cfg, n, edges)[1]
+    assert step - tables > 2 * 4 * n * (128 + 1 + 128)  # the moments: in the step only
+    need = max(step, tables + after)
+    assert need < step + after  # the old sum refused runs that fit
+    monkeypatch.setattr(errors, "available_memory", lambda: need)
+    memory.check_run_memory(cfg, n, edges, 128)  # fits: no error
+    monkeypatch.setattr(errors, "available_memory", lambda: need - 1)
+    says = "beside the trained tables" if tables + after > step else "training with"
+    with pytest.raises(errors.InputError, match=says):
+        memory.check_run_memory(cfg, n, edges, 128)

@@ -143,3 +143,50 @@ def test_float32_randomized_svd_is_float64s_to_rounding():
     assert U32.dtype == np.float32
     np.testing.assert_allclose(S32, S64, rtol=1e-5)
     assert aligned_residual(U32 * np.sqrt(S32), U64 * np.sqrt(S64)) < 1e-4
+
+
+@pytest.mark.parametrize("weight,theta", [(3.4e38, 0.5), (1.0, 95.0), (3.4e38, 100.0)])
+def test_float32_stages_hold_at_the_ends_of_the_documented_ranges(weight, theta):
+    # edge weights up to float32's 3.4e38 and --prone-theta up to 100 (e^theta past
+    # float32 from 88.7): the float32 filter scales by powers of two, so the propagation
+    # and the start are float64's to rounding, not an overflow, a NaN or a failed SVD
+    A = power_law_graph() * weight
+    O = np.random.default_rng(7).standard_normal((A.shape[0], 16)).astype(np.float32)
+    p64 = propagation.propagate(A, O, theta=theta)
+    p32 = propagation.propagate(A, O, theta=theta, dtype=np.float32)
+    assert np.isfinite(p32.E).all() and aligned_residual(p32.E, p64.E) < 1e-5
+    E32 = spectral.prone(A, 16, theta=theta, dtype=np.float32)
+    assert np.isfinite(E32).all()
+    assert aligned_residual(E32, spectral.prone(A, 16, theta=theta)) < 1e-4
+
+
+def test_float32_filter_keeps_ordinary_runs_unscaled():
+    # the powers of two start only past FLOAT32_HEADROOM: an unweighted graph at the
+    # default theta keeps its bits
+    assert spectral.float32_scales(power_law_graph() * 1e6, 27.0) == (1.0, 1.0)
+    assert spectral.float32_scales(power_law_graph() * 1e12, 28.0) != (1.0, 1.0)
+
+
+def test_a_nan_spectral_start_is_refused_with_one_line(monkeypatch):
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.training.config import TrainConfig
+
+    A = power_law_graph(60, 300)
+    monkeypatch.setattr(spectral, "prone", lambda A, d, *a: np.full((A.shape[0], d), np.nan))
+    cfg = TrainConfig(dim=8, feat_dim=8, spectral="init_xo")
+    with pytest.raises(InputError, match="NaN or infinite.*float64"):
+        spectral.start(A.indptr, A.indices, None, cfg)
+
+
+def test_the_precision_help_states_what_float32_gives():
+    # the help said the start equals float64's "to rounding" where about half of its
+    # columns come out with the other sign: it now says so, and this checks the claim
+    from caps2ne_np.defaults import OPTIONS
+
+    A = power_law_graph(2000, 20000)
+    E32, E64 = spectral.prone(A, 32, dtype=np.float32), spectral.prone(A, 32)
+    signs = np.sign(np.sum(E32.astype(np.float64) * E64, axis=0))
+    assert 0 < np.sum(signs < 0) < 32  # some columns flip, not all
+    assert np.abs(E32 * signs - E64).max() < 1e-4  # equal up to those signs
+    text = " ".join(OPTIONS["spectral_precision"].help.split())
+    assert "up to the signs of their columns" in text and "differ in about half" in text

@@ -63,3 +63,22 @@ def test_a_spin_the_user_chose_is_kept(env):
     assert r["package_kept"] and r["kernels_kept"]
     assert r["spin"] == env.get("GOMP_SPINCOUNT") and r["policy"] == env.get("OMP_WAIT_POLICY")
     assert SPIN_COUNT not in r["seen"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc"])
+def test_importing_the_estimator_with_a_bad_thread_count_is_one_clear_error(value):
+    # Numba fails on 0 with its own traceback and ignores 'abc' with a warning (a
+    # ValueError later): the package checks the variable before Numba loads
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, NUMBA_NUM_THREADS=value, PYTHONPATH=root)
+    done = subprocess.run(
+        [sys.executable, "-c", "import caps2ne_np.estimator"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    last = done.stderr.rstrip().splitlines()[-1]
+    assert last.startswith(f"caps2ne_np.errors.InputError: NUMBA_NUM_THREADS={value!r}")
+    assert "numba" not in done.stderr.replace("NUMBA_NUM_THREADS", "")

@@ -40,5 +40,6 @@ for command in (train, evaluate, fetch_data, infer, choose):
 
 
 def main():
-    """Entry point of the ``caps2ne`` console script."""
+    """Run the command line as the ``caps2ne`` console script (whose entry point is
+    ``caps2ne_np.__main__.main``, which handles Ctrl-C before this module loads)."""
     cli(prog_name=os.environ.get("CAPS2NE_PROG", "caps2ne"))

@@ -201,4 +201,8 @@ def check_outputs(outputs, inputs, checkpoint_dir=None):
             existing = existing.parent
         if not existing.is_dir():
             raise InputError(f"--checkpoint-dir {checkpoint_dir}: {existing} is not a folder")
-        probe_writable(existing / "checkpoint.npz")
+        probe_writable(  # the folder named, not a file beside its first existing parent
+            existing / checkpoint.LATEST,
+            f"--checkpoint-dir {checkpoint_dir}",
+            "its checkpoint files" if existing == target else "the folder",
+        )

@@ -61,22 +61,65 @@ def option(*decls, **attrs):
     return Opt(decls, attrs)
 
 
+@dataclass(frozen=True)
+class Section:
+    """A titled run of a table's rows: ``--help`` lists them under ``title``."""
+
+    title: str
+    rows: tuple
+
+
+def section(title, *rows):
+    """A Section of ``rows`` (rows and tuples of rows)."""
+    return Section(title, rows)
+
+
 def rows(table):
-    """The Opt rows of ``table``, a sequence of rows and tuples of rows, in order."""
+    """The Opt rows of ``table``, a sequence of rows, tuples of rows and Sections, in order."""
     out = []
     for row in table:
-        out.extend(row if isinstance(row, tuple) else (row,))
+        if isinstance(row, Section):
+            out.extend(rows(row.rows))
+        else:
+            out.extend(row if isinstance(row, tuple) else (row,))
     return out
+
+
+def titles(table):
+    """{option name: the title of its Section} of ``table``'s rows in Sections."""
+    return {row.name: s.title for s in table if isinstance(s, Section) for row in rows(s.rows)}
+
+
+class SectionedCommand(click.Command):
+    """A click command whose ``--help`` lists its options under the titles of their
+    Sections (``sections``: name -> title; click has no option groups of its own),
+    the others (--help itself) under the last title, each section in table order."""
+
+    sections: dict = {}
+
+    def format_options(self, ctx, formatter):
+        groups = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                last = list(self.sections.values())[-1] if self.sections else "Options"
+                groups.setdefault(self.sections.get(param.name, last), []).append(record)
+        for title, records in groups.items():
+            with formatter.section(title):
+                formatter.write_dl(records)
 
 
 def command(table, name=None):
     """A click command of the function it decorates, with the options of ``table``
-    in the order listed (as stacked ``@click.option`` lines would be)."""
+    in the order listed (as stacked ``@click.option`` lines would be), listed by
+    ``--help`` under the titles of their Sections."""
 
     def make(f):
         for row in reversed(rows(table)):
             f = row(f)
-        return click.command(name, context_settings=CONTEXT)(f)
+        made = click.command(name, cls=SectionedCommand, context_settings=CONTEXT)(f)
+        made.sections = titles(table)
+        return made
 
     return make
 

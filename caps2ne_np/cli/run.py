@@ -61,8 +61,14 @@ def run(debug, fn, *args, **kwargs):
     import signal
     import threading
 
-    _check_numba(debug)
-    from ..training.loop import TrainingDiverged
+    from ..interrupts import handled_by_python
+
+    handled_by_python()  # Ctrl-C raises KeyboardInterrupt from here: the clean-up runs
+    try:
+        _check_numba(debug)  # imports Numba: half a second
+        from ..training.loop import TrainingDiverged
+    except KeyboardInterrupt:
+        raise _interrupted(False) from None
 
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, InputWarning):
@@ -111,11 +117,7 @@ def run(debug, fn, *args, **kwargs):
             # checkpoint): its __del__ then fails when the traceback is freed; the user
             # has the one-line error, not that
             sys.unraisablehook = _ignore_unraisable
-            term = isinstance(err, Terminated)
-            done = f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN else "no output was written"
-            failure = Failure(f"{'terminated (SIGTERM)' if term else 'interrupted'}; {done}")
-            failure.exit_code = 143 if term else 130
-            raise failure from None
+            raise _interrupted(isinstance(err, Terminated)) from None
         except Exception as err:  # noqa: BLE001 -- last resort: never a bare traceback
             if debug:
                 raise
@@ -128,6 +130,14 @@ def run(debug, fn, *args, **kwargs):
                 signal.signal(signal.SIGTERM, old_term)
 
 
+def _interrupted(term):
+    """The Failure of a run ended by SIGTERM (``term``) or Ctrl-C: exit 143 or 130."""
+    done = f"wrote only {', '.join(_WRITTEN)}" if _WRITTEN else "no output was written"
+    failure = Failure(f"{'terminated (SIGTERM)' if term else 'interrupted'}; {done}")
+    failure.exit_code = 143 if term else 130
+    return failure
+
+
 def _ignore_unraisable(unraisable):
     """``sys.unraisablehook`` after an interrupt: objects it left half-built say nothing."""
 
@@ -135,9 +145,9 @@ def _ignore_unraisable(unraisable):
 def _check_numba(debug):
     """Numba's environment variables, before Numba is imported and any work starts: a
     bad NUMBA_NUM_THREADS or an unusable threading layer is one line, exit code 1."""
-    from ..kernels import _threads
-
     try:
+        from ..kernels import _threads  # checks NUMBA_NUM_THREADS as it loads
+
         _threads.check_environment()
         _threads.check_layer()  # imports Numba and starts its threads
     except InputError as err:

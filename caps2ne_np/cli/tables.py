@@ -12,169 +12,246 @@ from ..defaults import (
     DEFAULT_AGGREGATE,
     DEFAULT_CALIBRATION,
     ISOLATED,
-    OPTIONS,
 )
+from ..training.checkpoint import RESUMABLE_CHANGES
 from . import options as opt
 from .options import option
 
+_FLAGS = [f"--{name.replace('_', '-')}" for name in RESUMABLE_CHANGES]
+RESUMABLE = ", ".join(_FLAGS[:-1]) + " and " + _FLAGS[-1]
+"""The options a resumed run may change (checkpoint.RESUMABLE_CHANGES), for --resume's help."""
+
 TRAIN = (
-    option(
-        "--graph",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
-        "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat.",
+    opt.section(
+        "Input",
+        option(
+            "--graph",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
+            "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat.",
+        ),
+        opt.dataset("A benchmark set instead of --graph (features, labels and splits included)."),
+        opt.data_dir(),
+        opt.features("Fixed node features x: scipy .npz (kept sparse) or .npy, one row per node."),
+        opt.feature_ids(),
+        option(
+            "--featureless",
+            is_flag=True,
+            help="Ignore the dataset's features and train x (d = --feat-dim).",
+        ),
+        opt.config_option("normalize_features"),
+        opt.edges(
+            "Treat each line as u->v only (default: undirected).",
+            "Keep u-u edges (dropped by default).",
+        ),
+        option(
+            "--graph-cache",
+            type=click.Choice(["off", "use", "write"]),
+            default="off",
+            help="Binary CSR cache <graph>.cache.npz next to --graph: 'use' loads it when fresh "
+            "(same file content by hash, same --directed/--keep-self-loops) and rebuilds "
+            "it otherwise; 'write' always rebuilds it.",
+        ),
     ),
-    opt.dataset("A benchmark set instead of --graph (features, labels and splits included)."),
-    opt.data_dir(),
-    opt.features("Fixed node features x: scipy .npz (kept sparse) or .npy, one row per node."),
-    opt.feature_ids(),
-    option(
-        "--featureless",
-        is_flag=True,
-        help="Ignore the dataset's features and train x (d = --feat-dim).",
+    opt.section(
+        "Output",
+        opt.out(
+            "Embeddings in word2vec text format ('-': standard output) [default: <graph stem>.emb]."
+        ),
+        option(
+            "--binary",
+            is_flag=True,
+            help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
+            "smaller and much faster to write than text.",
+        ),
+        option(
+            "--npy",
+            "npy_out",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
+            "--out (the graph's node order: first appearance in the edge list), plus "
+            "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
+            "that order.",
+        ),
+        option(
+            "--model-out",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Also write the whole trained model (parameters, config, node ids) to .npz.",
+        ),
+        option(
+            "--history",
+            "history_out",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Also write the per-epoch history (loss, rate, time, pairs/s; with "
+            "--eval-every-epoch the accuracies val_acc and test_acc, as fractions in [0, 1] "
+            "where the log prints percent) as CSV, rewritten after every epoch.",
+        ),
+        opt.overwrite("Replace existing output files."),
     ),
-    opt.config_option("normalize_features"),
-    opt.labels("'node label' lines, for --eval-every-epoch."),
-    opt.splits("JSON list of {train, val, test} node-id lists, for --eval-every-epoch."),
-    option(
-        "--eval-every-epoch",
-        is_flag=True,
-        help="Score o_v on the splits after every epoch (logistic regression) and write the "
-        "embeddings of the epoch with the best mean validation accuracy.",
+    opt.section(
+        "Scoring every epoch",
+        opt.labels("'node label' lines, for --eval-every-epoch."),
+        opt.splits("JSON list of {train, val, test} node-id lists, for --eval-every-epoch."),
+        option(
+            "--eval-every-epoch",
+            is_flag=True,
+            help="Score o_v on the splits after every epoch (logistic regression) and write the "
+            "embeddings of the epoch with the best mean validation accuracy.",
+        ),
+        option(
+            "--train-fraction",
+            default=None,
+            type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+            help="--eval-every-epoch with --labels but no --splits: 10 random splits, stratified "
+            "by class (seeded by --seed), training on this fraction of the labelled nodes, as "
+            "evaluate does [default: 0.5].",
+        ),
+        option(
+            "--val-fraction",
+            default=None,
+            type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+            help="With those random splits: the fraction held out for validation, which "
+            "chooses the epoch [default: 0.1].",
+        ),
     ),
-    option(
-        "--train-fraction",
-        default=None,
-        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-        help="--eval-every-epoch with --labels but no --splits: 10 random splits, stratified "
-        "by class (seeded by --seed), training on this fraction of the labelled nodes, as "
-        "evaluate does [default: 0.5].",
+    opt.section(
+        "Model (the paper's symbols)",
+        opt.config_options(
+            [
+                "dim",
+                "feat_dim",
+                "walk_length",
+                "routing_iters",
+                "routing_rule",
+                "routing_scale",
+                "grad_mode",
+                "targets",
+                "skipgram_weight",
+                "skipgram_negatives",
+            ]
+        ),
     ),
-    option(
-        "--val-fraction",
-        default=None,
-        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-        help="With those random splits: the fraction held out for validation, which "
-        "chooses the epoch [default: 0.1].",
+    opt.section(
+        "Training",
+        opt.config_options(
+            [
+                "preset",
+                "epochs",
+                "stop",
+                "walks_per_node",
+                "walks",
+                "node2vec_p",
+                "node2vec_q",
+                "batch_size",
+                "batch_mode",
+                "lr",
+                "lr_schedule",
+                "lr_floor",
+                "num_sampled",
+                "sampler",
+                "walk_chunk",
+                "adam",
+                "seed",
+            ]
+        ),
     ),
-    opt.edges(
-        "Treat each line as u->v only (default: undirected).",
-        "Keep u-u edges (dropped by default).",
+    opt.section(
+        "Spectral start and written rows (ProNE)",
+        opt.config_options(
+            [
+                "spectral",
+                "spectral_dim",
+                "propagate",
+                "spectrum_power",
+                "row_norm",
+                "prone_order",
+                "prone_mu",
+                "prone_theta",
+                "spectral_precision",
+            ]
+        ),
     ),
-    option(
-        "--graph-cache",
-        type=click.Choice(["off", "use", "write"]),
-        default="off",
-        help="Binary CSR cache <graph>.cache.npz next to --graph: 'use' loads it when fresh "
-        "(same file content by hash, same --directed/--keep-self-loops) and rebuilds "
-        "it otherwise; 'write' always rebuilds it.",
+    opt.section(
+        "Checkpoints",
+        option(
+            "--checkpoint-dir",
+            type=click.Path(file_okay=False),
+            default=None,
+            help="Save the full training state there after every epoch (atomic).",
+        ),
+        option(
+            "--checkpoint-every",
+            default=0,
+            type=click.IntRange(min=0),
+            help="Also save a checkpoint every N steps (0: only at epoch ends); needs "
+            "--checkpoint-dir or --resume.",
+        ),
+        option(
+            "--resume",
+            "resume_dir",
+            type=click.Path(file_okay=False),
+            default=None,
+            help="Continue the run checkpointed in this folder, with the same input and "
+            f"options: only {RESUMABLE} may change. Keeps checkpointing there.",
+        ),
     ),
-    opt.out(
-        "Embeddings in word2vec text format ('-': standard output) [default: <graph stem>.emb]."
+    opt.section(
+        "Threads and engines",
+        opt.config_options(["threads"], threads=dict(default=None)),
+        option(
+            "--engine",
+            default="single",
+            show_default=True,
+            type=click.Choice(["single", "ray"]),
+            help="single: train in this process; ray: sharded parameter server on Ray "
+            "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).",
+        ),
+        option(
+            "--parallel",
+            default="sync",
+            show_default=True,
+            type=click.Choice(["sync", "async"]),
+            help="sync: each step on the threads (the same embeddings on any --threads); async: "
+            "each thread trains its own batches on the shared tables without locks (faster on "
+            "several cores, not reproducible; docs/training.md, Threads).",
+        ),
+        option(
+            "--workers",
+            default=1,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="--engine ray: worker actors P; a round trains P batches at once.",
+        ),
+        option(
+            "--servers",
+            default=1,
+            show_default=True,
+            type=click.IntRange(min=1),
+            help="--engine ray: server actors S holding O, x, the biases and their Adam "
+            "moments, sharded by node id.",
+        ),
+        option(
+            "--ray-address",
+            default=None,
+            help="--engine ray: the Ray cluster to join ('auto', 'ray://head:10001') "
+            "[default: a local Ray instance sized to this machine].",
+        ),
     ),
-    option(
-        "--binary",
-        is_flag=True,
-        help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
-        "smaller and much faster to write than text.",
+    opt.section(
+        "Messages",
+        opt.quiet("Print only errors: no progress bar, log lines or warnings."),
+        option(
+            "--verbose",
+            "-v",
+            is_flag=True,
+            help="Also print debugging details (the full configuration, threads).",
+        ),
+        opt.debug(),
     ),
-    option(
-        "--npy",
-        "npy_out",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
-        "--out (the graph's node order: first appearance in the edge list), plus "
-        "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
-        "that order.",
-    ),
-    option(
-        "--model-out",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Also write the whole trained model (parameters, config, node ids) to .npz.",
-    ),
-    option(
-        "--history",
-        "history_out",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Also write the per-epoch history (loss, rate, time, pairs/s; with "
-        "--eval-every-epoch the accuracies val_acc and test_acc, as fractions in [0, 1] "
-        "where the log prints percent) as CSV, rewritten after every epoch.",
-    ),
-    opt.overwrite("Replace existing output files."),
-    opt.config_options(
-        [name for name in OPTIONS if name != "normalize_features"], threads=dict(default=None)
-    ),  # --threads None: every core (train.py)
-    option(
-        "--checkpoint-dir",
-        type=click.Path(file_okay=False),
-        default=None,
-        help="Save the full training state there after every epoch (atomic).",
-    ),
-    option(
-        "--checkpoint-every",
-        default=0,
-        type=click.IntRange(min=0),
-        help="Also save a checkpoint every N steps (0: only at epoch ends); needs "
-        "--checkpoint-dir or --resume.",
-    ),
-    option(
-        "--resume",
-        "resume_dir",
-        type=click.Path(file_okay=False),
-        default=None,
-        help="Continue the run checkpointed in this folder (same input and options; "
-        "--epochs may grow, --stop and --propagate may change). Keeps checkpointing there.",
-    ),
-    option(
-        "--engine",
-        default="single",
-        show_default=True,
-        type=click.Choice(["single", "ray"]),
-        help="single: train in this process; ray: sharded parameter server on Ray "
-        "(needs --adam lazy; pip install 'caps2ne_np[ray]'; docs/distributed.md).",
-    ),
-    option(
-        "--parallel",
-        default="sync",
-        show_default=True,
-        type=click.Choice(["sync", "async"]),
-        help="sync: each step on the threads (the same embeddings on any --threads); async: "
-        "each thread trains its own batches on the shared tables without locks (faster on "
-        "several cores, not reproducible; docs/training.md, Threads).",
-    ),
-    option(
-        "--workers",
-        default=1,
-        show_default=True,
-        type=click.IntRange(min=1),
-        help="--engine ray: worker actors P; a round trains P batches at once.",
-    ),
-    option(
-        "--servers",
-        default=1,
-        show_default=True,
-        type=click.IntRange(min=1),
-        help="--engine ray: server actors S holding O, x, the biases and their Adam "
-        "moments, sharded by node id.",
-    ),
-    option(
-        "--ray-address",
-        default=None,
-        help="--engine ray: the Ray cluster to join ('auto', 'ray://head:10001') "
-        "[default: a local Ray instance sized to this machine].",
-    ),
-    opt.quiet("Print only errors: no progress bar, log lines or warnings."),
-    option(
-        "--verbose",
-        "-v",
-        is_flag=True,
-        help="Also print debugging details (the full configuration, threads).",
-    ),
-    opt.debug(),
 )
 """train's options: its own, and every TrainConfig field from ``defaults.OPTIONS``."""
 

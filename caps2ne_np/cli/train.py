@@ -103,16 +103,9 @@ class TrainRun:
     eval_every_epoch: bool = False
     quiet: bool = False
 
-    @property
-    def streamed(self):
-        """--engine ray: the tables go from the shards to the writers block by block
-        (the driver never holds one), unless --eval-every-epoch keeps a best epoch's
-        tables or --propagate needs them whole."""
-        return (
-            self.engine["engine"] == "ray"
-            and not self.eval_every_epoch
-            and self.options.get("propagate") in (None, "none")
-        )
+    streamed: bool = False
+    """--engine ray: the tables go from the shards to the writers block by block (the
+    driver never holds one); set by ``_streams`` once the inputs are read."""
 
 
 _ESTIMATOR_NAME = {"threads": "n_jobs", "seed": "random_state"}
@@ -151,6 +144,7 @@ def run_train(params):
     _warn_high_lr(job.options.get("lr"))
     g, features, labels, splits = _read_inputs(job)
     cfg, run_record = _configure(job, g)
+    job.streamed = _streams(job, cfg, fixed_features=features is not None)
     selector = None
     if job.eval_every_epoch:
         from ..epoch_selection import EpochSelector
@@ -194,6 +188,18 @@ def _plan(params):
     )
 
 
+def _streams(job, cfg, fixed_features):
+    """Whether --engine ray streams the o_v from the shards to the writers: only when
+    they are written as trained.  --eval-every-epoch keeps a best epoch's tables, and
+    propagated rows (--propagate, or its preset's value when not given: the rows one
+    machine writes) need the o_v whole."""
+    from ..defaults import PRESETS
+    from ..training.presets import preset_for
+
+    propagate = cfg.propagate or PRESETS[preset_for(cfg, fixed_features)]["propagate"]
+    return job.engine["engine"] == "ray" and not job.eval_every_epoch and propagate == "none"
+
+
 def _read_inputs(job):
     """(graph, features, labels, splits), and the log line of the graph."""
     g, features, labels, splits = load_input(job.source, need_eval=job.eval_every_epoch)
@@ -204,13 +210,18 @@ def _read_inputs(job):
 def _configure(job, g):
     """(the TrainConfig, the model file's run record: how the graph was read, the mode,
     the options as given); --threads' default: every core this process may use."""
+    from ..kernels._threads import threads_used
     from ..training.config import TrainConfig, usable_cores
 
     options = dict(job.options)
     if options["threads"] is None:
         options["threads"] = usable_cores()
     cfg = TrainConfig(**options)
-    log.debug("options: %s; %d thread(s)", cfg, options["threads"])
+    used = threads_used(options["threads"])
+    capped = f" (NUMBA_NUM_THREADS caps --threads {options['threads']})" * (
+        used < options["threads"]
+    )
+    log.debug("options: %s; %d thread(s)%s", cfg, used, capped)
     given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
     run_record = dict(
         directed=bool(g.directed),
@@ -330,12 +341,7 @@ def _finish(result, g, outputs, selector, run_record, streamed):
         params = selector.params_like(result.params)
     params = _free_training_state(result, params, keep_model=bool(outputs.model))
     propagated = None  # --propagate: the written embeddings (propagation.py)
-    if streamed and cfg.propagate != "none":
-        log.info(
-            "written embeddings: the o_v as trained (--engine ray streams them; "
-            "give --propagate on to gather and propagate them)"
-        )
-    elif not streamed:
+    if not streamed:  # a streamed run writes the o_v as trained (_streams)
         from ..model import propagation
 
         propagated = propagation.apply(

@@ -83,9 +83,10 @@ def check_output_path(path, overwrite: bool) -> Path:
     return target
 
 
-def probe_writable(path) -> None:
+def probe_writable(path, subject=None, making="a file") -> None:
     """Create and remove a temp file next to ``path``: ``InputError`` if the folder refuses
-    (a read-only file system, or permissions that ``os.access`` does not see)."""
+    (a read-only file system, or permissions that ``os.access`` does not see), saying
+    '<subject>: cannot create <making> in <folder>' (subject: ``path``, by default)."""
     target = Path(os.fspath(path))
     tmp = _temp_name(target)
     _LIVE_TEMPS[tmp] = os.getpid()
@@ -94,8 +95,8 @@ def probe_writable(path) -> None:
     except OSError as err:
         _LIVE_TEMPS.pop(tmp, None)
         raise InputError(
-            f"{os.fspath(path)}: cannot create a file in {target.parent} ({err.strerror or err}); "
-            "choose a writable folder"
+            f"{subject or os.fspath(path)}: cannot create {making} in {target.parent} "
+            f"({err.strerror or err}); choose a writable folder"
         ) from None
     discard(tmp)
 

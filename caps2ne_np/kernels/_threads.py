@@ -58,7 +58,7 @@ def check_environment(environ=None):
         raise InputError(
             f"NUMBA_NUM_THREADS={value!r}: Numba's thread count must be a whole number "
             ">= 1; set it so or unset it "
-            "(train --threads chooses the threads of a run)"
+            "(train --threads or Caps2NE(n_jobs=...) chooses the threads of a run)"
         )
 
 
@@ -306,3 +306,11 @@ def usable_cores():
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def threads_used(requested):
+    """The Numba threads a run asking for ``requested`` gets: at most the pool Numba
+    started with (``NUMBA_NUM_THREADS``, else the machine's cores)."""
+    import numba
+
+    return max(1, min(int(requested), numba.config.NUMBA_NUM_THREADS))

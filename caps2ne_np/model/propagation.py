@@ -422,7 +422,7 @@ def apply(indptr, indices, weights, cfg, O, held=None, structure=None):
     power, chose = written_power(cfg, structure)
     p = propagate(A, O, cfg.prone_order, cfg.prone_mu, cfg.prone_theta, scale, stage, dtype, power)
     seconds = time.perf_counter() - t0
-    problem, twins = check_rows(p.E, O)
+    problem, twins = check_rows(p.E, O, scale)
     if problem:
         warnings.warn(
             f"written embeddings: the o_v as trained, not propagated: {problem}; "
@@ -441,9 +441,9 @@ def apply(indptr, indices, weights, cfg, O, held=None, structure=None):
     return p._replace(seconds=seconds, note=note)
 
 
-def row_groups(X, decimals=None, rows=1 << 12):
+def row_groups(X, decimals=None, rows=1 << 12, scale=1.0):
     """A group id (N,) int64 for each row of ``X`` (N, k), equal for equal rows (as
-    float64, rounded to ``decimals`` when given): the ``return_inverse`` of
+    float64, divided by ``scale``, rounded to ``decimals`` when given): the ``return_inverse`` of
     ``np.unique(X, axis=0)`` up to the numbering, without its sorted copies of X.  Rows
     are hashed ``rows`` at a time (the float64 bits of each entry with their high half
     folded into their low half, times a random odd multiplier, folded again, summed
@@ -457,6 +457,8 @@ def row_groups(X, decimals=None, rows=1 << 12):
 
     def exact(block):
         block = np.asarray(block, dtype=np.float64)
+        if scale != 1.0:
+            block = block / scale
         if decimals is not None:
             block = np.round(block, decimals)
         return block + 0.0  # -0.0 as 0.0: equal values, equal bits
@@ -478,17 +480,18 @@ def row_groups(X, decimals=None, rows=1 << 12):
     return ids.ravel()
 
 
-def identical_rows(E, O):
-    """How many nodes have a propagated row ``E`` (to 6 decimals) equal to that of a node
-    whose o_v (a row of ``O``) differs from theirs."""
-    e_id, o_id = row_groups(E, 6), row_groups(O)
+def identical_rows(E, O, scale=1.0):
+    """How many nodes have a propagated row ``E`` (of length ``scale``; as a unit row, to
+    6 decimals) equal to that of a node whose o_v (a row of ``O``) differs from theirs."""
+    e_id, o_id = row_groups(E, 6, scale=scale), row_groups(O)
     pairs = np.unique(np.stack([e_id, o_id], axis=1), axis=0)  # distinct (row of E, o_v)
     groups, kinds = np.unique(pairs[:, 0], return_counts=True)
     return int(np.isin(e_id, groups[kinds > 1]).sum())
 
 
-def check_rows(E, O):
-    """``(problem, note)`` for the propagated rows ``E`` of the o_v ``O`` (N, k).
+def check_rows(E, O, scale=1.0):
+    """``(problem, note)`` for the propagated rows ``E`` (of length ``scale``, --row-norm;
+    compared as unit rows, whatever their length) of the o_v ``O`` (N, k).
     ``problem``: why they must not be written (a row zero or not finite, or more than
     COLLAPSED_MAX of the nodes sharing their row with a node whose o_v differs), else
     ''; ``note``: a clause for the log line naming the rows made identical, or ''."""
@@ -502,7 +505,7 @@ def check_rows(E, O):
             f"{int(zero.sum())} of {n} propagated rows came out zero (the filter cancelled "
             "them: see --prone-theta and --prone-mu)"
         ), ""
-    same = identical_rows(E, O)
+    same = identical_rows(E, O, scale)
     why = (
         "at --dim 1 a unit row is +1 or -1"
         if k == 1

@@ -373,9 +373,9 @@ def operators(A, mu):
     return A1, M
 
 
-def _chebyshev_block(M, R, order, theta, bounds, progress=_silent, where=""):
-    """sum_{i < order} c_i T_i(X) R for R (N, b) C-contiguous, in R's dtype (M's entries
-    in it too; ``bounds`` = kernels.sparse.row_chunks(M.indptr)): ``chebyshev_filter``.
+def _chebyshev_block(M, R, order, theta, bounds, progress=_silent, where="", scale=1.0):
+    """sum_{i < order} scale c_i T_i(X) R for R (N, b) C-contiguous, in R's dtype (M's
+    entries in it too; ``bounds`` = kernels.sparse.row_chunks(M.indptr)): ``chebyshev_filter``.
     The recurrence T_i = 2 X T_{i-1} - T_{i-2}, 2 X T = M (M T) - 2 T, writes T_i over
     T_{i-2} (kernels.sparse.chebyshev_term): 5 (N, b) blocks besides R (two terms, the
     sum, M T and a scratch block).  Every product and difference is the reference's, in
@@ -388,13 +388,13 @@ def _chebyshev_block(M, R, order, theta, bounds, progress=_silent, where=""):
     T1 *= f(0.5)
     T1 -= R  # T_1 = X R = 0.5 M^2 R - R
     progress(f"{where}Chebyshev term 2 of {order}")
-    out = f(iv(0, theta)) * R
-    tmp = np.multiply(f(2.0 * iv(1, theta)), T1)
+    out = f(iv(0, theta) * scale) * R
+    tmp = np.multiply(f(2.0 * iv(1, theta) * scale), T1)
     out -= tmp
     T0 = R.copy() if order > 2 else None  # T_{i-2}
     for i in range(2, order):
         matmat(M, T1, out=MT, bounds=bounds)
-        coef = f((2.0 if i % 2 == 0 else -2.0) * iv(i, theta))
+        coef = f((2.0 if i % 2 == 0 else -2.0) * iv(i, theta) * scale)
         chebyshev_term(M, MT, T1, T0, out, coef, tmp, bounds)  # T0 = T_i; out += coef T_i
         T0, T1 = T1, T0
         progress(f"{where}Chebyshev term {i + 1} of {order}")
@@ -420,8 +420,11 @@ def filtered(A, R, order, mu, theta, progress=_silent, dtype=np.float64):
     order (gesdd's own, so ``embedding`` and ``propagation.projection`` need no copy of
     it).  ``A`` (N, N) symmetric float64 CSR without self loops; ``R`` (N, d) of any
     float dtype, read FILTER_COLUMNS columns at a time (converted per block).  Memory:
-    the output and 6 (N, FILTER_COLUMNS) blocks (the block of R and the recurrence's 5)."""
-    A1, M = (in_precision(X, np.dtype(dtype)) for X in operators(A, mu))
+    the output and 6 (N, FILTER_COLUMNS) blocks (the block of R and the recurrence's 5).
+    float32: R~ / (a s), ``float32_scales``, whose rows have R~'s directions."""
+    A1, M = operators(A, mu)
+    a, s = float32_scales(A1, theta) if np.dtype(dtype) == np.float32 else (1.0, 1.0)
+    A1, M = (in_precision(X, np.dtype(dtype)) for X in ((A1 / a).tocsr() if a != 1 else A1, M))
     bounds, bounds1 = row_chunks(M.indptr), row_chunks(A1.indptr)
     n, d = R.shape
     out = np.empty((n, d), dtype=dtype, order="F")
@@ -429,9 +432,33 @@ def filtered(A, R, order, mu, theta, progress=_silent, dtype=np.float64):
         c1 = min(c0 + FILTER_COLUMNS, d)
         block = np.array(R[:, c0:c1], dtype=dtype, order="C")  # a copy: R stays
         where = f"filter, columns {c0 + 1}-{c1} of {d}, " if d > FILTER_COLUMNS else "filter, "
-        block -= _chebyshev_block(M, block, order, theta, bounds, progress, where)
+        filt = _chebyshev_block(M, block, order, theta, bounds, progress, where, s)
+        if s != 1.0:
+            block *= block.dtype.type(s)  # may round to zero: e^-theta of the filter's size
+        block -= filt
         out[:, c0:c1] = matmat(A1, block, bounds=bounds1)
     return out
+
+
+FLOAT32_HEADROOM = 2.0**40
+"""``float32_scales``: the float32 filter scales I + A and the Chebyshev coefficients down
+by powers of two when a row sum of I + A or the coefficients' sum e^theta exceed this.
+float32 ends at 3.4e38: edge weights reach it (A~ R of weights 3.4e38 overflowed, and
+the SVD failed), and so does e^theta at theta = 88.7 (the range goes to 100)."""
+
+
+def float32_scales(A1, theta):
+    """``(a, s)``: the powers of two (1 for ordinary graphs and theta < 27.7) that the
+    float32 filter divides I + A (``A1``) by and multiplies its coefficients with, so
+    that no block exceeds about |R| in size: R~ / (a s) = (A1 / a)(s R - s F(R)).  A
+    global factor changes no written row (each is rownorm'd), and powers of two leave
+    the digits as they are."""
+
+    def above(x):
+        return 2.0 ** math.ceil(math.log2(x)) if x > FLOAT32_HEADROOM else 1.0
+
+    degree = float(np.asarray(A1.sum(axis=1)).max()) if A1.shape[0] else 1.0
+    return above(degree), 1.0 / above(math.exp(theta))  # sum_i |c_i| <= e^theta
 
 
 def embedding(Rt, d):
@@ -570,7 +597,9 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
         return prone(A, dim, seed, order, mu, theta, stage, np.dtype(cfg.spectral_precision))
 
     zero_rows = []
-    E = fill_zero_rows(embed(d), derive_seed(cfg.seed, "spectral zero rows"), zero_rows)
+    E = fill_zero_rows(
+        finite(embed(d), cfg), derive_seed(cfg.seed, "spectral zero rows"), zero_rows
+    )
     if cfg.spectral == "features":
         out = dict(features=E)
     else:
@@ -578,7 +607,8 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
     if cfg.spectral == "init_xo":
         Ek = E
         if cfg.dim != d:
-            Ek = fill_zero_rows(embed(cfg.dim), derive_seed(cfg.seed, "spectral zero O"), [])
+            Ek = finite(embed(cfg.dim), cfg)
+            Ek = fill_zero_rows(Ek, derive_seed(cfg.seed, "spectral zero O"), [])
         out["O"] = Ek * np.float32(math.sqrt(2.0 * cfg.dim / (n + cfg.dim)))
     seconds = time.perf_counter() - t0
     what = dict(features="fixed features x", init="the start of x", init_xo="the start of x and O")
@@ -592,6 +622,19 @@ def start(indptr, indices, weights, cfg, features=None, resume=False):
             "the propagation): those start from random unit rows"
         )
     return SpectralStart(seconds=seconds, note=note, **out)
+
+
+def finite(E, cfg):
+    """``E``, ProNE's rows, when every entry is finite; else an InputError: a NaN start
+    would train nothing but NaN."""
+    bad = int((~np.isfinite(E).all(axis=1)).sum())
+    if bad:
+        raise InputError(
+            f"spectral start: {bad} of {E.shape[0]} ProNE rows came out NaN or infinite "
+            f"(--spectral-precision {cfg.spectral_precision}, --prone-theta "
+            f"{cfg.prone_theta:g}); try --spectral-precision float64 or --spectral none"
+        )
+    return E
 
 
 def fill_zero_rows(E, seed, count):

@@ -109,13 +109,14 @@ LOGLIK_LOGITS // N contexts (so 128 MiB of float64 logits at most, on any graph)
 LOGLIK_LOGITS = 1 << 24
 
 
-def structure(A, seed, progress=None):
+def structure(A, seed, progress=None, stage="stop rule"):
     """The link-prediction AUC (float) of a seeded sample of held-out edges of ``A``
     (symmetric scipy.sparse, ``propagation.holdout``) by the rank-``STOP_RANK`` ProNE
     factorisation of the graph without them, or None when it cannot tell: fewer than
     4 STOP_RANK nodes or 20 edges, no edge that can be held out (every edge has an end
     of degree 1), or no non-edge found (a nearly complete graph).  ``progress``: a
-    spectral.Stage told how far along it is (None: a Stage of its own, which logs)."""
+    spectral.Stage told how far along it is (None: a Stage of its own named ``stage``,
+    which logs that the measure starts once the graph is large enough to measure)."""
     from ..model import propagation, spectral
 
     n = A.shape[0]
@@ -123,7 +124,7 @@ def structure(A, seed, progress=None):
         return None
     if progress is None:
         progress = spectral.Stage(
-            "stop rule",
+            stage,
             f"a rank-{STOP_RANK} factorisation of the graph ({n:,} nodes) without a sample "
             "of its edges, to measure how well it predicts them",
         )
@@ -200,7 +201,7 @@ class StopRule:
         if epoch == 1 and self.structure is not None and self.structure >= self.first:
             log.info(
                 "stop after epoch 1: the graph's own rank-%d factors predict held-out "
-                "edges with AUC %.3f (>= %g, --stop auto; --epochs N trains exactly N)",
+                "edges with AUC %.3f (>= %g, --stop auto; --stop none trains every epoch)",
                 STOP_RANK,
                 self.structure,
                 self.first,
@@ -227,7 +228,7 @@ class StopRule:
         if d < self.threshold:
             log.info(
                 "stop after epoch %d: the o_v moved %.3f of their norm (< %g, --stop auto; "
-                "--epochs N trains exactly N)",
+                "--stop none trains every epoch)",
                 epoch,
                 d,
                 self.threshold,
@@ -552,13 +553,7 @@ def graph_structure(cfg, graph):
     value = structure(
         spectral.adjacency(indptr, indices, weights, n),
         derive_seed(cfg.seed, "stop structure") % (2**32),
-        progress=None
-        if stop
-        else spectral.Stage(
-            "written spectrum",
-            f"a rank-{STOP_RANK} factorisation of the graph ({n:,} nodes) without a sample "
-            "of its edges, to measure how well it predicts them",
-        ),
+        stage="stop rule" if stop else "written spectrum",
     )
     if value is None:
         return None

@@ -300,7 +300,7 @@ class _EpochLoop:
                     "the stop rule ended this run after epoch %d (%s): nothing to train%s",
                     self.state.epoch,
                     option,
-                    " (--epochs N trains exactly N)" if option == "--stop auto" else "",
+                    " (--stop none trains every epoch)" if option == "--stop auto" else "",
                 )
 
     def run(self):

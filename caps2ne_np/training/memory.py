@@ -112,16 +112,25 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
     return before, after
 
 
+def table_memory(cfg, n_nodes, feat_dim, sparse_features=False):
+    """Bytes of the trained tables without Adam's moments, which a finished run frees
+    before the propagation (cli/train.py, the estimator): O, the biases and a trained
+    x (N (k + 1 + d) float32) and W (q - 1, k, d)."""
+    d = 0 if sparse_features else feat_dim
+    return 4 * (n_nodes * (cfg.dim + 1 + d) + (cfg.walk_length - 1) * cfg.dim * feat_dim)
+
+
 def check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse=False, resume=False):
     """InputError with the figure when the whole run needs more than the available memory:
-    the training (``step_memory``) with the spectral propagation after it, beside the
-    trained tables, or the spectral stages before it (``spectral_memory``), whichever
-    is more."""
+    the training (``step_memory``), the spectral propagation after it beside the trained
+    tables (``table_memory``: Adam's moments are freed by then), or the spectral stages
+    before it (``spectral_memory``), whichever is most."""
     from ..errors import check_memory
 
     step = step_memory(cfg, n_nodes, feat_dim, sparse)
     before, after = spectral_memory(cfg, n_nodes, n_edges, resume)
-    if step + after <= before:
+    propagation = table_memory(cfg, n_nodes, feat_dim, sparse) + after if after else 0
+    if max(step, propagation) <= before:
         stages, fixes = [], []
         if cfg.spectral not in (None, "none"):
             stages.append(f"--spectral {cfg.spectral}")
@@ -140,9 +149,8 @@ def check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse=False, resume=False
     if not after:
         return
     check_memory(
-        step + after,
-        f"training with --batch-size {cfg.batch_size}, --walk-length {cfg.walk_length}, "
-        f"--dim {cfg.dim}, --routing-iters {cfg.routing_iters} on {n_nodes} nodes, then "
-        f"--propagate {cfg.propagate} beside the trained tables",
-        "lower them (--batch-size first), or use --propagate none (a resumed run may change it)",
+        propagation,
+        f"--propagate {cfg.propagate} on {n_nodes} nodes beside the trained tables "
+        f"(--dim {cfg.dim}, --feat-dim {feat_dim})",
+        "lower --dim, or use --propagate none (a resumed run may change it)",
     )

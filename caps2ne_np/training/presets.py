@@ -67,11 +67,13 @@ def resolve(cfg, n_nodes, n_edges, fixed_features=False):
         # still says why not
         out = replace(out, spectral="none")
         fit = 1 << (n_nodes - 1).bit_length() - 1  # the largest power of 2 below n_nodes
-        flags = [(f, v) for f, v in (("dim", out.dim), ("feat-dim", out.feat_dim)) if v >= n_nodes]
-        flags = flags if len(sizes) == 2 else [("feat-dim", out.feat_dim)]  # init: x only
+        named = [("dim", out.dim), ("feat-dim", out.feat_dim)][-len(sizes) :]  # init: x only
         notes.append(
-            f"spectral start off: ProNE needs --feat-dim and --dim ({max(sizes)}) below the "
-            f"{n_nodes} nodes; " + " ".join(f"--{f} {fit}" for f, _ in flags) + " keeps it"
+            "spectral start off: ProNE needs "
+            + " and ".join(f"--{f} ({v})" for f, v in named)
+            + f" below the {n_nodes} nodes; "
+            + " ".join(f"--{f} {fit}" for f, v in named if v >= n_nodes)
+            + " keeps it"
         )
     if out.lr is None and name == "converge":
         lr, why = converge_lr(n_nodes, n_edges)

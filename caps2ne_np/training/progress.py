@@ -9,7 +9,8 @@ display ends full) and ``close()``:
   important first (epoch, loss, pairs/s, lr); a field that does not fit beside a bar of
   at least ``MIN_BAR`` characters is left out, never cut.  The bar is cleared when
   training ends: the epoch lines and the run's last line stay.
-- stderr is not a terminal (a log file, CI, a pipe): no bar, no carriage returns.  One
+- stderr is not a terminal (a log file, CI, a pipe), or a terminal that reports 0
+  columns (``script`` without a size), where tqdm draws nothing: no bar, no carriage returns.  One
   plain line ``progress: 339/678 batches (50%), epoch 1/2, loss 5.7662, ...`` at most
   every ``LOG_INTERVAL`` seconds; the epoch lines carry the rest.
 
@@ -200,6 +201,6 @@ def bar(total, initial=0, enabled=True):
     if not enabled:
         return None
     stream = sys.stderr
-    if is_terminal(stream):
+    if is_terminal(stream) and terminal_width(stream) > 0:
         return TerminalBar(total, initial, stream)
-    return LogLines(total, initial)
+    return LogLines(total, initial)  # also a terminal of 0 columns, where tqdm draws nothing

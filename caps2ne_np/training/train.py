@@ -27,7 +27,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..errors import InputError, InputWarning
-from ..kernels import _jit
+from ..kernels import _jit, _threads
 from ..kernels._threads import StepThreads
 from ..kernels.rng import derive_seed
 from ..model.core import SparseFeatures, init_params
@@ -143,7 +143,7 @@ def _train(Engine, graph, run, resume_from, options):
     Numba threads and one BLAS thread, with the checkpoint folder locked."""
     cfg, checkpoint_dir = run.cfg, options.checkpoint_dir
     old_threads = numba.get_num_threads()
-    numba.set_num_threads(min(cfg.threads, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(_threads.threads_used(cfg.threads))
     lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
     try:
         # over/underflow ends as NaN or inf, which the divergence checks report in one line

@@ -3,8 +3,11 @@ instance (an address is checked by a socket probe first, since ``ray.init`` retr
 for minutes against a silent port), Ray's log level, and a standard output that
 carries only the results while Ray's threads print."""
 
+import contextlib
 import logging
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -95,10 +98,25 @@ def _probe(address, host, port, timeout):
         raise fail("something answers there, but not a Ray cluster's gRPC")
 
 
+@contextlib.contextmanager
+def _handlers_kept():
+    """The SIGTERM handler of this process as it was, after ``ray.init`` (which installs
+    its own, ending the driver with exit 15 and a crash dump): the command line's,
+    which removes temp files and says 'terminated (SIGTERM)' with exit code 143."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
 def _connect(ray, address, **options):
     """``ray.init(address=...)``; any error of Ray's while connecting is one line."""
     try:
-        ray.init(address=address, **options)
+        with _handlers_kept():
+            ray.init(address=address, **options)
     except Exception as err:  # noqa: BLE001 -- Ray's many connection errors: one line
         raise InputError(f"--ray-address {address}: could not connect ({one_line(err)})") from None
 
@@ -135,7 +153,9 @@ def start_ray(address=None, num_cpus=None):
         _connect(ray, address, **options)
     else:
         try:
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, **options)
+            with _handlers_kept():
+                cpus = num_cpus or os.cpu_count() or 1
+                ray.init(num_cpus=cpus, include_dashboard=False, **options)
         except Exception as err:  # noqa: BLE001 -- a raylet that did not start: one line
             raise InputError(
                 f"--engine ray: could not start a local Ray instance ({one_line(err)})"
