@@ -16,10 +16,12 @@ random_state=seed)`` trained on it, then caps2ne_np.evaluation.written.candidate
 stages as the defaults) scored under the panel's two protocols (bench/vs_deepwalk.py:
 C = 1, and C tuned per split; every length at C = 1, length 2 alone when C is tuned,
 where the length is only a change of C), and the labelled choice: per split, the
-option ``written.choose`` picks by 3-fold cross-validation within that split's
-labelled training nodes (the test nodes never enter), scored on the split's test
-nodes.  Beside them, the label-free measures a rule may read: the stop rule's structure
-(seeded as that run seeds it), the mean degree, the nodes, the epochs trained.  One
+option the split's labelled nodes pick (its validation score where the split has
+validation nodes, as the paper's splits do, the classifier fitting the training nodes;
+else ``written.choose``'s 3-fold cross-validation within the training nodes: the test
+nodes never enter), scored on the split's test nodes.  Beside them, the label-free
+measures a rule may read: the stop rule's structure (seeded as that run seeds it), the
+mean degree, the nodes, the epochs trained.  One
 record per (graph, seed) is written to ``<cache>/<out>.runs/`` as it finishes (an
 interrupted sweep keeps what it measured), beside the trained o_v in ``--cache``; all of
 them then go to ``<results>/<out>.json`` with the tables in ``<out>.md``.
@@ -109,25 +111,47 @@ def trained(name, graph, seed, threads, cache):
 
 
 def split_scores(graph, E, C, shuffles):
-    """Per split (or shuffle), the test score in percent of ``E`` under the panel's
-    protocol with the classifier's ``C``."""
+    """Per split (or shuffle), the (test, validation) scores in percent of ``E`` under
+    the panel's protocol with the classifier's ``C``; validation None where the splits
+    have no validation nodes (multi-label, the 50/50 splits)."""
     from caps2ne_np.evaluate import classify_splits, multilabel_f1
 
     if graph.multilabel:
         r = multilabel_f1(E, graph.labels, (0.5,), n_shuffles=shuffles, seed=0, C=C)
-        return 100 * np.asarray(r["micro"][0], dtype=np.float64)
-    return 100 * np.asarray(classify_splits(E, graph.labels, graph.splits, C=C)["test"])
+        return 100 * np.asarray(r["micro"][0], dtype=np.float64), None
+    r = classify_splits(E, graph.labels, graph.splits, C=C)
+    val = None if np.isnan(r["val"]).any() else 100 * np.asarray(r["val"])
+    return 100 * np.asarray(r["test"]), val
 
 
-def labelled_sets(graph, shuffles):
-    """Per split (or shuffle) the labelled nodes a user would have: the split's
-    training and validation nodes (multi-label: the shuffle's first half)."""
+def training_sets(graph, shuffles):
+    """Per split (or shuffle) the labelled training nodes (multi-label: the shuffle's
+    first half, as the protocol draws it)."""
     if graph.multilabel:
         from caps2ne_np.evaluation.multilabel import _shuffles
 
         n = graph.n_nodes
         return [p[: int(0.5 * n)] for p in _shuffles(n, shuffles, 0)]
-    return [np.union1d(s["train"], s["val"]) for s in graph.splits]
+    return [s["train"] for s in graph.splits]
+
+
+def labelled_choice(graph, cands, keys, test, val, C, shuffles):
+    """(mean test score, {option: splits that picked it}) of the option a user's labels
+    pick per split: the best validation score where the split has validation nodes (the
+    classifier fits the training nodes, as the protocol's does), else the best 3-fold
+    cross-validation score within the split's training nodes (``written.choose``)."""
+    from caps2ne_np.evaluation import written
+
+    picked, got = [], []
+    for j, nodes in enumerate(training_sets(graph, shuffles)):
+        if val is not None:
+            best = max(keys, key=lambda k: val[k][j])  # first of equals: keys' order
+        else:
+            best = written.choose({k: cands[k] for k in keys}, graph.labels, nodes, C=C, seed=j)
+            best = best.best
+        picked.append(best)
+        got.append(test[best][j])
+    return float(np.mean(got)), {k: picked.count(k) for k in sorted(set(picked))}
 
 
 def measure(name, seed, threads, cache, shuffles=5):
@@ -146,28 +170,24 @@ def measure(name, seed, threads, cache, shuffles=5):
     )
     rec = dict(graph=name, seed=seed, kind=KINDS.get(name, "?"), **meta)
     rec["candidates_seconds"] = time.perf_counter() - t0
-    per_split = {"C1": {}, "tuned": {}}
+    test = {"C1": {}, "tuned": {}}
+    val = {"C1": {}, "tuned": {}}
     for key, E in cands.items():
-        per_split["C1"][key] = split_scores(graph, E, 1.0, shuffles)
+        test["C1"][key], val["C1"][key] = split_scores(graph, E, 1.0, shuffles)
         if key == "none" or key.endswith(f"len={TUNED_LENGTH:g}"):
-            per_split["tuned"][key] = split_scores(graph, E, "tuned", shuffles)
+            test["tuned"][key], val["tuned"][key] = split_scores(graph, E, "tuned", shuffles)
     rec["scores"] = {
-        proto: {k: float(np.mean(v)) for k, v in d.items()} for proto, d in per_split.items()
+        proto: {k: float(np.mean(v)) for k, v in d.items()} for proto, d in test.items()
     }
-    labels = graph.labels
     choice = {}
     for proto, C in (("C1", 1.0), ("tuned", "tuned")):
         t0 = time.perf_counter()
-        keys = list(per_split[proto])
-        picked, got = [], []
-        for j, nodes in enumerate(labelled_sets(graph, shuffles)):
-            r = written.choose({k: cands[k] for k in keys}, labels, nodes, C=C, seed=j)
-            picked.append(r.best)
-            got.append(per_split[proto][r.best][j])
-        counts = {k: picked.count(k) for k in sorted(set(picked))}
-        choice[proto] = dict(
-            score=float(np.mean(got)), picked=counts, seconds=time.perf_counter() - t0
+        keys = sorted(test[proto], key=lambda k: (k != DEFAULT_KEY, k))
+        has_val = all(v is not None for v in val[proto].values())
+        score, picked = labelled_choice(
+            graph, cands, keys, test[proto], val[proto] if has_val else None, C, shuffles
         )
+        choice[proto] = dict(score=score, picked=picked, seconds=time.perf_counter() - t0)
     rec["labelled_choice"] = choice
     return rec
 
