@@ -480,11 +480,15 @@ def test_one_registry_names_every_set_in_order_and_imports_light():
         "blogcatalog",
         "musae-wikipedia",
         "musae-github",
+        "wiki",
+        "actor",
+        "brazil-airports",
+        "europe-airports",
         "cora-bundled",
     )
     assert datasets.NAMES == datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES) + tuple(
         datasets.MUSAE_NAMES
-    ) + ("cora-bundled",)
+    ) + tuple(datasets.MORE_FILES) + ("cora-bundled",)
     assert all(isinstance(datasets.dataset_files(name), list) for name in datasets.NAMES)
     with pytest.raises(
         InputError, match="choose one of cora, citeseer, pubmed, ppi, pos, blogcatalog"
@@ -501,7 +505,9 @@ def test_one_registry_names_every_set_in_order_and_imports_light():
 
 
 def test_registry_covers_every_file_the_loaders_read():
-    for name in datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES) + tuple(datasets.MUSAE_NAMES):
+    sets = datasets.NAMES[:-1]  # all but cora-bundled
+    assert sets[-1] == "europe-airports"
+    for name in sets:
         files = datasets.dataset_files(name)
         assert files and all(rel in downloads.FILES for rel in files)
     assert datasets.dataset_files("cora", features=False) == [

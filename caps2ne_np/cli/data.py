@@ -17,10 +17,11 @@ DOWNLOADABLE = tuple(name for name in opt.DATASET_NAMES if name != "cora-bundled
 def fetch_data(names, data_dir, featureless, debug):
     """Download benchmark sets (all of them without NAMES) into the data folder.
 
-    Files come from the authors' repository at a fixed commit (or from
-    $CAPS2NE_DATA_MIRROR), each checked against the size and SHA-256 held in the
-    code; files already there are kept when they match and fetched again when they
-    differ (modified or truncated).  'train --dataset NAME' does the same.
+    Files come from each set's upstream repository at a fixed commit (the paper's
+    sets from the authors'), or from $CAPS2NE_DATA_MIRROR, each checked against the
+    size and SHA-256 held in the code; files already there are kept when they match
+    and fetched again when they differ (modified or truncated).  'train --dataset
+    NAME' does the same.
     """
 
     def fetch():

@@ -13,6 +13,9 @@ citeseer        Planetoid ``ind.citeseer.*`` (15 unlabelled nodes)       6 class
 pubmed          Planetoid ``ind.pubmed.*`` (``allx`` may be missing)     3 classes
 ppi, pos,       DeepWalk ``.mat`` files (``network``, ``group``)          multi-label
 blogcatalog
+musae-*         MUSAE ``musae/<name>/{edges,target}.csv``                 2 classes
+wiki, actor,    ``more/``: OpenNE's Wiki, Geom-GCN's Actor, struc2vec's   17, 5, 4, 4
+*-airports      Brazil and Europe airports (``graphs.more_graphs``)      classes
 cora-bundled    the Cora graph, labels and splits shipped in             7 classes
                 ``caps2ne_np/data`` (no features), read by ``graph.read_edgelist``
 ==============  ======================================================  ================
@@ -62,6 +65,7 @@ __all__ = [
     "PLANETOID_NAMES",
     "MAT_FILES",
     "MUSAE_NAMES",
+    "MORE_FILES",
     "available",
     "dataset_files",
     "fetch",
@@ -78,7 +82,23 @@ PLANETOID_NAMES = ("cora", "citeseer", "pubmed")
 MAT_FILES = {"ppi": "PPI.mat", "pos": "POS.mat", "blogcatalog": "blogcatalog.mat"}
 MUSAE_NAMES = {"musae-wikipedia": "wikipedia", "musae-github": "github"}
 """The MUSAE graphs: name -> folder under ``musae/`` (``edges.csv``, ``target.csv``)."""
-NAMES = PLANETOID_NAMES + tuple(MAT_FILES) + tuple(MUSAE_NAMES) + ("cora-bundled",)
+MORE_FILES = {
+    "wiki": ("more/wiki/Wiki_edgelist.txt", "more/wiki/Wiki_category.txt"),
+    "actor": ("more/actor/out1_graph_edges.txt", "more/actor/out1_node_feature_label.txt"),
+    "brazil-airports": (
+        "more/airports/brazil-airports.edgelist",
+        "more/airports/labels-brazil-airports.txt",
+    ),
+    "europe-airports": (
+        "more/airports/europe-airports.edgelist",
+        "more/airports/labels-europe-airports.txt",
+    ),
+}
+"""The graphs of ``more/``: name -> (edge file, label file) in the data folder (read by
+:mod:`caps2ne_np.graphs.more_graphs`)."""
+NAMES = (
+    PLANETOID_NAMES + tuple(MAT_FILES) + tuple(MUSAE_NAMES) + tuple(MORE_FILES) + ("cora-bundled",)
+)
 """Every name :func:`load_dataset` takes, in the order the CLI lists them."""
 
 
@@ -99,7 +119,8 @@ class Dataset:
         Multi-label: int64 (N, L) 0/1 indicator, CSR.
     multilabel : bool
     node_ids : list of str
-        ``'0' .. 'N-1'`` for the benchmark sets.
+        ``'0' .. 'N-1'`` for the benchmark sets; for the graphs of ``more/``, the ids of their
+        label file in node order (``more_graphs.node_order``: also ``'0' .. 'N-1'`` there).
     splits : list of dict or None
         ``[{'train': int64 array, 'val': ..., 'test': ...}, ...]`` of node indices.
     """
@@ -143,6 +164,8 @@ def dataset_files(name: str, *, features: bool = True) -> list[str]:
         return [f"multilabel/{MAT_FILES[key]}"]
     if key in MUSAE_NAMES:
         return [f"musae/{MUSAE_NAMES[key]}/{part}.csv" for part in ("edges", "target")]
+    if key in MORE_FILES:
+        return list(MORE_FILES[key])
     if key == "cora-bundled":
         return []
     raise InputError(f"unknown dataset {name!r}; choose one of {', '.join(NAMES)}")
@@ -504,7 +527,7 @@ def _load_bundled_cora() -> Dataset:
 
 def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -> Dataset:
     """Load a benchmark set by name: cora, citeseer, pubmed, ppi, pos, blogcatalog,
-    musae-wikipedia, musae-github, cora-bundled.
+    musae-wikipedia, musae-github, wiki, actor, brazil-airports, europe-airports, cora-bundled.
 
     ``data_dir`` defaults to :func:`default_data_dir` (``$CAPS2NE_DATA``, else the user's
     cache folder). Every file is checked against the registry's size and SHA-256
@@ -516,7 +539,7 @@ def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -
     Planetoid sets. ``cora-bundled`` needs no data directory.
     """
     key = str(name).lower()
-    if key in PLANETOID_NAMES + tuple(MAT_FILES) + tuple(MUSAE_NAMES):
+    if key in PLANETOID_NAMES + tuple(MAT_FILES) + tuple(MUSAE_NAMES) + tuple(MORE_FILES):
         if download:
             data_dir = fetch(key, data_dir, features=kwargs.get("features", True))
         else:
@@ -539,6 +562,10 @@ def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -
         return load_mat(key, data_dir)
     if key in MUSAE_NAMES:
         return load_musae(key, data_dir)
+    if key in MORE_FILES:
+        from .more_graphs import load_more
+
+        return load_more(key, data_dir)
     if key == "cora-bundled":
         return _load_bundled_cora()
     raise InputError(f"unknown dataset {name!r}; choose one of {', '.join(NAMES)}")

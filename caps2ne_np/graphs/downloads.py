@@ -82,6 +82,38 @@ musae/wikipedia/target.csv  19d61f7d5093b5bd1f3a0cb61fa6375a78f5d675a6f0e59bc38c
 musae/github/edges.csv      34c57382246949d1b3b7fa641a8532672001ecae8e9558f0b3c113cc035bd781 3306139
 musae/github/target.csv     2e733f092fd69ef436c68883907d2c184ded3cb95a89b33e435cbd2f2678355b  290500
 """
+#: The graphs of ``more/`` (shared/data/README.md, section 5), each from its own repository at a
+#: fixed commit, data files unchanged: Wiki (OpenNE), Actor (Geom-GCN's ``film``), the Brazil and
+#: Europe airport graphs (struc2vec).  Folder in the data folder -> the upstream folder's URL.
+MORE_UPSTREAM = {
+    "more/wiki/": "https://raw.githubusercontent.com/thunlp/OpenNE/"
+    "7b86f4ca25fca3f441f593335fa57dc7dffb3b29/data/wiki/",
+    "more/actor/": "https://raw.githubusercontent.com/graphdml-uiuc-jlu/geom-gcn/"
+    "f1fc0d14b3b019c562737240d06ec83b07d16a8f/new_data/film/",
+    "more/airports/": "https://raw.githubusercontent.com/leoribeiro/struc2vec/"
+    "77b4cc63e79a37b1496f340c7772d932038417ec/graph/",
+}
+_MORE = """
+wiki/Wiki_edgelist.txt              72fccd28e5a927a752b6fbf38c971884b0a783dd124c5e8e2c9e27ac7bdd84f5
+wiki/Wiki_category.txt              600541ba4563097b1e1796b6b0ffa110f17a0e71b1ac7e5c66dc11c512077774
+actor/out1_graph_edges.txt          997cdce67ea9c29257d3ffe796328391931901cf823830affa453178b60e2c3e
+actor/out1_node_feature_label.txt   1d5cdd094f8b91e770f6decfca85b35cf42f75d1efb51055fd6af16e11820ff8
+airports/brazil-airports.edgelist   896b7bd460ad2da9160888d99bc9099ffe8ed7de3e410833889ea393831bcaa7
+airports/labels-brazil-airports.txt 8f9d19f10192fbaeb91dfb46dd7eae0fef28bfe1272d41ab96a4494a0d06785f
+airports/europe-airports.edgelist   bd202178d0d1253c15bd3c9a22cc2a25f630244bbef9060bc30adbf0a5e130f6
+airports/labels-europe-airports.txt 92bace031cc02937ac9629d6c69387458e5d5016a7dab98490fbf33e392cec4e
+"""
+# sizes in bytes
+_MORE_SIZES = """
+wiki/Wiki_edgelist.txt              162007
+wiki/Wiki_category.txt               16625
+actor/out1_graph_edges.txt          323820
+actor/out1_node_feature_label.txt   207718
+airports/brazil-airports.edgelist     6047
+airports/labels-brazil-airports.txt    687
+airports/europe-airports.edgelist    40007
+airports/labels-europe-airports.txt   2295
+"""
 #: path inside the data folder -> (the file's URL, or its path in :data:`UPSTREAM`, SHA-256)
 FILES = {
     rel: (rel.replace("planetoid/", "data/").replace("multilabel/", "graph/"), sha)
@@ -91,6 +123,10 @@ FILES.update(
     (rel, (MUSAE_UPSTREAM + rel[len("musae/") :], sha))
     for rel, sha, _ in (line.split() for line in _MUSAE.strip().split("\n"))
 )
+FILES.update(
+    ("more/" + rel, (MORE_UPSTREAM["more/" + rel.split("/")[0] + "/"] + rel.split("/")[1], sha))
+    for rel, sha in (line.split() for line in _MORE.strip().split("\n"))
+)
 #: path inside the data folder -> size in bytes, or None where the registry has none
 SIZES = {
     rel: None if size == "-" else int(size)
@@ -98,6 +134,10 @@ SIZES = {
 }
 SIZES.update(
     (rel, int(size)) for rel, _, size in (line.split() for line in _MUSAE.strip().split("\n"))
+)
+SIZES.update(
+    ("more/" + rel, int(size))
+    for rel, size in (line.split() for line in _MORE_SIZES.strip().split("\n"))
 )
 #: a download of a file without a recorded size stops beyond this many bytes
 MAX_UNKNOWN_SIZE = 64 << 20
