@@ -227,11 +227,12 @@ def fetch(
 
     Each file that is missing, or differs from the registry (size and SHA-256 in
     :data:`SIZES` / :data:`FILES`: a modified or truncated copy), is copied from
-    :func:`data_mirror` or downloaded from the authors' repository (:data:`UPSTREAM`),
-    checked against the SHA-256, and stored as ``data_dir/<planetoid|multilabel>/<file>``
-    (written to a temporary name, then renamed, so an interrupted download leaves
-    nothing half-written).  ``timeout`` bounds each read, ``deadline`` (seconds) the
-    whole fetch.  Without network, :class:`InputError` says which file to put where.
+    :func:`data_mirror` or downloaded from its upstream repository (:data:`FILES`),
+    checked against the SHA-256, and stored as ``data_dir/<its path in FILES>``
+    (``planetoid/``, ``multilabel/``, ``musae/`` or ``more/``; written to a temporary
+    name, then renamed, so an interrupted download leaves nothing half-written).
+    ``timeout`` bounds each read, ``deadline`` (seconds) the whole fetch.  Without
+    network, :class:`InputError` says which file to put where.
     """
     import time
 

@@ -149,9 +149,9 @@ def default_data_dir() -> str:
     """The benchmark data folder: ``$CAPS2NE_DATA``, else the user's cache folder.
 
     The cache folder is ``$XDG_CACHE_HOME/caps2ne_np``, else ``~/.cache/caps2ne_np``.
-    It holds ``planetoid/`` and ``multilabel/`` as ``shared/data`` does; files missing
-    from it are downloaded on first use (:func:`fetch`). The path is returned even when
-    it does not exist yet.
+    It holds ``planetoid/``, ``multilabel/``, ``musae/`` and ``more/`` as ``shared/data``
+    does; files missing from it are downloaded on first use (:func:`fetch`). The path is
+    returned even when it does not exist yet.
     """
     env = os.environ.get("CAPS2NE_DATA")
     if env:
