@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from benchdata import DATA, REASON, have, needs_data
 from caps2ne_np.errors import InputError
-from caps2ne_np.graphs import datasets, downloads, planetoid
+from caps2ne_np.graphs import datasets, downloads, more_graphs, planetoid
 from caps2ne_np.graphs.datasets import (
     load_bundled_cora,
     load_dataset,
@@ -488,7 +488,7 @@ def test_one_registry_names_every_set_in_order_and_imports_light():
     )
     assert datasets.NAMES == datasets.PLANETOID_NAMES + tuple(datasets.MAT_FILES) + tuple(
         datasets.MUSAE_NAMES
-    ) + tuple(datasets.MORE_FILES) + ("cora-bundled",)
+    ) + tuple(more_graphs.MORE_FILES) + ("cora-bundled",)
     assert all(isinstance(datasets.dataset_files(name), list) for name in datasets.NAMES)
     with pytest.raises(
         InputError, match="choose one of cora, citeseer, pubmed, ppi, pos, blogcatalog"

@@ -10,8 +10,8 @@ import pytest
 from benchdata import DATA, needs_data
 from caps2ne_np.errors import InputError
 from caps2ne_np.graphs import datasets, downloads
-from caps2ne_np.graphs.datasets import load_dataset
-from caps2ne_np.graphs.more_graphs import load_more, node_order
+from caps2ne_np.graphs.datasets import load_dataset, load_more
+from caps2ne_np.graphs.more_graphs import MORE_FILES, node_order
 
 NAMES = ("wiki", "actor", "brazil-airports", "europe-airports")
 
@@ -27,7 +27,7 @@ COUNTS = {
 
 def naive_edges(name):
     """(u, v) int arrays of the edge lines of ``name`` read with numpy (ids are 0..N-1)."""
-    rel = datasets.MORE_FILES[name][0]
+    rel = MORE_FILES[name][0]
     skip = 1 if name == "actor" else 0
     rows = np.loadtxt(DATA / rel, dtype=np.int64, skiprows=skip, ndmin=2)
     return rows[:, 0], rows[:, 1]
@@ -42,7 +42,7 @@ def copy_set(name, dest):
 
 def write(root, name, edges, labels):
     """A small copy of ``name``'s two files under ``root``."""
-    for rel, text in zip(datasets.MORE_FILES[name], (edges, labels)):
+    for rel, text in zip(MORE_FILES[name], (edges, labels)):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     return root

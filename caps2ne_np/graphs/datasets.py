@@ -52,6 +52,7 @@ from .downloads import (
     mirror_has,
     refetch_command,
 )
+from .more_graphs import MORE_FILES, read_more
 from .nodefiles import load_labels, load_splits
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ __all__ = [
     "PLANETOID_NAMES",
     "MAT_FILES",
     "MUSAE_NAMES",
-    "MORE_FILES",
+    "load_more",
     "available",
     "dataset_files",
     "fetch",
@@ -82,20 +83,6 @@ PLANETOID_NAMES = ("cora", "citeseer", "pubmed")
 MAT_FILES = {"ppi": "PPI.mat", "pos": "POS.mat", "blogcatalog": "blogcatalog.mat"}
 MUSAE_NAMES = {"musae-wikipedia": "wikipedia", "musae-github": "github"}
 """The MUSAE graphs: name -> folder under ``musae/`` (``edges.csv``, ``target.csv``)."""
-MORE_FILES = {
-    "wiki": ("more/wiki/Wiki_edgelist.txt", "more/wiki/Wiki_category.txt"),
-    "actor": ("more/actor/out1_graph_edges.txt", "more/actor/out1_node_feature_label.txt"),
-    "brazil-airports": (
-        "more/airports/brazil-airports.edgelist",
-        "more/airports/labels-brazil-airports.txt",
-    ),
-    "europe-airports": (
-        "more/airports/europe-airports.edgelist",
-        "more/airports/labels-europe-airports.txt",
-    ),
-}
-"""The graphs of ``more/``: name -> (edge file, label file) in the data folder (read by
-:mod:`caps2ne_np.graphs.more_graphs`)."""
 NAMES = (
     PLANETOID_NAMES + tuple(MAT_FILES) + tuple(MUSAE_NAMES) + tuple(MORE_FILES) + ("cora-bundled",)
 )
@@ -526,6 +513,15 @@ def _load_bundled_cora() -> Dataset:
     )
 
 
+def load_more(name: str, data_dir=None) -> Dataset:
+    """A graph of ``more/`` (``wiki``, ``actor``, ``brazil-airports``, ``europe-airports``)
+    as :func:`caps2ne_np.graphs.more_graphs.read_more` reads it: no features, no splits.
+    :func:`load_dataset` checks the files' SHA-256 (and fetches them) first; this reads
+    what is there."""
+    adj, labels, ids = read_more(name, data_dir)
+    return Dataset(str(name).lower(), adj, None, labels, False, ids)
+
+
 def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -> Dataset:
     """Load a benchmark set by name: cora, citeseer, pubmed, ppi, pos, blogcatalog,
     musae-wikipedia, musae-github, wiki, actor, brazil-airports, europe-airports, cora-bundled.
@@ -564,8 +560,6 @@ def load_dataset(name: str, data_dir=None, *, download: bool = True, **kwargs) -
     if key in MUSAE_NAMES:
         return load_musae(key, data_dir)
     if key in MORE_FILES:
-        from .more_graphs import load_more
-
         return load_more(key, data_dir)
     if key == "cora-bundled":
         return _load_bundled_cora()

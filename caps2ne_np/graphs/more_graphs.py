@@ -36,10 +36,24 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from .datasets import MORE_FILES, Dataset
 from .downloads import default_data_dir
 
-__all__ = ["FORMATS", "load_more", "node_order"]
+MORE_FILES = {
+    "wiki": ("more/wiki/Wiki_edgelist.txt", "more/wiki/Wiki_category.txt"),
+    "actor": ("more/actor/out1_graph_edges.txt", "more/actor/out1_node_feature_label.txt"),
+    "brazil-airports": (
+        "more/airports/brazil-airports.edgelist",
+        "more/airports/labels-brazil-airports.txt",
+    ),
+    "europe-airports": (
+        "more/airports/europe-airports.edgelist",
+        "more/airports/labels-europe-airports.txt",
+    ),
+}
+"""The graphs of ``more/``: name -> (edge file, label file) in the data folder (read by
+:func:`read_more`)."""
+
+__all__ = ["FORMATS", "MORE_FILES", "read_more", "node_order"]
 
 #: name -> (the edge file's header line or None, the label file's header or None, the field
 #: separator (None: any whitespace), the number of fields of a label line)
@@ -120,12 +134,12 @@ def _edges(path: Path, header, sep, index: dict, label_path: Path):
     return u, v
 
 
-def load_more(name: str, data_dir=None) -> Dataset:
-    """A graph of ``more/`` (``wiki``, ``actor``, ``brazil-airports``, ``europe-airports``) read
-    from ``<data_dir>/more/`` as the module docstring says: adj (N, N) float32 CSR, symmetric,
-    weight 1, self loops kept; labels int64 (N,); node_ids the label file's ids in node order;
-    no features, no splits.  :func:`caps2ne_np.graphs.datasets.load_dataset` checks the files'
-    SHA-256 (and fetches them) first; this reads what is there."""
+def read_more(name: str, data_dir=None):
+    """``(adj, labels, node_ids)`` of a graph of ``more/`` (``wiki``, ``actor``,
+    ``brazil-airports``, ``europe-airports``) read from ``<data_dir>/more/`` as the module
+    docstring says: adj (N, N) float32 CSR, symmetric, weight 1, self loops kept; labels
+    int64 (N,); node_ids the label file's ids in node order.  The registry wraps them in a
+    Dataset (:func:`caps2ne_np.graphs.datasets.load_more`)."""
     import scipy.sparse as sp
 
     key = str(name).lower()
@@ -143,4 +157,4 @@ def load_more(name: str, data_dir=None) -> Dataset:
     adj.sum_duplicates()
     adj.data[:] = 1.0  # an edge listed twice, or both ways, is one edge; a loop is one entry
     adj.sort_indices()
-    return Dataset(key, adj, None, labels, False, ids)
+    return adj, labels, ids
