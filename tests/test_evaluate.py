@@ -348,7 +348,9 @@ def _two_class_files(tmp_path, n=40):
     (tmp_path / "l.txt").write_text("".join(f"n{i} {i % 2}\n" for i in range(n)))
 
 
-def _evaluate(tmp_path, *args):
+def _evaluate(tmp_path, *args, extra_labels=""):
+    """evaluate -e e.emb --labels l.txt ``args`` in ``tmp_path`` (l.txt with the lines
+    ``extra_labels`` appended): (click result, the text of r.json or None)."""
     import os
 
     from click.testing import CliRunner
@@ -357,6 +359,8 @@ def _evaluate(tmp_path, *args):
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     _two_class_files(tmp_path)
+    with open(tmp_path / "l.txt", "a") as fh:
+        fh.write(extra_labels)
     cwd = os.getcwd()
     os.chdir(tmp_path)  # relative paths, as a user types them (not click's isolated_filesystem)
     try:
@@ -391,6 +395,50 @@ def test_evaluate_labels_without_splits_uses_seeded_random_splits_and_says_so(tm
         tmp_path / "explicit", "--shuffles", "3", "--train-fraction", "0.5", "--json", "r.json"
     )
     assert text_explicit == text  # the default is --train-fraction 0.5
+
+
+def test_evaluate_skips_labelled_nodes_without_embeddings_and_says_how_many(tmp_path):
+    # one labels file for the training nodes and the new ones (the inductive workflow):
+    # the nodes without a row in -e are skipped, with one note, and the others scored
+    # as if the file named them alone
+    args = ("--train-fraction", "0.5", "--shuffles", "2", "--json", "r.json")
+    plain, want = _evaluate(tmp_path / "plain", *args)
+    extra = "# the new nodes\nnew0 1\nnew1 0\nnew0 1\n"
+    result, text = _evaluate(tmp_path / "extra", *args, extra_labels=extra)
+    assert plain.exit_code == 0 and result.exit_code == 0, result.output
+    assert "note: skipping 2 labelled node(s) not in the embeddings e.emb (e.g. 'new0')" in (
+        result.output
+    )
+    assert text == want
+
+
+def test_evaluate_inferred_skips_labelled_nodes_in_neither_file_the_same_way(tmp_path):
+    (tmp_path / "new.emb").write_text("2 4\nnew0 2 2 2 2\nnew1 0 0 0 0\n")
+    result, text = _evaluate(
+        tmp_path,
+        "--inferred",
+        "new.emb",
+        "--json",
+        "r.json",
+        extra_labels="new0 1\nnew1 0\nghost 1\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert "note: skipping 1 labelled node(s) not in the embeddings e.emb or new.emb" in (
+        result.output
+    )
+    assert "'ghost'" in result.output
+    assert json.loads(text)[0]["test_mean"] in (0.0, 0.5, 1.0)  # the two new nodes
+
+
+def test_evaluate_refuses_a_labels_file_with_fewer_than_two_embedded_nodes(tmp_path):
+    from caps2ne_np.graphs.nodefiles import load_labels
+
+    path = tmp_path / "l.txt"
+    path.write_text("a 0\nzz 1\nyy 0\n")
+    with pytest.raises(InputError, match=r"l.txt: 1 of its 3 labelled nodes are in E"):
+        load_labels(path, ["a", "b"], within="E", on_unknown=lambda count, first: None)
+    with pytest.raises(InputError, match=r"l.txt:2: node 'zz' is not in E"):
+        load_labels(path, ["a", "b"], within="E")  # train --labels: every node in the graph
 
 
 # --------------------------------------------------------------------------- tuned C

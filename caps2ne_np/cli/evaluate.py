@@ -180,8 +180,11 @@ def _read_inputs(emb_paths, source):
     else:
         labels_path, splits_path = source["labels"], source["splits"]
         node_ids = ids
+        within = f"the embeddings {emb_paths[0]}" + (
+            f" or {source['inferred']}" if source["inferred"] else ""
+        )
         labels, multilabel = nodefiles.load_labels(
-            labels_path, node_ids, within=f"the embeddings {emb_paths[0]}"
+            labels_path, node_ids, within=within, on_unknown=_skipped_note(within)
         )
         if multilabel and splits_path:
             raise InputError(
@@ -210,6 +213,19 @@ def _read_inputs(emb_paths, source):
     return embs, labels, multilabel, splits
 
 
+def _skipped_note(within):
+    """The ``on_unknown`` of load_labels: a note on stderr of the labelled nodes skipped."""
+
+    def note(count, first):
+        click.echo(
+            f"note: skipping {count} labelled node(s) not in {within} (e.g. {first!r}); "
+            "scoring the labelled nodes that have embeddings",
+            err=True,
+        )
+
+    return note
+
+
 def _with_inferred(path, ids, emb, inferred):
     """(ids, embeddings, the inferred ids) of -e's rows followed by infer's rows (an id in
     both: infer's row)."""
@@ -235,14 +251,18 @@ def _inferred_split(inferred, ids, emb, new, node_ids, labels):
 
     where = {nid: r for r, nid in enumerate(ids)}
     out = np.zeros((len(node_ids), emb.shape[1]), dtype=emb.dtype)
-    train, test = [], []
+    train, test, skipped = [], [], []
     for i, nid in enumerate(node_ids):
         r = where.get(nid)
         if r is None:
+            if np.ndim(labels) == 1 and labels[i] >= 0:
+                skipped.append(nid)
             continue
         out[i] = emb[r]
         if np.ndim(labels) == 1 and labels[i] >= 0:
             (test if nid in new else train).append(i)
+    if skipped:
+        _skipped_note(f"-e or {inferred}")(len(skipped), skipped[0])
     if not test or not train:
         raise InputError(
             f"{inferred}: {len(test)} labelled inferred node(s) to test and {len(train)} "

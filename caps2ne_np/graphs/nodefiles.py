@@ -220,7 +220,9 @@ def _in_graph_order(x, path, node_ids_path, row_ids, node_ids):
     return x[order].tocsr() if sp.issparse(x) else np.ascontiguousarray(x[order])
 
 
-def load_labels(path, node_ids, *, return_classes: bool = False, within="the graph"):
+def load_labels(
+    path, node_ids, *, return_classes: bool = False, within="the graph", on_unknown=None
+):
     """Node labels from lines ``node label`` (``#`` comments and blank lines skipped).
     ``within`` names where ``node_ids`` come from in the message for an unknown node
     (evaluate: the embedding file).
@@ -228,17 +230,21 @@ def load_labels(path, node_ids, *, return_classes: bool = False, within="the gra
     A node on several lines with different labels makes the set multi-label. Classes
     are numbered in sorted order (numerically when every label is an integer).
 
+    A node not in ``node_ids`` is an InputError naming the line, unless ``on_unknown``
+    is given: then its lines are skipped and ``on_unknown(count, first)`` is called
+    once with the number of such nodes and the first one's id (evaluate scores the
+    labelled nodes it has embeddings of); fewer than 2 labelled nodes left is an
+    InputError.
+
     Returns
     -------
     labels : int64 (N,) with -1 for unlabelled nodes, or int64 (N, L) CSR 0/1 indicator
     multilabel : bool
     classes : list of str, only with ``return_classes=True`` (class index -> label)
     """
-    import scipy.sparse as sp
-
     path = str(path)
     index = {str(nid): i for i, nid in enumerate(node_ids)}
-    pairs = set()
+    pairs, unknown = set(), {}
     for lineno, line in enumerate(read_lines(path, "'node label' lines"), 1):
         text = line.strip()
         if not text or text.startswith("#"):
@@ -249,14 +255,41 @@ def load_labels(path, node_ids, *, return_classes: bool = False, within="the gra
                 f"{path}:{lineno}: expected 'node label' (two fields), got {len(fields)} fields"
             )
         node = index.get(fields[0], -1)
-        if node < 0:
+        if node < 0 and on_unknown is None:
             raise InputError(
                 f"{path}:{lineno}: node {fields[0]!r} is not in {within}; remove the line or fix "
                 "the id"
             )
+        if node < 0:
+            unknown.setdefault(fields[0], lineno)
+            continue
         pairs.add((node, fields[1]))
+    if unknown:
+        _check_known(path, pairs, unknown, within)
+        on_unknown(len(unknown), next(iter(unknown)))
     if not pairs:
         raise InputError(f"{path}: no labels found; expected 'node label' lines")
+    labels, multilabel, classes = _label_table(pairs, len(index))
+    return (labels, multilabel, classes) if return_classes else (labels, multilabel)
+
+
+def _check_known(path, pairs, unknown, within):
+    """InputError when fewer than 2 of a labels file's nodes are in ``within`` (its other
+    nodes, ``unknown``: id -> first line, are skipped)."""
+    known = len({node for node, _ in pairs})
+    if known < 2:
+        first, lineno = next(iter(unknown.items()))
+        raise InputError(
+            f"{path}: {known} of its {known + len(unknown)} labelled nodes are in {within} "
+            f"(line {lineno}: {first!r} is not); scoring needs at least 2: give the labels "
+            "of these embeddings' nodes"
+        )
+
+
+def _label_table(pairs, n):
+    """(labels, multilabel, classes) of the (node, label) ``pairs`` of ``n`` nodes."""
+    import scipy.sparse as sp
+
     names = {lab for _, lab in pairs}
     try:
         classes = sorted(names, key=lambda s: (int(s), s))
@@ -265,7 +298,6 @@ def load_labels(path, node_ids, *, return_classes: bool = False, within="the gra
     cls = {c: k for k, c in enumerate(classes)}
     nodes = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
     ks = np.fromiter((cls[p[1]] for p in pairs), dtype=np.int64, count=len(pairs))
-    n = len(index)
     multilabel = np.unique(nodes).size != nodes.size
     if multilabel:
         labels = sp.csr_matrix(
@@ -275,4 +307,4 @@ def load_labels(path, node_ids, *, return_classes: bool = False, within="the gra
     else:
         labels = np.full(n, -1, dtype=np.int64)
         labels[nodes] = ks
-    return (labels, multilabel, classes) if return_classes else (labels, multilabel)
+    return labels, multilabel, classes
