@@ -499,6 +499,26 @@ def test_classify_splits_tuned_scores_each_split_at_its_chosen_C():
     assert "macro-F1" in format_table(tuned)
 
 
+@pytest.mark.parametrize("n_val", [50, 0], ids=["on-validation", "by-cross-validation"])
+def test_tuned_C_never_reads_the_test_labels(n_val):
+    # the test nodes relabelled (permuted among themselves, or every one given another
+    # class): the C chosen per split must not move, nor the validation score
+    emb, labels = _blobs(40, 3, 6, spread=14.0, seed=11)
+    emb = emb / 30.0  # a scale at which the choice of C matters
+    splits = _random_splits(labels, 4, 8, n_val, seed=12)
+    tuned = classify_splits(emb, labels, splits, C="tuned")
+    assert len(set(tuned["C"])) > 1 or tuned["C"][0] != 1.0  # the grid is searched
+    rng = np.random.default_rng(13)
+    for s, split in enumerate(splits):
+        test = split["test"]
+        for relabel in (rng.permutation(labels[test]), (labels[test] + 1) % 3):
+            moved = labels.copy()
+            moved[test] = relabel
+            again = classify_splits(emb, moved, splits[: s + 1], C="tuned")  # seeds by split
+            assert again["C"][s] == tuned["C"][s], (s, n_val)
+            assert again["val"][s] == tuned["val"][s] or n_val == 0
+
+
 def test_tuned_C_undoes_a_scale_that_C_1_punishes():
     # rows shrunk 100x: at C = 1 the classifier is regularised flat and gives every test
     # node the majority class (80% of the nodes); the tuned protocol finds a C that
@@ -541,6 +561,30 @@ def test_multilabel_tuned_C_chosen_on_first_shuffle_training_part_only():
     Y2[perm[30:]] = 1 - Y2[perm[30:]]
     Y2[Y2.sum(axis=1) == 0, 0] = 1
     assert multilabel_f1(emb, Y2, (0.5,), n_shuffles=2, seed=1, C="tuned")["C"][0] == tuned["C"][0]
+
+
+def test_multilabel_tuned_C_never_reads_the_test_labels():
+    # at each fraction C is tuned on the first shuffle's training part: relabelling
+    # every other node (flipped, or rows permuted among themselves) must not move it
+    from caps2ne_np.evaluation.multilabel import _shuffles
+
+    rng = np.random.default_rng(21)
+    emb = rng.standard_normal((90, 5))
+    Y = (emb[:, :4] + 0.8 * rng.standard_normal((90, 4)) > 0.4).astype(np.int64)
+    Y[Y.sum(axis=1) == 0, 0] = 1
+    emb = emb / 20.0  # a scale at which the choice of C matters
+    fractions = (0.3, 0.6)
+    tuned = multilabel_f1(emb, Y, fractions, n_shuffles=2, seed=4, C="tuned")
+    assert len(set(tuned["C"])) > 1 or tuned["C"][0] != 1.0  # the grid is searched
+    first = _shuffles(90, 2, 4)[0]
+    for f, gamma in enumerate(fractions):
+        test = first[int(gamma * 90) :]
+        for relabel in (1 - Y[test], Y[rng.permutation(test)]):
+            moved = Y.copy()
+            moved[test] = relabel
+            moved[moved.sum(axis=1) == 0, 0] = 1
+            again = multilabel_f1(emb, moved, fractions, n_shuffles=2, seed=4, C="tuned")
+            assert again["C"][f] == tuned["C"][f], (gamma, again["C"], tuned["C"])
 
 
 def test_evaluate_command_takes_C_tuned_and_refuses_other_words(tmp_path):
