@@ -441,6 +441,32 @@ def test_evaluate_refuses_a_labels_file_with_fewer_than_two_embedded_nodes(tmp_p
         load_labels(path, ["a", "b"], within="E")  # train --labels: every node in the graph
 
 
+def test_evaluate_dataset_scores_the_splits_file_given_and_refuses_a_missing_one(tmp_path):
+    # --splits with --dataset replaces the dataset's own splits (it was ignored, even
+    # when the file did not exist)
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+    from caps2ne_np.graphs.datasets import load_dataset
+
+    ds = load_dataset("cora-bundled", tmp_path)
+    rng = np.random.default_rng(0)
+    with open(tmp_path / "e.emb", "w") as fh:
+        fh.write(f"{len(ds.node_ids)} 3\n")
+        for nid, y in zip(ds.node_ids, ds.labels):
+            fh.write(f"{nid} " + " ".join(f"{v:.3f}" for v in rng.normal(y, 1.0, 3)) + "\n")
+    split = {part: [ds.node_ids[i] for i in ds.splits[0][part][:300]] for part in ds.splits[0]}
+    (tmp_path / "s.json").write_text(json.dumps([split, split]))
+    base = ["evaluate", "-e", str(tmp_path / "e.emb"), "--dataset", "cora-bundled"]
+    base += ["--data-dir", str(tmp_path)]
+    result = CliRunner().invoke(cli, base + ["--splits", str(tmp_path / "s.json")])
+    assert result.exit_code == 0, result.output
+    assert "\n    1 " in result.output and "\n    2 " not in result.output  # the file's 2 splits
+    missing = CliRunner().invoke(cli, base + ["--splits", str(tmp_path / "nope.json")])
+    assert missing.exit_code == 1
+    assert f"error: {tmp_path / 'nope.json'}: no such file" in missing.output
+
+
 # --------------------------------------------------------------------------- tuned C
 
 

@@ -178,26 +178,15 @@ def _read_inputs(emb_paths, source):
         )
         node_ids, labels, multilabel, splits = ds.node_ids, ds.labels, ds.multilabel, ds.splits
     else:
-        labels_path, splits_path = source["labels"], source["splits"]
-        node_ids = ids
+        node_ids, splits = ids, None
         within = f"the embeddings {emb_paths[0]}" + (
             f" or {source['inferred']}" if source["inferred"] else ""
         )
         labels, multilabel = nodefiles.load_labels(
-            labels_path, node_ids, within=within, on_unknown=_skipped_note(within)
+            source["labels"], node_ids, within=within, on_unknown=_skipped_note(within)
         )
-        if multilabel and splits_path:
-            raise InputError(
-                f"{labels_path}: multi-label (a node on several lines), but --splits "
-                "applies to single-label evaluation only; drop --splits to score "
-                "with the multi-label protocol (--fractions), or give one label "
-                "per node"
-            )
-        splits = (
-            nodefiles.load_splits(splits_path, len(node_ids), node_ids=node_ids)
-            if splits_path
-            else None
-        )
+    if source["splits"]:  # the file's splits replace a dataset's own
+        splits = _read_splits(source, node_ids, multilabel)
     if source["inferred"]:
         if multilabel:
             raise InputError(
@@ -211,6 +200,20 @@ def _read_inputs(emb_paths, source):
         path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
         embs.append(_align(path, path_ids, emb, node_ids))
     return embs, labels, multilabel, splits
+
+
+def _read_splits(source, node_ids, multilabel):
+    """The splits of --splits over ``node_ids``; InputError for multi-label data."""
+    from ..graphs import nodefiles
+
+    if multilabel:
+        what = source["labels"] or source["dataset"]
+        raise InputError(
+            f"{what}: multi-label (a node with several labels), but --splits applies to "
+            "single-label evaluation only; drop --splits to score with the multi-label "
+            "protocol (--fractions), or give one label per node"
+        )
+    return nodefiles.load_splits(source["splits"], len(node_ids), node_ids=node_ids)
 
 
 def _skipped_note(within):

@@ -294,7 +294,10 @@ EVALUATE = (
         "multi-label; labelled nodes without an embedding are skipped, with a note "
         "(docs/input-formats.md)."
     ),
-    opt.splits("JSON list of {train, val, test} node-id lists (single-label protocol)."),
+    opt.splits(
+        "JSON list of {train, val, test} node-id lists (single-label protocol); with "
+        "--dataset, they replace its own splits."
+    ),
     option(
         "--fractions",
         default="0.1,0.5,0.9",
