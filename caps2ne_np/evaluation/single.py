@@ -239,20 +239,30 @@ def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed
     return out
 
 
-def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
-    """(val accuracy, test accuracy, test macro-F1, the C used) of one split; NaN for an
-    empty part.  ``C`` a number, or "tuned" (:func:`tuned_C`, seeded by the split)."""
+def check_split(labels, split, s, name="") -> dict:
+    """Split ``s``'s parts as int64 index arrays; InputError (starting with ``name``, as
+    "splits: ") when a part holds an unlabelled node (label -1) or the training part
+    has fewer than 2 classes."""
     idx = {part: np.asarray(split[part], dtype=np.int64) for part in ("train", "val", "test")}
     for part, ids in idx.items():
         if ids.size and labels[ids].min() < 0:
             raise InputError(
-                f"split {s} '{part}': contains unlabelled nodes (label -1); use labelled nodes only"
+                f"{name}split {s} '{part}': contains unlabelled nodes (label -1); use "
+                "labelled nodes only"
             )
-    y_train = labels[idx["train"]]
-    if np.unique(y_train).size < 2:
+    classes = np.unique(labels[idx["train"]]).size
+    if classes < 2:
         raise InputError(
-            f"split {s} 'train': needs nodes of at least 2 classes, got {np.unique(y_train).size}"
+            f"{name}split {s} 'train': needs nodes of at least 2 classes, got {classes}"
         )
+    return idx
+
+
+def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
+    """(val accuracy, test accuracy, test macro-F1, the C used) of one split; NaN for an
+    empty part.  ``C`` a number, or "tuned" (:func:`tuned_C`, seeded by the split)."""
+    idx = check_split(labels, split, s)
+    y_train = labels[idx["train"]]
     if C == TUNED:
         C = tuned_C(
             emb,

@@ -36,12 +36,25 @@ def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
         raise InputError(
             f"{path}: unreadable JSON ({type(err).__name__}: {err}); expected {expected}"
         ) from None
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list) or not data:
+    if not isinstance(data, (list, dict)) or not data:
         raise InputError(
             f'{path}: expected a non-empty JSON list of {{"train", "val", "test"}} objects'
         )
+    return check_splits(data, n_nodes, node_ids=node_ids, name=path)
+
+
+def check_splits(data, n_nodes: int, *, node_ids=None, name="splits") -> list[dict]:
+    """Evaluation splits as int64 index arrays: ``data`` a list of ``{"train", "val",
+    "test"}`` mappings (one mapping: one split) of node indices ``0 .. n_nodes-1`` (or
+    of node ids, with ``node_ids`` given), each part free of repeats and the three
+    parts pairwise disjoint.  InputError (a ValueError) starting with ``name`` (the
+    file, or the argument) otherwise.  load_splits checks a file's splits with it,
+    ``Caps2NE.fit`` its ``splits`` argument."""
+    path = name
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, (list, tuple)) or not data:
+        raise InputError(f'{path}: expected a non-empty list of {{"train", "val", "test"}} splits')
     index = {nid: i for i, nid in enumerate(node_ids)} if node_ids is not None else None
     limit = len(node_ids) if node_ids is not None else int(n_nodes)
     out = []
@@ -67,12 +80,16 @@ def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
 
 
 def _split_part(values, path, s, part, index, limit):
-    if not isinstance(values, list):
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iu":
+        values = values.tolist()  # an index array (Python callers): its ints
+    if not isinstance(values, (list, tuple)):
         raise InputError(
             f"{path}: split {s} '{part}': expected a list of node ids, got {type(values).__name__}"
         )
     ids = np.empty(len(values), dtype=np.int64)
     for j, v in enumerate(values):
+        if isinstance(v, np.integer):
+            v = int(v)
         if index is not None and isinstance(v, (str, int)) and not isinstance(v, bool):
             i = index.get(str(v), -1)
             if i < 0:
