@@ -613,6 +613,36 @@ def test_multilabel_tuned_C_never_reads_the_test_labels():
             assert again["C"][f] == tuned["C"][f], (gamma, again["C"], tuned["C"])
 
 
+def test_tuned_C_says_when_it_cannot_tune_instead_of_using_1_silently():
+    from caps2ne_np.errors import InputWarning
+
+    emb, labels = _blobs(10, 3, 4, spread=2.0, seed=2)
+    one_each = _random_splits(labels, 2, 1, 0, seed=3)  # 1 training node per class, no val
+    with pytest.warns(InputWarning, match=r"C tuned: 2 of 2 split\(s\) \(split 0 first\)"):
+        r = classify_splits(emb, labels, one_each, C="tuned")
+    assert list(r["C"]) == [1.0, 1.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputWarning)  # tunable: no warning
+        classify_splits(emb, labels, _random_splits(labels, 2, 1, 6, seed=3), C="tuned")
+        classify_splits(emb, labels, _random_splits(labels, 2, 4, 0, seed=3), C="tuned")
+    # multi-label: a fraction of one training node (cross-validation crashed)
+    Y = np.eye(3, dtype=np.int64)[labels]
+    with pytest.warns(InputWarning, match=r"C tuned: fraction 0.04 trains on 1 node"):
+        r = multilabel_f1(emb, Y, (0.04, 0.5), n_shuffles=2, C="tuned")
+    assert r["C"][0] == 1.0
+
+
+def test_a_too_small_val_fraction_is_named_as_such():
+    from caps2ne_np.evaluate import random_splits
+
+    labels = np.repeat(np.arange(3), 20)
+    with pytest.raises(InputError, match=r"^validation fraction 0.01 \(--val-fraction\)") as err:
+        random_splits(labels, 0.5, 2, val_fraction=0.01)
+    assert "train" not in str(err.value).split(":")[0]
+    with pytest.raises(InputError, match=r"^train fraction 0.01 \(--train-fraction\)"):
+        random_splits(labels, 0.01, 2, val_fraction=0.1)
+
+
 def test_evaluate_command_takes_C_tuned_and_refuses_other_words(tmp_path):
     result, text = _evaluate(tmp_path, "--C", "tuned", "--shuffles", "2", "--json", "r.json")
     assert result.exit_code == 0, result.output

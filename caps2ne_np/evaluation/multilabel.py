@@ -21,6 +21,7 @@ from sklearn.metrics import f1_score
 from sklearn.multiclass import OneVsRestClassifier
 from threadpoolctl import threadpool_limits
 
+from ..errors import InputWarning
 from .single import C_GRID, CV_FOLDS, TUNED, _check_C, _check_embedding
 
 
@@ -162,6 +163,8 @@ def multilabel_f1(
         warnings.filterwarnings("ignore", message="Label .* is present in all training examples")
         for f, m in enumerate(n_train):
             fit.C = _multilabel_tuned_C(emb, fit, perms[0][:m], seed) if C == TUNED else C
+            if C == TUNED and m < 2:
+                _warn_untuned(fractions[f], m)
             used[f] = fit.C
             for r, perm in enumerate(perms):
                 micro[f, r], macro[f, r] = fit(emb, perm[:m], perm[m:])
@@ -174,6 +177,8 @@ def _multilabel_tuned_C(emb, fit, train, seed, folds=CV_FOLDS, grid=C_GRID):
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import KFold
 
+    if train.size < 2:
+        return 1.0  # nothing to cross-validate (multilabel_f1 warns)
     cv = KFold(n_splits=min(folds, train.size), shuffle=True, random_state=seed)
     parts = [(train[a], train[b]) for a, b in cv.split(train)]
     best, best_score = 1.0, -np.inf
@@ -185,6 +190,17 @@ def _multilabel_tuned_C(emb, fit, train, seed, folds=CV_FOLDS, grid=C_GRID):
             if score > best_score + 1e-12:
                 best, best_score = float(C), score
     return best
+
+
+def _warn_untuned(fraction, m):
+    """An InputWarning: at ``fraction`` the training part of ``m`` node(s) is too small to
+    cross-validate a C, so C = 1 is used."""
+    warnings.warn(
+        f"C tuned: fraction {fraction:g} trains on {m} node(s), too few to cross-validate; "
+        "C = 1 is used there (give a larger fraction, or a number for --C)",
+        InputWarning,
+        stacklevel=3,
+    )
 
 
 def _multilabel_result(solver, fractions, micro, macro, **extra):

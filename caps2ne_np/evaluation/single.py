@@ -28,7 +28,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.multiclass import OneVsRestClassifier
 from threadpoolctl import threadpool_limits
 
-from ..errors import InputError
+from ..errors import InputError, InputWarning
 
 
 def _check_embedding(emb, n_rows: int, what: str) -> np.ndarray:
@@ -175,6 +175,8 @@ def classify_splits(
     test = np.empty(len(splits), dtype=np.float64)
     macro = np.empty(len(splits), dtype=np.float64)
     used = np.empty(len(splits), dtype=np.float64)
+    if C == TUNED:
+        _warn_untuned(labels, splits)
     with threadpool_limits(limits=blas_threads, user_api="blas"):
         for s, split in enumerate(splits):
             val[s], test[s], macro[s], used[s] = _classify_one(
@@ -192,6 +194,28 @@ def classify_splits(
         "test_mean": float(np.mean(test)),
         "test_std": float(np.std(test)),
     }
+
+
+def _warn_untuned(labels, splits):
+    """An InputWarning naming the splits on which :func:`tuned_C` cannot tune and uses
+    C = 1: no validation nodes, and a class of a single training node (too few to
+    cross-validate)."""
+    bad = []
+    for s, split in enumerate(splits):
+        train = np.asarray(split["train"], dtype=np.int64)
+        if len(split["val"]) == 0 and train.size:
+            counts = np.unique(labels[train], return_counts=True)[1]
+            if counts.min() < 2:
+                bad.append(s)
+    if bad:
+        warnings.warn(
+            f"C tuned: {len(bad)} of {len(splits)} split(s) (split {bad[0]} first) have no "
+            "validation nodes and a class of one training node, too few to cross-validate; "
+            "C = 1 is used there (give validation nodes, e.g. --val-fraction 0.1, more "
+            "training nodes, or a number for --C)",
+            InputWarning,
+            stacklevel=3,
+        )
 
 
 def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed=0) -> list[dict]:
@@ -218,12 +242,14 @@ def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed
     out = []
     for s in range(n_splits):
         state = int(seeds[s])
+        what = f"train fraction {train_fraction:g} (--train-fraction)"
         try:
             train, rest = train_test_split(
                 nodes, train_size=train_fraction, stratify=labels[nodes], random_state=state
             )
             val = np.empty(0, dtype=np.int64)
             if val_fraction > 0:
+                what = f"validation fraction {val_fraction:g} (--val-fraction)"
                 val, rest = train_test_split(
                     rest,
                     train_size=val_fraction / (1 - train_fraction),
@@ -232,8 +258,8 @@ def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed
                 )
         except ValueError as err:
             raise InputError(
-                f"train fraction {train_fraction:g}: cannot draw stratified splits of "
-                f"{nodes.size} labelled nodes ({err}); use a larger fraction or --splits"
+                f"{what}: cannot draw stratified splits of {nodes.size} labelled nodes "
+                f"({err}); use a larger fraction or --splits"
             ) from None
         out.append({"train": np.sort(train), "val": np.sort(val), "test": np.sort(rest)})
     return out
