@@ -632,6 +632,22 @@ def test_tuned_C_says_when_it_cannot_tune_instead_of_using_1_silently():
     assert r["C"][0] == 1.0
 
 
+def test_multilabel_select_epoch_tunes_C_per_epoch_as_multilabel_f1():
+    # several -e files of multi-label data with --C tuned: an internal error (C='tuned'
+    # reached LogisticRegression); each epoch now gets the C multilabel_f1 tunes for it
+    rng = np.random.default_rng(5)
+    emb = rng.standard_normal((60, 4))
+    Y = (emb[:, :3] + 0.7 * rng.standard_normal((60, 3)) > 0.3).astype(np.int64)
+    Y[Y.sum(axis=1) == 0, 0] = 1
+    embs = [emb / 30.0, emb]
+    kw = dict(n_shuffles=2, seed=2, C="tuned")
+    r = multilabel_select_epoch(embs, Y, (0.3, 0.6), n_folds=3, **kw)
+    for e, one in enumerate(embs):
+        np.testing.assert_array_equal(r["C"][e], multilabel_f1(one, Y, (0.3, 0.6), **kw)["C"])
+    same = multilabel_select_epoch([emb, emb], Y, (0.5,), n_folds=3, **kw)
+    np.testing.assert_array_equal(same["micro"], multilabel_f1(emb, Y, (0.5,), **kw)["micro"])
+
+
 def test_a_too_small_val_fraction_is_named_as_such():
     from caps2ne_np.evaluate import random_splits
 

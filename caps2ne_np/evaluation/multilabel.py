@@ -79,6 +79,11 @@ class _MultilabelFit:
         self.n_jobs, self.zero_division = n_jobs, zero_division
         self.counts = np.diff(Y.indptr)  # k_i = number of true labels of node i
 
+    def at(self, C):
+        """This fit at ``C``."""
+        self.C = float(C)
+        return self
+
     def __call__(self, emb, train, test):
         clf = OneVsRestClassifier(
             LogisticRegression(C=self.C, solver=self.solver, max_iter=self.max_iter),
@@ -264,13 +269,18 @@ def multilabel_select_epoch(
         ``protocol='multi-label'`` with ``micro``, ``macro`` (n_f, n_shuffles) test
         scores at the chosen epochs and their means and stds as :func:`multilabel_f1`,
         plus ``epochs_micro``, ``epochs_macro`` (n_f, n_shuffles) chosen epoch numbers
-        and ``cv_micro``, ``cv_macro`` (n_epochs, n_f, n_shuffles) the CV scores.
+        and ``cv_micro``, ``cv_macro`` (n_epochs, n_f, n_shuffles) the CV scores;
+        ``C`` (n_epochs, n_f), the C of each epoch and fraction (``C="tuned"``: chosen
+        per epoch as :func:`multilabel_f1` chooses it, on the first shuffle's training
+        part).
     """
     Y, fractions, n_train, embs, epochs = _check_select_epoch(
         embs, Y, train_fractions, n_shuffles, solver, n_folds, epochs
     )
+    C = _check_C(C)
     perms = _shuffles(Y.shape[0], n_shuffles, seed)
     fit = _MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
+    used = np.full((len(embs), fractions.size), np.nan if C == TUNED else C)
     shape = (fractions.size, n_shuffles)
     cv_micro = np.zeros((len(embs),) + shape)
     cv_macro = np.zeros((len(embs),) + shape)
@@ -280,12 +290,16 @@ def multilabel_select_epoch(
     with threadpool_limits(limits=blas_threads, user_api="blas"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Label .* is present in all training examples")
         for f, m in enumerate(n_train):
+            if C == TUNED:  # each epoch's C, as multilabel_f1 tunes it
+                used[:, f] = [_multilabel_tuned_C(e, fit, perms[0][:m], seed) for e in embs]
             for r, perm in enumerate(perms):
                 train, test = perm[:m], perm[m:]
-                cv_micro[:, f, r], cv_macro[:, f, r] = _cv_scores(fit, embs, train, n_folds)
+                cv_micro[:, f, r], cv_macro[:, f, r] = _cv_scores(
+                    fit, embs, train, n_folds, used[:, f]
+                )
                 best_mi = int(np.argmax(cv_micro[:, f, r]))  # first maximum: earliest
                 best_ma = int(np.argmax(cv_macro[:, f, r]))
-                scores = {e: fit(embs[e], train, test) for e in {best_mi, best_ma}}
+                scores = {e: fit.at(used[e, f])(embs[e], train, test) for e in {best_mi, best_ma}}
                 micro[f, r], macro[f, r] = scores[best_mi][0], scores[best_ma][1]
                 chosen_micro[f, r], chosen_macro[f, r] = epochs[best_mi], epochs[best_ma]
     return _multilabel_result(
@@ -297,6 +311,7 @@ def multilabel_select_epoch(
         epochs_macro=chosen_macro,
         cv_micro=cv_micro,
         cv_macro=cv_macro,
+        C=used,
     )
 
 
@@ -318,15 +333,16 @@ def _check_select_epoch(embs, Y, train_fractions, n_shuffles, solver, n_folds, e
     return Y, fractions, n_train, embs, epochs
 
 
-def _cv_scores(fit, embs, train, n_folds):
+def _cv_scores(fit, embs, train, n_folds, Cs):
     """(micro, macro) (n_epochs,): each embedding's mean F1 of ``fit`` (a _MultilabelFit)
-    over ``n_folds`` consecutive folds of ``train``, each fold held out in turn."""
+    at its C (``Cs``) over ``n_folds`` consecutive folds of ``train``, each fold held
+    out in turn."""
     folds = np.array_split(train, n_folds)
     micro, macro = np.zeros(len(embs)), np.zeros(len(embs))
     for e, emb in enumerate(embs):
         for i, held in enumerate(folds):
             rest = np.concatenate(folds[:i] + folds[i + 1 :])
-            mi, ma = fit(emb, rest, held)
+            mi, ma = fit.at(Cs[e])(emb, rest, held)
             micro[e] += mi / n_folds
             macro[e] += ma / n_folds
     return micro, macro
