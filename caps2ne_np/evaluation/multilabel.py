@@ -280,38 +280,40 @@ def multilabel_select_epoch(
     C = _check_C(C)
     perms = _shuffles(Y.shape[0], n_shuffles, seed)
     fit = _MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
-    used = np.full((len(embs), fractions.size), np.nan if C == TUNED else C)
-    shape = (fractions.size, n_shuffles)
-    cv_micro = np.zeros((len(embs),) + shape)
-    cv_macro = np.zeros((len(embs),) + shape)
-    micro, macro = np.empty(shape), np.empty(shape)
-    chosen_micro = np.empty(shape, dtype=np.int64)
-    chosen_macro = np.empty(shape, dtype=np.int64)
     with threadpool_limits(limits=blas_threads, user_api="blas"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Label .* is present in all training examples")
+        used = np.full((len(embs), fractions.size), C if C != TUNED else np.nan)
         for f, m in enumerate(n_train):
             if C == TUNED:  # each epoch's C, as multilabel_f1 tunes it
                 used[:, f] = [_multilabel_tuned_C(e, fit, perms[0][:m], seed) for e in embs]
-            for r, perm in enumerate(perms):
-                train, test = perm[:m], perm[m:]
-                cv_micro[:, f, r], cv_macro[:, f, r] = _cv_scores(
-                    fit, embs, train, n_folds, used[:, f]
-                )
-                best_mi = int(np.argmax(cv_micro[:, f, r]))  # first maximum: earliest
-                best_ma = int(np.argmax(cv_macro[:, f, r]))
-                scores = {e: fit.at(used[e, f])(embs[e], train, test) for e in {best_mi, best_ma}}
-                micro[f, r], macro[f, r] = scores[best_mi][0], scores[best_ma][1]
-                chosen_micro[f, r], chosen_macro[f, r] = epochs[best_mi], epochs[best_ma]
-    return _multilabel_result(
-        solver,
-        fractions,
-        micro,
-        macro,
+        out = _select_epochs(fit, embs, epochs, perms, n_train, n_folds, used)
+    return _multilabel_result(solver, fractions, out.pop("micro"), out.pop("macro"), C=used, **out)
+
+
+def _select_epochs(fit, embs, epochs, perms, n_train, n_folds, used):
+    """The scores of :func:`multilabel_select_epoch` (its result's arrays by name): per
+    fraction and shuffle, the epoch of best CV micro- (macro-) F1 within the training
+    part and its test score, each epoch at its C (``used``, (n_epochs, n_f))."""
+    shape = (len(n_train), len(perms))
+    cv_micro, cv_macro = np.zeros((2, len(embs)) + shape)
+    micro, macro = np.empty((2,) + shape)
+    chosen_micro, chosen_macro = np.empty((2,) + shape, dtype=np.int64)
+    for f, m in enumerate(n_train):
+        for r, perm in enumerate(perms):
+            train, test = perm[:m], perm[m:]
+            cv_micro[:, f, r], cv_macro[:, f, r] = _cv_scores(fit, embs, train, n_folds, used[:, f])
+            best_mi = int(np.argmax(cv_micro[:, f, r]))  # first maximum: earliest
+            best_ma = int(np.argmax(cv_macro[:, f, r]))
+            scores = {e: fit.at(used[e, f])(embs[e], train, test) for e in {best_mi, best_ma}}
+            micro[f, r], macro[f, r] = scores[best_mi][0], scores[best_ma][1]
+            chosen_micro[f, r], chosen_macro[f, r] = epochs[best_mi], epochs[best_ma]
+    return dict(
+        micro=micro,
+        macro=macro,
         epochs_micro=chosen_micro,
         epochs_macro=chosen_macro,
         cv_micro=cv_micro,
         cv_macro=cv_macro,
-        C=used,
     )
 
 
