@@ -20,6 +20,27 @@ from .errors import InputError
 log = logging.getLogger(__name__)
 
 
+def check_labels_and_splits(labels, splits, n_nodes):
+    """(labels, splits) of ``Caps2NE.fit(labels=, splits=)`` checked before training, as
+    the command line checks its files: ``labels`` (n_nodes,) integer classes; ``splits``
+    as nodefiles.check_splits (node indices in range, no repeats, disjoint parts), each
+    part labelled and each training part of 2 classes or more (evaluate.check_split).
+    InputError (a ValueError) naming the argument."""
+    from .evaluation.single import check_split
+    from .graphs.nodefiles import check_splits
+
+    labels = np.asarray(labels)
+    if labels.shape != (n_nodes,) or not np.issubdtype(labels.dtype, np.integer):
+        raise InputError(
+            f"labels: expected ({n_nodes},) integer classes in the graph's node order "
+            f"(-1: unlabelled), got shape {labels.shape} dtype {labels.dtype}"
+        )
+    splits = check_splits(splits, n_nodes, name="splits")
+    for s, split in enumerate(splits):
+        check_split(labels, split, s, name="splits: ")
+    return labels, splits
+
+
 class EpochSelector:
     """Score o_v on the splits after each epoch, keep the best.
 

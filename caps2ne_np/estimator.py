@@ -222,6 +222,8 @@ class Caps2NE(BaseEstimator):
         the fitted parameters are those of the epoch with the best mean validation
         accuracy (epoch_selection.EpochSelector); ``best_epoch_`` (1-based) and
         ``epoch_scores_`` (one classify_splits result per epoch) record the choice.
+        Both are checked before training, as the command line checks its files
+        (epoch_selection.check_labels_and_splits): a ValueError naming the argument.
         """
         if directed is None:
             is_directed = getattr(graph, "is_directed", None)
@@ -232,7 +234,7 @@ class Caps2NE(BaseEstimator):
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
             )
             cfg = self.train_config()
-            selector = _selector(labels, splits)
+            selector = _selector(labels, splits, graph.n_nodes)
             result = self._train(
                 graph,
                 cfg,
@@ -481,15 +483,16 @@ class Caps2NE(BaseEstimator):
         return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
 
 
-def _selector(labels, splits):
-    """The epoch_selection.EpochSelector of ``fit(labels=, splits=)``, or None."""
+def _selector(labels, splits, n_nodes):
+    """The epoch_selection.EpochSelector of ``fit(labels=, splits=)``, or None; the
+    labels and splits checked before any training."""
     if labels is None and splits is None:
         return None
     if labels is None or splits is None:
         raise InputError("labels and splits: give both to select the epoch on validation")
-    from .epoch_selection import EpochSelector
+    from .epoch_selection import EpochSelector, check_labels_and_splits
 
-    return EpochSelector(np.asarray(labels), splits)
+    return EpochSelector(*check_labels_and_splits(labels, splits, n_nodes))
 
 
 def _both(first, second):

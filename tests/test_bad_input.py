@@ -670,11 +670,17 @@ def test_missing_labels_file(run, eval_files):
 
 
 def test_labels_for_nodes_without_embedding(run, eval_files):
-    put(eval_files, "l2.txt", "n0 0\nn1 1\nzz 0\n")
+    # skipped with a note (evaluate scores the labelled nodes it has rows of); too few
+    # left is the error
+    put(eval_files, "l2.txt", "".join(f"n{i} {i % 2}\n" for i in range(8)) + "zz 0\n")
+    result = run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json")
+    assert result.exit_code == 0, result.stderr
+    assert "skipping 1 labelled node(s) not in the embeddings e.txt (e.g. 'zz')" in (result.stderr)
+    put(eval_files, "l3.txt", "n0 0\nzz 0\n")
     assert_error(
-        run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json"),
-        "l2.txt:3: ",
-        "node 'zz' is not in the embeddings e.txt",  # there is no graph
+        run("evaluate", "-e", "e.txt", "--labels", "l3.txt", "--splits", "s.json"),
+        "l3.txt: ",
+        "1 of its 2 labelled nodes are in the embeddings e.txt (line 2: 'zz' is not)",
     )
 
 

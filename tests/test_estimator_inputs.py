@@ -367,3 +367,42 @@ def test_fit_selects_the_epoch_of_best_mean_validation_accuracy():
     assert not hasattr(plain, "best_epoch_")
     with pytest.raises(InputError, match="labels and splits"):
         small_model().fit(adj, labels=labels)
+
+
+def _bad_selection(labels, splits):
+    """(labels, splits) with one defect each, as fit(labels=, splits=) gets them."""
+    split = splits[0]
+    return {
+        "out-of-range": (labels, [{**split, "test": np.r_[split["test"], 16]}]),
+        "train-val-overlap": (labels, [{**split, "val": np.r_[split["val"], split["train"][0]]}]),
+        "repeat": (labels, [{**split, "train": np.r_[split["train"], split["train"][0]]}]),
+        "missing-part": (labels, [{"train": split["train"], "test": split["test"]}]),
+        "short-labels": (labels[:-1], splits),
+        "float-labels": (labels.astype(float), splits),
+        "unlabelled-test-node": (np.r_[labels[:-1], -1], [{**split, "test": np.r_[15]}]),
+    }
+
+
+@pytest.mark.parametrize(
+    "case,match",
+    [
+        ("out-of-range", r"^splits: split 0 'test': node 16 out of range 0\.\.15"),
+        ("train-val-overlap", r"^splits: split 0: 'train' and 'val' share 1 node"),
+        ("repeat", r"^splits: split 0 'train': node \d+ listed twice"),
+        ("missing-part", r"^splits: split 0: expected exactly the keys train, val, test"),
+        ("short-labels", r"^labels: expected \(16,\) integer classes"),
+        ("float-labels", r"^labels: expected \(16,\) integer classes"),
+        ("unlabelled-test-node", r"^splits: split 0 'test': contains unlabelled nodes"),
+    ],
+)
+def test_fit_checks_labels_and_splits_before_any_training(case, match):
+    # the CLI refuses such files before training; fit refused them after an epoch (a raw
+    # IndexError, an error about "emb") or not at all (overlapping parts)
+    adj, labels, splits = two_cliques()
+    labels, splits = _bad_selection(labels, splits)[case]
+    steps = []
+    with pytest.raises(ValueError, match=match):
+        small_model(epochs=1, propagate="none", spectral="none").fit(
+            adj, labels=labels, splits=splits, step_callback=lambda *a: steps.append(a)
+        )
+    assert steps == []  # refused before the first step

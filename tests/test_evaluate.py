@@ -348,7 +348,9 @@ def _two_class_files(tmp_path, n=40):
     (tmp_path / "l.txt").write_text("".join(f"n{i} {i % 2}\n" for i in range(n)))
 
 
-def _evaluate(tmp_path, *args):
+def _evaluate(tmp_path, *args, extra_labels=""):
+    """evaluate -e e.emb --labels l.txt ``args`` in ``tmp_path`` (l.txt with the lines
+    ``extra_labels`` appended): (click result, the text of r.json or None)."""
     import os
 
     from click.testing import CliRunner
@@ -357,6 +359,8 @@ def _evaluate(tmp_path, *args):
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     _two_class_files(tmp_path)
+    with open(tmp_path / "l.txt", "a") as fh:
+        fh.write(extra_labels)
     cwd = os.getcwd()
     os.chdir(tmp_path)  # relative paths, as a user types them (not click's isolated_filesystem)
     try:
@@ -391,6 +395,76 @@ def test_evaluate_labels_without_splits_uses_seeded_random_splits_and_says_so(tm
         tmp_path / "explicit", "--shuffles", "3", "--train-fraction", "0.5", "--json", "r.json"
     )
     assert text_explicit == text  # the default is --train-fraction 0.5
+
+
+def test_evaluate_skips_labelled_nodes_without_embeddings_and_says_how_many(tmp_path):
+    # one labels file for the training nodes and the new ones (the inductive workflow):
+    # the nodes without a row in -e are skipped, with one note, and the others scored
+    # as if the file named them alone
+    args = ("--train-fraction", "0.5", "--shuffles", "2", "--json", "r.json")
+    plain, want = _evaluate(tmp_path / "plain", *args)
+    extra = "# the new nodes\nnew0 1\nnew1 0\nnew0 1\n"
+    result, text = _evaluate(tmp_path / "extra", *args, extra_labels=extra)
+    assert plain.exit_code == 0 and result.exit_code == 0, result.output
+    assert "note: skipping 2 labelled node(s) not in the embeddings e.emb (e.g. 'new0')" in (
+        result.output
+    )
+    assert text == want
+
+
+def test_evaluate_inferred_skips_labelled_nodes_in_neither_file_the_same_way(tmp_path):
+    (tmp_path / "new.emb").write_text("2 4\nnew0 2 2 2 2\nnew1 0 0 0 0\n")
+    result, text = _evaluate(
+        tmp_path,
+        "--inferred",
+        "new.emb",
+        "--json",
+        "r.json",
+        extra_labels="new0 1\nnew1 0\nghost 1\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert "note: skipping 1 labelled node(s) not in the embeddings e.emb or new.emb" in (
+        result.output
+    )
+    assert "'ghost'" in result.output
+    assert json.loads(text)[0]["test_mean"] in (0.0, 0.5, 1.0)  # the two new nodes
+
+
+def test_evaluate_refuses_a_labels_file_with_fewer_than_two_embedded_nodes(tmp_path):
+    from caps2ne_np.graphs.nodefiles import load_labels
+
+    path = tmp_path / "l.txt"
+    path.write_text("a 0\nzz 1\nyy 0\n")
+    with pytest.raises(InputError, match=r"l.txt: 1 of its 3 labelled nodes are in E"):
+        load_labels(path, ["a", "b"], within="E", on_unknown=lambda count, first: None)
+    with pytest.raises(InputError, match=r"l.txt:2: node 'zz' is not in E"):
+        load_labels(path, ["a", "b"], within="E")  # train --labels: every node in the graph
+
+
+def test_evaluate_dataset_scores_the_splits_file_given_and_refuses_a_missing_one(tmp_path):
+    # --splits with --dataset replaces the dataset's own splits (it was ignored, even
+    # when the file did not exist)
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+    from caps2ne_np.graphs.datasets import load_dataset
+
+    ds = load_dataset("cora-bundled", tmp_path)
+    rng = np.random.default_rng(0)
+    with open(tmp_path / "e.emb", "w") as fh:
+        fh.write(f"{len(ds.node_ids)} 3\n")
+        for nid, y in zip(ds.node_ids, ds.labels):
+            fh.write(f"{nid} " + " ".join(f"{v:.3f}" for v in rng.normal(y, 1.0, 3)) + "\n")
+    split = {part: [ds.node_ids[i] for i in ds.splits[0][part][:300]] for part in ds.splits[0]}
+    (tmp_path / "s.json").write_text(json.dumps([split, split]))
+    base = ["evaluate", "-e", str(tmp_path / "e.emb"), "--dataset", "cora-bundled"]
+    base += ["--data-dir", str(tmp_path)]
+    result = CliRunner().invoke(cli, base + ["--splits", str(tmp_path / "s.json")])
+    assert result.exit_code == 0, result.output
+    assert "\n    1 " in result.output and "\n    2 " not in result.output  # the file's 2 splits
+    missing = CliRunner().invoke(cli, base + ["--splits", str(tmp_path / "nope.json")])
+    assert missing.exit_code == 1
+    assert f"error: {tmp_path / 'nope.json'}: no such file" in missing.output
 
 
 # --------------------------------------------------------------------------- tuned C
@@ -451,6 +525,26 @@ def test_classify_splits_tuned_scores_each_split_at_its_chosen_C():
     assert "macro-F1" in format_table(tuned)
 
 
+@pytest.mark.parametrize("n_val", [50, 0], ids=["on-validation", "by-cross-validation"])
+def test_tuned_C_never_reads_the_test_labels(n_val):
+    # the test nodes relabelled (permuted among themselves, or every one given another
+    # class): the C chosen per split must not move, nor the validation score
+    emb, labels = _blobs(40, 3, 6, spread=14.0, seed=11)
+    emb = emb / 30.0  # a scale at which the choice of C matters
+    splits = _random_splits(labels, 4, 8, n_val, seed=12)
+    tuned = classify_splits(emb, labels, splits, C="tuned")
+    assert len(set(tuned["C"])) > 1 or tuned["C"][0] != 1.0  # the grid is searched
+    rng = np.random.default_rng(13)
+    for s, split in enumerate(splits):
+        test = split["test"]
+        for relabel in (rng.permutation(labels[test]), (labels[test] + 1) % 3):
+            moved = labels.copy()
+            moved[test] = relabel
+            again = classify_splits(emb, moved, splits[: s + 1], C="tuned")  # seeds by split
+            assert again["C"][s] == tuned["C"][s], (s, n_val)
+            assert again["val"][s] == tuned["val"][s] or n_val == 0
+
+
 def test_tuned_C_undoes_a_scale_that_C_1_punishes():
     # rows shrunk 100x: at C = 1 the classifier is regularised flat and gives every test
     # node the majority class (80% of the nodes); the tuned protocol finds a C that
@@ -493,6 +587,76 @@ def test_multilabel_tuned_C_chosen_on_first_shuffle_training_part_only():
     Y2[perm[30:]] = 1 - Y2[perm[30:]]
     Y2[Y2.sum(axis=1) == 0, 0] = 1
     assert multilabel_f1(emb, Y2, (0.5,), n_shuffles=2, seed=1, C="tuned")["C"][0] == tuned["C"][0]
+
+
+def test_multilabel_tuned_C_never_reads_the_test_labels():
+    # at each fraction C is tuned on the first shuffle's training part: relabelling
+    # every other node (flipped, or rows permuted among themselves) must not move it
+    from caps2ne_np.evaluation.multilabel import _shuffles
+
+    rng = np.random.default_rng(21)
+    emb = rng.standard_normal((90, 5))
+    Y = (emb[:, :4] + 0.8 * rng.standard_normal((90, 4)) > 0.4).astype(np.int64)
+    Y[Y.sum(axis=1) == 0, 0] = 1
+    emb = emb / 20.0  # a scale at which the choice of C matters
+    fractions = (0.3, 0.6)
+    tuned = multilabel_f1(emb, Y, fractions, n_shuffles=2, seed=4, C="tuned")
+    assert len(set(tuned["C"])) > 1 or tuned["C"][0] != 1.0  # the grid is searched
+    first = _shuffles(90, 2, 4)[0]
+    for f, gamma in enumerate(fractions):
+        test = first[int(gamma * 90) :]
+        for relabel in (1 - Y[test], Y[rng.permutation(test)]):
+            moved = Y.copy()
+            moved[test] = relabel
+            moved[moved.sum(axis=1) == 0, 0] = 1
+            again = multilabel_f1(emb, moved, fractions, n_shuffles=2, seed=4, C="tuned")
+            assert again["C"][f] == tuned["C"][f], (gamma, again["C"], tuned["C"])
+
+
+def test_tuned_C_says_when_it_cannot_tune_instead_of_using_1_silently():
+    from caps2ne_np.errors import InputWarning
+
+    emb, labels = _blobs(10, 3, 4, spread=2.0, seed=2)
+    one_each = _random_splits(labels, 2, 1, 0, seed=3)  # 1 training node per class, no val
+    with pytest.warns(InputWarning, match=r"C tuned: 2 of 2 split\(s\) \(split 0 first\)"):
+        r = classify_splits(emb, labels, one_each, C="tuned")
+    assert list(r["C"]) == [1.0, 1.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputWarning)  # tunable: no warning
+        classify_splits(emb, labels, _random_splits(labels, 2, 1, 6, seed=3), C="tuned")
+        classify_splits(emb, labels, _random_splits(labels, 2, 4, 0, seed=3), C="tuned")
+    # multi-label: a fraction of one training node (cross-validation crashed)
+    Y = np.eye(3, dtype=np.int64)[labels]
+    with pytest.warns(InputWarning, match=r"C tuned: fraction 0.04 trains on 1 node"):
+        r = multilabel_f1(emb, Y, (0.04, 0.5), n_shuffles=2, C="tuned")
+    assert r["C"][0] == 1.0
+
+
+def test_multilabel_select_epoch_tunes_C_per_epoch_as_multilabel_f1():
+    # several -e files of multi-label data with --C tuned: an internal error (C='tuned'
+    # reached LogisticRegression); each epoch now gets the C multilabel_f1 tunes for it
+    rng = np.random.default_rng(5)
+    emb = rng.standard_normal((60, 4))
+    Y = (emb[:, :3] + 0.7 * rng.standard_normal((60, 3)) > 0.3).astype(np.int64)
+    Y[Y.sum(axis=1) == 0, 0] = 1
+    embs = [emb / 30.0, emb]
+    kw = dict(n_shuffles=2, seed=2, C="tuned")
+    r = multilabel_select_epoch(embs, Y, (0.3, 0.6), n_folds=3, **kw)
+    for e, one in enumerate(embs):
+        np.testing.assert_array_equal(r["C"][e], multilabel_f1(one, Y, (0.3, 0.6), **kw)["C"])
+    same = multilabel_select_epoch([emb, emb], Y, (0.5,), n_folds=3, **kw)
+    np.testing.assert_array_equal(same["micro"], multilabel_f1(emb, Y, (0.5,), **kw)["micro"])
+
+
+def test_a_too_small_val_fraction_is_named_as_such():
+    from caps2ne_np.evaluate import random_splits
+
+    labels = np.repeat(np.arange(3), 20)
+    with pytest.raises(InputError, match=r"^validation fraction 0.01 \(--val-fraction\)") as err:
+        random_splits(labels, 0.5, 2, val_fraction=0.01)
+    assert "train" not in str(err.value).split(":")[0]
+    with pytest.raises(InputError, match=r"^train fraction 0.01 \(--train-fraction\)"):
+        random_splits(labels, 0.01, 2, val_fraction=0.1)
 
 
 def test_evaluate_command_takes_C_tuned_and_refuses_other_words(tmp_path):

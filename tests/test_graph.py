@@ -192,6 +192,37 @@ def test_bad_lines_name_path_and_line(tmp_path, content, lineno, what):
     assert message.startswith(f"{path}:{lineno}: ") and "\n" not in message and "; " in message
 
 
+HEADERS = [
+    ("source target\n1 2\n2 3\n3 1\n", 1, "its ids are not numbers"),
+    ("# edges\n\nid_1 id_2\n1 2\n2 3\n", 3, "its ids are not numbers"),
+    ("node_id\tnode_id\n1\t2\n2\t3\n", 1, "its ids are not numbers"),  # a self loop
+    ("source target\nalice bob\nbob carol\n", 1, "its ids are column names"),
+    ("Source,Target\n1,2\n", 1, "not commas"),
+    ("source target weight\n1 2 0.5\n", 1, "if it is a header line, remove it"),
+]
+
+
+@pytest.mark.parametrize("content,lineno,what", HEADERS)
+def test_a_header_line_is_an_error_naming_it_not_an_edge(tmp_path, content, lineno, what):
+    path = write(tmp_path, content)
+    with pytest.raises(GraphFormatError, match=what) as err:
+        read_quiet(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:{lineno}: ") and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "a b\n1 2\na 1\n",  # 'a' is named by another edge: an edge of mixed ids
+        "u v\nv w\n",  # 'u v' names node v again: an edge
+        "source target\ntarget x\n",
+    ],
+)
+def test_ids_that_only_look_like_a_header_are_read(tmp_path, content):
+    assert read_quiet(write(tmp_path, content)).n_edges >= 1
+
+
 @pytest.mark.parametrize(
     "content,what",
     [

@@ -178,23 +178,15 @@ def _read_inputs(emb_paths, source):
         )
         node_ids, labels, multilabel, splits = ds.node_ids, ds.labels, ds.multilabel, ds.splits
     else:
-        labels_path, splits_path = source["labels"], source["splits"]
-        node_ids = ids
+        node_ids, splits = ids, None
+        within = f"the embeddings {emb_paths[0]}" + (
+            f" or {source['inferred']}" if source["inferred"] else ""
+        )
         labels, multilabel = nodefiles.load_labels(
-            labels_path, node_ids, within=f"the embeddings {emb_paths[0]}"
+            source["labels"], node_ids, within=within, on_unknown=_skipped_note(within)
         )
-        if multilabel and splits_path:
-            raise InputError(
-                f"{labels_path}: multi-label (a node on several lines), but --splits "
-                "applies to single-label evaluation only; drop --splits to score "
-                "with the multi-label protocol (--fractions), or give one label "
-                "per node"
-            )
-        splits = (
-            nodefiles.load_splits(splits_path, len(node_ids), node_ids=node_ids)
-            if splits_path
-            else None
-        )
+    if source["splits"]:  # the file's splits replace a dataset's own
+        splits = _read_splits(source, node_ids, multilabel)
     if source["inferred"]:
         if multilabel:
             raise InputError(
@@ -208,6 +200,33 @@ def _read_inputs(emb_paths, source):
         path_ids, emb = (ids, first) if path == emb_paths[0] else _read_embeddings(path)
         embs.append(_align(path, path_ids, emb, node_ids))
     return embs, labels, multilabel, splits
+
+
+def _read_splits(source, node_ids, multilabel):
+    """The splits of --splits over ``node_ids``; InputError for multi-label data."""
+    from ..graphs import nodefiles
+
+    if multilabel:
+        what = source["labels"] or source["dataset"]
+        raise InputError(
+            f"{what}: multi-label (a node with several labels), but --splits applies to "
+            "single-label evaluation only; drop --splits to score with the multi-label "
+            "protocol (--fractions), or give one label per node"
+        )
+    return nodefiles.load_splits(source["splits"], len(node_ids), node_ids=node_ids)
+
+
+def _skipped_note(within):
+    """The ``on_unknown`` of load_labels: a note on stderr of the labelled nodes skipped."""
+
+    def note(count, first):
+        click.echo(
+            f"note: skipping {count} labelled node(s) not in {within} (e.g. {first!r}); "
+            "scoring the labelled nodes that have embeddings",
+            err=True,
+        )
+
+    return note
 
 
 def _with_inferred(path, ids, emb, inferred):
@@ -235,14 +254,18 @@ def _inferred_split(inferred, ids, emb, new, node_ids, labels):
 
     where = {nid: r for r, nid in enumerate(ids)}
     out = np.zeros((len(node_ids), emb.shape[1]), dtype=emb.dtype)
-    train, test = [], []
+    train, test, skipped = [], [], []
     for i, nid in enumerate(node_ids):
         r = where.get(nid)
         if r is None:
+            if np.ndim(labels) == 1 and labels[i] >= 0:
+                skipped.append(nid)
             continue
         out[i] = emb[r]
         if np.ndim(labels) == 1 and labels[i] >= 0:
             (test if nid in new else train).append(i)
+    if skipped:
+        _skipped_note(f"-e or {inferred}")(len(skipped), skipped[0])
     if not test or not train:
         raise InputError(
             f"{inferred}: {len(test)} labelled inferred node(s) to test and {len(train)} "

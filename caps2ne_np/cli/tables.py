@@ -363,12 +363,19 @@ EVALUATE = (
         type=click.Path(dir_okay=False),
         help="Embeddings of new nodes as infer writes them: the classifier is fitted on the "
         "labelled nodes of -e (the training nodes) and tested on these (single-label; "
-        "labels of nodes in neither file are ignored).",
+        "labelled nodes in neither file are skipped, with a note).",
     ),
     opt.dataset("Take labels (and splits) from a benchmark set."),
     opt.data_dir(),
-    opt.labels("'node label' lines; a node on several lines makes the task multi-label."),
-    opt.splits("JSON list of {train, val, test} node-id lists (single-label protocol)."),
+    opt.labels(
+        "'node label' lines ('#' comments); a node on several lines makes the task "
+        "multi-label; labelled nodes without an embedding are skipped, with a note "
+        "(docs/input-formats.md)."
+    ),
+    opt.splits(
+        "JSON list of {train, val, test} node-id lists (single-label protocol); with "
+        "--dataset, they replace its own splits."
+    ),
     option(
         "--fractions",
         default="0.1,0.5,0.9",

@@ -21,6 +21,7 @@ from sklearn.metrics import f1_score
 from sklearn.multiclass import OneVsRestClassifier
 from threadpoolctl import threadpool_limits
 
+from ..errors import InputWarning
 from .single import C_GRID, CV_FOLDS, TUNED, _check_embedding, check_C
 
 
@@ -77,6 +78,11 @@ class MultilabelFit:
         self.Y, self.C, self.solver, self.max_iter = Y, C, solver, max_iter
         self.n_jobs, self.zero_division = n_jobs, zero_division
         self.counts = np.diff(Y.indptr)  # k_i = number of true labels of node i
+
+    def at(self, C):
+        """This fit at ``C``."""
+        self.C = float(C)
+        return self
 
     def __call__(self, emb, train, test):
         clf = OneVsRestClassifier(
@@ -162,6 +168,8 @@ def multilabel_f1(
         warnings.filterwarnings("ignore", message="Label .* is present in all training examples")
         for f, m in enumerate(n_train):
             fit.C = multilabel_tuned_C(emb, fit, perms[0][:m], seed) if C == TUNED else C
+            if C == TUNED and m < 2:
+                _warn_untuned(fractions[f], m)
             used[f] = fit.C
             for r, perm in enumerate(perms):
                 micro[f, r], macro[f, r] = fit(emb, perm[:m], perm[m:])
@@ -174,6 +182,8 @@ def multilabel_tuned_C(emb, fit, train, seed, folds=CV_FOLDS, grid=C_GRID):
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import KFold
 
+    if train.size < 2:
+        return 1.0  # nothing to cross-validate (multilabel_f1 warns)
     cv = KFold(n_splits=min(folds, train.size), shuffle=True, random_state=seed)
     parts = [(train[a], train[b]) for a, b in cv.split(train)]
     best, best_score = 1.0, -np.inf
@@ -185,6 +195,17 @@ def multilabel_tuned_C(emb, fit, train, seed, folds=CV_FOLDS, grid=C_GRID):
             if score > best_score + 1e-12:
                 best, best_score = float(C), score
     return best
+
+
+def _warn_untuned(fraction, m):
+    """An InputWarning: at ``fraction`` the training part of ``m`` node(s) is too small to
+    cross-validate a C, so C = 1 is used."""
+    warnings.warn(
+        f"C tuned: fraction {fraction:g} trains on {m} node(s), too few to cross-validate; "
+        "C = 1 is used there (give a larger fraction, or a number for --C)",
+        InputWarning,
+        stacklevel=3,
+    )
 
 
 def _multilabel_result(solver, fractions, micro, macro, **extra):
@@ -248,35 +269,47 @@ def multilabel_select_epoch(
         ``protocol='multi-label'`` with ``micro``, ``macro`` (n_f, n_shuffles) test
         scores at the chosen epochs and their means and stds as :func:`multilabel_f1`,
         plus ``epochs_micro``, ``epochs_macro`` (n_f, n_shuffles) chosen epoch numbers
-        and ``cv_micro``, ``cv_macro`` (n_epochs, n_f, n_shuffles) the CV scores.
+        and ``cv_micro``, ``cv_macro`` (n_epochs, n_f, n_shuffles) the CV scores;
+        ``C`` (n_epochs, n_f), the C of each epoch and fraction (``C="tuned"``: chosen
+        per epoch as :func:`multilabel_f1` chooses it, on the first shuffle's training
+        part).
     """
     Y, fractions, n_train, embs, epochs = _check_select_epoch(
         embs, Y, train_fractions, n_shuffles, solver, n_folds, epochs
     )
+    C = check_C(C)
     perms = _shuffles(Y.shape[0], n_shuffles, seed)
     fit = MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
-    shape = (fractions.size, n_shuffles)
-    cv_micro = np.zeros((len(embs),) + shape)
-    cv_macro = np.zeros((len(embs),) + shape)
-    micro, macro = np.empty(shape), np.empty(shape)
-    chosen_micro = np.empty(shape, dtype=np.int64)
-    chosen_macro = np.empty(shape, dtype=np.int64)
     with threadpool_limits(limits=blas_threads, user_api="blas"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Label .* is present in all training examples")
+        used = np.full((len(embs), fractions.size), C if C != TUNED else np.nan)
         for f, m in enumerate(n_train):
-            for r, perm in enumerate(perms):
-                train, test = perm[:m], perm[m:]
-                cv_micro[:, f, r], cv_macro[:, f, r] = _cv_scores(fit, embs, train, n_folds)
-                best_mi = int(np.argmax(cv_micro[:, f, r]))  # first maximum: earliest
-                best_ma = int(np.argmax(cv_macro[:, f, r]))
-                scores = {e: fit(embs[e], train, test) for e in {best_mi, best_ma}}
-                micro[f, r], macro[f, r] = scores[best_mi][0], scores[best_ma][1]
-                chosen_micro[f, r], chosen_macro[f, r] = epochs[best_mi], epochs[best_ma]
-    return _multilabel_result(
-        solver,
-        fractions,
-        micro,
-        macro,
+            if C == TUNED:  # each epoch's C, as multilabel_f1 tunes it
+                used[:, f] = [multilabel_tuned_C(e, fit, perms[0][:m], seed) for e in embs]
+        out = _select_epochs(fit, embs, epochs, perms, n_train, n_folds, used)
+    return _multilabel_result(solver, fractions, out.pop("micro"), out.pop("macro"), C=used, **out)
+
+
+def _select_epochs(fit, embs, epochs, perms, n_train, n_folds, used):
+    """The scores of :func:`multilabel_select_epoch` (its result's arrays by name): per
+    fraction and shuffle, the epoch of best CV micro- (macro-) F1 within the training
+    part and its test score, each epoch at its C (``used``, (n_epochs, n_f))."""
+    shape = (len(n_train), len(perms))
+    cv_micro, cv_macro = np.zeros((2, len(embs)) + shape)
+    micro, macro = np.empty((2,) + shape)
+    chosen_micro, chosen_macro = np.empty((2,) + shape, dtype=np.int64)
+    for f, m in enumerate(n_train):
+        for r, perm in enumerate(perms):
+            train, test = perm[:m], perm[m:]
+            cv_micro[:, f, r], cv_macro[:, f, r] = _cv_scores(fit, embs, train, n_folds, used[:, f])
+            best_mi = int(np.argmax(cv_micro[:, f, r]))  # first maximum: earliest
+            best_ma = int(np.argmax(cv_macro[:, f, r]))
+            scores = {e: fit.at(used[e, f])(embs[e], train, test) for e in {best_mi, best_ma}}
+            micro[f, r], macro[f, r] = scores[best_mi][0], scores[best_ma][1]
+            chosen_micro[f, r], chosen_macro[f, r] = epochs[best_mi], epochs[best_ma]
+    return dict(
+        micro=micro,
+        macro=macro,
         epochs_micro=chosen_micro,
         epochs_macro=chosen_macro,
         cv_micro=cv_micro,
@@ -302,15 +335,16 @@ def _check_select_epoch(embs, Y, train_fractions, n_shuffles, solver, n_folds, e
     return Y, fractions, n_train, embs, epochs
 
 
-def _cv_scores(fit, embs, train, n_folds):
+def _cv_scores(fit, embs, train, n_folds, Cs):
     """(micro, macro) (n_epochs,): each embedding's mean F1 of ``fit`` (a MultilabelFit)
-    over ``n_folds`` consecutive folds of ``train``, each fold held out in turn."""
+    at its C (``Cs``) over ``n_folds`` consecutive folds of ``train``, each fold held
+    out in turn."""
     folds = np.array_split(train, n_folds)
     micro, macro = np.zeros(len(embs)), np.zeros(len(embs))
     for e, emb in enumerate(embs):
         for i, held in enumerate(folds):
             rest = np.concatenate(folds[:i] + folds[i + 1 :])
-            mi, ma = fit(emb, rest, held)
+            mi, ma = fit.at(Cs[e])(emb, rest, held)
             micro[e] += mi / n_folds
             macro[e] += ma / n_folds
     return micro, macro

@@ -28,7 +28,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.multiclass import OneVsRestClassifier
 from threadpoolctl import threadpool_limits
 
-from ..errors import InputError
+from ..errors import InputError, InputWarning
 
 
 def _check_embedding(emb, n_rows: int, what: str) -> np.ndarray:
@@ -177,6 +177,8 @@ def classify_splits(
     test = np.empty(len(splits), dtype=np.float64)
     macro = np.empty(len(splits), dtype=np.float64)
     used = np.empty(len(splits), dtype=np.float64)
+    if C == TUNED:
+        _warn_untuned(labels, splits)
     with threadpool_limits(limits=blas_threads, user_api="blas"):
         for s, split in enumerate(splits):
             val[s], test[s], macro[s], used[s] = _classify_one(
@@ -194,6 +196,28 @@ def classify_splits(
         "test_mean": float(np.mean(test)),
         "test_std": float(np.std(test)),
     }
+
+
+def _warn_untuned(labels, splits):
+    """An InputWarning naming the splits on which :func:`tuned_C` cannot tune and uses
+    C = 1: no validation nodes, and a class of a single training node (too few to
+    cross-validate)."""
+    bad = []
+    for s, split in enumerate(splits):
+        train = np.asarray(split["train"], dtype=np.int64)
+        if len(split["val"]) == 0 and train.size:
+            counts = np.unique(labels[train], return_counts=True)[1]
+            if counts.min() < 2:
+                bad.append(s)
+    if bad:
+        warnings.warn(
+            f"C tuned: {len(bad)} of {len(splits)} split(s) (split {bad[0]} first) have no "
+            "validation nodes and a class of one training node, too few to cross-validate; "
+            "C = 1 is used there (give validation nodes, e.g. --val-fraction 0.1, more "
+            "training nodes, or a number for --C)",
+            InputWarning,
+            stacklevel=3,
+        )
 
 
 def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed=0) -> list[dict]:
@@ -220,12 +244,14 @@ def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed
     out = []
     for s in range(n_splits):
         state = int(seeds[s])
+        what = f"train fraction {train_fraction:g} (--train-fraction)"
         try:
             train, rest = train_test_split(
                 nodes, train_size=train_fraction, stratify=labels[nodes], random_state=state
             )
             val = np.empty(0, dtype=np.int64)
             if val_fraction > 0:
+                what = f"validation fraction {val_fraction:g} (--val-fraction)"
                 val, rest = train_test_split(
                     rest,
                     train_size=val_fraction / (1 - train_fraction),
@@ -234,27 +260,37 @@ def random_splits(labels, train_fraction, n_splits=10, *, val_fraction=0.0, seed
                 )
         except ValueError as err:
             raise InputError(
-                f"train fraction {train_fraction:g}: cannot draw stratified splits of "
-                f"{nodes.size} labelled nodes ({err}); use a larger fraction or --splits"
+                f"{what}: cannot draw stratified splits of {nodes.size} labelled nodes "
+                f"({err}); use a larger fraction or --splits"
             ) from None
         out.append({"train": np.sort(train), "val": np.sort(val), "test": np.sort(rest)})
     return out
 
 
-def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
-    """(val accuracy, test accuracy, test macro-F1, the C used) of one split; NaN for an
-    empty part.  ``C`` a number, or "tuned" (:func:`tuned_C`, seeded by the split)."""
+def check_split(labels, split, s, name="") -> dict:
+    """Split ``s``'s parts as int64 index arrays; InputError (starting with ``name``, as
+    "splits: ") when a part holds an unlabelled node (label -1) or the training part
+    has fewer than 2 classes."""
     idx = {part: np.asarray(split[part], dtype=np.int64) for part in ("train", "val", "test")}
     for part, ids in idx.items():
         if ids.size and labels[ids].min() < 0:
             raise InputError(
-                f"split {s} '{part}': contains unlabelled nodes (label -1); use labelled nodes only"
+                f"{name}split {s} '{part}': contains unlabelled nodes (label -1); use "
+                "labelled nodes only"
             )
-    y_train = labels[idx["train"]]
-    if np.unique(y_train).size < 2:
+    classes = np.unique(labels[idx["train"]]).size
+    if classes < 2:
         raise InputError(
-            f"split {s} 'train': needs nodes of at least 2 classes, got {np.unique(y_train).size}"
+            f"{name}split {s} 'train': needs nodes of at least 2 classes, got {classes}"
         )
+    return idx
+
+
+def _classify_one(emb, labels, split, s, C, max_iter, multinomial):
+    """(val accuracy, test accuracy, test macro-F1, the C used) of one split; NaN for an
+    empty part.  ``C`` a number, or "tuned" (:func:`tuned_C`, seeded by the split)."""
+    idx = check_split(labels, split, s)
+    y_train = labels[idx["train"]]
     if C == TUNED:
         C = tuned_C(
             emb,

@@ -79,7 +79,8 @@ def _parse_weights(tokens, linenos, source, lines=None):
                     f"weight {_short(tok)} is not a number",
                     "expected a number > 0 in the third column (fields are split at every "
                     "space and tab, so a node id cannot contain a space)"
-                    + (_space_note(lines[int(line) - 1]) if lines is not None else ""),
+                    + (_space_note(lines[int(line) - 1]) if lines is not None else "")
+                    + _header_note(lines, int(line)),
                 )
         _fail(source, None, "a weight is not a number", "expected a number > 0 in the third column")
     with np.errstate(over="ignore"):
@@ -98,6 +99,77 @@ def _parse_weights(tokens, linenos, source, lines=None):
             "weights must lie in (0, 3.4e38]; drop the edge instead of giving it weight 0",
         )
     return w
+
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_HEADER_WORD = re.compile(
+    r"(source|target|src|dst|from|to|u|v|head|tail|node|nodes|id|ids|node_?id|"
+    r"(node|id|vertex)_?[12ab]|vertex|weight|w)s?",
+    re.IGNORECASE,
+)
+"""A column name a header line of an edge list is made of (checked on string ids)."""
+
+
+def _first_edge_line(data: bytes):
+    """(line number, fields) of the first line of ``data`` holding a field, or (None, [])."""
+    start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    lineno = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        lineno += 1
+        fields = data[start:end].decode("utf-8", "replace").partition("#")[0].split()
+        if fields:
+            return lineno, fields
+        start = end + 1
+    return None, []
+
+
+def check_header(graph, data: bytes, source) -> None:
+    """GraphFormatError naming the line when the first edge of an edge list (``data``,
+    read into ``graph``) is a header line such as ``source target`` or ``id_1 id_2``:
+    no other edge names its ids, and they are not numbers while every other node id
+    is, or they are column names (:data:`_HEADER_WORD`).  Costs nothing when the first
+    id is a number."""
+    ids = graph.node_ids
+    if not ids or _NUMBER.fullmatch(ids[0]):
+        return
+    lineno, fields = _first_edge_line(data)
+    head = fields[:2]
+    if len(head) < 2 or head[0] != ids[0]:
+        return
+    k = len(set(head))  # the first line's nodes are nodes 0 .. k-1 (first appearance)
+    others = ids[k:]
+    numeric = not any(_NUMBER.fullmatch(f) for f in head) and bool(others)
+    numeric = numeric and all(_NUMBER.fullmatch(x) for x in others)
+    if numeric:
+        why = "its ids are not numbers while every other node id is"
+    elif all(_HEADER_WORD.fullmatch(f) for f in head):
+        why = "its ids are column names"
+    else:
+        return
+    if not _alone(graph, k):
+        return  # another edge names them: they are nodes
+    _fail(
+        source,
+        lineno,
+        f"{' '.join(fields)!r} looks like a header line, not an edge ({why})",
+        "remove the line, or start it with '#' to keep it as a comment",
+    )
+
+
+def _alone(graph, k) -> bool:
+    """True when nodes 0 .. k-1 have edges only among themselves."""
+    indptr, indices = graph.indptr, graph.indices
+    inside = int(np.count_nonzero(indices[: indptr[k]] < k))
+    return inside == int(indptr[k]) and inside == int(np.count_nonzero(indices < k))
+
+
+def _header_note(lines, lineno) -> str:
+    """'; a header line? ...' when line ``lineno`` of ``lines`` is the first with fields."""
+    if lines is None or any(line.partition("#")[0].split() for line in lines[: lineno - 1]):
+        return ""
+    return "; if it is a header line, remove it or start it with '#'"
 
 
 def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=None, name=None):
@@ -122,6 +194,11 @@ def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=
         i = int(bad[0])
         what = f"1 field {_short(rows[i][0])}" if lens[i] == 1 else f"{lens[i]} fields"
         fix = "expected " + _FORMAT + ("; a node id cannot contain a space" if lens[i] > 3 else "")
+        if lens[i] == 1 and "," in rows[i][0]:
+            fix += (
+                "; fields are separated by whitespace, not commas: replace a CSV file's "
+                "commas with spaces and remove its header line"
+            )
         _fail(source, i + 1, f"line has {what}", fix + _space_note(lines[i]))
     has_edge = np.flatnonzero(lens >= 2)
     if has_edge.size == 0:

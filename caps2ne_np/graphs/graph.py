@@ -55,7 +55,7 @@ import scipy.sparse as sp
 from ..errors import GraphFormatError, InputError, InputWarning
 from ..io.files import read_bytes
 from . import graph_cache
-from .careful_reader import _UNICODE_SPACE, _fail, _read_edgelist_careful
+from .careful_reader import _UNICODE_SPACE, _fail, _read_edgelist_careful, check_header
 from .csr import Graph, build, from_edges, from_scipy
 from .graph_cache import cache_path
 from .graph_sources import edges_of, factorise, read_matrix
@@ -230,6 +230,7 @@ def _read_edgelist(path, directed, keep_self_loops, *, stacklevel):
             graph = _read_edgelist_careful(
                 source, directed, keep_self_loops, stacklevel=stacklevel, data=data, name=name
             )
+        check_header(graph, data, name)
     except MemoryError:
         from ..errors import available_memory, format_bytes
 

@@ -36,12 +36,25 @@ def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
         raise InputError(
             f"{path}: unreadable JSON ({type(err).__name__}: {err}); expected {expected}"
         ) from None
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list) or not data:
+    if not isinstance(data, (list, dict)) or not data:
         raise InputError(
             f'{path}: expected a non-empty JSON list of {{"train", "val", "test"}} objects'
         )
+    return check_splits(data, n_nodes, node_ids=node_ids, name=path)
+
+
+def check_splits(data, n_nodes: int, *, node_ids=None, name="splits") -> list[dict]:
+    """Evaluation splits as int64 index arrays: ``data`` a list of ``{"train", "val",
+    "test"}`` mappings (one mapping: one split) of node indices ``0 .. n_nodes-1`` (or
+    of node ids, with ``node_ids`` given), each part free of repeats and the three
+    parts pairwise disjoint.  InputError (a ValueError) starting with ``name`` (the
+    file, or the argument) otherwise.  load_splits checks a file's splits with it,
+    ``Caps2NE.fit`` its ``splits`` argument."""
+    path = name
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, (list, tuple)) or not data:
+        raise InputError(f'{path}: expected a non-empty list of {{"train", "val", "test"}} splits')
     index = {nid: i for i, nid in enumerate(node_ids)} if node_ids is not None else None
     limit = len(node_ids) if node_ids is not None else int(n_nodes)
     out = []
@@ -67,12 +80,16 @@ def load_splits(path, n_nodes: int, *, node_ids=None) -> list[dict]:
 
 
 def _split_part(values, path, s, part, index, limit):
-    if not isinstance(values, list):
+    if isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype.kind in "iu":
+        values = values.tolist()  # an index array (Python callers): its ints
+    if not isinstance(values, (list, tuple)):
         raise InputError(
             f"{path}: split {s} '{part}': expected a list of node ids, got {type(values).__name__}"
         )
     ids = np.empty(len(values), dtype=np.int64)
     for j, v in enumerate(values):
+        if isinstance(v, np.integer):
+            v = int(v)
         if index is not None and isinstance(v, (str, int)) and not isinstance(v, bool):
             i = index.get(str(v), -1)
             if i < 0:
@@ -220,7 +237,9 @@ def _in_graph_order(x, path, node_ids_path, row_ids, node_ids):
     return x[order].tocsr() if sp.issparse(x) else np.ascontiguousarray(x[order])
 
 
-def load_labels(path, node_ids, *, return_classes: bool = False, within="the graph"):
+def load_labels(
+    path, node_ids, *, return_classes: bool = False, within="the graph", on_unknown=None
+):
     """Node labels from lines ``node label`` (``#`` comments and blank lines skipped).
     ``within`` names where ``node_ids`` come from in the message for an unknown node
     (evaluate: the embedding file).
@@ -228,17 +247,21 @@ def load_labels(path, node_ids, *, return_classes: bool = False, within="the gra
     A node on several lines with different labels makes the set multi-label. Classes
     are numbered in sorted order (numerically when every label is an integer).
 
+    A node not in ``node_ids`` is an InputError naming the line, unless ``on_unknown``
+    is given: then its lines are skipped and ``on_unknown(count, first)`` is called
+    once with the number of such nodes and the first one's id (evaluate scores the
+    labelled nodes it has embeddings of); fewer than 2 labelled nodes left is an
+    InputError.
+
     Returns
     -------
     labels : int64 (N,) with -1 for unlabelled nodes, or int64 (N, L) CSR 0/1 indicator
     multilabel : bool
     classes : list of str, only with ``return_classes=True`` (class index -> label)
     """
-    import scipy.sparse as sp
-
     path = str(path)
     index = {str(nid): i for i, nid in enumerate(node_ids)}
-    pairs = set()
+    pairs, unknown = set(), {}
     for lineno, line in enumerate(read_lines(path, "'node label' lines"), 1):
         text = line.strip()
         if not text or text.startswith("#"):
@@ -249,14 +272,41 @@ def load_labels(path, node_ids, *, return_classes: bool = False, within="the gra
                 f"{path}:{lineno}: expected 'node label' (two fields), got {len(fields)} fields"
             )
         node = index.get(fields[0], -1)
-        if node < 0:
+        if node < 0 and on_unknown is None:
             raise InputError(
                 f"{path}:{lineno}: node {fields[0]!r} is not in {within}; remove the line or fix "
                 "the id"
             )
+        if node < 0:
+            unknown.setdefault(fields[0], lineno)
+            continue
         pairs.add((node, fields[1]))
+    if unknown:
+        _check_known(path, pairs, unknown, within)
+        on_unknown(len(unknown), next(iter(unknown)))
     if not pairs:
         raise InputError(f"{path}: no labels found; expected 'node label' lines")
+    labels, multilabel, classes = _label_table(pairs, len(index))
+    return (labels, multilabel, classes) if return_classes else (labels, multilabel)
+
+
+def _check_known(path, pairs, unknown, within):
+    """InputError when fewer than 2 of a labels file's nodes are in ``within`` (its other
+    nodes, ``unknown``: id -> first line, are skipped)."""
+    known = len({node for node, _ in pairs})
+    if known < 2:
+        first, lineno = next(iter(unknown.items()))
+        raise InputError(
+            f"{path}: {known} of its {known + len(unknown)} labelled nodes are in {within} "
+            f"(line {lineno}: {first!r} is not); scoring needs at least 2: give the labels "
+            "of these embeddings' nodes"
+        )
+
+
+def _label_table(pairs, n):
+    """(labels, multilabel, classes) of the (node, label) ``pairs`` of ``n`` nodes."""
+    import scipy.sparse as sp
+
     names = {lab for _, lab in pairs}
     try:
         classes = sorted(names, key=lambda s: (int(s), s))
@@ -265,7 +315,6 @@ def load_labels(path, node_ids, *, return_classes: bool = False, within="the gra
     cls = {c: k for k, c in enumerate(classes)}
     nodes = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
     ks = np.fromiter((cls[p[1]] for p in pairs), dtype=np.int64, count=len(pairs))
-    n = len(index)
     multilabel = np.unique(nodes).size != nodes.size
     if multilabel:
         labels = sp.csr_matrix(
@@ -275,4 +324,4 @@ def load_labels(path, node_ids, *, return_classes: bool = False, within="the gra
     else:
         labels = np.full(n, -1, dtype=np.int64)
         labels[nodes] = ks
-    return (labels, multilabel, classes) if return_classes else (labels, multilabel)
+    return labels, multilabel, classes
