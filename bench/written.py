@@ -18,8 +18,9 @@ C = 1, and C tuned per split; every length at C = 1, length 2 alone when C is tu
 where the length is only a change of C), and the labelled choice: per split, the
 option the split's labelled nodes pick (its validation score where the split has
 validation nodes, as the paper's splits do, the classifier fitting the training nodes;
-else ``written.choose``'s 3-fold cross-validation within the training nodes: the test
-nodes never enter), scored on the split's test nodes.  Beside them, the label-free
+else ``written.choose``'s 3-fold cross-validation within the training nodes, each option
+at the C the protocol used for it on that split: the test nodes never enter), scored on
+the split's test nodes.  Beside them, the label-free
 measures a rule may read: the stop rule's structure (seeded as that run seeds it), the
 mean degree, the nodes, the epochs trained.  One
 record per (graph, seed) is written to ``<cache>/<out>.runs/`` as it finishes (an
@@ -112,16 +113,18 @@ def trained(name, graph, seed, threads, cache):
 
 def split_scores(graph, E, C, shuffles):
     """Per split (or shuffle), the (test, validation) scores in percent of ``E`` under
-    the panel's protocol with the classifier's ``C``; validation None where the splits
-    have no validation nodes (multi-label, the 50/50 splits)."""
+    the panel's protocol with the classifier's ``C``, and the C each split used;
+    validation None where the splits have no validation nodes (multi-label, the 50/50
+    splits)."""
     from caps2ne_np.evaluate import classify_splits, multilabel_f1
 
     if graph.multilabel:
         r = multilabel_f1(E, graph.labels, (0.5,), n_shuffles=shuffles, seed=0, C=C)
-        return 100 * np.asarray(r["micro"][0], dtype=np.float64), None
+        Cs = np.full(shuffles, float(r["C"][0]))
+        return 100 * np.asarray(r["micro"][0], dtype=np.float64), None, Cs
     r = classify_splits(E, graph.labels, graph.splits, C=C)
     val = None if np.isnan(r["val"]).any() else 100 * np.asarray(r["val"])
-    return 100 * np.asarray(r["test"]), val
+    return 100 * np.asarray(r["test"]), val, np.asarray(r["C"], dtype=np.float64)
 
 
 def training_sets(graph, shuffles):
@@ -135,20 +138,25 @@ def training_sets(graph, shuffles):
     return [s["train"] for s in graph.splits]
 
 
-def labelled_choice(graph, cands, keys, test, val, C, shuffles):
+def labelled_choice(graph, cands, keys, test, val, Cs, shuffles):
     """(mean test score, {option: splits that picked it}) of the option a user's labels
     pick per split: the best validation score where the split has validation nodes (the
     classifier fits the training nodes, as the protocol's does), else the best 3-fold
-    cross-validation score within the split's training nodes (``written.choose``)."""
+    cross-validation score within the split's training nodes (``written.choose``), each
+    option at the C the protocol's classifier used for it on that split (``Cs``: 1, or
+    the C tuned without the test nodes)."""
     from caps2ne_np.evaluation import written
 
     picked, got = [], []
     for j, nodes in enumerate(training_sets(graph, shuffles)):
         if val is not None:
-            best = max(keys, key=lambda k: val[k][j])  # first of equals: keys' order
+            score = {k: val[k][j] for k in keys}
         else:
-            best = written.choose({k: cands[k] for k in keys}, graph.labels, nodes, C=C, seed=j)
-            best = best.best
+            score = {
+                k: written.choose({k: cands[k]}, graph.labels, nodes, C=Cs[k][j], seed=j).scores[k]
+                for k in keys
+            }
+        best = max(keys, key=lambda k: score[k])  # the first of equals, in keys' order
         picked.append(best)
         got.append(test[best][j])
     return float(np.mean(got)), {k: picked.count(k) for k in sorted(set(picked))}
@@ -170,22 +178,22 @@ def measure(name, seed, threads, cache, shuffles=5):
     )
     rec = dict(graph=name, seed=seed, kind=KINDS.get(name, "?"), **meta)
     rec["candidates_seconds"] = time.perf_counter() - t0
-    test = {"C1": {}, "tuned": {}}
-    val = {"C1": {}, "tuned": {}}
+    test, val, Cs = ({"C1": {}, "tuned": {}} for _ in range(3))
     for key, E in cands.items():
-        test["C1"][key], val["C1"][key] = split_scores(graph, E, 1.0, shuffles)
+        test["C1"][key], val["C1"][key], Cs["C1"][key] = split_scores(graph, E, 1.0, shuffles)
         if key == "none" or key.endswith(f"len={TUNED_LENGTH:g}"):
-            test["tuned"][key], val["tuned"][key] = split_scores(graph, E, "tuned", shuffles)
+            t, v, c = split_scores(graph, E, "tuned", shuffles)
+            test["tuned"][key], val["tuned"][key], Cs["tuned"][key] = t, v, c
     rec["scores"] = {
         proto: {k: float(np.mean(v)) for k, v in d.items()} for proto, d in test.items()
     }
     choice = {}
-    for proto, C in (("C1", 1.0), ("tuned", "tuned")):
+    for proto in ("C1", "tuned"):
         t0 = time.perf_counter()
         keys = sorted(test[proto], key=lambda k: (k != DEFAULT_KEY, k))
         has_val = all(v is not None for v in val[proto].values())
         score, picked = labelled_choice(
-            graph, cands, keys, test[proto], val[proto] if has_val else None, C, shuffles
+            graph, cands, keys, test[proto], val[proto] if has_val else None, Cs[proto], shuffles
         )
         choice[proto] = dict(score=score, picked=picked, seconds=time.perf_counter() - t0)
     rec["labelled_choice"] = choice
@@ -390,8 +398,9 @@ def render_options(records, commands):
         "accuracy, or micro-F1 at 50% training nodes for multi-label graphs.  `none`: the "
         "o_v as trained (`--propagate none`); `p=P len=L`: `--propagate on "
         "--spectrum-power P --row-norm L`.  Best option of each graph in bold.  "
-        "labelled: the option chosen per split by 3-fold cross-validation within the "
-        "split's labelled training nodes, scored on its test nodes.",
+        "labelled: the option the split's labelled nodes choose (the validation nodes' "
+        "score where the split has them, else 3-fold cross-validation within its training "
+        "nodes), scored on its test nodes.",
         "",
     ]
     for proto, title, ks in (("C1", "C = 1", keys), ("tuned", "C tuned per split", tkeys)):
