@@ -303,11 +303,6 @@ def _check_same_run(ckpt, config, graph_hash):
             "trains on the graph without its held-out edges, so a run cannot switch to or "
             "from it on resume; resume with the same --stop"
         )
-    if ckpt["graph_hash"] != graph_hash:
-        raise InputError(
-            f"{ckpt['path']}: the graph or features differ from the run that wrote "
-            "this checkpoint; resume with the same input"
-        )
     saved = dict(ckpt["config"])
     config = dict(config)
     for key, value in RECORDED_LATER.items():  # older checkpoints trained with these
@@ -328,6 +323,11 @@ def _check_same_run(ckpt, config, graph_hash):
         raise InputError(
             f"{ckpt['path']}: options differ from the checkpointed run: {shown}; "
             f"resume with the same options ({MAY_CHANGE})"
+        )
+    if ckpt["graph_hash"] != graph_hash:  # after the options: --spectral features derive
+        raise InputError(  # the features from them
+            f"{ckpt['path']}: the graph or features differ from the run that wrote "
+            "this checkpoint; resume with the same input"
         )
 
 
