@@ -116,3 +116,35 @@ def test_the_free_options_may_change_on_resume(one_epoch, name, value):
     cfg = TrainConfig(**dict(TINY, **dict(dict(epochs=2), **{name: value})))
     resumed = fit_on(ring_of_cliques(), cfg, resume_from=one_epoch)
     assert getattr(resumed.config, name) == value
+
+
+# ------------------------------------------------------------ what a resume keeps
+
+
+def test_a_resume_without_epochs_or_stop_keeps_the_checkpointed_runs(one_epoch):
+    """The checkpointed run trained --epochs 1 (--stop none); resumed with both unset it
+    ends there, not at the preset's budget under --stop auto."""
+    steps = []
+    resumed = fit_on(ring_of_cliques(), TrainConfig(**TINY), resume_from=one_epoch,
+                     step_callback=lambda e, b, s: steps.append(s))  # fmt: skip
+    assert (resumed.config.epochs, resumed.config.stop) == (1, "none")
+    assert steps == [] and len(resumed.history) == 1
+
+
+def test_a_resume_with_stop_alone_keeps_the_checkpointed_epochs(one_epoch):
+    resumed = fit_on(ring_of_cliques(), TrainConfig(**TINY, stop="auto"), resume_from=one_epoch)
+    assert (resumed.config.epochs, resumed.config.stop) == (1, "auto")
+
+
+def test_a_resume_with_epochs_alone_trains_exactly_that_many(one_epoch):
+    resumed = fit_on(ring_of_cliques(), TrainConfig(**TINY, epochs=2), resume_from=one_epoch)
+    assert (resumed.config.epochs, resumed.config.stop) == (2, "none")
+    assert len(resumed.history) == 2
+
+
+def test_keep_budget_reads_the_previous_checkpoint_when_the_latest_is_unreadable(tmp_path):
+    fit_on(ring_of_cliques(), TrainConfig(**TINY, epochs=2), checkpoint_dir=tmp_path)
+    (tmp_path / checkpoint.LATEST).write_bytes(b"not a zip")
+    kept = checkpoint.keep_budget(TrainConfig(**TINY), tmp_path)
+    assert (kept.epochs, kept.stop) == (2, "none")
+    assert checkpoint.keep_budget(TrainConfig(**TINY), tmp_path / "none") == TrainConfig(**TINY)

@@ -28,8 +28,10 @@ carry state of the caller's, such as the CLI's best-epoch tracker.
 
 import hashlib
 import json
+import logging
 import os
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,8 @@ import numpy as np
 from ..defaults import HELD_OUT_STOPS
 from ..errors import InputError, InputWarning
 from ..io.npy import load_npz, save_npz
+
+log = logging.getLogger(__name__)
 
 FORMAT = "caps2ne_np.checkpoint"
 VERSION = 1
@@ -53,12 +57,53 @@ RESUMABLE_CHANGES = ("epochs", "stop", "propagate", "spectrum_power", "row_norm"
 bit trained so far (--epochs and --stop say when the run ends; --epochs N alone trains
 exactly N, --stop none; --propagate, --spectrum-power and --row-norm act on the written
 o_v after training; --threads gives the same bits), except --stop to or from a held-out
-mode (holdout, loglik), which trains on another graph."""
+mode (holdout, loglik), which trains on another graph.  Left unset, --epochs and --stop
+keep the checkpointed run's (``keep_budget``)."""
 _FLAGS = [f"--{k.replace('_', '-')}" for k in RESUMABLE_CHANGES]
 MAY_CHANGE = f"only {', '.join(_FLAGS[:-1])} and {_FLAGS[-1]} may change"  # the message's words
 FILLED_BY_RESOLVE = ("num_sampled",)
 """Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
 before ``resolve`` filled them stores None, which means the same derived value."""
+
+
+def keep_budget(cfg, directory):
+    """``cfg`` (a TrainConfig) with the --epochs and --stop of the run checkpointed in
+    ``directory`` where the resumed run leaves them unset: a resume continues that run,
+    not one the preset would start now (its budget and --stop auto).  --epochs N given
+    alone still trains exactly N (--stop none), as in a new run.  ``cfg`` itself when
+    nothing is kept or the checkpoint cannot be read (``load`` then says why)."""
+    if cfg.epochs is not None:
+        return cfg
+    saved = saved_config(directory)
+    kept = {
+        k: saved.get(k)
+        for k in ("epochs", "stop")
+        if saved is not None and getattr(cfg, k) is None and saved.get(k) is not None
+    }
+    if not kept:
+        return cfg
+    log.info(
+        "resuming with %s of the checkpointed run (give %s to change %s)",
+        " and ".join(f"--{k} {v}" for k, v in kept.items()),
+        " or ".join(f"--{k}" for k in kept),
+        "them" if len(kept) > 1 else "it",
+    )
+    return replace(cfg, **kept)
+
+
+def saved_config(directory):
+    """The options (dict) stored in the checkpoint in ``directory`` (the latest, else the
+    previous one, else an ``--engine ray`` driver's file), read without its arrays; None
+    when none is readable."""
+    for name in (LATEST, PREVIOUS, "driver.npz"):  # distributed.DRIVER_FILE
+        try:
+            with np.load(Path(directory) / name, allow_pickle=False) as z:
+                config = json.loads(str(z["config"]))
+        except Exception:  # noqa: BLE001 -- missing or damaged: load() says which
+            continue
+        if isinstance(config, dict):
+            return config
+    return None
 
 
 def fingerprint(indptr, indices, weights, features):

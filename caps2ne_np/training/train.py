@@ -78,7 +78,7 @@ def fit(
     checkpoint_dir: write the full state there after every epoch and, with
     ``checkpoint_every = n > 0``, every n steps (checkpoint.py).
     resume_from: a checkpoint directory to continue from (same input and options;
-    checkpoint.RESUMABLE_CHANGES may change).
+    checkpoint.RESUMABLE_CHANGES may change; epochs and stop left None: checkpoint.keep_budget).
     step_callback(epoch, batch, step) is called after every step (tests use it to
     interrupt a run).
     checkpoint_extra: state of the caller's that goes into every checkpoint, an object
@@ -111,7 +111,7 @@ def fit(
         cfg,
         features,
         checkpoint_every,
-        resume=resume_from is not None,
+        resume=resume_from,
         check=check,
     )
     Engine = AsyncEngine if parallel == "async" else LocalEngine

@@ -74,7 +74,7 @@ def fit(
     n_nodes = int(indptr.shape[0] - 1)
     _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
     graph = (indptr, indices, weights)
-    run, P = _set_up(graph, cfg, features, checkpoint_every, resume_from is not None, P, address)
+    run, P = _set_up(graph, cfg, features, checkpoint_every, resume_from, P, address)
     options = LoopOptions(
         progress=progress,
         epoch_callback=epoch_callback,
