@@ -148,3 +148,31 @@ def test_keep_budget_reads_the_previous_checkpoint_when_the_latest_is_unreadable
     kept = checkpoint.keep_budget(TrainConfig(**TINY), tmp_path)
     assert (kept.epochs, kept.stop) == (2, "none")
     assert checkpoint.keep_budget(TrainConfig(**TINY), tmp_path / "none") == TrainConfig(**TINY)
+
+
+# ------------------------------------------------------------ what a run may replace
+
+
+@pytest.mark.parametrize("name", ["checkpoint.npz", "driver.npz"])
+def test_a_run_resumed_from_another_folder_may_not_replace_a_checkpoint(tmp_path, name):
+    """checkpoint.check_fresh, and the Ray engine's for its driver file: a folder holding
+    another run's checkpoint is refused to a new run and to one resumed from elsewhere,
+    not to a resume of that folder itself, nor with overwrite."""
+    from caps2ne_np.training.ray import check_fresh as ray_check_fresh
+
+    def check(directory, overwrite, resume_from):
+        if name == "driver.npz":
+            ray_check_fresh(directory, resume_from, overwrite)
+        else:
+            checkpoint.check_fresh(directory, overwrite, resume_from)
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / name).write_bytes(b"another run's")
+    with pytest.raises(InputError, match=f"b/{name}: exists; pass --resume"):
+        check(tmp_path / "b", False, None)
+    with pytest.raises(InputError, match=f"b/{name}: exists, the checkpoint of another run"):
+        check(tmp_path / "b", False, tmp_path / "a")
+    check(tmp_path / "b", False, tmp_path / "b" / ".")  # its own folder
+    check(tmp_path / "b", True, tmp_path / "a")
+    check(tmp_path / "a", False, None)  # nothing to replace

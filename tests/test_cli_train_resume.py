@@ -43,3 +43,41 @@ def test_a_resume_without_epochs_or_stop_trains_no_more_than_the_checkpointed_ru
     assert again.exit_code == 0, again.output
     assert epochs_in(tmp_path / "h.csv") == [1, 2]
     assert "resuming with --epochs 2 and --stop none of the checkpointed run" in again.output
+
+
+# ------------------------------------------------------------ what a resume may replace
+
+
+@pytest.fixture
+def two_runs(graph, tmp_path):
+    """Two finished 1-epoch runs, checkpointed in ck_a and ck_b (other seeds)."""
+    for name, seed in (("a", "0"), ("b", "1")):
+        done = train(graph, "--epochs", "1", "--seed", seed, "--checkpoint-dir",
+                     tmp_path / f"ck_{name}", "--out", tmp_path / f"{name}.emb")  # fmt: skip
+        assert done.exit_code == 0, done.output
+    return tmp_path / "ck_a", tmp_path / "ck_b"
+
+
+def test_a_resume_into_another_runs_checkpoint_folder_is_refused(graph, tmp_path, two_runs):
+    ck_a, ck_b = two_runs
+    before = (ck_b / "checkpoint.npz").read_bytes()
+    again = train(graph, "--epochs", "2", "--resume", ck_a, "--checkpoint-dir", ck_b,
+                  "--out", tmp_path / "c.emb")  # fmt: skip
+    assert again.exit_code == 1
+    assert (
+        f"{ck_b / 'checkpoint.npz'}: exists, the checkpoint of another run, which --resume "
+        f"{ck_a} would replace with its own; leave out --checkpoint-dir"
+    ) in again.output
+    assert (ck_b / "checkpoint.npz").read_bytes() == before
+    assert not (tmp_path / "c.emb").exists()
+    overwritten = train(graph, "--epochs", "2", "--resume", ck_a, "--checkpoint-dir", ck_b,
+                        "--out", tmp_path / "c.emb", "--overwrite")  # fmt: skip
+    assert overwritten.exit_code == 0, overwritten.output
+    assert (ck_b / "checkpoint.npz").read_bytes() != before
+
+
+def test_a_resume_may_name_its_own_folder_as_checkpoint_dir(graph, tmp_path, two_runs):
+    ck_a, _ = two_runs
+    again = train(graph, "--epochs", "2", "--resume", ck_a, "--checkpoint-dir", ck_a / ".",
+                  "--out", tmp_path / "c.emb")  # fmt: skip
+    assert again.exit_code == 0, again.output

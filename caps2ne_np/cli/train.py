@@ -293,8 +293,8 @@ def _check_files(outputs, source, ckpt):
         input_paths(source),
         checkpoint_dir=ckpt["checkpoint_dir"],
     )
-    if ckpt["checkpoint_dir"] and not resume:
-        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
+    if ckpt["checkpoint_dir"]:  # a resume into another folder replaces another run's too
+        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite, ckpt["resume_from"])
 
 
 def _log_graph(g, features, options):

@@ -172,14 +172,32 @@ def save(directory, params, optimizer, state, config, history, graph_hash, extra
     return latest
 
 
-def check_fresh(directory, overwrite):
-    """InputError if ``directory`` already holds a checkpoint a new run would replace."""
-    path = Path(directory) / LATEST
-    if path.exists() and not overwrite:
+def check_fresh(directory, overwrite, resume_from=None, name=LATEST):
+    """InputError if ``directory`` already holds a checkpoint (its file ``name``) that a
+    run would replace: a new run's, or one resumed from another folder
+    (``resume_from``), unless ``overwrite``."""
+    path = Path(directory) / name
+    if overwrite or not path.exists():
+        return
+    if not resume_from:
         raise InputError(
             f"{path}: exists; pass --resume {directory} to continue that run, "
             "or --overwrite to start a new one there"
         )
+    if _same_folder(directory, resume_from):
+        return
+    raise InputError(
+        f"{path}: exists, the checkpoint of another run, which --resume {resume_from} "
+        f"would replace with its own; leave out --checkpoint-dir to keep checkpointing in "
+        f"{resume_from}, choose another folder, or pass --overwrite to replace it"
+    )
+
+
+def _same_folder(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def load(directory):

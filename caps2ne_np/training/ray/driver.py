@@ -220,12 +220,12 @@ def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **
 
 def check_fresh(directory, resume_from, overwrite):
     """InputError when ``directory`` holds a sharded checkpoint that a new run (no
-    ``resume_from``) would replace, unless ``overwrite``."""
-    if directory and not resume_from and not overwrite and (Path(directory) / DRIVER_FILE).exists():
-        raise InputError(
-            f"{Path(directory) / DRIVER_FILE}: exists; pass --resume {directory} "
-            "to continue that run, or --overwrite to start a new one there"
-        )
+    ``resume_from``) or one resumed from another folder would replace, unless
+    ``overwrite`` (checkpoint.check_fresh)."""
+    if directory:
+        from ..checkpoint import check_fresh as check
+
+        check(directory, overwrite, resume_from, name=DRIVER_FILE)
 
 
 def worker_count(workers, n_batches, address=None):
