@@ -16,7 +16,7 @@ TINY = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--num-sampled
 
 @pytest.fixture
 def graph(tmp_path):
-    A = sp.triu(ring_of_cliques()).tocoo()
+    A = sp.triu(ring_of_cliques(drop_zeros=True)).tocoo()
     path = tmp_path / "g.txt"
     path.write_text("".join(f"{u} {v}\n" for u, v in zip(A.row, A.col)))
     return path
@@ -81,3 +81,43 @@ def test_a_resume_may_name_its_own_folder_as_checkpoint_dir(graph, tmp_path, two
     again = train(graph, "--epochs", "2", "--resume", ck_a, "--checkpoint-dir", ck_a / ".",
                   "--out", tmp_path / "c.emb")  # fmt: skip
     assert again.exit_code == 0, again.output
+
+
+def test_a_resume_does_not_replace_a_history_file_of_another_run(graph, tmp_path, two_runs):
+    """--history on resume rewrites the resumed run's own history file, but a file that
+    is not it (another run's history, or any other file) only with --overwrite."""
+    ck_a, _ = two_runs
+    own, other, notes = tmp_path / "own.csv", tmp_path / "other.csv", tmp_path / "notes.txt"
+    for history, ck, seed in ((own, ck_a, "0"), (other, two_runs[1], "1")):  # epoch 1
+        done = train(graph, "--epochs", "1", "--seed", seed, "--resume", ck, "--history",
+                     history, "--out", tmp_path / f"{history.stem}.emb")  # fmt: skip
+        assert done.exit_code == 0, done.output
+    notes.write_text("my notes\n")
+    for path in (other, notes):
+        before = path.read_bytes()
+        again = train(graph, "--epochs", "2", "--resume", ck_a, "--history", path,
+                      "--out", tmp_path / "c.emb")  # fmt: skip
+        assert again.exit_code == 1
+        assert f"{path}: exists; pass --overwrite" in again.output
+        assert path.read_bytes() == before
+    again = train(graph, "--epochs", "2", "--resume", ck_a, "--history", own,
+                  "--out", tmp_path / "c.emb")  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert epochs_in(own) == [1, 2]
+
+
+def test_an_interrupted_run_names_the_history_it_wrote(graph, tmp_path, monkeypatch):
+    """Interrupted at epoch 1's checkpoint, after --history was written: the message
+    names that file, not 'no output was written'."""
+    from caps2ne_np.training import checkpoint
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint, "save", interrupted)
+    history = tmp_path / "h.csv"
+    result = train(graph, "--epochs", "2", "--history", history, "--checkpoint-dir",
+                   tmp_path / "ck", "--out", tmp_path / "a.emb")  # fmt: skip
+    assert result.exit_code == 130
+    assert f"interrupted; wrote only {history}" in result.output
+    assert epochs_in(history) == [1]

@@ -95,14 +95,24 @@ def saved_config(directory):
     """The options (dict) stored in the checkpoint in ``directory`` (the latest, else the
     previous one, else an ``--engine ray`` driver's file), read without its arrays; None
     when none is readable."""
+    return _saved(directory, "config", dict)
+
+
+def saved_history(directory):
+    """The history (a list of per-epoch dicts) stored in the checkpoint in ``directory``,
+    as ``saved_config`` reads it; None when none is readable."""
+    return _saved(directory, "history", list)
+
+
+def _saved(directory, key, kind):
     for name in (LATEST, PREVIOUS, "driver.npz"):  # distributed.DRIVER_FILE
         try:
             with np.load(Path(directory) / name, allow_pickle=False) as z:
-                config = json.loads(str(z["config"]))
+                value = json.loads(str(z[key]))
         except Exception:  # noqa: BLE001 -- missing or damaged: load() says which
             continue
-        if isinstance(config, dict):
-            return config
+        if isinstance(value, kind):
+            return value
     return None
 
 
