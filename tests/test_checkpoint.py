@@ -176,3 +176,47 @@ def test_a_run_resumed_from_another_folder_may_not_replace_a_checkpoint(tmp_path
     check(tmp_path / "b", False, tmp_path / "b" / ".")  # its own folder
     check(tmp_path / "b", True, tmp_path / "a")
     check(tmp_path / "a", False, None)  # nothing to replace
+
+
+# ------------------------------------------------------------ the Python API's arguments
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(checkpoint_dir=""), "checkpoint_dir: an empty path; give a folder"),
+        (dict(resume_from=""), "resume_from: an empty path; give a folder"),
+        (dict(checkpoint_every=3), "checkpoint_every=3 needs checkpoint_dir"),
+    ],  # fmt: skip
+)
+def test_fit_refuses_checkpoint_arguments_that_cannot_be_meant(tmp_path, monkeypatch, kw, message):
+    """From Python as on the command line: checkpoint_dir='' wrote into the current
+    folder, and checkpoint_every without a folder was ignored."""
+    from caps2ne_np.estimator import Caps2NE
+
+    monkeypatch.chdir(tmp_path)
+    A = ring_of_cliques()
+    with pytest.raises(ValueError, match=message):
+        fit_on(A, TrainConfig(**TINY, epochs=1), **kw)
+    with pytest.raises(ValueError, match=message):
+        Caps2NE(dim=8, feat_dim=8, epochs=1).fit(A, **kw)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_estimator_does_not_replace_another_runs_checkpoint(tmp_path):
+    from caps2ne_np.estimator import Caps2NE
+
+    A = ring_of_cliques()
+    model = Caps2NE(dim=8, feat_dim=8, epochs=1, walks_per_node=2, propagate="none")
+    model.fit(A, checkpoint_dir=tmp_path)
+    before = (tmp_path / checkpoint.LATEST).read_bytes()
+    with pytest.raises(InputError, match=r"exists; pass resume_from .* or overwrite=True"):
+        Caps2NE(
+            dim=8, feat_dim=8, epochs=1, walks_per_node=2, propagate="none", random_state=1
+        ).fit(A, checkpoint_dir=tmp_path)
+    assert (tmp_path / checkpoint.LATEST).read_bytes() == before
+    model.fit(A, checkpoint_dir=tmp_path, resume_from=tmp_path)  # its own: goes on
+    Caps2NE(dim=8, feat_dim=8, epochs=1, walks_per_node=2, propagate="none", random_state=1).fit(
+        A, checkpoint_dir=tmp_path, overwrite=True
+    )
+    assert (tmp_path / checkpoint.LATEST).read_bytes() != before

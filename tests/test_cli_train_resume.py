@@ -121,3 +121,22 @@ def test_an_interrupted_run_names_the_history_it_wrote(graph, tmp_path, monkeypa
     assert result.exit_code == 130
     assert f"interrupted; wrote only {history}" in result.output
     assert epochs_in(history) == [1]
+
+
+# ------------------------------------------------------------ empty folder names
+
+
+@pytest.mark.parametrize(
+    "args,option",
+    [
+        (["--checkpoint-dir", ""], "--checkpoint-dir"),
+        (["--checkpoint-dir", "", "--checkpoint-every", "5"], "--checkpoint-dir"),
+        (["--resume", ""], "--resume"),
+    ],  # fmt: skip
+)
+def test_an_empty_checkpoint_folder_name_is_a_usage_error(graph, tmp_path, args, option):
+    """'' would turn checkpointing off silently (or resume from the current folder)."""
+    result = train(graph, "--epochs", "1", "--out", tmp_path / "a.emb", *args)
+    assert result.exit_code == 2
+    assert f"{option}: an empty path; give a folder" in result.output
+    assert not (tmp_path / "a.emb").exists()

@@ -66,6 +66,9 @@ def check_usage(params):
         raise click.UsageError(
             "--graph - (standard input) needs --out (a file, or '-' for standard output)"
         )
+    for option, name in (("--checkpoint-dir", "checkpoint_dir"), ("--resume", "resume_dir")):
+        if p[name] == "":  # else no checkpoints (or the current folder's), silently
+            raise click.UsageError(f"{option}: an empty path; give a folder")
     if p["checkpoint_every"] and not (p["checkpoint_dir"] or p["resume_dir"]):
         raise click.UsageError(  # else the steps' checkpoints would go nowhere, silently
             "--checkpoint-every needs --checkpoint-dir (or --resume): the folder the "

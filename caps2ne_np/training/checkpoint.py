@@ -182,6 +182,23 @@ def save(directory, params, optimizer, state, config, history, graph_hash, extra
     return latest
 
 
+def check_arguments(checkpoint_dir, checkpoint_every, resume_from):
+    """ValueError naming the argument of ``train.fit`` (or the Ray engine's ``fit``) that
+    cannot be meant: an empty folder name (the current folder, or none, silently), or
+    ``checkpoint_every`` without a ``checkpoint_dir`` for its checkpoints."""
+    for name, value in (("checkpoint_dir", checkpoint_dir), ("resume_from", resume_from)):
+        if value is not None and os.fspath(value) == "":
+            raise ValueError(f"{name}: an empty path; give a folder (None: {_NONE[name]})")
+    if checkpoint_every and checkpoint_dir is None:
+        raise ValueError(
+            f"checkpoint_every={checkpoint_every} needs checkpoint_dir, the folder its "
+            "checkpoints go to"
+        )
+
+
+_NONE = {"checkpoint_dir": "no checkpoints", "resume_from": "a new run"}
+
+
 def check_fresh(directory, overwrite, resume_from=None, name=LATEST):
     """InputError if ``directory`` already holds a checkpoint (its file ``name``) that a
     run would replace: a new run's, or one resumed from another folder

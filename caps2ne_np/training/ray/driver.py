@@ -70,6 +70,9 @@ def fit(
     never holds a whole table.  The returned result then has ``params=None``.
     checkpoint_extra: as ``train.fit``'s (stored in the driver's file).
     """
+    from ..checkpoint import check_arguments
+
+    check_arguments(checkpoint_dir, checkpoint_every, resume_from)
     P, S = int(workers), int(servers)
     n_nodes = int(indptr.shape[0] - 1)
     _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
