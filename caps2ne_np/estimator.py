@@ -36,6 +36,20 @@ from .training import engines
 from .training.config import TrainConfig
 
 
+def _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, engine):
+    """InputError, as ``caps2ne train --checkpoint-dir`` without ``--overwrite``, when
+    ``checkpoint_dir`` holds the checkpoint of a run other than ``resume_from``'s."""
+    from .training import checkpoint
+
+    if checkpoint_dir is None or str(checkpoint_dir) == "":  # '': train.fit names it
+        return
+    checkpoint.check_fresh(checkpoint_dir, overwrite, resume_from)
+    if engine == "ray":
+        from .training.ray import check_fresh
+
+        check_fresh(checkpoint_dir, resume_from, overwrite)
+
+
 def _record_params(model, given):
     """Each parameter of ``Caps2NE.__init__`` stored unchanged under its own name, nothing
     else: scikit-learn's contract (``get_params`` reads them back, ``clone`` and
@@ -194,6 +208,7 @@ class Caps2NE(BaseEstimator):
         keep_self_loops=False,
         labels=None,
         splits=None,
+        overwrite=False,
     ):
         """Learn embeddings for ``graph``; returns self.
 
@@ -213,7 +228,8 @@ class Caps2NE(BaseEstimator):
         fixed input features in that order (dense, or scipy.sparse kept sparse), or
         None to train them; every argument after ``y`` is a keyword.
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
-        those of ``train.fit``.
+        those of ``train.fit``; as ``caps2ne train`` does, a ``checkpoint_dir`` holding
+        another run's checkpoint is refused unless ``overwrite=True``.
 
         ``labels`` (N,) int classes in the graph's node order (-1: unlabelled) with
         ``splits`` (a list of ``{'train', 'val', 'test'}`` index arrays): select the
@@ -234,6 +250,7 @@ class Caps2NE(BaseEstimator):
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
             )
             cfg = self.train_config()
+            _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, self.engine)
             selector = _selector(labels, splits, graph.n_nodes)
             result = self._train(
                 graph,

@@ -116,7 +116,12 @@ def _node_indices(given, graph, labels, nodes):
     return np.asarray(out, dtype=np.int64)
 
 
-_PARAMETER = {"threads": "n_jobs", "seed": "random_state", "overwrite": "overwrite=True"}
+_PARAMETER = {
+    "threads": "n_jobs",
+    "seed": "random_state",
+    "overwrite": "overwrite=True",
+    "resume": "resume_from",
+}
 """Command-line flags whose estimator parameter is not their name with underscores."""
 
 

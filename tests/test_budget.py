@@ -123,10 +123,15 @@ def test_the_run_builds_its_rule_with_the_budgets_floor(monkeypatch):
     assert len(run(ring_of_cliques(), epochs=6, stop="auto").history) == 3
 
 
+@pytest.mark.parametrize("killed_in", [2, 4])
 def test_a_run_resumed_at_an_epoch_end_stops_where_the_uninterrupted_one_does(
-    monkeypatch, tmp_path
+    monkeypatch, tmp_path, killed_in
 ):
-    """The rule compares the next epoch with the o_v the run resumed from."""
+    """The rule compares the next epoch with the o_v the run resumed from: killed in
+    epoch 4 (its callback, before its checkpoint), the run resumes from epoch 3's end,
+    and epoch 4's drift, the one that stops it, needs epoch 3's o_v, which only the
+    checkpoint's own o_v hold (an epoch-end checkpoint stores no ``stop_previous``).
+    Killed in epoch 2, the drift that stops it is measured after the resume."""
     A = ring_of_cliques()
     rule = budget.StopRule(threshold=0.0)  # never stops: every epoch's drift
     fit(A.indptr, A.indices.astype(np.int32), None, TrainConfig(**TINY, epochs=6, stop="none"),
@@ -141,7 +146,7 @@ def test_a_run_resumed_at_an_epoch_end_stops_where_the_uninterrupted_one_does(
         pass
 
     def interrupt(epoch, result):
-        if epoch == 2:
+        if epoch == killed_in:
             raise Interrupt
 
     cfg = TrainConfig(**TINY, epochs=6, stop="auto")
@@ -150,7 +155,8 @@ def test_a_run_resumed_at_an_epoch_end_stops_where_the_uninterrupted_one_does(
             epoch_callback=interrupt)  # fmt: skip
     resumed = fit(A.indptr, A.indices.astype(np.int32), None, cfg, resume_from=tmp_path)
     assert len(resumed.history) == 4
-    np.testing.assert_array_equal(resumed.params.O, full.params.O)
+    assert resumed.params.O.tobytes() == full.params.O.tobytes()
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
 
 
 # --------------------------------------------------------------------------- the first epoch
@@ -265,3 +271,84 @@ def test_a_graph_too_small_to_measure_logs_no_measurement(caplog, stop):
     with caplog.at_level("INFO"):
         assert budget.graph_structure(cfg, (A.indptr, A.indices, None)) is None
     assert "rank-32 factorisation" not in caplog.text
+
+
+# --------------------------------------------------------------------------- --stop auto on resume
+
+
+def test_stop_auto_on_resume_of_a_stop_none_run_ends_where_a_stop_auto_run_does(tmp_path):
+    """A --stop none run on a graph of communities, interrupted after epoch 1's
+    checkpoint and resumed with --stop auto: the rule's first part, which the
+    checkpoint did not record, ends the run there, as it ends the --stop auto run."""
+    A = planted(**STRONG)
+
+    def interrupt(epoch, result):
+        if epoch == 2:  # before epoch 2's checkpoint: epoch 1's is kept
+            raise InterruptedError
+
+    with pytest.raises(InterruptedError):
+        fit(A.indptr, A.indices.astype(np.int32), None, TrainConfig(**TINY, epochs=4, stop="none"),
+            checkpoint_dir=tmp_path, epoch_callback=interrupt)  # fmt: skip
+    full = run(A, epochs=4, stop="auto")
+    assert len(full.history) == 1
+    steps = []
+    resumed = fit(A.indptr, A.indices.astype(np.int32), None, TrainConfig(**TINY, stop="auto"),
+                  resume_from=tmp_path, step_callback=lambda e, b, s: steps.append(s))  # fmt: skip
+    assert steps == [] and len(resumed.history) == 1
+    assert resumed.params.O.tobytes() == full.params.O.tobytes()
+
+
+def resumed_rule(epoch, batch, structure=None, stored=None, caplog=None):
+    """A StopRule resumed from a checkpoint at ``epoch`` epochs and ``batch`` batches
+    (``stored``: the rule's state in it; None: written without the rule)."""
+    rule = budget.StopRule(threshold=0.1, structure=structure, first=0.68)
+    state = dict(epoch=epoch, batch=batch)
+    if stored is not None:
+        state["stop"] = stored
+    rule.resume(state, params_with(np.ones((4, 3), np.float32)), {})
+    return rule
+
+
+@pytest.mark.parametrize("epoch,batch,stops_after", [(1, 0, 1), (3, 0, 3), (2, 5, 3)])
+def test_the_first_part_ends_a_resumed_run_past_epoch_one(caplog, epoch, batch, stops_after):
+    with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
+        rule = resumed_rule(epoch, batch, structure=0.9)
+        assert rule.stopped is (batch == 0)
+        if batch:  # within an epoch: at its end, whatever the drift
+            assert rule(stops_after, params_with(np.ones((4, 3), np.float32) * 5)) is True
+    assert "on a checkpoint written without it" in caplog.text
+    assert f"so it ends after epoch {stops_after}" in caplog.text
+
+
+def test_a_resume_within_an_epoch_without_its_start_says_which_drift_it_cannot_measure(caplog):
+    """A --stop none checkpoint 5 batches into epoch 3 holds no o_v of epoch 2's end: the
+    log says epoch 3's drift (and those of epoch 2) cannot be measured, and the rule
+    measures epoch 4's against epoch 3's o_v."""
+    with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
+        rule = resumed_rule(2, 5)
+        O = np.ones((4, 3), np.float32)
+        assert rule(3, params_with(O)) is False  # nothing to compare with
+        assert rule(4, params_with(O)) is True  # drift 0
+    assert (
+        "holds no o_v of epoch 2's end, so the drift of epoch 3 cannot be measured (and "
+        "the drift of epoch 2 was not); the rule judges from epoch 4 on"
+    ) in caplog.text
+    assert rule.drifts == [0.0]
+
+
+def test_a_resume_at_an_epoch_end_without_the_rule_says_which_drifts_were_not_measured(caplog):
+    with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
+        rule = resumed_rule(3, 0)
+    assert not rule.stopped and rule.previous is not None
+    assert "the drifts of epochs 2 to 3 were not measured" in caplog.text
+    with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
+        resumed_rule(2, 0)
+    assert "the drift of epoch 2 was not measured" in caplog.text
+    assert "judges from epoch 4 on" in caplog.text
+
+
+def test_a_resume_with_the_rules_state_logs_nothing_more(caplog):
+    with caplog.at_level("INFO", logger="caps2ne_np.training.budget"):
+        resumed_rule(3, 0, structure=0.9, stored=dict(stopped=False, drifts=[0.5, 0.4]))
+        resumed_rule(0, 0, structure=0.9)  # a new run
+    assert caplog.text == ""

@@ -37,13 +37,20 @@ def _raise_terminated(signum, frame):
 _WRITTEN = []  # outputs written by the running command, for the interruption message
 
 
+def remember(path):
+    """Remember ``path`` as written, for the interruption message, without a log line
+    (an output rewritten as the run goes: --history after every epoch)."""
+    if str(path) not in _WRITTEN:
+        _WRITTEN.append(str(path))
+
+
 def wrote(path, what="embeddings"):
     """Say on stderr that ``path`` was written ('-': standard output) and remember it.
     ``what``: what went to standard output; for a file, None or the text after 'wrote'
     (the path and its companions)."""
     from ..io.atomic import is_stdout
 
-    _WRITTEN.append(str(path))
+    remember(path)
     if is_stdout(path):
         log.info(f"wrote {what} to standard output")
     else:

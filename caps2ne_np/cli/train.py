@@ -6,6 +6,7 @@ the run, check the outputs, read the inputs, configure, train, write the outputs
 
 import functools
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from ..defaults import OPTIONS
 from . import options as opt
 from . import tables
 from .files import check_outputs, input_paths, load_input
-from .run import run, setup_logging, wrote
+from .run import remember, run, setup_logging, wrote
 
 log = logging.getLogger("caps2ne_np.cli")
 
@@ -65,6 +66,9 @@ def check_usage(params):
         raise click.UsageError(
             "--graph - (standard input) needs --out (a file, or '-' for standard output)"
         )
+    for option, name in (("--checkpoint-dir", "checkpoint_dir"), ("--resume", "resume_dir")):
+        if p[name] == "":  # else no checkpoints (or the current folder's), silently
+            raise click.UsageError(f"{option}: an empty path; give a folder")
     if p["checkpoint_every"] and not (p["checkpoint_dir"] or p["resume_dir"]):
         raise click.UsageError(  # else the steps' checkpoints would go nowhere, silently
             "--checkpoint-every needs --checkpoint-dir (or --resume): the folder the "
@@ -291,21 +295,24 @@ def _check_files(outputs, source, ckpt):
     from ..training import checkpoint
 
     overwrite = outputs.overwrite
-    resume = bool(ckpt["resume_from"])
+    resume = ckpt["resume_from"]
+    own = False  # a resumed run rewrites its own history (the checkpoint's epochs and one)
+    if resume and outputs.history:
+        saved = checkpoint.saved_history(resume)  # None: no checkpoint, the resume stops first
+        own = saved is None or _HistoryWriter.is_history_of(outputs.history, saved)
     check_outputs(
         [
             ("--out", outputs.out, overwrite),
             ("--npy", outputs.npy, overwrite),
             ("--npy's id file", nodes_path(outputs.npy) if outputs.npy else None, overwrite),
             ("--model-out", outputs.model, overwrite),
-            # a resumed run rewrites its own history, from the checkpoint's, every epoch in it
-            ("--history", outputs.history, overwrite or resume),
+            ("--history", outputs.history, overwrite or own),
         ],
         input_paths(source),
         checkpoint_dir=ckpt["checkpoint_dir"],
     )
-    if ckpt["checkpoint_dir"] and not resume:
-        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite)
+    if ckpt["checkpoint_dir"]:  # a resume into another folder replaces another run's too
+        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite, ckpt["resume_from"])
 
 
 def _log_graph(g, features, options):
@@ -437,6 +444,29 @@ class _HistoryWriter:
             result.history[-1].update(val_acc=float(r["val_mean"]), test_acc=float(r["test_mean"]))
         self.write(result.history)
 
+    @classmethod
+    def is_history_of(cls, path, history):
+        """True when ``path`` is a regular file this writer wrote for a run whose history
+        (a checkpoint's) is ``history``: its rows are that history's epochs, with their
+        losses, and at most one epoch more (the run wrote it and was stopped before its
+        checkpoint)."""
+        import csv
+
+        if not os.path.isfile(path):
+            return False
+        try:
+            with open(path, newline="", encoding="utf-8") as fh:
+                rows = list(csv.DictReader(fh))
+        except (OSError, UnicodeDecodeError, csv.Error):
+            return False
+        if not rows or len(rows) > len(history) + 1:
+            return False
+        return all(
+            row.get("epoch") == str(i + 1)
+            and (i >= len(history) or row.get("loss") == f"{history[i]['loss']:.6g}")
+            for i, row in enumerate(rows)
+        )
+
     def write(self, history):
         """The whole history as CSV (also after a resumed run that trained no epoch: one
         the stop rule had ended, or a finished one)."""
@@ -453,3 +483,4 @@ class _HistoryWriter:
             for row in history:
                 w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
         self.written = True
+        remember(self.path)  # an interruption's message names it

@@ -141,6 +141,11 @@ def drift(O_prev, O):
     return float(np.linalg.norm(O - O_prev)) / max(norm, 1e-300)
 
 
+def _drifts_of(epoch):
+    """'the drift(s) of epoch(s) 2 (to ``epoch``) was/were' for the log."""
+    return "the drift of epoch 2 was" if epoch == 2 else f"the drifts of epochs 2 to {epoch} were"
+
+
 class StopRule:
     """``rule(epoch, params) -> bool``: True to end the run after ``epoch`` (1-based):
     after epoch 1 when the graph's ``structure`` (None: not measured) is at least
@@ -159,6 +164,7 @@ class StopRule:
         self.previous = None
         self.drifts = []
         self.stopped = False
+        self.due = None  # the epoch a late first part ends the run after (_judge_late)
 
     option = "--stop auto"
 
@@ -188,16 +194,60 @@ class StopRule:
         within an epoch with the ``stop_previous`` it stored, as the uninterrupted run
         would; a checkpoint of a run the rule ended says so (``stopped``).  A checkpoint
         written without the rule's state (by a ``--stop none`` run, or before it was
-        stored) resumed within an epoch decides from the epoch after its first."""
-        stored = state.get("stop") or {}
-        self.stopped = bool(stored.get("stopped", False))
-        self.drifts = [float(d) for d in stored.get("drifts", [])]
-        if state["epoch"] > 0 and state["batch"] == 0:
+        stored) is judged where it can be and the log says which epochs cannot
+        (``_judge_late``)."""
+        stored = state.get("stop")
+        self.stopped = bool((stored or {}).get("stopped", False))
+        self.drifts = [float(d) for d in (stored or {}).get("drifts", [])]
+        epoch, batch = int(state["epoch"]), int(state["batch"])
+        if epoch > 0 and batch == 0:
             self.previous = np.array(params.O, dtype=np.float64)
         elif arrays is not None and "stop_previous" in arrays:
             self.previous = np.array(arrays["stop_previous"], dtype=np.float64)
+        if stored is None and (epoch > 0 or batch > 0):
+            self._judge_late(epoch, batch)
+        elif epoch > 0 and batch > 0 and self.previous is None:
+            self._cannot_measure(epoch, batch)
+
+    def _judge_late(self, epoch, batch):
+        """A resume under ``--stop auto`` from a checkpoint written without the rule, at
+        ``epoch`` epochs done (and ``batch`` batches into the next): the first part,
+        which ends a run after epoch 1, ends it now when the checkpoint is past epoch 1
+        (at the end of the epoch it is in, if within one); else the log says which
+        epochs' drift the checkpoint cannot give."""
+        late = "--stop auto on a checkpoint written without it:"
+        if self.structure is not None and self.structure >= self.first and epoch > 0:
+            self.due = end = epoch + (batch > 0)
+            self.stopped = not batch
+            where = f"within epoch {end}" if batch else f"at the end of epoch {epoch}"
+            log.info(
+                f"{late} the graph's own rank-{STOP_RANK} factors predict held-out edges "
+                f"with AUC {self.structure:.3f} (>= {self.first:g}), so the rule ends the "
+                f"run after epoch 1; this one is {where}, so it ends after epoch {end}"
+            )
+        elif batch and epoch:
+            self._cannot_measure(epoch, batch)
+        elif epoch >= 2:
+            log.info(
+                f"{late} {_drifts_of(epoch)} not measured (the o_v it compares are not in "
+                f"it); the rule judges from epoch {epoch + 1} on"
+            )
+
+    def _cannot_measure(self, epoch, batch):
+        """The log line of a resume within epoch ``epoch`` + 1 without the o_v of its
+        start, which that epoch's drift compares with."""
+        log.info(
+            f"--stop auto: the checkpoint, {batch} batches into epoch {epoch + 1}, holds no "
+            f"o_v of epoch {epoch}'s end, so the drift of epoch {epoch + 1} cannot be "
+            f"measured{f' (and {_drifts_of(epoch)} not)' if epoch >= 2 else ''}; the rule "
+            f"judges from epoch {epoch + 2} on"
+        )
 
     def __call__(self, epoch, params):
+        if epoch == self.due:  # resumed within an epoch past the first part's (_judge_late)
+            log.info("stop after epoch %d, the end of the epoch the run resumed in", epoch)
+            self.stopped = True
+            return True
         if epoch == 1 and self.structure is not None and self.structure >= self.first:
             log.info(
                 "stop after epoch 1: the graph's own rank-%d factors predict held-out "

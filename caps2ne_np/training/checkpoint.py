@@ -28,8 +28,10 @@ carry state of the caller's, such as the CLI's best-epoch tracker.
 
 import hashlib
 import json
+import logging
 import os
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,8 @@ import numpy as np
 from ..defaults import HELD_OUT_STOPS
 from ..errors import InputError, InputWarning
 from ..io.npy import load_npz, save_npz
+
+log = logging.getLogger(__name__)
 
 FORMAT = "caps2ne_np.checkpoint"
 VERSION = 1
@@ -53,12 +57,63 @@ RESUMABLE_CHANGES = ("epochs", "stop", "propagate", "spectrum_power", "row_norm"
 bit trained so far (--epochs and --stop say when the run ends; --epochs N alone trains
 exactly N, --stop none; --propagate, --spectrum-power and --row-norm act on the written
 o_v after training; --threads gives the same bits), except --stop to or from a held-out
-mode (holdout, loglik), which trains on another graph."""
+mode (holdout, loglik), which trains on another graph.  Left unset, --epochs and --stop
+keep the checkpointed run's (``keep_budget``)."""
 _FLAGS = [f"--{k.replace('_', '-')}" for k in RESUMABLE_CHANGES]
 MAY_CHANGE = f"only {', '.join(_FLAGS[:-1])} and {_FLAGS[-1]} may change"  # the message's words
 FILLED_BY_RESOLVE = ("num_sampled",)
 """Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
 before ``resolve`` filled them stores None, which means the same derived value."""
+
+
+def keep_budget(cfg, directory):
+    """``cfg`` (a TrainConfig) with the --epochs and --stop of the run checkpointed in
+    ``directory`` where the resumed run leaves them unset: a resume continues that run,
+    not one the preset would start now (its budget and --stop auto).  --epochs N given
+    alone still trains exactly N (--stop none), as in a new run.  ``cfg`` itself when
+    nothing is kept or the checkpoint cannot be read (``load`` then says why)."""
+    if cfg.epochs is not None:
+        return cfg
+    saved = saved_config(directory)
+    kept = {
+        k: saved.get(k)
+        for k in ("epochs", "stop")
+        if saved is not None and getattr(cfg, k) is None and saved.get(k) is not None
+    }
+    if not kept:
+        return cfg
+    log.info(
+        "resuming with %s of the checkpointed run (give %s to change %s)",
+        " and ".join(f"--{k} {v}" for k, v in kept.items()),
+        " or ".join(f"--{k}" for k in kept),
+        "them" if len(kept) > 1 else "it",
+    )
+    return replace(cfg, **kept)
+
+
+def saved_config(directory):
+    """The options (dict) stored in the checkpoint in ``directory`` (the latest, else the
+    previous one, else an ``--engine ray`` driver's file), read without its arrays; None
+    when none is readable."""
+    return _saved(directory, "config", dict)
+
+
+def saved_history(directory):
+    """The history (a list of per-epoch dicts) stored in the checkpoint in ``directory``,
+    as ``saved_config`` reads it; None when none is readable."""
+    return _saved(directory, "history", list)
+
+
+def _saved(directory, key, kind):
+    for name in (LATEST, PREVIOUS, "driver.npz"):  # distributed.DRIVER_FILE
+        try:
+            with np.load(Path(directory) / name, allow_pickle=False) as z:
+                value = json.loads(str(z[key]))
+        except Exception:  # noqa: BLE001 -- missing or damaged: load() says which
+            continue
+        if isinstance(value, kind):
+            return value
+    return None
 
 
 def fingerprint(indptr, indices, weights, features):
@@ -127,14 +182,49 @@ def save(directory, params, optimizer, state, config, history, graph_hash, extra
     return latest
 
 
-def check_fresh(directory, overwrite):
-    """InputError if ``directory`` already holds a checkpoint a new run would replace."""
-    path = Path(directory) / LATEST
-    if path.exists() and not overwrite:
+def check_arguments(checkpoint_dir, checkpoint_every, resume_from):
+    """ValueError naming the argument of ``train.fit`` (or the Ray engine's ``fit``) that
+    cannot be meant: an empty folder name (the current folder, or none, silently), or
+    ``checkpoint_every`` without a ``checkpoint_dir`` for its checkpoints."""
+    for name, value in (("checkpoint_dir", checkpoint_dir), ("resume_from", resume_from)):
+        if value is not None and os.fspath(value) == "":
+            raise ValueError(f"{name}: an empty path; give a folder (None: {_NONE[name]})")
+    if checkpoint_every and checkpoint_dir is None:
+        raise ValueError(
+            f"checkpoint_every={checkpoint_every} needs checkpoint_dir, the folder its "
+            "checkpoints go to"
+        )
+
+
+_NONE = {"checkpoint_dir": "no checkpoints", "resume_from": "a new run"}
+
+
+def check_fresh(directory, overwrite, resume_from=None, name=LATEST):
+    """InputError if ``directory`` already holds a checkpoint (its file ``name``) that a
+    run would replace: a new run's, or one resumed from another folder
+    (``resume_from``), unless ``overwrite``."""
+    path = Path(directory) / name
+    if overwrite or not path.exists():
+        return
+    if not resume_from:
         raise InputError(
             f"{path}: exists; pass --resume {directory} to continue that run, "
             "or --overwrite to start a new one there"
         )
+    if _same_folder(directory, resume_from):
+        return
+    raise InputError(
+        f"{path}: exists, the checkpoint of another run, which --resume {resume_from} "
+        f"would replace with its own; leave out --checkpoint-dir to keep checkpointing in "
+        f"{resume_from}, choose another folder, or pass --overwrite to replace it"
+    )
+
+
+def _same_folder(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def load(directory):
@@ -303,11 +393,6 @@ def _check_same_run(ckpt, config, graph_hash):
             "trains on the graph without its held-out edges, so a run cannot switch to or "
             "from it on resume; resume with the same --stop"
         )
-    if ckpt["graph_hash"] != graph_hash:
-        raise InputError(
-            f"{ckpt['path']}: the graph or features differ from the run that wrote "
-            "this checkpoint; resume with the same input"
-        )
     saved = dict(ckpt["config"])
     config = dict(config)
     for key, value in RECORDED_LATER.items():  # older checkpoints trained with these
@@ -328,6 +413,11 @@ def _check_same_run(ckpt, config, graph_hash):
         raise InputError(
             f"{ckpt['path']}: options differ from the checkpointed run: {shown}; "
             f"resume with the same options ({MAY_CHANGE})"
+        )
+    if ckpt["graph_hash"] != graph_hash:  # after the options: --spectral features derive
+        raise InputError(  # the features from them
+            f"{ckpt['path']}: the graph or features differ from the run that wrote "
+            "this checkpoint; resume with the same input"
         )
 
 

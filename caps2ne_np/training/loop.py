@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import InputError, InputWarning
 from ..model.core import check_skipgram, prepare_features
-from . import budget
+from . import budget, checkpoint
 from .presets import resolve
 from .rates import LR_TINY
 from .schedule import Schedule
@@ -143,13 +143,15 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
     checked (``prepare``); the run's ``Schedule``; ``on_resolved(cfg, schedule)`` (the
     Ray engine caps its workers there); the notes logged; ``check(cfg)`` (the engine's
     refusals before any work: the local engine's step memory, the Ray engine's lazy
-    Adam); the spectral start (model/spectral.py; ``resume``: a resumed run starts from
-    its checkpoint); the fixed features prepared: the given ones normalised as
-    ``cfg.normalize_features`` says, ProNE's unit rows as they are; the graph's
-    structure for the stop rule (budget.graph_structure, with ``--stop auto``).  With
-    ``--stop holdout`` the held-out sample is drawn before the spectral start
-    (budget.held_out), and the start and the training see the graph without it; the
-    options are resolved from the whole graph.
+    Adam); the spectral start (model/spectral.py; ``resume``: the checkpoint folder a
+    resumed run starts from, whose --epochs and --stop it keeps where ``cfg`` leaves
+    them unset, checkpoint.keep_budget; None or False: a new run); the fixed features
+    prepared: the given ones normalised as ``cfg.normalize_features`` says, ProNE's
+    unit rows as they are; the graph's structure for the stop rule
+    (budget.graph_structure, with ``--stop auto``).  With ``--stop holdout`` the
+    held-out sample is drawn before the spectral start (budget.held_out), and the start
+    and the training see the graph without it; the options are resolved from the whole
+    graph.
 
     graph: (indptr, indices, weights) of the CSR graph.  Returns a ``Setup``."""
     from ..model import spectral
@@ -157,6 +159,8 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
     indptr, indices, weights = graph
     n_nodes = int(indptr.shape[0] - 1)
     n_edges = int(np.asarray(indices).shape[0])
+    if resume:
+        cfg = checkpoint.keep_budget(cfg, resume)
     cfg, notes = _resolved(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
     schedule = Schedule.for_graph(cfg, n_nodes)
     if on_resolved is not None:
@@ -166,7 +170,7 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
     if check is not None:
         check(cfg)
     held, train_graph = budget.held_out(cfg, graph)
-    start = spectral.start(*train_graph, cfg, features, resume=resume)
+    start = spectral.start(*train_graph, cfg, features, resume=bool(resume))
     if start.note:
         log.info("%s", start.note)
         notes = notes + [start.note]

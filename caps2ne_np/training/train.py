@@ -76,11 +76,10 @@ def fit(
     features: (N, d) fixed input features, or None to train x (featureless).
     epoch_callback(epoch, result) is called after every epoch.
     checkpoint_dir: write the full state there after every epoch and, with
-    ``checkpoint_every = n > 0``, every n steps (checkpoint.py).
+    ``checkpoint_every = n > 0``, every n steps (checkpoint.py, check_arguments).
     resume_from: a checkpoint directory to continue from (same input and options;
-    checkpoint.RESUMABLE_CHANGES may change).
-    step_callback(epoch, batch, step) is called after every step (tests use it to
-    interrupt a run).
+    checkpoint.RESUMABLE_CHANGES may change; epochs and stop left None: keep_budget).
+    step_callback(epoch, batch, step) is called after every step (to interrupt a run).
     checkpoint_extra: state of the caller's that goes into every checkpoint, an object
     with ``checkpoint_arrays()`` (a dict of named arrays, as of the last finished epoch)
     and ``restore_checkpoint(arrays)`` (called on resume with the stored dict); the
@@ -95,6 +94,7 @@ def fit(
     """
     if parallel not in PARALLEL_MODES:
         raise InputError(f"--parallel: must be one of {PARALLEL_MODES}, got {parallel!r}")
+    checkpoint.check_arguments(checkpoint_dir, checkpoint_every, resume_from)
     # every checkpoint records the mode; a resume in the other one is refused
     checkpoint_extra = checkpoint.RecordsParallel(parallel, checkpoint_extra, resume_from)
     n_nodes = int(indptr.shape[0] - 1)
@@ -111,7 +111,7 @@ def fit(
         cfg,
         features,
         checkpoint_every,
-        resume=resume_from is not None,
+        resume=resume_from,
         check=check,
     )
     Engine = AsyncEngine if parallel == "async" else LocalEngine

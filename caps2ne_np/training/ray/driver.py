@@ -70,11 +70,14 @@ def fit(
     never holds a whole table.  The returned result then has ``params=None``.
     checkpoint_extra: as ``train.fit``'s (stored in the driver's file).
     """
+    from ..checkpoint import check_arguments
+
+    check_arguments(checkpoint_dir, checkpoint_every, resume_from)
     P, S = int(workers), int(servers)
     n_nodes = int(indptr.shape[0] - 1)
     _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
     graph = (indptr, indices, weights)
-    run, P = _set_up(graph, cfg, features, checkpoint_every, resume_from is not None, P, address)
+    run, P = _set_up(graph, cfg, features, checkpoint_every, resume_from, P, address)
     options = LoopOptions(
         progress=progress,
         epoch_callback=epoch_callback,
@@ -220,12 +223,12 @@ def cli_fit(indptr, indices, weights, cfg, overwrite=False, ray_address=None, **
 
 def check_fresh(directory, resume_from, overwrite):
     """InputError when ``directory`` holds a sharded checkpoint that a new run (no
-    ``resume_from``) would replace, unless ``overwrite``."""
-    if directory and not resume_from and not overwrite and (Path(directory) / DRIVER_FILE).exists():
-        raise InputError(
-            f"{Path(directory) / DRIVER_FILE}: exists; pass --resume {directory} "
-            "to continue that run, or --overwrite to start a new one there"
-        )
+    ``resume_from``) or one resumed from another folder would replace, unless
+    ``overwrite`` (checkpoint.check_fresh)."""
+    if directory:
+        from ..checkpoint import check_fresh as check
+
+        check(directory, overwrite, resume_from, name=DRIVER_FILE)
 
 
 def worker_count(workers, n_batches, address=None):
