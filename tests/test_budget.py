@@ -2,6 +2,8 @@
 measures, when it stops, that the epoch loop honours it, and that an explicit
 ``--epochs N`` (or ``--stop none``, or the paper preset) still trains exactly N."""
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -352,3 +354,32 @@ def test_a_resume_with_the_rules_state_logs_nothing_more(caplog):
         resumed_rule(3, 0, structure=0.9, stored=dict(stopped=False, drifts=[0.5, 0.4]))
         resumed_rule(0, 0, structure=0.9)  # a new run
     assert caplog.text == ""
+
+
+# --------------------------------------------------------------------------- the tuned thresholds
+
+
+def test_the_stop_thresholds_sit_in_the_gaps_their_evidence_leaves():
+    """Each threshold between the measured values on either side of it (the constants'
+    docstrings and docs/results/stop_structure.md, heldout_stop.md): a change that moves
+    one past a measured graph changes that graph's epochs and fails here."""
+    # the structure part: 0.66 (the highest graph whose later epochs added points,
+    # LFR 1k at mixing 0.6) < t <= 0.70 (the lowest whose did not: GitHub, PPI)
+    assert 0.66 < budget.STOP_STRUCTURE <= 0.70
+    # the drift part: POS's epoch-6 drift (0.218 to 0.219) < t < BlogCatalog's epoch 4
+    # (0.231 to 0.232)
+    assert 0.219 < budget.STOP_DRIFT < 0.231
+    # the floor: BlogCatalog 6 of 15 epochs, POS at most 6 of 13
+    assert math.ceil(budget.STOP_FLOOR * 15) == 6 and math.ceil(budget.STOP_FLOOR * 13) <= 6
+
+
+def test_a_drift_equal_to_the_threshold_trains_on():
+    """The drift part stops on a drift strictly below the threshold."""
+    O1 = np.ones((4, 3), np.float32)
+    O2 = O1 * 1.5
+    d = budget.drift(O1, O2)
+    rule = budget.StopRule(threshold=d, structure=None, floor=2)
+    assert rule(1, params_with(O1)) is False
+    assert rule(2, params_with(O2)) is False
+    below = budget.StopRule(threshold=np.nextafter(d, 1.0), structure=None, floor=2)
+    assert below(1, params_with(O1)) is False and below(2, params_with(O2)) is True
