@@ -1038,7 +1038,7 @@ def test_multilabel_labels_with_splits_are_refused(run, tmp_path):
     put(tmp_path, "s.json", [{"train": ["a", "b"], "val": ["c"], "test": ["d"]}])
     assert_error(
         run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s.json"),
-        "l.txt: multi-label (a node on several lines), but --splits",
+        "l.txt: multi-label (a node with several labels), but --splits",
     )
 
 
