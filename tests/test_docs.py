@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import caps2ne_np
@@ -395,6 +396,25 @@ def test_picture_script_runs(tmp_path):
     assert "epoch 1: loss" in proc.stdout
     for name in ("cora_embedding_2d.png", "cora_accuracy_by_epoch.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_picture_script_scores_the_rows_the_defaults_write():
+    """The script propagated with ProNE's power 1/2 where the defaults choose the power
+    per graph (1 on Cora): its picture and figures were not the defaults' rows.  Its
+    kept rows are now those the estimator writes for the same run."""
+    import argparse
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "cora_pictures", ROOT / "examples" / "cora_pictures.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = argparse.Namespace(smoke=True, epochs=None, seed=0, threads=1)
+    model, ds, rows, stop, kept = script.train_with_scores(args)
+    assert stop == 1 and len(rows) == 1
+    assert "rownorm(U S^1)" in model.propagation_.note  # Cora: the power auto chooses
+    np.testing.assert_array_equal(kept, model.get_embedding())
 
 
 def test_license_is_the_full_apache_2_text():
