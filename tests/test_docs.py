@@ -519,7 +519,7 @@ def test_readme_reads_in_a_minute():
     the layout and the long option lists live in docs/, which the README links."""
     lines = README.splitlines()
     assert len(lines) <= 155, len(lines)
-    first = lines.index("```bash") + 1
+    first = lines.index("```bash") + 2  # after the virtual environment's line
     assert first < 30 and lines[first] == "pip install -e ."
     quick = lines[first + 1]
     assert quick.startswith("python cli.py train --dataset cora-bundled") and first + 1 < 30
@@ -529,6 +529,28 @@ def test_readme_reads_in_a_minute():
         assert f"](docs/{page}.md)" in README, page
     for moved in ("How long will it take", "Caps2NE or DeepWalk?", "Choices this", "Layout"):
         assert f"## {moved}" not in README, moved
+
+
+def test_readme_quick_start_installs_into_a_virtual_environment(tmp_path):
+    """The quick start began with ``pip install -e .``, which a PEP 668 system Python
+    refuses; it now makes and enters a virtual environment first, says why, and that
+    line works as printed in a POSIX shell (the Python it leaves on PATH is the
+    environment's)."""
+    lines = README.splitlines()
+    first = lines.index("```bash") + 1
+    assert lines[first] == "python -m venv .venv && . .venv/bin/activate"
+    assert lines[first + 1] == "pip install -e ."
+    quick = " ".join(section(README, "Quick start (Python 3.11 and pip)").split())
+    assert "PEP 668" in quick and "refuse `pip install` outside one" in quick
+    proc = subprocess.run(
+        ["sh", "-c", lines[first] + ' && python -c "import sys; print(sys.prefix)"'],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert Path(proc.stdout.strip()) == (tmp_path / ".venv").resolve()
 
 
 def test_readme_says_what_its_picture_shows():
