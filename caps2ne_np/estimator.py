@@ -233,7 +233,8 @@ class Caps2NE(BaseEstimator):
 
         ``labels`` (N,) int classes in the graph's node order (-1: unlabelled) with
         ``splits`` (a list of ``{'train', 'val', 'test'}`` index arrays): select the
-        epoch on validation, as ``caps2ne train --eval-every-epoch``: the o_v are
+        epoch on validation, as ``caps2ne train --eval-every-epoch``: the rows ``fit``
+        would keep for each epoch (the o_v, propagated as ``propagate`` says) are
         scored after every epoch (logistic regression, evaluate.classify_splits) and
         the fitted parameters are those of the epoch with the best mean validation
         accuracy (epoch_selection.EpochSelector); ``best_epoch_`` (1-based) and
@@ -251,7 +252,7 @@ class Caps2NE(BaseEstimator):
             )
             cfg = self.train_config()
             _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, self.engine)
-            selector = _selector(labels, splits, graph.n_nodes)
+            selector = _selector(labels, splits, graph)
             result = self._train(
                 graph,
                 cfg,
@@ -500,16 +501,17 @@ class Caps2NE(BaseEstimator):
         return Params(self.W_, self.O_, self.bias_, self.X_, fixed_features=self.fixed_features_)
 
 
-def _selector(labels, splits, n_nodes):
-    """The epoch_selection.EpochSelector of ``fit(labels=, splits=)``, or None; the
-    labels and splits checked before any training."""
+def _selector(labels, splits, graph):
+    """The epoch_selection.EpochSelector of ``fit(labels=, splits=)`` on the coerced
+    ``graph`` (it scores the rows ``fit`` keeps, propagated as ``propagate`` says), or
+    None; the labels and splits checked before any training."""
     if labels is None and splits is None:
         return None
     if labels is None or splits is None:
         raise InputError("labels and splits: give both to select the epoch on validation")
     from .epoch_selection import EpochSelector, check_labels_and_splits
 
-    return EpochSelector(*check_labels_and_splits(labels, splits, n_nodes))
+    return EpochSelector(*check_labels_and_splits(labels, splits, graph.n_nodes), graph)
 
 
 def _both(first, second):

@@ -65,10 +65,15 @@ def parse_args(argv):
 def train_with_scores(args):
     """(model, ds, rows, stop_epoch, kept): rows = [(epoch, loss, val mean, val std, test
     mean, test std)] of the written embeddings after each epoch, ``stop_epoch`` the epoch
-    after which the defaults' stop rule ends the run, ``kept`` its written embeddings."""
-    from caps2ne_np.defaults import ROW_NORM
-    from caps2ne_np.kernels.rng import derive_seed
-    from caps2ne_np.model import propagation, spectral
+    after which the defaults' stop rule ends the run, ``kept`` its written embeddings.
+
+    Both come from the code the defaults run, with this run's own configuration and
+    graph measures: the rows are epoch_selection.written_rows (propagation.apply: the
+    --propagate, --spectrum-power and --row-norm the defaults choose for Cora), the
+    stop rule is budget.stop_rule of the same options with ``stop='auto'``."""
+    import dataclasses
+
+    from caps2ne_np.epoch_selection import written_rows
     from caps2ne_np.training import budget
 
     ds = load_dataset("cora-bundled")
@@ -76,23 +81,22 @@ def train_with_scores(args):
     kw = dict(dim=8, feat_dim=8, walks_per_node=1, epochs=1) if args.smoke else {}
     if args.epochs:
         kw["epochs"] = args.epochs
-    A = spectral.adjacency(g.indptr, g.indices, g.weights, g.n_nodes)
-    rule = budget.StopRule(
-        structure=budget.structure(A, derive_seed(args.seed, "stop structure") % (2**32))
-    )
-    rows, state = [], dict(stop=None, kept=None)
+    rows, state = [], dict(stop=None, kept=None, rule=None)
 
     def score(epoch, result):
-        written = propagation.propagate(A, result.params.O, scale=ROW_NORM).E  # as written
+        written, propagated = written_rows(g, result)  # the rows the defaults write
         r = classify_splits(written, ds.labels, ds.splits)
         loss = result.history[-1]["loss"]
         rows.append((epoch, loss, r["val_mean"], r["val_std"], r["test_mean"], r["test_std"]))
-        if state["stop"] is None and (rule(epoch, result.params) or args.smoke):
+        if state["rule"] is None:  # the defaults' rule: this run's options, --stop auto
+            auto = dataclasses.replace(result.config, stop="auto")
+            state["rule"] = budget.stop_rule(auto, result.structure)
+        if state["stop"] is None and (state["rule"](epoch, result.params) or args.smoke):
             state.update(stop=epoch, kept=written)
         print(
             f"epoch {epoch}: loss {loss:.4f}, val {100 * r['val_mean']:.2f} +- "
             f"{100 * r['val_std']:.2f}, test {100 * r['test_mean']:.2f} +- "
-            f"{100 * r['test_std']:.2f}"
+            f"{100 * r['test_std']:.2f} (the o_v {'propagated' if propagated else 'as trained'})"
             + (" (the defaults stop here)" if state["stop"] == epoch else ""),
             flush=True,
         )
@@ -105,6 +109,8 @@ def train_with_scores(args):
         f"(scoring included)",
         flush=True,
     )
+    if model.propagation_ is not None:
+        print(f"{model.propagation_.note}", flush=True)
     stop = state["stop"] or len(rows)
     kept = state["kept"] if state["kept"] is not None else model.get_embedding()
     return model, ds, rows, stop, kept

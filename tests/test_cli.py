@@ -124,6 +124,8 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
             "--out",
             str(out),  # not -q:
             "--eval-every-epoch",
+            "--history",
+            str(tmp_path / "history.csv"),
             "--walks-per-node",
             "1",  # it hides
             *[a for a in TINY if a != "--quiet"],
@@ -131,6 +133,7 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     )  # the summary
     assert result.exit_code == 0, result.output
     assert "kept epoch" in result.output and "val acc" in result.output
+    result_train = result.output
     kept = next(line for line in result.output.splitlines() if line.startswith("kept epoch"))
     ids, vectors = read_word2vec(out)
     assert len(ids) == 2708 and vectors.shape == (2708, 8)
@@ -160,6 +163,18 @@ def test_train_on_bundled_dataset_with_eval_every_epoch_then_evaluate(tmp_path):
     # only the per-split selection's, which no written file has)
     # (with --propagate, the default, the written embeddings are the propagated ones)
     assert f"embeddings score test acc {100 * np.mean(res[0]['test']):.2f} +- " in kept
+    # and every epoch was scored (and chosen) on the rows written for it, the
+    # propagated ones: the kept epoch's per-epoch scores are the file's (they were
+    # the o_v's before propagation, which no file holds)
+    assert f"(best mean val acc {100 * np.mean(res[0]['val']):.2f}%)" in kept
+    epoch = int(kept.split()[2])
+    import csv
+
+    with open(tmp_path / "history.csv", newline="") as fh:
+        row = list(csv.DictReader(fh))[epoch - 1]
+    assert float(row["val_acc"]) == pytest.approx(np.mean(res[0]["val"]), abs=1e-6)
+    assert float(row["test_acc"]) == pytest.approx(np.mean(res[0]["test"]), abs=1e-6)
+    assert "(the rows written for this epoch: the o_v propagated;" in result_train
 
 
 def test_evaluate_multilabel_from_label_file(tmp_path):

@@ -369,6 +369,31 @@ def test_fit_selects_the_epoch_of_best_mean_validation_accuracy():
         small_model().fit(adj, labels=labels)
 
 
+def test_fit_scores_each_epoch_on_the_rows_it_keeps_when_propagating():
+    """With ``propagate='on'`` every epoch is scored on its o_v propagated as fit
+    propagates them (it was the o_v as trained, which fit does not keep): the kept
+    epoch's scores are those of get_embedding()."""
+    from caps2ne_np.evaluate import classify_splits
+
+    rng = np.random.default_rng(5)  # two planted groups of 30 (cliques' rows collapse)
+    labels = np.repeat([0, 1], 30)
+    p = np.where(labels[:, None] == labels[None, :], 0.3, 0.05)
+    upper = np.triu(rng.random((60, 60)) < p, k=1)
+    adj = sp.csr_matrix((upper | upper.T).astype(np.float64))
+    splits = [
+        {"train": o[:30], "val": o[30:40], "test": o[40:]}
+        for o in (rng.permutation(60) for _ in range(3))
+    ]
+    model = small_model(epochs=3, propagate="on", lr=0.05, spectral="none")
+    model.fit(adj, labels=labels, splits=splits)
+    kept = model.epoch_scores_[model.best_epoch_ - 1]
+    written = classify_splits(model.get_embedding(), labels, splits)
+    assert model.propagation_ is not None
+    np.testing.assert_array_equal(kept["val"], written["val"])
+    np.testing.assert_array_equal(kept["test"], written["test"])
+    assert kept["val_mean"] != classify_splits(model.O_, labels, splits)["val_mean"]
+
+
 def _bad_selection(labels, splits):
     """(labels, splits) with one defect each, as fit(labels=, splits=) gets them."""
     split = splits[0]

@@ -153,7 +153,8 @@ def run_train(params):
     if job.eval_every_epoch:
         from ..epoch_selection import EpochSelector
 
-        selector = EpochSelector(labels, splits)
+        # the rows it writes for each epoch: a streamed run writes the o_v as trained
+        selector = EpochSelector(labels, splits, None if job.streamed else g)
     finish = functools.partial(
         _finish,
         g=g,

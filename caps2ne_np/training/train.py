@@ -123,10 +123,8 @@ def fit(
         step_callback=step_callback,
         checkpoint_extra=checkpoint_extra,
     )
-    # --stop holdout: the graph without its held-out edges (run.graph), whose sample the
-    # result keeps for --propagate auto
+    # --stop holdout: the graph without its held-out edges (run.graph)
     result = _train(Engine, run.graph, run, resume_from, options)
-    result.holdout = run.held
     if not np.any(result.params.O):  # never silent (a zero start does not train)
         warnings.warn(
             f"all {n_nodes} trained embeddings o_v are zero: nothing trained (squash has "
@@ -168,6 +166,7 @@ def _train(Engine, graph, run, resume_from, options):
                 config=cfg,
                 optimizer=engine.optimizer,
                 notes=run.notes,
+                holdout=run.held,  # --propagate auto measures on it, after every epoch too
                 structure=run.structure,
             )
             stack.callback(engine.close)
