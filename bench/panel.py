@@ -608,8 +608,11 @@ def written_main(args, argv):
     if args.loo:
         stems = [s for s in args.loo.split(",") if s]
         records = written.load(stems)
-        current = written.Rule("p=0.5 len=2", "p=1 len=2", "structure", 0.75)
-        result = written.leave_one_out(records, current)
+        named = {
+            "defaults": written.Rule("p=0.75 len=2"),
+            "auto": written.Rule("p=0.5 len=2", "p=1 len=2", "structure", 0.75),
+        }
+        result = written.leave_one_out(records, named)
         text = written.render_loo(result, [common.command(argv)])
         common.write_results(args.out, result, text)
         print(text)

@@ -259,10 +259,11 @@ def propagated_model():
 def test_the_written_embeddings_are_the_propagated_o_v(propagated_model):
     model, A = propagated_model, planted_blocks()
     E = model.get_embedding()
-    from caps2ne_np.defaults import ROW_NORM
+    from caps2ne_np.defaults import ROW_NORM, SPECTRUM_POWER
 
     A_full = spectral.adjacency(A.indptr, A.indices, None, 60)
-    expected = propagation.propagate(A_full, model.O_, scale=ROW_NORM, dtype=np.float32)
+    p = float(SPECTRUM_POWER)
+    expected = propagation.propagate(A_full, model.O_, scale=ROW_NORM, dtype=np.float32, power=p)
     np.testing.assert_array_equal(E, expected.E)
     assert not np.allclose(E, model.O_)
     np.testing.assert_allclose(np.linalg.norm(E, axis=1), ROW_NORM, rtol=1e-5)
@@ -490,13 +491,16 @@ def test_the_structure_is_measured_when_only_the_written_spectrum_reads_it(caplo
     A = planted_blocks(n=200, p_in=0.2, p_out=0.01)
     graph = (A.indptr, A.indices.astype(np.int32), None)
     with caplog.at_level(logging.INFO):
-        value = budget.graph_structure(TrainConfig(stop="none", propagate="on"), graph)
+        value = budget.graph_structure(
+            TrainConfig(stop="none", propagate="on", spectrum_power="auto"), graph
+        )
     assert value is not None and 0.5 < value <= 1.0
     assert "written spectrum (--spectrum-power auto)" in caplog.text
     assert value == budget.graph_structure(TrainConfig(stop="auto", propagate="none"), graph)
     for cfg in (
         TrainConfig(stop="none", propagate="none"),
         TrainConfig(stop="none", propagate="on", spectrum_power="0.5"),
+        TrainConfig(stop="none", propagate="on"),  # the default p reads no measure
     ):
         assert budget.graph_structure(cfg, graph) is None
 

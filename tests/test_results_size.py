@@ -8,8 +8,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
 # bytes, as `du -sb docs/results` counts them (the folders' own entries too): the one
 # results folder held 463 kB when the scripts' results moved in beside the notes, 524 kB
-# with the panel under both protocols (panel_protocols.*, 48 kB)
-LIMIT = 600_000
+# with the panel under both protocols (panel_protocols.*, 48 kB), 655 kB with the written
+# options on every panel graph and the rules chosen by leaving each graph out (written_*,
+# 55 kB, and the four graphs of more/ against the peers, panel_more_peers.*, 17 kB)
+LIMIT = 680_000
 
 
 def test_results_stay_under_the_limit():

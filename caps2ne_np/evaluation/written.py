@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..defaults import ROW_NORM
+from ..defaults import ROW_NORM, SPECTRUM_POWER
 from ..errors import InputError
 from .multilabel import MultilabelFit, multilabel_tuned_C
 from .single import TUNED, check_C, make_classifier, tuned_C
@@ -40,10 +40,14 @@ WRITTEN_LENGTHS = (1.0, 2.0, 4.0)
 and 4 (at C = 1 a length acts as C times its square: docs/training.md)."""
 NONE = "none"
 """The candidate of the o_v as trained (``--propagate none``)."""
-DEFAULT_PREFER = (f"p=0.5 len={ROW_NORM:g}", f"p=1 len={ROW_NORM:g}")
+DEFAULT_PREFER = (
+    f"p={float(SPECTRUM_POWER):g} len={ROW_NORM:g}",
+    f"p=0.5 len={ROW_NORM:g}",
+    f"p=1 len={ROW_NORM:g}",
+)
 """What a tie goes to first when :func:`choose` is told nothing else: the defaults' own
-choices on a featureless graph (propagated rows of the default length, p = 0.5 or 1 as
-``--spectrum-power auto`` finds the graph)."""
+written rows on a featureless graph (p = SPECTRUM_POWER at the default length), then
+those of ``--spectrum-power auto`` (p = 0.5 or 1)."""
 TIE = 1e-9
 """Scores (percent) closer than this are a tie."""
 

@@ -65,7 +65,9 @@ rank-32 factors, no labels) is at least this, else ProNE's rownorm(U S^1/2).  Ch
 the tuning graphs (docs/training.md, 'The written spectrum'): every graph at 0.776 or more
 (Pubmed, Citeseer, Cora, LFR 1k at mixing 0.3) scored as well or better with power 1,
 every graph at 0.736 or less (PPI, LFR 3k at 0.5 and 0.7, POS) better with 1/2; 0.75
-lies between."""
+lies between.  No longer the default (defaults.SPECTRUM_POWER): Wiki (structure 0.88,
+mean degree 9.6, 17 classes; no rule was chosen on it) lost 2.9 points to it at C = 1,
+and the airport graphs 6 to 13 (docs/results/written_loo.md)."""
 
 
 COLLAPSED_MAX = 0.5
