@@ -90,7 +90,10 @@ def train_with_scores(args):
         rows.append((epoch, loss, r["val_mean"], r["val_std"], r["test_mean"], r["test_std"]))
         if state["rule"] is None:  # the defaults' rule: this run's options, --stop auto
             auto = dataclasses.replace(result.config, stop="auto")
-            state["rule"] = budget.stop_rule(auto, result.structure)
+            structure = result.structure  # None: this --stop none run measured nothing
+            if structure is None:
+                structure = budget.graph_structure(auto, (g.indptr, g.indices, g.weights))
+            state["rule"] = budget.stop_rule(auto, structure)
         if state["stop"] is None and (state["rule"](epoch, result.params) or args.smoke):
             state.update(stop=epoch, kept=written)
         print(

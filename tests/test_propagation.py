@@ -566,3 +566,10 @@ def test_several_powers_from_one_factorisation_are_each_power_s_own_bits(dtype):
     assert list(maps) == [0.5, 0.75, 1.0]
     for power, P in maps.items():
         np.testing.assert_array_equal(P, propagation.projection(Ot, power))
+
+
+def test_the_auto_spectrum_threshold_sits_in_the_gap_its_evidence_leaves():
+    """--spectrum-power auto's threshold between the tuning graphs' structure on either
+    side (docs/results/spectrum_power.md): PPI's 0.736 wanted p = 1/2, Pubmed's 0.776
+    p = 1; 0.70 (or 0.80) would move a measured graph to the other p."""
+    assert 0.736 < propagation.POWER_STRUCTURE <= 0.776
