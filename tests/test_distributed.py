@@ -616,7 +616,15 @@ def test_cli_engine_ray_sigterm_is_the_documented_line_and_143(tmp_path):
     pytest.importorskip("ray")
     graph = _sbm_edges(tmp_path / "sbm.txt", sizes=(200, 200, 200))
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "cli.py"), "train", "--graph", str(graph), "--engine", "ray"]
+        [
+            sys.executable,
+            os.path.join(ROOT, "cli.py"),
+            "train",
+            "--graph",
+            str(graph),
+            "--engine",
+            "ray",
+        ]
         + ["--epochs", "200", "--dim", "8", "--feat-dim", "8", "--walks-per-node", "1"]
         + ["--propagate", "none", "-q", "--checkpoint-dir", "ck", "--out", "o.emb"],
         cwd=tmp_path,

@@ -217,6 +217,7 @@ def test_a_header_line_is_an_error_naming_it_not_an_edge(tmp_path, content, line
         "a b\n1 2\na 1\n",  # 'a' is named by another edge: an edge of mixed ids
         "u v\nv w\n",  # 'u v' names node v again: an edge
         "source target\ntarget x\n",
+        "a b 2\n1 2\n",  # a weight: an edge of string ids (bench/scale.py's warm-up graph)
     ],
 )
 def test_ids_that_only_look_like_a_header_are_read(tmp_path, content):

@@ -340,6 +340,10 @@ def test_propagation_filters_over_the_whole_graph_after_a_holdout_run():
     assert E is not None and "never trained on" in E.note
     cfg = result.config
     expected = propagation.propagate(
-        whole, result.params.O, scale=cfg.row_norm, dtype=np.dtype(cfg.spectral_precision)
+        whole,
+        result.params.O,
+        scale=cfg.row_norm,
+        dtype=np.dtype(cfg.spectral_precision),
+        power=propagation.written_power(cfg)[0],
     )
     np.testing.assert_array_equal(E.E, expected.E)

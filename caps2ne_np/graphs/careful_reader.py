@@ -129,8 +129,8 @@ def check_header(graph, data: bytes, source) -> None:
     """GraphFormatError naming the line when the first edge of an edge list (``data``,
     read into ``graph``) is a header line such as ``source target`` or ``id_1 id_2``:
     no other edge names its ids, and they are not numbers while every other node id
-    is, or they are column names (:data:`_HEADER_WORD`).  Costs nothing when the first
-    id is a number."""
+    is, or they are column names (:data:`_HEADER_WORD`); a line with a number as its
+    weight is an edge.  Costs nothing when the first id is a number."""
     ids = graph.node_ids
     if not ids or _NUMBER.fullmatch(ids[0]):
         return
@@ -138,6 +138,8 @@ def check_header(graph, data: bytes, source) -> None:
     head = fields[:2]
     if len(head) < 2 or head[0] != ids[0]:
         return
+    if len(fields) > 2 and _NUMBER.fullmatch(fields[2]):
+        return  # a weight: an edge (a header names its weight column with a word)
     k = len(set(head))  # the first line's nodes are nodes 0 .. k-1 (first appearance)
     others = ids[k:]
     numeric = not any(_NUMBER.fullmatch(f) for f in head) and bool(others)
