@@ -621,7 +621,8 @@ def written_main(args, argv):
     seeds = [int(s) for s in args.seeds.split(",") if s]
     cache = args.cache or tempfile.mkdtemp(prefix="written_")
     records = written.run(names, seeds, args.threads or 2, cache, args.out, args.shuffles)
-    text = written.render_options(records, [common.command(argv)])
+    shown = common.command(argv).replace(f" --cache {args.cache}", "")  # no local paths
+    text = written.render_options(records, [shown])
     common.write_results(args.out, dict(runs=records), text)
     print(text)
 
