@@ -135,10 +135,10 @@ def training_sets(graph, shuffles):
     """Per split (or shuffle) the labelled training nodes (multi-label: the shuffle's
     first half, as the protocol draws it)."""
     if graph.multilabel:
-        from caps2ne_np.evaluation.multilabel import _shuffles
+        from caps2ne_np.evaluation.multilabel import shuffle_orders
 
         n = graph.n_nodes
-        return [p[: int(0.5 * n)] for p in _shuffles(n, shuffles, 0)]
+        return [p[: int(0.5 * n)] for p in shuffle_orders(n, shuffles, 0)]
     return [s["train"] for s in graph.splits]
 
 

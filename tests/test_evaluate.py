@@ -592,7 +592,7 @@ def test_multilabel_tuned_C_chosen_on_first_shuffle_training_part_only():
 def test_multilabel_tuned_C_never_reads_the_test_labels():
     # at each fraction C is tuned on the first shuffle's training part: relabelling
     # every other node (flipped, or rows permuted among themselves) must not move it
-    from caps2ne_np.evaluation.multilabel import _shuffles
+    from caps2ne_np.evaluation.multilabel import shuffle_orders
 
     rng = np.random.default_rng(21)
     emb = rng.standard_normal((90, 5))
@@ -602,7 +602,7 @@ def test_multilabel_tuned_C_never_reads_the_test_labels():
     fractions = (0.3, 0.6)
     tuned = multilabel_f1(emb, Y, fractions, n_shuffles=2, seed=4, C="tuned")
     assert len(set(tuned["C"])) > 1 or tuned["C"][0] != 1.0  # the grid is searched
-    first = _shuffles(90, 2, 4)[0]
+    first = shuffle_orders(90, 2, 4)[0]
     for f, gamma in enumerate(fractions):
         test = first[int(gamma * 90) :]
         for relabel in (1 - Y[test], Y[rng.permutation(test)]):

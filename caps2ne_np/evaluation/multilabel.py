@@ -63,7 +63,7 @@ def _check_multilabel(Y, train_fractions, n_shuffles, solver):
     return Y, fractions, n_train
 
 
-def _shuffles(n, n_shuffles, seed):
+def shuffle_orders(n, n_shuffles, seed):
     """The node permutations of the multi-label protocol (shared by every fraction)."""
     rng = np.random.default_rng(seed)
     return [rng.permutation(n) for _ in range(n_shuffles)]
@@ -159,7 +159,7 @@ def multilabel_f1(
     n = Y.shape[0]
 
     C = check_C(C)
-    perms = _shuffles(n, n_shuffles, seed)
+    perms = shuffle_orders(n, n_shuffles, seed)
     micro = np.empty((fractions.size, n_shuffles), dtype=np.float64)
     macro = np.empty((fractions.size, n_shuffles), dtype=np.float64)
     used = np.empty(fractions.size, dtype=np.float64)
@@ -278,7 +278,7 @@ def multilabel_select_epoch(
         embs, Y, train_fractions, n_shuffles, solver, n_folds, epochs
     )
     C = check_C(C)
-    perms = _shuffles(Y.shape[0], n_shuffles, seed)
+    perms = shuffle_orders(Y.shape[0], n_shuffles, seed)
     fit = MultilabelFit(Y, C, solver, max_iter, n_jobs, zero_division)
     with threadpool_limits(limits=blas_threads, user_api="blas"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Label .* is present in all training examples")
