@@ -41,14 +41,14 @@ from pathlib import Path
 # a bench script measures the code beside it
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from caps2ne_np.kernels import _threads  # noqa: E402
-from caps2ne_np.training.config import usable_cores
+from caps2ne_np.kernels import thread_layer
+from caps2ne_np.training.options.config import usable_cores
 from harness import parser  # noqa: F401 -- the shared flags (bench/harness.py: no import)
 
 # the package sets the spin only while Numba's libgomp loads; here it stays set for the
 # whole bench process, so that torch's own libgomp (the peer) spins the same way
 if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ.setdefault("GOMP_SPINCOUNT", _threads.SPIN_COUNT)
+    os.environ.setdefault("GOMP_SPINCOUNT", thread_layer.SPIN_COUNT)
 import numba  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits
 
@@ -83,7 +83,7 @@ def panel_adjacency(g):
     so that importing this module stays light."""
     import numpy as np
 
-    from caps2ne_np.model import spectral
+    from caps2ne_np.spectral import prone as spectral
 
     adj = g.adj.tocsr()
     adj.sort_indices()

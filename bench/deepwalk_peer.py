@@ -3,7 +3,7 @@
     python bench/deepwalk_peer.py --graph edges.txt --emb dw.emb --threads 2 [--seed 0]
 
 DeepWalk (Perozzi et al. 2014) is uniform random walks plus skip-gram.  The walks are
-the project's own (caps2ne_np.training.walks.uniform_walks: 10 per node, length 80, DeepWalk's
+the project's own (caps2ne_np.walks.walks.uniform_walks: 10 per node, length 80, DeepWalk's
 defaults), the skip-gram is gensim's Word2Vec with negative sampling (sg=1, hs=0,
 negative=5, window 10, 128 dimensions, min_count 0, gensim's default 5 epochs: the
 DeepWalk reference code runs gensim with its default iteration count).  The graph is
@@ -42,7 +42,7 @@ def main(argv=None):
 
     from caps2ne_np.graphs.graph import read_graph
     from caps2ne_np.io.word2vec import write_word2vec
-    from caps2ne_np.training.walks import uniform_walks
+    from caps2ne_np.walks.walks import uniform_walks
 
     t_imports = time.perf_counter() - T0
     t0 = time.perf_counter()

@@ -40,7 +40,7 @@ def formula(cfg, n_nodes, num_sampled, o_rows=None, x_rows=None):
     sizes): x rows of the distinct context nodes (<= B q), O and b rows of the distinct
     targets and V' (<= B L + |V'|), and W.  With measured row counts, the same sizes
     at those counts."""
-    from caps2ne_np.training.walks import target_positions
+    from caps2ne_np.walks.walks import target_positions
 
     B, q, k, d = cfg.batch_size, cfg.walk_length, cfg.dim, cfg.feat_dim
     L = len(target_positions(cfg.targets, q)) if cfg.targets != "random" else 1
@@ -183,7 +183,7 @@ def measure_graph(name, args, payload):
     """The single machine and every layout on graph ``name``, ``args.repeats`` times in
     turn, into ``payload['graphs'][name]`` (written after each run)."""
     from caps2ne_np.graphs.csr import from_scipy
-    from caps2ne_np.training.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig, resolve
 
     pg = panel_entry(name)
     g = from_scipy(pg.adj, directed=True, keep_self_loops=False)
@@ -234,7 +234,7 @@ def measure_graph(name, args, payload):
 def ray_layout(g, cfg, layout, num_sampled, single):
     """One Ray run of ``layout`` ('PxS', a trailing w: W on the workers) with the
     single machine's config and threads: its figures, and its O (key 'O')."""
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
 
     w_placement = "workers" if layout.endswith("w") else "server"
     P, S = (int(x) for x in layout.rstrip("w").split("x"))
@@ -325,7 +325,7 @@ def memory_run(mode, n):
     import resource
 
     from caps2ne_np.graphs.csr import from_scipy
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.ray import fit, start_ray
     from graphgen import lfr_like
 

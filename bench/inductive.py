@@ -57,14 +57,14 @@ import numpy as np
 
 import common
 import report
-from caps2ne_np.calibration import fit_calibration
 from caps2ne_np.errors import InputWarning
-from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.evaluate import classify_splits, inductive_split, select_epoch
+from caps2ne_np.estimator.caps2ne import Caps2NE
+from caps2ne_np.evaluation.evaluate import classify_splits, inductive_split, select_epoch
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
-from caps2ne_np.infer import (
+from caps2ne_np.inference.calibration import fit_calibration
+from caps2ne_np.inference.infer import (
     DEFAULT_AGGREGATE,
     DEFAULT_CALIBRATION,
     aggregate_samples,
@@ -72,7 +72,7 @@ from caps2ne_np.infer import (
 )
 from caps2ne_np.kernels.rng import derive_seed
 from caps2ne_np.model.core import prepare_features
-from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.options.config import ModelConfig
 
 PAPER = {"cora": 76.54, "citeseer": 69.84, "pubmed": 78.98}
 CALIBRATIONS = ("scale", "diag", "linear")

@@ -4,7 +4,7 @@ the float32 GEMM rate of the same machine.
 A pair is one (context, target) example; a step is one batch, timed end to end:
 batch walk ids, (context, target) pairs, the sampled set V' and its expected counts,
 forward, backward and the Adam update of every parameter.  Both implementations run
-the same input pipeline (caps2ne_np.training.walks / samplers), on the same batches, from the
+the same input pipeline (caps2ne_np.walks.walks / samplers), on the same batches, from the
 same initial parameters, in the same process, with the same thread count, and their
 repetitions are interleaved so that they see the same machine load.
 
@@ -22,7 +22,7 @@ routing rule 'paper'):
   g  f with B = 128 walks (1,280 pairs per step), measured beside it
 
 Configs f and g time the step as ``train.fit`` runs it, with the per-step thread rule
-(caps2ne_np/kernels/_threads.py, StepThreads: each step on the thread count that timed fastest);
+(caps2ne_np/kernels/thread_layer.py, StepThreads: each step on the thread count that timed fastest);
 ``ours-fixed`` is the same step forced onto every thread (the rule off), on >1 thread.
 ``--skipgram-weight W`` adds ``ours-skipgram`` (f, g): the step with the skip-gram term
 (docs/training.md), when this caps2ne_np's ModelConfig has the option (else a note, and no row).
@@ -64,12 +64,12 @@ from caps2ne_np.graphs.graph import read_edgelist
 from caps2ne_np.model import core
 from caps2ne_np.model.core import init_params
 from caps2ne_np.model.rows import batch_rows
-from caps2ne_np.training import walks as walks_mod
-from caps2ne_np.training.batch import Batch
-from caps2ne_np.training.config import ModelConfig
-from caps2ne_np.training.optim import Adam
-from caps2ne_np.training.samplers import make_sampler
-from caps2ne_np.training.step import TrainStep
+from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.training.step.batch import Batch
+from caps2ne_np.training.step.optim import Adam
+from caps2ne_np.training.step.python_step import TrainStep
+from caps2ne_np.training.step.samplers import make_sampler
+from caps2ne_np.walks import walks as walks_mod
 
 CONFIGS = {
     "a": dict(

@@ -1,4 +1,4 @@
-"""Where a step of the compiled chunk (caps2ne_np/training/fused.py) spends its time,
+"""Where a step of the compiled chunk (caps2ne_np/training/step/fused.py) spends its time,
 stage by stage, on one thread, beside the Python step (step.TrainStep) in the same run.
 
 The featureless defaults on the bundled Cora edge list (perf.py's configs f and g: B = 16
@@ -27,12 +27,12 @@ from threadpoolctl import threadpool_limits
 
 import common
 from caps2ne_np.graphs.graph import read_edgelist
-from caps2ne_np.model import spectral
-from caps2ne_np.training import fused as F
+from caps2ne_np.spectral import prone as spectral
 from caps2ne_np.training import train as T
-from caps2ne_np.training.config import TrainConfig
 from caps2ne_np.training.loop import prepare
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.schedule import Schedule
+from caps2ne_np.training.step import fused as F
 
 
 def cpu_ms(fn, reps, inner=20):

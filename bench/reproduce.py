@@ -26,7 +26,7 @@ import numpy as np
 
 import common
 import report
-from caps2ne_np.evaluate import (
+from caps2ne_np.evaluation.evaluate import (
     classify_splits,
     multilabel_f1,
     multilabel_select_epoch,
@@ -35,7 +35,7 @@ from caps2ne_np.evaluate import (
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
-from caps2ne_np.training.config import TrainConfig, usable_cores
+from caps2ne_np.training.options.config import TrainConfig, usable_cores
 from caps2ne_np.training.train import fit
 from common import RESULTS, write_json  # docs/results or $CAPS2NE_BENCH_RESULTS
 

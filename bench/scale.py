@@ -250,8 +250,8 @@ def worker_load(args):
 def worker_cache_and_walks(args):
     from caps2ne_np.graphs.graph_cache import load_graph_cache
     from caps2ne_np.kernels.rng import derive_seed
-    from caps2ne_np.training import walks as walks_mod
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.walks import walks as walks_mod
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -336,7 +336,7 @@ def worker_train(args):
     runs see the same machine load (the reference's steps are not counted as ours)."""
     import scipy.linalg.cython_blas  # noqa: F401  (see BLAS_NOTE)
 
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.train import fit
 
     rss_start = current_rss()

@@ -20,7 +20,7 @@ import common
 import report
 from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.kernels import sparse
-from caps2ne_np.model import spectral
+from caps2ne_np.spectral import prone as spectral
 
 COLUMNS = 138
 

@@ -1,4 +1,4 @@
-"""Walk generation (steps/s): caps2ne_np.training.walks.uniform_walks against PecanPy's first-order
+"""Walk generation (steps/s): caps2ne_np.walks.walks.uniform_walks against PecanPy's first-order
 walks (``pecanpy.pecanpy.FirstOrderUnweighted``) on BlogCatalog (10,312 nodes, 333,983
 edges), 10 walks per node of 80 steps each (81 nodes), with 1 and 2 threads.
 
@@ -210,7 +210,7 @@ def main(argv=None):
     from caps2ne_np.graphs.csr import from_scipy
     from caps2ne_np.graphs.datasets import load_dataset
     from caps2ne_np.graphs.downloads import default_data_dir
-    from caps2ne_np.training.walks import uniform_walks
+    from caps2ne_np.walks.walks import uniform_walks
 
     t_start = time.perf_counter()
     load_before = os.getloadavg()

@@ -89,7 +89,7 @@ def trained(name, graph, seed, threads, cache):
             return z["O"], json.loads(str(z["meta"]))
     from caps2ne_np import Caps2NE
     from caps2ne_np.kernels.rng import derive_seed
-    from caps2ne_np.model import spectral
+    from caps2ne_np.spectral import prone as spectral
     from caps2ne_np.training import budget
 
     perm, adj = permuted(graph, seed)
@@ -120,7 +120,7 @@ def split_scores(graph, E, C, shuffles):
     the panel's protocol with the classifier's ``C``, and the C each split used;
     validation None where the splits have no validation nodes (multi-label, the 50/50
     splits)."""
-    from caps2ne_np.evaluate import classify_splits, multilabel_f1
+    from caps2ne_np.evaluation.evaluate import classify_splits, multilabel_f1
 
     if graph.multilabel:
         r = multilabel_f1(E, graph.labels, (0.5,), n_shuffles=shuffles, seed=0, C=C)
@@ -170,7 +170,7 @@ def measure(name, seed, threads, cache, shuffles=5):
     """One (graph, seed): its record (module docstring)."""
     from caps2ne_np.defaults import DEFAULTS
     from caps2ne_np.evaluation import written
-    from caps2ne_np.model import spectral
+    from caps2ne_np.spectral import prone as spectral
 
     graph = vs_deepwalk.panel_entry(name)
     O, meta = trained(name, graph, seed, threads, cache)

@@ -9,7 +9,7 @@ the names below are loaded on first use (PEP 562 ``__getattr__``), so ``caps2ne
 cached on disk (``cache=True``).
 
 Threads: Numba's parallel kernels run on its OpenMP threading layer, whose idle
-workers spin between kernels; ``_threads.py`` starts that layer with
+workers spin between kernels; ``thread_layer.py`` starts that layer with
 ``GOMP_SPINCOUNT=100000`` unless you set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``
 (why: docs/training.md, Threads).  Importing this package leaves ``os.environ`` as it was.
 """
@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 #: public name -> module that defines it (imported on first access)
 _LAZY = {
-    "Caps2NE": "caps2ne_np.estimator",
+    "Caps2NE": "caps2ne_np.estimator.caps2ne",
     "read_edgelist": "caps2ne_np.graphs.graph",
     "read_graph": "caps2ne_np.graphs.graph",
     "Graph": "caps2ne_np.graphs.csr",

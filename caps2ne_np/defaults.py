@@ -500,7 +500,7 @@ DEFAULTS = {name: option.default for name, option in OPTIONS.items()}
 """name -> default of every option in OPTIONS."""
 
 
-# --------------------------------------------------------------------------- inference (infer.py)
+# ------------------------------------------------------------------ inference (inference/infer.py)
 
 AGGREGATES = ("mean", "sum", "calibrated")
 DEFAULT_AGGREGATE = "calibrated"

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from caps2ne_np import Caps2NE
-from caps2ne_np.evaluate import classify_splits
+from caps2ne_np.evaluation.evaluate import classify_splits
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 
@@ -73,7 +73,7 @@ def train_with_scores(args):
     stop rule is budget.stop_rule of the same options with ``stop='auto'``."""
     import dataclasses
 
-    from caps2ne_np.epoch_selection import written_rows
+    from caps2ne_np.evaluation.epoch_selection import written_rows
     from caps2ne_np.training import budget
 
     ds = load_dataset("cora-bundled")

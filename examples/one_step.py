@@ -24,9 +24,10 @@ import numpy as np
 from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.model import capsules, grads, reference, skipgram
 from caps2ne_np.model.core import forward, init_params, loss_and_grads, loss_and_row_grads
-from caps2ne_np.training import samplers, walks
-from caps2ne_np.training.config import ModelConfig
-from caps2ne_np.training.optim import Adam
+from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.training.step import samplers
+from caps2ne_np.training.step.optim import Adam
+from caps2ne_np.walks import walks
 
 SEED = 3
 N_NODES = 6  # nodes of the toy graph

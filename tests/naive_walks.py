@@ -1,4 +1,4 @@
-"""Slow, obvious references for caps2ne_np.training.walks and .samplers and the skip-gram negatives.
+"""Slow, obvious references for caps2ne_np.walks.walks and .samplers and the skip-gram negatives.
 
 Same names and arguments as the kernels (outputs are returned, not preallocated),
 plain loops, no ``@njit``.  Random draws go through the Python bodies of the

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.io.npy import save_npy
 from caps2ne_np.io.word2vec import write_word2vec

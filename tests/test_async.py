@@ -11,8 +11,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.estimator.caps2ne import Caps2NE
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import AsyncEngine, fit
 from test_train import planted_partition
 
@@ -155,9 +155,9 @@ def test_every_async_update_uses_its_own_steps_t_and_rate(partition, monkeypatch
     t then overwrites another's between its gradient and its update)."""
     import threading
 
-    from caps2ne_np.training.config import learning_rate
-    from caps2ne_np.training.fused import FusedStep
-    from caps2ne_np.training.walks import batches_per_epoch
+    from caps2ne_np.training.options.config import learning_rate
+    from caps2ne_np.training.step.fused import FusedStep
+    from caps2ne_np.walks.walks import batches_per_epoch
 
     adj, _ = partition
     used, threads = [], set()

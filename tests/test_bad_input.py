@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
-from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.io import atomic
 from caps2ne_np.io.npy import load_npy, save_npy, save_npz
 from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
@@ -1065,7 +1065,7 @@ def test_cli_disk_full_names_the_file_and_keeps_the_old_one(run, tmp_path, monke
 
 
 def test_cli_interrupted_run_keeps_the_old_output(run, tmp_path, monkeypatch):
-    from caps2ne_np.training import walks
+    from caps2ne_np.walks import walks
 
     put(tmp_path, "g.txt", GRAPH)
     put(tmp_path, "o.emb", "precious\n")

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from caps2ne_np.model.core import Params
 from caps2ne_np.training import budget
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 from toy_graphs import ring_of_cliques
 
@@ -184,7 +184,7 @@ RANDOM = dict(n_blocks=1, size=240, p_in=0.1, p_out=0.1)  # 0.45-0.56
 def test_auc_is_the_mann_whitney_statistic_with_ties_averaged():
     from scipy.stats import rankdata
 
-    from caps2ne_np.model import propagation
+    from caps2ne_np.spectral import propagation
 
     rng = np.random.default_rng(0)
     for _ in range(50):  # integer scores: many ties
@@ -220,7 +220,7 @@ def test_structure_cannot_tell_without_held_out_edges_or_non_edges():
     assert budget.structure(matching, 0) is None
     complete = sp.csr_matrix(np.ones((130, 130)) - np.eye(130))
     assert budget.structure(complete, 0) is None
-    from caps2ne_np.model import propagation
+    from caps2ne_np.spectral import propagation
 
     assert np.isnan(propagation.auc([], [1.0])) and np.isnan(propagation.auc([1.0], []))
 
@@ -264,7 +264,7 @@ def test_the_structure_log_line_names_the_floor(caplog):
 def test_a_graph_too_small_to_measure_logs_no_measurement(caplog, stop):
     # a 90-node graph logged "written spectrum: a rank-32 factorisation ... to measure"
     # and then measured nothing (fewer than 4 x STOP_RANK nodes)
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
 
     rng = np.random.default_rng(0)
     upper = sp.triu(sp.random(90, 90, density=0.1, random_state=rng, format="csr"), 1)

@@ -10,7 +10,7 @@ import pytest
 
 from caps2ne_np.errors import InputError
 from caps2ne_np.training import checkpoint
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 from toy_graphs import ring_of_cliques
 
@@ -192,7 +192,7 @@ def test_a_run_resumed_from_another_folder_may_not_replace_a_checkpoint(tmp_path
 def test_fit_refuses_checkpoint_arguments_that_cannot_be_meant(tmp_path, monkeypatch, kw, message):
     """From Python as on the command line: checkpoint_dir='' wrote into the current
     folder, and checkpoint_every without a folder was ignored."""
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     monkeypatch.chdir(tmp_path)
     A = ring_of_cliques()
@@ -204,7 +204,7 @@ def test_fit_refuses_checkpoint_arguments_that_cannot_be_meant(tmp_path, monkeyp
 
 
 def test_the_estimator_does_not_replace_another_runs_checkpoint(tmp_path):
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     A = ring_of_cliques()
     model = Caps2NE(dim=8, feat_dim=8, epochs=1, walks_per_node=2, propagate="none")

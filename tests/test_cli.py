@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
-from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.io.word2vec import read_word2vec
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,17 +16,17 @@ import scipy.sparse as sp
 
 from caps2ne_np import defaults
 from caps2ne_np.errors import InputError
-from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.training.batch import walk_seed
-from caps2ne_np.training.config import (
+from caps2ne_np.estimator.caps2ne import Caps2NE
+from caps2ne_np.training.options.config import (
     TrainConfig,
     budget_epochs,
     converge_lr,
     learning_rate,
     resolve,
 )
+from caps2ne_np.training.step.batch import walk_seed
 from caps2ne_np.training.train import fit
-from caps2ne_np.training.walks import WalkSource
+from caps2ne_np.walks.walks import WalkSource
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8)
@@ -64,7 +64,7 @@ def test_linear_schedule_runs_from_lr_to_floor_and_constant_stays():
 
 def test_run_applies_the_schedule_step_by_step(adj, monkeypatch):
     """Adam sees lr(step) at every step of a linear run: first the peak, last the floor."""
-    from caps2ne_np.training.fused import FusedStep
+    from caps2ne_np.training.step.fused import FusedStep
 
     seen = []
     real = FusedStep.train
@@ -418,7 +418,7 @@ def test_cli_estimator_and_trainconfig_share_every_default():
 
 def test_validate_takes_ranges_and_choices_from_the_table(adj):
     """config.validate checks every integer range and every choice of defaults.OPTIONS."""
-    from caps2ne_np.training.config import validate
+    from caps2ne_np.training.options.config import validate
 
     good = resolve(TrainConfig(**TINY), adj.shape[0], adj.nnz)[0]
     validate(good, adj.shape[0])
@@ -448,7 +448,7 @@ def test_preset_help_states_the_rate_rule_runs_use():
     The help's numbers are converge_lr's, and the paper's are
     resolve's."""
     from caps2ne_np.defaults import LR_PER_DEGREE, LR_RANGE, preset_summary
-    from caps2ne_np.training.config import TrainConfig, converge_lr, resolve
+    from caps2ne_np.training.options.config import TrainConfig, converge_lr, resolve
 
     text = preset_summary("converge")
     assert f"lr {LR_PER_DEGREE:g} x mean degree, within {LR_RANGE[0]:g}..{LR_RANGE[1]:g}" in text

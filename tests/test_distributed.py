@@ -16,7 +16,7 @@ import pytest
 
 from caps2ne_np.errors import InputError
 from caps2ne_np.graphs.csr import from_scipy
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 from test_train import planted_partition
 
@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_single_machine_path_does_not_import_ray():
     code = (
-        "import sys; import caps2ne_np, caps2ne_np.training.train, caps2ne_np.estimator, "
+        "import sys; import caps2ne_np, caps2ne_np.training.train, caps2ne_np.estimator.caps2ne, "
         "caps2ne_np.cli; assert 'ray' not in sys.modules, 'ray imported'"
     )
     subprocess.run(
@@ -262,7 +262,7 @@ def test_row_limit_spreads_the_tables_and_no_actor_holds_all_rows(ray_local, par
 
 @pytest.mark.slow
 def test_estimator_engine_ray(ray_local, partition, single):
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     g, _ = partition
     model = Caps2NE(

@@ -171,7 +171,7 @@ def test_streamed_model_file_holds_np_savez_members(tmp_path, S, block_rows):
     streamed = streamed_params(NOW, cluster, 11, K, D, fixed=False, block_rows=block_rows)
     assert isinstance(streamed.O, RowBlocks) and isinstance(streamed.X, RowBlocks)
     history = [dict(epoch=1, loss=1.5)]
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
 
     config = TrainConfig(dim=K, feat_dim=D, walk_length=3).to_dict()  # read_model checks it
     save_model(tmp_path / "whole.npz", whole, ids, config, 0.01, history)

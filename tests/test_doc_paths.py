@@ -4,7 +4,7 @@ tests/test_math_doc.py).
 Read: README.md, docs/ with its notes in docs/results/, bench/README.md and the results
 in bench/results/, and every .py file of caps2ne_np/, tests/, bench/ and examples/
 (docstrings and comments alike).  A path is a word that starts with a folder of the
-repository or of the package (``caps2ne_np/graphs/graph.py``, ``kernels/_jit.py``,
+repository or of the package (``caps2ne_np/graphs/graph.py``, ``kernels/jit.py``,
 ``docs/training.md``, ``../bench/results/perf.md``) and ends in a file suffix; in
 Markdown, every link target counts too.  A path resolves from the repository root, from
 the package folder, or from the folder of the file that names it (a bench script's links

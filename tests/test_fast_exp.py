@@ -1,9 +1,9 @@
-"""caps2ne_np.kernels._jit.fast_exp: Cephes expf for float32 (vectorisable), np.exp for float64."""
+"""caps2ne_np.kernels.jit.fast_exp: Cephes expf for float32 (vectorisable), np.exp for float64."""
 
 import numpy as np
 from numba import njit
 
-from caps2ne_np.kernels._jit import fast_exp
+from caps2ne_np.kernels.jit import fast_exp
 
 
 @njit

@@ -187,7 +187,7 @@ def test_the_estimator_refuses_an_lr_beyond_one():
     import scipy.sparse as sp
 
     from caps2ne_np.errors import InputError
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     adj = sp.random(20, 20, density=0.3, format="lil", random_state=0)
     adj.setdiag(0)
@@ -214,7 +214,7 @@ def test_a_high_lr_is_trained_with_a_warning(edges, tmp_path):
 
 def _chunk_indexes():
     """The on-disk cache index of each version of the compiled step's chunk kernel."""
-    from caps2ne_np.training import fused
+    from caps2ne_np.training.step import fused
 
     return {
         v: v._cache._cache_file._index_path
@@ -239,8 +239,9 @@ def test_no_compile_note_once_the_compiled_step_is_cached(monkeypatch):
 
 
 def test_the_compile_note_when_the_compiled_step_is_not_cached(monkeypatch):
-    from caps2ne_np.kernels._jit import Kernel
-    from caps2ne_np.training import fused, train
+    from caps2ne_np.kernels.jit import Kernel
+    from caps2ne_np.training import train
+    from caps2ne_np.training.step import fused
 
     fresh = Kernel(fused._train_chunk.py_func)  # compiled neither here nor on disk
     monkeypatch.setattr(fused, "_train_chunk", fresh)
@@ -260,8 +261,8 @@ def test_the_thread_trial_runs_the_parallel_chunk_on_one_thread(monkeypatch):
     import numba
 
     from caps2ne_np.graphs.graph import read_edgelist
-    from caps2ne_np.training import fused
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.step import fused
     from caps2ne_np.training.train import fit
 
     if numba.config.NUMBA_NUM_THREADS < 2:
@@ -346,7 +347,7 @@ def test_a_quiet_ci_run_still_fails_on_what_ci_provides(tmp_path):
     ],
 )
 def test_the_spectral_start_off_note_suggests_a_smaller_dim(dims, n_nodes, fix):
-    from caps2ne_np.training.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig, resolve
 
     cfg, notes = resolve(TrainConfig(**dims), n_nodes, 3 * n_nodes)
     assert cfg.spectral == "none"

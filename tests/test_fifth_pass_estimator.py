@@ -107,7 +107,7 @@ def _two_cliques():
 def test_fit_takes_y_and_ignores_it(as_list):
     """Caps2NE().fit(G, y) took y for the features (IndexError for an array,
     AttributeError for a list); an unsupervised estimator takes y and ignores it."""
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     adj, y = _two_cliques()
     with_y = Caps2NE(**TINY, random_state=0).fit(adj, y.tolist() if as_list else y)
@@ -125,7 +125,7 @@ def test_pipeline_of_embedding_and_classifier_fits_and_predicts():
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
 
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     adj, y = _two_cliques()
     pipe = make_pipeline(Caps2NE(**TINY, random_state=0), LogisticRegression())
@@ -143,7 +143,7 @@ def test_features_go_by_keyword_and_a_feature_matrix_as_y_is_refused():
     """Features are X=...; real-valued features given in y's place (fit's second
     positional before) are refused with the fix, not silently ignored."""
     from caps2ne_np.errors import InputError
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     adj, _ = _two_cliques()
     X = np.random.default_rng(0).random((12, 3)).astype(np.float32)
@@ -154,7 +154,7 @@ def test_features_go_by_keyword_and_a_feature_matrix_as_y_is_refused():
 
 
 def _fitted_small(random_state):
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     adj, _ = _two_cliques()
     return adj, Caps2NE(**TINY, random_state=random_state).fit(adj)
@@ -164,7 +164,7 @@ def _fitted_small(random_state):
 def test_get_params_after_fit_and_load_are_what_the_user_gave(tmp_path, kind):
     """get_params() after fit returns random_state as given (None, the Generator itself),
     and a loaded model's too for None; seed_ records the seed used."""
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     given = None if kind == "none" else np.random.default_rng(3)
     adj, model = _fitted_small(given)
@@ -184,7 +184,7 @@ def test_clone_of_a_fit_without_random_state_draws_a_fresh_seed(tmp_path):
     resolved seed as random_state would repeat the first run), also after save/load."""
     from sklearn.base import clone
 
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     adj, model = _fitted_small(None)
     again = clone(model).fit(adj)

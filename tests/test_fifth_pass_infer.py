@@ -15,13 +15,13 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.evaluate import inductive_split
+from caps2ne_np.evaluation.evaluate import inductive_split
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.io.modelfile import check_option, read_model
 from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.io.word2vec import read_word2vec
-from caps2ne_np.model import propagation
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.spectral import propagation
+from caps2ne_np.training.options.config import TrainConfig
 from test_infer import fit_quiet, planted_partition
 
 # --------------------------------------------------------------------------- fixtures
@@ -126,7 +126,7 @@ def test_a_propagation_that_cancels_every_row_falls_back_to_the_o_v():
 def test_prone_theta_too_small_to_filter_is_refused():
     """theta 1e-20 cancelled the filter to zero in float64 (300 of 300 zero rows); the
     range now starts where the filter still differs across the spectrum."""
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     with pytest.raises(ValueError, match="prone_theta"):
         Caps2NE(epochs=1, dim=4, feat_dim=4, prone_theta=1e-20).fit(_csr(complete(5)))
@@ -210,7 +210,7 @@ def test_infer_refuses_to_write_zero_rows_from_a_degenerate_map(full, model):
     row written with exit 0."""
     import dataclasses
 
-    from caps2ne_np.infer_propagated import infer_propagated
+    from caps2ne_np.inference.propagated import infer_propagated
 
     sub, _ = inductive_split(full, ["new"])  # training nodes only: every input is an o_v
     P = np.zeros_like(model.propagation_.P)

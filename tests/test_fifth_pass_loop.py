@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np.training import budget
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 from toy_graphs import ring_of_cliques
 
@@ -289,7 +289,7 @@ def test_probe_and_trial_rounds_keep_within_the_chunk_time_bound(width):
     batch, 2 s with the kernels loading) the probe round and every thread-trial round
     are one batch per thread, not fused.PROBE (4 s between signals); batches of 10 ms
     still get PROBE batches a round."""
-    from caps2ne_np.training import fused
+    from caps2ne_np.training.step import fused
 
     engine = engine_timing(width)
     assert next_size(engine, 2.0) == width  # the probe round: 1 batch, not PROBE
@@ -308,7 +308,7 @@ def test_probe_and_trial_rounds_keep_within_the_chunk_time_bound(width):
 
 
 def resolved(A, **options):
-    from caps2ne_np.training.config import resolve
+    from caps2ne_np.training.options.config import resolve
 
     return resolve(TrainConfig(**TINY, **options), A.shape[0], A.nnz)[0]
 
@@ -319,7 +319,7 @@ def test_the_memory_check_counts_the_propagation_after_training(monkeypatch):
     with --propagate none trains."""
     from caps2ne_np import errors
     from caps2ne_np.errors import InputError
-    from caps2ne_np.training.memory import step_memory
+    from caps2ne_np.training.options.memory import step_memory
 
     A = ring_of_cliques(n_cliques=50)  # 300 nodes
     plain = dict(epochs=1, spectral="none", propagate="none")
@@ -336,7 +336,7 @@ def test_the_memory_check_counts_the_propagation_after_training(monkeypatch):
 def test_the_memory_check_counts_the_spectral_start(monkeypatch):
     from caps2ne_np import errors
     from caps2ne_np.errors import InputError
-    from caps2ne_np.training.memory import step_memory
+    from caps2ne_np.training.options.memory import step_memory
 
     A = ring_of_cliques(n_cliques=50)
     plain = dict(epochs=1, spectral="none", propagate="none")

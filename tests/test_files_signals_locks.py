@@ -549,7 +549,7 @@ def test_infer_refuses_a_model_with_nan_or_huge_values(run, tmp_path, tiny_model
 
 
 def test_infer_checks_its_output_before_writing(run, tmp_path, tiny_model, monkeypatch):
-    from caps2ne_np import infer
+    from caps2ne_np.inference import infer
 
     real = infer.infer_embeddings
 

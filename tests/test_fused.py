@@ -1,4 +1,4 @@
-"""The compiled step (caps2ne_np/training/fused.py) against the Python step and the math.
+"""The compiled step (caps2ne_np/training/step/fused.py) against the Python step and the math.
 
 * its float64 gradients of one batch against central finite differences and the float64
   reference (model/reference.py), for every routing rule, gradient mode and scale, with
@@ -15,8 +15,8 @@ import pytest
 from caps2ne_np.model import reference
 from caps2ne_np.model.core import Params
 from caps2ne_np.model.core import loss_and_grads as python_loss_and_grads
-from caps2ne_np.training import fused, fused_batch
-from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.training.step import fused, fused_batch
 from cases import make_case
 from test_grads import BAR, CONFIGS, H
 
@@ -112,7 +112,7 @@ RUNS = {
 
 
 def _fit(opts, monkeypatch=None, python_step=False):
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.train import fit
 
     opts = dict(SMALL, **opts)
@@ -144,7 +144,7 @@ def test_fused_runs_train_as_the_python_step(name, monkeypatch):
 
 
 def test_fused_runs_are_the_same_bits_on_one_and_two_threads(monkeypatch):
-    import caps2ne_np.kernels._jit as jit
+    import caps2ne_np.kernels.jit as jit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # every chunk on the parallel version
     one = _fit(dict(batch_size=16))

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from caps2ne_np.model import capsules, grads, reference
 from caps2ne_np.model.core import Params, SparseFeatures, forward, loss_and_grads
-from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.options.config import ModelConfig
 from cases import make_case
 
 H = 1e-6

@@ -17,17 +17,17 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.estimator import Caps2NE
-from caps2ne_np.evaluate import inductive_split
+from caps2ne_np.estimator.caps2ne import Caps2NE
+from caps2ne_np.evaluation.evaluate import inductive_split
 from caps2ne_np.graphs.csr import from_edges, from_scipy
-from caps2ne_np.infer import capsule_outputs, infer_embeddings, sample_contexts
+from caps2ne_np.inference.infer import capsule_outputs, infer_embeddings, sample_contexts
 from caps2ne_np.io.word2vec import read_word2vec
 from caps2ne_np.kernels import rng
 from caps2ne_np.kernels.rng import TAG_INFER
 from caps2ne_np.model import reference
 from caps2ne_np.model.core import SparseFeatures
-from caps2ne_np.training.config import ModelConfig
-from caps2ne_np.training.walks import uniform_walks
+from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.walks.walks import uniform_walks
 from naive_walks import pyrng
 
 # --------------------------------------------------------------------------- naive reference
@@ -105,7 +105,7 @@ def fit_quiet(graph, X=None, **kw):
 
 
 def fitted(model):
-    """The trained state infer.py takes: (params, config, training node ids)."""
+    """The trained state inference/infer.py takes: (params, config, training node ids)."""
     return model.params_(), model.config_, model.node_ids_
 
 
@@ -374,7 +374,7 @@ def test_zero_feature_contexts_are_an_error(full, fixed_model, features):
 
 def test_featureless_model_masks_unknown_nodes(full, featureless_model):
     """A slot holding a node the model never saw contributes u = 0: the same e as an x of zeros."""
-    from caps2ne_np.infer import model_inputs
+    from caps2ne_np.inference.infer import model_inputs
 
     W, X, cfg, known = model_inputs(*fitted(featureless_model), full, None)
     new = full.index_of("new")[0]
@@ -627,8 +627,8 @@ def test_cli_dataset_choices_are_the_dataset_registry():
 def test_estimator_transform_delegates_to_infer_embeddings():
     import scipy.sparse as sp
 
-    from caps2ne_np.estimator import Caps2NE
-    from caps2ne_np.infer import infer_embeddings
+    from caps2ne_np.estimator.caps2ne import Caps2NE
+    from caps2ne_np.inference.infer import infer_embeddings
 
     rng = np.random.default_rng(0)
     upper = np.triu(rng.random((30, 30)) < 0.2, 1)

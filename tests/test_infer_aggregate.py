@@ -17,14 +17,14 @@ import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
 
-from caps2ne_np import calibration, infer
-from caps2ne_np.calibration import apply_calibration, fit_calibration
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.evaluate import inductive_split
+from caps2ne_np.evaluation.evaluate import inductive_split
 from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.graphs.graph import read_graph
-from caps2ne_np.infer import calibrate, infer_embeddings
+from caps2ne_np.inference import calibration, infer
+from caps2ne_np.inference.calibration import apply_calibration, fit_calibration
+from caps2ne_np.inference.infer import calibrate, infer_embeddings
 from caps2ne_np.io.modelfile import read_calibration, read_model, save_calibration
 from caps2ne_np.io.word2vec import read_word2vec
 from test_infer import features, fit_quiet, fitted, full  # noqa: F401 (shared fixtures)

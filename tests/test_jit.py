@@ -1,4 +1,4 @@
-"""_jit: the on-disk cache of every kernel is keyed by its compile options."""
+"""kernels/jit.py: the on-disk cache of every kernel is keyed by its compile options."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from numba import prange
 
-from caps2ne_np.kernels import _jit
+from caps2ne_np.kernels import jit
 from caps2ne_np.model import capsules
 
 
@@ -20,9 +20,9 @@ def _f(a):
 
 
 def test_cache_name_carries_the_compile_options():
-    plain = _jit.kernel(_f)
-    fast = _jit.kernel(_f, fastmath=_jit.REASSOC)
-    par = _jit.kernel(_f, parallel=True)
+    plain = jit.kernel(_f)
+    fast = jit.kernel(_f, fastmath=jit.REASSOC)
+    par = jit.kernel(_f, parallel=True)
     names = {
         plain.py_func.__qualname__,
         fast.py_func.__qualname__,
@@ -54,14 +54,14 @@ def test_cache_name_is_the_same_in_every_process():
 
 
 def test_a_declared_work_estimate_picks_the_version_a_call_runs(monkeypatch):
-    monkeypatch.setattr(_jit.numba, "get_num_threads", lambda: 2)
+    monkeypatch.setattr(jit.numba, "get_num_threads", lambda: 2)
     small = np.zeros((3, 4))
-    big = np.zeros((_jit.PAR_MIN_WORK // 4, 4))
+    big = np.zeros((jit.PAR_MIN_WORK // 4, 4))
     for s, version in ((small, "serial"), (big, "parallel")):
-        before = dict(_jit.LAUNCHES)
+        before = dict(jit.LAUNCHES)
         capsules.squash(s)  # capsules._squash declares 4 operations per entry
-        assert _jit.LAUNCHES[version] == before[version] + 1
-        assert sum(_jit.LAUNCHES.values()) == sum(before.values()) + 1
+        assert jit.LAUNCHES[version] == before[version] + 1
+        assert sum(jit.LAUNCHES.values()) == sum(before.values()) + 1
 
 
 def test_the_kernels_public_wrappers_check_their_arrays():

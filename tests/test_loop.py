@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from caps2ne_np.training.config import TrainConfig, learning_rate
 from caps2ne_np.training.loop import (
     LoopOptions,
     LoopState,
@@ -15,6 +14,7 @@ from caps2ne_np.training.loop import (
     TrainResult,
     run_epochs,
 )
+from caps2ne_np.training.options.config import TrainConfig, learning_rate
 from caps2ne_np.training.schedule import Schedule
 
 N_WALKS = 40  # batch_size 8: 5 batches per epoch

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from caps2ne_np.calibration import apply_calibration
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.graphs.graph import read_graph
-from caps2ne_np.infer import calibrate, infer_embeddings
+from caps2ne_np.inference.calibration import apply_calibration
+from caps2ne_np.inference.infer import calibrate, infer_embeddings
 from caps2ne_np.io.modelfile import read_model, save_calibration
 from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.io.word2vec import read_word2vec
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning"
 def files(tmp_path_factory):
     """A featureless model trained on the planted-partition graph without 'new', the full
     graph as an edge list, and the nodes to embed."""
-    from caps2ne_np.evaluate import inductive_split
+    from caps2ne_np.evaluation.evaluate import inductive_split
 
     d = tmp_path_factory.mktemp("modelfiles")
     full = planted_partition()

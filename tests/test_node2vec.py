@@ -10,8 +10,8 @@ from scipy import stats
 
 import naive_walks as naive
 from caps2ne_np.kernels.rng import quiet_wraparound
-from caps2ne_np.training.walk_kernels import node2vec_walk_contexts, walk_contexts
-from caps2ne_np.training.walks import WalkSource, cumulative_weights, uniform_walks
+from caps2ne_np.walks.pair_kernels import node2vec_walk_contexts, walk_contexts
+from caps2ne_np.walks.walks import WalkSource, cumulative_weights, uniform_walks
 
 # A tiny directed graph: 0 -> {1, 2, 3}, 1 -> {0}, 2 -> {0, 3}, 3 -> {} (a sink), 4 isolated.
 INDPTR = np.array([0, 3, 4, 6, 6, 6], dtype=np.int64)
@@ -245,7 +245,7 @@ def csr_of(adj):
 
 
 def test_training_walks_follow_the_options():
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.train import fit
 
     ip, ix, _ = csr_of(ring_adj())
@@ -258,9 +258,9 @@ def test_training_walks_follow_the_options():
 
 
 def test_ray_batch_worker_makes_the_same_node2vec_walks():
-    from caps2ne_np.training.batch import walk_seed
-    from caps2ne_np.training.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig, resolve
     from caps2ne_np.training.ray.worker import BatchWorker
+    from caps2ne_np.training.step.batch import walk_seed
 
     adj = ring_adj()
     ip, ix, _ = csr_of(adj)
@@ -282,7 +282,7 @@ def test_ray_batch_worker_makes_the_same_node2vec_walks():
 )
 def test_training_refuses_bad_p_and_q_in_one_line(options, message):
     from caps2ne_np.errors import InputError
-    from caps2ne_np.training.config import TrainConfig, resolve, validate
+    from caps2ne_np.training.options.config import TrainConfig, resolve, validate
 
     with pytest.raises(InputError, match=message) as err:
         validate(resolve(TrainConfig(**TINY, **options), 10, 20)[0], 10)
@@ -305,8 +305,8 @@ def test_cli_options_and_their_range(tmp_path):
 def test_model_file_keeps_p_q_and_inference_uses_them(tmp_path, monkeypatch):
     """The estimator stores p and q in the model file; inference grows its contexts with
     them; a model file without them (older) infers with p = q = 1."""
-    from caps2ne_np import infer
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
+    from caps2ne_np.inference import infer
 
     adj = ring_adj()
     model = Caps2NE(**TINY, node2vec_p=0.5, node2vec_q=2.0).fit(adj)
@@ -346,7 +346,7 @@ def test_model_file_keeps_p_q_and_inference_uses_them(tmp_path, monkeypatch):
 def test_sample_contexts_with_p_q_equal_the_kernel_on_sorted_rows():
     """infer.sample_contexts passes p and q to the kernel, on rows it sorts first."""
     from caps2ne_np.graphs.csr import Graph
-    from caps2ne_np.infer import sample_contexts
+    from caps2ne_np.inference.infer import sample_contexts
 
     ip, ix, _ = random_graph(12, seed=5)
     shuffled = ix.copy()
@@ -374,7 +374,7 @@ def test_steps_that_proposals_almost_never_pass_are_drawn_exactly():
     runs were 30x slower, and a signal waited ~30 s for the kernel).  After NODE2VEC_TRIES
     proposals the step is drawn exactly: the naive reference's walks bit for bit, and the
     exact probabilities (edge weights 1 and 3)."""
-    from caps2ne_np.training import walk_kernels
+    from caps2ne_np.walks import pair_kernels as walk_kernels
 
     src, dst = [0, 1, 1, 2, 3], [1, 2, 3, 0, 0]
     adj = sp.csr_matrix((np.array([1, 1, 3, 1, 1], np.float32), (src, dst)), shape=(4, 4))

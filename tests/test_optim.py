@@ -5,7 +5,7 @@ import pytest
 
 from caps2ne_np.model import reference
 from caps2ne_np.model.core import RowGrad, row_matrix, slot_major
-from caps2ne_np.training.optim import Adam
+from caps2ne_np.training.step.optim import Adam
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-5)])
@@ -189,7 +189,7 @@ def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
 
 def _fused(version, p, m, v, d, d_W, cols, u_hat, coefs):
     """step._adam_W_predict on W's row matrices, as step.FusedSparseW calls it."""
-    from caps2ne_np.training.step import _adam_W_predict
+    from caps2ne_np.training.step.python_step import _adam_W_predict
 
     n_slots = p.shape[0] // d
     grad = (d_W.rows, d_W.values, np.searchsorted(d_W.rows, np.arange(n_slots + 1) * d))
@@ -250,7 +250,7 @@ def _adam64(p, g, m, v, lr_t, beta1=0.9, beta2=0.999, eps=1e-8):
 @pytest.mark.parametrize("version", ["serial", "parallel"])
 def test_fused_sparse_W_update_is_bitwise_the_separate_kernels_in_float32(version):
     from caps2ne_np.model import capsules
-    from caps2ne_np.training.optim import _adam_dense_rowgrad
+    from caps2ne_np.training.step.optim import _adam_dense_rowgrad
 
     rng, sf, (n_nodes, n_ptr, n_cols), W, d_W = _sparse_W_problem(np.float32, seed=1)
     n_slots, k, d = W.shape
@@ -294,7 +294,7 @@ def test_lazy_step_of_all_tables_in_one_kernel_is_bitwise_the_per_table_kernels(
     gradient of every row), float32, on 1 and 2 threads."""
     import numba
 
-    import caps2ne_np.kernels._jit as jit
+    import caps2ne_np.kernels.jit as jit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel versions, however small
     rng = np.random.default_rng(7)

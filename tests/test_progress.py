@@ -21,7 +21,7 @@ from caps2ne_np.graphs.graph import read_edgelist
 from caps2ne_np.training import loop as loop_mod
 from caps2ne_np.training import progress
 from caps2ne_np.training import train as train_mod
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -378,7 +378,7 @@ def test_spectral_stages_say_they_start_and_how_far_along(monkeypatch, tmp_path,
     a line before they start ('<stage>: ... ...'), then, past PROGRESS_AFTER seconds, at
     most one line every PROGRESS_EVERY saying how far along they are: none on Cora in
     the defaults' few seconds, one per step when both are 0."""
-    from caps2ne_np.model import spectral
+    from caps2ne_np.spectral import prone as spectral
 
     if tiny:
         monkeypatch.setattr(spectral, "PROGRESS_AFTER", 0.0)

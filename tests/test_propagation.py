@@ -1,4 +1,4 @@
-"""Spectral propagation of the trained o_v (caps2ne_np/model/propagation.py):
+"""Spectral propagation of the trained o_v (caps2ne_np/spectral/propagation.py):
 the Chebyshev sum against the matrix function it approximates (a dense
 eigendecomposition), within the truncation bound of its order; the SVD step against a
 dense reference; new nodes through the same filter and map; the nodevectors package
@@ -10,7 +10,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import iv
 
-from caps2ne_np.model import propagation, spectral
+from caps2ne_np.spectral import prone as spectral
+from caps2ne_np.spectral import propagation
 
 # --------------------------------------------------------------------------- dense reference
 
@@ -237,7 +238,7 @@ TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, epochs=1, batch_
 
 
 def test_paper_preset_never_propagates_and_explicit_epochs_never_stop():
-    from caps2ne_np.training.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig, resolve
 
     paper, _ = resolve(TrainConfig(preset="paper"), 1000, 10000)
     assert (paper.propagate, paper.stop) == ("none", "none")
@@ -251,7 +252,7 @@ def test_paper_preset_never_propagates_and_explicit_epochs_never_stop():
 
 @pytest.fixture(scope="module")
 def propagated_model():
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     return Caps2NE(**TINY, propagate="on").fit(planted_blocks())
 
@@ -274,8 +275,8 @@ def test_model_file_keeps_the_propagation_and_infer_lands_in_its_space(propagate
     """Saved and loaded, the model gives the same written embeddings; a training node sent
     through infer on the training graph gets its written row back (its filter input is its
     o_v, the map the run's); a node new to the model lands near the rows of its block."""
-    from caps2ne_np.estimator import Caps2NE
-    from caps2ne_np.evaluate import inductive_split
+    from caps2ne_np.estimator.caps2ne import Caps2NE
+    from caps2ne_np.evaluation.evaluate import inductive_split
 
     model, A = propagated_model, planted_blocks()
     path = tmp_path / "m.npz"
@@ -464,7 +465,7 @@ def test_power_one_half_keeps_the_bits_of_prone_s_map():
 
 
 def test_the_auto_power_reads_the_structure_against_its_threshold():
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
 
     assert 0.5 < propagation.POWER_STRUCTURE < 1.0
     auto = TrainConfig(spectrum_power="auto")
@@ -486,7 +487,7 @@ def test_the_structure_is_measured_when_only_the_written_spectrum_reads_it(caplo
     import logging
 
     from caps2ne_np.training import budget
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
 
     A = planted_blocks(n=200, p_in=0.2, p_out=0.01)
     graph = (A.indptr, A.indices.astype(np.int32), None)
@@ -516,7 +517,7 @@ def test_the_estimator_writes_the_spectrum_it_is_given(given, kind, power):
     planted communities (structure 0.84-0.91 over seeds 0-2), 0.5 on a random graph
     (0.45-0.56)."""
     from caps2ne_np.defaults import ROW_NORM
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
     from test_budget import RANDOM, STRONG, planted
 
     clear = dict(STRONG, p_in=0.4, p_out=0.005)
@@ -535,7 +536,7 @@ def test_the_estimator_writes_the_spectrum_it_is_given(given, kind, power):
 
 def test_a_spectrum_power_outside_its_choices_is_refused():
     from caps2ne_np.errors import InputError
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
 
     with pytest.raises(InputError, match="spectrum_power"):
         Caps2NE(**TINY, propagate="on", spectrum_power=2).fit(planted_blocks())
@@ -544,11 +545,12 @@ def test_a_spectrum_power_outside_its_choices_is_refused():
 def test_a_spectrum_power_of_three_quarters_is_a_choice_train_and_model_files_take():
     """--spectrum-power 0.75 (between ProNE's 0.5 and 1; what ``caps2ne choose`` may
     pick) passes the config's check, a model file's check, and the estimator's number."""
-    from caps2ne_np.estimator_inputs import _power
+    from caps2ne_np.estimator.caps2ne.inputs import _power
+
     from caps2ne_np.io.modelcheck import check_option
-    from caps2ne_np.training.config import TrainConfig
-    from caps2ne_np.training.presets import resolve
-    from caps2ne_np.training.validation import validate
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.options.presets import resolve
+    from caps2ne_np.training.options.validation import validate
 
     cfg = resolve(TrainConfig(spectrum_power="0.75", propagate="on"), 100, 400)[0]
     validate(cfg, 100)

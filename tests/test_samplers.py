@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 import naive_walks as naive
-from caps2ne_np.training.samplers import (
+from caps2ne_np.training.step.samplers import (
     LogUniformSampler,
     UniformSampler,
     UnigramSampler,
@@ -95,9 +95,9 @@ def test_expected_count_matches_formula_and_tensorflow_shortcut(sampler):
 
 
 def test_the_compiled_step_reads_the_samplers_expected_counts(sampler):
-    """training/fused.py evaluates the same helpers (samplers.node_probability,
+    """training/step/fused.py evaluates the same helpers (samplers.node_probability,
     expected_count_of) on the tables ``tables`` hands over: the Python values to float32."""
-    from caps2ne_np.training.fused_batch import _expected_count
+    from caps2ne_np.training.step.fused_batch import _expected_count
 
     tables = sampler.tables(seed=5, num_sampled=3)
     assert (tables.seed, tables.num_sampled, tables.n) == (5, 3, N)

@@ -9,8 +9,8 @@ import scipy.sparse as sp
 from caps2ne_np.model import capsules, grads, reference
 from caps2ne_np.model.core import Params, SparseFeatures, forward, loss_and_grads
 from caps2ne_np.model.rows import batch_columns, share_slots
-from caps2ne_np.training.config import ModelConfig
-from caps2ne_np.training.walks import training_pairs
+from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.walks.walks import training_pairs
 
 
 def walk_batch(seed, n_nodes=9, n_walks=5, q=6, positions="all"):
@@ -110,11 +110,11 @@ def test_batch_columns_parallel_equals_serial(seed, density, monkeypatch):
     # the slots are indexed independently in parallel: same arrays as one thread
     import numba
 
-    from caps2ne_np.kernels import _jit
+    from caps2ne_np.kernels import jit
 
     _, sf, nodes, ptr = _sparse_batch(seed, density=density)
     serial = batch_columns(sf, nodes, ptr)
-    monkeypatch.setattr(_jit, "PAR_MIN_WORK", 0)
+    monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)
     old = numba.get_num_threads()
     numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
     try:

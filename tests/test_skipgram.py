@@ -11,7 +11,7 @@ import naive_walks
 from caps2ne_np.errors import InputError
 from caps2ne_np.model import reference, skipgram
 from caps2ne_np.model.core import Params, loss_and_grads, loss_and_row_grads
-from caps2ne_np.training.config import ModelConfig
+from caps2ne_np.training.options.config import ModelConfig
 from cases import make_case
 
 H = 1e-6
@@ -144,7 +144,7 @@ def test_weight_zero_is_the_papers_loss_bit_for_bit_and_never_runs_the_term(monk
 
 @pytest.mark.parametrize("negatives", FORMS)
 def test_same_bits_on_one_and_two_threads(negatives, monkeypatch):
-    import caps2ne_np.kernels._jit as jit
+    import caps2ne_np.kernels.jit as jit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel kernels, however small
     params, ctx, targets, sampled, q_true, q_sampled = case(
@@ -416,8 +416,8 @@ def test_paper_preset_and_term_off_train_the_same_bits_as_the_path_without_the_t
     and give the same O, X, W and biases.  (This replaced SHA-256s recorded on one CPU:
     float bits differ between CPUs -- BLAS and Numba pick kernels by the instruction set
     -- so a recorded float hash is not a property of the code.)"""
-    from caps2ne_np.training import fused
-    from caps2ne_np.training.config import ModelConfig, TrainConfig
+    from caps2ne_np.training.options.config import ModelConfig, TrainConfig
+    from caps2ne_np.training.step import fused
     from caps2ne_np.training.train import fit
 
     # both runs on the Python step, where the term lives (the compiled step has no term)
@@ -447,7 +447,7 @@ def test_paper_preset_and_term_off_train_the_same_bits_as_the_path_without_the_t
 
 
 def test_term_trains_logs_both_losses_and_lowers_them():
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
@@ -465,7 +465,7 @@ def test_term_trains_logs_both_losses_and_lowers_them():
 @pytest.mark.parametrize("converge_weight", [0.0, 1.0])  # the default, and a preset with it
 def test_presets_fixed_features_and_feat_dim_decide_the_weight(converge_weight, monkeypatch):
     from caps2ne_np import defaults
-    from caps2ne_np.training.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig, resolve
 
     monkeypatch.setitem(defaults.PRESETS["converge"], "skipgram_weight", converge_weight)
 
@@ -488,7 +488,7 @@ def test_presets_fixed_features_and_feat_dim_decide_the_weight(converge_weight, 
     ],
 )
 def test_fit_refuses_bad_term_settings_in_one_line(kwargs, match):
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
@@ -498,7 +498,7 @@ def test_fit_refuses_bad_term_settings_in_one_line(kwargs, match):
 
 
 def test_fit_refuses_the_term_with_fixed_features():
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
@@ -511,7 +511,7 @@ def test_fit_refuses_the_term_with_fixed_features():
 
 def test_resume_with_another_weight_is_refused_and_old_checkpoints_mean_weight_zero(tmp_path):
     from caps2ne_np.training import checkpoint
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()
@@ -531,7 +531,7 @@ def test_resume_with_another_weight_is_refused_and_old_checkpoints_mean_weight_z
 def test_model_file_keeps_the_weight_and_old_files_load_as_zero(tmp_path):
     import json
 
-    from caps2ne_np.estimator import Caps2NE
+    from caps2ne_np.estimator.caps2ne import Caps2NE
     from caps2ne_np.io.npy import load_npz, save_npz
 
     indptr, indices, _ = _partition()
@@ -606,7 +606,7 @@ def test_cli_history_log_line_and_refusal_with_features(tmp_path):
 def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
     """The Ray workers remap node ids to local rows; V' keeps its order and the batch
     its stream key, so the term (and its negatives) are the same bits."""
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.ray import fit as fit_ray
     from caps2ne_np.training.train import fit
 
@@ -626,8 +626,8 @@ def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
 
 @pytest.mark.parametrize("negatives", FORMS)
 def test_training_with_the_term_is_the_same_on_one_and_two_threads(negatives, monkeypatch):
-    import caps2ne_np.kernels._jit as jit
-    from caps2ne_np.training.config import TrainConfig
+    import caps2ne_np.kernels.jit as jit
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.train import fit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # the parallel kernels, however small

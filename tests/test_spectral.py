@@ -1,4 +1,4 @@
-"""The spectral start: ProNE (caps2ne_np/model/spectral.py) against a slow dense
+"""The spectral start: ProNE (caps2ne_np/spectral/prone.py) against a slow dense
 NumPy reference of the same two steps, the Chebyshev filter against the matrix
 exponential it approximates, the nodevectors package's ProNE with the same seed, two
 planted communities that must separate; then the three ways a run uses it (--spectral
@@ -16,10 +16,10 @@ from scipy.special import iv
 from threadpoolctl import threadpool_limits
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.io.npy import load_npz, save_npz
-from caps2ne_np.model import spectral
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.spectral import prone as spectral
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, epochs=1, batch_size=8)
@@ -534,7 +534,7 @@ def test_a_spectral_run_is_the_same_on_1_and_2_threads(two_blocks, mode):
 def test_preset_start_falls_back_to_random_x_on_a_graph_too_small_for_prone(dims):
     """The converge preset's ProNE start needs d < N for x (and O, at d = k): a smaller
     graph trains from random x with a note, instead of an error it did not ask for."""
-    from caps2ne_np.training.config import resolve
+    from caps2ne_np.training.options.config import resolve
 
     cfg, notes = resolve(TrainConfig(**dims), 30, 60)
     assert cfg.spectral == "none"
@@ -552,7 +552,7 @@ def test_preset_start_falls_back_to_random_x_on_a_graph_too_small_for_prone(dims
 )
 def test_spectral_start_off_note_names_each_size_as_given(dims, says):
     # the note printed "--feat-dim and --dim (128)" when --dim 34 was given
-    from caps2ne_np.training.config import resolve
+    from caps2ne_np.training.options.config import resolve
 
     _, notes = resolve(TrainConfig(**dims), 90, 400)
     assert says in next(n for n in notes if n.startswith("spectral start off"))

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from caps2ne_np.model import propagation, spectral
+from caps2ne_np.spectral import prone as spectral
+from caps2ne_np.spectral import propagation
 from caps2ne_np.training import budget
-from caps2ne_np.training.config import TrainConfig
-from caps2ne_np.training.memory import spectral_memory
+from caps2ne_np.training.options.config import TrainConfig
+from caps2ne_np.training.options.memory import spectral_memory
 
 N, K = 12000, 48
 
@@ -81,7 +82,7 @@ def test_the_propagation_is_checked_beside_the_tables_without_adams_moments(monk
     # a finished run frees Adam's two moments before the propagation: its check counts
     # the trained tables, not the training step's memory (which held the moments too)
     from caps2ne_np import errors
-    from caps2ne_np.training import memory
+    from caps2ne_np.training.options import memory
 
     n = 1_000_000
     cfg = TrainConfig(dim=128, feat_dim=128, batch_size=16, walks_per_node=16, num_sampled=256)

@@ -8,7 +8,8 @@ import scipy.sparse as sp
 from scipy.linalg import orthogonal_procrustes
 
 from caps2ne_np.kernels import sparse
-from caps2ne_np.model import propagation, spectral
+from caps2ne_np.spectral import prone as spectral
+from caps2ne_np.spectral import propagation
 
 
 def power_law_graph(n=600, m=3000, seed=0):
@@ -169,7 +170,7 @@ def test_float32_filter_keeps_ordinary_runs_unscaled():
 
 def test_a_nan_spectral_start_is_refused_with_one_line(monkeypatch):
     from caps2ne_np.errors import InputError
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
 
     A = power_law_graph(60, 300)
     monkeypatch.setattr(spectral, "prone", lambda A, d, *a: np.full((A.shape[0], d), np.nan))

@@ -1,10 +1,10 @@
-"""The per-step thread rule (caps2ne_np/kernels/_threads.py, StepThreads): more threads
+"""The per-step thread rule (caps2ne_np/kernels/thread_layer.py, StepThreads): more threads
 never make a run slower than fewer.  The logic is tested with a fake clock, not timings."""
 
 import numpy as np
 import pytest
 
-from caps2ne_np.kernels._threads import StepThreads
+from caps2ne_np.kernels.thread_layer import StepThreads
 
 
 class FakeMachine:
@@ -84,11 +84,11 @@ def test_one_thread_and_always_parallel_keep_the_full_count(monkeypatch):
     assert set(m.run(chooser_on(m, 1, warmup=0), 20)) == {1}
     import numba
 
-    import caps2ne_np.kernels._jit as jit
+    import caps2ne_np.kernels.jit as jit
     from caps2ne_np.model.core import init_params
-    from caps2ne_np.training.config import ModelConfig
-    from caps2ne_np.training.optim import Adam
-    from caps2ne_np.training.step import TrainStep
+    from caps2ne_np.training.options.config import ModelConfig
+    from caps2ne_np.training.step.optim import Adam
+    from caps2ne_np.training.step.python_step import TrainStep
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
@@ -110,10 +110,10 @@ def test_train_step_chooses_threads_and_results_do_not_depend_on_it():
     import numba
 
     from caps2ne_np.model.core import init_params
-    from caps2ne_np.training.batch import Batch
-    from caps2ne_np.training.config import ModelConfig
-    from caps2ne_np.training.optim import Adam
-    from caps2ne_np.training.step import TrainStep
+    from caps2ne_np.training.options.config import ModelConfig
+    from caps2ne_np.training.step.batch import Batch
+    from caps2ne_np.training.step.optim import Adam
+    from caps2ne_np.training.step.python_step import TrainStep
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("needs 2 Numba threads")
@@ -232,7 +232,7 @@ def test_the_compiled_steps_trial_rounds_are_short_and_chunks_follow_the_load():
     # train.LocalEngine._next_round: trial rounds are up to fused.PROBE batches (a trial round
     # may run on the slower count), chunks are sized from the last round that was not
     # a trial, and every round ends at a multiple of checkpoint_every
-    from caps2ne_np.training import fused
+    from caps2ne_np.training.step import fused
     from caps2ne_np.training.train import LocalEngine
 
     class Threads:

@@ -13,7 +13,7 @@ from caps2ne_np.errors import InputError
 from caps2ne_np.model.core import Params
 from caps2ne_np.training import budget
 from caps2ne_np.training import train as train_mod
-from caps2ne_np.training.config import TrainConfig
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, batch_size=8, threads=1)
@@ -88,7 +88,7 @@ def test_held_out_edges_are_absent_from_the_training_csr_and_every_walk(monkeypa
 
 
 def budget_fraction():
-    from caps2ne_np.model import propagation
+    from caps2ne_np.spectral import propagation
 
     return propagation.HOLDOUT_FRACTION
 
@@ -176,7 +176,7 @@ def test_the_rules_state_round_trips_through_a_checkpoint():
 
 
 def test_the_same_seed_gives_the_same_bytes_on_one_and_two_threads(monkeypatch):
-    import caps2ne_np.kernels._jit as jit
+    import caps2ne_np.kernels.jit as jit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)  # every chunk on the parallel version
     A = planted()
@@ -325,7 +325,8 @@ def test_cli_holdout_run_decides_propagation_on_its_own_sample(tmp_path):
 def test_propagation_filters_over_the_whole_graph_after_a_holdout_run():
     """The written rows are the trained o_v propagated over every edge, the held-out ones
     too (propagation is not training); 'auto' measured on the run's sample."""
-    from caps2ne_np.model import propagation, spectral
+    from caps2ne_np.spectral import prone as spectral
+    from caps2ne_np.spectral import propagation
 
     A = planted()
     # float64: this toy run's 'auto' is near its margin (AUC 0.50 propagated against 0.59),

@@ -1,5 +1,6 @@
-"""The OpenMP spin setting (caps2ne_np/kernels/_threads.py): Numba's threading layer starts with
-GOMP_SPINCOUNT=_threads.SPIN_COUNT unless the user chose a spin, and os.environ is never changed.
+"""The OpenMP spin setting (caps2ne_np/kernels/thread_layer.py): Numba's threading layer
+starts with GOMP_SPINCOUNT=thread_layer.SPIN_COUNT unless the user chose a spin, and
+os.environ is never changed.
 
 Each case runs in a fresh interpreter: the layer starts once per process."""
 
@@ -10,7 +11,7 @@ import sys
 
 import pytest
 
-from caps2ne_np.kernels._threads import SPIN_COUNT
+from caps2ne_np.kernels.thread_layer import SPIN_COUNT
 
 PROBE = """
 import json, os
@@ -24,7 +25,7 @@ numba.get_num_threads = spy
 before = dict(os.environ)
 import caps2ne_np
 after_package = dict(os.environ)
-import caps2ne_np.estimator                # every kernel module: the layer starts here
+import caps2ne_np.estimator.caps2ne                # every kernel module: the layer starts here
 numba.get_num_threads = _get
 # threadpoolctl and scikit-learn set KMP_DUPLICATE_LIB_OK / KMP_INIT_AT_FORK on import
 try:
@@ -72,7 +73,7 @@ def test_importing_the_estimator_with_a_bad_thread_count_is_one_clear_error(valu
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, NUMBA_NUM_THREADS=value, PYTHONPATH=root)
     done = subprocess.run(
-        [sys.executable, "-c", "import caps2ne_np.estimator"],
+        [sys.executable, "-c", "import caps2ne_np.estimator.caps2ne"],
         cwd=root,
         env=env,
         capture_output=True,

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from caps2ne_np.model import core  # noqa: E402
 from caps2ne_np.model.core import Params, loss_and_grads  # noqa: E402
-from caps2ne_np.training.config import ModelConfig  # noqa: E402
+from caps2ne_np.training.options.config import ModelConfig  # noqa: E402
 
 sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")

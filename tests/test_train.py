@@ -10,11 +10,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.estimator import Caps2NE
+from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.model import reference
 from caps2ne_np.model.core import Params, forward, loss_and_grads
-from caps2ne_np.training.config import ModelConfig, TrainConfig
-from caps2ne_np.training.samplers import make_sampler
+from caps2ne_np.training.options.config import ModelConfig, TrainConfig
+from caps2ne_np.training.step.samplers import make_sampler
 from caps2ne_np.training.train import fit
 
 
@@ -63,7 +63,7 @@ def test_loss_falls_and_planted_blocks_separate(partition):
 def always_parallel(monkeypatch):
     """Run every kernel's parallel version, however small the work (tiny test sizes
     would otherwise all take the serial one)."""
-    import caps2ne_np.kernels._jit as jit
+    import caps2ne_np.kernels.jit as jit
 
     monkeypatch.setattr(jit, "PAR_MIN_WORK", 0)
 
@@ -237,8 +237,8 @@ def test_divergence_stops_with_epoch_and_step_and_keeps_last_good_checkpoint(
 ):
     """A NaN loss in step 12 (injected) stops the run with a message naming the epoch
     and step; the checkpoints written before it hold finite parameters."""
-    from caps2ne_np.training.fused import FusedStep
     from caps2ne_np.training.loop import TrainingDiverged
+    from caps2ne_np.training.step.fused import FusedStep
 
     adj, _ = partition
     real = FusedStep.train
@@ -347,7 +347,7 @@ def test_fused_sparse_W_update_trains_bit_for_bit_as_the_separate_kernels(
     same parameters, bit for bit, as the separate kernels, on 1 and 2 threads."""
     if threshold == "always_parallel":
         request.getfixturevalue("always_parallel")
-    import caps2ne_np.training.step as step_mod
+    import caps2ne_np.training.step.python_step as step_mod
 
     adj, _ = partition
     feats = sp.random(200, 60, density=0.1, format="csr", random_state=1, dtype=np.float32)
@@ -408,8 +408,8 @@ def test_training_batch_feeds_the_loss_the_expected_counts_of_the_tries(partitio
     float64 reference loss with Q(c) = 1 - (1 - P(c))^tries, where tries counts every
     draw (repeats included) until |V'| distinct nodes appeared.  Passing num_sampled
     instead of the tries (a wrong log-Q correction) changes the loss far beyond rtol."""
-    from caps2ne_np.training.batch import BatchStream
-    from caps2ne_np.training.config import TrainConfig
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.step.batch import BatchStream
 
     adj, _ = partition
     n, num_sampled, q = adj.shape[0], 40, 6
@@ -508,7 +508,7 @@ def test_a_parameter_that_turns_nan_with_a_finite_loss_stops_the_run_at_the_epoc
     from caps2ne_np.training import checkpoint
     from caps2ne_np.training.loop import TrainingDiverged
     from caps2ne_np.training.train import fit
-    from caps2ne_np.training.walks import batches_per_epoch
+    from caps2ne_np.walks.walks import batches_per_epoch
 
     adj, _ = partition
     cfg = TrainConfig(**dict(SMALL, threads=1, batch_size=256))

@@ -8,7 +8,7 @@ from scipy import stats
 
 import naive_walks as naive
 from caps2ne_np.kernels import rng
-from caps2ne_np.training.walks import (
+from caps2ne_np.walks.walks import (
     batch_walk_ids,
     batches_per_epoch,
     cumulative_weights,
@@ -264,7 +264,7 @@ def test_batches_per_epoch_is_ceil_and_node_counts_count():
 
 
 def test_walk_source_generates_exactly_the_stored_walks_and_chunk_invariant_counts():
-    from caps2ne_np.training.walks import WalkSource, node_counts, uniform_walks
+    from caps2ne_np.walks.walks import WalkSource, node_counts, uniform_walks
 
     rng = np.random.default_rng(0)
     upper = np.triu(rng.random((25, 25)) < 0.2, 1)

@@ -1,11 +1,18 @@
-"""The window-T embedding (caps2ne_np/window.py) against the dense float64 NetMF."""
+"""The window-T embedding (bench/window.py) against the dense float64 NetMF."""
+
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from caps2ne_np import window
 from toy_graphs import ring_of_cliques
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import window  # noqa: E402 (bench/window.py, the experiment's module)
+
+sys.path.pop(0)
 
 
 def netmf_dense(A, T=10, b=1.0):
@@ -74,7 +81,7 @@ def test_walk_counts_are_the_pairs_within_the_window():
     A = ring_of_cliques(drop_zeros=True)
     indptr, indices, _ = csr_args(A)
     C = window.walk_counts(indptr, indices, None, window=3, walks_per_node=2, walk_length=8)
-    from caps2ne_np.training.walks import uniform_walks
+    from caps2ne_np.walks.walks import uniform_walks
 
     W = uniform_walks(indptr, indices, None, 2, 8, 0)
     ref = np.zeros((24, 24))

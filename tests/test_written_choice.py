@@ -12,7 +12,8 @@ from caps2ne_np.errors import InputError
 from caps2ne_np.evaluation import written
 from caps2ne_np.io.modelfile import read_model
 from caps2ne_np.io.word2vec import read_word2vec
-from caps2ne_np.model import propagation, spectral
+from caps2ne_np.spectral import prone as spectral
+from caps2ne_np.spectral import propagation
 
 TINY = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--epochs", "2", "--quiet"]
 

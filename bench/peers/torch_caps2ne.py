@@ -31,7 +31,7 @@ Layout choices (for speed, as a competent user would make them):
 * Adam is ``torch.optim.Adam``; bench/perf.py passes ``fused=True``, measured the
   fastest of torch's three CPU implementations here (single-tensor, foreach, fused;
   compare with ``bench/perf.py --peer-adam``).  Its eps is added to sqrt(v_hat) (Kingma and
-  Ba); TensorFlow 1 (and ``caps2ne_np.training.optim``) adds eps to sqrt(v) and folds the bias
+  Ba); TensorFlow 1 (and ``caps2ne_np.training.step.optim``) adds eps to sqrt(v) and folds the bias
   correction into the step size.  The two differ only through eps and cost the same,
   which is all the throughput comparison needs.
 """

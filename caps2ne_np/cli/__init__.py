@@ -1,7 +1,7 @@
 """The command line: ``caps2ne`` (the installed script), ``python cli.py`` and
 ``python -m caps2ne_np``, all running the group ``cli`` below.
 
-One module per command (train.py, infer.py, evaluate.py, data.py's fetch-data,
+One module per command (train.py, inference/infer.py, evaluation/evaluate.py, data.py's fetch-data,
 choose.py), each a thin click shell over a plain function of its options
 (``run_train``, ``run_infer``, ``run_evaluate``, ``run_choose``) that a test can call
 without click; tables.py holds each command's options, one table per command;

@@ -117,7 +117,7 @@ def model_adjacency(model, model_path, graph_path):
     import numpy as np
 
     from ..io.modelfile import default_run
-    from ..model import spectral
+    from ..spectral import prone as spectral
 
     run_record = model["run"] or default_run()
     source = dict(

@@ -1,5 +1,5 @@
 """The ``evaluate`` command: node classification on embeddings with the paper's
-protocols (evaluate.py).  Its options are the table ``tables.EVALUATE``; its work is
+protocols (evaluation/evaluate.py).  Its options are the table ``tables.EVALUATE``; its work is
 ``run_evaluate``, a plain function of those options that a test can call without
 click."""
 
@@ -103,7 +103,7 @@ def run_evaluate(params):
     """evaluate's work, without click: ``params`` are its options by name
     (``evaluate_params``), checked by ``check_usage``; the tables on stdout (stderr
     with --json -).  Errors are raised (InputError, OSError, ...)."""
-    from ..evaluate import evaluate_embeddings
+    from ..evaluation.evaluate import evaluate_embeddings
 
     job = _plan(params)
     emb_paths, source, json_out = job.emb_paths, job.source, job.json_out
@@ -133,7 +133,7 @@ def _write(job, results, chosen):
     --json."""
     import json
 
-    from ..evaluate import format_table, jsonable
+    from ..evaluation.evaluate import format_table, jsonable
     from ..io.atomic import atomic_write
 
     to_stderr = job.json_out == "-"

@@ -69,7 +69,7 @@ def _random_splits(source, labels):
     a note saying so (evaluate.random_splits, seeded by the run's --seed)."""
     import logging
 
-    from ..evaluate import random_splits
+    from ..evaluation.evaluate import random_splits
 
     train = source.get("train_fraction") or TRAIN_FRACTION
     val = source.get("val_fraction") or VAL_FRACTION

@@ -1,5 +1,5 @@
 """The ``infer`` command: embeddings of new nodes from a trained model (Algorithm 3,
-infer.py).  The model file is read with modelfile.read_model: no scikit-learn import.
+inference/infer.py).  The model file is read with modelfile.read_model: no scikit-learn import.
 Its options are the table ``tables.INFER``; its work is ``run_infer``, a plain
 function of those options that a test can call without click."""
 
@@ -212,7 +212,7 @@ def _calibration(model, model_path, trained, g, features, source, walks, how):
     on its training nodes in the graph (infer.calibrate) when it stores none or with
     --save-calibration (which stores it in the model file)."""
     from ..errors import InputError
-    from ..infer import calibrate
+    from ..inference.infer import calibrate
     from ..io.modelfile import check_calibration
     from ..io.modelfile import save_calibration as store_calibration
 
@@ -241,13 +241,13 @@ def _calibration(model, model_path, trained, g, features, source, walks, how):
 def _embedder(model, aggregate):
     """infer.infer_embeddings, or infer_propagated.infer_propagated for a model trained
     with --propagate when the outputs are calibrated."""
-    from ..infer import infer_embeddings
+    from ..inference.infer import infer_embeddings
 
     if model.get("propagation") is not None and aggregate == "calibrated":  # --propagate
         import functools
 
-        from ..infer_propagated import infer_propagated
-        from ..model.propagation import Propagated
+        from ..inference.propagated import infer_propagated
+        from ..spectral.propagation import Propagated
 
         return functools.partial(infer_propagated, propagated=Propagated(**model["propagation"]))
     return infer_embeddings

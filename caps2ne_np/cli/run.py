@@ -153,10 +153,10 @@ def _check_numba(debug):
     """Numba's environment variables, before Numba is imported and any work starts: a
     bad NUMBA_NUM_THREADS or an unusable threading layer is one line, exit code 1."""
     try:
-        from ..kernels import _threads  # checks NUMBA_NUM_THREADS as it loads
+        from ..kernels import thread_layer
 
-        _threads.check_environment()
-        _threads.check_layer()  # imports Numba and starts its threads
+        thread_layer.check_environment()
+        thread_layer.check_layer()  # imports Numba and starts its threads
     except InputError as err:
         if debug:
             raise

@@ -151,7 +151,7 @@ def run_train(params):
     job.streamed = _streams(job, cfg, fixed_features=features is not None)
     selector = None
     if job.eval_every_epoch:
-        from ..epoch_selection import EpochSelector
+        from ..evaluation.epoch_selection import EpochSelector
 
         # the rows it writes for each epoch: a streamed run writes the o_v as trained
         selector = EpochSelector(labels, splits, None if job.streamed else g)
@@ -199,7 +199,7 @@ def _streams(job, cfg, fixed_features):
     propagated rows (--propagate, or its preset's value when not given: the rows one
     machine writes) need the o_v whole."""
     from ..defaults import PRESETS
-    from ..training.presets import preset_for
+    from ..training.options.presets import preset_for
 
     propagate = cfg.propagate or PRESETS[preset_for(cfg, fixed_features)]["propagate"]
     return job.engine["engine"] == "ray" and not job.eval_every_epoch and propagate == "none"
@@ -215,8 +215,8 @@ def _read_inputs(job):
 def _configure(job, g):
     """(the TrainConfig, the model file's run record: how the graph was read, the mode,
     the options as given); --threads' default: every core this process may use."""
-    from ..kernels._threads import threads_used
-    from ..training.config import TrainConfig, usable_cores
+    from ..kernels.thread_layer import threads_used
+    from ..training.options.config import TrainConfig, usable_cores
 
     options = dict(job.options)
     if options["threads"] is None:
@@ -350,7 +350,7 @@ def _finish(result, g, outputs, selector, run_record, streamed):
     params = _free_training_state(result, params, keep_model=bool(outputs.model))
     propagated = None  # --propagate: the written embeddings (propagation.py)
     if not streamed:  # a streamed run writes the o_v as trained (_streams)
-        from ..model import propagation
+        from ..spectral import propagation
 
         propagated = propagation.apply(
             g.indptr,

@@ -6,7 +6,7 @@ your labels".
 
 The written rows of a run are the o_v as trained (``--propagate none``), or
 E = length x rownorm(U S^p) of the filtered o_v O~ = U S V^T (``--propagate on
---spectrum-power p --row-norm length``, model/propagation.py).  Which serves a task
+--spectrum-power p --row-norm length``, spectral/propagation.py).  Which serves a task
 best depends on the graph and the labels (docs/training.md, "The written spectrum" and
 "The written scale"), and each costs seconds from the model file: :func:`candidates`
 filters the o_v once and factorises O~ once, then forms each (p, length) from the same
@@ -106,7 +106,7 @@ def candidates(
     writes the o_v instead, the 'none' candidate) is left out, with a warning."""
     from threadpoolctl import threadpool_limits
 
-    from ..model import propagation
+    from ..spectral import propagation
 
     every = [NONE] + [label(p, length) for p in powers for length in lengths]
     wanted = every if keys is None else list(keys)

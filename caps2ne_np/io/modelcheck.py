@@ -328,7 +328,7 @@ def _check_model_arrays(path, arrays):
 
 
 def read_propagation(path, arrays):
-    """The stored propagation, checked: dict(E, P) (model/propagation.py's ``Propagated``
+    """The stored propagation, checked: dict(E, P) (spectral/propagation.py's ``Propagated``
     takes them).  Both real numbers, finite, not all zero; P's largest entry within
     [1 / HUGE, HUGE] (E = rownorm(O~ P) does not depend on P's scale, but beyond these
     O~ P overflows or vanishes: a P scaled by 1e300 gave zero rows)."""

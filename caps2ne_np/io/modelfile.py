@@ -19,7 +19,7 @@ same way), the ``parallel`` mode, and ``params``, the estimator's parameters as 
 gave them (``Caps2NE.load`` gives those back, not the values a preset filled in; the
 config holds those).  A file without ``run``: undirected, no self loops, 'sync'.  The
 spectral propagation of the written embeddings (``--propagate``,
-model/propagation.py): ``propagated`` (N, k) float32, the written embeddings, and
+spectral/propagation.py): ``propagated`` (N, k) float32, the written embeddings, and
 ``propagation_P`` (k, k) float64, the map infer sends new nodes through.
 
 ``read_model`` checks all of it (``check_model``, io/modelcheck.py) before anything is

@@ -22,12 +22,12 @@ import numpy as np
 import scipy.linalg.cython_blas  # noqa: F401  (see below)
 from numba import prange
 
-from ._jit import inline, kernel
+from .jit import inline, kernel
 
 CHUNKS = 8
 
 
-# --- one block of rows: the products every kernel here, and training/fused.py's
+# --- one block of rows: the products every kernel here, and training/step/fused.py's
 # stages, run on their own split of the rows (one single-threaded GEMM each)
 
 

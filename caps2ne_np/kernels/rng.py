@@ -35,7 +35,7 @@ import zlib
 
 import numpy as np
 
-from ._jit import kernel
+from .jit import kernel
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, odd: the counter increment
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -52,7 +52,7 @@ TAG_BATCH = 1  # batch_walk_ids: stream3(seed, TAG_BATCH, epoch, step)
 TAG_POSITION = 2  # random target positions: stream3(seed, TAG_POSITION, key, walk id)
 TAG_PERMUTATION = 3  # epoch_permutation: stream2(seed, TAG_PERMUTATION, epoch)
 TAG_SAMPLER = 4  # candidate samplers: stream2(seed, TAG_SAMPLER, key)
-TAG_INFER = 5  # inference contexts (infer.py): stream3(seed, TAG_INFER, node index, z)
+TAG_INFER = 5  # inference contexts (inference/infer.py): stream3(seed, TAG_INFER, node index, z)
 TAG_SKIPGRAM = (
     6  # the skip-gram term's negatives (skipgram.py): stream3(seed, TAG_SKIPGRAM, step, item)
 )

@@ -1,5 +1,5 @@
 """Sparse-times-dense products on Numba's threads: the spectral stages' one kernel
-(model/spectral.py: the randomized SVD's power iterations, ProNE's Chebyshev filter and
+(spectral/prone.py: the randomized SVD's power iterations, ProNE's Chebyshev filter and
 the propagation of the o_v are all products A X with A sparse, X (N, b) dense).
 
 * ``matmat(A, X)``: Y = A X for A scipy CSR, X float64 or float32.
@@ -19,7 +19,7 @@ docs/results/scale_spectral.md).
 import numpy as np
 from numba import prange
 
-from ._jit import inline, kernel
+from .jit import inline, kernel
 
 ROW_CHUNKS = 256
 """Blocks of rows per product (``row_chunks``): enough that the threads' shares of stored

@@ -41,8 +41,8 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ..kernels._jit import REASSOC, check_array, fast_exp, inline, kernel, out_array
 from ..kernels.blas import row_matmul
+from ..kernels.jit import REASSOC, check_array, fast_exp, inline, kernel, out_array
 from .rows import check_columns
 
 EPS = 1e-9
@@ -80,7 +80,7 @@ def _squash(s, out):
 
 def squash_vector(s, out):
     """e = g(|s|^2) s for one vector ``s`` (k,) into ``out`` (k,): Eq. 1, inlined into
-    the kernels that call it (``_squash``, training/fused.py), which take their compile
+    the kernels that call it (``_squash``, training/step/fused.py), which take their compile
     options."""
     r2 = 0.0
     for j in range(s.shape[0]):
@@ -235,7 +235,7 @@ def softmax_pair(z_t, z_s, t, sampled, inv_p, d_s):
     """One pair of ``softmax_rows``: its loss -z_t + log(exp(z_t) + sum_{s != t} exp(z_s))
     and dL/dz_t, returned, and dL/dz_s into ``d_s`` (S,) (zero for an accidental hit),
     with L the mean over the batch's pairs (``inv_p`` = 1 / P).  Inlined into the kernels
-    that call it (``_softmax_rows``, training/fused.py)."""
+    that call it (``_softmax_rows``, training/step/fused.py)."""
     n_sampled = z_s.shape[0]
     z_max = z_t
     for j in range(n_sampled):
@@ -268,7 +268,7 @@ def mean_loss(loss):
     """L = (1/P) sum_p loss_p: the batch's loss (Eq. 3), from the per-pair losses ``loss``
     (P,) of ``softmax_rows`` / ``softmax_pair``, the pairs added in order p = 0, 1, ...
     in float64 whatever the dtype of ``loss``; returned as a float64.  The one mean
-    every driver reports: training/fused.py's step, core.loss_and_row_grads (and the
+    every driver reports: training/step/fused.py's step, core.loss_and_row_grads (and the
     skip-gram term's mean over its items, skipgram.py)."""
     total = 0.0
     for p in range(loss.shape[0]):
@@ -301,7 +301,7 @@ def _target_logits(e, O, bias, targets, log_q_true, out):
 @inline
 def target_logit(e, p, O, bias, t, log_q):
     """z_t = e_p . o_t + b_t - log Q(t) of pair p and its target t (Eq. 3), the dot
-    product summed in float64; ``_target_logits`` and training/fused.py's output layer
+    product summed in float64; ``_target_logits`` and training/step/fused.py's output layer
     evaluate it."""
     acc = 0.0
     for j in range(e.shape[1]):

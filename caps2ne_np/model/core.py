@@ -5,8 +5,8 @@ batch of (context, target) pairs and an explicit sampled set V' with its expecte
 counts Q, it returns the mean loss and the gradient of every trainable table in one
 form, row-sparse (``RowGrad``: the rows the batch touches), in the dtype of the
 parameters (float32 for training, float64 for gradient checks).  The Python step
-(training/step.py: the skip-gram term, sparse fixed features) calls it every step;
-the default run executes the same arithmetic compiled whole (training/fused.py),
+(training/step/python_step.py: the skip-gram term, sparse fixed features) calls it every step;
+the default run executes the same arithmetic compiled whole (training/step/fused.py),
 through the same per-row helpers of capsules.py, grads.py and kernels/blas.py that
 the kernels below call (docs/math.md, "The step as training runs it").
 ``loss_and_grads`` expands the same numbers to dense arrays: the
@@ -83,7 +83,7 @@ def loss_and_row_grads(
 ):
     """The batch's mean loss and the gradient of every trainable table, row-sparse:
     what the Python step calls every step (the default run's compiled step,
-    training/fused.py, computes the same through the same helpers).  Nothing here
+    training/step/fused.py, computes the same through the same helpers).  Nothing here
     costs O(N).
 
     Returns ``(loss, {"W": RowGrad, "O": RowGrad, "bias": RowGrad[, "X": RowGrad]})``,

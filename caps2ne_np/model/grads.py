@@ -19,8 +19,8 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ..kernels._jit import REASSOC, check_array, inline, kernel, out_array
 from ..kernels.blas import row_matmul, row_matmul_tn
+from ..kernels.jit import REASSOC, check_array, inline, kernel, out_array
 from .capsules import EPS, RULE_SABOUR, rule_code
 from .rows import check_columns
 
@@ -50,7 +50,7 @@ def _squash_backward(s, d_e, d_s):
 
 def squash_backward_vector(s, d_e, d_s):
     """``squash_backward`` for one vector: ``s``, ``d_e`` (k,) -> ``d_s`` (k,); inlined
-    into the kernels that call it (``_squash_backward``, training/fused.py)."""
+    into the kernels that call it (``_squash_backward``, training/step/fused.py)."""
     k = s.shape[0]
     r2 = 0.0
     s_dot = 0.0
@@ -199,7 +199,7 @@ def _scatter_rows_serial(rows, values, out):
 @inline
 def add_row(out, r, a, q, lo, hi):
     """out[r, lo:hi] += a[q, lo:hi]: one term of the sum of a gather's gradient over the
-    places that read row r (``scatter_add_rows``; training/fused.py's d_u of a node)."""
+    places that read row r (``scatter_add_rows``; training/step/fused.py's d_u of a node)."""
     for j in range(lo, hi):
         out[r, j] += a[q, j]
 
@@ -255,7 +255,7 @@ def sampled_bias_grads(d_z, lo, hi, acc, d_b):
     from dL/dz_s (``d_z`` (P, S)), the pairs added in order p = 0, 1, ... into the
     float64 ``acc`` (hi - lo,), each rounded once into ``d_b[s]``.  Column by column the
     sums of a serial loop; the loop over s inside vectorises without reordering any.
-    ``_column_sums`` and training/fused.py's output layer evaluate it."""
+    ``_column_sums`` and training/step/fused.py's output layer evaluate it."""
     for s in range(lo, hi):
         acc[s - lo] = 0.0
     for p in range(d_z.shape[0]):

@@ -1,6 +1,6 @@
 """The model's own options, those that change the math (not the optimisation):
 ``ModelConfig``, which the forward and backward passes, training and inference read.
-(A run's options, ``TrainConfig``, are in training/config.py; ``TrainConfig.model_config``
+(A run's options, ``TrainConfig``, are in training/options/config.py; ``TrainConfig.model_config``
 makes this one.)"""
 
 from dataclasses import dataclass

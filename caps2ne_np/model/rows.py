@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import prange
 
-from ..kernels._jit import check_array, kernel
+from ..kernels.jit import check_array, kernel
 
 
 @kernel

@@ -45,8 +45,8 @@ import numpy as np
 from numba import prange
 
 from ..errors import InputError
-from ..kernels._jit import REASSOC, check_array, fast_exp, kernel, out_array
 from ..kernels.blas import row_matmul, row_matmul_tn
+from ..kernels.jit import REASSOC, check_array, fast_exp, kernel, out_array
 from ..kernels.rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
 from .capsules import mean_loss
 from .grads import _column_sums, scatter_add_rows

@@ -5,7 +5,7 @@ measures of an embedding it and the ``--propagate auto`` rule read.  docs/traini
 Measures (none reads a label):
 
 * ``drift(O_prev, O)``: |O_t - O_{t-1}|_F / |O_t|_F, how much an epoch moved the o_v;
-* ``propagation.holdout`` and ``propagation.edge_measures`` (model/propagation.py): the
+* ``propagation.holdout`` and ``propagation.edge_measures`` (spectral/propagation.py): the
   link-prediction AUC of held-out edges by the o_v, by their directions, and by the
   o_v propagated over the graph without those edges.
 
@@ -117,7 +117,8 @@ def structure(A, seed, progress=None, stage="stop rule"):
     of degree 1), or no non-edge found (a nearly complete graph).  ``progress``: a
     spectral.Stage told how far along it is (None: a Stage of its own named ``stage``,
     which logs that the measure starts once the graph is large enough to measure)."""
-    from ..model import propagation, spectral
+    from ..spectral import prone as spectral
+    from ..spectral import propagation
 
     n = A.shape[0]
     if n < 4 * STOP_RANK or A.nnz < 40:
@@ -396,7 +397,8 @@ class HoldoutRule(HeldOutRule):
     def score(self, params):
         """The link AUC (float) of the held-out edges against the non-edges by the cosine
         similarity of their ends' o_v (``params.O``, or the (N, k) o_v themselves)."""
-        from ..model import propagation, spectral
+        from ..spectral import prone as spectral
+        from ..spectral import propagation
 
         O = getattr(params, "O", params)
         U = spectral.rownorm(np.asarray(O, dtype=np.float64))
@@ -492,7 +494,8 @@ def held_out(cfg, graph):
     if mode not in HELD_OUT_STOPS:
         return None, graph
     from ..kernels.rng import derive_seed
-    from ..model import propagation, spectral
+    from ..spectral import prone as spectral
+    from ..spectral import propagation
 
     indptr, indices, weights = graph
     n = int(np.asarray(indptr).shape[0] - 1)
@@ -537,7 +540,7 @@ def held_contexts(cfg, train_graph, pos):
     ... -> u -> v -> u -> ... of q nodes, with the u -> v steps the training never saw.
     Seeded by ``derive_seed(cfg.seed, "stop loglik")``."""
     from ..kernels.rng import derive_seed
-    from . import walks as walks_mod
+    from ..walks import walks as walks_mod
 
     indptr, indices, weights = train_graph
     q = int(cfg.walk_length)
@@ -595,7 +598,7 @@ def graph_structure(cfg, graph):
     if not (stop or spectrum):
         return None
     from ..kernels.rng import derive_seed
-    from ..model import spectral
+    from ..spectral import prone as spectral
 
     indptr, indices, weights = graph
     n = int(np.asarray(indptr).shape[0] - 1)

@@ -44,10 +44,10 @@ import numpy as np
 from ..errors import InputError, InputWarning
 from ..model.core import check_skipgram, prepare_features
 from . import budget, checkpoint
-from .presets import resolve
-from .rates import LR_TINY
+from .options.presets import resolve
+from .options.rates import LR_TINY
+from .options.validation import validate
 from .schedule import Schedule
-from .validation import validate
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
     checked (``prepare``); the run's ``Schedule``; ``on_resolved(cfg, schedule)`` (the
     Ray engine caps its workers there); the notes logged; ``check(cfg)`` (the engine's
     refusals before any work: the local engine's step memory, the Ray engine's lazy
-    Adam); the spectral start (model/spectral.py; ``resume``: the checkpoint folder a
+    Adam); the spectral start (spectral/prone.py; ``resume``: the checkpoint folder a
     resumed run starts from, whose --epochs and --stop it keeps where ``cfg`` leaves
     them unset, checkpoint.keep_budget; None or False: a new run); the fixed features
     prepared: the given ones normalised as ``cfg.normalize_features`` says, ProNE's
@@ -154,7 +154,7 @@ def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, che
     graph.
 
     graph: (indptr, indices, weights) of the CSR graph.  Returns a ``Setup``."""
-    from ..model import spectral
+    from ..spectral import prone as spectral
 
     indptr, indices, weights = graph
     n_nodes = int(indptr.shape[0] - 1)

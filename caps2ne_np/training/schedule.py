@@ -13,8 +13,8 @@ batches per epoch here too: nothing else computes them.
 
 from dataclasses import dataclass
 
-from . import walks as walks_mod
-from .rates import learning_rate
+from ..walks import walks as walks_mod
+from .options.rates import learning_rate
 
 
 @dataclass

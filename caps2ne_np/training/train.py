@@ -27,16 +27,17 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..errors import InputError, InputWarning
-from ..kernels import _jit, _threads
-from ..kernels._threads import StepThreads
+from ..kernels import jit, thread_layer
 from ..kernels.rng import derive_seed
+from ..kernels.thread_layer import StepThreads
 from ..model.core import SparseFeatures, init_params
-from . import budget, checkpoint, fused
-from .batch import BatchStream
+from . import budget, checkpoint
 from .loop import LoopOptions, TrainResult, run_epochs, set_up, trained_batch
-from .memory import check_run_memory
-from .optim import Adam
-from .step import TrainStep
+from .options.memory import check_run_memory
+from .step import fused
+from .step.batch import BatchStream
+from .step.optim import Adam
+from .step.python_step import TrainStep
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def _train(Engine, graph, run, resume_from, options):
     Numba threads and one BLAS thread, with the checkpoint folder locked."""
     cfg, checkpoint_dir = run.cfg, options.checkpoint_dir
     old_threads = numba.get_num_threads()
-    numba.set_num_threads(_threads.threads_used(cfg.threads))
+    numba.set_num_threads(thread_layer.threads_used(cfg.threads))
     lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
     try:
         # over/underflow ends as NaN or inf, which the divergence checks report in one line
@@ -261,7 +262,7 @@ class LocalEngine:
         if fused.supports(cfg, kind):
             self.fused = fused.FusedStep(self.stream, params, opt, cfg.model_config(), lazy)
             n = numba.get_num_threads()
-            if n > 1 and _jit.PAR_MIN_WORK > 0:  # (0: the tests' every kernel parallel)
+            if n > 1 and jit.PAR_MIN_WORK > 0:  # (0: the tests' every kernel parallel)
                 # each round's time per batch (rounds differ in size)
                 clock = lambda: time.perf_counter() / self._n  # noqa: E731
                 self.threads = StepThreads(n, clock=clock, **CHUNK_TRIAL)
@@ -479,7 +480,9 @@ def _kernels_cold(fused_run, skipgram_weight=0.0):
 
     from ..kernels import blas
     from ..model import capsules, core, grads, rows, skipgram
-    from . import fused, optim, samplers, step, walks
+    from ..walks import walks
+    from .step import fused, optim, samplers
+    from .step import python_step as step
 
     def cold(dispatcher):
         return not dispatcher.signatures and not os.path.exists(

@@ -1,7 +1,7 @@
 """The arguments of the walk kernels, checked and prepared: a CSR graph's arrays
 (``check_csr``, ``sorted_rows``, ``cumulative_weights``), a seed (``check_seed``) and
 node2vec's p and q (``check_node2vec``, ``node2vec_params``).  Training
-(training/walks.py) and inference (infer.py) both call these before walk_steps.py's
+(walks/walks.py) and inference (inference/infer.py) both call these before walk_steps.py's
 kernels."""
 
 import math

@@ -7,8 +7,8 @@ node2vec's second-order step, rejection sampling with an exact fallback); walk n
 ``_node2vec_walks``, ``_uniform_walks``); the walks grown outwards from a node for
 inference (``walk_contexts``, ``node2vec_walk_contexts``); the running sums of a row's
 edge weights and the sorted-rows test they need.  Their argument checks are in
-walk_args.py; training (training/walks.py, training/fused.py) and inference (infer.py)
-both call these.  The training pairs and batch ids are in training/walk_kernels.py.
+walk_args.py; training (walks/walks.py, training/step/fused.py) and inference (inference/infer.py)
+both call these.  The training pairs and batch ids are in walks/pair_kernels.py.
 
 Every random choice comes from a counter-based stream keyed by what it is for (walk id,
 (node, sample)), never by the thread, so results are bitwise identical on 1 and N
@@ -17,7 +17,7 @@ threads.
 
 from numba import prange
 
-from ..kernels._jit import kernel
+from ..kernels.jit import kernel
 from ..kernels.rng import TAG_INFER, rand_below, rand_uniform, stream, stream3
 
 

@@ -1,4 +1,4 @@
-"""A worker's batch on the compiled step (training/fused.py), on the rows it pulled.
+"""A worker's batch on the compiled step (training/step/fused.py), on the rows it pulled.
 
 ``CompiledBatches`` draws batch b of an epoch with the kernel the single machine's
 chunk draws it with (fused_batch._draw_batch, global node ids), renumbers its nodes to
@@ -19,11 +19,11 @@ from collections import namedtuple
 import numba
 import numpy as np
 
-from ...kernels._jit import kernel
+from ...kernels.jit import kernel
 from ...kernels.rng import quiet_wraparound
-from ..fused import Tables, _loss_and_grads, _routing
-from ..fused_batch import Batch, _draw_batch, _index_batch, _unmark, _workspace
-from ..samplers import hash_table_size
+from ..step.fused import Tables, _loss_and_grads, _routing
+from ..step.fused_batch import Batch, _draw_batch, _index_batch, _unmark, _workspace
+from ..step.samplers import hash_table_size
 
 Drawn = namedtuple("Drawn", "P x_nodes o_nodes batch")
 """A drawn batch: its pairs, the distinct context nodes and the distinct O rows (targets

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ...errors import InputError
-from ...kernels import _threads
+from ...kernels import thread_layer
 
 
 def import_ray():
@@ -122,12 +122,12 @@ def _connect(ray, address, **options):
 
 
 def actor_spin_env():
-    """The OpenMP spin of Ray's actors: ``_threads.SHARED_SPIN_COUNT`` (several actors
+    """The OpenMP spin of Ray's actors: ``thread_layer.SHARED_SPIN_COUNT`` (several actors
     share the cores, where a long spin holds a core another actor needs), unless the
     user set ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``, which the actors inherit."""
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return {}
-    return {"GOMP_SPINCOUNT": _threads.SHARED_SPIN_COUNT}
+    return {"GOMP_SPINCOUNT": thread_layer.SHARED_SPIN_COUNT}
 
 
 def start_ray(address=None, num_cpus=None):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...errors import InputError
 from ...model.core import RowGrad, slot_major
-from ..optim import Adam
+from ..step.optim import Adam
 from .shards import peak_rss, set_threads, shard_rows
 
 

@@ -7,10 +7,10 @@ import time
 import numpy as np
 
 from ...model.core import Params, RowGrad, loss_and_row_grads, slot_major
-from .. import fused
-from ..batch import BatchStream
 from ..loop import trained_batch
-from ..optim import Adam
+from ..step import fused
+from ..step.batch import BatchStream
+from ..step.optim import Adam
 from .compiled import CompiledBatches
 from .shards import peak_rss, set_threads, split_by_shard
 

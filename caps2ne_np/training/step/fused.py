@@ -43,10 +43,10 @@ import numpy as np
 from numba import prange
 from numba.extending import overload
 
-from ..kernels._jit import REASSOC, kernel
-from ..kernels.blas import block_nn, block_nt, block_tn
-from ..kernels.rng import quiet_wraparound
-from ..model.capsules import (
+from ...kernels.blas import block_nn, block_nt, block_tn
+from ...kernels.jit import REASSOC, kernel
+from ...kernels.rng import quiet_wraparound
+from ...model.capsules import (
     add_to_row,
     gather_pair,
     mean_loss,
@@ -56,7 +56,7 @@ from ..model.capsules import (
     squash_vector,
     target_logit,
 )
-from ..model.grads import (
+from ...model.grads import (
     _gather_rows_backward,
     _scatter_scalars,
     add_row,
@@ -470,7 +470,7 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, mcfg, paral
     ``_train_chunk`` runs, from the index on (tests/test_fused.py checks them against
     central differences and model/reference.py).  Arguments as core.loss_and_grads;
     trained x or dense fixed features."""
-    from ..model.core import Grads
+    from ...model.core import Grads
 
     dtype = params.O.dtype
     n_slots, k, d = params.W.shape

@@ -9,14 +9,14 @@ import it: the preset rules that fill unset options (presets.py: ``resolve``,
 ``preset_for``, ``budget_epochs``, ``sampled_size``), the checks (validation.py:
 ``check_types``, ``validate``, ``range_text``), the learning rate (rates.py:
 ``converge_lr``, ``learning_rate``, ``LR_TINY``) and the thread count a run uses by
-default (kernels/_threads.py: ``usable_cores``).
+default (kernels/thread_layer.py: ``usable_cores``).
 """
 
 from dataclasses import asdict, dataclass
 
-from ..defaults import DEFAULTS
-from ..kernels._threads import usable_cores
-from ..model.model_config import ModelConfig
+from ...defaults import DEFAULTS
+from ...kernels.thread_layer import usable_cores
+from ...model.model_config import ModelConfig
 from .memory import check_step_memory
 from .presets import budget_epochs, preset_for, resolve, sampled_size
 from .rates import LR_TINY, converge_lr, learning_rate

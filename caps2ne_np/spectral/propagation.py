@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputWarning
-from . import spectral
+from . import prone as spectral
 
 log = logging.getLogger(__name__)
 
@@ -289,7 +289,7 @@ def _pair_scores(E, pairs):
 def edge_measures(held, O, order=10, mu=0.2, theta=0.5):
     """Link-prediction AUCs of ``held`` (``holdout``) for the embeddings ``O`` (N, k):
     dict(auc: dot products, auc_cos: cosines, auc_prop: the rows of O propagated over
-    held['A_rest'] (model/propagation.py, unit rows))."""
+    held['A_rest'] (spectral/propagation.py, unit rows))."""
     O = np.asarray(O, dtype=np.float64)
     pos, neg = held["pos"], held["neg"]
     U = spectral.rownorm(O)

@@ -21,10 +21,10 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..kernels import _jit
-from ..kernels._jit import kernel
-from ..kernels._threads import StepThreads
-from ..model.core import loss_and_row_grads
+from ...kernels import jit
+from ...kernels.jit import kernel
+from ...kernels.thread_layer import StepThreads
+from ...model.core import loss_and_row_grads
 from .optim import adam_span, adam_span_zero
 
 
@@ -41,7 +41,7 @@ class TrainStep:
     update) for its forward pass.
 
     ``adaptive_threads``: each step (``gradients`` to ``update``) runs on the thread count
-    ``_threads.StepThreads`` picks by timing steps on 1, 2, ... up to the Numba thread
+    ``thread_layer.StepThreads`` picks by timing steps on 1, 2, ... up to the Numba thread
     count set when the step is made, so that more threads never make a run slower;
     results do not depend on it.  False: every step on that count.
     """
@@ -52,7 +52,7 @@ class TrainStep:
         self.parts = {}  # the last batch's L_caps and skip-gram term (core.loss_and_row_grads)
         n = numba.get_num_threads()
         # PAR_MIN_WORK = 0: the tests' "every kernel parallel" keeps every thread too
-        rule = adaptive_threads and n > 1 and _jit.PAR_MIN_WORK > 0
+        rule = adaptive_threads and n > 1 and jit.PAR_MIN_WORK > 0
         self.threads = StepThreads(n) if rule else None
 
     def gradients(self, batch):

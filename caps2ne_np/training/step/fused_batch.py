@@ -1,4 +1,4 @@
-"""A batch inside the compiled step (training/fused.py): drawn (its walks, pairs, V' and
+"""A batch inside the compiled step (training/step/fused.py): drawn (its walks, pairs, V' and
 log Q, key for key as batch.BatchStream.batch draws them), indexed (its distinct
 (slot, node) rows, x nodes and O rows) and the workspace that holds its forward and
 backward pass, every array named (``Workspace``)."""
@@ -7,11 +7,11 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..kernels._jit import kernel
-from ..model.rows import _share_slots
-from ..walks.walk_steps import _node2vec_walk, _walk
+from ...kernels.jit import kernel
+from ...model.rows import _share_slots
+from ...walks.pair_kernels import _batch_walk_ids, pair_of, random_position
+from ...walks.walk_steps import _node2vec_walk, _walk
 from .samplers import _sample_unique, expected_count_of, node_probability
-from .walk_kernels import _batch_walk_ids, pair_of, random_position
 
 Batch = namedtuple("Batch", "ctx_t targets sampled log_q_true log_q_sampled")
 """A batch: contexts slot-major (I, P), targets (P,), V' (S,) and the log expected counts."""

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.rng import derive_seed
-from ..model.rows import BatchRows, batch_rows
-from . import walks as walks_mod
+from ...kernels.rng import derive_seed
+from ...model.rows import BatchRows, batch_rows
+from ...walks import walks as walks_mod
 from .samplers import make_sampler
 
 
@@ -133,7 +133,7 @@ class BatchStream:
 
     def draws(self, epoch):
         """The epoch's batches as a compiled kernel makes them (``Draws``; with
-        ``self.source.graph()`` and ``sampler_tables``: training/fused.py)."""
+        ``self.source.graph()`` and ``sampler_tables``: training/step/fused.py)."""
         self.set_epoch(epoch)
         none = np.empty(0, dtype=np.int64)
         return Draws(

@@ -34,7 +34,8 @@ import numpy as np
 
 from ..errors import InputError, check_int
 from ..kernels.rng import quiet_wraparound
-from ..walks.walk_args import (  # noqa: F401 (re-exported: the walk arguments' checks moved below training)
+from .pair_kernels import _batch_walk_ids, _epoch_permutation, make_pairs, make_random_pairs
+from .walk_args import (  # noqa: F401 (re-exported: the walk arguments' checks moved below training)
     _MAX_KEY,
     NODE2VEC_RANGE,
     check_csr,
@@ -44,8 +45,7 @@ from ..walks.walk_args import (  # noqa: F401 (re-exported: the walk arguments' 
     node2vec_params,
     sorted_rows,
 )
-from ..walks.walk_steps import _node2vec_walks, _uniform_walks, _walks_by_id
-from .walk_kernels import _batch_walk_ids, _epoch_permutation, make_pairs, make_random_pairs
+from .walk_steps import _node2vec_walks, _uniform_walks, _walks_by_id
 
 _check_int = check_int
 

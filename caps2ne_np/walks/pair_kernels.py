@@ -2,7 +2,7 @@
 the (context, target) pairs of a batch of walks (``pair_of``, ``make_pairs``,
 ``make_random_pairs``, ``random_position``), the walk ids of a batch and an epoch's
 permutation.  The checks and public functions that call these are in walks.py
-(docs/walks.md); training/fused.py compiles ``pair_of``, ``random_position`` and
+(docs/walks.md); training/step/fused.py compiles ``pair_of``, ``random_position`` and
 ``_batch_walk_ids`` into its chunk.
 
 The walks themselves (one step, walks by id, inference's contexts) are in
@@ -16,9 +16,9 @@ threads.
 
 from numba import prange
 
-from ..kernels._jit import inline, kernel
+from ..kernels.jit import inline, kernel
 from ..kernels.rng import TAG_BATCH, TAG_PERMUTATION, TAG_POSITION, rand_below, stream2, stream3
-from ..walks.walk_steps import (  # noqa: F401 (re-exported: the walks moved below training)
+from .walk_steps import (  # noqa: F401 (re-exported: the walks moved below training)
     NODE2VEC_TRIES,
     _cumulative_weights,
     _has_edge,

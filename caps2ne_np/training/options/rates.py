@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from ..defaults import LR_PER_DEGREE, LR_RANGE
+from ...defaults import LR_PER_DEGREE, LR_RANGE
 
 LR_TINY = 1e-8  # below it, an Adam step (about lr per element) is under float32's resolution
 

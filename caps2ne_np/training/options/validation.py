@@ -13,9 +13,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..defaults import OPTIONS
-from ..errors import InputError
-from . import walks as walks_mod
+from ...defaults import OPTIONS
+from ...errors import InputError
+from ...walks import walks as walks_mod
 
 
 def _is_int(value):

@@ -22,7 +22,7 @@ Pipeline (each step names its function)::
 
 The default aggregate, 'calibrated', maps the mean onto the o_v with a map fitted on
 the training nodes (``calibrate``, which embeds them by Algorithm 3 and fits the map of
-calibration.py; per dimension by default), so a classifier fitted on o_v applies to new
+inference/calibration.py; per dimension by default), so a classifier fitted on o_v applies to new
 nodes.  The defaults were chosen on validation, by a rule that reads no test accuracy
 (``defaults.DEFAULT_AGGREGATE``, docs/inductive.md).  The inductive split of the
 experiments (Sec. 4.3) is ``evaluate.inductive_split``.
@@ -56,6 +56,20 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from ..defaults import AGGREGATES, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION, ISOLATED
+from ..errors import InputError, InputWarning, check_int, check_memory
+from ..graphs.csr import Graph, from_scipy
+from ..kernels.rng import derive_seed, quiet_wraparound
+from ..model.core import Params, SparseFeatures, forward, prepare_features, slot_major
+from ..model.model_config import ModelConfig
+from ..walks.walk_args import (
+    check_csr,
+    check_seed,
+    cumulative_weights,
+    node2vec_params,
+    sorted_rows,
+)
+from ..walks.walk_steps import node2vec_walk_contexts, walk_contexts
 from .calibration import (
     CALIBRATION_NODES,
     apply_calibration,
@@ -63,14 +77,6 @@ from .calibration import (
     check_settings,
     fit_calibration,
 )
-from .defaults import AGGREGATES, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION, ISOLATED
-from .errors import InputError, InputWarning, check_int, check_memory
-from .graphs.csr import Graph, from_scipy
-from .kernels.rng import derive_seed, quiet_wraparound
-from .model.core import Params, SparseFeatures, forward, prepare_features, slot_major
-from .model.model_config import ModelConfig
-from .walks.walk_args import check_csr, check_seed, cumulative_weights, node2vec_params, sorted_rows
-from .walks.walk_steps import node2vec_walk_contexts, walk_contexts
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +296,7 @@ def capsule_embeddings(
     node2vec  : (p, q) of the walks the model was trained on (``sample_contexts``)
     unencodable : a node whose every sampled context is unencodable (e = 0): 'error'
                 raises InputError; 'zero' leaves its row zero (for nodes nobody asked
-                for: infer_propagated.py)
+                for: inference/propagated.py)
 
     The seed is used as given (``infer_embeddings`` passes ``derive_seed(seed, 'infer')``).
     """

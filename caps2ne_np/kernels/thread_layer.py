@@ -16,7 +16,7 @@ cores by design (Ray's actors, training.ray.start_ray) start with
 
 libgomp reads ``GOMP_SPINCOUNT`` once, when it is loaded, and Numba loads it when its
 threading layer starts (the first parallel launch or ``numba.get_num_threads`` /
-``set_num_threads``).  So ``_jit``, which every kernel module imports, calls
+``set_num_threads``).  So ``jit``, which every kernel module imports, calls
 ``start()``, which starts the layer with the variable set for that moment only:
 ``os.environ`` ends as it began, and child processes do not inherit the setting.
 
@@ -158,7 +158,7 @@ class StepThreads:
 
     The choice never changes a result: every kernel gives the same bits on any number
     of threads (tests/test_train.py).  step.TrainStep makes none when
-    ``_jit.PAR_MIN_WORK = 0`` (tests: every kernel parallel, on every thread).
+    ``jit.PAR_MIN_WORK = 0`` (tests: every kernel parallel, on every thread).
 
     Use::
 

@@ -2,15 +2,15 @@
 run's threads and seed (``_threads``, ``_seed``), ``fit``'s ``y`` (``_check_y``), the
 nodes ``transform`` embeds (``_node_indices``), the digest by which ``transform`` knows
 the fitted graph (``_graph_key``), and the errors raised in the estimator's terms
-(``_api_errors``: ``--dim`` said as ``dim``).  estimator.py calls these."""
+(``_api_errors``: ``--dim`` said as ``dim``).  estimator/caps2ne.py calls these."""
 
 import numbers
 import re
 
 import numpy as np
 
-from .errors import InputError
-from .graphs.csr import Graph
+from ..errors import InputError
+from ..graphs.csr import Graph
 
 
 def _check_y(y):

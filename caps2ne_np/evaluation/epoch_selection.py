@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,8 @@ def check_labels_and_splits(labels, splits, n_nodes):
     as nodefiles.check_splits (node indices in range, no repeats, disjoint parts), each
     part labelled and each training part of 2 classes or more (evaluate.check_split).
     InputError (a ValueError) naming the argument."""
-    from .evaluation.single import check_split
-    from .graphs.nodefiles import check_splits
+    from ..graphs.nodefiles import check_splits
+    from .single import check_split
 
     labels = np.asarray(labels)
     if labels.shape != (n_nodes,) or not np.issubdtype(labels.dtype, np.integer):
@@ -72,7 +72,7 @@ def written_rows(graph, result):
     O = result.params.O
     if graph is None:
         return O, False
-    from .model import propagation
+    from ..spectral import propagation
 
     with _quietly():
         p = propagation.apply(

@@ -32,10 +32,10 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..defaults import SAMPLERS
-from ..errors import InputError, check_int
-from ..kernels._jit import inline, kernel
-from ..kernels.rng import (
+from ...defaults import SAMPLERS
+from ...errors import InputError, check_int
+from ...kernels.jit import inline, kernel
+from ...kernels.rng import (
     TAG_SAMPLER,
     hash_slot,
     quiet_wraparound,
@@ -58,7 +58,7 @@ itself (``p``, unigram; empty otherwise), and the draws' seed and |V'|."""
 def node_probability(kind, n, log_range, p, c):
     """P(c) of the base distribution ``kind``: p[c] (unigram), log((c+2)/(c+1)) /
     log(n+1) (log-uniform), 1/n (uniform); ``c`` a node or (from NumPy) an array of
-    them.  ``_Sampler.probs`` and the compiled step (training/fused.py) evaluate it."""
+    them.  ``_Sampler.probs`` and the compiled step (training/step/fused.py) evaluate it."""
     if kind == KIND_ALIAS:
         return p[c]
     if kind == KIND_LOG_UNIFORM:

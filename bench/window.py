@@ -1,5 +1,5 @@
 """A window-T embedding: the matrix DeepWalk factorises implicitly (NetMF, Qiu et al.,
-WSDM 2018), built sparse and factorised by the randomized SVD of model/spectral.py.
+WSDM 2018), built sparse and factorised by the randomized SVD of spectral/prone.py.
 
 With A the symmetric adjacency, D its degrees, P = D^-1 A, vol = sum_ij A_ij, the window
 T and b negative samples, skip-gram over random walks with a window of T factorises
@@ -23,8 +23,8 @@ row length.  The dense float64 edition (tests/test_window.py) is the reference."
 import numpy as np
 import scipy.sparse as sp
 
-from .model import spectral
-from .training.walks import uniform_walks
+from caps2ne_np.spectral import prone as spectral
+from caps2ne_np.walks.walks import uniform_walks
 
 WINDOW = 10
 """T: DeepWalk's window (NetMF's T = 10)."""

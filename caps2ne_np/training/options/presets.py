@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..defaults import (
+from ...defaults import (
     BUDGET_MAX_STRETCH,
     BUDGET_PAIRS_PER_NODE,
     LR_FEATURELESS,
@@ -22,8 +22,8 @@ from ..defaults import (
     PRESET_NAMES,
     PRESETS,
 )
-from ..errors import InputError
-from . import walks as walks_mod
+from ...errors import InputError
+from ...walks import walks as walks_mod
 from .rates import converge_lr
 from .validation import check_types, validate
 

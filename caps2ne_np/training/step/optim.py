@@ -31,8 +31,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..kernels._jit import kernel
-from ..model.core import row_matrix
+from ...kernels.jit import kernel
+from ...model.core import row_matrix
 
 # The kernels compute in the parameters' precision, as TensorFlow's float32 Adam
 # does: ``c1 = 1 - beta1`` and ``c2 = 1 - beta2`` arrive in that dtype, because a
@@ -73,7 +73,7 @@ arguments): lr_t, beta1, beta2, eps, c1 = 1 - beta1 and c2 = 1 - beta2."""
 
 def bias_corrected(rate, t, beta1, beta2):
     """lr_t = rate sqrt(1 - beta2^t) / (1 - beta1^t): Adam's step size at step t, with
-    TensorFlow's bias correction folded in (``Adam.lr_t``; training/fused.py's steps)."""
+    TensorFlow's bias correction folded in (``Adam.lr_t``; training/step/fused.py's steps)."""
     return rate * np.sqrt(1.0 - beta2**t) / (1.0 - beta1**t)
 
 

@@ -1,6 +1,6 @@
 """New nodes of a model whose written embeddings were propagated (``--propagate``,
-model/propagation.py): Algorithm 3 calibrated onto the o_v (infer.py), then the training
-run's spectral propagation, so that they land in the space of the written embeddings.
+spectral/propagation.py): Algorithm 3 calibrated onto the o_v (inference/infer.py), then
+the training run's spectral propagation, so that they land in the space of the written embeddings.
 
 For a graph holding the training nodes and new ones, every node gets a filter input:
 a training node its o_v, any other node its calibrated Algorithm 3 output (the o-path,
@@ -14,10 +14,11 @@ import warnings
 
 import numpy as np
 
+from ..errors import InputError, InputWarning
+from ..spectral import prone as spectral
+from ..spectral import propagation
 from . import infer
-from .errors import InputError, InputWarning
 from .infer import _as_graph, _graph_nodes, model_inputs
-from .model import propagation, spectral
 
 
 def infer_propagated(

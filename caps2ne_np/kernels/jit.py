@@ -26,9 +26,9 @@ from numba import njit
 from numba import types as _types
 from numba.extending import overload as _overload
 
-from . import _threads
+from . import thread_layer
 
-_threads.start()  # Numba's threads, with a short OpenMP spin
+thread_layer.start()  # Numba's threads, with a short OpenMP spin
 
 FASTMATH = False
 
@@ -63,14 +63,14 @@ class Kernel:
 
     The estimate sits beside the loops it counts, and the call sites read as plain
     calls.  A kernel without ``work`` runs its parallel version when called from Python:
-    those are the kernels only other kernels call (training/fused.py's stages, which
+    those are the kernels only other kernels call (training/step/fused.py's stages, which
     pick ``.parallel`` or ``.serial`` for the whole chunk) and the few called once on a
     whole graph (all of its walks or edges, the contexts of every node to infer, the
     squash of fixed features), whose work is always large.  Both versions compute the
     same values in the same order (every ``prange`` iteration owns its outputs), so the
     choice never changes a result.
 
-    A kernel may call other parallel kernels by name (training/fused.py's chunk calls
+    A kernel may call other parallel kernels by name (training/step/fused.py's chunk calls
     its stages): its parallel version calls their parallel versions and its serial
     version their serial ones, so a serial call never starts a parallel region
     (``_cached``).  The two versions are compiled on first use.
@@ -192,7 +192,7 @@ def _cached(fn, suffix, **options):
     Numba's on-disk cache is keyed by a function's qualified name and its own source
     file's time stamp, so without the tag a change of options here (FASTMATH, REASSOC,
     error_model), of ``fast_exp`` below, or of a helper another module inlines into it
-    (capsules.route_pair into training/fused.py's stages) would not reach the cached
+    (capsules.route_pair into training/step/fused.py's stages) would not reach the cached
     kernel; with it, such a change compiles it anew (tests/test_jit.py).
 
     A global of ``fn`` that is a ``Kernel`` resolves, in the copy, to its parallel

@@ -1,7 +1,7 @@
 """The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``, its
 one concern the estimator's parameters and fitted state.  Its helpers have modules of
-their own: the inputs converted and checked (estimator_inputs.py) and the model file
-(estimator_files.py, through io/modelfile.py).
+their own: the inputs converted and checked (estimator/inputs.py) and the model file
+(estimator/files.py, through io/modelfile.py).
 
 >>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
 >>> O = model.get_embedding()          # (N, k) float32, row i = node model.node_ids_[i]
@@ -18,10 +18,14 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from .defaults import DEFAULTS as D
-from .errors import InputError
-from .estimator_files import _given_params, load_estimator, save_estimator
-from .estimator_inputs import (
+from ..defaults import DEFAULTS as D
+from ..errors import InputError
+from ..graphs import graph as graph_mod
+from ..model.core import Params
+from ..training import engines
+from ..training.options.config import TrainConfig
+from .files import _given_params, load_estimator, save_estimator
+from .inputs import (
     _api_errors,
     _check_y,
     _graph_key,
@@ -30,22 +34,18 @@ from .estimator_inputs import (
     _seed,
     _threads,
 )
-from .graphs import graph as graph_mod
-from .model.core import Params
-from .training import engines
-from .training.config import TrainConfig
 
 
 def _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, engine):
     """InputError, as ``caps2ne train --checkpoint-dir`` without ``--overwrite``, when
     ``checkpoint_dir`` holds the checkpoint of a run other than ``resume_from``'s."""
-    from .training import checkpoint
+    from ..training import checkpoint
 
     if checkpoint_dir is None or str(checkpoint_dir) == "":  # '': train.fit names it
         return
     checkpoint.check_fresh(checkpoint_dir, overwrite, resume_from)
     if engine == "ray":
-        from .training.ray import check_fresh
+        from ..training.ray import check_fresh
 
         check_fresh(checkpoint_dir, resume_from, overwrite)
 
@@ -94,11 +94,11 @@ class Caps2NE(BaseEstimator):
     P, ``servers`` S, ``ray_address`` (None: a local instance); lazy Adam only.
     ``parallel='async'``: ``n_jobs`` threads train their own batches on the shared tables
     without locks (``train.AsyncEngine``; faster, not reproducible).  ``spectral``: the
-    ProNE start (model/spectral.py: none, features, init, init_xo); ``propagate``: ProNE's
-    propagation of the written o_v (model/propagation.py); ``stop``: 'auto' (structure,
+    ProNE start (spectral/prone.py: none, features, init, init_xo); ``propagate``: ProNE's
+    propagation of the written o_v (spectral/propagation.py); ``stop``: 'auto' (structure,
     then drift), 'holdout' (held-out edges' AUC) or 'loglik' (their contexts'
     log-likelihood; training/budget.py); ``node2vec_p``,
-    ``node2vec_q``: node2vec's p and q, second-order walks (training/walks.py).
+    ``node2vec_q``: node2vec's p and q, second-order walks (walks/walks.py).
     """
 
     def __init__(
@@ -298,8 +298,8 @@ class Caps2NE(BaseEstimator):
 
     def _propagate(self, graph, result):
         """``fit``'s last step: ``propagation_``, ProNE's propagation of the trained o_v
-        when the run's ``propagate`` says so (model/propagation.py), else None."""
-        from .model import propagation
+        when the run's ``propagate`` says so (spectral/propagation.py), else None."""
+        from ..spectral import propagation
 
         with _api_errors():
             self.propagation_ = propagation.apply(
@@ -349,7 +349,7 @@ class Caps2NE(BaseEstimator):
     def get_embedding(self):
         """The node embeddings: (N, k) float32; row i is node ``node_ids_[i]``: the o_v, or
         the o_v propagated when ``propagate`` said so (``propagation_`` is then set; its
-        ``E`` is this, unit rows; model/propagation.py).
+        ``E`` is this, unit rows; spectral/propagation.py).
 
         The order is the graph's, not sorted ids: matrix rows, ``G.nodes`` for
         networkx, first appearance for an edge list or edge array (so row 5 is node
@@ -415,12 +415,12 @@ class Caps2NE(BaseEstimator):
         ``calibrate`` or a loaded model file that stores one -- else a calibration fitted
         on the training nodes in ``graph``), 'mean' (the paper's average) or 'sum'
         (infer.infer_embeddings).
-        Returns (V, k) float32 from e over Z sampled contexts (infer.py); row a is
+        Returns (V, k) float32 from e over Z sampled contexts (inference/infer.py); row a is
         ``nodes[a]``.  A propagated model (``propagation_``) sends the calibrated outputs
-        through the run's filter and map (infer_propagated.py): rows in the space of
+        through the run's filter and map (inference/propagated.py): rows in the space of
         ``get_embedding()``.
         """
-        from .infer import DEFAULT_AGGREGATE, infer_embeddings
+        from ..inference.infer import DEFAULT_AGGREGATE, infer_embeddings
 
         _check_fitted(self)
         run = infer_embeddings
@@ -428,7 +428,7 @@ class Caps2NE(BaseEstimator):
         if getattr(self, "propagation_", None) is not None and aggregate == "calibrated":
             import functools
 
-            from .infer_propagated import infer_propagated
+            from ..inference.propagated import infer_propagated
 
             run = functools.partial(infer_propagated, propagated=self.propagation_)
         with _api_errors():
@@ -462,7 +462,7 @@ class Caps2NE(BaseEstimator):
         on the training nodes in ``graph`` (best: the training graph; any input ``fit``
         takes), set ``calibration_`` to it (``transform`` and ``save`` use it) and return
         it.  ``method``: None (the default, 'diag'), 'scale' or 'linear'."""
-        from .infer import DEFAULT_CALIBRATION, calibrate
+        from ..inference.infer import DEFAULT_CALIBRATION, calibrate
 
         _check_fitted(self)
         with _api_errors():
@@ -509,7 +509,7 @@ def _selector(labels, splits, graph):
         return None
     if labels is None or splits is None:
         raise InputError("labels and splits: give both to select the epoch on validation")
-    from .epoch_selection import EpochSelector, check_labels_and_splits
+    from ..evaluation.epoch_selection import EpochSelector, check_labels_and_splits
 
     return EpochSelector(*check_labels_and_splits(labels, splits, graph.n_nodes), graph)
 

@@ -4,8 +4,8 @@ parameters as the user gave them that the file keeps (``_given_params``)."""
 
 import numpy as np
 
-from .io.modelfile import default_run, read_model, save_model
-from .training.config import TrainConfig
+from ..io.modelfile import default_run, read_model, save_model
+from ..training.options.config import TrainConfig
 
 
 def save_estimator(model, path, overwrite=False):
@@ -53,7 +53,7 @@ def load_estimator(cls, path):
     if m["calibration"] is not None:
         model.calibration_ = m["calibration"]
     if m.get("propagation") is not None:
-        from .model.propagation import Propagated
+        from ..spectral.propagation import Propagated
 
         model.propagation_ = Propagated(**m["propagation"])
     return model

@@ -20,11 +20,11 @@ import logging
 
 import numpy as np
 
-from .errors import InputError
-from .evaluation.inductive import inductive_split
-from .evaluation.multilabel import multilabel_f1, multilabel_select_epoch, top_k_predictions
-from .evaluation.report import format_table, jsonable  # noqa: F401 (jsonable: the command's)
-from .evaluation.single import C_GRID, classify_splits, random_splits, select_epoch, tuned_C
+from ..errors import InputError
+from .inductive import inductive_split
+from .multilabel import multilabel_f1, multilabel_select_epoch, top_k_predictions
+from .report import format_table, jsonable  # noqa: F401 (jsonable: the command's)
+from .single import C_GRID, classify_splits, random_splits, select_epoch, tuned_C
 
 __all__ = [
     "C_GRID",

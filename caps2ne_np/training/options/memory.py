@@ -5,7 +5,7 @@ figure (``check_step_memory``, ``check_run_memory``; docs/scaling.md)."""
 
 import numpy as np
 
-from ..defaults import HELD_OUT_STOPS
+from ...defaults import HELD_OUT_STOPS
 from .presets import sampled_size
 
 
@@ -40,7 +40,7 @@ def step_memory(cfg, n_nodes, feat_dim, sparse_features=False):
 
 def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
     """InputError with the figure when ``step_memory`` exceeds the available memory."""
-    from ..errors import check_memory
+    from ...errors import check_memory
 
     check_memory(
         step_memory(cfg, n_nodes, feat_dim, sparse),
@@ -58,7 +58,7 @@ def check_step_memory(cfg, n_nodes, feat_dim, sparse=False):
 
 def spectral_memory(cfg, n_nodes, n_edges, resume=False):
     """Bytes the spectral stages of a run need at their peaks, estimated from the dense
-    blocks model/spectral.py and model/propagation.py hold at once, each of w bytes an
+    blocks spectral/prone.py and spectral/propagation.py hold at once, each of w bytes an
     entry (``cfg.spectral_precision``: 4 or 8; the float32 stages add their matrices'
     float32 values, 2 S32 with S32 = (2 x edges + N) x 4, and the spectral start frees
     its float64 temporaries first: 4 S in place of 5 S) (docs/scaling.md,
@@ -84,7 +84,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
       its copy the SVD factorises; the filter: one and 6 (N, b)) and 4 S; 'auto' first
       measures held-out edges, 5 (N, k) blocks (the o_v in float64, their directions and
       the propagation over the held-out graph) and 6 S, whichever is more."""
-    from ..model.spectral import FILTER_COLUMNS as b
+    from ...spectral.prone import FILTER_COLUMNS as b
 
     N, k = int(n_nodes), int(cfg.dim)
     S = 12 * (2 * int(n_edges) + N)
@@ -99,7 +99,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         blocks = max(svd, 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
         before = (5 * S if w == 8 else 4 * S + 2 * S32) + w * N * blocks + 3 * 4 * N * K
     if cfg.stop == "auto":
-        from .budget import STOP_RANK
+        from ..budget import STOP_RANK
 
         before = max(before, 6 * S + 8 * N * 2 * (STOP_RANK + 10))
     if cfg.stop in HELD_OUT_STOPS:
@@ -125,7 +125,7 @@ def check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse=False, resume=False
     the training (``step_memory``), the spectral propagation after it beside the trained
     tables (``table_memory``: Adam's moments are freed by then), or the spectral stages
     before it (``spectral_memory``), whichever is most."""
-    from ..errors import check_memory
+    from ...errors import check_memory
 
     step = step_memory(cfg, n_nodes, feat_dim, sparse)
     before, after = spectral_memory(cfg, n_nodes, n_edges, resume)
