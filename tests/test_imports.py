@@ -107,10 +107,12 @@ LAYERS = {
     "kernels": set(),
     "model": {"kernels"},
     "walks": {"kernels"},
-    "training": {"kernels", "model", "walks", "io"},
+    "spectral": {"kernels"},
+    "training": {"kernels", "model", "walks", "spectral", "io"},
     "io": set(),
     "graphs": {"io"},
-    "evaluation": {"graphs", "model"},
+    "evaluation": {"graphs", "spectral"},
+    "inference": {"kernels", "model", "walks", "spectral", "io", "graphs"},
 }
 SHARED = {"caps2ne_np.errors", "caps2ne_np.defaults"}
 

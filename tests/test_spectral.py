@@ -274,7 +274,7 @@ def test_a_run_with_the_spectral_start_does_not_import_scikit_learn():
 
     code = (
         "import sys, numpy as np, scipy.sparse as sp\n"
-        "from caps2ne_np.model import spectral\n"
+        "from caps2ne_np.spectral import prone as spectral\n"
         "A = sp.random(50, 50, density=0.2, random_state=1, format='csr')\n"
         "A = ((A + A.T) > 0).astype(np.float64)\n"
         "spectral.prone(sp.csr_matrix(A), 4)\n"

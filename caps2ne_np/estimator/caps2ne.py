@@ -1,7 +1,7 @@
 """The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``, its
 one concern the estimator's parameters and fitted state.  Its helpers have modules of
 their own: the inputs converted and checked (estimator/inputs.py) and the model file
-(estimator/files.py, through io/modelfile.py).
+(estimator/save_load.py, through io/modelfile.py).
 
 >>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
 >>> O = model.get_embedding()          # (N, k) float32, row i = node model.node_ids_[i]
@@ -24,7 +24,6 @@ from ..graphs import graph as graph_mod
 from ..model.core import Params
 from ..training import engines
 from ..training.options.config import TrainConfig
-from .files import _given_params, load_estimator, save_estimator
 from .inputs import (
     _api_errors,
     _check_y,
@@ -34,6 +33,7 @@ from .inputs import (
     _seed,
     _threads,
 )
+from .save_load import _given_params, load_estimator, save_estimator
 
 
 def _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, engine):
