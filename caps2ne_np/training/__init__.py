@@ -1,2 +1,5 @@
-"""Training: config, batches, the step, Adam, the epoch loop, checkpoints, and three
-engines: local and async (train.py), Ray (ray/)."""
+"""Training, in three rooms: the options of a run (options/), the step (step/: the
+compiled step, the Python step, Adam, the samplers), and the run itself: the epoch loop
+(loop.py), the stop rules (budget.py), checkpoints, progress, the schedule, and the
+engines that drive the step (train.py: this process, sync or async threads; ray/: a
+Ray cluster; engines.py chooses)."""
