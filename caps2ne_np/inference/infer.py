@@ -87,7 +87,7 @@ PAIRS_BUDGET = 2**25
 # --------------------------------------------------------------------------- functional core
 
 
-def _as_graph(graph):
+def as_graph(graph):
     """A csr.Graph; a scipy.sparse (N, N) adjacency is read as ``Caps2NE.fit`` reads it."""
     if isinstance(graph, Graph):
         return graph
@@ -352,7 +352,7 @@ def capsule_embeddings(
 # --------------------------------------------------------------------- a trained model's inputs
 
 
-def _graph_nodes(graph, nodes):
+def graph_nodes(graph, nodes):
     """Graph indices (int64) of ``nodes``: id strings, or ints taken as graph indices."""
     if isinstance(nodes, str):
         nodes = [nodes]
@@ -512,7 +512,7 @@ def calibrate(
     ``infer_embeddings(..., calibration=cal)`` uses it with ``aggregate='calibrated'``,
     and ``modelfile.save_calibration(path, cal)`` stores it in a model file.
     """
-    graph = _as_graph(graph)
+    graph = as_graph(graph)
     threads = check_int("threads", threads, 1)
     seed = check_seed("seed", seed)
     node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
@@ -575,12 +575,12 @@ def infer_embeddings(
     Returns ``node_ids`` (list of str, in the order of ``nodes``) and ``E`` float32 (V, k).
     ``Caps2NE.transform`` and the ``infer`` command call this.
     """
-    graph = _as_graph(graph)
+    graph = as_graph(graph)
     threads = check_int("threads", threads, 1)
     seed = check_seed("seed", seed)
     if aggregate not in AGGREGATES:
         raise InputError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
-    idx = _graph_nodes(graph, nodes)
+    idx = graph_nodes(graph, nodes)
     node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
     W, X, cfg, known = model_inputs(params, config, node_ids, graph, features)
     positions = _positions(config, positions)

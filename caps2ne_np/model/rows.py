@@ -23,7 +23,7 @@ from ..kernels.jit import check_array, kernel
 
 
 @kernel
-def _share_slots(ctx_t, mark, nodes, inv, slot_ptr):
+def share_slots_kernel(ctx_t, mark, nodes, inv, slot_ptr):
     """The distinct nodes of each slot, in order of first appearance (see share_slots).
 
     ``mark`` (>= max node + 1,) is all -1 on entry and again on exit; within slot i
@@ -73,7 +73,7 @@ def share_slots(ctx_t):
     nodes = np.empty(ctx_t.size, dtype=np.int64)
     inv = np.empty(ctx_t.shape, dtype=np.int64)
     slot_ptr = np.empty(ctx_t.shape[0] + 1, dtype=np.int64)
-    n = _share_slots(ctx_t, mark, nodes, inv, slot_ptr)
+    n = share_slots_kernel(ctx_t, mark, nodes, inv, slot_ptr)
     return nodes[:n], slot_ptr, inv
 
 

@@ -49,7 +49,7 @@ from ..kernels.blas import row_matmul, row_matmul_tn
 from ..kernels.jit import REASSOC, check_array, fast_exp, kernel, out_array
 from ..kernels.rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
 from .capsules import mean_loss
-from .grads import _column_sums, scatter_add_rows
+from .grads import column_sums, scatter_add_rows
 
 # --------------------------------------------------------------------------- forward
 
@@ -539,7 +539,7 @@ def loss_and_row_grads(
         d_x = row_matmul(D, O_s)  # sum_s D_gs o_s
         d_O_s = row_matmul_tn(D, x)  # sum_g D_gs x_g
         d_b_s = np.empty(S, dtype=dtype)
-        _column_sums(D, d_b_s)
+        column_sums(D, d_b_s)
     else:
         K = int(negatives)
         neg = negative_positions(key[0], key[1], M, K, S)

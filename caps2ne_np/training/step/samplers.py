@@ -162,7 +162,7 @@ def _draw(kind, n, log_range, prob, alias, state):
 @kernel
 def _draws(kind, n, log_range, prob, alias, seed, key, out):
     """out[t] ~ P independently (with replacement), t = 0..len(out)-1; the stream of
-    ``_sample_unique``."""
+    ``sample_unique``."""
     state = stream2(seed, TAG_SAMPLER, key)
     for t in range(out.shape[0]):
         state, c = _draw(kind, n, log_range, prob, alias, state)
@@ -170,7 +170,7 @@ def _draws(kind, n, log_range, prob, alias, seed, key, out):
 
 
 @kernel
-def _sample_unique(kind, n, log_range, prob, alias, seed, key, out, table):
+def sample_unique(kind, n, log_range, prob, alias, seed, key, out, table):
     """V' = the first len(out) distinct draws of c ~ P, in order of appearance; returns
     num_tries (int64).
 
@@ -283,7 +283,7 @@ class _Sampler:
         table = np.empty(hash_table_size(num_sampled), dtype=np.int64)
         out = np.empty(num_sampled, dtype=np.int64)
         with quiet_wraparound():
-            num_tries = _sample_unique(
+            num_tries = sample_unique(
                 self._kind, self.n, self._log_range, self._prob, self._alias, seed, key, out, table
             )
         return out, int(num_tries)
