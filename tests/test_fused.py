@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from caps2ne_np.model import reference
-from caps2ne_np.model.core import Params
 from caps2ne_np.model.core import loss_and_grads as python_loss_and_grads
-from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import Params
 from caps2ne_np.training.step import fused, fused_batch
 from cases import make_case
 from test_grads import BAR, CONFIGS, H

@@ -133,7 +133,7 @@ def _write(job, results, chosen):
     --json."""
     import json
 
-    from ..evaluation.evaluate import format_table, jsonable
+    from ..evaluation.report import format_table, jsonable
     from ..io.atomic import atomic_write
 
     to_stderr = job.json_out == "-"

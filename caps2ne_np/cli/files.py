@@ -66,10 +66,10 @@ validation, which chooses the epoch."""
 
 def _random_splits(source, labels):
     """The random stratified splits of ``train --eval-every-epoch`` without --splits, with
-    a note saying so (evaluate.random_splits, seeded by the run's --seed)."""
+    a note saying so (single.random_splits, seeded by the run's --seed)."""
     import logging
 
-    from ..evaluation.evaluate import random_splits
+    from ..evaluation.single import random_splits
 
     train = source.get("train_fraction") or TRAIN_FRACTION
     val = source.get("val_fraction") or VAL_FRACTION

@@ -174,7 +174,7 @@ def _read_model(model_path, source):
     --directed / --keep-self-loops (a flag the model was trained without: InputError)."""
     from ..errors import InputError
     from ..io.modelfile import read_model
-    from ..model.core import Params
+    from ..model.params import Params
 
     model = read_model(model_path)
     if model["run"] is not None:  # read the graph as training did

@@ -2,14 +2,14 @@
 features touch.
 
 Before its forward pass a batch is indexed once (``batch_rows``; on a single machine
-by training.batch.BatchStream as the batch is made, on a Ray worker by core.forward on
+by training.batch.BatchStream as the batch is made, on a Ray worker by batch_forward.forward on
 the worker's local rows):
 
     ctx_t = ctx.T                              (I, P) slot-major contexts
     nodes, slot_ptr, inv = share_slots(ctx_t)  each (slot, node) once: u_hat = W_i u per row
     cols = batch_columns(features, ...)        sparse features: the rows' nonzeros by column of W
 
-The products and their gradients (core.forward, core.loss_and_row_grads) then run on
+The products and their gradients (batch_forward.forward, core.loss_and_row_grads) then run on
 the distinct rows and the touched columns only.
 """
 
@@ -272,7 +272,7 @@ class BatchRows:
 
 def batch_rows(ctx, n_nodes, features=None):
     """Index a batch: ``ctx`` (P, I) int -> BatchRows; ``features`` a
-    core.SparseFeatures (its column index is made too) or None.  Raises ValueError for a
+    features.SparseFeatures (its column index is made too) or None.  Raises ValueError for a
     context node outside [0, n_nodes) (the kernels do not check)."""
     ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)  # (I, P)
     if ctx_t.size and (ctx_t.min() < 0 or ctx_t.max() >= n_nodes):

@@ -88,7 +88,7 @@ these 1.83x (docs/results/fused_step.md, the two runs in its history)."""
 
 
 Tables = namedtuple("Tables", "X W_t O bias train_x")
-"""The trained tables: x (N, d), W_t (I, d, k) (W_i^T, core.slot_major's buffer), O
+"""The trained tables: x (N, d), W_t (I, d, k) (W_i^T, params.slot_major's buffer), O
 (N, k), the biases (N,), and whether x is trained (else fixed dense features)."""
 Moments = namedtuple("Moments", "mX vX mW vW mO vO mb vb")
 """Adam's moments of each table, W's as W_t (a (1, d) dummy for x when x is fixed)."""
@@ -398,7 +398,7 @@ class FusedStep:
     rates, parallel)`` trains those batches of the stream's epoch with the given rates
     and returns ``[(loss, pairs)]`` up to the first non-finite loss.
 
-    ``stream`` (batch.BatchStream, with its sampler), ``params`` (core.Params) and
+    ``stream`` (batch.BatchStream, with its sampler), ``params`` (params.Params) and
     ``opt`` (optim.Adam: its moments are updated in place; its betas and eps are
     read, the rates are ``train``'s) as train.LocalEngine holds them; ``mcfg`` the
     config.ModelConfig; ``lazy``: lazy Adam.  ``parallel``: the parallel version of the
@@ -410,7 +410,7 @@ class FusedStep:
         self.graph = stream.source.graph()
         W_t = params.W.transpose(0, 2, 1)
         if not W_t.flags.c_contiguous:
-            raise ValueError("FusedStep: W must be stored slot-major (core.slot_major)")
+            raise ValueError("FusedStep: W must be stored slot-major (params.slot_major)")
         dtype = params.O.dtype
         train_x = not params.fixed_features
         dummy = np.zeros((1, params.X.shape[1]), dtype=dtype)
