@@ -7,6 +7,21 @@ from pathlib import Path
 
 from ..errors import InputError
 
+_OPTION_OF = {
+    "features": "features_path",
+    "labels": "labels_path",
+    "splits": "splits_path",
+    "inferred": "inferred_path",
+}
+"""The source keys whose option has another parameter name (--labels: labels_path)."""
+
+
+def source_of(params, keys, **given):
+    """A command's source (``load_input``'s argument): each of ``keys`` (space separated)
+    from the option of that name in ``params``, then the keys ``given`` the command
+    has no option for."""
+    return {**{key: params[_OPTION_OF.get(key, key)] for key in keys.split()}, **given}
+
 
 def load_input(source, need_eval=False):
     """(Graph, features or None, labels or None, splits or None) from the CLI options."""

@@ -10,7 +10,7 @@ import click
 
 from . import options as opt
 from . import tables
-from .files import check_outputs, input_paths, load_input
+from .files import check_outputs, input_paths, load_input, source_of
 from .run import run, setup_logging, wrote
 
 
@@ -64,16 +64,11 @@ def _plan(params):
     out = p["out"]
     if out is None:
         out = Path(p["nodes_path"]).name.split(".")[0] + ".emb"
-    source = dict(
-        graph=p["graph"],
-        dataset=p["dataset"],
-        data_dir=p["data_dir"],
-        features=p["features_path"],
-        feature_ids=p["feature_ids"],
+    source = source_of(
+        p,
+        "graph dataset data_dir features feature_ids directed keep_self_loops",
         labels=None,
         splits=None,
-        directed=p["directed"],
-        keep_self_loops=p["keep_self_loops"],
     )
     return InferRun(
         model_path=p["model_path"],
