@@ -191,6 +191,13 @@ def classify_splits(
         "test": test,
         "test_macro_f1": macro,
         "test_macro_f1_mean": float(np.mean(macro)),
+        **_means(val, test),
+    }
+
+
+def _means(val, test):
+    """The mean and standard deviation of a result's validation and test accuracies."""
+    return {
         "val_mean": float(np.mean(val)),
         "val_std": float(np.std(val)),
         "test_mean": float(np.mean(test)),
@@ -357,8 +364,5 @@ def select_epoch(per_epoch_results, epochs=None) -> dict:
         "epochs": epochs[best],
         "val": chosen_val,
         "test": chosen_test,
-        "val_mean": float(np.mean(chosen_val)),
-        "val_std": float(np.std(chosen_val)),
-        "test_mean": float(np.mean(chosen_test)),
-        "test_std": float(np.std(chosen_test)),
+        **_means(chosen_val, chosen_test),
     }

@@ -14,6 +14,7 @@ the distinct rows and the touched columns only.
 """
 
 import threading
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,29 +78,19 @@ def share_slots(ctx_t):
     return nodes[:n], slot_ptr, inv
 
 
+ColumnArrays = namedtuple(
+    "ColumnArrays", "keys slot_key_ptr key_ptr ent_row ent_val scratch_keys scratch_ptr"
+)
+"""What ``_batch_columns`` fills: ``BatchColumns``' arrays and the slots' scratch."""
+
+
 @kernel(
     parallel=True,
-    work=lambda indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent, *_: (
+    work=lambda indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent, out: (
         64 * int(slot_ent[-1])  # 64 per entry of u the batch reads
     ),
 )
-def _batch_columns(
-    indptr,
-    indices,
-    u_data,
-    nodes,
-    slot_ptr,
-    n_features,
-    cursor,
-    slot_ent,
-    keys,
-    slot_key_ptr,
-    key_ptr,
-    ent_row,
-    ent_val,
-    scratch_keys,
-    scratch_ptr,
-):
+def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent, out):
     """Fill the column index of ``batch_columns``; returns the number of keys K.
 
     Slot i's keys lie in [i d, (i + 1) d) and, keys ascending, its entries in
@@ -107,8 +98,10 @@ def _batch_columns(
     running sum): the slots share no key, cursor element or entry, so each is
     indexed on its own (in parallel); its keys and their starts go to the slot's
     part of ``scratch_keys`` / ``scratch_ptr`` (it has at most as many keys as
-    entries) and are packed into ``keys`` / ``key_ptr`` at the end.
-    ``cursor`` (I * d,) is all 0 on entry and again on exit."""
+    entries) and are packed into ``keys`` / ``key_ptr`` at the end (the arrays of
+    ``out``, a ``ColumnArrays``).  ``cursor`` (I * d,) is all 0 on entry and again on
+    exit."""
+    keys, slot_key_ptr, key_ptr, ent_row, ent_val, scratch_keys, scratch_ptr = out
     n_slots = slot_ptr.shape[0] - 1
     n_slot_keys = np.zeros(n_slots, dtype=np.int64)
     for i in prange(n_slots):
@@ -232,6 +225,7 @@ def batch_columns(features, nodes, slot_ptr):
     ent_val = np.empty(n_ent, dtype=features.u_data.dtype)
     scratch_keys = np.empty(max(n_ent, 1), dtype=np.int64)
     scratch_ptr = np.empty(max(n_ent, 1), dtype=np.int64)
+    out = ColumnArrays(keys, slot_key_ptr, key_ptr, ent_row, ent_val, scratch_keys, scratch_ptr)
     n_keys = _batch_columns(
         indptr,
         features.indices,
@@ -241,13 +235,7 @@ def batch_columns(features, nodes, slot_ptr):
         n_features,
         cursor,
         slot_ent,
-        keys,
-        slot_key_ptr,
-        key_ptr,
-        ent_row,
-        ent_val,
-        scratch_keys,
-        scratch_ptr,
+        out,
     )
     return BatchColumns(keys[:n_keys], slot_key_ptr, key_ptr[: n_keys + 1], ent_row, ent_val)
 

@@ -87,6 +87,17 @@ def hash_table_size(num_sampled):
 # --------------------------------------------------------------------------- kernels
 
 
+@inline
+def _file_entry(i, scaled, small, n_small, large, n_large):
+    """Vose's step: entry i onto the small list (scaled[i] < 1) or the large one;
+    returns the lists' new lengths."""
+    if scaled[i] < 1.0:
+        small[n_small] = i
+        return n_small + 1, n_large
+    large[n_large] = i
+    return n_small, n_large + 1
+
+
 @kernel
 def build_alias(p, prob, alias):
     """Vose's alias table for P = p (float64 (n,), sums to 1): prob float64 (n,), alias
@@ -107,12 +118,7 @@ def build_alias(p, prob, alias):
     n_large = 0
     for i in range(n):
         scaled[i] = p[i] * n
-        if scaled[i] < 1.0:
-            small[n_small] = i
-            n_small += 1
-        else:
-            large[n_large] = i
-            n_large += 1
+        n_small, n_large = _file_entry(i, scaled, small, n_small, large, n_large)
     while n_small > 0 and n_large > 0:
         n_small -= 1
         s = small[n_small]
@@ -121,12 +127,7 @@ def build_alias(p, prob, alias):
         prob[s] = scaled[s]
         alias[s] = g
         scaled[g] = (scaled[g] + scaled[s]) - 1.0
-        if scaled[g] < 1.0:
-            small[n_small] = g
-            n_small += 1
-        else:
-            large[n_large] = g
-            n_large += 1
+        n_small, n_large = _file_entry(g, scaled, small, n_small, large, n_large)
     for k in range(n_large):
         prob[large[k]] = 1.0
         alias[large[k]] = large[k]
