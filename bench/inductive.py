@@ -57,6 +57,7 @@ import numpy as np
 
 import common
 import report
+from caps2ne_np.defaults import DEFAULT_AGGREGATE, DEFAULT_CALIBRATION
 from caps2ne_np.errors import InputWarning
 from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.evaluation.inductive import inductive_split
@@ -65,12 +66,7 @@ from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
 from caps2ne_np.inference.calibration import fit_calibration
-from caps2ne_np.inference.infer import (
-    DEFAULT_AGGREGATE,
-    DEFAULT_CALIBRATION,
-    aggregate_samples,
-    capsule_embeddings,
-)
+from caps2ne_np.inference.infer import aggregate_samples, capsule_embeddings
 from caps2ne_np.kernels.rng import derive_seed
 from caps2ne_np.model.features import prepare_features
 from caps2ne_np.model.model_config import ModelConfig

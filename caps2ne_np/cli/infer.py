@@ -208,7 +208,7 @@ def _calibration(model, model_path, trained, g, features, source, walks, how):
     --save-calibration (which stores it in the model file)."""
     from ..errors import InputError
     from ..inference.infer import calibrate
-    from ..io.modelfile import check_calibration
+    from ..io.modelcheck import check_calibration
     from ..io.modelfile import save_calibration as store_calibration
 
     calibration = model["calibration"]
