@@ -14,7 +14,6 @@ the distinct rows and the touched columns only.
 """
 
 import threading
-from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,19 +77,29 @@ def share_slots(ctx_t):
     return nodes[:n], slot_ptr, inv
 
 
-ColumnArrays = namedtuple(
-    "ColumnArrays", "keys slot_key_ptr key_ptr ent_row ent_val scratch_keys scratch_ptr"
-)
-"""What ``_batch_columns`` fills: ``BatchColumns``' arrays and the slots' scratch."""
-
-
 @kernel(
     parallel=True,
-    work=lambda indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent, out: (
+    work=lambda indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent, *_: (
         64 * int(slot_ent[-1])  # 64 per entry of u the batch reads
     ),
 )
-def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor, slot_ent, out):
+def _batch_columns(
+    indptr,
+    indices,
+    u_data,
+    nodes,
+    slot_ptr,
+    n_features,
+    cursor,
+    slot_ent,
+    keys,
+    slot_key_ptr,
+    key_ptr,
+    ent_row,
+    ent_val,
+    scratch_keys,
+    scratch_ptr,
+):
     """Fill the column index of ``batch_columns``; returns the number of keys K.
 
     Slot i's keys lie in [i d, (i + 1) d) and, keys ascending, its entries in
@@ -98,10 +107,8 @@ def _batch_columns(indptr, indices, u_data, nodes, slot_ptr, n_features, cursor,
     running sum): the slots share no key, cursor element or entry, so each is
     indexed on its own (in parallel); its keys and their starts go to the slot's
     part of ``scratch_keys`` / ``scratch_ptr`` (it has at most as many keys as
-    entries) and are packed into ``keys`` / ``key_ptr`` at the end (the arrays of
-    ``out``, a ``ColumnArrays``).  ``cursor`` (I * d,) is all 0 on entry and again on
-    exit."""
-    keys, slot_key_ptr, key_ptr, ent_row, ent_val, scratch_keys, scratch_ptr = out
+    entries) and are packed into ``keys`` / ``key_ptr`` at the end.
+    ``cursor`` (I * d,) is all 0 on entry and again on exit."""
     n_slots = slot_ptr.shape[0] - 1
     n_slot_keys = np.zeros(n_slots, dtype=np.int64)
     for i in prange(n_slots):
@@ -225,7 +232,6 @@ def batch_columns(features, nodes, slot_ptr):
     ent_val = np.empty(n_ent, dtype=features.u_data.dtype)
     scratch_keys = np.empty(max(n_ent, 1), dtype=np.int64)
     scratch_ptr = np.empty(max(n_ent, 1), dtype=np.int64)
-    out = ColumnArrays(keys, slot_key_ptr, key_ptr, ent_row, ent_val, scratch_keys, scratch_ptr)
     n_keys = _batch_columns(
         indptr,
         features.indices,
@@ -235,7 +241,13 @@ def batch_columns(features, nodes, slot_ptr):
         n_features,
         cursor,
         slot_ent,
-        out,
+        keys,
+        slot_key_ptr,
+        key_ptr,
+        ent_row,
+        ent_val,
+        scratch_keys,
+        scratch_ptr,
     )
     return BatchColumns(keys[:n_keys], slot_key_ptr, key_ptr[: n_keys + 1], ent_row, ent_val)
 
@@ -260,7 +272,7 @@ class BatchRows:
 
 def batch_rows(ctx, n_nodes, features=None):
     """Index a batch: ``ctx`` (P, I) int -> BatchRows; ``features`` a
-    features.SparseFeatures (its column index is made too) or None.  Raises ValueError for a
+    core.SparseFeatures (its column index is made too) or None.  Raises ValueError for a
     context node outside [0, n_nodes) (the kernels do not check)."""
     ctx_t = np.ascontiguousarray(np.asarray(ctx, dtype=np.int64).T)  # (I, P)
     if ctx_t.size and (ctx_t.min() < 0 or ctx_t.max() >= n_nodes):
