@@ -115,30 +115,35 @@ def _is_stream(source: str) -> bool:
         return False
 
 
-def _read_stream(source: str) -> bytes:
-    """All bytes of a stream, read once; GraphFormatError for a NUL byte, an over-long
-    line, more than ``max_stream_bytes()``, or a damaged compressed file."""
-    name = _display(source)
-    suffix = Path(source).suffix.lower() if source != STDIN else ""
+def _open_stream(source: str, name: str, suffix: str):
+    """The binary file object of ``source`` (standard input, a compressed file read
+    through its module, or a plain file); GraphFormatError when it cannot be opened."""
     try:
         if source == STDIN:
             if sys.stdin is None:  # the shell closed it: <&-
                 raise_format_error(
                     name, None, "standard input is closed", "pipe the edges in or name a file"
                 )
-            fh = sys.stdin.buffer
-        elif suffix in COMPRESSED:
+            return sys.stdin.buffer
+        if suffix in COMPRESSED:
             import importlib
 
-            fh = importlib.import_module(COMPRESSED[suffix]).open(source, "rb")
-        else:
-            fh = open(source, "rb")
+            return importlib.import_module(COMPRESSED[suffix]).open(source, "rb")
+        return open(source, "rb")
     except FileNotFoundError:
         raise_format_error(name, None, "no such file", "check the path to the edge list")
     except OSError as err:
         raise_format_error(
             name, None, f"cannot be read ({err.strerror or err})", "check the file's permissions"
         )
+
+
+def _read_stream(source: str) -> bytes:
+    """All bytes of a stream, read once; GraphFormatError for a NUL byte, an over-long
+    line, more than ``max_stream_bytes()``, or a damaged compressed file."""
+    name = _display(source)
+    suffix = Path(source).suffix.lower() if source != STDIN else ""
+    fh = _open_stream(source, name, suffix)
     cap = max_stream_bytes()
     parts, total, line, run = [], 0, 1, 0  # run: bytes since the last newline
     try:
