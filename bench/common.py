@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from caps2ne_np.kernels import thread_layer
-from caps2ne_np.training.options.config import usable_cores
+from caps2ne_np.kernels.thread_layer import usable_cores
 from harness import parser  # noqa: F401 -- the shared flags (bench/harness.py: no import)
 
 # the package sets the spin only while Numba's libgomp loads; here it stays set for the

@@ -183,7 +183,8 @@ def measure_graph(name, args, payload):
     """The single machine and every layout on graph ``name``, ``args.repeats`` times in
     turn, into ``payload['graphs'][name]`` (written after each run)."""
     from caps2ne_np.graphs.csr import from_scipy
-    from caps2ne_np.training.options.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.options.presets import resolve
 
     pg = panel_entry(name)
     g = from_scipy(pg.adj, directed=True, keep_self_loops=False)

@@ -25,7 +25,7 @@ def _thread_counts(text):
 
 def _usable_cores():
     """The package's count of usable cores, imported only when asked for (threads=0)."""
-    from caps2ne_np.training.options.config import usable_cores
+    from caps2ne_np.kernels.thread_layer import usable_cores
 
     return usable_cores()
 

@@ -3,12 +3,12 @@
 For each of the paper's splits s (20 labelled nodes per class for training, 1,000 for
 validation, 1,000 for test):
 
-1. remove the split's test nodes and every edge touching them (``evaluate.inductive_split``),
+1. remove the split's test nodes and every edge touching them (``inductive.inductive_split``),
    so no walk, pair, sampled negative or parameter of training ever involves them;
 2. train Caps2NE on the remaining graph with the fixed, row-normalised bag-of-words
    features of its nodes;
 3. after every epoch embed the evaluated nodes on the *full* graph and score them with
-   logistic regression on the split's training nodes (``evaluate.classify_splits``):
+   logistic regression on the split's training nodes (``single.classify_splits``):
    - o-path (the paper's protocol and the authors' code): train and val nodes use their
      output vectors o_v (they were in the training graph); each test node gets
      Algorithm 3 over Z = 10 contexts (one walk with the node at each position 0..9),
@@ -24,7 +24,7 @@ validation, 1,000 for test):
    - e-path: every evaluated node (train, val, test) gets Algorithm 3 (mean), so the
      classifier is trained and applied in one space;
 4. per split and variant, keep the epoch with the best val accuracy and report its test
-   accuracy (``evaluate.select_epoch``); mean and std over the splits;
+   accuracy (``single.select_epoch``); mean and std over the splits;
 5. validation that tells the o-path variants apart (``val_infer``): on the
    o-path the val nodes use o_v, so every variant has the same val accuracy.  At the
    chosen epoch each o-path variant is also scored with the val nodes embedded as the
@@ -57,22 +57,19 @@ import numpy as np
 
 import common
 import report
+from caps2ne_np.defaults import DEFAULT_AGGREGATE, DEFAULT_CALIBRATION
 from caps2ne_np.errors import InputWarning
 from caps2ne_np.estimator.caps2ne import Caps2NE
-from caps2ne_np.evaluation.evaluate import classify_splits, inductive_split, select_epoch
+from caps2ne_np.evaluation.inductive import inductive_split
+from caps2ne_np.evaluation.single import classify_splits, select_epoch
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
 from caps2ne_np.inference.calibration import fit_calibration
-from caps2ne_np.inference.infer import (
-    DEFAULT_AGGREGATE,
-    DEFAULT_CALIBRATION,
-    aggregate_samples,
-    capsule_embeddings,
-)
+from caps2ne_np.inference.infer import aggregate_samples, capsule_embeddings
 from caps2ne_np.kernels.rng import derive_seed
-from caps2ne_np.model.core import prepare_features
-from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.model.features import prepare_features
+from caps2ne_np.model.model_config import ModelConfig
 
 PAPER = {"cora": 76.54, "citeseer": 69.84, "pubmed": 78.98}
 CALIBRATIONS = ("scale", "diag", "linear")

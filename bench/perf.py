@@ -61,10 +61,10 @@ from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
 from caps2ne_np.graphs.graph import read_edgelist
-from caps2ne_np.model import core
-from caps2ne_np.model.core import init_params
+from caps2ne_np.model import features as model_features
+from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import init_params
 from caps2ne_np.model.rows import batch_rows
-from caps2ne_np.training.options.config import ModelConfig
 from caps2ne_np.training.step.batch import Batch
 from caps2ne_np.training.step.optim import Adam
 from caps2ne_np.training.step.python_step import TrainStep
@@ -160,15 +160,15 @@ def row_normalise(features):
 
 
 def feature_input(csr, mode):
-    """The fixed-feature input handed to ``core.init_params``: the one place that decides.
+    """The fixed-feature input handed to ``params.init_params``: the one place that decides.
 
-    mode 'sparse' -> the scipy CSR matrix (core keeps it sparse: ``core.SparseFeatures``),
-    'dense' -> a dense float32 array, 'auto' -> sparse when ``core`` has a sparse path.
+    mode 'sparse' -> the scipy CSR matrix (core keeps it sparse: ``features.SparseFeatures``),
+    'dense' -> a dense float32 array, 'auto' -> sparse when ``model.features`` has it.
     """
     if mode == "auto":
-        mode = "sparse" if hasattr(core, "SparseFeatures") else "dense"
+        mode = "sparse" if hasattr(model_features, "SparseFeatures") else "dense"
     if mode == "sparse":
-        if not hasattr(core, "SparseFeatures"):
+        if not hasattr(model_features, "SparseFeatures"):
             raise SystemExit("--features sparse: this caps2ne_np has no sparse feature input")
         return csr, "sparse"
     return np.ascontiguousarray(csr.toarray(), dtype=np.float32), "dense"

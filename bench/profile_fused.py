@@ -27,12 +27,14 @@ from threadpoolctl import threadpool_limits
 
 import common
 from caps2ne_np.graphs.graph import read_edgelist
+from caps2ne_np.model import grads
 from caps2ne_np.spectral import prone as spectral
 from caps2ne_np.training import train as T
 from caps2ne_np.training.loop import prepare
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.schedule import Schedule
 from caps2ne_np.training.step import fused as F
+from caps2ne_np.training.step import fused_batch as FB
 
 
 def cpu_ms(fn, reps, inner=20):
@@ -146,12 +148,12 @@ def stage_times(fast, reps):
     P, S = targets.shape[0], sampled.shape[0]
     lqt = np.log(b.q_true.astype(np.float32))
     lqs = np.log(b.q_sampled.astype(np.float32))
-    ws = F._workspace(P, S, n_slots, d, k, 1, p.O)
+    ws = FB.make_workspace(P, S, n_slots, d, k, 1, p.O)
     marks = np.full((3, p.O.shape[0]), -1, dtype=np.int64)
 
     def index():
-        sizes = F._index_batch(ctx_t, P, targets, sampled, marks, ws)
-        F._unmark(marks, ws, sizes)
+        sizes = FB.index_batch(ctx_t, P, targets, sampled, marks, ws)
+        FB.unmark(marks, ws, sizes)
         return sizes
 
     sizes = index()  # fills the workspace's index (the marks restored, as in a chunk)
@@ -169,7 +171,7 @@ def stage_times(fast, reps):
     moments = F.Moments(*(a.copy() for a in fs.moments))
     tables = F.Tables(X.copy(), W_t.copy(), O.copy(), bias.copy(), True)
     st = {}
-    st["draw: walks, pairs, V', log Q (serial)"] = partial(F._draw_batch, fs.graph,
+    st["draw: walks, pairs, V', log Q (serial)"] = partial(FB.draw_batch, fs.graph,
         fs.stream.draws(0), fs.stream.sampler_tables(), 0, 0, 0, walks, bt, bs, smp_out, table,
         bqt, bqs)  # fmt: skip
     st["index: distinct rows, x and O rows (serial)"] = index
@@ -187,8 +189,8 @@ def stage_times(fast, reps):
         ws.d_bias, ws.bias_acc)  # fmt: skip
     st["routing backward"] = partial(F._route_back.serial, ws.u_hat, ws.c, ws.s, ws.e_all, ws.d_e,
         P, m.scale, m.rule, m.exact, ws.d_u_hat, ws.scratch_i, ws.scratch_k)  # fmt: skip
-    st["sum over shared rows"] = partial(F._gather_rows_backward.serial, ws.d_u_hat, ws.inv,
-                                         ws.slot_ptr, ws.d_rows)  # fmt: skip
+    st["sum over shared rows"] = partial(grads.gather_rows_backward_kernel.serial, ws.d_u_hat,
+                                         ws.inv, ws.slot_ptr, ws.d_rows)  # fmt: skip
     st["d_W, d_u (GEMMs)"] = partial(F._W_backward.serial, ws.u_rows, ws.d_rows, ws.slot_ptr, W_t,
                                      True, ws.d_W_t, ws.d_u_rows)  # fmt: skip
     st["d_x"] = partial(F._x_backward.serial, ws.x, ws.d_u_rows, ws.row_ptr, ws.row_list, G,

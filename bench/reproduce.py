@@ -26,16 +26,13 @@ import numpy as np
 
 import common
 import report
-from caps2ne_np.evaluation.evaluate import (
-    classify_splits,
-    multilabel_f1,
-    multilabel_select_epoch,
-    select_epoch,
-)
+from caps2ne_np.evaluation.multilabel import multilabel_f1, multilabel_select_epoch
+from caps2ne_np.evaluation.single import classify_splits, select_epoch
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 from caps2ne_np.graphs.downloads import default_data_dir
-from caps2ne_np.training.options.config import TrainConfig, usable_cores
+from caps2ne_np.kernels.thread_layer import usable_cores
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 from common import RESULTS, write_json  # docs/results or $CAPS2NE_BENCH_RESULTS
 
@@ -128,7 +125,7 @@ def main(argv=None):
         metavar="K",
         help="multi-label graphs: also choose the epoch among every K-th epoch (and "
         "the last) by cross-validation on each training part "
-        "(evaluate.multilabel_select_epoch); 0 = off",
+        "(multilabel.multilabel_select_epoch); 0 = off",
     )
     ap.add_argument("--cv-folds", type=int, default=3, help="folds of that cross-validation")
     ap.add_argument(

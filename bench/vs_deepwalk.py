@@ -26,9 +26,9 @@ zero row in both):
 
 * single-label (Cora, Citeseer, Pubmed: the paper's 10 splits; synthetic graphs: 10
   seeded stratified 50/50 train/test splits): test accuracy of the logistic
-  regression of caps2ne_np.evaluation.evaluate.classify_splits, mean over the splits;
+  regression of caps2ne_np.evaluation.single.classify_splits, mean over the splits;
 * multi-label (PPI, POS, BlogCatalog): micro- and macro-F1 at 10/50/90% training
-  nodes, caps2ne_np.evaluation.evaluate.multilabel_f1 over ``--shuffles`` shuffles (default 5).
+  nodes, caps2ne_np.evaluation.multilabel.multilabel_f1 over ``--shuffles`` shuffles (default 5).
 
 The targets, per graph: the score is at most 1 point below DeepWalk's
 (accuracy; for multi-label graphs micro-F1 at every training fraction) and ours
@@ -229,11 +229,12 @@ def load_embedding(path, n):
 
 def score_embedding(graph, emb, shuffles=5, fractions=FRACTIONS, C=1.0):
     """The graph's protocol on ``emb`` (row i = node i) with the classifier's ``C`` (a
-    number, or "tuned": chosen per split, caps2ne_np.evaluation.evaluate.tuned_C).  Returns a dict
+    number, or "tuned": chosen per split, caps2ne_np.evaluation.single.tuned_C).  Returns a dict
     with ``headline`` (percent: accuracy, or micro-F1 at 50% training nodes, else at the
     first fraction) and the protocol's numbers in percent (single-label: ``macro_f1``
     of the test nodes too)."""
-    from caps2ne_np.evaluation.evaluate import classify_splits, multilabel_f1
+    from caps2ne_np.evaluation.multilabel import multilabel_f1
+    from caps2ne_np.evaluation.single import classify_splits
 
     if graph.multilabel:
         fractions = tuple(fractions)

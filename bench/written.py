@@ -120,7 +120,8 @@ def split_scores(graph, E, C, shuffles):
     the panel's protocol with the classifier's ``C``, and the C each split used;
     validation None where the splits have no validation nodes (multi-label, the 50/50
     splits)."""
-    from caps2ne_np.evaluation.evaluate import classify_splits, multilabel_f1
+    from caps2ne_np.evaluation.multilabel import multilabel_f1
+    from caps2ne_np.evaluation.single import classify_splits
 
     if graph.multilabel:
         r = multilabel_f1(E, graph.labels, (0.5,), n_shuffles=shuffles, seed=0, C=C)

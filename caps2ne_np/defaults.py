@@ -2,7 +2,7 @@
 ``config.TrainConfig``, gives its default, its range or choices and its help text.
 ``TrainConfig``'s field defaults, the ``Caps2NE`` estimator's ``__init__`` defaults and
 the command line's ``train`` options (``cli/options.py``) are all read from it, and
-``config.validate`` checks ranges and choices against it (tests/test_defaults.py checks
+``validation.validate`` checks ranges and choices against it (tests/test_defaults.py checks
 that the three agree).  No import, so ``caps2ne --help`` stays instant.
 
 Two kinds of defaults:
@@ -11,7 +11,7 @@ Two kinds of defaults:
 * None, marked [preset]: the options a preset fills when they are left unset: batch
   size, walks per node, learning rate and its schedule, walk reuse, sampler, Adam
   variant and the number of epochs.  ``preset='auto'`` (the default) is 'converge' on a
-  featureless graph and 'paper' with fixed input features; ``config.resolve`` fills
+  featureless graph and 'paper' with fixed input features; ``presets.resolve`` fills
   them and says where each value came from.
 """
 
@@ -53,7 +53,7 @@ one seed each) it scored -0.18 (Citeseer) to +13.8 points (LFR 3k at mixing 0.7:
 -> 58.57) against the same preset without it on Cora, Citeseer, PPI, POS, Pubmed,
 BlogCatalog and four LFR graphs, above 'init' (x only) on all but Citeseer and PPI, and
 Cora 72.51; 'features' (ProNE as fixed x) lost 0.74 on PPI.  The 'paper' preset's is
-'none'; with fixed features it is 'none' whatever the preset (config.resolve)."""
+'none'; with fixed features it is 'none' whatever the preset (presets.resolve)."""
 PRONE_THETA_MAX = 100.0
 """The largest --prone-theta: ProNE's Chebyshev coefficients I_i(theta) grow as
 e^theta / sqrt(2 pi theta), so the filtered rows reach e^theta (4e43 at 100) before the
@@ -114,7 +114,7 @@ Cora, Citeseer and LFR 3k at mixing 0.7 (docs/results/skipgram.md)."""
 PRESETS = {
     # Defaults for a featureless graph, measured against DeepWalk on a panel of graphs
     # (docs/training.md, docs/results/vs_deepwalk.md): fresh walks every epoch, a peak
-    # rate set by the graph's mean degree (``config.converge_lr``) decayed linearly to 1%
+    # rate set by the graph's mean degree (``rates.converge_lr``) decayed linearly to 1%
     # of it, small batches, the walk-frequency^0.75 sampler (node ids of a user's edge
     # list carry no frequency order for the log-uniform one), lazy Adam (a step's cost
     # does not grow with N) and a budget of training pairs per node (``budget_epochs``).
@@ -157,7 +157,7 @@ paper's settings already reach its accuracy (docs/results/transductive.md)."""
 PRESET_NAMES = ("auto",) + tuple(PRESETS)
 
 BUDGET_PAIRS_PER_NODE = 800
-"""Training pairs per node in the 'converge' preset's budget (``config.budget_epochs``)."""
+"""Training pairs per node in the 'converge' preset's budget (``presets.budget_epochs``)."""
 BUDGET_MAX_STRETCH = 3.0
 """Where the degree rule asks for a rate above LR_RANGE's cap, the budget grows by the
 missing factor instead, up to this many times BUDGET_PAIRS_PER_NODE."""
@@ -165,7 +165,7 @@ missing factor instead, up to this many times BUDGET_PAIRS_PER_NODE."""
 LR_PER_DEGREE = 2.5e-4
 LR_RANGE = (5e-4, 4e-3)
 """The 'converge' preset's peak rate: LR_PER_DEGREE * mean degree, clipped to LR_RANGE
-(``config.converge_lr``)."""
+(``rates.converge_lr``)."""
 
 
 def preset_summary(name):
@@ -173,7 +173,7 @@ def preset_summary(name):
     p = PRESETS[name]
     if p["lr"] is not None:
         lr = f"{p['lr']:g}"
-    elif name == "converge":  # config.converge_lr
+    elif name == "converge":  # rates.converge_lr
         lr = f"{LR_PER_DEGREE:g} x mean degree, within {LR_RANGE[0]:g}..{LR_RANGE[1]:g},"
     else:
         lr = f"{LR_FEATURELESS:g} ({LR_FIXED_FEATURES:g} with fixed features)"

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from caps2ne_np import Caps2NE
-from caps2ne_np.evaluation.evaluate import classify_splits
+from caps2ne_np.evaluation.single import classify_splits
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.graphs.datasets import load_dataset
 

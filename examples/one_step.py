@@ -23,8 +23,10 @@ import numpy as np
 
 from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.model import capsules, grads, reference, skipgram
-from caps2ne_np.model.core import forward, init_params, loss_and_grads, loss_and_row_grads
-from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.model.batch_forward import forward
+from caps2ne_np.model.core import loss_and_grads, loss_and_row_grads
+from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import init_params
 from caps2ne_np.training.step import samplers
 from caps2ne_np.training.step.optim import Adam
 from caps2ne_np.walks import walks
@@ -124,7 +126,7 @@ def main():
     print(f"accidental hits (pair, node): {hits}  -> removed from that pair's softmax")
 
     # ------------------------------------------------------------------ parameters
-    section("Parameters", "core.init_params")
+    section("Parameters", "params.init_params")
     params = init_params(N_NODES, K, D, n_slots, np.random.default_rng(SEED), dtype=np.float64)
     # The authors' W ~ N(0, 0.01^2) makes u_hat and e tiny, so b = u_hat . e is about
     # 1e-6 and c never leaves 1: the routing (and its gradient) would be invisible.
@@ -138,7 +140,7 @@ def main():
     # ------------------------------------------------------------------ forward
     section("Forward: gather and squash the features", "docs/math.md#squash, capsules.squash")
     fw = forward(params, ctx, cfg)
-    # Per pair, as in the equations.  (core.forward squashes each distinct node once
+    # Per pair, as in the equations.  (batch_forward.forward squashes each distinct node once
     # and multiplies each distinct (slot, node) once, rows.share_slots: same numbers.)
     x = params.X[np.asarray(ctx).T]
     u = capsules.squash(x.reshape(-1, D)).reshape(x.shape)

@@ -20,7 +20,8 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from caps2ne_np.graphs.datasets import default_data_dir, load_planetoid  # noqa: E402
+from caps2ne_np.graphs.datasets import load_planetoid  # noqa: E402
+from caps2ne_np.graphs.downloads import default_data_dir  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent.parent / "caps2ne_np" / "data"
 

@@ -155,7 +155,7 @@ def test_every_async_update_uses_its_own_steps_t_and_rate(partition, monkeypatch
     t then overwrites another's between its gradient and its update)."""
     import threading
 
-    from caps2ne_np.training.options.config import learning_rate
+    from caps2ne_np.training.options.rates import learning_rate
     from caps2ne_np.training.step.fused import FusedStep
     from caps2ne_np.walks.walks import batches_per_epoch
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from caps2ne_np.model.core import Params
+from caps2ne_np.model.params import Params
 from caps2ne_np.training import budget
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit

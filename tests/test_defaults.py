@@ -17,13 +17,9 @@ import scipy.sparse as sp
 from caps2ne_np import defaults
 from caps2ne_np.errors import InputError
 from caps2ne_np.estimator.caps2ne import Caps2NE
-from caps2ne_np.training.options.config import (
-    TrainConfig,
-    budget_epochs,
-    converge_lr,
-    learning_rate,
-    resolve,
-)
+from caps2ne_np.training.options.config import TrainConfig
+from caps2ne_np.training.options.presets import budget_epochs, resolve
+from caps2ne_np.training.options.rates import converge_lr, learning_rate
 from caps2ne_np.training.step.batch import walk_seed
 from caps2ne_np.training.train import fit
 from caps2ne_np.walks.walks import WalkSource
@@ -417,8 +413,8 @@ def test_cli_estimator_and_trainconfig_share_every_default():
 
 
 def test_validate_takes_ranges_and_choices_from_the_table(adj):
-    """config.validate checks every integer range and every choice of defaults.OPTIONS."""
-    from caps2ne_np.training.options.config import validate
+    """validation.validate checks every integer range and every choice of defaults.OPTIONS."""
+    from caps2ne_np.training.options.validation import validate
 
     good = resolve(TrainConfig(**TINY), adj.shape[0], adj.nnz)[0]
     validate(good, adj.shape[0])
@@ -448,7 +444,9 @@ def test_preset_help_states_the_rate_rule_runs_use():
     The help's numbers are converge_lr's, and the paper's are
     resolve's."""
     from caps2ne_np.defaults import LR_PER_DEGREE, LR_RANGE, preset_summary
-    from caps2ne_np.training.options.config import TrainConfig, converge_lr, resolve
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.options.presets import resolve
+    from caps2ne_np.training.options.rates import converge_lr
 
     text = preset_summary("converge")
     assert f"lr {LR_PER_DEGREE:g} x mean degree, within {LR_RANGE[0]:g}..{LR_RANGE[1]:g}" in text

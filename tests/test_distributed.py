@@ -46,7 +46,7 @@ def test_worker_and_servers_in_process_equal_the_compiled_single_machine(fixed):
     step on pulled rows and the servers' lazy Adam give the single machine's compiled
     run bit for bit; a push marked ``skip`` (a non-finite loss) changes nothing."""
     from caps2ne_np.kernels.rng import derive_seed
-    from caps2ne_np.model.core import init_params
+    from caps2ne_np.model.params import init_params
     from caps2ne_np.training.loop import set_up
     from caps2ne_np.training.ray.server import ShardServer
     from caps2ne_np.training.ray.shards import interleave

@@ -22,7 +22,7 @@ from caps2ne_np.io.blocks import RowBlocks
 from caps2ne_np.io.modelfile import read_model, save_model
 from caps2ne_np.io.npy import load_npy, save_npy, save_npz
 from caps2ne_np.io.word2vec import write_word2vec
-from caps2ne_np.model.core import Params, slot_major
+from caps2ne_np.model.params import Params, slot_major
 from caps2ne_np.training.ray.outputs import row_blocks, streamed_params
 from caps2ne_np.training.ray.server import ShardServer
 from caps2ne_np.training.ray.shards import interleave

@@ -343,7 +343,7 @@ def test_fit_selects_the_epoch_of_best_mean_validation_accuracy():
     """fit(labels=, splits=): the fitted o_v are those of the epoch whose mean
     validation accuracy is highest (the first on ties), as train --eval-every-epoch
     keeps; the scores of every epoch are recorded."""
-    from caps2ne_np.evaluation.evaluate import classify_splits
+    from caps2ne_np.evaluation.single import classify_splits
 
     adj, labels, splits = two_cliques()
     seen = []  # (epoch, o_v) of every epoch, from the user's own callback
@@ -373,7 +373,7 @@ def test_fit_scores_each_epoch_on_the_rows_it_keeps_when_propagating():
     """With ``propagate='on'`` every epoch is scored on its o_v propagated as fit
     propagates them (it was the o_v as trained, which fit does not keep): the kept
     epoch's scores are those of get_embedding()."""
-    from caps2ne_np.evaluation.evaluate import classify_splits
+    from caps2ne_np.evaluation.single import classify_splits
 
     rng = np.random.default_rng(5)  # two planted groups of 30 (cliques' rows collapse)
     labels = np.repeat([0, 1], 30)

@@ -12,14 +12,13 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.multiclass import OneVsRestClassifier
 
 from caps2ne_np.errors import InputError
-from caps2ne_np.evaluation.evaluate import (
-    classify_splits,
-    format_table,
+from caps2ne_np.evaluation.multilabel import (
     multilabel_f1,
     multilabel_select_epoch,
-    select_epoch,
     top_k_predictions,
 )
+from caps2ne_np.evaluation.report import format_table
+from caps2ne_np.evaluation.single import classify_splits, select_epoch
 
 # --------------------------------------------------------------------------- naive reference
 
@@ -482,7 +481,7 @@ def _naive_tuned_C(emb, labels, train, val, grid):
 
 
 def test_tuned_C_on_validation_equals_naive_search():
-    from caps2ne_np.evaluation.evaluate import C_GRID, tuned_C
+    from caps2ne_np.evaluation.single import C_GRID, tuned_C
 
     emb, labels = _blobs(40, 3, 6, spread=12.0, seed=5)
     for split in _random_splits(labels, 3, 10, 50, seed=6):
@@ -493,7 +492,7 @@ def test_tuned_C_on_validation_equals_naive_search():
 def test_tuned_C_by_cross_validation_equals_naive_folds():
     from sklearn.model_selection import StratifiedKFold
 
-    from caps2ne_np.evaluation.evaluate import C_GRID, tuned_C
+    from caps2ne_np.evaluation.single import C_GRID, tuned_C
 
     emb, labels = _blobs(30, 3, 6, spread=12.0, seed=7)
     train = np.arange(labels.size)[::2]
@@ -571,7 +570,7 @@ def test_classify_splits_rejects_a_bad_C():
 
 
 def test_multilabel_tuned_C_chosen_on_first_shuffle_training_part_only():
-    from caps2ne_np.evaluation.evaluate import C_GRID
+    from caps2ne_np.evaluation.single import C_GRID
 
     rng = np.random.default_rng(3)
     emb = rng.standard_normal((60, 5))
@@ -649,7 +648,7 @@ def test_multilabel_select_epoch_tunes_C_per_epoch_as_multilabel_f1():
 
 
 def test_a_too_small_val_fraction_is_named_as_such():
-    from caps2ne_np.evaluation.evaluate import random_splits
+    from caps2ne_np.evaluation.single import random_splits
 
     labels = np.repeat(np.arange(3), 20)
     with pytest.raises(InputError, match=r"^validation fraction 0.01 \(--val-fraction\)") as err:

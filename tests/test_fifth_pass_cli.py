@@ -347,7 +347,8 @@ def test_a_quiet_ci_run_still_fails_on_what_ci_provides(tmp_path):
     ],
 )
 def test_the_spectral_start_off_note_suggests_a_smaller_dim(dims, n_nodes, fix):
-    from caps2ne_np.training.options.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.options.presets import resolve
 
     cfg, notes = resolve(TrainConfig(**dims), n_nodes, 3 * n_nodes)
     assert cfg.spectral == "none"

@@ -15,9 +15,10 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.evaluation.evaluate import inductive_split
+from caps2ne_np.evaluation.inductive import inductive_split
 from caps2ne_np.graphs.csr import from_scipy
-from caps2ne_np.io.modelfile import check_option, read_model
+from caps2ne_np.io.modelcheck import check_option
+from caps2ne_np.io.modelfile import read_model
 from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.io.word2vec import read_word2vec
 from caps2ne_np.spectral import propagation

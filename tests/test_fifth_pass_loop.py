@@ -308,7 +308,7 @@ def test_probe_and_trial_rounds_keep_within_the_chunk_time_bound(width):
 
 
 def resolved(A, **options):
-    from caps2ne_np.training.options.config import resolve
+    from caps2ne_np.training.options.presets import resolve
 
     return resolve(TrainConfig(**TINY, **options), A.shape[0], A.nnz)[0]
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from caps2ne_np.model import reference
-from caps2ne_np.model.core import Params
 from caps2ne_np.model.core import loss_and_grads as python_loss_and_grads
-from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import Params
 from caps2ne_np.training.step import fused, fused_batch
 from cases import make_case
 from test_grads import BAR, CONFIGS, H
@@ -155,7 +155,7 @@ def test_fused_runs_are_the_same_bits_on_one_and_two_threads(monkeypatch):
 
 def test_the_workspace_is_named_and_sized_by_the_batch():
     P, S, n_slots, d, k, m = 5, 3, 4, 6, 2, 2
-    ws = fused._workspace(P, S, n_slots, d, k, m, np.zeros((1, 1)))
+    ws = fused.make_workspace(P, S, n_slots, d, k, m, np.zeros((1, 1)))
     assert ws._fields == fused_batch.Workspace._fields
     assert (ws.d_O.shape, ws.d_W_t.shape, ws.c.shape) == (
         (S + P, k),

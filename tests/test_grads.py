@@ -9,8 +9,11 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np.model import capsules, grads, reference
-from caps2ne_np.model.core import Params, SparseFeatures, forward, loss_and_grads
-from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.model.batch_forward import forward
+from caps2ne_np.model.core import loss_and_grads
+from caps2ne_np.model.features import SparseFeatures
+from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import Params
 from cases import make_case
 
 H = 1e-6
@@ -246,7 +249,9 @@ def test_blas_helpers_match_numpy_matmul(dtype):
 
 
 def test_row_sparse_W_gradient_for_sparse_features_equals_the_dense_one():
-    from caps2ne_np.model.core import loss_and_row_grads, row_matrix, slot_major
+    from caps2ne_np.model.core import loss_and_row_grads
+    from caps2ne_np.model.params import slot_major
+    from caps2ne_np.model.row_grad import row_matrix
 
     rng = np.random.default_rng(11)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(
@@ -277,7 +282,8 @@ def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
     # The training path (rows.batch_columns + grads.predict_sparse_backward_cols)
     # checked directly against central differences in float64, untouched columns of
     # W included (their gradient must be exactly zero and absent from the rows).
-    from caps2ne_np.model.core import loss_and_row_grads, slot_major
+    from caps2ne_np.model.core import loss_and_row_grads
+    from caps2ne_np.model.params import slot_major
 
     rng = np.random.default_rng(12)
     W, O, bias, X, ctx, targets, sampled, q_true, q_sampled = make_case(

@@ -1,6 +1,6 @@
 """The NumPy edge-list reader and the binary graph cache (caps2ne_np.graphs.graph).
 
-The careful reader (``_read_edgelist_careful``, plain Python string handling) is the
+The careful reader (``read_edgelist_careful``, plain Python string handling) is the
 reference: on every well-formed file the NumPy reader (``_read_edgelist_fast``) must
 return the same Graph, array for array and bit for bit, with the same stats and
 warnings, or decline (return None) where it does not vouch for the file (Unicode
@@ -75,7 +75,7 @@ def read_both(path, directed=False, keep=False):
         fast = G._read_edgelist_fast(os.fspath(path), directed, keep, stacklevel=2)
     with warnings.catch_warnings(record=True) as w_careful:
         warnings.simplefilter("always")
-        careful = G._read_edgelist_careful(os.fspath(path), directed, keep, stacklevel=2)
+        careful = G.read_edgelist_careful(os.fspath(path), directed, keep, stacklevel=2)
     return fast, careful, [str(w.message) for w in w_fast], [str(w.message) for w in w_careful]
 
 
@@ -148,9 +148,9 @@ def write(tmp_path, content, name="g.txt"):
 
 def test_blank_lists_are_every_space_str_split_knows():
     spaces = [chr(c) for c in range(128, 0x110000) if chr(c).isspace()]
-    assert all(G._UNICODE_SPACE.fullmatch(c) for c in spaces)
+    assert all(G.UNICODE_SPACE.fullmatch(c) for c in spaces)
     others = [chr(c) for c in range(128, 0x3100) if not chr(c).isspace()]
-    assert not any(G._UNICODE_SPACE.fullmatch(c) for c in others)
+    assert not any(G.UNICODE_SPACE.fullmatch(c) for c in others)
     ascii_split = [c for c in range(128) if c != 10 and len(("a" + chr(c) + "b").split()) == 2]
     assert ascii_split == sorted(c for c in range(128) if c != 32 and G._SPACES[c] == 32) + [32]
 
@@ -198,7 +198,7 @@ def test_odd_files_read_as_the_careful_reader_reads_them(tmp_path, content):
     path = write(tmp_path, content)
     for directed, keep in ((False, False), (True, False), (False, True)):
         outcomes = []
-        for read in (read_edgelist, G._read_edgelist_careful):
+        for read in (read_edgelist, G.read_edgelist_careful):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
@@ -316,7 +316,7 @@ def test_malformed_files_give_the_careful_readers_error(tmp_path, content):
     path = write(tmp_path, content)
     assert G._read_edgelist_fast(os.fspath(path), False, False, stacklevel=2) is None
     with pytest.raises(GraphFormatError) as careful:
-        G._read_edgelist_careful(os.fspath(path), False, False, stacklevel=2)
+        G.read_edgelist_careful(os.fspath(path), False, False, stacklevel=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)
         with pytest.raises(GraphFormatError) as public:
@@ -340,7 +340,7 @@ def test_valid_but_unusual_files_are_read_by_the_careful_reader(tmp_path, conten
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", InputWarning)
         g = read_edgelist(path)
-        ref = G._read_edgelist_careful(os.fspath(path), False, False, stacklevel=2)
+        ref = G.read_edgelist_careful(os.fspath(path), False, False, stacklevel=2)
     assert_same_graph(g, ref)
 
 

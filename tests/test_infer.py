@@ -18,15 +18,15 @@ from click.testing import CliRunner
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.estimator.caps2ne import Caps2NE
-from caps2ne_np.evaluation.evaluate import inductive_split
+from caps2ne_np.evaluation.inductive import inductive_split
 from caps2ne_np.graphs.csr import from_edges, from_scipy
 from caps2ne_np.inference.infer import capsule_outputs, infer_embeddings, sample_contexts
 from caps2ne_np.io.word2vec import read_word2vec
 from caps2ne_np.kernels import rng
 from caps2ne_np.kernels.rng import TAG_INFER
 from caps2ne_np.model import reference
-from caps2ne_np.model.core import SparseFeatures
-from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.model.features import SparseFeatures
+from caps2ne_np.model.model_config import ModelConfig
 from caps2ne_np.walks.walks import uniform_walks
 from naive_walks import pyrng
 
@@ -256,7 +256,7 @@ def test_scipy_adjacency_and_indices_as_input(full, fixed_model, features):
 def test_samples_average_the_capsule_outputs(full, fixed_model, features):
     """E = (1/Z) sum_z e_z over the contexts sample_contexts draws (Algorithm 3)."""
     from caps2ne_np.kernels.rng import derive_seed
-    from caps2ne_np.model.core import prepare_features
+    from caps2ne_np.model.features import prepare_features
 
     E = infer_embeddings(
         *fitted(fixed_model), full, features, ["new"], samples=13, seed=2, aggregate="mean"

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
-from caps2ne_np.evaluation.evaluate import inductive_split
+from caps2ne_np.evaluation.inductive import inductive_split
 from caps2ne_np.graphs.csr import from_edges
 from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.inference import calibration, infer

@@ -267,7 +267,7 @@ def test_atomic_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch, w
         save_npz(target, a=vectors)
     else:
         from caps2ne_np.io.modelfile import save_model
-        from caps2ne_np.model.core import Params
+        from caps2ne_np.model.params import Params
 
         W = np.ones((2, 4, 3), dtype=np.float32)
         params = Params(W, vectors, np.zeros(5, np.float32), np.ones((5, 3), np.float32))

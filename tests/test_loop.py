@@ -14,7 +14,8 @@ from caps2ne_np.training.loop import (
     TrainResult,
     run_epochs,
 )
-from caps2ne_np.training.options.config import TrainConfig, learning_rate
+from caps2ne_np.training.options.config import TrainConfig
+from caps2ne_np.training.options.rates import learning_rate
 from caps2ne_np.training.schedule import Schedule
 
 N_WALKS = 40  # batch_size 8: 5 batches per epoch

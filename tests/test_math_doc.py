@@ -39,7 +39,7 @@ REQUIRED = [
     "blas.segment_matmul_tn",
     "grads.squash_backward",
     "grads.scatter_add_rows",
-    "core.forward",
+    "batch_forward.forward",
     "core.loss_and_row_grads",
     "core.loss_and_grads",
     "optim.Adam",

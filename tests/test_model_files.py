@@ -30,7 +30,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning"
 def files(tmp_path_factory):
     """A featureless model trained on the planted-partition graph without 'new', the full
     graph as an edge list, and the nodes to embed."""
-    from caps2ne_np.evaluation.evaluate import inductive_split
+    from caps2ne_np.evaluation.inductive import inductive_split
 
     d = tmp_path_factory.mktemp("modelfiles")
     full = planted_partition()

@@ -258,7 +258,8 @@ def test_training_walks_follow_the_options():
 
 
 def test_ray_batch_worker_makes_the_same_node2vec_walks():
-    from caps2ne_np.training.options.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.options.presets import resolve
     from caps2ne_np.training.ray.worker import BatchWorker
     from caps2ne_np.training.step.batch import walk_seed
 
@@ -282,7 +283,9 @@ def test_ray_batch_worker_makes_the_same_node2vec_walks():
 )
 def test_training_refuses_bad_p_and_q_in_one_line(options, message):
     from caps2ne_np.errors import InputError
-    from caps2ne_np.training.options.config import TrainConfig, resolve, validate
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.options.presets import resolve
+    from caps2ne_np.training.options.validation import validate
 
     with pytest.raises(InputError, match=message) as err:
         validate(resolve(TrainConfig(**TINY, **options), 10, 20)[0], 10)

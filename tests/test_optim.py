@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from caps2ne_np.model import reference
-from caps2ne_np.model.core import RowGrad, row_matrix, slot_major
+from caps2ne_np.model.params import slot_major
+from caps2ne_np.model.row_grad import RowGrad, row_matrix
 from caps2ne_np.training.step.optim import Adam
 
 
@@ -169,7 +170,7 @@ def _sparse_W_problem(dtype, seed=0, n_nodes=40, d=30, n_slots=3, k=8):
     the column index of a second batch (the one the fused update predicts)."""
     import scipy.sparse as sp
 
-    from caps2ne_np.model.core import SparseFeatures
+    from caps2ne_np.model.features import SparseFeatures
     from caps2ne_np.model.rows import batch_columns, share_slots
 
     rng = np.random.default_rng(seed)

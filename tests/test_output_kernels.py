@@ -68,7 +68,7 @@ def test_column_sums_in_row_order(version, n_cols):
     rng = np.random.default_rng(3)
     a = rng.normal(size=(11, n_cols)).astype(np.float32)
     out = np.full(n_cols, np.nan, dtype=np.float32)
-    getattr(grads._column_sums, version)(a, out)
+    getattr(grads.column_sums, version)(a, out)
     ref = np.zeros(n_cols, dtype=np.float64)
     for p in range(a.shape[0]):  # the kernel's order, in float64, rounded once
         ref += a[p]
@@ -87,7 +87,7 @@ def test_scatter_rows_sums_repeated_rows_in_order(version):
     getattr(grads._scatter_rows_serial, version)(rows, values, out)
     np.testing.assert_array_equal(out, ref)
     scal_out = np.zeros(6, dtype=np.float32)
-    grads._scatter_scalars(rows, values[:, 0].copy(), scal_out)
+    grads.scatter_scalars(rows, values[:, 0].copy(), scal_out)
     scal_ref = np.zeros(6, dtype=np.float32)
     np.add.at(scal_ref, rows, values[:, 0])
     np.testing.assert_allclose(scal_out, scal_ref, rtol=1e-6)

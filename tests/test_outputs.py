@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError
-from caps2ne_np.evaluation.evaluate import random_splits
+from caps2ne_np.evaluation.single import random_splits
 from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 
 SMALL = [

@@ -238,7 +238,8 @@ TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, epochs=1, batch_
 
 
 def test_paper_preset_never_propagates_and_explicit_epochs_never_stop():
-    from caps2ne_np.training.options.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.options.presets import resolve
 
     paper, _ = resolve(TrainConfig(preset="paper"), 1000, 10000)
     assert (paper.propagate, paper.stop) == ("none", "none")
@@ -276,7 +277,7 @@ def test_model_file_keeps_the_propagation_and_infer_lands_in_its_space(propagate
     through infer on the training graph gets its written row back (its filter input is its
     o_v, the map the run's); a node new to the model lands near the rows of its block."""
     from caps2ne_np.estimator.caps2ne import Caps2NE
-    from caps2ne_np.evaluation.evaluate import inductive_split
+    from caps2ne_np.evaluation.inductive import inductive_split
 
     model, A = propagated_model, planted_blocks()
     path = tmp_path / "m.npz"

@@ -7,9 +7,12 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np.model import capsules, grads, reference
-from caps2ne_np.model.core import Params, SparseFeatures, forward, loss_and_grads
+from caps2ne_np.model.batch_forward import forward
+from caps2ne_np.model.core import loss_and_grads
+from caps2ne_np.model.features import SparseFeatures
+from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import Params
 from caps2ne_np.model.rows import batch_columns, share_slots
-from caps2ne_np.training.options.config import ModelConfig
 from caps2ne_np.walks.walks import training_pairs
 
 

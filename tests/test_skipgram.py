@@ -10,8 +10,9 @@ import pytest
 import naive_walks
 from caps2ne_np.errors import InputError
 from caps2ne_np.model import reference, skipgram
-from caps2ne_np.model.core import Params, loss_and_grads, loss_and_row_grads
-from caps2ne_np.training.options.config import ModelConfig
+from caps2ne_np.model.core import loss_and_grads, loss_and_row_grads
+from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import Params
 from cases import make_case
 
 H = 1e-6
@@ -365,7 +366,7 @@ def test_the_public_wrappers_refuse_bad_arrays_naming_them(index):
     ],
 )
 def test_term_refuses_what_it_cannot_train(params_like, match):
-    from caps2ne_np.model.core import check_skipgram
+    from caps2ne_np.model.skipgram import check_skipgram
 
     with pytest.raises(InputError, match=match):
         check_skipgram(params_like, ModelConfig(skipgram_weight=1.0))
@@ -416,7 +417,8 @@ def test_paper_preset_and_term_off_train_the_same_bits_as_the_path_without_the_t
     and give the same O, X, W and biases.  (This replaced SHA-256s recorded on one CPU:
     float bits differ between CPUs -- BLAS and Numba pick kernels by the instruction set
     -- so a recorded float hash is not a property of the code.)"""
-    from caps2ne_np.training.options.config import ModelConfig, TrainConfig
+    from caps2ne_np.model.model_config import ModelConfig
+    from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.step import fused
     from caps2ne_np.training.train import fit
 
@@ -465,7 +467,8 @@ def test_term_trains_logs_both_losses_and_lowers_them():
 @pytest.mark.parametrize("converge_weight", [0.0, 1.0])  # the default, and a preset with it
 def test_presets_fixed_features_and_feat_dim_decide_the_weight(converge_weight, monkeypatch):
     from caps2ne_np import defaults
-    from caps2ne_np.training.options.config import TrainConfig, resolve
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.options.presets import resolve
 
     monkeypatch.setitem(defaults.PRESETS["converge"], "skipgram_weight", converge_weight)
 

@@ -534,7 +534,7 @@ def test_a_spectral_run_is_the_same_on_1_and_2_threads(two_blocks, mode):
 def test_preset_start_falls_back_to_random_x_on_a_graph_too_small_for_prone(dims):
     """The converge preset's ProNE start needs d < N for x (and O, at d = k): a smaller
     graph trains from random x with a note, instead of an error it did not ask for."""
-    from caps2ne_np.training.options.config import resolve
+    from caps2ne_np.training.options.presets import resolve
 
     cfg, notes = resolve(TrainConfig(**dims), 30, 60)
     assert cfg.spectral == "none"
@@ -552,7 +552,7 @@ def test_preset_start_falls_back_to_random_x_on_a_graph_too_small_for_prone(dims
 )
 def test_spectral_start_off_note_names_each_size_as_given(dims, says):
     # the note printed "--feat-dim and --dim (128)" when --dim 34 was given
-    from caps2ne_np.training.options.config import resolve
+    from caps2ne_np.training.options.presets import resolve
 
     _, notes = resolve(TrainConfig(**dims), 90, 400)
     assert says in next(n for n in notes if n.startswith("spectral start off"))

@@ -85,8 +85,8 @@ def test_one_thread_and_always_parallel_keep_the_full_count(monkeypatch):
     import numba
 
     import caps2ne_np.kernels.jit as jit
-    from caps2ne_np.model.core import init_params
-    from caps2ne_np.training.options.config import ModelConfig
+    from caps2ne_np.model.model_config import ModelConfig
+    from caps2ne_np.model.params import init_params
     from caps2ne_np.training.step.optim import Adam
     from caps2ne_np.training.step.python_step import TrainStep
 
@@ -109,8 +109,8 @@ def test_train_step_chooses_threads_and_results_do_not_depend_on_it():
     on 1 thread without it; the rule ran its trial (both counts used)."""
     import numba
 
-    from caps2ne_np.model.core import init_params
-    from caps2ne_np.training.options.config import ModelConfig
+    from caps2ne_np.model.model_config import ModelConfig
+    from caps2ne_np.model.params import init_params
     from caps2ne_np.training.step.batch import Batch
     from caps2ne_np.training.step.optim import Adam
     from caps2ne_np.training.step.python_step import TrainStep

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 import toy_graphs
 from caps2ne_np.errors import InputError
-from caps2ne_np.model.core import Params
+from caps2ne_np.model.params import Params
 from caps2ne_np.training import budget
 from caps2ne_np.training import train as train_mod
 from caps2ne_np.training.options.config import TrainConfig

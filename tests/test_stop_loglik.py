@@ -11,8 +11,8 @@ import scipy.sparse as sp
 
 from caps2ne_np.errors import InputError
 from caps2ne_np.model import reference
-from caps2ne_np.model.core import Params
 from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import Params
 from caps2ne_np.training import budget
 from caps2ne_np.training.options.config import TrainConfig
 from test_stop_holdout import (

@@ -12,9 +12,10 @@ import scipy.sparse as sp
 
 torch = pytest.importorskip("torch")
 
-from caps2ne_np.model import core  # noqa: E402
-from caps2ne_np.model.core import Params, loss_and_grads  # noqa: E402
-from caps2ne_np.training.options.config import ModelConfig  # noqa: E402
+from caps2ne_np.model.core import loss_and_grads  # noqa: E402
+from caps2ne_np.model.features import SparseFeatures  # noqa: E402
+from caps2ne_np.model.model_config import ModelConfig  # noqa: E402
+from caps2ne_np.model.params import Params  # noqa: E402
 
 sys.path.insert(
     0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench")
@@ -26,8 +27,6 @@ RTOL = 1e-10
 # Gradient entries that cancel to ~0 cannot meet a relative bar; anything below 1e-12 of
 # the array's largest entry is compared absolutely (float64 rounding is ~1e-16 of it).
 ATOL_FRACTION = 1e-12
-
-HAS_SPARSE_CORE = hasattr(core, "SparseFeatures")
 
 
 def make_case(seed):
@@ -52,7 +51,7 @@ def assert_close(ours, theirs, name):
     np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=atol, err_msg=f"gradient of {name}")
 
 
-FEATURES = ["trainable", "fixed-dense", "fixed-bag"] + (["sparse-core"] if HAS_SPARSE_CORE else [])
+FEATURES = ["trainable", "fixed-dense", "fixed-bag", "sparse-core"]
 
 
 @pytest.mark.parametrize("features", FEATURES)
@@ -84,7 +83,7 @@ def test_loss_and_grads_equal_torch_autograd(m, rule, mode, features):
                 W,
                 O,
                 bias,
-                core.SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64),
+                SparseFeatures.from_scipy(sp.csr_matrix(X), np.float64),
                 fixed_features=True,
             )
         else:

@@ -12,8 +12,11 @@ from sklearn.model_selection import train_test_split
 from caps2ne_np.errors import InputError
 from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.model import reference
-from caps2ne_np.model.core import Params, forward, loss_and_grads
-from caps2ne_np.training.options.config import ModelConfig, TrainConfig
+from caps2ne_np.model.batch_forward import forward
+from caps2ne_np.model.core import loss_and_grads
+from caps2ne_np.model.model_config import ModelConfig
+from caps2ne_np.model.params import Params
+from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.step.samplers import make_sampler
 from caps2ne_np.training.train import fit
 
@@ -290,7 +293,9 @@ def test_lazy_adam_trains_separates_blocks_and_is_thread_invariant(partition, al
 
 
 def test_row_sparse_gradients_equal_dense_gradients():
-    from caps2ne_np.model.core import loss_and_row_grads, row_matrix, slot_major
+    from caps2ne_np.model.core import loss_and_row_grads
+    from caps2ne_np.model.params import slot_major
+    from caps2ne_np.model.row_grad import row_matrix
 
     rng = np.random.default_rng(4)
     params = Params(
@@ -329,7 +334,7 @@ def test_lazy_adam_with_sparse_features_updates_only_touched_columns_of_W(
     runs = [Caps2NE(**SMALL, adam="lazy", n_jobs=t, random_state=0).fit(adj, X=X) for t in (1, 2)]
     np.testing.assert_array_equal(runs[0].W_, runs[1].W_)
     from caps2ne_np.kernels.rng import derive_seed
-    from caps2ne_np.model.core import init_params
+    from caps2ne_np.model.params import init_params
 
     W0 = init_params(200, 16, 300, 9, np.random.default_rng(derive_seed(0, "init")), features=X).W
     np.testing.assert_array_equal(runs[0].W_[:, :, 299], W0[:, :, 299])  # never touched

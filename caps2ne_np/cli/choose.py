@@ -116,7 +116,7 @@ def model_adjacency(model, model_path, graph_path):
     nodes are the model's."""
     import numpy as np
 
-    from ..io.modelfile import default_run
+    from ..io.modelcheck import default_run
     from ..spectral import prone as spectral
 
     run_record = model["run"] or default_run()

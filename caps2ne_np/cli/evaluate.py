@@ -10,7 +10,7 @@ import click
 from ..errors import InputError
 from . import options as opt
 from . import tables
-from .files import check_outputs
+from .files import check_outputs, source_of
 from .run import reset_logging, run, wrote
 
 
@@ -77,22 +77,12 @@ def _plan(params):
     p = params
     return EvaluateRun(
         emb_paths=p["emb_paths"],
-        source=dict(
-            dataset=p["dataset"],
-            data_dir=p["data_dir"],
-            labels=p["labels_path"],
-            splits=p["splits_path"],
-            inferred=p["inferred_path"],
-        ),
+        source=source_of(p, "dataset data_dir labels splits inferred"),
         fractions=p["fractions"],
         protocol=dict(
+            {k: p[k] for k in ("seed", "C", "cv_folds", "train_fraction", "val_fraction")},
             n_shuffles=p["shuffles"],
-            seed=p["seed"],
-            C=p["C"],
             solver=p["classifier"],
-            cv_folds=p["cv_folds"],
-            train_fraction=p["train_fraction"],
-            val_fraction=p["val_fraction"],
         ),
         json_out=p["json_out"],
         overwrite=p["overwrite"],
@@ -133,7 +123,7 @@ def _write(job, results, chosen):
     --json."""
     import json
 
-    from ..evaluation.evaluate import format_table, jsonable
+    from ..evaluation.report import format_table, jsonable
     from ..io.atomic import atomic_write
 
     to_stderr = job.json_out == "-"

@@ -7,6 +7,21 @@ from pathlib import Path
 
 from ..errors import InputError
 
+_OPTION_OF = {
+    "features": "features_path",
+    "labels": "labels_path",
+    "splits": "splits_path",
+    "inferred": "inferred_path",
+}
+"""The source keys whose option has another parameter name (--labels: labels_path)."""
+
+
+def source_of(params, keys, **given):
+    """A command's source (``load_input``'s argument): each of ``keys`` (space separated)
+    from the option of that name in ``params``, then the keys ``given`` the command
+    has no option for."""
+    return {**{key: params[_OPTION_OF.get(key, key)] for key in keys.split()}, **given}
+
 
 def load_input(source, need_eval=False):
     """(Graph, features or None, labels or None, splits or None) from the CLI options."""
@@ -66,10 +81,10 @@ validation, which chooses the epoch."""
 
 def _random_splits(source, labels):
     """The random stratified splits of ``train --eval-every-epoch`` without --splits, with
-    a note saying so (evaluate.random_splits, seeded by the run's --seed)."""
+    a note saying so (single.random_splits, seeded by the run's --seed)."""
     import logging
 
-    from ..evaluation.evaluate import random_splits
+    from ..evaluation.single import random_splits
 
     train = source.get("train_fraction") or TRAIN_FRACTION
     val = source.get("val_fraction") or VAL_FRACTION

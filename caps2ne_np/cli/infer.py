@@ -10,7 +10,7 @@ import click
 
 from . import options as opt
 from . import tables
-from .files import check_outputs, input_paths, load_input
+from .files import check_outputs, input_paths, load_input, source_of
 from .run import run, setup_logging, wrote
 
 
@@ -64,16 +64,11 @@ def _plan(params):
     out = p["out"]
     if out is None:
         out = Path(p["nodes_path"]).name.split(".")[0] + ".emb"
-    source = dict(
-        graph=p["graph"],
-        dataset=p["dataset"],
-        data_dir=p["data_dir"],
-        features=p["features_path"],
-        feature_ids=p["feature_ids"],
+    source = source_of(
+        p,
+        "graph dataset data_dir features feature_ids directed keep_self_loops",
         labels=None,
         splits=None,
-        directed=p["directed"],
-        keep_self_loops=p["keep_self_loops"],
     )
     return InferRun(
         model_path=p["model_path"],
@@ -174,7 +169,7 @@ def _read_model(model_path, source):
     --directed / --keep-self-loops (a flag the model was trained without: InputError)."""
     from ..errors import InputError
     from ..io.modelfile import read_model
-    from ..model.core import Params
+    from ..model.params import Params
 
     model = read_model(model_path)
     if model["run"] is not None:  # read the graph as training did
@@ -213,7 +208,7 @@ def _calibration(model, model_path, trained, g, features, source, walks, how):
     --save-calibration (which stores it in the model file)."""
     from ..errors import InputError
     from ..inference.infer import calibrate
-    from ..io.modelfile import check_calibration
+    from ..io.modelcheck import check_calibration
     from ..io.modelfile import save_calibration as store_calibration
 
     calibration = model["calibration"]

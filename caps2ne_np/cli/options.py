@@ -136,6 +136,10 @@ def params(table, **given):
     return values
 
 
+def graph(help):
+    return option("--graph", type=click.Path(dir_okay=False), default=None, help=help)
+
+
 def dataset(help):
     return option("--dataset", type=click.Choice(DATASET_NAMES), default=None, help=help)
 
@@ -199,20 +203,72 @@ def quiet(help):
     return option("--quiet", "-q", is_flag=True, help=help)
 
 
+def model_file(help):
+    """--model: a trained model .npz that must exist."""
+    return option(
+        "--model",
+        "model_path",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help=help,
+    )
+
+
+def npy(help):
+    """--npy: the rows also (or only) as an (N, k) float32 .npy."""
+    return option("--npy", "npy_out", type=click.Path(dir_okay=False), default=None, help=help)
+
+
+def fractions(train_help, val_help, val_default):
+    """--train-fraction and --val-fraction: random splits of the labelled nodes, their
+    training and validation parts (fractions in (0, 1); a zero --val-fraction default
+    admits 0)."""
+    return (
+        option(
+            "--train-fraction",
+            default=None,
+            type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+            help=train_help,
+        ),
+        option(
+            "--val-fraction",
+            default=val_default,
+            type=click.FloatRange(min=0, max=1, min_open=val_default != 0.0, max_open=True),
+            help=val_help,
+        ),
+    )
+
+
+def regularisation(help):
+    """--C: the logistic regression's inverse L2 regularisation, a number or 'tuned'."""
+    return option("--C", "C", default=1.0, type=CParam(), show_default=True, help=help)
+
+
+def folds(flag, help):
+    """A count of cross-validation folds (at least 2, default 3) under ``flag``."""
+    return option(flag, default=3, type=click.IntRange(min=2), show_default=True, help=help)
+
+
 # --------------------------------------------------------------------------- train's config
 
 
-def parse_targets(value):
-    """--targets: 'all', 'random' or a tuple of 0-based positions."""
+def _word_or_positions(value, words):
+    """One of the two ``words``, or a tuple of the 0-based positions in ``value``."""
     value = value.strip().lower()
-    if value in ("all", "random"):
+    if value in words:
         return value
     try:
         return tuple(int(t) for t in value.split(","))
     except ValueError:
         raise click.BadParameter(
-            "expected 'all', 'random' or comma-separated 0-based positions such as 3,4,5,6"
+            f"expected '{words[0]}', '{words[1]}' or comma-separated 0-based positions "
+            "such as 3,4,5,6"
         ) from None
+
+
+def parse_targets(value):
+    """--targets: 'all', 'random' or a tuple of 0-based positions."""
+    return _word_or_positions(value, ("all", "random"))
 
 
 def _click_type(option):
@@ -263,15 +319,7 @@ def config_options(names, **overrides):
 
 def parse_positions(value):
     """infer's --positions: 'all', 'train' or a tuple of 0-based positions."""
-    value = value.strip().lower()
-    if value in ("all", "train"):
-        return value
-    try:
-        return tuple(int(t) for t in value.split(","))
-    except ValueError:
-        raise click.BadParameter(
-            "expected 'all', 'train' or comma-separated 0-based positions such as 3,4,5,6"
-        ) from None
+    return _word_or_positions(value, ("all", "train"))
 
 
 class CParam(click.ParamType):

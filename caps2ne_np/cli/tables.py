@@ -24,12 +24,9 @@ RESUMABLE = ", ".join(_FLAGS[:-1]) + " and " + _FLAGS[-1]
 TRAIN = (
     opt.section(
         "Input",
-        option(
-            "--graph",
-            type=click.Path(dir_okay=False),
-            default=None,
-            help="Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
-            "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat.",
+        opt.graph(
+            "Edge list: 'u v' or 'u v weight' per line, '#' comments ('-': standard "
+            "input; .gz/.bz2/.xz are decompressed); or a scipy .npz / .mat."
         ),
         opt.dataset("A benchmark set instead of --graph (features, labels and splits included)."),
         opt.data_dir(),
@@ -65,15 +62,11 @@ TRAIN = (
             help="Write --out in word2vec binary format (gensim: binary=True): about 4x "
             "smaller and much faster to write than text.",
         ),
-        option(
-            "--npy",
-            "npy_out",
-            type=click.Path(dir_okay=False),
-            default=None,
-            help="Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
+        opt.npy(
+            "Also write the embeddings as an (N, k) float32 .npy, rows in the order of "
             "--out (the graph's node order: first appearance in the edge list), plus "
             "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1 in "
-            "that order.",
+            "that order."
         ),
         option(
             "--model-out",
@@ -102,20 +95,13 @@ TRAIN = (
             help="Score o_v on the splits after every epoch (logistic regression) and write the "
             "embeddings of the epoch with the best mean validation accuracy.",
         ),
-        option(
-            "--train-fraction",
-            default=None,
-            type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-            help="--eval-every-epoch with --labels but no --splits: 10 random splits, stratified "
+        opt.fractions(
+            "--eval-every-epoch with --labels but no --splits: 10 random splits, stratified "
             "by class (seeded by --seed), training on this fraction of the labelled nodes, as "
             "evaluate does [default: 0.5].",
-        ),
-        option(
-            "--val-fraction",
-            default=None,
-            type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-            help="With those random splits: the fraction held out for validation, which "
+            "With those random splits: the fraction held out for validation, which "
             "chooses the epoch [default: 0.1].",
+            val_default=None,
         ),
     ),
     opt.section(
@@ -256,19 +242,10 @@ TRAIN = (
 """train's options: its own, and every TrainConfig field from ``defaults.OPTIONS``."""
 
 INFER = (
-    option(
-        "--model",
-        "model_path",
-        required=True,
-        type=click.Path(exists=True, dir_okay=False),
-        help="Trained model .npz (train --model-out).",
-    ),
-    option(
-        "--graph",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Edge list (or .npz/.mat) of the whole graph: the training nodes, the new nodes "
-        "and all their edges.",
+    opt.model_file("Trained model .npz (train --model-out)."),
+    opt.graph(
+        "Edge list (or .npz/.mat) of the whole graph: the training nodes, the new nodes "
+        "and all their edges."
     ),
     opt.dataset("A benchmark set instead of --graph (its graph and features)."),
     opt.data_dir(),
@@ -388,32 +365,20 @@ EVALUATE = (
         help="Random shuffles per fraction (multi-label protocol), or random splits "
         "with --train-fraction (single-label).",
     ),
-    option(
-        "--train-fraction",
-        default=None,
-        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-        help="Single-label without a splits file: --shuffles random splits, stratified "
+    opt.fractions(
+        "Single-label without a splits file: --shuffles random splits, stratified "
         "by class (seeded by --seed), training on this fraction of the labelled "
         "nodes and testing on the rest (minus --val-fraction).",
-    ),
-    option(
-        "--val-fraction",
-        default=0.0,
-        type=click.FloatRange(min=0, max=1, max_open=True),
-        help="With --train-fraction: this fraction of the labelled nodes is held out "
+        "With --train-fraction: this fraction of the labelled nodes is held out "
         "for validation (needed to choose among several -e files).",
+        val_default=0.0,
     ),
-    option(
-        "--C",
-        "C",
-        default=1.0,
-        type=opt.CParam(),
-        show_default=True,
-        help="Inverse L2 regularisation of the logistic regression: a number (the paper's "
+    opt.regularisation(
+        "Inverse L2 regularisation of the logistic regression: a number (the paper's "
         "protocol: 1), or 'tuned': chosen per split from 0.01..1000 on its validation "
         "nodes, else by 3-fold cross-validation within its training nodes (multi-label: "
         "within the first shuffle's training part).  At a fixed C the score also depends "
-        "on the scale of the embedding; tune C to compare methods fairly.",
+        "on the scale of the embedding; tune C to compare methods fairly."
     ),
     option(
         "--classifier",
@@ -424,12 +389,9 @@ EVALUATE = (
         "regression; liblinear: one-vs-rest LIBLINEAR, the classifier of the "
         "authors' and DeepWalk's scoring scripts (scikit-learn < 0.22 defaults).",
     ),
-    option(
+    opt.folds(
         "--cv-folds",
-        default=3,
-        type=click.IntRange(min=2),
-        show_default=True,
-        help="Multi-label with several embedding files: folds of the cross-validation "
+        "Multi-label with several embedding files: folds of the cross-validation "
         "on each training part that chooses the epoch.",
     ),
     opt.seed("Seed of the shuffles."),
@@ -447,13 +409,7 @@ EVALUATE = (
 """evaluate's options."""
 
 CHOOSE = (
-    option(
-        "--model",
-        "model_path",
-        required=True,
-        type=click.Path(exists=True, dir_okay=False),
-        help="Trained model .npz (train --model-out): its o_v and filter options.",
-    ),
+    opt.model_file("Trained model .npz (train --model-out): its o_v and filter options."),
     option(
         "--graph",
         required=True,
@@ -470,31 +426,19 @@ CHOOSE = (
         "multi-label); only these labels are read.",
     ),
     opt.out("The best candidate's rows in word2vec text format, with the model's node ids."),
-    option(
-        "--npy",
-        "npy_out",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Also (or instead) the best rows as an (N, k) float32 .npy, plus "
-        "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1.",
+    opt.npy(
+        "Also (or instead) the best rows as an (N, k) float32 .npy, plus "
+        "<stem>.nodes.txt with the id of each row when the ids are not 0..N-1."
     ),
-    option(
-        "--C",
-        "C",
-        default=1.0,
-        type=opt.CParam(),
-        show_default=True,
-        help="Inverse L2 regularisation of the logistic regression that scores each "
+    opt.regularisation(
+        "Inverse L2 regularisation of the logistic regression that scores each "
         "candidate: a number (the paper's protocol: 1), or 'tuned' (chosen from 0.01..1000 "
         "within each fold's training part: about 19 times the fits).  Score the rows "
-        "at the C you will use them with: at a fixed C the row length matters.",
+        "at the C you will use them with: at a fixed C the row length matters."
     ),
-    option(
+    opt.folds(
         "--folds",
-        default=3,
-        type=click.IntRange(min=2),
-        show_default=True,
-        help="Folds of the stratified cross-validation within the labelled nodes (each class "
+        "Folds of the stratified cross-validation within the labelled nodes (each class "
         "needs at least this many labelled nodes).",
     ),
     opt.seed("Seed of the folds."),

@@ -215,8 +215,8 @@ def _read_inputs(job):
 def _configure(job, g):
     """(the TrainConfig, the model file's run record: how the graph was read, the mode,
     the options as given); --threads' default: every core this process may use."""
-    from ..kernels.thread_layer import threads_used
-    from ..training.options.config import TrainConfig, usable_cores
+    from ..kernels.thread_layer import threads_used, usable_cores
+    from ..training.options.config import TrainConfig
 
     options = dict(job.options)
     if options["threads"] is None:

@@ -21,7 +21,7 @@ from sklearn.exceptions import NotFittedError
 from ..defaults import DEFAULTS as D
 from ..errors import InputError
 from ..graphs import graph as graph_mod
-from ..model.core import Params
+from ..model.params import Params
 from ..training import engines
 from ..training.options.config import TrainConfig
 from .inputs import (

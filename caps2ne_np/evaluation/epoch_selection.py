@@ -3,7 +3,7 @@
 
 ``EpochSelector`` is an epoch callback of ``train.fit``: after every epoch it scores
 the rows the run would write for that epoch (the o_v, propagated as the run's options
-say: ``written_rows``) on the splits (evaluate.classify_splits) and keeps a copy of the
+say: ``written_rows``) on the splits (single.classify_splits) and keeps a copy of the
 parameters of the epoch with the best mean validation accuracy.  It is also the run's
 ``checkpoint_extra``: its scores and the kept parameters go into every checkpoint, so
 a resumed run keeps choosing among all its epochs.  Test accuracies never choose
@@ -94,7 +94,7 @@ class EpochSelector:
     the run writes for it (``written_rows``: with ``graph``, the o_v propagated as the
     run's options say; without, the o_v as trained), so the kept epoch's scores are
     those of the written file; the paper's figure (per split, the epoch of best
-    validation accuracy and its test accuracy, evaluate.select_epoch) goes to the
+    validation accuracy and its test accuracy, single.select_epoch) goes to the
     debug log.
 
     labels  (N,) int classes in the graph's node order (-1: unlabelled)
@@ -102,7 +102,7 @@ class EpochSelector:
     graph   the run's graph (graphs.csr.Graph), over which it propagates; None: score
             the o_v as trained
 
-    After the run: ``results`` (one evaluate.classify_splits result per epoch),
+    After the run: ``results`` (one single.classify_splits result per epoch),
     ``best_epoch`` (1-based), ``best_val``, and ``params_like(last_params)``, the kept
     epoch's parameters.
     """
@@ -113,7 +113,7 @@ class EpochSelector:
         self._stored = None
 
     def __call__(self, epoch, result):
-        from .evaluate import classify_splits
+        from .single import classify_splits
 
         t0 = time.perf_counter()
         rows, propagated = written_rows(self.graph, result)
@@ -140,7 +140,7 @@ class EpochSelector:
 
     def checkpoint_arrays(self):
         """The selector's state for the run's checkpoint (train.fit's checkpoint_extra)."""
-        from .evaluate import jsonable
+        from .report import jsonable
 
         state = {
             "results": [jsonable(r, finite=False) for r in self.results],
@@ -195,7 +195,7 @@ class EpochSelector:
         run writes (``written_rows``); ``written``: the propagated rows written, scored
         here again on the splits, so the line is the file's even when a resume changed
         how the rows are written after the kept epoch was scored."""
-        from .evaluate import classify_splits, select_epoch
+        from .single import classify_splits, select_epoch
 
         sel = select_epoch(self.results)
         kept = self.results[self.best_epoch - 1]

@@ -1,7 +1,7 @@
 """Node classification as the ``evaluate`` command runs it: the paper's protocol on one
 or more embeddings of the same nodes, the epoch chosen among several
-(:func:`evaluate_embeddings`).  Also the public import path of every protocol, each
-of which lives in caps2ne_np/evaluation/:
+(:func:`evaluate_embeddings`).  Each protocol lives in a module of its own in
+caps2ne_np/evaluation/, and is imported from there:
 
 - ``single.py``: single-label (Cora, Citeseer, Pubmed): :func:`classify_splits`,
   :func:`select_epoch`, :func:`random_splits`, and the tuned C (:func:`tuned_C`,
@@ -21,23 +21,10 @@ import logging
 import numpy as np
 
 from ..errors import InputError
-from .inductive import inductive_split
-from .multilabel import multilabel_f1, multilabel_select_epoch, top_k_predictions
-from .report import format_table, jsonable  # noqa: F401 (jsonable: the command's)
-from .single import C_GRID, classify_splits, random_splits, select_epoch, tuned_C
+from .multilabel import multilabel_f1, multilabel_select_epoch
+from .single import classify_splits, random_splits, select_epoch
 
-__all__ = [
-    "C_GRID",
-    "tuned_C",
-    "classify_splits",
-    "select_epoch",
-    "multilabel_f1",
-    "multilabel_select_epoch",
-    "top_k_predictions",
-    "format_table",
-    "evaluate_embeddings",
-    "inductive_split",
-]
+__all__ = ["DEFAULT_TRAIN_FRACTION", "evaluate_embeddings"]
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from sklearn.multiclass import OneVsRestClassifier
 from threadpoolctl import threadpool_limits
 
 from ..errors import InputWarning
-from .single import C_GRID, CV_FOLDS, TUNED, _check_embedding, check_C
+from .single import C_GRID, CV_FOLDS, TUNED, check_C, check_embedding
 
 
 def top_k_predictions(proba, k) -> np.ndarray:
@@ -155,7 +155,7 @@ def multilabel_f1(
         ``macro_mean``, ``macro_std`` (n_f,), std over shuffles with ddof=0.
     """
     Y, fractions, n_train = _check_multilabel(Y, train_fractions, n_shuffles, solver)
-    emb = _check_embedding(emb, Y.shape[0], "Y")
+    emb = check_embedding(emb, Y.shape[0], "Y")
     n = Y.shape[0]
 
     C = check_C(C)
@@ -323,7 +323,7 @@ def _check_select_epoch(embs, Y, train_fractions, n_shuffles, solver, n_folds, e
     if len(embs) == 0:
         raise ValueError("embs: expected the embeddings of at least one epoch")
     Y, fractions, n_train = _check_multilabel(Y, train_fractions, n_shuffles, solver)
-    embs = [_check_embedding(e, Y.shape[0], "Y") for e in embs]
+    embs = [check_embedding(e, Y.shape[0], "Y") for e in embs]
     epochs = np.arange(1, len(embs) + 1) if epochs is None else np.asarray(epochs, dtype=np.int64)
     if epochs.shape != (len(embs),):
         raise ValueError(f"epochs: expected {len(embs)} epoch numbers, got shape {epochs.shape}")

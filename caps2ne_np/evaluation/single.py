@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import InputError, InputWarning
 
 
-def _check_embedding(emb, n_rows: int, what: str) -> np.ndarray:
+def check_embedding(emb, n_rows: int, what: str) -> np.ndarray:
     emb = np.asarray(emb)
     if emb.ndim != 2 or emb.shape[0] != n_rows:
         raise ValueError(f"emb: expected shape ({n_rows}, k) to match {what}, got {emb.shape}")
@@ -170,7 +170,7 @@ def classify_splits(
             "labels: expected a 1-D integer array of classes, "
             f"got shape {labels.shape} dtype {labels.dtype}"
         )
-    emb = _check_embedding(emb, labels.shape[0], "labels")
+    emb = check_embedding(emb, labels.shape[0], "labels")
     if not splits:
         raise ValueError("splits: expected at least one {'train', 'val', 'test'} split")
     val = np.empty(len(splits), dtype=np.float64)
@@ -191,6 +191,13 @@ def classify_splits(
         "test": test,
         "test_macro_f1": macro,
         "test_macro_f1_mean": float(np.mean(macro)),
+        **_means(val, test),
+    }
+
+
+def _means(val, test):
+    """The mean and standard deviation of a result's validation and test accuracies."""
+    return {
         "val_mean": float(np.mean(val)),
         "val_std": float(np.std(val)),
         "test_mean": float(np.mean(test)),
@@ -357,8 +364,5 @@ def select_epoch(per_epoch_results, epochs=None) -> dict:
         "epochs": epochs[best],
         "val": chosen_val,
         "test": chosen_test,
-        "val_mean": float(np.mean(chosen_val)),
-        "val_std": float(np.std(chosen_val)),
-        "test_mean": float(np.mean(chosen_test)),
-        "test_std": float(np.std(chosen_test)),
+        **_means(chosen_val, chosen_test),
     }

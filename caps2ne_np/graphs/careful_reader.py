@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GraphFormatError, InputWarning
 from ..io.files import decode, read_bytes
-from .csr import build
+from .csr import build, raise_format_error
 
 _FORMAT = "'u v' or 'u v w' (whitespace separated, '#' starts a comment)"
 
@@ -25,19 +25,14 @@ def _short(token: str) -> str:
     return repr(token) if len(token) <= 40 else repr(token[:37]) + "..."
 
 
-def _fail(source, lineno, what, fix):
-    where = f"{source}:{lineno}" if lineno is not None else f"{source}"
-    raise GraphFormatError(f"{where}: {what}; {fix}")
-
-
-_UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+UNICODE_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 """The whitespace ``str.split()`` knows beyond ASCII (a test checks it against ``str.isspace``)."""
 
 
 def _space_note(line):
     """'; the line holds U+00A0 (NO-BREAK SPACE), ...' when ``line`` (outside a comment)
     holds a Unicode space that ``str.split`` splits fields at, else ''."""
-    found = _UNICODE_SPACE.search(line.partition("#")[0])
+    found = UNICODE_SPACE.search(line.partition("#")[0])
     if found is None:
         return ""
     import unicodedata
@@ -73,7 +68,7 @@ def _parse_weights(tokens, linenos, source, lines=None):
             try:
                 float(tok)
             except ValueError:
-                _fail(
+                raise_format_error(
                     source,
                     int(line),
                     f"weight {_short(tok)} is not a number",
@@ -82,7 +77,9 @@ def _parse_weights(tokens, linenos, source, lines=None):
                     + (_space_note(lines[int(line) - 1]) if lines is not None else "")
                     + _header_note(lines, int(line)),
                 )
-        _fail(source, None, "a weight is not a number", "expected a number > 0 in the third column")
+        raise_format_error(
+            source, None, "a weight is not a number", "expected a number > 0 in the third column"
+        )
     with np.errstate(over="ignore"):
         w32 = w.astype(
             np.float32
@@ -92,7 +89,7 @@ def _parse_weights(tokens, linenos, source, lines=None):
     )  # NaN, <= 0, overflows or underflows float32
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
-        _fail(
+        raise_format_error(
             source,
             int(linenos[j]),
             f"weight {_short(tokens[j])} is not a finite number > 0 that fits in float32",
@@ -152,7 +149,7 @@ def check_header(graph, data: bytes, source) -> None:
         return
     if not _alone(graph, k):
         return  # another edge names them: they are nodes
-    _fail(
+    raise_format_error(
         source,
         lineno,
         f"{' '.join(fields)!r} looks like a header line, not an edge ({why})",
@@ -174,7 +171,7 @@ def _header_note(lines, lineno) -> str:
     return "; if it is a header line, remove it or start it with '#'"
 
 
-def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=None, name=None):
+def read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=None, name=None):
     """The reference reader: Python string handling, every error with its line.
 
     ``data``: the file's bytes when already read, ``name`` the file's name in messages."""
@@ -201,10 +198,10 @@ def _read_edgelist_careful(path, directed, keep_self_loops, *, stacklevel, data=
                 "; fields are separated by whitespace, not commas: replace a CSV file's "
                 "commas with spaces and remove its header line"
             )
-        _fail(source, i + 1, f"line has {what}", fix + _space_note(lines[i]))
+        raise_format_error(source, i + 1, f"line has {what}", fix + _space_note(lines[i]))
     has_edge = np.flatnonzero(lens >= 2)
     if has_edge.size == 0:
-        _fail(
+        raise_format_error(
             source, None, f"no edges in {n_lines} line(s)", "expected one edge per line: " + _FORMAT
         )
     edges = [rows[i] for i in has_edge]

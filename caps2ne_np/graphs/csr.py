@@ -111,7 +111,8 @@ class Graph:
         )
 
 
-def _fail(source, lineno, what, fix):
+def raise_format_error(source, lineno, what, fix):
+    """Raise GraphFormatError 'source:lineno: what; fix' (no ':lineno' when it is None)."""
     where = f"{source}:{lineno}" if lineno is not None else f"{source}"
     raise GraphFormatError(f"{where}: {what}; {fix}")
 
@@ -234,7 +235,7 @@ def build(
     """
     n = len(node_ids)
     if n > _INT32_MAX:
-        _fail(
+        raise_format_error(
             source, None, f"{n} nodes", f"at most {_INT32_MAX} nodes are supported (int32 indices)"
         )
     m_read = int(src.shape[0])
@@ -303,13 +304,13 @@ def _drop_self_loops(src, dst, weights, keep_self_loops, source):
         weights = weights[keep] if weights is not None else None
     if src.size == 0:
         if n_loops and not keep_self_loops:
-            _fail(
+            raise_format_error(
                 source,
                 None,
                 f"no edges left after dropping {n_loops} self loops",
                 "pass --keep-self-loops (keep_self_loops=True) to keep them",
             )
-        _fail(source, None, "no edges", "expected at least one edge")
+        raise_format_error(source, None, "no edges", "expected at least one edge")
     return src, dst, weights, n_loops
 
 
@@ -327,7 +328,7 @@ def _merge_duplicates(keys, weights, source):
         with np.errstate(over="ignore"):
             overflow = not np.all(np.isfinite(w.astype(np.float32)))
         if overflow:
-            _fail(
+            raise_format_error(
                 source,
                 None,
                 "summed weights of duplicate edges overflow float32",

@@ -25,8 +25,8 @@ cache folder unless ``$CAPS2NE_DATA`` says otherwise) from the authors' reposito
 a fixed commit, checking the SHA-256 held in :data:`FILES`; ``$CAPS2NE_DATA_MIRROR``
 points it at a local copy instead (tests, CI, machines without network).  The
 Planetoid pickles are read by :mod:`caps2ne_np.graphs.planetoid` (restricted unpickling), a
-user's own features, labels and splits by :mod:`caps2ne_np.graphs.nodefiles` (re-exported
-here).  Importing this module is light (no scipy, no pickle): the CLI reads
+user's own features, labels and splits by :mod:`caps2ne_np.graphs.nodefiles` (imported
+from there).  Importing this module is light (no scipy, no pickle): the CLI reads
 :data:`NAMES` at start-up.
 """
 

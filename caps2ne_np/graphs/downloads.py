@@ -1,6 +1,6 @@
 """Where the benchmark files live and how they get here: the authors' repository at a fixed
-commit, a mirror, SHA-256 checks (used by :mod:`caps2ne_np.graphs.datasets`, which re-exports
-these).
+commit, a mirror, SHA-256 checks (used by :mod:`caps2ne_np.graphs.datasets`; callers
+import these names from here).
 """
 
 from __future__ import annotations

@@ -55,8 +55,8 @@ import scipy.sparse as sp
 from ..errors import GraphFormatError, InputError, InputWarning
 from ..io.files import read_bytes
 from . import graph_cache
-from .careful_reader import _UNICODE_SPACE, _fail, _read_edgelist_careful, check_header
-from .csr import Graph, build, from_edges, from_scipy
+from .careful_reader import UNICODE_SPACE, check_header, read_edgelist_careful
+from .csr import Graph, build, from_edges, from_scipy, raise_format_error
 from .graph_cache import cache_path
 from .graph_sources import edges_of, factorise, read_matrix
 
@@ -115,26 +115,35 @@ def _is_stream(source: str) -> bool:
         return False
 
 
+def _open_stream(source: str, name: str, suffix: str):
+    """The binary file object of ``source`` (standard input, a compressed file read
+    through its module, or a plain file); GraphFormatError when it cannot be opened."""
+    try:
+        if source == STDIN:
+            if sys.stdin is None:  # the shell closed it: <&-
+                raise_format_error(
+                    name, None, "standard input is closed", "pipe the edges in or name a file"
+                )
+            return sys.stdin.buffer
+        if suffix in COMPRESSED:
+            import importlib
+
+            return importlib.import_module(COMPRESSED[suffix]).open(source, "rb")
+        return open(source, "rb")
+    except FileNotFoundError:
+        raise_format_error(name, None, "no such file", "check the path to the edge list")
+    except OSError as err:
+        raise_format_error(
+            name, None, f"cannot be read ({err.strerror or err})", "check the file's permissions"
+        )
+
+
 def _read_stream(source: str) -> bytes:
     """All bytes of a stream, read once; GraphFormatError for a NUL byte, an over-long
     line, more than ``max_stream_bytes()``, or a damaged compressed file."""
     name = _display(source)
     suffix = Path(source).suffix.lower() if source != STDIN else ""
-    try:
-        if source == STDIN:
-            if sys.stdin is None:  # the shell closed it: <&-
-                _fail(name, None, "standard input is closed", "pipe the edges in or name a file")
-            fh = sys.stdin.buffer
-        elif suffix in COMPRESSED:
-            import importlib
-
-            fh = importlib.import_module(COMPRESSED[suffix]).open(source, "rb")
-        else:
-            fh = open(source, "rb")
-    except FileNotFoundError:
-        _fail(name, None, "no such file", "check the path to the edge list")
-    except OSError as err:
-        _fail(name, None, f"cannot be read ({err.strerror or err})", "check the file's permissions")
+    fh = _open_stream(source, name, suffix)
     cap = max_stream_bytes()
     parts, total, line, run = [], 0, 1, 0  # run: bytes since the last newline
     try:
@@ -143,7 +152,7 @@ def _read_stream(source: str) -> bytes:
                 chunk = fh.read(_STREAM_CHUNK)
             except (OSError, EOFError, ValueError, *_decompress_errors()) as err:
                 kind = f"a damaged {suffix} file" if suffix in COMPRESSED else "a read error"
-                _fail(
+                raise_format_error(
                     name,
                     None,
                     f"{kind} ({type(err).__name__}: {' '.join(str(err).split())})",
@@ -154,7 +163,7 @@ def _read_stream(source: str) -> bytes:
                 break
             nul = chunk.find(b"\x00")
             if nul >= 0:
-                _fail(
+                raise_format_error(
                     name,
                     line + chunk.count(b"\n", 0, nul),
                     "binary content (NUL byte)",
@@ -169,7 +178,7 @@ def _read_stream(source: str) -> bytes:
             else:
                 run += len(chunk)
             if max(longest, run) > MAX_LINE_BYTES:
-                _fail(
+                raise_format_error(
                     name,
                     None,
                     f"a line longer than {MAX_LINE_BYTES} bytes",
@@ -181,7 +190,7 @@ def _read_stream(source: str) -> bytes:
                 from ..errors import format_bytes
 
                 after = " after decompression" if suffix in COMPRESSED else ""
-                _fail(
+                raise_format_error(
                     name,
                     None,
                     f"more than {format_bytes(cap)} of text{after}: reading it needs about "
@@ -227,7 +236,7 @@ def _read_edgelist(path, directed, keep_self_loops, *, stacklevel):
             source, directed, keep_self_loops, stacklevel=stacklevel, data=data
         )
         if graph is None:
-            graph = _read_edgelist_careful(
+            graph = read_edgelist_careful(
                 source, directed, keep_self_loops, stacklevel=stacklevel, data=data, name=name
             )
         check_header(graph, data, name)
@@ -235,7 +244,7 @@ def _read_edgelist(path, directed, keep_self_loops, *, stacklevel):
         from ..errors import available_memory, format_bytes
 
         free = available_memory()
-        _fail(
+        raise_format_error(
             name,
             None,
             "out of memory while reading the edge list"
@@ -399,7 +408,7 @@ def _read_edgelist_fast(source, directed, keep_self_loops, *, stacklevel, data=N
     if b"#" in data:
         data = _COMMENT.sub(b"", data)
     data = data.translate(_SPACES)
-    if not data.isascii() and _UNICODE_SPACE.search(data.decode("utf-8")):
+    if not data.isascii() and UNICODE_SPACE.search(data.decode("utf-8")):
         return None
     parsed = _parse_plain(data)
     if parsed is None:
@@ -479,14 +488,14 @@ def _read_graph_file(source, directed, keep_self_loops):
     except GraphFormatError:
         raise
     except InputError as err:
-        _fail(
+        raise_format_error(
             source,
             None,
             f"bad adjacency matrix ({err})",
             "expected a square sparse matrix of finite weights > 0",
         )
     except MemoryError:
-        _fail(
+        raise_format_error(
             source,
             None,
             f"a {adj.shape[0]}-node graph does not fit in memory",

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..defaults import CALIBRATION_METHODS, DEFAULT_CALIBRATION
 from ..errors import InputError, InputWarning
-from ..io.modelfile import RECALIBRATE, check_calibration
+from ..io.modelcheck import RECALIBRATE, check_calibration
 
 CALIBRATION_NODES = 10000
 """At most this many training nodes (a seeded sample) are embedded to fit a calibration."""

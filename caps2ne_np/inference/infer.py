@@ -16,7 +16,7 @@ forward and averages the Z capsule outputs::
 Pipeline (each step names its function)::
 
     ctx = sample_contexts(graph, nodes, q, Z, seed)    # (V*Z, q-1) int32, Numba, prange
-    e   = capsule_outputs(W, X, ctx, cfg)              # (V*Z, k) core.forward, in chunks
+    e   = capsule_outputs(W, X, ctx, cfg)              # (V*Z, k) batch_forward.forward, in chunks
     E   = e.reshape(V, Z, k).mean(axis=1)              # (V, k)
     E   = aggregate_samples(E, Z, aggregate, cal)      # mean | sum = Z E | calibrated = E A + b
 
@@ -25,7 +25,7 @@ the training nodes (``calibrate``, which embeds them by Algorithm 3 and fits the
 inference/calibration.py; per dimension by default), so a classifier fitted on o_v applies to new
 nodes.  The defaults were chosen on validation, by a rule that reads no test accuracy
 (``defaults.DEFAULT_AGGREGATE``, docs/inductive.md).  The inductive split of the
-experiments (Sec. 4.3) is ``evaluate.inductive_split``.
+experiments (Sec. 4.3) is ``inductive.inductive_split``.
 
 Choices (docs/inductive.md explains each):
 
@@ -60,8 +60,10 @@ from ..defaults import AGGREGATES, DEFAULT_AGGREGATE, DEFAULT_CALIBRATION, ISOLA
 from ..errors import InputError, InputWarning, check_int, check_memory
 from ..graphs.csr import Graph, from_scipy
 from ..kernels.rng import derive_seed, quiet_wraparound
-from ..model.core import Params, SparseFeatures, forward, prepare_features, slot_major
+from ..model.batch_forward import forward
+from ..model.features import SparseFeatures, prepare_features
 from ..model.model_config import ModelConfig
+from ..model.params import Params, slot_major
 from ..walks.walk_args import (
     check_csr,
     check_seed,
@@ -87,7 +89,7 @@ PAIRS_BUDGET = 2**25
 # --------------------------------------------------------------------------- functional core
 
 
-def _as_graph(graph):
+def as_graph(graph):
     """A csr.Graph; a scipy.sparse (N, N) adjacency is read as ``Caps2NE.fit`` reads it."""
     if isinstance(graph, Graph):
         return graph
@@ -202,7 +204,7 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all", n
 
 
 def capsule_outputs(W, X, ctx, cfg, chunk=None):
-    """e for every context row: squash -> W_i u -> routing (core.forward), float32 (P, k).
+    """e for every context row: squash -> W_i u -> routing (batch_forward.forward), float32 (P, k).
 
     W   : (q-1, k, d) trained capsule weights
     X   : (N, d) input features of the graph's nodes: dense array or SparseFeatures
@@ -352,7 +354,7 @@ def capsule_embeddings(
 # --------------------------------------------------------------------- a trained model's inputs
 
 
-def _graph_nodes(graph, nodes):
+def graph_nodes(graph, nodes):
     """Graph indices (int64) of ``nodes``: id strings, or ints taken as graph indices."""
     if isinstance(nodes, str):
         nodes = [nodes]
@@ -377,7 +379,7 @@ def _graph_nodes(graph, nodes):
 def model_inputs(params, config, node_ids, graph, features):
     """(W, X in graph order, ModelConfig, known or None) for inference with trained parameters.
 
-    params   : core.Params of the trained model (W, O, bias; X when it was trained)
+    params   : params.Params of the trained model (W, O, bias; X when it was trained)
     config   : the model's TrainConfig as a dict (``TrainConfig.to_dict()``, a model file's)
     node_ids : id strings of the model's training nodes (the rows of O and of a trained X)
 
@@ -512,7 +514,7 @@ def calibrate(
     ``infer_embeddings(..., calibration=cal)`` uses it with ``aggregate='calibrated'``,
     and ``modelfile.save_calibration(path, cal)`` stores it in a model file.
     """
-    graph = _as_graph(graph)
+    graph = as_graph(graph)
     threads = check_int("threads", threads, 1)
     seed = check_seed("seed", seed)
     node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
@@ -549,7 +551,7 @@ def infer_embeddings(
 ):
     """Embeddings of (new) nodes from a trained model, Algorithm 3: ``(node_ids, E)``.
 
-    params   : core.Params of the trained model (``Caps2NE.params_()``, or built from
+    params   : params.Params of the trained model (``Caps2NE.params_()``, or built from
                ``modelfile.read_model``)
     config   : its TrainConfig as a dict (``Caps2NE.config_``, a model file's ``config``)
     node_ids : id strings of its training nodes (``Caps2NE.node_ids_``)
@@ -575,12 +577,12 @@ def infer_embeddings(
     Returns ``node_ids`` (list of str, in the order of ``nodes``) and ``E`` float32 (V, k).
     ``Caps2NE.transform`` and the ``infer`` command call this.
     """
-    graph = _as_graph(graph)
+    graph = as_graph(graph)
     threads = check_int("threads", threads, 1)
     seed = check_seed("seed", seed)
     if aggregate not in AGGREGATES:
         raise InputError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
-    idx = _graph_nodes(graph, nodes)
+    idx = graph_nodes(graph, nodes)
     node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
     W, X, cfg, known = model_inputs(params, config, node_ids, graph, features)
     positions = _positions(config, positions)

@@ -18,7 +18,7 @@ from ..errors import InputError, InputWarning
 from ..spectral import prone as spectral
 from ..spectral import propagation
 from . import infer
-from .infer import _as_graph, _graph_nodes, model_inputs
+from .infer import as_graph, graph_nodes, model_inputs
 
 
 def infer_propagated(
@@ -41,10 +41,10 @@ def infer_propagated(
         return infer.infer_embeddings(
             params, config, node_ids, graph, features, nodes, isolated=isolated, **kwargs
         )
-    graph = _as_graph(graph)
+    graph = as_graph(graph)
     node_ids = [str(x) for x in node_ids]  # labels (Caps2NE.node_ids_) as the graph's ids
     inputs = model_inputs(params, config, node_ids, graph, features)  # its checks first
-    idx = _graph_nodes(graph, nodes)
+    idx = graph_nodes(graph, nodes)
     A = spectral.adjacency(graph.indptr, graph.indices, graph.weights, graph.n_nodes)
     rows = {str(nid): r for r, nid in enumerate(node_ids)}
     O_model = np.asarray(params.O, dtype=np.float64)

@@ -1,6 +1,6 @@
 """The checks of a model file's contents (io/modelfile.py reads and writes the file):
 the format tag and version, the arrays, unique node ids, the config by the rows of
-``defaults.OPTIONS`` (the ranges and choices ``config.validate`` applies), the ``run``
+``defaults.OPTIONS`` (the ranges and choices ``validation.validate`` applies), the ``run``
 member, the calibration and the propagation.  Each raises InputError with one line
 naming the first problem; nothing a model holds is used before ``check_model`` passed.
 """
@@ -76,7 +76,7 @@ here); keys that are in no row are kept as they are."""
 
 def check_option(name, value):
     """``value`` of option ``name`` checked by its row of ``defaults.OPTIONS`` (the kind,
-    range and choices ``config.validate`` applies): the value (an integral float of an
+    range and choices ``validation.validate`` applies): the value (an integral float of an
     'int' option as int), or a ValueError saying what is wrong."""
     option = OPTIONS[name]
     if value is None and option.default is None:

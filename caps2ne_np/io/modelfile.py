@@ -24,7 +24,7 @@ spectral/propagation.py): ``propagated`` (N, k) float32, the written embeddings,
 
 ``read_model`` checks all of it (``check_model``, io/modelcheck.py) before anything is
 used: the format and version, the arrays, unique node ids, the config by the rows of
-``defaults.OPTIONS`` (the ranges and choices ``config.validate`` applies) and the
+``defaults.OPTIONS`` (the ranges and choices ``validation.validate`` applies) and the
 calibration; one line naming the first problem.
 """
 
@@ -101,7 +101,7 @@ def save_model(
     run=None,
     propagation=None,
 ):
-    """Write ``params`` (core.Params) and their context to ``path`` (atomic); with
+    """Write ``params`` (params.Params) and their context to ``path`` (atomic); with
     ``calibration`` (``infer.calibrate``) also that; ``run``: a dict of ``RUN_KEYS``;
     with ``propagation`` (a ``propagation.Propagated``) the propagated embeddings and
     their map.

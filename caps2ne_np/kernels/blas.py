@@ -18,11 +18,14 @@ import time, so that it is already loaded when ``train.fit`` limits every BLAS t
 one thread: ``threadpoolctl`` only sees libraries loaded before the limit is set.
 """
 
+from importlib import import_module
+
 import numpy as np
-import scipy.linalg.cython_blas  # noqa: F401  (see below)
 from numba import prange
 
 from .jit import inline, kernel
+
+import_module("scipy.linalg.cython_blas")  # loaded before threadpoolctl limits it (above)
 
 CHUNKS = 8
 

@@ -20,7 +20,7 @@ V', Q                 ``sampled``  (S,)            sampled nodes, expected count
 Arrays are *position-major*: slot i of every pair is contiguous.  Training computes
 ``W_i u`` once per distinct (slot, node) row of a batch (``rows.share_slots``): one
 matrix product (BLAS) per slot over that slot's rows (``blas.segment_matmul``, called
-from ``core.forward``), or ``predict_sparse`` for sparse features; ``gather_rows``
+from ``batch_forward.forward``), or ``predict_sparse`` for sparse features; ``gather_rows``
 expands the rows to every (slot, pair).  Everything that is not a matrix product
 (squash, routing, the softmax rows) is a Numba kernel with ``prange`` over rows or
 pairs.  Every function here works in float32 (training) and float64 (gradient

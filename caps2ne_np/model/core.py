@@ -14,12 +14,11 @@ reference form the gradient checks and the autodiff comparison read.
 
 This module's one concern is that loss and its gradients (``loss_and_row_grads``, its
 backward pass, and the dense expansion ``loss_and_grads`` with ``Grads``).  What it
-reads has a module each, re-exported here, the functional core's one import: the
-forward pass (batch_forward.py: ``forward``, ``Forward``), the tables (params.py:
-``Params``, ``slot_major``, ``init_params``), fixed features (features.py:
-``SparseFeatures``, ``prepare_features``), the row-sparse form (row_grad.py:
-``RowGrad``, ``row_matrix``) and the skip-gram term's plumbing (skipgram.py:
-``check_skipgram``, ``skipgram_term``).
+reads has a module each, imported from there: the forward pass (batch_forward.py:
+``forward``, ``Forward``), the tables (params.py: ``Params``, ``slot_major``,
+``init_params``), fixed features (features.py: ``SparseFeatures``,
+``prepare_features``), the row-sparse form (row_grad.py: ``RowGrad``, ``row_matrix``)
+and the skip-gram term's plumbing (skipgram.py: ``check_skipgram``, ``skipgram_term``).
 
 Pipeline (docs/math.md#the-whole-batch; each step names its kernel):
 
@@ -45,27 +44,12 @@ import numpy as np
 from ..defaults import GRAD_MODES
 from ..kernels.blas import segment_matmul, segment_matmul_tn
 from . import capsules, grads
-from .batch_forward import Forward, forward
-from .features import SparseFeatures, prepare_features
-from .params import Params, init_params, slot_major
+from .batch_forward import forward
+from .params import slot_major
 from .row_grad import RowGrad, row_matrix
-from .skipgram import check_skipgram, skipgram_term
+from .skipgram import skipgram_term
 
-__all__ = [  # the functional core's names, importable from here (their modules: above)
-    "Forward",
-    "Grads",
-    "Params",
-    "RowGrad",
-    "SparseFeatures",
-    "check_skipgram",
-    "forward",
-    "init_params",
-    "loss_and_grads",
-    "loss_and_row_grads",
-    "prepare_features",
-    "row_matrix",
-    "slot_major",
-]
+__all__ = ["Grads", "loss_and_grads", "loss_and_row_grads"]
 
 
 def loss_and_row_grads(

@@ -205,7 +205,7 @@ def add_row(out, r, a, q, lo, hi):
 
 
 @kernel
-def _scatter_scalars(rows, values, out):
+def scatter_scalars(rows, values, out):
     """out[rows[n]] += values[n], serially in order n = 0, 1, ..."""
     for n in range(rows.shape[0]):
         out[rows[n]] += values[n]
@@ -218,7 +218,7 @@ def scatter_add_rows(out, rows, values):
     rows = np.ascontiguousarray(rows, dtype=np.int64)
     values = np.ascontiguousarray(values, dtype=out.dtype)
     if out.ndim == 1:
-        _scatter_scalars(rows, values, out)
+        scatter_scalars(rows, values, out)
     else:
         _scatter_rows_serial(rows, values, out)
 
@@ -255,7 +255,7 @@ def sampled_bias_grads(d_z, lo, hi, acc, d_b):
     from dL/dz_s (``d_z`` (P, S)), the pairs added in order p = 0, 1, ... into the
     float64 ``acc`` (hi - lo,), each rounded once into ``d_b[s]``.  Column by column the
     sums of a serial loop; the loop over s inside vectorises without reordering any.
-    ``_column_sums`` and training/step/fused.py's output layer evaluate it."""
+    ``column_sums`` and training/step/fused.py's output layer evaluate it."""
     for s in range(lo, hi):
         acc[s - lo] = 0.0
     for p in range(d_z.shape[0]):
@@ -266,7 +266,7 @@ def sampled_bias_grads(d_z, lo, hi, acc, d_b):
 
 
 @kernel(parallel=True, work=lambda a, out: a.size)
-def _column_sums(a, out):
+def column_sums(a, out):
     """out[j] = sum_p a[p, j] (``sampled_bias_grads``) in blocks of 16 columns, parallel
     over the blocks, each column summed in order: the same sums on any number of threads."""
     n_cols = a.shape[1]
@@ -301,7 +301,7 @@ def sampled_softmax_backward_rows(e, O, targets, sampled, d_true, d_sampled):
     d_bias = np.zeros(rows.shape[0], dtype=O.dtype)
     d_O[inverse[:n_sampled]] += row_matmul_tn(d_sampled, np.ascontiguousarray(e))
     col = np.empty(n_sampled, dtype=d_sampled.dtype)
-    _column_sums(d_sampled, col)
+    column_sums(d_sampled, col)
     d_bias[inverse[:n_sampled]] += col
     _scatter_scaled_rows(
         np.ascontiguousarray(inverse[n_sampled:], dtype=np.int64),
@@ -369,12 +369,12 @@ def gather_rows_backward(d_out, inv, slot_ptr, d_src=None):
     d_src = out_array("gather_rows_backward: d_src", d_src, (n_rows, k), d_out.dtype)
     if inv.size and not (0 <= inv.min() and inv.max() < n_rows):
         raise ValueError(f"gather_rows_backward: a row of inv lies outside [0, {n_rows})")
-    _gather_rows_backward(d_out, inv, slot_ptr, d_src)
+    gather_rows_backward_kernel(d_out, inv, slot_ptr, d_src)
     return d_src
 
 
 @kernel(parallel=True, work=lambda d_out, inv, slot_ptr, d_src: d_out.size)
-def _gather_rows_backward(d_out, inv, slot_ptr, d_src):
+def gather_rows_backward_kernel(d_out, inv, slot_ptr, d_src):
     """``gather_rows_backward``'s kernel."""
     n_slots, n_pairs = inv.shape
     k = d_out.shape[2]

@@ -2,14 +2,14 @@
 features touch.
 
 Before its forward pass a batch is indexed once (``batch_rows``; on a single machine
-by training.batch.BatchStream as the batch is made, on a Ray worker by core.forward on
+by training.batch.BatchStream as the batch is made, on a Ray worker by batch_forward.forward on
 the worker's local rows):
 
     ctx_t = ctx.T                              (I, P) slot-major contexts
     nodes, slot_ptr, inv = share_slots(ctx_t)  each (slot, node) once: u_hat = W_i u per row
     cols = batch_columns(features, ...)        sparse features: the rows' nonzeros by column of W
 
-The products and their gradients (core.forward, core.loss_and_row_grads) then run on
+The products and their gradients (batch_forward.forward, core.loss_and_row_grads) then run on
 the distinct rows and the touched columns only.
 """
 
@@ -23,7 +23,7 @@ from ..kernels.jit import check_array, kernel
 
 
 @kernel
-def _share_slots(ctx_t, mark, nodes, inv, slot_ptr):
+def share_slots_kernel(ctx_t, mark, nodes, inv, slot_ptr):
     """The distinct nodes of each slot, in order of first appearance (see share_slots).
 
     ``mark`` (>= max node + 1,) is all -1 on entry and again on exit; within slot i
@@ -73,7 +73,7 @@ def share_slots(ctx_t):
     nodes = np.empty(ctx_t.size, dtype=np.int64)
     inv = np.empty(ctx_t.shape, dtype=np.int64)
     slot_ptr = np.empty(ctx_t.shape[0] + 1, dtype=np.int64)
-    n = _share_slots(ctx_t, mark, nodes, inv, slot_ptr)
+    n = share_slots_kernel(ctx_t, mark, nodes, inv, slot_ptr)
     return nodes[:n], slot_ptr, inv
 
 

@@ -49,7 +49,7 @@ from ..kernels.blas import row_matmul, row_matmul_tn
 from ..kernels.jit import REASSOC, check_array, fast_exp, kernel, out_array
 from ..kernels.rng import TAG_SKIPGRAM, quiet_wraparound, rand_below, stream3
 from .capsules import mean_loss
-from .grads import _column_sums, scatter_add_rows
+from .grads import column_sums, scatter_add_rows
 
 # --------------------------------------------------------------------------- forward
 
@@ -109,6 +109,19 @@ def _node_logits(Z, bias_s, log_q_s, c, w, w_sum):
         w_sum[g] = tot
 
 
+def _check_item_args(name, x, item_x, O, bias, targets):
+    """The arguments both item losses take (``softmax_items``, ``negative_items``), checked
+    with ValueError naming ``name``'s argument: ``(G, P, I, N, dtype)``."""
+    G, k = check_array(f"{name}: x", x, (None, None)).shape
+    dtype = x.dtype
+    P, I = check_array(f"{name}: item_x", item_x, (None, None)).shape
+    N = check_array(f"{name}: O", O, (None, k), dtype).shape[0]
+    check_array(f"{name}: bias", bias, (N,), dtype)
+    _check_index(f"{name}: item_x", item_x, G)
+    _check_index(f"{name}: targets", check_array(f"{name}: targets", targets, (P,)), N)
+    return G, P, I, N, dtype
+
+
 def softmax_items(
     x, item_x, O, bias, targets, log_q_t, hit, c, w, w_sum, inv_m, loss=None, d_t=None, a=None
 ):
@@ -126,13 +139,7 @@ def softmax_items(
 
     Returns ``(loss, d_t, a)``, each made when None.
     """
-    G, k = check_array("softmax_items: x", x, (None, None)).shape
-    dtype = x.dtype
-    P, I = check_array("softmax_items: item_x", item_x, (None, None)).shape
-    N = check_array("softmax_items: O", O, (None, k), dtype).shape[0]
-    check_array("softmax_items: bias", bias, (N,), dtype)
-    _check_index("softmax_items: item_x", item_x, G)
-    _check_index("softmax_items: targets", check_array("softmax_items: targets", targets, (P,)), N)
+    G, P, I, N, dtype = _check_item_args("softmax_items", x, item_x, O, bias, targets)
     check_array("softmax_items: log_q_t", log_q_t, (P,), dtype)
     S = check_array("softmax_items: w", w, (G, None), dtype).shape[1]
     _check_index("softmax_items: hit", check_array("softmax_items: hit", hit, (P,)), S, low=-1)
@@ -265,15 +272,7 @@ def negative_items(x, item_x, O, bias, targets, sampled, neg, inv_m, loss=None, 
 
     Returns ``(loss, d_t, d_n)``, each made when None.
     """
-    G, k = check_array("negative_items: x", x, (None, None)).shape
-    dtype = x.dtype
-    P, I = check_array("negative_items: item_x", item_x, (None, None)).shape
-    N = check_array("negative_items: O", O, (None, k), dtype).shape[0]
-    check_array("negative_items: bias", bias, (N,), dtype)
-    _check_index("negative_items: item_x", item_x, G)
-    _check_index(
-        "negative_items: targets", check_array("negative_items: targets", targets, (P,)), N
-    )
+    _, P, I, N, dtype = _check_item_args("negative_items", x, item_x, O, bias, targets)
     S = check_array("negative_items: sampled", sampled, (None,)).shape[0]
     _check_index("negative_items: sampled", sampled, N)
     K = check_array("negative_items: neg", neg, (P * I, None)).shape[1]
@@ -539,7 +538,7 @@ def loss_and_row_grads(
         d_x = row_matmul(D, O_s)  # sum_s D_gs o_s
         d_O_s = row_matmul_tn(D, x)  # sum_g D_gs x_g
         d_b_s = np.empty(S, dtype=dtype)
-        _column_sums(D, d_b_s)
+        column_sums(D, d_b_s)
     else:
         K = int(negatives)
         neg = negative_positions(key[0], key[1], M, K, S)

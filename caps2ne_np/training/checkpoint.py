@@ -62,7 +62,7 @@ keep the checkpointed run's (``keep_budget``)."""
 _FLAGS = [f"--{k.replace('_', '-')}" for k in RESUMABLE_CHANGES]
 MAY_CHANGE = f"only {', '.join(_FLAGS[:-1])} and {_FLAGS[-1]} may change"  # the message's words
 FILLED_BY_RESOLVE = ("num_sampled",)
-"""Options that ``config.resolve`` fills from the graph when unset: a checkpoint written
+"""Options that ``presets.resolve`` fills from the graph when unset: a checkpoint written
 before ``resolve`` filled them stores None, which means the same derived value."""
 
 

@@ -42,7 +42,8 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from ..errors import InputError, InputWarning
-from ..model.core import check_skipgram, prepare_features
+from ..model.features import prepare_features
+from ..model.skipgram import check_skipgram
 from . import budget, checkpoint
 from .options.presets import resolve
 from .options.rates import LR_TINY

@@ -30,7 +30,8 @@ from ..errors import InputError, InputWarning
 from ..kernels import jit, thread_layer
 from ..kernels.rng import derive_seed
 from ..kernels.thread_layer import StepThreads
-from ..model.core import SparseFeatures, init_params
+from ..model.features import SparseFeatures
+from ..model.params import init_params
 from . import budget, checkpoint
 from .loop import LoopOptions, TrainResult, run_epochs, set_up, trained_batch
 from .options.memory import check_run_memory

@@ -1,42 +1,23 @@
 """A run's options: ``TrainConfig``, every option with its default from
 ``defaults.OPTIONS`` (the model's own, ``ModelConfig``, live in model/model_config.py).
 
-The memory estimate a run checks before it allocates has its own module (memory.py:
-``step_memory``, ``check_step_memory``, ``spectral_memory``, ``check_run_memory``).
-
-The rest of a run's configuration has its own module, re-exported here where callers
-import it: the preset rules that fill unset options (presets.py: ``resolve``,
-``preset_for``, ``budget_epochs``, ``sampled_size``), the checks (validation.py:
-``check_types``, ``validate``, ``range_text``), the learning rate (rates.py:
-``converge_lr``, ``learning_rate``, ``LR_TINY``) and the thread count a run uses by
-default (kernels/thread_layer.py: ``usable_cores``).
+The rest of a run's configuration has a module each, imported from there: the memory
+estimate a run checks before it allocates (memory.py: ``step_memory``,
+``check_step_memory``, ``spectral_memory``, ``check_run_memory``), the preset rules that
+fill unset options (presets.py: ``resolve``, ``preset_for``, ``budget_epochs``,
+``sampled_size``), the checks (validation.py: ``check_types``, ``validate``,
+``range_text``), the learning rate (rates.py: ``converge_lr``, ``learning_rate``,
+``LR_TINY``) and the thread count a run uses by default (kernels/thread_layer.py:
+``usable_cores``).
 """
 
 from dataclasses import asdict, dataclass
 
 from ...defaults import DEFAULTS
-from ...kernels.thread_layer import usable_cores
 from ...model.model_config import ModelConfig
 from .memory import check_step_memory
-from .presets import budget_epochs, preset_for, resolve, sampled_size
-from .rates import LR_TINY, converge_lr, learning_rate
-from .validation import check_types, range_text, validate
 
-__all__ = [  # the names callers import from here (their modules: the docstring)
-    "LR_TINY",
-    "ModelConfig",
-    "TrainConfig",
-    "budget_epochs",
-    "check_types",
-    "converge_lr",
-    "learning_rate",
-    "preset_for",
-    "range_text",
-    "resolve",
-    "sampled_size",
-    "usable_cores",
-    "validate",
-]
+__all__ = ["TrainConfig"]
 
 
 @dataclass

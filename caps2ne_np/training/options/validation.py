@@ -3,8 +3,8 @@
 ``defaults.OPTIONS``, then the rules that involve the graph.
 
 The step's memory check that ``validate`` runs is the config's own
-(``TrainConfig.check_step_memory``, which calls memory.check_step_memory): config.py re-exports this
-module's functions, so this module does not import it.
+(``TrainConfig.check_step_memory``, which calls memory.check_step_memory), so this module
+does not import config.py.
 """
 
 import math

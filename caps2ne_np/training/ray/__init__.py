@@ -26,7 +26,7 @@ other.  So:
   a run is reproducible for fixed P (any S gives the same bits).
 
 The driver (this process) only orchestrates: it never holds a table during training;
-it makes the initial values (``core.init_params``) and sends them to the servers chunk
+it makes the initial values (``params.init_params``) and sends them to the servers chunk
 by chunk.  Its epoch loop is loop.run_epochs, shared with ``train.fit``; ``RayEngine``
 supplies the rounds, the checks and the checkpoints.  The outputs are streamed too
 (``write_outputs``: consecutive row blocks pulled from the shards into the block-wise

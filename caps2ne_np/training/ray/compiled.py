@@ -1,10 +1,10 @@
 """A worker's batch on the compiled step (training/step/fused.py), on the rows it pulled.
 
 ``CompiledBatches`` draws batch b of an epoch with the kernel the single machine's
-chunk draws it with (fused_batch._draw_batch, global node ids), renumbers its nodes to
+chunk draws it with (fused_batch.draw_batch, global node ids), renumbers its nodes to
 local rows (``_localise``: the distinct context nodes ascending, and the distinct
 targets and V' ascending), and, once the caller has pulled those rows, runs the
-chunk's own stages on them: fused_batch._index_batch, then fused._loss_and_grads.
+chunk's own stages on them: fused_batch.index_batch, then fused.loss_and_grads_kernel.
 
 Renumbering is a bijection that keeps the order of the node ids, and the index
 numbers rows in order of first appearance, so every row, block and sum of the step
@@ -21,8 +21,8 @@ import numpy as np
 
 from ...kernels.jit import kernel
 from ...kernels.rng import quiet_wraparound
-from ..step.fused import Tables, _loss_and_grads, _routing
-from ..step.fused_batch import Batch, _draw_batch, _index_batch, _unmark, _workspace
+from ..step.fused import Tables, loss_and_grads_kernel, routing_of
+from ..step.fused_batch import Batch, draw_batch, index_batch, make_workspace, unmark
 from ..step.samplers import hash_table_size
 
 Drawn = namedtuple("Drawn", "P x_nodes o_nodes batch")
@@ -64,10 +64,10 @@ def _localise(ctx_t, targets, sampled, ctx_l, tgt_l, smp_l):
 def _step_local(tables, model, batch, ws, marks):
     """Index the batch (local rows), its loss and gradients into ``ws`` (the stages of
     fused._train_chunk), marks back to -1.  Returns (loss, n_o, G)."""
-    sizes = _index_batch(batch.ctx_t, batch.targets.shape[0], batch.targets, batch.sampled,
+    sizes = index_batch(batch.ctx_t, batch.targets.shape[0], batch.targets, batch.sampled,
                          marks, ws)  # fmt: skip
-    loss = _loss_and_grads(tables, model, batch, ws, sizes)
-    _unmark(marks, ws, sizes)
+    loss = loss_and_grads_kernel(tables, model, batch, ws, sizes)
+    unmark(marks, ws, sizes)
     return loss, sizes.n_o, sizes.G
 
 
@@ -82,7 +82,7 @@ class CompiledBatches:
     def __init__(self, stream, mcfg, n_slots, train_x):
         self.stream, self.train_x, self.n_slots = stream, bool(train_x), int(n_slots)
         self.graph = stream.source.graph()
-        self.model = _routing(mcfg, n_slots, np.dtype(np.float32))
+        self.model = routing_of(mcfg, n_slots, np.dtype(np.float32))
         cfg = stream.cfg
         n_pos = stream.positions.shape[0] if stream.positions is not None else 1
         P = int(cfg.batch_size) * max(1, n_pos)
@@ -99,11 +99,11 @@ class CompiledBatches:
         self.ws_pairs = -1
 
     def draw(self, epoch, b, step):
-        """Batch b of the epoch at global step ``step`` (fused_batch._draw_batch), on
+        """Batch b of the epoch at global step ``step`` (fused_batch.draw_batch), on
         local rows."""
         stream = self.stream
         with quiet_wraparound():
-            P = _draw_batch(
+            P = draw_batch(
                 self.graph, stream.draws(epoch), stream.sampler_tables(), int(epoch), int(b),
                 int(step), self.walks, self.ctx_t, self.targets, self.sampled, self.table,
                 self.log_q_true, self.log_q_sampled,
@@ -127,7 +127,7 @@ class CompiledBatches:
         if self.W_t is None:
             self.W_t = np.empty((n_slots, d, k), dtype=np.float32)
         if self.ws_pairs != drawn.P:  # the short last batch of an epoch in 'shuffle' mode
-            self.ws = _workspace(drawn.P, self.S, n_slots, d, k, self.model.iters, self.W_t)
+            self.ws = make_workspace(drawn.P, self.S, n_slots, d, k, self.model.iters, self.W_t)
             self.ws_pairs = drawn.P
         ws = self.ws
         if W_t is not self.W_t:

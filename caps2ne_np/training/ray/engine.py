@@ -7,7 +7,7 @@ import numpy as np
 
 from ...errors import InputError
 from ...kernels.rng import derive_seed
-from ...model.core import init_params
+from ...model.params import init_params
 from .. import checkpoint
 from . import outputs
 from .checkpoints import load_driver, save_checkpoint
@@ -191,7 +191,7 @@ class RayEngine:
         ray.get(pending)
 
     def _initialise(self):
-        """The initial values of ``core.init_params``, sent to the servers in chunks of
+        """The initial values of ``params.init_params``, sent to the servers in chunks of
         rows (the driver holds the initial tables only until they are sent)."""
         ray, cfg, servers = self.ray, self.cfg, self.cluster.servers
         rng = np.random.default_rng(derive_seed(cfg.seed, "init"))

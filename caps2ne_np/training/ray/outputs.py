@@ -5,7 +5,7 @@ driver never holds a whole N-row table)."""
 
 import numpy as np
 
-from ...model.core import Params, slot_major
+from ...model.params import Params, slot_major
 from .shards import interleave
 
 OUTPUT_BLOCK_ROWS = 1 << 14
@@ -20,7 +20,7 @@ def _gather_W(ray, cluster, replicate_W):
 
 
 def gather(ray, cluster, n_nodes, fixed, features=None, replicate_W=False):
-    """The whole parameters on the driver (``core.Params``), node v = row v."""
+    """The whole parameters on the driver (``params.Params``), node v = row v."""
     servers = cluster.servers
     W = _gather_W(ray, cluster, replicate_W)
     out = {}
@@ -63,7 +63,7 @@ def row_blocks(ray, servers, name, shape, block_rows=None):
 def streamed_params(
     ray, cluster, n_nodes, dim, feat_dim, fixed, features=None, replicate_W=False, block_rows=None
 ):
-    """``core.Params`` for the writers without gathering: W (small) on the driver, O, the
+    """``params.Params`` for the writers without gathering: W (small) on the driver, O, the
     biases and trained x as ``io.RowBlocks`` pulled from the servers (``row_blocks``);
     each can be iterated again (a new pass over the shards)."""
     servers = cluster.servers

@@ -7,7 +7,8 @@ import time
 import numpy as np
 
 from ...errors import InputError
-from ...model.core import RowGrad, slot_major
+from ...model.params import slot_major
+from ...model.row_grad import RowGrad
 from ..step.optim import Adam
 from .shards import peak_rss, set_threads, shard_rows
 

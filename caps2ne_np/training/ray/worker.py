@@ -6,7 +6,9 @@ import time
 
 import numpy as np
 
-from ...model.core import Params, RowGrad, loss_and_row_grads, slot_major
+from ...model.core import loss_and_row_grads
+from ...model.params import Params, slot_major
+from ...model.row_grad import RowGrad
 from ..loop import trained_batch
 from ..step import fused
 from ..step.batch import BatchStream
@@ -217,7 +219,7 @@ class BatchWorker:
 
     def _pull_rows(self, o_split, x_split, n_o, n_x):
         """A batch's rows from their shards (``split_by_shard`` of its ``n_o`` output
-        nodes and ``n_x`` context nodes), and W, as core.Params over local rows."""
+        nodes and ``n_x`` context nodes), and W, as params.Params over local rows."""
         S = self.n_shards
         own_W = self.W is not None
         replies = self._pull(

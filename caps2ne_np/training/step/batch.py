@@ -72,7 +72,7 @@ class BatchStream:
     the target positions (one random position per walk, keyed by the global
     ``step``, with targets 'random'); and V' with the expected counts (keyed by
     ``step``).  ``index``: index each batch (``rows.batch_rows``) as it is made, with
-    ``sparse_features`` (the core.SparseFeatures of the run, or None) for its column
+    ``sparse_features`` (the features.SparseFeatures of the run, or None) for its column
     index; the Ray workers leave theirs unindexed (core indexes them on local rows).
     ``counts``: node counts for the unigram sampler, or None to give them later
     (``set_counts``; ``node_counts`` counts a share of the walks)."""

@@ -7,8 +7,8 @@ updated tables, with the GIL released; Python sets up, calls once per chunk (abo
 bottom (docs/math.md names the equations; every stage is a parallel kernel below, over
 items that own their outputs):
 
-    walks, pairs, V' and Q(.)           _draw_batch    (serial)  walk_kernels.pair_of, samplers
-    distinct (slot, node) rows, x nodes _index_batch   (serial)  rows._share_slots
+    walks, pairs, V' and Q(.)           draw_batch    (serial)  walk_kernels.pair_of, samplers
+    distinct (slot, node) rows, x nodes index_batch   (serial)  rows.share_slots_kernel
     x = X[nodes], u = squash(x)         _squash_nodes  Eq. 1     capsules.squash_vector
     u_hat = W_i u per distinct row      _predict       Eq. 2     blas.block_nn per slot (or half)
     c, s, e = Routing(u_hat)            _route_pairs   Alg. 1    capsules.route_pair
@@ -16,10 +16,10 @@ items that own their outputs):
     d_e, d_O, d_bias                    _output_backward         grads.add_scaled_row,
                                                                  grads.sampled_bias_grads
     d_u_hat                             _route_back              grads.route_backward_pair
-    d_rows = sum over the pairs         grads._gather_rows_backward
+    d_rows = sum over the pairs         grads.gather_rows_backward_kernel
     d_W_i, d_u = W_i^T d_u_hat          _W_backward              blas.block_tn, block_nt per slot
     d_x = squash'(x) d_u                _x_backward              grads.squash_backward_vector
-    L = mean_p loss_p                   _loss_and_grads          capsules.mean_loss
+    L = mean_p loss_p                   loss_and_grads_kernel          capsules.mean_loss
     Adam, lazy or dense                 _adam                    optim.adam_span
 
 This module holds the scheduling only (stages, blocks of rows, the workspace); every
@@ -57,15 +57,15 @@ from ...model.capsules import (
     target_logit,
 )
 from ...model.grads import (
-    _gather_rows_backward,
-    _scatter_scalars,
     add_row,
     add_scaled_row,
+    gather_rows_backward_kernel,
     route_backward_pair,
     sampled_bias_grads,
+    scatter_scalars,
     squash_backward_vector,
 )
-from .fused_batch import Batch, _draw_batch, _index_batch, _unmark, _workspace
+from .fused_batch import Batch, draw_batch, index_batch, make_workspace, unmark
 from .optim import AdamCoefs, adam_span, adam_span_zero, bias_corrected
 from .samplers import hash_table_size
 
@@ -88,7 +88,7 @@ these 1.83x (docs/results/fused_step.md, the two runs in its history)."""
 
 
 Tables = namedtuple("Tables", "X W_t O bias train_x")
-"""The trained tables: x (N, d), W_t (I, d, k) (W_i^T, core.slot_major's buffer), O
+"""The trained tables: x (N, d), W_t (I, d, k) (W_i^T, params.slot_major's buffer), O
 (N, k), the biases (N,), and whether x is trained (else fixed dense features)."""
 Moments = namedtuple("Moments", "mX vX mW vW mO vO mb vb")
 """Adam's moments of each table, W's as W_t (a (1, d) dummy for x when x is fixed)."""
@@ -185,7 +185,7 @@ def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_
     """d_e = d_z_t o_t + sum_s d_z_s o_s; d_o_s = sum_p d_z_ps e_p (V' is rows 0..S-1 of
     d_O) and d_o_t += d_z_t e_p over the pairs in order (grads.add_scaled_row); likewise
     the biases (grads.sampled_bias_grads, float64 sums in ``bias_acc`` (S,);
-    grads._scatter_scalars)."""
+    grads.scatter_scalars)."""
     n_pairs, k = e.shape
     n_sampled = O_s.shape[0]
     nbp, nbs = _blocks(n_pairs), _blocks(n_sampled)
@@ -210,7 +210,7 @@ def _output_backward(e, O, targets, d_true, d_s, d_sT, O_s, o_of_target, n_o, d_
             add_scaled_row(d_O, o_of_target[p], d_true[p], e, p, c0, c1)
     for o in range(n_sampled, n_o):
         d_bias[o] = 0.0
-    _scatter_scalars(o_of_target[:n_pairs], d_true[:n_pairs], d_bias)
+    scatter_scalars(o_of_target[:n_pairs], d_true[:n_pairs], d_bias)
 
 
 # --------------------------------------------------------------- backward stages
@@ -257,10 +257,10 @@ def _x_backward(x, d_u_rows, row_ptr, row_list, G, d_u, d_x):
 
 
 @kernel(parallel=True)
-def _loss_and_grads(tables, model, batch, ws, sizes):
+def loss_and_grads_kernel(tables, model, batch, ws, sizes):
     """The batch's mean loss (capsules.mean_loss, float64) and gradients into the
     workspace ``ws`` (core.loss_and_row_grads' arithmetic); ``tables`` a ``Tables``, ``model`` a
-    ``Routing``, ``batch`` a ``Batch`` and ``sizes`` from ``_index_batch``."""
+    ``Routing``, ``batch`` a ``Batch`` and ``sizes`` from ``index_batch``."""
     P, m = sizes.P, model
     targets = batch.targets[:P]
     _squash_nodes(tables.X, ws.x_nodes, sizes.G, ws.x, ws.u)
@@ -276,7 +276,7 @@ def _loss_and_grads(tables, model, batch, ws, sizes):
                      ws.bias_acc)  # fmt: skip
     _route_back(ws.u_hat, ws.c, ws.s, ws.e_all, ws.d_e, P, m.scale, m.rule, m.exact,
                 ws.d_u_hat, ws.scratch_i, ws.scratch_k)  # fmt: skip
-    _gather_rows_backward(ws.d_u_hat, ws.inv, ws.slot_ptr, ws.d_rows)  # the teaching kernel
+    gather_rows_backward_kernel(ws.d_u_hat, ws.inv, ws.slot_ptr, ws.d_rows)  # the teaching kernel
     _W_backward(ws.u_rows, ws.d_rows, ws.slot_ptr, tables.W_t, tables.train_x, ws.d_W_t,
                 ws.d_u_rows)  # fmt: skip
     if tables.train_x:
@@ -351,7 +351,7 @@ def _train_chunk(graph, draws, sampler, tables, moments, model, marks, epoch, ba
     n_slots, d, k = tables.W_t.shape
     n_pos = draws.positions.shape[0] if draws.positions.shape[0] > 0 else 1
     P_max = draws.batch_size * n_pos
-    ws = _workspace(P_max, S, n_slots, d, k, model.iters, O)
+    ws = make_workspace(P_max, S, n_slots, d, k, model.iters, O)
     ws_pairs = P_max
     walks = np.empty((draws.batch_size, n_slots + 1), dtype=np.int64)
     ctx_t = np.empty((n_slots, P_max), dtype=np.int64)
@@ -361,29 +361,29 @@ def _train_chunk(graph, draws, sampler, tables, moments, model, marks, epoch, ba
     log_q_true = np.empty(P_max, dtype=O.dtype)
     log_q_sampled = np.empty(S, dtype=O.dtype)
     for n in range(batches.shape[0]):
-        P = _draw_batch(graph, draws, sampler, epoch, batches[n], steps[n], walks, ctx_t,
+        P = draw_batch(graph, draws, sampler, epoch, batches[n], steps[n], walks, ctx_t,
                         targets, sampled, table, log_q_true, log_q_sampled)  # fmt: skip
         if P != ws_pairs:  # the short last batch of an epoch in 'shuffle' mode
-            ws = _workspace(P, S, n_slots, d, k, model.iters, O)
+            ws = make_workspace(P, S, n_slots, d, k, model.iters, O)
             ws_pairs = P
         batch = Batch(ctx_t[:, :P], targets[:P], sampled, log_q_true[:P], log_q_sampled)
-        sizes = _index_batch(batch.ctx_t, P, batch.targets, sampled, marks, ws)
-        loss = _loss_and_grads(tables, model, batch, ws, sizes)
+        sizes = index_batch(batch.ctx_t, P, batch.targets, sampled, marks, ws)
+        loss = loss_and_grads_kernel(tables, model, batch, ws, sizes)
         losses[n] = loss
         pairs[n] = P
         if not np.isfinite(loss):
-            _unmark(marks, ws, sizes)
+            unmark(marks, ws, sizes)
             return n + 1
         coefs = AdamCoefs(lr_t[n], adam.beta1, adam.beta2, adam.eps, adam.c1, adam.c2)
         _adam(tables, moments, ws, sizes, coefs, lazy, marks)
-        _unmark(marks, ws, sizes)
+        unmark(marks, ws, sizes)
     return batches.shape[0]
 
 
 # --------------------------------------------------------------- the Python side
 
 
-def _routing(mcfg, n_slots, dtype):
+def routing_of(mcfg, n_slots, dtype):
     """The ``Routing`` of a config.ModelConfig, in the tables' dtype."""
     return Routing(
         int(mcfg.routing_iters),
@@ -398,7 +398,7 @@ class FusedStep:
     rates, parallel)`` trains those batches of the stream's epoch with the given rates
     and returns ``[(loss, pairs)]`` up to the first non-finite loss.
 
-    ``stream`` (batch.BatchStream, with its sampler), ``params`` (core.Params) and
+    ``stream`` (batch.BatchStream, with its sampler), ``params`` (params.Params) and
     ``opt`` (optim.Adam: its moments are updated in place; its betas and eps are
     read, the rates are ``train``'s) as train.LocalEngine holds them; ``mcfg`` the
     config.ModelConfig; ``lazy``: lazy Adam.  ``parallel``: the parallel version of the
@@ -410,7 +410,7 @@ class FusedStep:
         self.graph = stream.source.graph()
         W_t = params.W.transpose(0, 2, 1)
         if not W_t.flags.c_contiguous:
-            raise ValueError("FusedStep: W must be stored slot-major (core.slot_major)")
+            raise ValueError("FusedStep: W must be stored slot-major (params.slot_major)")
         dtype = params.O.dtype
         train_x = not params.fixed_features
         dummy = np.zeros((1, params.X.shape[1]), dtype=dtype)
@@ -429,7 +429,7 @@ class FusedStep:
         t = self.tables
         if not all(a.flags.c_contiguous for a in self.moments + (t.X, t.W_t, t.O, t.bias)):
             raise ValueError("FusedStep: every table and moment must be C-contiguous")
-        self.model = _routing(mcfg, params.W.shape[0], dtype)
+        self.model = routing_of(mcfg, params.W.shape[0], dtype)
         self.adam = opt.coefs_for(dtype, 0.0)
         self.marks = np.full((3, params.O.shape[0]), -1, dtype=np.int64)
 
@@ -486,11 +486,11 @@ def loss_and_grads(params, ctx, targets, sampled, q_true, q_sampled, mcfg, paral
     W_t = np.ascontiguousarray(params.W.transpose(0, 2, 1))
     train_x = not params.fixed_features
     tables = Tables(np.ascontiguousarray(params.X), W_t, params.O, params.bias, train_x)
-    model = _routing(mcfg, n_slots, dtype)
-    ws = _workspace(n_pairs, n_sampled, n_slots, d, k, model.iters, params.O)
+    model = routing_of(mcfg, n_slots, dtype)
+    ws = make_workspace(n_pairs, n_sampled, n_slots, d, k, model.iters, params.O)
     marks = np.full((3, params.O.shape[0]), -1, dtype=np.int64)
-    sizes = _index_batch(ctx_t, n_pairs, batch.targets, batch.sampled, marks, ws)
-    version = _loss_and_grads.parallel if parallel else _loss_and_grads.serial
+    sizes = index_batch(ctx_t, n_pairs, batch.targets, batch.sampled, marks, ws)
+    version = loss_and_grads_kernel.parallel if parallel else loss_and_grads_kernel.serial
     loss = version(tables, model, batch, ws, sizes)
     x_nodes, o_nodes = ws.x_nodes[: sizes.G], ws.o_nodes[: sizes.n_o]
     out = Grads(

@@ -8,26 +8,26 @@ from collections import namedtuple
 import numpy as np
 
 from ...kernels.jit import kernel
-from ...model.rows import _share_slots
+from ...model.rows import share_slots_kernel
 from ...walks.pair_kernels import _batch_walk_ids, pair_of, random_position
 from ...walks.walk_steps import _node2vec_walk, _walk
-from .samplers import _sample_unique, expected_count_of, node_probability
+from .samplers import expected_count_of, node_probability, sample_unique
 
 Batch = namedtuple("Batch", "ctx_t targets sampled log_q_true log_q_sampled")
 """A batch: contexts slot-major (I, P), targets (P,), V' (S,) and the log expected counts."""
 Sizes = namedtuple("Sizes", "P R G n_o")
-"""A batch's pairs, distinct (slot, node) rows, distinct x nodes and O rows (``_index_batch``)."""
+"""A batch's pairs, distinct (slot, node) rows, distinct x nodes and O rows (``index_batch``)."""
 Workspace = namedtuple(
     "Workspace",
     "nodes slot_ptr inv x_nodes x_of_row row_ptr row_list o_nodes o_of_target x u u_rows "
     "u_hat_rows u_hat c s e_all b_all O_s z_s loss d_true d_s d_sT d_e d_O d_bias d_u_hat "
     "scratch_i scratch_k d_rows d_W_t d_u_rows d_u d_x bq bias_acc",
 )
-"""Every array of a batch's forward and backward pass (``_workspace``)."""
+"""Every array of a batch's forward and backward pass (``make_workspace``)."""
 
 
 @kernel
-def _draw_batch(graph, draws, sampler, epoch, b, step, walks, ctx_t, targets, sampled, table,
+def draw_batch(graph, draws, sampler, epoch, b, step, walks, ctx_t, targets, sampled, table,
                 log_q_true, log_q_sampled):  # fmt: skip
     """Batch b of the epoch at global step ``step``: its walks, (context, target) pairs
     (``ctx_t`` (I, P) slot-major, ``targets`` (P,)), V' (``sampled``) and the log
@@ -62,7 +62,7 @@ def _draw_batch(graph, draws, sampler, epoch, b, step, walks, ctx_t, targets, sa
             targets[p] = pair_of(walks[w], j, ctx_t[:, p])
     n_pairs = n_b * n_pos
     # V' and log Q(c) = log(1 - (1 - P(c))^num_tries)
-    tries = _sample_unique(sm.kind, sm.n, sm.log_range, sm.prob, sm.alias, sm.seed, step,
+    tries = sample_unique(sm.kind, sm.n, sm.log_range, sm.prob, sm.alias, sm.seed, step,
                            sampled, table)  # fmt: skip
     for p in range(n_pairs):
         log_q_true[p] = np.log(_expected_count(sm, targets[p], tries))
@@ -80,16 +80,16 @@ def _expected_count(sm, c, tries):
 
 
 @kernel
-def _index_batch(ctx_t, n_pairs, targets, sampled, marks, ws):
+def index_batch(ctx_t, n_pairs, targets, sampled, marks, ws):
     """The batch's index: distinct (slot, node) rows (rows.share_slots), their distinct
     nodes in order of first appearance (x), each node's rows ascending (for d_x), and
     the rows of O and the biases the batch touches: V' first (row j is sampled[j]),
     then the targets not in V'.  ``marks`` (3, N) all -1, left marking the batch's x
-    and O rows (``_unmark``), into the workspace ``ws``.  Returns the batch's ``Sizes``."""
+    and O rows (``unmark``), into the workspace ``ws``.  Returns the batch's ``Sizes``."""
     nodes, slot_ptr, inv = ws.nodes, ws.slot_ptr, ws.inv
     x_nodes, x_of_row, row_ptr, row_list = ws.x_nodes, ws.x_of_row, ws.row_ptr, ws.row_list
     o_nodes, o_of_target = ws.o_nodes, ws.o_of_target
-    R = _share_slots(ctx_t[:, :n_pairs], marks[0], nodes, inv[:, :n_pairs], slot_ptr)
+    R = share_slots_kernel(ctx_t[:, :n_pairs], marks[0], nodes, inv[:, :n_pairs], slot_ptr)
     mark_x, mark_o = marks[1], marks[2]
     G = _first_seen(nodes, R, mark_x, x_nodes, 0, x_of_row)
     row_ptr[: G + 1] = 0
@@ -128,8 +128,8 @@ def _first_seen(values, n, mark, distinct, count, number):
 
 
 @kernel
-def _unmark(marks, ws, sizes):
-    """Marks of the batch's x and O rows (``_index_batch``) back to -1."""
+def unmark(marks, ws, sizes):
+    """Marks of the batch's x and O rows (``index_batch``) back to -1."""
     for g in range(sizes.G):
         marks[1, ws.x_nodes[g]] = -1
     for o in range(sizes.n_o):
@@ -137,7 +137,7 @@ def _unmark(marks, ws, sizes):
 
 
 @kernel
-def _workspace(P, S, n_slots, d, k, iters, dtype_of):
+def make_workspace(P, S, n_slots, d, k, iters, dtype_of):
     """Every array a batch of P pairs, |V'| = S, I slots, feature size d, embedding size
     k and m routing iterations uses (a ``Workspace``), in the dtype of ``dtype_of``.
     A batch has at most R = I P distinct rows and G = R distinct nodes."""

@@ -20,8 +20,8 @@ Two variants (docs/math.md#adam):
   with the global step t in lr_t, as TensorFlow's LazyAdamOptimizer.  An untouched
   row keeps m and v as they were and does not move.  Costs O(rows touched).
 
-Both take the gradient in one form, row-sparse (core.RowGrad over the parameter's
-core.row_matrix); a caller may also hand over a parameter's whole update (``updates``,
+Both take the gradient in one form, row-sparse (row_grad.RowGrad over the parameter's
+row_grad.row_matrix); a caller may also hand over a parameter's whole update (``updates``,
 e.g. step.FusedSparseW), given the step's coefficients.
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...kernels.jit import kernel
-from ...model.core import row_matrix
+from ...model.row_grad import row_matrix
 
 # The kernels compute in the parameters' precision, as TensorFlow's float32 Adam
 # does: ``c1 = 1 - beta1`` and ``c2 = 1 - beta2`` arrive in that dtype, because a
@@ -119,7 +119,7 @@ def _adam_tables(params, rows, grads, ms, vs, offsets, lr_t, beta1, beta2, eps, 
     """The Adam update of rows ``rows[t]`` of every table ``params[t]``, in one parallel
     region: one fork and join per step instead of one per table.
 
-    params, ms, vs : tuples of 2-D arrays (a parameter's core.row_matrix and its moments)
+    params, ms, vs : tuples of 2-D arrays (a parameter's row_grad.row_matrix and its moments)
     rows           : tuple of int64 (r_t,), distinct rows of each table
     grads          : tuple of (r_t, width_t) gradients
     offsets        : (T + 1,) int64, ``offsets[t] = r_0 + ... + r_{t-1}``
@@ -199,9 +199,9 @@ class Adam:
     def step(self, grads, lazy=False, updates=None, lr=None):
         """One Adam step, at rate ``lr`` (default: the fixed ``self.lr``).
 
-        grads   : name -> core.RowGrad (or any object with ``rows``, distinct and
+        grads   : name -> row_grad.RowGrad (or any object with ``rows``, distinct and
                   ascending, and ``values``) over the rows of the parameter's
-                  core.row_matrix
+                  row_grad.row_matrix
         lazy    : False: dense, TensorFlow's Adam over every element of the named
                   parameters, g = 0 outside the given rows (bit for bit the step on
                   the dense gradient, without an (N, k) array of zeros); True: only

@@ -3,7 +3,7 @@
     batch = stream.batch(epoch, b, step)  P pairs, V' and their expected counts Q, and
                                           its distinct (slot, node) rows (batch.py)
     loss, grads = loss_and_row_grads(...) forward and backward (core.py): every
-                                          gradient row-sparse (core.RowGrad)
+                                          gradient row-sparse (row_grad.RowGrad)
     opt.step(grads, lazy, updates, lr)    Adam (optim.py), at the step's rate
 
 ``TrainStep`` is that step as the local engine (train.py) runs it.  Its update is one
@@ -102,7 +102,7 @@ class FusedSparseW:
     """
 
     def bind(self, d_W, ahead, params):
-        """The update of W with the row-sparse gradient ``d_W`` (core.RowGrad over W's
+        """The update of W with the row-sparse gradient ``d_W`` (row_grad.RowGrad over W's
         row matrix, rows ``i * d + j``), filling ``ahead.u_hat_rows`` (``ahead`` indexed,
         or None)."""
         n_slots, k, n_features = params.W.shape
@@ -139,7 +139,7 @@ def _adam_W_predict(p, m, v, n_features, grad, cols, u_hat, coefs):
     """Dense Adam over every row of W, then u_hat += u W_i of the rows ``cols`` reads.
 
     p, m, v  (I * d, k)  W and its moments stored slot-major: row ``i * d + j`` is
-                         column j of W_i (core.row_matrix)
+                         column j of W_i (row_grad.row_matrix)
     grad     (rows, values, slot_ptr): W's row-sparse gradient; rows ascending, slot
              i's in ``rows[slot_ptr[i]:slot_ptr[i + 1]]``
     cols     (keys, slot_key_ptr, key_ptr, ent_row, ent_val): the next batch's

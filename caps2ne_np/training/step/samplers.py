@@ -87,6 +87,17 @@ def hash_table_size(num_sampled):
 # --------------------------------------------------------------------------- kernels
 
 
+@inline
+def _file_entry(i, scaled, small, n_small, large, n_large):
+    """Vose's step: entry i onto the small list (scaled[i] < 1) or the large one;
+    returns the lists' new lengths."""
+    if scaled[i] < 1.0:
+        small[n_small] = i
+        return n_small + 1, n_large
+    large[n_large] = i
+    return n_small, n_large + 1
+
+
 @kernel
 def build_alias(p, prob, alias):
     """Vose's alias table for P = p (float64 (n,), sums to 1): prob float64 (n,), alias
@@ -107,12 +118,7 @@ def build_alias(p, prob, alias):
     n_large = 0
     for i in range(n):
         scaled[i] = p[i] * n
-        if scaled[i] < 1.0:
-            small[n_small] = i
-            n_small += 1
-        else:
-            large[n_large] = i
-            n_large += 1
+        n_small, n_large = _file_entry(i, scaled, small, n_small, large, n_large)
     while n_small > 0 and n_large > 0:
         n_small -= 1
         s = small[n_small]
@@ -121,12 +127,7 @@ def build_alias(p, prob, alias):
         prob[s] = scaled[s]
         alias[s] = g
         scaled[g] = (scaled[g] + scaled[s]) - 1.0
-        if scaled[g] < 1.0:
-            small[n_small] = g
-            n_small += 1
-        else:
-            large[n_large] = g
-            n_large += 1
+        n_small, n_large = _file_entry(g, scaled, small, n_small, large, n_large)
     for k in range(n_large):
         prob[large[k]] = 1.0
         alias[large[k]] = large[k]
@@ -162,7 +163,7 @@ def _draw(kind, n, log_range, prob, alias, state):
 @kernel
 def _draws(kind, n, log_range, prob, alias, seed, key, out):
     """out[t] ~ P independently (with replacement), t = 0..len(out)-1; the stream of
-    ``_sample_unique``."""
+    ``sample_unique``."""
     state = stream2(seed, TAG_SAMPLER, key)
     for t in range(out.shape[0]):
         state, c = _draw(kind, n, log_range, prob, alias, state)
@@ -170,7 +171,7 @@ def _draws(kind, n, log_range, prob, alias, seed, key, out):
 
 
 @kernel
-def _sample_unique(kind, n, log_range, prob, alias, seed, key, out, table):
+def sample_unique(kind, n, log_range, prob, alias, seed, key, out, table):
     """V' = the first len(out) distinct draws of c ~ P, in order of appearance; returns
     num_tries (int64).
 
@@ -283,7 +284,7 @@ class _Sampler:
         table = np.empty(hash_table_size(num_sampled), dtype=np.int64)
         out = np.empty(num_sampled, dtype=np.int64)
         with quiet_wraparound():
-            num_tries = _sample_unique(
+            num_tries = sample_unique(
                 self._kind, self.n, self._log_range, self._prob, self._alias, seed, key, out, table
             )
         return out, int(num_tries)
