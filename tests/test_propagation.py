@@ -487,10 +487,11 @@ def test_the_structure_is_measured_when_only_the_written_spectrum_reads_it(caplo
     import logging
 
     from caps2ne_np.training import budget
+    from caps2ne_np.training.loop import csr_graph
     from caps2ne_np.training.options.config import TrainConfig
 
     A = planted_blocks(n=200, p_in=0.2, p_out=0.01)
-    graph = (A.indptr, A.indices.astype(np.int32), None)
+    graph = csr_graph(A.indptr, A.indices.astype(np.int32), None)
     with caplog.at_level(logging.INFO):
         value = budget.graph_structure(
             TrainConfig(stop="none", propagate="on", spectrum_power="auto"), graph
