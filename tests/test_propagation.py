@@ -546,8 +546,7 @@ def test_a_spectrum_power_outside_its_choices_is_refused():
 def test_a_spectrum_power_of_three_quarters_is_a_choice_train_and_model_files_take():
     """--spectrum-power 0.75 (between ProNE's 0.5 and 1; what ``caps2ne choose`` may
     pick) passes the config's check, a model file's check, and the estimator's number."""
-    from caps2ne_np.estimator.caps2ne.inputs import _power
-
+    from caps2ne_np.estimator.inputs import power_of
     from caps2ne_np.io.modelcheck import check_option
     from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.options.presets import resolve
@@ -557,7 +556,7 @@ def test_a_spectrum_power_of_three_quarters_is_a_choice_train_and_model_files_ta
     validate(cfg, 100)
     assert propagation.written_power(cfg, 0.9)[0] == 0.75
     assert check_option("spectrum_power", "0.75") == "0.75"
-    assert _power(0.75) == "0.75"
+    assert power_of(0.75) == "0.75"
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
