@@ -95,3 +95,29 @@ def test_a_small_train_run_imports_no_scikit_learn(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
     assert np.loadtxt(tmp_path / "c.emb", skiprows=1, usecols=1).size > 0
+
+
+def test_both_callers_check_the_checkpoint_folder_through_the_driver(cora, tmp_path, monkeypatch):
+    from caps2ne_np.cli.train import run_train, train_params
+    from caps2ne_np.estimator.caps2ne import Caps2NE
+
+    class Checked(Exception):
+        pass
+
+    seen = []
+
+    def check(checkpoint_dir, resume_from, overwrite, engine="single"):
+        seen.append((str(checkpoint_dir), resume_from, overwrite, engine))
+        raise Checked
+
+    monkeypatch.setattr(driver, "check_fresh", check)
+    folder = str(tmp_path / "ckpt")
+    with pytest.raises(Checked):
+        run_train(
+            train_params(
+                graph=str(CORA), out=str(tmp_path / "c.emb"), checkpoint_dir=folder, engine="ray"
+            )
+        )
+    with pytest.raises(Checked):
+        Caps2NE(epochs=1).fit(cora, checkpoint_dir=folder, overwrite=True)
+    assert seen == [(folder, None, False, "ray"), (folder, None, True, "single")]

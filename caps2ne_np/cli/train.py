@@ -140,7 +140,7 @@ def run_train(params):
     # the training driver, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
     job = _plan(params)
-    _check_files(job.outputs, job.source, job.ckpt)
+    _check_files(job.outputs, job.source, job.ckpt, job.engine["engine"])
     _warn_high_lr(job.options.get("lr"))
     g, features, labels, splits = _read_inputs(job)
     cfg, run_record = _configure(job, g)
@@ -233,11 +233,6 @@ def _train(job, g, features, cfg, selector, run_record):
     history = None
     if outputs.history:
         history = _HistoryWriter(outputs.history, outputs.overwrite, selector)
-    if job.engine["engine"] == "ray":  # a new run must not replace a sharded checkpoint
-        from ..training.ray import check_fresh
-
-        ckpt = job.ckpt
-        check_fresh(ckpt["checkpoint_dir"], ckpt["resume_from"], outputs.overwrite)
     write = functools.partial(
         _write_trained,
         g=g,
@@ -281,11 +276,12 @@ def _warn_high_lr(lr):
         )
 
 
-def _check_files(outputs, source, ckpt):
+def _check_files(outputs, source, ckpt, engine):
     """Every output writable and none replacing an input, another output or a
-    checkpoint; a new run refused over an existing checkpoint unless --overwrite."""
+    checkpoint; a new run refused over an existing checkpoint (the ``engine``'s)
+    unless --overwrite."""
     from ..io.npy import nodes_path
-    from ..training import checkpoint
+    from ..training import checkpoint, driver
 
     overwrite = outputs.overwrite
     resume = ckpt["resume_from"]
@@ -304,8 +300,8 @@ def _check_files(outputs, source, ckpt):
         input_paths(source),
         checkpoint_dir=ckpt["checkpoint_dir"],
     )
-    if ckpt["checkpoint_dir"]:  # a resume into another folder replaces another run's too
-        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite, ckpt["resume_from"])
+    # a resume into another folder replaces another run's too
+    driver.check_fresh(ckpt["checkpoint_dir"], ckpt["resume_from"], overwrite, engine)
 
 
 def _log_graph(g, features, options):

@@ -37,20 +37,6 @@ from .inputs import (
 from .params import DEFAULTS_BY_NAME, SIGNATURE, config_values
 
 
-def _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, engine):
-    """InputError, as ``caps2ne train --checkpoint-dir`` without ``--overwrite``, when
-    ``checkpoint_dir`` holds the checkpoint of a run other than ``resume_from``'s."""
-    from ..training import checkpoint
-
-    if checkpoint_dir is None or str(checkpoint_dir) == "":  # '': train.fit names it
-        return
-    checkpoint.check_fresh(checkpoint_dir, overwrite, resume_from)
-    if engine == "ray":
-        from ..training.ray import check_fresh
-
-        check_fresh(checkpoint_dir, resume_from, overwrite)
-
-
 class Caps2NE(BaseEstimator):
     """Caps2NE node embeddings (Nguyen et al., CIKM 2020).
 
@@ -168,7 +154,7 @@ class Caps2NE(BaseEstimator):
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
             )
             cfg = self.train_config()
-            _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, self.engine)
+            driver.check_fresh(checkpoint_dir, resume_from, overwrite, self.engine)
             selector = _selector(labels, splits, graph)
             trained = driver.train(
                 graph,

@@ -86,6 +86,22 @@ def train(
     return done[0]
 
 
+def check_fresh(checkpoint_dir, resume_from, overwrite, engine="single"):
+    """InputError, as ``caps2ne train --checkpoint-dir`` without ``--overwrite``, when
+    ``checkpoint_dir`` holds the checkpoint of a run other than ``resume_from``'s (with
+    ``engine='ray'``, a sharded one too); nothing without a folder (None, or '', which
+    checkpoint.check_arguments names)."""
+    if checkpoint_dir is None or str(checkpoint_dir) == "":
+        return
+    from . import checkpoint
+
+    checkpoint.check_fresh(checkpoint_dir, overwrite, resume_from)
+    if engine == "ray":
+        from .ray import check_fresh as check_sharded
+
+        check_sharded(checkpoint_dir, resume_from, overwrite)
+
+
 def finished(result, graph, selector=None, keep_model=True, propagate=True):
     """The ``Trained`` of a run's ``result`` on ``graph``: the run reported in the log,
     the selector's epoch kept, the training state freed (``free_training_state``), the

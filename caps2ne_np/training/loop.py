@@ -122,8 +122,8 @@ def _resolved(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
 
 @dataclass(frozen=True)
 class LoopOptions:
-    """What the caller of a run asks of its epoch loop (``train.fit``'s arguments of the
-    same names, which ``train.fit`` and the Ray driver pass on as one): ``progress``
+    """What the caller of a run asks of its epoch loop (a ``Run``'s ``options``; the
+    arrays' faces, train.fit and ray's fit, take these fields by name): ``progress``
     shows the run's progress on stderr; ``epoch_callback(epoch, result)`` is called
     after every epoch, before its checkpoint; ``checkpoint_dir`` is where checkpoints go
     (None: none), after every epoch and, with ``checkpoint_every = n > 0``, every n

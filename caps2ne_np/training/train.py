@@ -1,4 +1,4 @@
-"""Training on one machine (Algorithm 2): ``fit`` and its engine.
+"""Training on one machine (Algorithm 2): ``fit_run`` and its engine.
 
 An epoch follows the authors' code: T walks start from every node; a batch is B
 walks drawn uniformly *with replacement*, each giving its (context, target) pairs;
@@ -7,7 +7,8 @@ every walk exactly once per epoch in a seeded order.  With ``walks = 'fixed'`` (
 authors') every epoch replays the same N*T walks; with ``'fresh'`` each epoch draws
 new ones.  Walks are made batch by batch and never stored (batch.BatchStream).
 
-``fit`` resolves the options (config.py), then runs the epoch loop (loop.run_epochs)
+``fit_run`` trains a job (loop.Run; ``fit`` is its face for CSR arrays): the set-up
+(loop.set_up: the options resolved, config.py), then the epoch loop (loop.run_epochs)
 with ``LocalEngine``: one step per round, the parameters and Adam in this process.
 Every random choice comes from a stream keyed by (seed, purpose, epoch, step), so
 a run is reproducible from its seed whatever the thread count (docs/training.md).
@@ -234,7 +235,7 @@ class LocalEngine:
         self._params, self.optimizer = params, opt
         lazy = cfg.adam == "lazy"
         self.fused = self.step = self.threads = None
-        self.checkpoint_every = 0  # train.fit sets it: rounds end at its multiples
+        self.checkpoint_every = 0  # fit_run sets it: rounds end at its multiples
         self.width = 1  # batches trained at once (AsyncEngine: one per thread)
         self._chunk = None  # batches per round (per thread), once timed
         self._n, self._rounds = 1, 0
