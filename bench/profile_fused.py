@@ -78,9 +78,7 @@ def engine(g, cfg, start, python_step):
     F.supports = (lambda c, k: False) if python_step else real
     try:
         schedule = Schedule.for_graph(cfg, g.indptr.shape[0] - 1)
-        return T.LocalEngine(
-            g.indptr, g.indices, g.weights, cfg, None, None, start=start, schedule=schedule
-        )
+        return T.LocalEngine(g, cfg, None, None, start=start, schedule=schedule)
     finally:
         F.supports = real
 

@@ -90,7 +90,7 @@ def trained(name, graph, seed, threads, cache):
     from caps2ne_np import Caps2NE
     from caps2ne_np.kernels.rng import derive_seed
     from caps2ne_np.spectral import prone as spectral
-    from caps2ne_np.training import budget
+    from caps2ne_np.spectral import structure
 
     perm, adj = permuted(graph, seed)
     t0 = time.perf_counter()
@@ -99,7 +99,7 @@ def trained(name, graph, seed, threads, cache):
     seconds = time.perf_counter() - t0
     O = np.ascontiguousarray(model.get_embedding()[perm])
     A = spectral.adjacency(adj.indptr, adj.indices, adj.data, adj.shape[0])
-    s = budget.structure(A, derive_seed(seed, "stop structure") % (2**32), spectral._silent)
+    s = structure.measure(A, derive_seed(seed, "stop structure") % (2**32), spectral._silent)
     epochs = len(model.history_)
     meta = dict(
         structure=s,

@@ -92,7 +92,7 @@ def train_with_scores(args):
             auto = dataclasses.replace(result.config, stop="auto")
             structure = result.structure  # None: this --stop none run measured nothing
             if structure is None:
-                structure = budget.graph_structure(auto, (g.indptr, g.indices, g.weights))
+                structure = budget.graph_structure(auto, g)
             state["rule"] = budget.stop_rule(auto, structure)
         if state["stop"] is None and (state["rule"](epoch, result.params) or args.smoke):
             state.update(stop=epoch, kept=written)

@@ -9,7 +9,9 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np.model.params import Params
+from caps2ne_np.spectral.structure import measure
 from caps2ne_np.training import budget
+from caps2ne_np.training.loop import csr_graph
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 from toy_graphs import ring_of_cliques
@@ -200,14 +202,14 @@ def test_auc_is_the_mann_whitney_statistic_with_ties_averaged():
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_structure_separates_a_graph_of_communities_from_a_random_one(seed):
-    strong = budget.structure(planted(**STRONG, seed=seed), seed)
-    random = budget.structure(planted(**RANDOM, seed=seed), seed)
+    strong = measure(planted(**STRONG, seed=seed), seed)
+    random = measure(planted(**RANDOM, seed=seed), seed)
     assert strong >= budget.STOP_STRUCTURE > random
     assert random == pytest.approx(0.5, abs=0.1)  # no better than chance
 
 
 def test_structure_is_not_measured_on_a_graph_too_small_to_tell():
-    assert budget.structure(ring_of_cliques(), 0) is None  # 24 nodes
+    assert measure(ring_of_cliques(), 0) is None  # 24 nodes
     assert budget.graph_structure(TrainConfig(stop="none"), None) is None  # nothing asked
 
 
@@ -217,9 +219,9 @@ def test_structure_cannot_tell_without_held_out_edges_or_non_edges():
     u = np.arange(0, 200, 2)
     pairs = (np.r_[u, u + 1], np.r_[u + 1, u])
     matching = sp.coo_matrix((np.ones(200), pairs), shape=(200, 200)).tocsr()
-    assert budget.structure(matching, 0) is None
+    assert measure(matching, 0) is None
     complete = sp.csr_matrix(np.ones((130, 130)) - np.eye(130))
-    assert budget.structure(complete, 0) is None
+    assert measure(complete, 0) is None
     from caps2ne_np.spectral import propagation
 
     assert np.isnan(propagation.auc([], [1.0])) and np.isnan(propagation.auc([1.0], []))
@@ -271,7 +273,7 @@ def test_a_graph_too_small_to_measure_logs_no_measurement(caplog, stop):
     A = ((upper + upper.T) > 0).astype(np.float32).tocsr()
     cfg = TrainConfig(stop=stop, propagate="on", spectrum_power="auto", epochs=2)
     with caplog.at_level("INFO"):
-        assert budget.graph_structure(cfg, (A.indptr, A.indices, None)) is None
+        assert budget.graph_structure(cfg, csr_graph(A.indptr, A.indices, None)) is None
     assert "rank-32 factorisation" not in caplog.text
 
 

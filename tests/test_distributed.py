@@ -47,7 +47,7 @@ def test_worker_and_servers_in_process_equal_the_compiled_single_machine(fixed):
     run bit for bit; a push marked ``skip`` (a non-finite loss) changes nothing."""
     from caps2ne_np.kernels.rng import derive_seed
     from caps2ne_np.model.params import init_params
-    from caps2ne_np.training.loop import set_up
+    from caps2ne_np.training.loop import Run, set_up
     from caps2ne_np.training.ray.server import ShardServer
     from caps2ne_np.training.ray.shards import interleave
     from caps2ne_np.training.ray.worker import BatchWorker
@@ -58,7 +58,7 @@ def test_worker_and_servers_in_process_equal_the_compiled_single_machine(fixed):
     given = np.random.default_rng(1).random((n, 12)).astype(np.float32) if fixed else None
     base = TrainConfig(**dict(CFG, epochs=1), spectral="none", propagate="none")
     single = fit(g.indptr, g.indices, g.weights, base, features=given)
-    run = set_up((g.indptr, g.indices, g.weights), base, given, 0, resume=False)
+    run = set_up(Run(g, base, given))
     cfg, features = run.cfg, run.features
     feat_dim = cfg.feat_dim if features is None else features.shape[1]
     servers = [

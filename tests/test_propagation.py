@@ -488,10 +488,11 @@ def test_the_structure_is_measured_when_only_the_written_spectrum_reads_it(caplo
     import logging
 
     from caps2ne_np.training import budget
+    from caps2ne_np.training.loop import csr_graph
     from caps2ne_np.training.options.config import TrainConfig
 
     A = planted_blocks(n=200, p_in=0.2, p_out=0.01)
-    graph = (A.indptr, A.indices.astype(np.int32), None)
+    graph = csr_graph(A.indptr, A.indices.astype(np.int32), None)
     with caplog.at_level(logging.INFO):
         value = budget.graph_structure(
             TrainConfig(stop="none", propagate="on", spectrum_power="auto"), graph
@@ -546,7 +547,7 @@ def test_a_spectrum_power_outside_its_choices_is_refused():
 def test_a_spectrum_power_of_three_quarters_is_a_choice_train_and_model_files_take():
     """--spectrum-power 0.75 (between ProNE's 0.5 and 1; what ``caps2ne choose`` may
     pick) passes the config's check, a model file's check, and the estimator's number."""
-    from caps2ne_np.estimator.inputs import _power
+    from caps2ne_np.estimator.inputs import power_of
     from caps2ne_np.io.modelcheck import check_option
     from caps2ne_np.training.options.config import TrainConfig
     from caps2ne_np.training.options.presets import resolve
@@ -556,7 +557,7 @@ def test_a_spectrum_power_of_three_quarters_is_a_choice_train_and_model_files_ta
     validate(cfg, 100)
     assert propagation.written_power(cfg, 0.9)[0] == 0.75
     assert check_option("spectrum_power", "0.75") == "0.75"
-    assert _power(0.75) == "0.75"
+    assert power_of(0.75) == "0.75"
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

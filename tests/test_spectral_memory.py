@@ -11,8 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from caps2ne_np.spectral import prone as spectral
-from caps2ne_np.spectral import propagation
-from caps2ne_np.training import budget
+from caps2ne_np.spectral import propagation, structure
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.options.memory import spectral_memory
 
@@ -49,7 +48,7 @@ def stage(name, A):
         return cfg, lambda: spectral.start(A.indptr, A.indices, None, cfg), 0
     if name == "structure":
         cfg = TrainConfig(spectral="none", dim=K, feat_dim=K, stop="auto", propagate="none")
-        return cfg, lambda: budget.structure(A, 3), 0
+        return cfg, lambda: structure.measure(A, 3), 0
     cfg = TrainConfig(spectral="none", dim=K, feat_dim=K, stop="none", propagate=name)
     return cfg, lambda: propagation.apply(A.indptr, A.indices, None, cfg, O), 1
 

@@ -13,6 +13,7 @@ from caps2ne_np.errors import InputError
 from caps2ne_np.model.params import Params
 from caps2ne_np.training import budget
 from caps2ne_np.training import train as train_mod
+from caps2ne_np.training.loop import csr_graph
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
 
@@ -97,7 +98,8 @@ def test_without_pairs_keeps_the_order_weights_and_dtypes_of_the_rest():
     indptr = np.array([0, 2, 4, 6], np.int64)
     indices = np.array([1, 2, 0, 2, 0, 1], np.int32)
     weights = np.array([1, 2, 3, 4, 5, 6], np.float32)
-    p, i, w = budget.without_pairs((indptr, indices, weights), np.array([[0, 2]]))
+    g = budget.without_pairs(csr_graph(indptr, indices, weights), np.array([[0, 2]]))
+    p, i, w = g.indptr, g.indices, g.weights
     assert p.tolist() == [0, 1, 3, 4] and p.dtype == np.int64
     assert i.tolist() == [1, 0, 2, 1] and i.dtype == np.int32
     assert w.tolist() == [1, 3, 4, 6] and w.dtype == np.float32

@@ -14,6 +14,7 @@ from caps2ne_np.model import reference
 from caps2ne_np.model.model_config import ModelConfig
 from caps2ne_np.model.params import Params
 from caps2ne_np.training import budget
+from caps2ne_np.training.loop import csr_graph
 from caps2ne_np.training.options.config import TrainConfig
 from test_stop_holdout import (
     TINY,
@@ -82,7 +83,7 @@ def test_a_large_graph_scores_fewer_contexts_at_a_time(monkeypatch):
 
 def held_of(A, **cfg):
     cfg = TrainConfig(**dict(TINY, stop="loglik", **cfg))
-    graph = (A.indptr, A.indices.astype(np.int32), None)
+    graph = csr_graph(A.indptr, A.indices.astype(np.int32), None)
     return budget.held_out(cfg, graph)
 
 
@@ -93,7 +94,8 @@ def test_each_context_reaches_its_target_only_through_its_held_out_edge(targets,
     a walk over the training graph away from it."""
     A = ring_of_cliques()
     q = 6
-    held, (indptr, indices, _) = held_of(A, walk_length=q, targets=targets)
+    held, train_graph = held_of(A, walk_length=q, targets=targets)
+    indptr, indices = train_graph.indptr, train_graph.indices
     pos, ctx, tgt = held["pos"], held["ctx"], held["tgt"]
     m = len(pos)
     assert m > 0 and ctx.shape == (2 * m, q - 1) and ctx.dtype == np.int32
@@ -128,7 +130,7 @@ def test_a_complete_graph_still_holds_edges_out_for_the_log_likelihood():
     assert held is not None and len(held["tgt"]) == 2 * len(held["pos"])
     assert len(held["neg"]) == 0
     cfg = TrainConfig(**dict(TINY, stop="holdout"))
-    assert budget.held_out(cfg, (A.indptr, A.indices.astype(np.int32), None))[0] is None
+    assert budget.held_out(cfg, csr_graph(A.indptr, A.indices.astype(np.int32), None))[0] is None
 
 
 # --------------------------------------------------------------------------- the rule

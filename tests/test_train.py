@@ -1,6 +1,7 @@
 """Training end to end: the loss falls, planted communities separate, the run is
 reproducible and thread-count invariant, and the sampled softmax meets the full one."""
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -533,3 +534,28 @@ def test_a_parameter_that_turns_nan_with_a_finite_loss_stops_the_run_at_the_epoc
             parallel=parallel)  # fmt: skip
     ck = checkpoint.load(tmp_path)
     assert ck["state"]["epoch"] == 1 and np.all(np.isfinite(ck["arrays"]["param_O"]))
+
+
+def test_the_compile_note_reads_only_numbas_public_face(monkeypatch, tmp_path):
+    """_kernels_cold asks a dispatcher only for its documented ``signatures`` and
+    ``py_func`` and looks for the index file where Numba's documentation puts the cache
+    (here NUMBA_CACHE_DIR): a stand-in with nothing else is cold until its index is
+    there."""
+    from types import SimpleNamespace
+
+    import numba
+
+    from caps2ne_np.training import train
+    from caps2ne_np.training.step import fused
+
+    py_func = fused._train_chunk.serial.py_func
+    stand_in = SimpleNamespace(py_func=py_func, signatures=[])
+    monkeypatch.setattr(fused, "_train_chunk", SimpleNamespace(parallel=stand_in, serial=stand_in))
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    assert train._kernels_cold(True)
+    name = f"fused.{py_func.__qualname__}-{py_func.__code__.co_firstlineno}"
+    name += f".py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}.nbi"
+    (tmp_path / "step_0123abcd").mkdir()
+    (tmp_path / "step_0123abcd" / name).write_bytes(b"")
+    assert train.cached_on_disk(py_func)
+    assert not train._kernels_cold(True)

@@ -13,6 +13,8 @@ from pathlib import Path
 import click
 
 from ..defaults import OPTIONS
+from ..estimator.signature import ESTIMATOR_NAMES
+from ..training.engines import ENGINE_OPTIONS
 from . import options as opt
 from . import tables
 from .files import check_outputs, input_paths, load_input
@@ -96,8 +98,8 @@ class Outputs:
 @dataclass
 class TrainRun:
     """train's options grouped by use: ``source`` for files.load_input, ``outputs``,
-    ``ckpt`` for engines.fit (checkpoint_dir, checkpoint_every, resume_from),
-    ``options`` the TrainConfig fields as given, ``engine`` the ENGINE_OPTIONS."""
+    ``ckpt`` for driver.train (checkpoint_dir, checkpoint_every, resume_from),
+    ``options`` the TrainConfig fields as given, ``engine`` engines.ENGINE_OPTIONS."""
 
     source: dict
     outputs: Outputs
@@ -111,12 +113,6 @@ class TrainRun:
     """--engine ray: the tables go from the shards to the writers block by block (the
     driver never holds one); set by ``_streams`` once the inputs are read."""
 
-
-_ESTIMATOR_NAME = {"threads": "n_jobs", "seed": "random_state"}
-"""TrainConfig fields whose Caps2NE parameter has another name."""
-
-ENGINE_OPTIONS = ("parallel", "engine", "workers", "servers", "ray_address")
-"""train's options that choose the engine (training/engines.py), not the TrainConfig."""
 
 SOURCE_OPTIONS = dict(
     graph="graph",
@@ -141,10 +137,10 @@ def run_train(params):
     """train's work, without click: ``params`` are its options by name
     (``train_params``), checked by ``check_usage``.  Errors are raised (InputError,
     OSError, ...); the command (run.run) turns them into one line and an exit code."""
-    # train.fit directly, not the scikit-learn estimator: importing scikit-learn
+    # the training driver, not the scikit-learn estimator: importing scikit-learn
     # costs about a second, and a small run should not pay it.
     job = _plan(params)
-    _check_files(job.outputs, job.source, job.ckpt)
+    _check_files(job.outputs, job.source, job.ckpt, job.engine["engine"])
     _warn_high_lr(job.options.get("lr"))
     g, features, labels, splits = _read_inputs(job)
     cfg, run_record = _configure(job, g)
@@ -155,17 +151,7 @@ def run_train(params):
 
         # the rows it writes for each epoch: a streamed run writes the o_v as trained
         selector = EpochSelector(labels, splits, None if job.streamed else g)
-    finish = functools.partial(
-        _finish,
-        g=g,
-        outputs=job.outputs,
-        selector=selector,
-        run_record=run_record,
-        streamed=job.streamed,
-    )
-    result = _fit(job, g, features, cfg, selector, finish)
-    if not job.streamed:
-        finish(result)
+    _train(job, g, features, cfg, selector, run_record)
 
 
 def _plan(params):
@@ -227,7 +213,7 @@ def _configure(job, g):
         used < options["threads"]
     )
     log.debug("options: %s; %d thread(s)%s", cfg, used, capped)
-    given = {_ESTIMATOR_NAME.get(k, k): v for k, v in cfg.to_dict().items()}
+    given = {ESTIMATOR_NAMES.get(k, k): v for k, v in cfg.to_dict().items()}
     run_record = dict(
         directed=bool(g.directed),
         keep_self_loops=bool(job.source.get("keep_self_loops")),
@@ -237,36 +223,37 @@ def _configure(job, g):
     return cfg, run_record
 
 
-def _fit(job, g, features, cfg, selector, finish):
-    """Train (engines.fit): the epoch callbacks (--eval-every-epoch's selector, the
-    --history writer), checkpoints; ``finish`` writes the outputs of a streamed run."""
-    from ..training import engines
+def _train(job, g, features, cfg, selector, run_record):
+    """Train (the training driver, driver.train) and write the outputs: the epoch
+    callbacks (--eval-every-epoch's selector, the --history writer), checkpoints; a
+    streamed run's outputs are written while the Ray engine runs."""
+    from ..training import driver
 
-    outputs, ckpt = job.outputs, job.ckpt
-    callback = selector
+    outputs = job.outputs
+    history = None
     if outputs.history:
-        callback = _HistoryWriter(outputs.history, outputs.overwrite, selector)
-    if job.engine["engine"] == "ray":  # a new run must not replace a sharded checkpoint
-        from ..training.ray import check_fresh
-
-        check_fresh(ckpt["checkpoint_dir"], ckpt["resume_from"], outputs.overwrite)
-    result = engines.fit(
-        g.indptr,
-        g.indices,
-        g.weights,
-        cfg,
-        **job.engine,
-        write_outputs=finish if job.streamed else None,
-        results_only_stdout=True,
-        features=features,
-        progress=not job.quiet,
-        epoch_callback=callback,
-        checkpoint_extra=selector,
-        **ckpt,
+        history = _HistoryWriter(outputs.history, outputs.overwrite, selector)
+    write = functools.partial(
+        _write_trained,
+        g=g,
+        outputs=outputs,
+        selector=selector,
+        history=history,
+        run_record=run_record,
     )
-    if isinstance(callback, _HistoryWriter) and not callback.written:
-        callback.write(result.history)  # a resumed run that trained no epoch
-    return result
+    driver.train(
+        g,
+        cfg,
+        features,
+        selector=selector,
+        engine=dict(job.engine, results_only_stdout=True),
+        keep_model=bool(outputs.model),
+        streamed=job.streamed,
+        write=write,
+        progress=not job.quiet,
+        epoch_callback=history,
+        **job.ckpt,
+    )
 
 
 def _warn_high_lr(lr):
@@ -289,11 +276,12 @@ def _warn_high_lr(lr):
         )
 
 
-def _check_files(outputs, source, ckpt):
+def _check_files(outputs, source, ckpt, engine):
     """Every output writable and none replacing an input, another output or a
-    checkpoint; a new run refused over an existing checkpoint unless --overwrite."""
+    checkpoint; a new run refused over an existing checkpoint (the ``engine``'s)
+    unless --overwrite."""
     from ..io.npy import nodes_path
-    from ..training import checkpoint
+    from ..training import checkpoint, driver
 
     overwrite = outputs.overwrite
     resume = ckpt["resume_from"]
@@ -312,8 +300,8 @@ def _check_files(outputs, source, ckpt):
         input_paths(source),
         checkpoint_dir=ckpt["checkpoint_dir"],
     )
-    if ckpt["checkpoint_dir"]:  # a resume into another folder replaces another run's too
-        checkpoint.check_fresh(ckpt["checkpoint_dir"], overwrite, ckpt["resume_from"])
+    # a resume into another folder replaces another run's too
+    driver.check_fresh(ckpt["checkpoint_dir"], ckpt["resume_from"], overwrite, engine)
 
 
 def _log_graph(g, features, options):
@@ -331,66 +319,24 @@ def _log_graph(g, features, options):
     )
 
 
-def _finish(result, g, outputs, selector, run_record, streamed):
-    """Report the run and write its outputs: the kept epoch's (--eval-every-epoch)
-    o_v, propagated with --propagate."""
-    cfg = result.config  # every preset value filled in
-    last = result.history[-1]
-    seconds = sum(h["seconds"] for h in result.history)
-    log.info(
-        f"trained {len(result.history)} epoch{'s' * (len(result.history) != 1)} in "
-        f"{seconds:.1f}s: final loss "
-        f"{last['loss']:.4f}, {last['pairs_per_s']:,.0f} pairs/s (lr {cfg.lr:g} "
-        f"{cfg.lr_schedule})"
-    )
-    log.debug("resolved configuration: %s", cfg.to_dict())
-    params = result.params
-    if selector is not None:
-        params = selector.params_like(result.params)
-    params = _free_training_state(result, params, keep_model=bool(outputs.model))
-    propagated = None  # --propagate: the written embeddings (propagation.py)
-    if not streamed:  # a streamed run writes the o_v as trained (_streams)
-        from ..spectral import propagation
-
-        propagated = propagation.apply(
-            g.indptr,
-            g.indices,
-            g.weights,
-            cfg,
-            params.O,
-            held=result.holdout,
-            structure=result.structure,
-        )
-    written = params.O if propagated is None else propagated.E
+def _write_trained(trained, g, outputs, selector, history, run_record):
+    """The outputs of a trained run (driver.Trained): the kept epoch's
+    (--eval-every-epoch) rows, propagated with --propagate; the history of a resumed
+    run that trained no epoch."""
+    result = trained.result
+    if history is not None and not history.written:
+        history.write(result.history)  # a resumed run that trained no epoch
+    written, propagated = trained.written, trained.propagated
     if selector is not None:
         log.info(selector.summary(None if propagated is None else written))
-    _write(outputs, g, written, params, cfg, result.history, run_record, propagated)
+    _write(
+        outputs, g, written, trained.params, result.config, result.history, run_record, propagated
+    )
     if selector is not None:  # the outputs hold the kept epoch, which may not be the last
         log.info(
             f"wrote epoch {selector.best_epoch} of {len(result.history)}: best validation "
             f"accuracy ({100 * selector.best_val:.2f}%, --eval-every-epoch)"
         )
-
-
-def _free_training_state(result, params, keep_model):
-    """What the outputs need of a finished run, the rest freed before the propagation
-    runs beside it: Adam's two moments (2 x 4 N (k + d + 1) bytes) go, and without
-    --model-out the trained x and W too (only the o_v are written); then a garbage
-    collection, since the finished engine (which holds the tables, the moments, the
-    batch stream and the compiled step's workspaces) sits in reference cycles that
-    would otherwise live on through the propagation.  Returns the params to write:
-    ``params`` itself, or a Params holding only the o_v."""
-    import gc
-
-    result.optimizer = None
-    if not keep_model:
-        from ..model.params import Params
-
-        fixed = params.fixed_features
-        params = Params(W=None, O=params.O, bias=None, X=None, fixed_features=fixed)
-        result.params = params
-    gc.collect()
-    return params
 
 
 def _write(outputs, g, written, params, cfg, history, run_record, propagated):
@@ -430,7 +376,8 @@ def _write(outputs, g, written, params, cfg, history, run_record, propagated):
 class _HistoryWriter:
     """--history: the per-epoch history as CSV, rewritten (atomically) after each
     epoch, so an interrupted run keeps the epochs it finished.  With
-    --eval-every-epoch the tracker runs first and its accuracies join the row."""
+    --eval-every-epoch the tracker (the epoch selector, which the training driver calls
+    first) has scored the epoch, and its accuracies join the row."""
 
     COLUMNS = ("epoch", "loss", "lr", "seconds", "pairs", "pairs_per_s", "val_acc", "test_acc")
 
@@ -440,7 +387,6 @@ class _HistoryWriter:
 
     def __call__(self, epoch, result):
         if self.tracker is not None:
-            self.tracker(epoch, result)
             r = self.tracker.results[-1]
             result.history[-1].update(val_acc=float(r["val_mean"]), test_acc=float(r["test_mean"]))
         self.write(result.history)

@@ -1,7 +1,9 @@
-"""The ``Caps2NE`` estimator: a thin scikit-learn style shell over ``train.fit``, its
-one concern the estimator's parameters and fitted state.  Its helpers have modules of
-their own: the inputs converted and checked (estimator/inputs.py) and the model file
-(estimator/save_load.py, through io/modelfile.py).
+"""The ``Caps2NE`` estimator: a thin scikit-learn style shell over the training driver
+(training/driver.py, which ``caps2ne train`` calls too), its one concern the
+estimator's fitted state.  Its helpers have modules of their own: its parameters,
+derived from the one table of options (estimator/signature.py), the inputs converted and
+checked (estimator/inputs.py) and the model file (estimator/save_load.py, through
+io/modelfile.py).
 
 >>> model = Caps2NE(dim=128, walks_per_node=32, epochs=10, n_jobs=2).fit(adj)
 >>> O = model.get_embedding()          # (N, k) float32, row i = node model.node_ids_[i]
@@ -12,52 +14,27 @@ tuples) in ``node_ids_``, ``embedding_dict()`` and ``to_keyedvectors()``; only t
 writers (word2vec, ``.nodes.txt``) need tokens, and they say which labels are not.
 """
 
-import gc
-
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from ..defaults import DEFAULTS as D
 from ..errors import InputError
 from ..graphs import graph as graph_mod
 from ..model.params import Params
-from ..training import engines
+from ..training import driver
+from ..training.engines import ENGINE_OPTIONS
 from ..training.options.config import TrainConfig
 from .inputs import (
-    _api_errors,
-    _check_y,
-    _graph_key,
-    _node_indices,
-    _power,
-    _seed,
-    _threads,
+    api_errors,
+    check_y,
+    graph_key,
+    node_indices,
+    power_of,
+    seed_of,
+    threads_of,
 )
-from .save_load import _given_params, load_estimator, save_estimator
-
-
-def _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, engine):
-    """InputError, as ``caps2ne train --checkpoint-dir`` without ``--overwrite``, when
-    ``checkpoint_dir`` holds the checkpoint of a run other than ``resume_from``'s."""
-    from ..training import checkpoint
-
-    if checkpoint_dir is None or str(checkpoint_dir) == "":  # '': train.fit names it
-        return
-    checkpoint.check_fresh(checkpoint_dir, overwrite, resume_from)
-    if engine == "ray":
-        from ..training.ray import check_fresh
-
-        check_fresh(checkpoint_dir, resume_from, overwrite)
-
-
-def _record_params(model, given):
-    """Each parameter of ``Caps2NE.__init__`` stored unchanged under its own name, nothing
-    else: scikit-learn's contract (``get_params`` reads them back, ``clone`` and
-    ``set_params`` rebuild from them).  ``given``: the constructor's ``locals()`` on entry,
-    its parameters and ``self``."""
-    for name, value in given.items():
-        if name != "self":
-            setattr(model, name, value)
+from .save_load import given_params, load_estimator, save_estimator
+from .signature import DEFAULTS_BY_NAME, SIGNATURE, config_values
 
 
 class Caps2NE(BaseEstimator):
@@ -101,97 +78,22 @@ class Caps2NE(BaseEstimator):
     ``node2vec_q``: node2vec's p and q, second-order walks (walks/walks.py).
     """
 
-    def __init__(
-        self,
-        dim=D["dim"],
-        feat_dim=D["feat_dim"],
-        walk_length=D["walk_length"],
-        walks_per_node=D["walks_per_node"],
-        epochs=D["epochs"],
-        batch_size=D["batch_size"],
-        lr=D["lr"],
-        num_sampled=D["num_sampled"],
-        sampler=D["sampler"],
-        routing_iters=D["routing_iters"],
-        routing_rule=D["routing_rule"],
-        routing_scale=D["routing_scale"],
-        grad_mode=D["grad_mode"],
-        targets=D["targets"],
-        batch_mode=D["batch_mode"],
-        normalize_features=D["normalize_features"],
-        adam=D["adam"],
-        walk_chunk=D["walk_chunk"],
-        n_jobs=D["threads"],
-        random_state=D["seed"],
-        progress=False,
-        preset=D["preset"],
-        lr_schedule=D["lr_schedule"],
-        lr_floor=D["lr_floor"],
-        walks=D["walks"],
-        skipgram_weight=D["skipgram_weight"],
-        skipgram_negatives=D["skipgram_negatives"],
-        spectral=D["spectral"],
-        spectral_dim=D["spectral_dim"],
-        prone_order=D["prone_order"],
-        prone_mu=D["prone_mu"],
-        prone_theta=D["prone_theta"],
-        spectral_precision=D["spectral_precision"],
-        spectrum_power=D["spectrum_power"],
-        row_norm=D["row_norm"],
-        propagate=D["propagate"],
-        stop=D["stop"],
-        engine="single",
-        parallel="sync",
-        workers=1,
-        servers=1,
-        ray_address=None,
-        node2vec_p=D["node2vec_p"],
-        node2vec_q=D["node2vec_q"],
-    ):
-        _record_params(self, locals())
+    def __init__(self, **params):
+        # every parameter stored unchanged under its own name, nothing else:
+        # scikit-learn's contract (``get_params`` reads them back through the signature,
+        # ``clone`` and ``set_params`` rebuild from them)
+        bound = SIGNATURE.bind(self, **params)
+        bound.apply_defaults()
+        for name, value in bound.arguments.items():
+            if name != "self":
+                setattr(self, name, value)
+
+    __init__.__signature__ = SIGNATURE
 
     def train_config(self):
         """The TrainConfig these hyperparameters describe."""
-        return TrainConfig(
-            dim=self.dim,
-            feat_dim=self.feat_dim,
-            walk_length=self.walk_length,
-            walks_per_node=self.walks_per_node,
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            num_sampled=self.num_sampled,
-            sampler=self.sampler,
-            routing_iters=self.routing_iters,
-            routing_rule=self.routing_rule,
-            routing_scale=self.routing_scale,
-            grad_mode=self.grad_mode,
-            targets=self.targets if isinstance(self.targets, str) else tuple(self.targets),
-            batch_mode=self.batch_mode,
-            normalize_features=self.normalize_features,
-            adam=self.adam,
-            walk_chunk=self.walk_chunk,
-            preset=self.preset,
-            lr_schedule=self.lr_schedule,
-            lr_floor=self.lr_floor,
-            walks=self.walks,
-            skipgram_weight=self.skipgram_weight,
-            skipgram_negatives=self.skipgram_negatives,
-            spectral=self.spectral,
-            spectral_dim=self.spectral_dim,
-            prone_order=self.prone_order,
-            prone_mu=self.prone_mu,
-            prone_theta=self.prone_theta,
-            spectral_precision=self.spectral_precision,
-            spectrum_power=_power(self.spectrum_power),
-            row_norm=self.row_norm,
-            propagate=self.propagate,
-            stop=self.stop,
-            threads=_threads(self.n_jobs),
-            seed=_seed(self.random_state),
-            node2vec_p=self.node2vec_p,
-            node2vec_q=self.node2vec_q,
-        )
+        params = {name: getattr(self, name) for name in DEFAULTS_BY_NAME}
+        return TrainConfig(**config_values(params, threads_of, seed_of, power_of))
 
     def fit(
         self,
@@ -228,8 +130,9 @@ class Caps2NE(BaseEstimator):
         fixed input features in that order (dense, or scipy.sparse kept sparse), or
         None to train them; every argument after ``y`` is a keyword.
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
-        those of ``train.fit``; as ``caps2ne train`` does, a ``checkpoint_dir`` holding
-        another run's checkpoint is refused unless ``overwrite=True``.
+        those of the training driver (training/driver.py: loop.Run and loop.LoopOptions);
+        as ``caps2ne train`` does, a ``checkpoint_dir`` holding another run's checkpoint
+        is refused unless ``overwrite=True``.
 
         ``labels`` (N,) int classes in the graph's node order (-1: unlabelled) with
         ``splits`` (a list of ``{'train', 'val', 'test'}`` index arrays): select the
@@ -245,79 +148,39 @@ class Caps2NE(BaseEstimator):
         if directed is None:
             is_directed = getattr(graph, "is_directed", None)
             directed = type(graph).__module__.startswith("networkx") and bool(is_directed())
-        with _api_errors():
-            _check_y(y)
+        with api_errors():
+            check_y(y)
             graph, nodes = graph_mod.coerce_graph(
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
             )
             cfg = self.train_config()
-            _check_checkpoint_dir(checkpoint_dir, resume_from, overwrite, self.engine)
+            driver.check_fresh(checkpoint_dir, resume_from, overwrite, self.engine)
             selector = _selector(labels, splits, graph)
-            result = self._train(
+            trained = driver.train(
                 graph,
                 cfg,
                 X,
-                selector,
+                resume_from=resume_from,
+                selector=selector,
+                engine={name: getattr(self, name) for name in ENGINE_OPTIONS},
+                progress=self.progress,
                 epoch_callback=epoch_callback,
                 checkpoint_dir=checkpoint_dir,
                 checkpoint_every=checkpoint_every,
-                resume_from=resume_from,
                 step_callback=step_callback,
             )
-        self._fitted(result, selector, nodes, directed, keep_self_loops, cfg.seed)
-        self.run_["graph"] = _graph_key(graph)
-        result.optimizer = None  # Adam's moments (not kept): freed before the propagation,
-        gc.collect()  # with the finished engine, which sits in reference cycles
-        self._propagate(graph, result)
+        self._fitted(trained, selector, nodes, directed, keep_self_loops, cfg.seed)
+        self.run_["graph"] = graph_key(graph)
         if hasattr(self, "calibration_"):
             del self.calibration_  # fitted for the parameters a refit replaces
         return self
 
-    def _train(self, graph, cfg, X, selector, epoch_callback, **run):
-        """``fit``'s training run on the coerced ``graph``: engines.fit with the engine
-        these parameters name; ``run``: the checkpoint and step-callback arguments."""
-        return engines.fit(
-            graph.indptr,
-            graph.indices,
-            graph.weights,
-            cfg,
-            engine=self.engine,
-            parallel=self.parallel,
-            workers=self.workers,
-            servers=self.servers,
-            ray_address=self.ray_address,
-            features=X,
-            progress=self.progress,
-            epoch_callback=_both(selector, epoch_callback),
-            checkpoint_dir=run["checkpoint_dir"],
-            checkpoint_every=run["checkpoint_every"],
-            resume_from=run["resume_from"],
-            step_callback=run["step_callback"],
-            checkpoint_extra=selector,
-        )
-
-    def _propagate(self, graph, result):
-        """``fit``'s last step: ``propagation_``, ProNE's propagation of the trained o_v
-        when the run's ``propagate`` says so (spectral/propagation.py), else None."""
-        from ..spectral import propagation
-
-        with _api_errors():
-            self.propagation_ = propagation.apply(
-                graph.indptr,
-                graph.indices,
-                graph.weights,
-                result.config,
-                self.O_,
-                held=getattr(result, "holdout", None),
-                structure=getattr(result, "structure", None),
-            )
-
-    def _fitted(self, result, selector, nodes, directed, keep_self_loops, seed):
-        """The fitted state of a run's ``result`` (the kept epoch's parameters when
-        ``selector`` chose one)."""
-        p = result.params
+    def _fitted(self, trained, selector, nodes, directed, keep_self_loops, seed):
+        """The fitted state of a ``trained`` run (driver.Trained: the kept epoch's
+        parameters when ``selector`` chose one, their propagation)."""
+        p, result = trained.params, trained.result
+        self.propagation_ = trained.propagated
         if selector is not None:
-            p = selector.params_like(p)
             self.best_epoch_, self.epoch_scores_ = selector.best_epoch, selector.results
         else:
             for name in ("best_epoch_", "epoch_scores_"):
@@ -333,7 +196,7 @@ class Caps2NE(BaseEstimator):
             directed=self.directed_,
             keep_self_loops=self.keep_self_loops_,
             parallel=self.parallel,
-            params=_given_params(self),
+            params=given_params(self),
         )
         self.history_ = result.history
         self.config_ = result.config.to_dict()
@@ -431,17 +294,17 @@ class Caps2NE(BaseEstimator):
             from ..inference.propagated import infer_propagated
 
             run = functools.partial(infer_propagated, propagated=self.propagation_)
-        with _api_errors():
+        with api_errors():
             g, labels = self._graph(graph)
             if (
                 X is None
                 and nodes is None
                 and samples is None
                 and given is None
-                and getattr(self, "run_", {}).get("graph") == _graph_key(g)
+                and getattr(self, "run_", {}).get("graph") == graph_key(g)
             ):
                 return self.get_embedding().copy()
-            idx = _node_indices(graph, g, labels, nodes)
+            idx = node_indices(graph, g, labels, nodes)
             _, E = run(
                 self.params_(),
                 self.config_,
@@ -450,8 +313,8 @@ class Caps2NE(BaseEstimator):
                 X,
                 idx,
                 samples=samples,
-                seed=_seed(random_state),
-                threads=_threads(self.n_jobs),
+                seed=seed_of(random_state),
+                threads=threads_of(self.n_jobs),
                 aggregate=aggregate,
                 calibration=getattr(self, "calibration_", None),
             )
@@ -465,7 +328,7 @@ class Caps2NE(BaseEstimator):
         from ..inference.infer import DEFAULT_CALIBRATION, calibrate
 
         _check_fitted(self)
-        with _api_errors():
+        with api_errors():
             g, _ = self._graph(graph)
             self.calibration_ = calibrate(
                 self.params_(),
@@ -474,8 +337,8 @@ class Caps2NE(BaseEstimator):
                 g,
                 X,
                 samples=samples,
-                seed=_seed(random_state),
-                threads=_threads(self.n_jobs),
+                seed=seed_of(random_state),
+                threads=threads_of(self.n_jobs),
                 positions=positions,
                 method=DEFAULT_CALIBRATION if method is None else method,
             )
@@ -486,7 +349,7 @@ class Caps2NE(BaseEstimator):
         set) to one .npz (atomic; ``overwrite=True`` to replace a file).  Labels are
         stored as ``str(label)`` (and as ints when every one is an int)."""
         _check_fitted(self)
-        with _api_errors():
+        with api_errors():
             save_estimator(self, path, overwrite=overwrite)
 
     @classmethod
@@ -512,18 +375,6 @@ def _selector(labels, splits, graph):
     from ..evaluation.epoch_selection import EpochSelector, check_labels_and_splits
 
     return EpochSelector(*check_labels_and_splits(labels, splits, graph.n_nodes), graph)
-
-
-def _both(first, second):
-    """An epoch callback calling ``first`` then ``second`` (either may be None)."""
-    if first is None or second is None:
-        return first or second
-
-    def both(epoch, result):
-        first(epoch, result)
-        second(epoch, result)
-
-    return both
 
 
 def _check_fitted(model):

@@ -1,8 +1,8 @@
 """The estimator's inputs, converted and checked: ``n_jobs`` and ``random_state`` as a
-run's threads and seed (``_threads``, ``_seed``), ``fit``'s ``y`` (``_check_y``), the
-nodes ``transform`` embeds (``_node_indices``), the digest by which ``transform`` knows
-the fitted graph (``_graph_key``), and the errors raised in the estimator's terms
-(``_api_errors``: ``--dim`` said as ``dim``).  estimator/caps2ne.py calls these."""
+run's threads and seed (``threads_of``, ``seed_of``), ``fit``'s ``y`` (``check_y``), the
+nodes ``transform`` embeds (``node_indices``), the digest by which ``transform`` knows
+the fitted graph (``graph_key``), and the errors raised in the estimator's terms
+(``api_errors``: ``--dim`` said as ``dim``).  estimator/caps2ne.py calls these."""
 
 import numbers
 import re
@@ -13,7 +13,7 @@ from ..errors import InputError
 from ..graphs.csr import Graph
 
 
-def _check_y(y):
+def check_y(y):
     """InputError for features in ``y``'s place (fit's second positional was X): a 2-D
     matrix of values that are not all integers.  Labels, any shape, pass (ignored)."""
     import scipy.sparse as sp
@@ -30,7 +30,7 @@ def _check_y(y):
             )
 
 
-def _graph_key(graph):
+def graph_key(graph):
     """A BLAKE2b digest of a Graph's nodes, edges and weights: ``transform`` knows the
     graph the model was fitted on by it."""
     import hashlib
@@ -43,7 +43,7 @@ def _graph_key(graph):
     return h.hexdigest()
 
 
-def _threads(n_jobs):
+def threads_of(n_jobs):
     """The thread count of ``n_jobs``: None is 1, k >= 1 is k, -1 every core, -2 all but
     one (scikit-learn's convention); 0, a negative below -(cores) and anything but an
     integer are InputErrors naming ``n_jobs``."""
@@ -66,7 +66,7 @@ def _threads(n_jobs):
     return int(n_jobs)
 
 
-def _power(value):
+def power_of(value):
     """``spectrum_power`` as TrainConfig takes it: 'auto', or a number (0.5, 0.75, 1)
     as its choice's text ('0.5', '0.75', '1'); anything else as given, for the config's
     check to name."""
@@ -75,7 +75,7 @@ def _power(value):
     return value
 
 
-def _seed(random_state):
+def seed_of(random_state):
     """The run seed for ``random_state``: an int as it is; a Generator or RandomState
     draws one; None draws one from the operating system's entropy."""
     if random_state is None:
@@ -95,7 +95,7 @@ def _seed(random_state):
     )
 
 
-def _node_indices(given, graph, labels, nodes):
+def node_indices(given, graph, labels, nodes):
     """Graph indices (int64) of ``nodes`` (labels as ``given`` names them; for a Graph:
     id strings or ints as indices), or of every node for None."""
     if nodes is None:
@@ -136,7 +136,7 @@ def _api_message(message):
     return re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", name, message)
 
 
-class _api_errors:
+class api_errors:
     """Re-raise an InputError of the block with the estimator's parameter names."""
 
     def __enter__(self):

@@ -1,11 +1,12 @@
 """The estimator's model file: ``Caps2NE.save`` and ``Caps2NE.load`` through
 io/modelfile.py (``save_estimator``, ``load_estimator``), and the record of the
-parameters as the user gave them that the file keeps (``_given_params``)."""
+parameters as the user gave them that the file keeps (``given_params``)."""
 
 import numpy as np
 
 from ..io.modelfile import default_run, read_model, save_model
 from ..training.options.config import TrainConfig
+from .signature import ESTIMATOR_NAMES
 
 
 def save_estimator(model, path, overwrite=False):
@@ -36,7 +37,7 @@ def load_estimator(cls, path):
         # (the rate, the epoch budget, |V'| = N - 1, the spectral start) left unset
         keys = set(TrainConfig.__dataclass_fields__) - {"lr", "epochs", "num_sampled"}
         params = {
-            ("n_jobs" if k == "threads" else "random_state" if k == "seed" else k): v
+            ESTIMATOR_NAMES.get(k, k): v
             for k, v in m["config"].items()
             if k in keys and not (k == "spectral" and v == "none")
         }
@@ -59,7 +60,7 @@ def load_estimator(cls, path):
     return model
 
 
-def _given_params(model):
+def given_params(model):
     """``model.get_params()`` as JSON values (for the model file's ``run``): a
     ``random_state`` that is not an int or None is stored as the seed it gave."""
     out = {}

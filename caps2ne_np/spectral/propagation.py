@@ -60,7 +60,7 @@ score, so the margin could not be set from one that did."""
 
 POWER_STRUCTURE = 0.75
 """--spectrum-power auto writes rownorm(U S) (power 1) when the graph's structure measure
-(training/budget.structure, the stop rule's: held-out edges predicted by the graph's own
+(spectral/structure.py, the stop rule's: held-out edges predicted by the graph's own
 rank-32 factors, no labels) is at least this, else ProNE's rownorm(U S^1/2).  Chosen on
 the tuning graphs (docs/training.md, 'The written spectrum'): every graph at 0.776 or more
 (Pubmed, Citeseer, Cora, LFR 1k at mixing 0.3) scored as well or better with power 1,
@@ -308,7 +308,7 @@ def spectral_test(
     stage R (spectral.factorize, rank ``dim``) of the graph without a held-out sample of
     edges (``holdout``), and R propagated over that graph; dict(auc_factor, auc_prop):
     the link-prediction AUC of the held-out edges by each (``factor_only``: auc_factor
-    alone, the stop rule's ``budget.structure``); ``progress(where)`` told how far along
+    alone, the stop rule's ``structure.measure``); ``progress(where)`` told how far along
     it is."""
     from threadpoolctl import threadpool_limits
 

@@ -1,17 +1,14 @@
-"""A budget that stops when the embedding is done (``--stop auto``), and the label-free
-measures of an embedding it and the ``--propagate auto`` rule read.  docs/training.md,
-"When to stop".
+"""A budget that stops when the embedding is done (``--stop auto``), and the stop rules
+that read held-out evidence instead.  docs/training.md, "When to stop".
 
 Measures (none reads a label):
 
 * ``drift(O_prev, O)``: |O_t - O_{t-1}|_F / |O_t|_F, how much an epoch moved the o_v;
 * ``propagation.holdout`` and ``propagation.edge_measures`` (spectral/propagation.py): the
   link-prediction AUC of held-out edges by the o_v, by their directions, and by the
-  o_v propagated over the graph without those edges.
-
-* ``structure(A, seed)``: how clearly the graph itself holds its edges, before any
-  training: the link-prediction AUC of held-out edges by a rank-STOP_RANK factorisation
-  of the graph without them (ProNE's first stage, ``propagation.spectral_test``).
+  o_v propagated over the graph without those edges;
+* the graph's structure (spectral/structure.py, ``structure.measure``): how clearly the
+  graph itself holds its edges, before any training.
 
 The stop rule (``StopRule``, built by ``stop_rule(cfg, structure)`` from the
 ``graph_structure`` that ``loop.set_up`` measures) has two parts:
@@ -39,6 +36,7 @@ its full budget (the rate of the epochs it trains does not change), so a stopped
 the first epochs of the full one.
 """
 
+import dataclasses
 import logging
 import math
 import time
@@ -46,6 +44,7 @@ import time
 import numpy as np
 
 from ..defaults import HELD_OUT_STOPS
+from ..spectral.structure import RANK
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +80,6 @@ graphs whose written score did not rise after the first epoch (Cora, Citeseer, P
 PPI, LFR 1k at mixing 0.3 and 3k at 0.5), 0.43 to 0.66 on those where later epochs
 added 1 to 2 points (POS, BlogCatalog, LFR at mixing 0.6 and 0.7): the middle of the
 gap."""
-STOP_RANK = 32
-"""The rank of the factorisation ``structure`` measures (graphs of fewer than 4 x this
-many nodes are not measured): 32 separates the panel's graphs as 64 and 128 do (gaps of
-0.04 between the groups' seed ranges at each rank), at the least cost: 0.05 to 0.25 s up
-to 5,000 nodes, 1 s at 30,000 (docs/results/stop_structure.md)."""
-
-
 HOLDOUT_MIN_GAIN = 0.002
 """--stop holdout ends the run after the first epoch t >= 2 whose held-out AUC rose less
 than this over epoch t's (``HoldoutRule``).  Provisional, not measured on the panel:
@@ -107,31 +99,6 @@ LOGLIK_CHUNK = 256
 """Held-out contexts scored at a time: a (chunk, N) block of logits, and at most
 LOGLIK_LOGITS // N contexts (so 128 MiB of float64 logits at most, on any graph)."""
 LOGLIK_LOGITS = 1 << 24
-
-
-def structure(A, seed, progress=None, stage="stop rule"):
-    """The link-prediction AUC (float) of a seeded sample of held-out edges of ``A``
-    (symmetric scipy.sparse, ``propagation.holdout``) by the rank-``STOP_RANK`` ProNE
-    factorisation of the graph without them, or None when it cannot tell: fewer than
-    4 STOP_RANK nodes or 20 edges, no edge that can be held out (every edge has an end
-    of degree 1), or no non-edge found (a nearly complete graph).  ``progress``: a
-    spectral.Stage told how far along it is (None: a Stage of its own named ``stage``,
-    which logs that the measure starts once the graph is large enough to measure)."""
-    from ..spectral import prone as spectral
-    from ..spectral import propagation
-
-    n = A.shape[0]
-    if n < 4 * STOP_RANK or A.nnz < 40:
-        return None
-    if progress is None:
-        progress = spectral.Stage(
-            stage,
-            f"a rank-{STOP_RANK} factorisation of the graph ({n:,} nodes) without a sample "
-            "of its edges, to measure how well it predicts them",
-        )
-    test = propagation.spectral_test(A, STOP_RANK, seed, factor_only=True, progress=progress)
-    value = test["auc_factor"]
-    return value if np.isfinite(value) else None
 
 
 def drift(O_prev, O):
@@ -222,7 +189,7 @@ class StopRule:
             self.stopped = not batch
             where = f"within epoch {end}" if batch else f"at the end of epoch {epoch}"
             log.info(
-                f"{late} the graph's own rank-{STOP_RANK} factors predict held-out edges "
+                f"{late} the graph's own rank-{RANK} factors predict held-out edges "
                 f"with AUC {self.structure:.3f} (>= {self.first:g}), so the rule ends the "
                 f"run after epoch 1; this one is {where}, so it ends after epoch {end}"
             )
@@ -253,7 +220,7 @@ class StopRule:
             log.info(
                 "stop after epoch 1: the graph's own rank-%d factors predict held-out "
                 "edges with AUC %.3f (>= %g, --stop auto; --stop none trains every epoch)",
-                STOP_RANK,
+                RANK,
                 self.structure,
                 self.first,
             )
@@ -487,9 +454,9 @@ def held_out(cfg, graph):
     its ends keep another, so no node loses its last edge), with 'loglik' also the
     contexts of ``held_contexts`` (ctx, tgt); None when ``cfg.stop`` is neither or
     nothing can be measured (no edge can be held out, or for 'holdout' no non-edge).
-    ``train_graph``: (indptr, indices, weights) without the held-out pairs in either
-    direction (the given ``graph`` when ``held`` is None); the other entries keep their
-    order, weights and dtypes."""
+    ``graph`` and ``train_graph``: csr.Graph; ``train_graph`` is ``graph`` without the
+    held-out pairs in either direction (``graph`` itself when ``held`` is None); the
+    other entries keep their order, weights and dtypes."""
     mode = getattr(cfg, "stop", "none")
     if mode not in HELD_OUT_STOPS:
         return None, graph
@@ -497,11 +464,9 @@ def held_out(cfg, graph):
     from ..spectral import prone as spectral
     from ..spectral import propagation
 
-    indptr, indices, weights = graph
-    n = int(np.asarray(indptr).shape[0] - 1)
     t0 = time.perf_counter()
     held = propagation.holdout(
-        spectral.adjacency(indptr, indices, weights, n),
+        spectral.adjacency(graph.indptr, graph.indices, graph.weights, graph.n_nodes),
         derive_seed(cfg.seed, "stop holdout") % (2**32),
     )
     pos, neg = held["pos"], held["neg"]
@@ -524,7 +489,7 @@ def held_out(cfg, graph):
         len(pos),
         len(neg),
         time.perf_counter() - t0,
-        int(np.asarray(train_graph[1]).shape[0]),
+        train_graph.n_edges,
     )
     return held, train_graph
 
@@ -535,14 +500,14 @@ def held_contexts(cfg, train_graph, pos):
     reached through u alone, and u with one through v.  The target sits at the run's
     first target position t (0 for 'random'); the context's positions after t are a
     walk of the run's kind (uniform or node2vec, weighted as the graph) from the other
-    end over ``train_graph``, those before t a second such walk reversed, so that the
-    held-out edge is the only way from the context to its target: the walk
+    end over ``train_graph`` (a csr.Graph), those before t a second such walk reversed,
+    so that the held-out edge is the only way from the context to its target: the walk
     ... -> u -> v -> u -> ... of q nodes, with the u -> v steps the training never saw.
     Seeded by ``derive_seed(cfg.seed, "stop loglik")``."""
     from ..kernels.rng import derive_seed
     from ..walks import walks as walks_mod
 
-    indptr, indices, weights = train_graph
+    g = train_graph
     q = int(cfg.walk_length)
     positions = walks_mod.target_positions(cfg.targets, q)
     t = 0 if positions is None else int(positions[0])
@@ -554,8 +519,9 @@ def held_contexts(cfg, train_graph, pos):
         if length == 1:
             return ends[:, None].astype(np.int32)
         every = walks_mod.uniform_walks(
-            indptr, indices, weights, 1, length, seed + salt, cfg.node2vec_p, cfg.node2vec_q
-        )
+            g.indptr, g.indices, g.weights, 1, length, seed + salt, cfg.node2vec_p,
+            cfg.node2vec_q,
+        )  # fmt: skip
         return every[ends]
 
     parts = []
@@ -568,11 +534,11 @@ def held_contexts(cfg, train_graph, pos):
 
 
 def without_pairs(graph, pairs):
-    """The CSR graph (indptr, indices, weights) without its entries (u, v) and (v, u) for
-    every row of ``pairs`` (m, 2); the others keep their order, values and dtypes."""
-    indptr, indices, weights = graph
-    indptr = np.asarray(indptr)
-    indices = np.asarray(indices)
+    """The csr.Graph ``graph`` without its entries (u, v) and (v, u) for every row of
+    ``pairs`` (m, 2); the others keep their order, values and dtypes, and the graph its
+    node ids."""
+    indptr = np.asarray(graph.indptr)
+    indices = np.asarray(graph.indices)
     n = np.int64(indptr.shape[0] - 1)
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     keys = rows * n + indices.astype(np.int64)
@@ -581,16 +547,17 @@ def without_pairs(graph, pairs):
     counts = np.bincount(rows[keep], minlength=int(n))
     new_indptr = np.zeros_like(indptr)
     new_indptr[1:] = np.cumsum(counts)
+    weights = graph.weights
     new_weights = None if weights is None else np.asarray(weights)[keep]
-    return new_indptr, indices[keep], new_weights
+    return dataclasses.replace(graph, indptr=new_indptr, indices=indices[keep], weights=new_weights)
 
 
 def graph_structure(cfg, graph):
-    """``structure`` of the graph (indptr, indices, weights) of a run with options
-    ``cfg``, seeded by ``cfg.seed`` and logged; None when no rule of the run reads it
-    (``cfg.stop`` is not 'auto', and the written spectrum is not chosen by
-    ``--spectrum-power auto`` of a propagated run: propagation.written_power) or the
-    graph is too small to tell."""
+    """The structure (spectral/structure.py, ``structure.of_graph``) of the csr.Graph
+    ``graph`` of a run with options ``cfg``, seeded by ``cfg.seed`` and logged; None when
+    no rule of the run reads it (``cfg.stop`` is not 'auto', and the written spectrum is
+    not chosen by ``--spectrum-power auto`` of a propagated run:
+    propagation.written_power) or the graph is too small to tell."""
     stop = getattr(cfg, "stop", "none") == "auto"
     spectrum = (getattr(cfg, "propagate", None) or "none") != "none" and getattr(
         cfg, "spectrum_power", "0.5"
@@ -598,20 +565,18 @@ def graph_structure(cfg, graph):
     if not (stop or spectrum):
         return None
     from ..kernels.rng import derive_seed
-    from ..spectral import prone as spectral
+    from ..spectral.structure import of_graph
 
-    indptr, indices, weights = graph
-    n = int(np.asarray(indptr).shape[0] - 1)
     t0 = time.perf_counter()
-    value = structure(
-        spectral.adjacency(indptr, indices, weights, n),
+    value = of_graph(
+        graph,
         derive_seed(cfg.seed, "stop structure") % (2**32),
         stage="stop rule" if stop else "written spectrum",
     )
     if value is None:
         return None
     measured = (
-        f"the graph's own rank-{STOP_RANK} factors predict held-out edges with AUC "
+        f"the graph's own rank-{RANK} factors predict held-out edges with AUC "
         f"{value:.3f} ({time.perf_counter() - t0:.2f} s)"
     )
     if stop:

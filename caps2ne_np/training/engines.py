@@ -1,17 +1,18 @@
-"""Which engine trains a run: the one place where the command line and the ``Caps2NE``
-estimator choose between this process (train.fit: sync or async threads) and a Ray
-cluster (ray.fit, which caps its workers at the batches of an epoch)."""
+"""Which engine trains a run: the one place where the training driver (driver.py, which
+the command line and the ``Caps2NE`` estimator call) chooses between this process
+(train.fit_run: sync or async threads) and a Ray cluster (ray.fit_run, which caps its
+workers at the batches of an epoch)."""
 
 from ..errors import InputError
 
 ENGINES = ("single", "ray")
+ENGINE_OPTIONS = ("parallel", "engine", "workers", "servers", "ray_address")
+"""``fit``'s keyword arguments that choose the engine: the command line's options and
+the estimator's parameters of these names."""
 
 
 def fit(
-    indptr,
-    indices,
-    weights,
-    cfg,
+    run,
     *,
     engine="single",
     parallel="sync",
@@ -20,19 +21,18 @@ def fit(
     ray_address=None,
     write_outputs=None,
     results_only_stdout=False,
-    **kwargs,
 ):
-    """Train with ``engine`` ('single': train.fit with ``parallel``; 'ray': ray.fit with
-    P = ``workers``, S = ``servers``, ``ray_address``, and ``write_outputs``); the other
-    arguments are train.fit's.  ``results_only_stdout``: while Ray runs, standard
-    output carries only this process's results (the command line's ``--out -``).
-    Returns a loop.TrainResult."""
+    """Train the job ``run`` (loop.Run) with ``engine`` ('single': train.fit_run with
+    ``parallel``; 'ray': ray.fit_run with P = ``workers``, S = ``servers``,
+    ``ray_address``, and ``write_outputs``).  ``results_only_stdout``: while Ray runs,
+    standard output carries only this process's results (the command line's
+    ``--out -``).  Returns a loop.TrainResult."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be 'single' or 'ray', got {engine!r}")
     if engine == "single":
-        from .train import fit as fit_single
+        from .train import fit_run
 
-        return fit_single(indptr, indices, weights, cfg, parallel=parallel, **kwargs)
+        return fit_run(run, parallel=parallel)
     if parallel != "sync":
         raise InputError(
             "parallel='async' trains on threads of one process; with "
@@ -41,7 +41,7 @@ def fit(
     import contextlib
     import logging
 
-    from .ray import fit as fit_ray
+    from .ray import fit_run as fit_ray
     from .ray.connect import ray_logging_level
     from .ray.connect import results_only_stdout as only_results
 
@@ -50,13 +50,5 @@ def fit(
         stdout = only_results(quiet=ray_logging_level() > logging.WARNING)
     with stdout:
         return fit_ray(
-            indptr,
-            indices,
-            weights,
-            cfg,
-            workers=workers,
-            servers=servers,
-            address=ray_address,
-            write_outputs=write_outputs,
-            **kwargs,
+            run, workers=workers, servers=servers, address=ray_address, write_outputs=write_outputs
         )

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from ..errors import InputError, InputWarning
+from ..graphs.csr import Graph
 from ..model.features import prepare_features
 from ..model.skipgram import check_skipgram
 from . import budget, checkpoint
@@ -120,73 +121,10 @@ def _resolved(cfg, n_nodes, n_edges, fixed_features, checkpoint_every):
     return cfg, notes
 
 
-@dataclass
-class Setup:
-    """What an engine starts from (``set_up``): the resolved configuration, its notes,
-    the ``Schedule``, the spectral start (spectral.SpectralStart), the fixed
-    features the run uses (prepared), or None, the graph's structure the stop rule
-    reads (budget.graph_structure), or None; with ``--stop holdout``, its held-out
-    sample (budget.held_out), or None; and ``graph``, the (indptr, indices, weights)
-    the engine trains on: ``set_up``'s, without the held-out edges when there are."""
-
-    cfg: object
-    notes: list
-    schedule: Schedule
-    start: object
-    features: object
-    structure: float | None = None
-    held: dict | None = None
-    graph: tuple | None = None
-
-
-def set_up(graph, cfg, features, checkpoint_every, resume, on_resolved=None, check=None):
-    """The set-up before training, one order for every engine: the options resolved and
-    checked (``prepare``); the run's ``Schedule``; ``on_resolved(cfg, schedule)`` (the
-    Ray engine caps its workers there); the notes logged; ``check(cfg)`` (the engine's
-    refusals before any work: the local engine's step memory, the Ray engine's lazy
-    Adam); the spectral start (spectral/prone.py; ``resume``: the checkpoint folder a
-    resumed run starts from, whose --epochs and --stop it keeps where ``cfg`` leaves
-    them unset, checkpoint.keep_budget; None or False: a new run); the fixed features
-    prepared: the given ones normalised as ``cfg.normalize_features`` says, ProNE's
-    unit rows as they are; the graph's structure for the stop rule
-    (budget.graph_structure, with ``--stop auto``).  With ``--stop holdout`` the
-    held-out sample is drawn before the spectral start (budget.held_out), and the start
-    and the training see the graph without it; the options are resolved from the whole
-    graph.
-
-    graph: (indptr, indices, weights) of the CSR graph.  Returns a ``Setup``."""
-    from ..spectral import prone as spectral
-
-    indptr, indices, weights = graph
-    n_nodes = int(indptr.shape[0] - 1)
-    n_edges = int(np.asarray(indices).shape[0])
-    if resume:
-        cfg = checkpoint.keep_budget(cfg, resume)
-    cfg, notes = _resolved(cfg, n_nodes, n_edges, features is not None, checkpoint_every)
-    schedule = Schedule.for_graph(cfg, n_nodes)
-    if on_resolved is not None:
-        on_resolved(cfg, schedule)
-    for note in notes:
-        log.info("%s", note)
-    if check is not None:
-        check(cfg)
-    held, train_graph = budget.held_out(cfg, graph)
-    start = spectral.start(*train_graph, cfg, features, resume=bool(resume))
-    if start.note:
-        log.info("%s", start.note)
-        notes = notes + [start.note]
-    if features is not None:
-        features = prepare_features(features, n_nodes, cfg.normalize_features)
-    elif start.features is not None:  # unit rows, used as they are
-        features = prepare_features(start.features, n_nodes, normalize=False)
-    structure = budget.graph_structure(cfg, graph)
-    return Setup(cfg, notes, schedule, start, features, structure, held, train_graph)
-
-
 @dataclass(frozen=True)
 class LoopOptions:
-    """What the caller of a run asks of its epoch loop (``train.fit``'s arguments of the
-    same names, which ``train.fit`` and the Ray driver pass on as one): ``progress``
+    """What the caller of a run asks of its epoch loop (a ``Run``'s ``options``; the
+    arrays' faces, train.fit and ray's fit, take these fields by name): ``progress``
     shows the run's progress on stderr; ``epoch_callback(epoch, result)`` is called
     after every epoch, before its checkpoint; ``checkpoint_dir`` is where checkpoints go
     (None: none), after every epoch and, with ``checkpoint_every = n > 0``, every n
@@ -200,6 +138,100 @@ class LoopOptions:
     checkpoint_every: int = 0
     step_callback: object = None
     checkpoint_extra: object = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training job, as every engine takes it (train.fit_run, ray's fit_run,
+    engines.fit): ``graph`` a csr.Graph (training reads its CSR arrays alone), ``cfg``
+    the options (config.TrainConfig, resolved by ``set_up``), ``features`` (N, d) fixed
+    input features (dense, or core.SparseFeatures / scipy.sparse) or None to train x,
+    ``resume_from`` a checkpoint folder to continue from (same input and options;
+    checkpoint.RESUMABLE_CHANGES may change; epochs and stop left None:
+    checkpoint.keep_budget) or None, and ``options``, what the caller asks of the epoch
+    loop (``LoopOptions``: progress, callbacks, checkpoints)."""
+
+    graph: Graph
+    cfg: object
+    features: object = None
+    resume_from: object = None
+    options: LoopOptions = LoopOptions()
+
+    @classmethod
+    def of(cls, indptr, indices, weights, cfg, features=None, resume_from=None, **options):
+        """The Run of a graph given as CSR arrays (``csr_graph``): indptr (N+1,) int64,
+        indices (nnz,) int32, weights (nnz,) float32 or None; ``options`` are
+        ``LoopOptions``' fields."""
+        graph = csr_graph(indptr, indices, weights)
+        return cls(graph, cfg, features, resume_from, LoopOptions(**options))
+
+
+def csr_graph(indptr, indices, weights=None):
+    """A csr.Graph of CSR arrays alone, as training reads them: no node ids (the rows
+    are the nodes), undirected as far as anything asks."""
+    return Graph(np.asarray(indptr), np.asarray(indices), weights, node_ids=None, directed=False)
+
+
+@dataclass
+class Setup:
+    """What an engine starts from (``set_up``): the resolved configuration, its notes,
+    the ``Schedule``, the spectral start (spectral.SpectralStart), the fixed
+    features the run uses (prepared), or None, the graph's structure the stop rule
+    reads (budget.graph_structure), or None; with ``--stop holdout``, its held-out
+    sample (budget.held_out), or None; and ``graph``, the csr.Graph the engine trains
+    on: the run's, without the held-out edges when there are."""
+
+    cfg: object
+    notes: list
+    schedule: Schedule
+    start: object
+    features: object
+    structure: float | None = None
+    held: dict | None = None
+    graph: Graph | None = None
+
+
+def set_up(run, on_resolved=None, check=None):
+    """The set-up before training a ``Run``, one order for every engine: the options
+    resolved and checked (``prepare``); the run's ``Schedule``; ``on_resolved(cfg,
+    schedule)`` (the Ray engine caps its workers there); the notes logged; ``check(cfg)``
+    (the engine's refusals before any work: the local engine's step memory, the Ray
+    engine's lazy Adam); the spectral start (spectral/prone.py; a resumed run, from
+    ``run.resume_from``, keeps its checkpoint's --epochs and --stop where ``cfg`` leaves
+    them unset, checkpoint.keep_budget); the fixed features prepared: the given ones
+    normalised as ``cfg.normalize_features`` says, ProNE's unit rows as they are; the
+    graph's structure for the stop rule (budget.graph_structure, with ``--stop auto``).
+    With ``--stop holdout`` the held-out sample is drawn before the spectral start
+    (budget.held_out), and the start and the training see the graph without it; the
+    options are resolved from the whole graph.  Returns a ``Setup``."""
+    from ..spectral import prone as spectral
+
+    graph, cfg, features, resume = run.graph, run.cfg, run.features, run.resume_from
+    n_nodes, n_edges = graph.n_nodes, graph.n_edges
+    if resume:
+        cfg = checkpoint.keep_budget(cfg, resume)
+    every = run.options.checkpoint_every
+    cfg, notes = _resolved(cfg, n_nodes, n_edges, features is not None, every)
+    schedule = Schedule.for_graph(cfg, n_nodes)
+    if on_resolved is not None:
+        on_resolved(cfg, schedule)
+    for note in notes:
+        log.info("%s", note)
+    if check is not None:
+        check(cfg)
+    held, train = budget.held_out(cfg, graph)
+    start = spectral.start(
+        train.indptr, train.indices, train.weights, cfg, features, resume=bool(resume)
+    )
+    if start.note:
+        log.info("%s", start.note)
+        notes = notes + [start.note]
+    if features is not None:
+        features = prepare_features(features, n_nodes, cfg.normalize_features)
+    elif start.features is not None:  # unit rows, used as they are
+        features = prepare_features(start.features, n_nodes, normalize=False)
+    structure = budget.graph_structure(cfg, graph)
+    return Setup(cfg, notes, schedule, start, features, structure, held, train)
 
 
 def run_epochs(engine, result, schedule, options=None, stop_rule=None):

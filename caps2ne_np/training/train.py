@@ -1,4 +1,4 @@
-"""Training on one machine (Algorithm 2): ``fit`` and its engine.
+"""Training on one machine (Algorithm 2): ``fit_run`` and its engine.
 
 An epoch follows the authors' code: T walks start from every node; a batch is B
 walks drawn uniformly *with replacement*, each giving its (context, target) pairs;
@@ -7,7 +7,8 @@ every walk exactly once per epoch in a seeded order.  With ``walks = 'fixed'`` (
 authors') every epoch replays the same N*T walks; with ``'fresh'`` each epoch draws
 new ones.  Walks are made batch by batch and never stored (batch.BatchStream).
 
-``fit`` resolves the options (config.py), then runs the epoch loop (loop.run_epochs)
+``fit_run`` trains a job (loop.Run; ``fit`` is its face for CSR arrays): the set-up
+(loop.set_up: the options resolved, config.py), then the epoch loop (loop.run_epochs)
 with ``LocalEngine``: one step per round, the parameters and Adam in this process.
 Every random choice comes from a stream keyed by (seed, purpose, epoch, step), so
 a run is reproducible from its seed whatever the thread count (docs/training.md).
@@ -21,6 +22,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, nullcontext
 from copy import copy
+from dataclasses import replace
 
 import numba
 import numpy as np
@@ -33,7 +35,7 @@ from ..kernels.thread_layer import StepThreads
 from ..model.features import SparseFeatures
 from ..model.params import init_params
 from . import budget, checkpoint
-from .loop import LoopOptions, TrainResult, run_epochs, set_up, trained_batch
+from .loop import Run, TrainResult, run_epochs, set_up, trained_batch
 from .options.memory import check_run_memory
 from .step import fused
 from .step.batch import BatchStream
@@ -57,36 +59,30 @@ SWITCH_INTERVAL = 1e-4
 against 27.0 s with the default (two runs each)."""
 
 
-def fit(
-    indptr,
-    indices,
-    weights,
-    cfg,
-    features=None,
-    progress=False,
-    epoch_callback=None,
-    checkpoint_dir=None,
-    checkpoint_every=0,
-    resume_from=None,
-    step_callback=None,
-    checkpoint_extra=None,
-    parallel="sync",
-):
-    """Train Caps2NE on the graph given by CSR arrays; returns a loop.TrainResult.
+def fit(indptr, indices, weights, cfg, features=None, resume_from=None, parallel="sync", **options):
+    """Train Caps2NE on the graph given by CSR arrays (indptr (N+1,) int64, indices (nnz,)
+    int32, weights (nnz,) float32 or None): ``fit_run`` of ``loop.Run.of`` those arrays,
+    ``cfg``, ``features``, ``resume_from`` and ``options`` (loop.LoopOptions' fields:
+    progress, epoch_callback, checkpoint_dir, checkpoint_every, step_callback,
+    checkpoint_extra); returns a loop.TrainResult."""
+    return fit_run(
+        Run.of(indptr, indices, weights, cfg, features, resume_from, **options), parallel
+    )
 
-    indptr (N+1,) int64, indices (nnz,) int32, weights (nnz,) float32 or None.
-    features: (N, d) fixed input features, or None to train x (featureless).
-    epoch_callback(epoch, result) is called after every epoch.
-    checkpoint_dir: write the full state there after every epoch and, with
-    ``checkpoint_every = n > 0``, every n steps (checkpoint.py, check_arguments).
-    resume_from: a checkpoint directory to continue from (same input and options;
-    checkpoint.RESUMABLE_CHANGES may change; epochs and stop left None: keep_budget).
-    step_callback(epoch, batch, step) is called after every step (to interrupt a run).
-    checkpoint_extra: state of the caller's that goes into every checkpoint, an object
-    with ``checkpoint_arrays()`` (a dict of named arrays, as of the last finished epoch)
-    and ``restore_checkpoint(arrays)`` (called on resume with the stored dict); the
-    epoch callback runs before the epoch's checkpoint is written, so that state
-    includes the epoch.  The folder is locked for the run (checkpoint.locked).
+
+def fit_run(run, parallel="sync"):
+    """Train the job ``run`` (loop.Run: graph, options, features, resume, the loop's
+    callbacks and checkpoints) in this process; returns a loop.TrainResult.
+
+    Checkpoints: written to ``run.options.checkpoint_dir`` after every epoch and, with
+    ``checkpoint_every = n > 0``, every n steps (checkpoint.py, check_arguments); the
+    folder is locked for the run (checkpoint.locked).  ``checkpoint_extra``: state of the
+    caller's that goes into every checkpoint, an object with ``checkpoint_arrays()`` (a
+    dict of named arrays, as of the last finished epoch) and
+    ``restore_checkpoint(arrays)`` (called on resume with the stored dict); the epoch
+    callback runs before the epoch's checkpoint is written, so that state includes the
+    epoch.  ``step_callback(epoch, batch, step)`` is called after every step (to
+    interrupt a run).
     Memory: refused before allocating (InputError) when the run's need (the step's,
     memory.step_memory, and the spectral stages', memory.spectral_memory) exceeds what
     is available.
@@ -96,52 +92,37 @@ def fit(
     """
     if parallel not in PARALLEL_MODES:
         raise InputError(f"--parallel: must be one of {PARALLEL_MODES}, got {parallel!r}")
-    checkpoint.check_arguments(checkpoint_dir, checkpoint_every, resume_from)
+    o, graph, features = run.options, run.graph, run.features
+    checkpoint.check_arguments(o.checkpoint_dir, o.checkpoint_every, run.resume_from)
     # every checkpoint records the mode; a resume in the other one is refused
-    checkpoint_extra = checkpoint.RecordsParallel(parallel, checkpoint_extra, resume_from)
-    n_nodes = int(indptr.shape[0] - 1)
+    extra = checkpoint.RecordsParallel(parallel, o.checkpoint_extra, run.resume_from)
+    options = replace(o, checkpoint_extra=extra)
 
     def check(cfg):  # refused before allocating: the whole run, spectral stages too
         sparse = features is not None and hasattr(features, "nnz")
         feat_dim = cfg.feat_dim if features is None else int(features.shape[1])
-        n_edges = int(np.asarray(indices).shape[0])
-        resume = resume_from is not None
-        check_run_memory(cfg, n_nodes, n_edges, feat_dim, sparse, resume)
+        resume = run.resume_from is not None
+        check_run_memory(cfg, graph.n_nodes, graph.n_edges, feat_dim, sparse, resume)
 
-    run = set_up(
-        (indptr, indices, weights),
-        cfg,
-        features,
-        checkpoint_every,
-        resume=resume_from,
-        check=check,
-    )
+    setup = set_up(run, check=check)
     Engine = AsyncEngine if parallel == "async" else LocalEngine
-    options = LoopOptions(
-        progress=progress,
-        epoch_callback=epoch_callback,
-        checkpoint_dir=checkpoint_dir,
-        checkpoint_every=checkpoint_every,
-        step_callback=step_callback,
-        checkpoint_extra=checkpoint_extra,
-    )
-    # --stop holdout: the graph without its held-out edges (run.graph)
-    result = _train(Engine, run.graph, run, resume_from, options)
+    # --stop holdout: the graph without its held-out edges (setup.graph)
+    result = _train(Engine, setup, run.resume_from, options)
     if not np.any(result.params.O):  # never silent (a zero start does not train)
         warnings.warn(
-            f"all {n_nodes} trained embeddings o_v are zero: nothing trained (squash has "
-            "no gradient at a zero start); check --spectral, --lr and --epochs",
+            f"all {graph.n_nodes} trained embeddings o_v are zero: nothing trained (squash "
+            "has no gradient at a zero start); check --spectral, --lr and --epochs",
             InputWarning,
             stacklevel=2,
         )
     return result
 
 
-def _train(Engine, graph, run, resume_from, options):
+def _train(Engine, setup, resume_from, options):
     """The epoch loop with an ``Engine`` (LocalEngine or AsyncEngine) made from the
-    set-up ``run`` (loop.Setup) and ``options`` (loop.LoopOptions), on ``cfg.threads``
+    set-up ``setup`` (loop.Setup) and ``options`` (loop.LoopOptions), on ``cfg.threads``
     Numba threads and one BLAS thread, with the checkpoint folder locked."""
-    cfg, checkpoint_dir = run.cfg, options.checkpoint_dir
+    cfg, checkpoint_dir = setup.cfg, options.checkpoint_dir
     old_threads = numba.get_num_threads()
     numba.set_num_threads(thread_layer.threads_used(cfg.threads))
     lock = checkpoint.locked(checkpoint_dir) if checkpoint_dir is not None else nullcontext()
@@ -154,27 +135,27 @@ def _train(Engine, graph, run, resume_from, options):
             ExitStack() as stack,
         ):
             engine = Engine(
-                *graph,
+                setup.graph,
                 cfg,
-                run.features,
+                setup.features,
                 resume_from,
                 progress=options.progress,
-                start=run.start,
-                schedule=run.schedule,
+                start=setup.start,
+                schedule=setup.schedule,
             )
-            run.start = None  # copied into the tables: the spectral start's (N, d) arrays go
+            setup.start = None  # copied into the tables: the spectral start's (N, d) arrays go
             result = TrainResult(
                 params=engine.params(),
                 config=cfg,
                 optimizer=engine.optimizer,
-                notes=run.notes,
-                holdout=run.held,  # --propagate auto measures on it, after every epoch too
-                structure=run.structure,
+                notes=setup.notes,
+                holdout=setup.held,  # --propagate auto measures on it, after every epoch too
+                structure=setup.structure,
             )
             stack.callback(engine.close)
             engine.checkpoint_every = int(options.checkpoint_every)  # rounds end there
-            stop_rule = budget.stop_rule(cfg, run.structure, run.held)
-            return run_epochs(engine, result, run.schedule, options, stop_rule=stop_rule)
+            stop_rule = budget.stop_rule(cfg, setup.structure, setup.held)
+            return run_epochs(engine, result, setup.schedule, options, stop_rule=stop_rule)
     finally:
         numba.set_num_threads(old_threads)
 
@@ -195,9 +176,7 @@ class LocalEngine:
 
     def __init__(
         self,
-        indptr,
-        indices,
-        weights,
+        graph,
         cfg,
         features,
         resume_from,
@@ -208,7 +187,8 @@ class LocalEngine:
     ):
         self.cfg = cfg
         self.schedule = schedule  # the run's: batches per epoch, every step's rate
-        n_nodes = int(indptr.shape[0] - 1)
+        indptr, indices, weights = graph.indptr, graph.indices, graph.weights
+        n_nodes = graph.n_nodes
         self.graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
         ckpt = None
         if resume_from is not None:
@@ -256,7 +236,7 @@ class LocalEngine:
         self._params, self.optimizer = params, opt
         lazy = cfg.adam == "lazy"
         self.fused = self.step = self.threads = None
-        self.checkpoint_every = 0  # train.fit sets it: rounds end at its multiples
+        self.checkpoint_every = 0  # fit_run sets it: rounds end at its multiples
         self.width = 1  # batches trained at once (AsyncEngine: one per thread)
         self._chunk = None  # batches per round (per thread), once timed
         self._n, self._rounds = 1, 0
@@ -472,13 +452,11 @@ class AsyncEngine(LocalEngine):
 
 def _kernels_cold(fused_run, skipgram_weight=0.0):
     """True if a kernel the run starts with is compiled neither in this process nor in
-    the on-disk cache.  With the compiled step (``fused_run``): its chunk kernel, in the
-    version the run calls (the parallel one on more than one thread, even for the thread
-    trial's one-thread rounds; else the serial one).  With the Python step: every kernel of
-    its modules (a heuristic: a cache entry for other argument types counts), the
-    skip-gram term's only when it is on."""
-    import os
-
+    the on-disk cache (``cached_on_disk``).  With the compiled step (``fused_run``): its
+    chunk kernel, in the version the run calls (the parallel one on more than one
+    thread, even for the thread trial's one-thread rounds; else the serial one).  With
+    the Python step: every kernel of its modules (a heuristic: a cache entry for other
+    argument types counts), the skip-gram term's only when it is on."""
     from ..kernels import blas
     from ..model import capsules, core, grads, rows, skipgram
     from ..walks import walks
@@ -486,19 +464,42 @@ def _kernels_cold(fused_run, skipgram_weight=0.0):
     from .step import python_step as step
 
     def cold(dispatcher):
-        return not dispatcher.signatures and not os.path.exists(
-            dispatcher._cache._cache_file._index_path
-        )
+        return not dispatcher.signatures and not cached_on_disk(dispatcher.py_func)
 
-    try:
-        if fused_run:
-            chunk = fused._train_chunk
-            return cold(chunk.parallel if numba.get_num_threads() > 1 else chunk.serial)
-        modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks)
-        for module in modules + (skipgram,) * bool(skipgram_weight):
-            for obj in vars(module).values():
-                if isinstance(obj, numba.core.dispatcher.Dispatcher) and cold(obj):
-                    return True
-    except AttributeError:  # another Numba's cache layout: say nothing
-        return False
+    if fused_run:
+        chunk = fused._train_chunk
+        return cold(chunk.parallel if numba.get_num_threads() > 1 else chunk.serial)
+    modules = (capsules, grads, core, rows, blas, optim, step, samplers, walks)
+    for module in modules + (skipgram,) * bool(skipgram_weight):
+        for obj in vars(module).values():
+            if isinstance(obj, numba.core.dispatcher.Dispatcher) and cold(obj):
+                return True
     return False
+
+
+def cached_on_disk(py_func):
+    """True when Numba's on-disk cache holds an index for the Python function
+    ``py_func`` (a dispatcher's ``py_func``), found where Numba's documentation puts
+    cache files: the index ``<module>.<qualified name>-<first line>.py<XY>.nbi`` in the
+    ``__pycache__`` folder beside the source, or, with ``NUMBA_CACHE_DIR`` set
+    (numba.config.CACHE_DIR), in a folder below it named after the source's folder.
+    Read from the folders alone (no Numba internals): a cache of another layout counts as
+    cold, which costs only the compile note."""
+    import inspect
+    import os
+
+    source = os.path.abspath(inspect.getfile(py_func))
+    stem = os.path.splitext(os.path.basename(source))[0]
+    qualname = py_func.__qualname__.replace("<", "").replace(">", "")
+    version = f"{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
+    name = f"{stem}.{qualname}-{py_func.__code__.co_firstlineno}.py{version}.nbi"
+    folder = os.path.dirname(source)
+    root = numba.config.CACHE_DIR
+    if not root:
+        return os.path.exists(os.path.join(folder, "__pycache__", name))
+    prefix = os.path.basename(folder) + "_"
+    try:
+        subfolders = [f for f in os.listdir(root) if f.startswith(prefix)]
+    except OSError:  # no cache folder yet
+        return False
+    return any(os.path.exists(os.path.join(root, f, name)) for f in subfolders)

@@ -76,7 +76,7 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
       larger of the two; 5 S (A, F's values, I + A, M and a temporary of building M) and
       the float32 outputs;
     * the structure measure (``--stop auto``): the randomized SVD at rank
-      budget.STOP_RANK, 2 (N, STOP_RANK + 10) blocks, and 6 S (A, its held-out copy,
+      structure.RANK, 2 (N, RANK + 10) blocks, and 6 S (A, its held-out copy,
       their index lists);
     * the held-out sample (``--stop holdout`` or ``loglik``, budget.held_out): 6 S (A, its upper
       triangle, the held-out pairs, A without them and the temporaries between);
@@ -99,9 +99,9 @@ def spectral_memory(cfg, n_nodes, n_edges, resume=False):
         blocks = max(svd, 2 * K + 6 * min(b, K) if cfg.prone_order > 1 else 0)
         before = (5 * S if w == 8 else 4 * S + 2 * S32) + w * N * blocks + 3 * 4 * N * K
     if cfg.stop == "auto":
-        from ..budget import STOP_RANK
+        from ...spectral.structure import RANK
 
-        before = max(before, 6 * S + 8 * N * 2 * (STOP_RANK + 10))
+        before = max(before, 6 * S + 8 * N * 2 * (RANK + 10))
     if cfg.stop in HELD_OUT_STOPS:
         before = max(before, 6 * S)
     after = 0

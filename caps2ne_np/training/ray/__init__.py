@@ -48,13 +48,21 @@ One module per concern:
     engine.py       RayEngine (the engine of loop.run_epochs) and Cluster (a run's actors)
     outputs.py      the parameters gathered, or streamed in row blocks to the writers
     checkpoints.py  the sharded checkpoint files
-    driver.py       fit (the shared set-up, attempts, restarts), cli_fit, check_fresh,
-                    worker_count
+    driver.py       fit_run (the shared set-up, attempts, restarts), fit (of CSR arrays),
+                    cli_fit, check_fresh, worker_count
 
 Ray is imported only by these modules, and only when this engine runs.
 """
 
 from .connect import start_ray
-from .driver import WorkerLost, check_fresh, cli_fit, fit, worker_count
+from .driver import WorkerLost, check_fresh, cli_fit, fit, fit_run, worker_count
 
-__all__ = ["WorkerLost", "check_fresh", "cli_fit", "fit", "start_ray", "worker_count"]
+__all__ = [
+    "WorkerLost",
+    "check_fresh",
+    "cli_fit",
+    "fit",
+    "fit_run",
+    "start_ray",
+    "worker_count",
+]

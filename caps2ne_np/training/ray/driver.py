@@ -1,4 +1,4 @@
-"""The driver of a Ray run: ``fit`` (the set-up every engine shares, loop.set_up, with
+"""The driver of a Ray run: ``fit_run`` (the set-up every engine shares, loop.set_up, with
 the cap on the workers, ``worker_count``; the cluster's attempts and the restart loop
 after an actor dies) and ``cli_fit`` (as ``caps2ne train --engine ray`` called it; the
 command line now goes through training/engines.py, with ``check_fresh``)."""
@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import InputError
 from .. import budget
-from ..loop import LoopOptions, TrainResult, run_epochs, set_up
+from ..loop import LoopOptions, Run, TrainResult, run_epochs, set_up
 from .checkpoints import DRIVER_FILE
 from .connect import import_ray, one_line, ray_logging_level, results_only_stdout, start_ray
 from .engine import RayEngine
@@ -29,18 +29,16 @@ class WorkerLost(ConnectionError):
     the command line reports it in one line, exit code 1)."""
 
 
-def fit(
-    indptr,
-    indices,
-    weights,
-    cfg,
-    features=None,
-    progress=False,
-    epoch_callback=None,
-    checkpoint_dir=None,
-    checkpoint_every=0,
-    resume_from=None,
-    step_callback=None,
+def fit(indptr, indices, weights, cfg, features=None, resume_from=None, **kwargs):
+    """``fit_run`` of the graph given by CSR arrays: ``kwargs`` are loop.LoopOptions'
+    fields (as ``train.fit`` takes them) and ``fit_run``'s own."""
+    loop = {k: kwargs.pop(k) for k in LoopOptions.__dataclass_fields__ if k in kwargs}
+    run = Run.of(indptr, indices, weights, cfg, features, resume_from, **loop)
+    return fit_run(run, **kwargs)
+
+
+def fit_run(
+    run,
     workers=1,
     servers=1,
     address=None,
@@ -49,10 +47,9 @@ def fit(
     stats=None,
     w_placement="server",
     write_outputs=None,
-    checkpoint_extra=None,
 ):
-    """``train.fit`` on a Ray cluster (P = ``workers``, S = ``servers``): same
-    arguments and result, plus the engine's own.
+    """``train.fit_run`` on a Ray cluster (P = ``workers``, S = ``servers``): the same
+    job (loop.Run) and result, plus the engine's own arguments.
 
     address: a Ray cluster ('auto', 'ray://host:10001', ...) or None for a local
     instance sized to this machine.  max_restarts: automatic restarts from the last
@@ -68,36 +65,28 @@ def fit(
     ``io.RowBlocks`` that pull consecutive row blocks from the shards (see
     ``outputs.streamed_params``): the writers of ``io`` stream them, and the driver
     never holds a whole table.  The returned result then has ``params=None``.
-    checkpoint_extra: as ``train.fit``'s (stored in the driver's file).
+    The run's ``checkpoint_extra`` is stored in the driver's file.
     """
     from ..checkpoint import check_arguments
 
-    check_arguments(checkpoint_dir, checkpoint_every, resume_from)
+    options, resume_from = run.options, run.resume_from
+    checkpoint_dir = options.checkpoint_dir
+    check_arguments(checkpoint_dir, options.checkpoint_every, resume_from)
     P, S = int(workers), int(servers)
-    n_nodes = int(indptr.shape[0] - 1)
-    _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard)
-    graph = (indptr, indices, weights)
-    run, P = _set_up(graph, cfg, features, checkpoint_every, resume_from, P, address)
-    options = LoopOptions(
-        progress=progress,
-        epoch_callback=epoch_callback,
-        checkpoint_dir=checkpoint_dir,
-        checkpoint_every=checkpoint_every,
-        step_callback=step_callback,
-        checkpoint_extra=checkpoint_extra,
-    )
+    _check_layout(P, S, run.graph.n_nodes, w_placement, max_rows_per_shard)
+    setup, P = _set_up(run, P, address)
     layout = dict(P=P, S=S, replicate_W=w_placement == "workers", stats=stats)
     started = start_ray(address)
     ray = import_ray()
     # the spectral start goes into the first attempt's initial values only (a restart
     # resumes from a checkpoint): that attempt's engine drops it once they are sent
-    starts, run.start = [run.start], None
+    starts, setup.start = [setup.start], None
     try:
         attempt = 0
         while True:
             try:
                 # --stop holdout: the graph without its held-out edges
-                return _attempt(ray, run, starts, resume_from, layout, write_outputs, options)
+                return _attempt(ray, setup, starts, resume_from, layout, write_outputs, options)
             except _actor_lost_errors(ray) as err:
                 attempt += 1
                 resume_from = _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats)
@@ -106,7 +95,7 @@ def fit(
             ray.shutdown()
 
 
-def _set_up(graph, cfg, features, checkpoint_every, resume, P, address):
+def _set_up(run, P, address):
     """(loop.Setup, P): the set-up every engine shares, with the workers capped by
     :func:`worker_count` once the schedule is known; dense fixed features only."""
 
@@ -114,21 +103,13 @@ def _set_up(graph, cfg, features, checkpoint_every, resume, P, address):
         nonlocal P
         P = worker_count(P, schedule.n_batches, address)
 
-    run = set_up(
-        graph,
-        cfg,
-        features,
-        checkpoint_every,
-        resume=resume,
-        on_resolved=cap,
-        check=_check_lazy_adam,
-    )
-    if run.features is not None and not isinstance(run.features, np.ndarray):
+    setup = set_up(run, on_resolved=cap, check=_check_lazy_adam)
+    if setup.features is not None and not isinstance(setup.features, np.ndarray):
         raise InputError(
             "--engine ray: sparse fixed features are not supported yet; "
             "pass them dense (.npy) or use the single-machine engine"
         )
-    return run, P
+    return setup, P
 
 
 def _attempt(ray, run, starts, resume_from, layout, write_outputs, options):
@@ -137,7 +118,11 @@ def _attempt(ray, run, starts, resume_from, layout, write_outputs, options):
     whatever happens.  ``starts``: [the spectral start] for the first attempt, then
     empty (taken)."""
     start = starts.pop() if starts else None
-    engine = RayEngine(ray, *run.graph, run.cfg, run.features, resume_from, start=start, **layout)
+    g = run.graph
+    engine = RayEngine(
+        ray, g.indptr, g.indices, g.weights, run.cfg, run.features, resume_from, start=start,
+        **layout,
+    )  # fmt: skip
     del start  # the engine's, until its initial values are sent
     try:
         result = TrainResult(
