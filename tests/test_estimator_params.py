@@ -78,7 +78,7 @@ def _private_imports(path):
         "estimator/inputs.py",
         "estimator/signature.py",
         "cli/train.py",
-        "training/driver.py",
+        "training/trainer.py",
         "training/engines.py",
         "training/train.py",
         "training/loop.py",

@@ -108,7 +108,7 @@ LAYERS = {
     "model": {"kernels"},
     "walks": {"kernels"},
     "spectral": {"kernels"},
-    "training": {"kernels", "model", "walks", "spectral", "io"},
+    "training": {"kernels", "model", "walks", "spectral", "graphs", "io"},
     "io": set(),
     "graphs": {"io"},
     "evaluation": {"graphs", "spectral"},

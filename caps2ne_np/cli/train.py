@@ -98,7 +98,7 @@ class Outputs:
 @dataclass
 class TrainRun:
     """train's options grouped by use: ``source`` for files.load_input, ``outputs``,
-    ``ckpt`` for driver.train (checkpoint_dir, checkpoint_every, resume_from),
+    ``ckpt`` for trainer.train (checkpoint_dir, checkpoint_every, resume_from),
     ``options`` the TrainConfig fields as given, ``engine`` engines.ENGINE_OPTIONS."""
 
     source: dict
@@ -224,10 +224,10 @@ def _configure(job, g):
 
 
 def _train(job, g, features, cfg, selector, run_record):
-    """Train (the training driver, driver.train) and write the outputs: the epoch
+    """Train (the training driver, trainer.train) and write the outputs: the epoch
     callbacks (--eval-every-epoch's selector, the --history writer), checkpoints; a
     streamed run's outputs are written while the Ray engine runs."""
-    from ..training import driver
+    from ..training import trainer
 
     outputs = job.outputs
     history = None
@@ -241,7 +241,7 @@ def _train(job, g, features, cfg, selector, run_record):
         history=history,
         run_record=run_record,
     )
-    driver.train(
+    trainer.train(
         g,
         cfg,
         features,
@@ -281,7 +281,7 @@ def _check_files(outputs, source, ckpt, engine):
     checkpoint; a new run refused over an existing checkpoint (the ``engine``'s)
     unless --overwrite."""
     from ..io.npy import nodes_path
-    from ..training import checkpoint, driver
+    from ..training import checkpoint, trainer
 
     overwrite = outputs.overwrite
     resume = ckpt["resume_from"]
@@ -301,7 +301,7 @@ def _check_files(outputs, source, ckpt, engine):
         checkpoint_dir=ckpt["checkpoint_dir"],
     )
     # a resume into another folder replaces another run's too
-    driver.check_fresh(ckpt["checkpoint_dir"], ckpt["resume_from"], overwrite, engine)
+    trainer.check_fresh(ckpt["checkpoint_dir"], ckpt["resume_from"], overwrite, engine)
 
 
 def _log_graph(g, features, options):
@@ -320,7 +320,7 @@ def _log_graph(g, features, options):
 
 
 def _write_trained(trained, g, outputs, selector, history, run_record):
-    """The outputs of a trained run (driver.Trained): the kept epoch's
+    """The outputs of a trained run (trainer.Trained): the kept epoch's
     (--eval-every-epoch) rows, propagated with --propagate; the history of a resumed
     run that trained no epoch."""
     result = trained.result

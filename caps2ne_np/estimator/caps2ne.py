@@ -1,5 +1,5 @@
 """The ``Caps2NE`` estimator: a thin scikit-learn style shell over the training driver
-(training/driver.py, which ``caps2ne train`` calls too), its one concern the
+(training/trainer.py, which ``caps2ne train`` calls too), its one concern the
 estimator's fitted state.  Its helpers have modules of their own: its parameters,
 derived from the one table of options (estimator/signature.py), the inputs converted and
 checked (estimator/inputs.py) and the model file (estimator/save_load.py, through
@@ -21,7 +21,7 @@ from sklearn.exceptions import NotFittedError
 from ..errors import InputError
 from ..graphs import graph as graph_mod
 from ..model.params import Params
-from ..training import driver
+from ..training import trainer
 from ..training.engines import ENGINE_OPTIONS
 from ..training.options.config import TrainConfig
 from .inputs import (
@@ -130,7 +130,7 @@ class Caps2NE(BaseEstimator):
         fixed input features in that order (dense, or scipy.sparse kept sparse), or
         None to train them; every argument after ``y`` is a keyword.
         ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` and the callbacks are
-        those of the training driver (training/driver.py: loop.Run and loop.LoopOptions);
+        those of the training driver (training/trainer.py: loop.Run and loop.LoopOptions);
         as ``caps2ne train`` does, a ``checkpoint_dir`` holding another run's checkpoint
         is refused unless ``overwrite=True``.
 
@@ -154,9 +154,9 @@ class Caps2NE(BaseEstimator):
                 graph, directed=directed, keep_self_loops=keep_self_loops, tokens=False
             )
             cfg = self.train_config()
-            driver.check_fresh(checkpoint_dir, resume_from, overwrite, self.engine)
+            trainer.check_fresh(checkpoint_dir, resume_from, overwrite, self.engine)
             selector = _selector(labels, splits, graph)
-            trained = driver.train(
+            trained = trainer.train(
                 graph,
                 cfg,
                 X,
@@ -176,7 +176,7 @@ class Caps2NE(BaseEstimator):
         return self
 
     def _fitted(self, trained, selector, nodes, directed, keep_self_loops, seed):
-        """The fitted state of a ``trained`` run (driver.Trained: the kept epoch's
+        """The fitted state of a ``trained`` run (trainer.Trained: the kept epoch's
         parameters when ``selector`` chose one, their propagation)."""
         p, result = trained.params, trained.result
         self.propagation_ = trained.propagated

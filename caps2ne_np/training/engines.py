@@ -1,4 +1,4 @@
-"""Which engine trains a run: the one place where the training driver (driver.py, which
+"""Which engine trains a run: the one place where the training driver (trainer.py, which
 the command line and the ``Caps2NE`` estimator call) chooses between this process
 (train.fit_run: sync or async threads) and a Ray cluster (ray.fit_run, which caps its
 workers at the batches of an epoch)."""
@@ -41,9 +41,9 @@ def fit(
     import contextlib
     import logging
 
-    from .ray import fit_run as fit_ray
     from .ray.connect import ray_logging_level
     from .ray.connect import results_only_stdout as only_results
+    from .ray.driver import fit_run as fit_ray
 
     stdout = contextlib.nullcontext()
     if results_only_stdout:

@@ -97,7 +97,7 @@ def check_fresh(checkpoint_dir, resume_from, overwrite, engine="single"):
 
     checkpoint.check_fresh(checkpoint_dir, overwrite, resume_from)
     if engine == "ray":
-        from .ray import check_fresh as check_sharded
+        from .ray.driver import check_fresh as check_sharded
 
         check_sharded(checkpoint_dir, resume_from, overwrite)
 

@@ -1,4 +1,4 @@
-"""The training driver (caps2ne_np/training/driver.py): the one function that both
+"""The training driver (caps2ne_np/training/trainer.py): the one function that both
 ``caps2ne train`` and ``Caps2NE.fit`` call, which owns the run's bundle (loop.Run),
 the freeing of the training state and the propagation; and the run's signature,
 spelled once (loop.LoopOptions and loop.Run), which every engine takes."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from caps2ne_np.graphs.graph import read_edgelist
-from caps2ne_np.training import driver, engines, loop
+from caps2ne_np.training import engines, loop, trainer
 from caps2ne_np.training.options.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def cora():
 @pytest.mark.parametrize("keep_model", [True, False])
 def test_the_driver_frees_the_training_state_and_propagates(cora, keep_model):
     cfg = TrainConfig(**TINY, propagate="on", stop="none", spectral="none")
-    trained = driver.train(cora, cfg, keep_model=keep_model)
+    trained = trainer.train(cora, cfg, keep_model=keep_model)
     assert trained.result.optimizer is None  # Adam's moments: freed
     assert (trained.params.W is not None) == keep_model  # x and W only when kept
     assert trained.propagated is not None
@@ -40,13 +40,13 @@ def test_both_callers_go_through_the_driver(cora, tmp_path, monkeypatch):
     from caps2ne_np.cli.train import run_train, train_params
     from caps2ne_np.estimator.caps2ne import Caps2NE
 
-    calls, real = [], driver.train
+    calls, real = [], trainer.train
 
     def spy(graph, cfg, *args, **kwargs):
         calls.append(type(graph).__name__)
         return real(graph, cfg, *args, **kwargs)
 
-    monkeypatch.setattr(driver, "train", spy)
+    monkeypatch.setattr(trainer, "train", spy)
     options = dict(TINY, propagate="none", stop="none", spectral="none")
     run_train(train_params(graph=str(CORA), out=str(tmp_path / "c.emb"), quiet=True, **options))
     model = Caps2NE(
@@ -65,7 +65,7 @@ def test_every_engine_takes_the_run_bundle():
         assert next(iter(inspect.signature(fit).parameters)) == "run"
     # the loop's options are spelled once: the arrays' faces take them by name
     loop_fields = set(loop.LoopOptions.__dataclass_fields__)
-    for fit in (train.fit, ray_driver.fit, driver.train):
+    for fit in (train.fit, ray_driver.fit, trainer.train):
         assert not loop_fields & set(inspect.signature(fit).parameters)
 
 
@@ -110,7 +110,7 @@ def test_both_callers_check_the_checkpoint_folder_through_the_driver(cora, tmp_p
         seen.append((str(checkpoint_dir), resume_from, overwrite, engine))
         raise Checked
 
-    monkeypatch.setattr(driver, "check_fresh", check)
+    monkeypatch.setattr(trainer, "check_fresh", check)
     folder = str(tmp_path / "ckpt")
     with pytest.raises(Checked):
         run_train(
