@@ -20,10 +20,10 @@ def _extra(name):
 
 def test_test_extra_installs_what_the_api_tests_import():
     """``pip install -e ".[test]"`` (the README's test command) must run the networkx,
-    pandas and gensim tests of test_api_types.py and test_estimator_inputs.py, not skip
+    pandas and gensim tests of test_estimator_types.py and test_estimator_inputs.py, not skip
     them."""
     imported = set()
-    for name in ("test_api_types.py", "test_estimator_inputs.py"):
+    for name in ("test_estimator_types.py", "test_estimator_inputs.py"):
         text = (ROOT / "tests" / name).read_text()
         imported |= set(re.findall(r'importorskip\("([a-z_]+)"', text))
     assert imported >= {"networkx", "pandas", "gensim"}

@@ -15,7 +15,7 @@ from caps2ne_np.model.core import Params
 from caps2ne_np.model.model_config import ModelConfig
 from caps2ne_np.training import budget
 from caps2ne_np.training.options.config import TrainConfig
-from test_stop_holdout import (
+from test_budget_holdout import (
     TINY,
     first_stop,
     fit_on,
