@@ -1,0 +1,157 @@
+"""Atomic writes (caps2ne_np/io/atomic.py): never overwrite unasked, keep the old file when the
+writer fails, write beside the target, fsync the file and its folder, and leave no temp file."""
+
+import os
+
+import numpy as np
+import pytest
+
+from caps2ne_np.errors import InputError
+from caps2ne_np.io.atomic import atomic_write
+from caps2ne_np.io.npy import nodes_path, save_npy, save_npz
+from caps2ne_np.io.word2vec import write_word2vec
+
+
+def awkward_vectors(n=5, k=4, seed=0):
+    """float32 values that a lossy format would not survive."""
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((n, k)).astype(np.float32)
+    v[0, :4] = [
+        np.float32(1) / 3,
+        -0.0,
+        np.finfo(np.float32).max,
+        np.finfo(np.float32).smallest_subnormal,
+    ]
+    v[1, 0] = np.nextafter(np.float32(1), np.float32(2))
+    return v
+
+
+def test_atomic_write_refuses_to_overwrite(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("old")
+    with pytest.raises(InputError, match=r"exists; pass --overwrite to replace it"):
+        with atomic_write(path) as f:
+            f.write("new")
+    assert path.read_text() == "old"
+    with atomic_write(path, overwrite=True) as f:
+        f.write("new")
+    assert path.read_text() == "new"
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_atomic_write_keeps_old_file_when_body_raises(tmp_path):
+    path = tmp_path / "out.bin"
+    path.write_bytes(b"old")
+    with pytest.raises(RuntimeError, match="boom"):
+        with atomic_write(path, "wb", overwrite=True) as f:
+            f.write(b"half")
+            raise RuntimeError("boom")
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["out.bin"]  # temp file removed
+
+
+def test_atomic_write_new_file_is_not_created_on_error(tmp_path):
+    with pytest.raises(KeyError):
+        with atomic_write(tmp_path / "new.txt") as f:
+            f.write("x")
+            raise KeyError("body")
+    assert os.listdir(tmp_path) == []
+
+
+def test_atomic_write_writes_to_temp_in_same_directory(tmp_path):
+    path = tmp_path / "out.txt"
+    with atomic_write(path) as f:
+        assert os.path.dirname(f.name) == str(tmp_path) and f.name != str(path)
+        assert not path.exists()
+        f.write("ok\n")
+    assert path.read_bytes() == b"ok\n"
+
+
+def test_atomic_write_missing_directory_and_directory_target(tmp_path):
+    with pytest.raises(InputError, match="does not exist") as err:
+        with atomic_write(tmp_path / "no" / "out.txt"):
+            pass
+    assert str(tmp_path / "no") in str(err.value)
+    with pytest.raises(InputError, match="is a directory"):
+        with atomic_write(tmp_path, overwrite=True):
+            pass
+
+
+def _fsync_spy(monkeypatch):
+    """Record the path behind every fd passed to os.fsync (Linux /proc), then fsync it."""
+    synced = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append(os.path.realpath(os.readlink(f"/proc/self/fd/{fd}")))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return synced
+
+
+def _is_temp_of(path, target):
+    name = os.path.basename(path)
+    return os.path.dirname(path) == str(target.parent) and name.startswith(f".{target.name}.")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc/self/fd")
+@pytest.mark.parametrize("writer", ["word2vec", "word2vec-binary", "npy", "npz", "model"])
+def test_atomic_writes_fsync_the_file_and_its_directory(tmp_path, monkeypatch, writer):
+    """Each writer fsyncs the finished temp file before renaming it into place, then the
+    directory that holds the new name (so the rename survives a power cut)."""
+    ids, vectors = [f"v{i}" for i in range(5)], awkward_vectors()
+    target = tmp_path / "out.bin"
+    synced = _fsync_spy(monkeypatch)
+    if writer.startswith("word2vec"):
+        write_word2vec(target, ids, vectors, binary=writer.endswith("binary"))
+    elif writer == "npy":
+        target = tmp_path / "out.npy"
+        save_npy(target, vectors, ids)
+    elif writer == "npz":
+        save_npz(target, a=vectors)
+    else:
+        from caps2ne_np.io.modelfile import save_model
+        from caps2ne_np.model.core import Params
+
+        W = np.ones((2, 4, 3), dtype=np.float32)
+        params = Params(W, vectors, np.zeros(5, np.float32), np.ones((5, 3), np.float32))
+        save_model(target, params, ids, {"dim": 4}, 0.1, [])
+    files = [p for p in synced if _is_temp_of(p, target)]
+    assert len(files) == 1, synced  # the matrix / archive, before the rename
+    assert str(tmp_path) in synced, synced  # the directory, after it
+    assert synced.index(str(tmp_path)) > synced.index(files[0])
+    if writer == "npy":  # and the ids file that goes with the matrix
+        assert [p for p in synced if _is_temp_of(p, nodes_path(target))], synced
+
+
+LEFT_IN_A_WINDOW = """
+import sys
+from pathlib import Path
+from caps2ne_np.io import atomic
+
+f, tmp = atomic._create_temp(Path(sys.argv[1]) / "x.npz", binary=True)
+f.write(b"half")
+assert tmp.exists()
+raise KeyboardInterrupt  # outside every handler that removes the temp file
+"""
+
+
+def test_a_temp_file_left_by_an_interrupt_outside_the_handlers_is_removed_at_exit(tmp_path):
+    """An interrupt between creating a temp file and entering the try that removes it (or
+    between finishing and publishing it) left ``.<name>.<pid>-<random>.tmp`` behind (seen
+    in test_signal_ends_the_run_cleanly under load): the interpreter's exit removes it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", LEFT_IN_A_WINDOW, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "KeyboardInterrupt" in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,130 @@
+"""Embeddings as .npy / .npz with their node ids (caps2ne_np/io/npy.py): round trips, the ids
+file beside the matrix, no pickles, and an interrupt inside a zip member."""
+
+import os
+
+import numpy as np
+import pytest
+
+from caps2ne_np.errors import InputError
+from caps2ne_np.io.npy import load_npy, load_npz, nodes_path, save_npy, save_npz
+
+
+def awkward_vectors(n=5, k=4, seed=0):
+    """float32 values that a lossy format would not survive."""
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((n, k)).astype(np.float32)
+    v[0, :4] = [
+        np.float32(1) / 3,
+        -0.0,
+        np.finfo(np.float32).max,
+        np.finfo(np.float32).smallest_subnormal,
+    ]
+    v[1, 0] = np.nextafter(np.float32(1), np.float32(2))
+    return v
+
+
+IDS = ["alice", "7", "07", "köln", "n_4"]
+
+
+def test_npy_round_trip_with_nodes_file(tmp_path):
+    v = awkward_vectors()
+    path = tmp_path / "emb.npy"
+    save_npy(path, v, node_ids=IDS)
+    assert nodes_path(path) == tmp_path / "emb.nodes.txt"
+    lines = (tmp_path / "emb.nodes.txt").read_text(encoding="utf-8").splitlines()
+    assert lines == IDS  # ids only: np.loadtxt(..., dtype=str) reads them
+    ids, w = load_npy(path)
+    assert ids == IDS and np.array_equal(w.view(np.int32), v.view(np.int32))
+
+
+def test_npy_default_ids_write_no_nodes_file(tmp_path):
+    path = tmp_path / "emb.npy"
+    save_npy(path, np.ones((3, 2)), node_ids=["0", "1", "2"])
+    assert sorted(os.listdir(tmp_path)) == ["emb.npy"]
+    ids, w = load_npy(path)
+    assert ids == ["0", "1", "2"] and w.dtype == np.float32
+
+
+def test_npy_overwrite_removes_stale_nodes_file(tmp_path):
+    path = tmp_path / "emb.npy"
+    save_npy(path, np.ones((2, 2)), node_ids=["a", "b"])
+    with pytest.raises(InputError, match="exists"):
+        save_npy(path, np.zeros((2, 2)))
+    save_npy(path, np.zeros((2, 2)), overwrite=True)
+    assert sorted(os.listdir(tmp_path)) == ["emb.npy"]
+    assert load_npy(path)[0] == ["0", "1"]
+
+
+def test_load_npy_checks_nodes_file(tmp_path):
+    path = tmp_path / "emb.npy"
+    save_npy(path, np.ones((2, 2)), node_ids=["a", "b"])
+    (tmp_path / "emb.nodes.txt").write_text("a\nb\nc\n")
+    with pytest.raises(InputError, match="3 ids for the 2 rows"):
+        load_npy(path)
+    (tmp_path / "emb.nodes.txt").write_text("a\na\n")
+    with pytest.raises(InputError, match=r"emb.nodes.txt:2: duplicate id 'a'"):
+        load_npy(path)
+
+
+def test_npz_round_trip_and_no_pickles(tmp_path):
+    path = tmp_path / "ckpt.npz"
+    arrays = {
+        "W": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "step": np.int64(7),
+        "config": np.array('{"dim": 2}'),
+    }
+    save_npz(path, **arrays)
+    loaded = load_npz(path)
+    assert sorted(loaded) == ["W", "config", "step"]
+    for name, value in arrays.items():
+        assert np.array_equal(loaded[name], value)
+    with pytest.raises(InputError, match="exists"):
+        save_npz(path, W=arrays["W"])
+    with pytest.raises(ValueError, match="object"):
+        save_npz(tmp_path / "obj.npz", x=np.array([{}], dtype=object))
+    np.savez(tmp_path / "pickled.npz", x=np.array([{}], dtype=object))
+    with pytest.raises(InputError, match="pickled.npz"):
+        load_npz(tmp_path / "pickled.npz")
+
+
+INTERRUPTED_ZIP = """
+import os, sys, zipfile
+import numpy as np
+from caps2ne_np.io.npy import save_npz
+
+real, calls = zipfile._ZipWriteFile.close, []
+
+def interrupted(self):
+    if not calls:
+        calls.append(1)
+        raise KeyboardInterrupt
+    return real(self)
+
+zipfile._ZipWriteFile.close = interrupted
+try:
+    save_npz(os.path.join(sys.argv[1], "x.npz"), a=np.ones(3))
+except BaseException as err:
+    print(type(err).__name__, sorted(os.listdir(sys.argv[1])), flush=True)
+    os._exit(0)
+"""
+
+
+def test_an_interrupt_inside_a_zip_member_stays_an_interrupt(tmp_path):
+    """Ctrl-C (or the CLI's SIGTERM) landing in a zip member's close made zipfile raise
+    ValueError ('open writing handle') on its own close, so the CLI reported an internal
+    error instead of the interruption (seen in test_signal_ends_the_run_cleanly).  In a
+    subprocess: an interrupt in pytest's own process disturbs it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_ZIP, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.strip() == "KeyboardInterrupt []", proc.stdout + proc.stderr
