@@ -1,4 +1,5 @@
-"""Edge-list / matrix readers and the CSR Graph (caps2ne_np.graphs.graph)."""
+"""Edge-list / matrix readers and the CSR Graph (caps2ne_np.graphs.graph), and the
+no-break spaces an id may hold."""
 
 import warnings
 
@@ -310,3 +311,44 @@ def test_read_graph_npz_and_mat(tmp_path):
     with pytest.raises(GraphFormatError, match="bad.npz"):
         read_graph(bad)
     assert read_graph(write(tmp_path, "a b\n")).node_ids == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ("a\u00a0x b\nb c\n", "weight 'b' is not a number"),  # 3 fields: a, x, b
+        ("a\u00a0x b 2\nb c\n", "line has 4 fields"),
+    ],
+)
+def test_a_no_break_space_in_an_id_is_named_in_the_error(tmp_path, text, what):
+    from caps2ne_np.errors import GraphFormatError
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(GraphFormatError) as err:
+        read_edgelist(path)
+    message = str(err.value)
+    assert f"{path}:1: {what}" in message and "\n" not in message
+    assert "U+00A0" in message and "NO-BREAK SPACE" in message
+    assert "separates fields" in message
+
+
+def test_a_no_break_space_read_as_a_separator_is_a_warning(tmp_path):
+    from caps2ne_np.errors import InputWarning
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text("a b\nb\u00a0c 2\n# c\u00a0d in a comment\n", encoding="utf-8")
+    with pytest.warns(InputWarning, match=r"g\.txt:2: .*U\+00A0 \(NO-BREAK SPACE\)"):
+        g = read_edgelist(path)
+    assert g.node_ids == ["a", "b", "c"]
+
+
+def test_an_ascii_edge_list_gives_no_space_warning(tmp_path, recwarn):
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text("a b\nb c 2\n# c\u00a0d in a comment\n", encoding="utf-8")
+    read_edgelist(path)
+    assert not [w for w in recwarn if "U+00A0" in str(w.message)]

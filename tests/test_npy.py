@@ -1,5 +1,6 @@
 """Embeddings as .npy / .npz with their node ids (caps2ne_np/io/npy.py): round trips, the ids
-file beside the matrix, no pickles, and an interrupt inside a zip member."""
+file beside the matrix, no pickles, an interrupt inside a zip member, the ids file that np.loadtxt
+reads, and a kill between the two renames."""
 
 import os
 
@@ -128,3 +129,59 @@ def test_an_interrupt_inside_a_zip_member_stays_an_interrupt(tmp_path):
         timeout=120,
     )
     assert proc.stdout.strip() == "KeyboardInterrupt []", proc.stdout + proc.stderr
+
+
+def test_np_loadtxt_reads_the_ids_file_without_a_warning(tmp_path):
+    import warnings
+
+    import numpy as np
+
+    from caps2ne_np.io.npy import load_npy, save_npy
+
+    save_npy(tmp_path / "e.npy", np.ones((3, 2), np.float32), ["a", "b", "c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ids = np.loadtxt(tmp_path / "e.nodes.txt", dtype=str)
+    assert ids.tolist() == ["a", "b", "c"] == load_npy(tmp_path / "e.npy")[0]
+
+
+def test_an_old_ids_file_with_its_tag_line_still_loads_and_is_checked(tmp_path):
+    import numpy as np
+
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.io.npy import _matrix_digest, load_npy
+
+    v = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.save(tmp_path / "e.npy", v)
+    tag = f"# caps2ne_np ids of e.npy: 3 rows, blake2b {_matrix_digest(v)}\n"
+    (tmp_path / "e.nodes.txt").write_text(tag + "a\nb\nc\n")
+    assert load_npy(tmp_path / "e.npy")[0] == ["a", "b", "c"]
+    np.save(tmp_path / "e.npy", v + 1)  # another matrix beside the old file
+    with pytest.raises(InputError, match="written for another matrix"):
+        load_npy(tmp_path / "e.npy")
+
+
+def test_a_kill_between_the_renames_leaves_no_matrix_with_the_wrong_ids(tmp_path, monkeypatch):
+    import numpy as np
+
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.io import atomic
+    from caps2ne_np.io.npy import load_npy, save_npy
+
+    save_npy(tmp_path / "e.npy", np.ones((4, 2), np.float32), list("abcd"))
+    real, calls = atomic.publish, []
+
+    def publish(tmp, target, overwrite):
+        calls.append(target.name)
+        if len(calls) == 2:  # killed after the first rename
+            raise KeyboardInterrupt
+        return real(tmp, target, overwrite)
+
+    monkeypatch.setattr(atomic, "publish", publish)
+    with pytest.raises(KeyboardInterrupt):
+        save_npy(tmp_path / "e.npy", np.zeros((4, 2), np.float32), list("wxyz"), overwrite=True)
+    monkeypatch.undo()
+    assert calls == ["e.nodes.txt", "e.npy"]  # the ids first, the matrix last
+    with pytest.raises(InputError, match="no such file"):
+        load_npy(tmp_path / "e.npy")  # the old matrix went first: never paired with wxyz
+    assert not list(tmp_path.glob(".*.tmp"))
