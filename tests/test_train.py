@@ -600,3 +600,51 @@ def test_the_thread_trial_runs_the_parallel_chunk_on_one_thread(monkeypatch):
     fit(g.indptr, g.indices, g.weights, cfg)
     assert (1, True) in calls  # a trial round on one thread, with the parallel version
     assert all(parallel for _, parallel in calls)
+
+
+class TrialNext:
+    """StepThreads' answer to 'is the next round a trial round?'."""
+
+    def __init__(self, trial):
+        self.trial = trial
+
+    def trial_next(self):
+        return self.trial
+
+
+def engine_timing(width=1, trial=False):
+    """A LocalEngine's round sizing (``_next_round``) without a graph."""
+    from caps2ne_np.training.train import LocalEngine
+
+    engine = object.__new__(LocalEngine)
+    engine.width, engine.checkpoint_every = width, 0
+    engine._chunk, engine._n, engine._rounds = None, 1, 0
+    engine.threads = TrialNext(trial)
+    return engine
+
+
+def next_size(engine, seconds, trial=False):
+    engine._next_round(0, seconds, trial)
+    engine._n = engine.round_size
+    return engine.round_size
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_probe_and_trial_rounds_keep_within_the_chunk_time_bound(width):
+    """A batch of 1 s (--batch-size 8192 on a large graph): after the first round (one
+    batch, 2 s with the kernels loading) the probe round and every thread-trial round
+    are one batch per thread, not fused.PROBE (4 s between signals); batches of 10 ms
+    still get PROBE batches a round."""
+    from caps2ne_np.training.step import fused
+
+    engine = engine_timing(width)
+    assert next_size(engine, 2.0) == width  # the probe round: 1 batch, not PROBE
+    engine.threads.trial = True
+    assert next_size(engine, 1.0 * 1, trial=False) == width  # a trial round follows
+    assert next_size(engine, 1.0 * 1, trial=True) == width
+    engine.threads.trial = False
+    assert next_size(engine, 1.0 * 1, trial=True) == width  # the chunk: 1 batch too
+    fast = engine_timing(width, trial=True)
+    assert next_size(fast, 2.0) == width  # after the first round: its time a batch
+    assert next_size(fast, 0.01 * 1, trial=True) == fused.PROBE * width
+    assert next_size(fast, 0.01 * fused.PROBE, trial=True) == fused.PROBE * width
