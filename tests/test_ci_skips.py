@@ -3,7 +3,9 @@
 a few generated tests in a temporary folder (a copy of conftest.py and benchdata.py); a quiet
 run counts its skips in one line."""
 
+import configparser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -261,3 +263,22 @@ def test_a_quiet_ci_run_still_fails_on_what_ci_provides(tmp_path):
     assert "1 failed, 2 skipped, 1 error" in out, out
     assert "2 tests skipped (0 without benchmark data)" in out, out
     assert "SKIPPED [" not in out, out
+
+
+def _extra(name):
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    lines = cfg["options.extras_require"][name].split("\n")
+    return {re.split(r"[<>=!~ \[]", line.strip())[0] for line in lines if line.strip()}
+
+
+def test_test_extra_installs_what_the_api_tests_import():
+    """``pip install -e ".[test]"`` (the README's test command) must run the networkx,
+    pandas and gensim tests of test_estimator_types.py and test_estimator_inputs.py, not skip
+    them."""
+    imported = set()
+    for name in ("test_estimator_types.py", "test_estimator_inputs.py"):
+        text = (ROOT / "tests" / name).read_text()
+        imported |= set(re.findall(r'importorskip\("([a-z_]+)"', text))
+    assert imported >= {"networkx", "pandas", "gensim"}
+    assert imported <= _extra("test"), imported - _extra("test")

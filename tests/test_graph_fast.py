@@ -548,3 +548,57 @@ def test_cache_of_a_matrix_file(tmp_path):
     g = read_graph(path, cache="write")
     assert_same_graph(load_graph_cache(path), g)
     assert g.weights is not None
+
+
+def _peak_per_byte(path):
+    """Peak traced memory of the NumPy reader over the file's size (NumPy reports its
+    arrays to tracemalloc; the interpreter's own baseline is not counted)."""
+    import tracemalloc
+    import warnings
+
+    from caps2ne_np.graphs import graph as G
+
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            g = G._read_edgelist_fast(str(path), False, False, stacklevel=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert g is not None  # the NumPy reader took the file
+    return peak / path.stat().st_size
+
+
+@pytest.mark.parametrize("line", ["a b 1.5\n", "a b\n"])
+def test_string_id_reader_peaks_well_below_the_stream_cap(tmp_path, line):
+    """Weighted string-id lines peaked at 26 bytes per byte of text (2.1 GB for 80 MB),
+    above the stream cap's READER_BYTES_PER_BYTE = 20: the string path held the whole
+    file as one loadtxt string table (twice, while it grew) and every weight as a Python
+    str and float at once.  It now parses a bounded piece at a time."""
+    from caps2ne_np.graphs import graph as G
+
+    path = tmp_path / "g.txt"
+    path.write_text(line * 300_000)
+    assert _peak_per_byte(path) < 0.75 * G.READER_BYTES_PER_BYTE
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("piece", [1, 7, 64])
+def test_string_reader_in_small_pieces_equals_the_careful_reader(
+    tmp_path, monkeypatch, seed, piece
+):
+    """Pieces of a line or a few (blank-only pieces, a last line without a newline,
+    comments, CRLF, ids first seen in a later piece) give the careful reader's Graph."""
+    import test_graph_fast as fast_tests
+    from caps2ne_np.graphs import graph as G
+
+    monkeypatch.setattr(G, "_STRING_PIECE", piece)
+    rng = np.random.default_rng(seed)
+    ids = fast_tests.STR_IDS + fast_tests.INT_IDS
+    weighted = [False, "all"][seed % 2]
+    path = fast_tests.write(tmp_path, fast_tests.random_edge_list(rng, 120, ids, weighted))
+    fast, careful, w_fast, w_careful = fast_tests.read_both(path)
+    assert fast is not None
+    fast_tests.assert_same_graph(fast, careful)
+    assert w_fast == w_careful
