@@ -1,15 +1,20 @@
 """Atomic writes (caps2ne_np/io/atomic.py): never overwrite unasked, keep the old file when the
-writer fails, write beside the target, fsync the file and its folder, and leave no temp file."""
+writer fails, write beside the target, fsync the file and its folder, and leave no temp
+file. A write interrupted midway keeps the previous output, for every writer."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from caps2ne_np.errors import InputError
+from caps2ne_np.estimator.caps2ne import Caps2NE
 from caps2ne_np.io.atomic import atomic_write
 from caps2ne_np.io.npy import nodes_path, save_npy, save_npz
 from caps2ne_np.io.word2vec import write_word2vec
+from caps2ne_np.training import checkpoint
+from clirun import _disk_full, _fail_temp_files, _save_checkpoint, _vectors
 
 
 def awkward_vectors(n=5, k=4, seed=0):
@@ -155,3 +160,66 @@ def test_a_temp_file_left_by_an_interrupt_outside_the_handlers_is_removed_at_exi
     )
     assert "KeyboardInterrupt" in proc.stderr, proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def model():
+    from caps2ne_np.graphs.csr import from_edges
+
+    g = from_edges([0, 1, 2, 3], [1, 2, 3, 0], None, ["a", "b", "c", "d"])
+    return Caps2NE(
+        dim=4, feat_dim=4, walks_per_node=1, epochs=1, num_sampled=2, n_jobs=1, random_state=0
+    ).fit(g)
+
+
+# writer: (write the previous output, write the new one with overwrite, the files that must survive)
+WRITERS = {
+    "word2vec-text": (
+        lambda p, m: write_word2vec(p / "e.txt", list("abcd"), _vectors()),
+        lambda p, m: write_word2vec(p / "e.txt", list("abcd"), _vectors() + 1, overwrite=True),
+        ["e.txt"],
+    ),
+    "word2vec-binary": (
+        lambda p, m: write_word2vec(p / "e.bin", list("abcd"), _vectors(), binary=True),
+        lambda p, m: write_word2vec(
+            p / "e.bin", list("abcd"), _vectors() + 1, overwrite=True, binary=True
+        ),
+        ["e.bin"],
+    ),
+    "npy": (
+        lambda p, m: save_npy(p / "e.npy", _vectors(), list("abcd")),
+        lambda p, m: save_npy(p / "e.npy", _vectors() + 1, list("wxyz"), overwrite=True),
+        ["e.npy", "e.nodes.txt"],
+    ),
+    "model-npz": (
+        lambda p, m: m.save(p / "m.npz"),
+        lambda p, m: m.save(p / "m.npz", overwrite=True),
+        ["m.npz"],
+    ),
+    "checkpoint": (
+        lambda p, m: (_save_checkpoint(p / "ck", 1.0), _save_checkpoint(p / "ck", 2.0)),
+        lambda p, m: _save_checkpoint(p / "ck", 3.0),
+        ["ck/checkpoint.npz", "ck/checkpoint.prev.npz"],
+    ),
+}
+
+
+@pytest.mark.parametrize("room", [0, 20, 60], ids=lambda r: f"after-{r}-bytes")
+@pytest.mark.parametrize("exc", [_disk_full, KeyboardInterrupt], ids=["disk-full", "killed"])
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_interrupted_write_keeps_the_previous_output(
+    tmp_path, monkeypatch, model, writer, exc, room
+):
+    write_old, write_new, names = WRITERS[writer]
+    write_old(tmp_path, model)
+    before = {name: (tmp_path / name).read_bytes() for name in names}
+    _fail_temp_files(monkeypatch, room, exc)
+    with pytest.raises(OSError if exc is _disk_full else KeyboardInterrupt) as err:
+        write_new(tmp_path, model)
+    if exc is _disk_full:  # the error names the file being written, for the one-line CLI message
+        assert Path(err.value.filename).parent == (tmp_path / names[0]).parent
+    assert {name: (tmp_path / name).read_bytes() for name in names} == before
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    if writer == "checkpoint":
+        assert checkpoint.load(tmp_path / "ck")["state"] == {"epoch": 2}

@@ -1,9 +1,10 @@
 """Training checkpoints (caps2ne_np/training/checkpoint.py) as a resume sees them: which
-options a resumed run may change, what it keeps of the checkpointed run, and the
-folder and argument checks around them."""
+options a resumed run may change, what it keeps of the checkpointed run, and the folder and
+argument checks around them. A checkpoint killed between its renames still resumes."""
 
 import re
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from caps2ne_np.errors import InputError
 from caps2ne_np.training import checkpoint
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
+from clirun import _save_checkpoint
 from toy_graphs import ring_of_cliques
 
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, batch_size=8, threads=1)
@@ -284,3 +286,21 @@ def test_a_resumed_run_frees_the_checkpoints_arrays_once_copied(tmp_path, monkey
     fit_on(A, TrainConfig(**TINY, epochs=2), resume_from=tmp_path,
            epoch_callback=lambda epoch, result: alive.append(refs[0]() is not None))  # fmt: skip
     assert alive == [False]
+
+
+def test_checkpoint_killed_between_renames_still_resumes(tmp_path, monkeypatch):
+    import os
+
+    _save_checkpoint(tmp_path, 1.0)
+    real_replace = os.replace
+
+    def replace(src, dst):  # killed just before the new checkpoint takes the name checkpoint.npz
+        if Path(dst).name == checkpoint.LATEST:
+            raise KeyboardInterrupt
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        _save_checkpoint(tmp_path, 2.0)
+    monkeypatch.undo()
+    assert checkpoint.load(tmp_path)["state"]["epoch"] in (1, 2)

@@ -1,7 +1,16 @@
-"""``caps2ne evaluate`` as a user runs it: scores of ``infer``'s output in one command."""
+"""``caps2ne evaluate`` as a user runs it: scores of ``infer``'s output in one command. Every
+bad embeddings, labels or splits file and every bad option ends in one line (exit 1 or 2),
+and an existing JSON is not replaced."""
 
 import numpy as np
 import pytest
+
+from caps2ne_np.io.word2vec import write_word2vec
+from clirun import (
+    assert_error,
+    put,
+    run,  # noqa: F401 (fixtures)
+)
 
 
 def test_evaluate_scores_infers_output_in_one_command(tmp_path):
@@ -38,3 +47,161 @@ def test_evaluate_scores_infers_output_in_one_command(tmp_path):
     assert result.exit_code == 0, result.output
     (r,) = json.loads(out.read_text())
     assert r["test_mean"] == pytest.approx(0.5)  # 5 of the 10 inferred nodes, trained on 20
+
+
+EVAL_IDS = [f"n{i}" for i in range(8)]
+
+
+@pytest.fixture
+def eval_files(tmp_path):
+    write_word2vec(tmp_path / "e.txt", EVAL_IDS, np.eye(8, 4, dtype=np.float32))
+    put(tmp_path, "l.txt", "".join(f"n{i} {i % 2}\n" for i in range(8)))
+    put(tmp_path, "s.json", [{"train": EVAL_IDS[:4], "val": EVAL_IDS[4:6], "test": EVAL_IDS[6:]}])
+    return tmp_path
+
+
+BAD_EMBEDDINGS = [
+    pytest.param("e2.txt", "", "e2.txt:1: ", "header", id="empty"),
+    pytest.param("e2.txt", "eight four\n", "e2.txt:1: ", "header", id="bad-header"),
+    pytest.param(
+        "e2.txt",
+        "2 2\nn0 1 2\n",
+        "e2.txt:3: ",
+        "header promises 2 rows, the file has 1",
+        id="rows-missing",
+    ),
+    pytest.param(
+        "e2.txt", "1 2\nn0 1 x\n", "e2.txt:2: ", "value 'x' is not a number", id="not-a-number"
+    ),
+    pytest.param("e2.txt", "2 2\nn0 1 2\nn1 1\n", "e2.txt:3: ", "row has 2 fields", id="short-row"),
+    pytest.param(
+        "e2.txt", "2 2\nn0 1 2\nn0 3 4\n", "e2.txt:3: ", "duplicate id 'n0'", id="duplicate-id"
+    ),
+    pytest.param(
+        "e2.txt", "2 2\nn0 1 2\nn1 nan 4\n", "e2.txt:3: ", "value 'nan' is not finite", id="nan"
+    ),
+    pytest.param(
+        "e2.txt", "2 2\nn0 1 -inf\nn1 1 4\n", "e2.txt:2: ", "value '-inf' is not finite", id="inf"
+    ),
+    pytest.param(
+        "e2.txt", "1 99999999999\nn0 1\n", "e2.txt:2: ", "row has 2 fields", id="huge-dim"
+    ),
+    pytest.param(
+        "e2.txt", b"99999999 3\n\xff\xfe\x00", "e2.txt: ", "truncated", id="binary-truncated"
+    ),
+    pytest.param("e2.npy", b"junk", "e2.npy: ", "not an .npy file", id="npy-junk"),
+    pytest.param("e2.npy", np.array([[1.0, np.nan]]), "e2.npy: ", "not finite", id="npy-nan"),
+]
+
+
+@pytest.mark.parametrize("name,content,where,what", BAD_EMBEDDINGS)
+def test_bad_embeddings_in_evaluate(run, eval_files, name, content, where, what):
+    put(eval_files, name, content)
+    assert_error(
+        run("evaluate", "-e", name, "--labels", "l.txt", "--splits", "s.json"), where, what
+    )
+
+
+def test_missing_embeddings_file(run, eval_files):
+    assert_error(
+        run("evaluate", "-e", "nope.txt", "--labels", "l.txt"), "nope.txt: ", "no such file"
+    )
+
+
+def test_missing_labels_file(run, eval_files):
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "missing.txt"), "missing.txt: ", "no such file"
+    )
+
+
+def test_labels_for_nodes_without_embedding(run, eval_files):
+    # skipped with a note (evaluate scores the labelled nodes it has rows of); too few
+    # left is the error
+    put(eval_files, "l2.txt", "".join(f"n{i} {i % 2}\n" for i in range(8)) + "zz 0\n")
+    result = run("evaluate", "-e", "e.txt", "--labels", "l2.txt", "--splits", "s.json")
+    assert result.exit_code == 0, result.stderr
+    assert "skipping 1 labelled node(s) not in the embeddings e.txt (e.g. 'zz')" in (result.stderr)
+    put(eval_files, "l3.txt", "n0 0\nzz 0\n")
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l3.txt", "--splits", "s.json"),
+        "l3.txt: ",
+        "1 of its 2 labelled nodes are in the embeddings e.txt (line 2: 'zz' is not)",
+    )
+
+
+@pytest.mark.parametrize(
+    "split,what",
+    [
+        (
+            {"train": ["n0", "n1"], "val": ["n2"], "test": ["n1"]},
+            "'train' and 'test' share 1 node(s), e.g. n1",
+        ),
+        (
+            {"train": ["n0", "n1"], "val": ["n2"], "test": ["zz"]},
+            "split 0 'test': unknown node id 'zz'",
+        ),
+    ],
+    ids=["overlap", "unknown-node"],
+)
+def test_bad_splits_in_evaluate(run, eval_files, split, what):
+    put(eval_files, "s2.json", [split])
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s2.json"),
+        "s2.json: ",
+        what,
+    )
+
+
+def test_evaluate_single_label_without_splits_uses_random_splits(run, eval_files):
+    # seeded random splits (half the labelled nodes), said on stderr
+    result = run("evaluate", "-e", "e.txt", "--labels", "l.txt")
+    assert result.exit_code == 0, result.output
+    assert "note: no --splits or --train-fraction: scoring on 10 random stratified splits" in (
+        result.output
+    )
+
+
+@pytest.mark.parametrize("fractions", ["0,x", "0.5,1", "0"])
+def test_evaluate_bad_fractions(run, eval_files, fractions):
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--fractions", fractions),
+        "--fractions: ",
+    )
+
+
+def test_evaluate_bad_fraction_with_a_dataset(run, eval_files):
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--dataset", "cora-bundled", "--fractions", "2"),
+        "--fractions: ",
+        "each fraction must be in (0, 1), got '2'",
+    )
+
+
+@pytest.mark.parametrize(
+    "args,option", [(["--shuffles", "0"], "'--shuffles'"), (["--C", "0"], "'--C'")]
+)
+def test_evaluate_option_out_of_range(run, eval_files, args, option):
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt", *args),
+        f"Invalid value for {option}",
+        code=2,
+    )
+
+
+def test_evaluate_embeddings_missing_dataset_nodes(run, eval_files):
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--dataset", "cora-bundled"),
+        "e.txt: ",
+        "no embedding for node '0' (2708 of 2708 nodes missing)",
+    )
+
+
+def test_evaluate_refuses_existing_json(run, eval_files):
+    put(eval_files, "r.json", "old")
+    assert_error(
+        run(
+            "evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s.json", "--json", "r.json"
+        ),
+        "r.json: exists; pass --overwrite",
+    )
+    assert (eval_files / "r.json").read_text() == "old"

@@ -1,4 +1,5 @@
-"""``caps2ne infer`` as a user runs it: a request served beside an isolated node of the graph."""
+"""``caps2ne infer`` as a user runs it: a request served beside an isolated node of the graph.
+A checkpoint given as the model says so."""
 
 import warnings
 
@@ -11,7 +12,15 @@ from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputWarning
 from caps2ne_np.evaluation.evaluate import inductive_split
 from caps2ne_np.graphs.csr import from_scipy
+from caps2ne_np.io.npy import save_npz
 from caps2ne_np.io.word2vec import read_word2vec
+from caps2ne_np.training import checkpoint
+from clirun import (
+    GRAPH,
+    assert_error,
+    put,
+    run,  # noqa: F401 (fixtures)
+)
 from test_infer import fit_quiet, planted_partition
 
 
@@ -65,3 +74,11 @@ def test_cli_infer_serves_a_request_beside_an_isolated_node(full, model, tmp_pat
 
 def path(n):
     return np.eye(n, k=1) + np.eye(n, k=-1)
+
+
+def test_a_checkpoint_given_as_a_model_says_so(run, tmp_path):
+    save_npz(tmp_path / "checkpoint.npz", overwrite=True, format=np.asarray(checkpoint.FORMAT))
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "nodes.txt", "a\n")
+    result = run("infer", "--model", "checkpoint.npz", "--graph", "g.txt", "--nodes", "nodes.txt")
+    assert_error(result, "checkpoint.npz: a training checkpoint, not a model file", ["--resume"])

@@ -1,8 +1,11 @@
 """How every command ends (caps2ne_np/cli/run.py): an interrupt that leaves an object half
-built still prints only the one error line."""
+built still prints only the one error line. In a real process: a bad line is one line and
+exit 1, a usage error exit 2, --debug shows the traceback."""
 
 import subprocess
 import sys
+
+from clirun import GRAPH, ROOT, TINY, put
 
 
 def test_an_interrupt_that_leaves_an_object_half_built_prints_only_the_error_line():
@@ -25,3 +28,39 @@ def test_an_interrupt_that_leaves_an_object_half_built_prints_only_the_error_lin
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr.strip() == "error: interrupted; no output was written", proc.stderr
+
+
+def cli_process(*args, cwd):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_process_bad_line_is_one_line_exit_1(tmp_path):
+    put(tmp_path, "g.txt", "a b\nc\n")
+    proc = cli_process("train", "--graph", "g.txt", *TINY, cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (
+        "error: g.txt:2: line has 1 field 'c'; expected 'u v' or 'u v w' "
+        "(whitespace separated, '#' starts a comment)\n"
+    )
+
+
+def test_process_usage_error_exit_2(tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    proc = cli_process("train", "--graph", "g.txt", "--walk-length", "1", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("Error: Invalid value for '--walk-length'")
+
+
+def test_process_debug_shows_the_traceback(tmp_path):
+    put(tmp_path, "g.txt", "a b\nc\n")
+    proc = cli_process("train", "--graph", "g.txt", *TINY, "--debug", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert (
+        "Traceback" in proc.stderr and "GraphFormatError: g.txt:2: line has 1 field" in proc.stderr
+    )

@@ -32,7 +32,7 @@ from caps2ne_np.io.modelfile import read_model
 from caps2ne_np.io.npy import load_npy, load_npz, save_npy, save_npz
 from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 from caps2ne_np.training import checkpoint
-from test_bad_input import GRAPH, ROOT, TINY, _trained, assert_error, put, run, train  # noqa: F401
+from clirun import GRAPH, ROOT, TINY, _trained, assert_error, put, run, train  # noqa: F401
 
 LOUD = [a for a in TINY if a != "--quiet"]  # -q prints only errors: info and warnings need this
 

@@ -1,8 +1,9 @@
-"""Model files and calibration as a user and a hostile file meet them: the API uses the calibration
-``infer --save-calibration`` stored, ``load`` then
-``save`` keeps it; every damaged field of a model file is one line naming it, checked by
-the ranges training uses; calibration messages name the real shapes and the command to
-recalibrate; ``--save-calibration`` writes through a symbolic link."""
+"""Model files and calibration as a user and a hostile file meet them: the API uses the
+calibration ``infer --save-calibration`` stored, ``load`` then ``save`` keeps it; every
+damaged field of a model file is one line naming it, checked by the ranges training uses;
+calibration messages name the real shapes and the command to recalibrate;
+``--save-calibration`` writes through a symbolic link. A model path that is no regular file
+says what it is."""
 
 import json
 import re
@@ -23,6 +24,12 @@ from caps2ne_np.inference.infer import calibrate, infer_embeddings
 from caps2ne_np.io.modelfile import check_option, read_model, save_calibration
 from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.io.word2vec import read_word2vec
+from clirun import (
+    GRAPH,
+    assert_error,
+    put,
+    run,  # noqa: F401 (fixtures)
+)
 from test_infer import fit_quiet, fitted, planted_partition
 
 pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning")
@@ -485,3 +492,20 @@ def test_a_calibration_that_maps_every_node_to_one_row_is_refused(model, tmp_pat
     )  # fmt: skip
     with pytest.raises(InputError, match="A is all zero"):
         read_model(bad)
+
+
+def test_a_model_path_that_is_no_regular_file_says_what_it_is(run, tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    for path in ("/dev/null", str(tmp_path / "fifo")):
+        with pytest.raises(Exception, match="is not a regular file"):
+            Caps2NE.load(path)
+    with pytest.raises(Exception, match="is not a regular file"):
+        Caps2NE.load("/dev/zero")
+    with pytest.raises(Exception, match="an empty path was given"):
+        Caps2NE.load("")
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "nodes.txt", "a\n")
+    result = run("infer", "--model", "/dev/null", "--graph", "g.txt", "--nodes", "nodes.txt")
+    assert_error(result, "/dev/null: is not a regular file")

@@ -1,6 +1,7 @@
 """Embeddings as .npy / .npz with their node ids (caps2ne_np/io/npy.py): round trips, the ids
-file beside the matrix, no pickles, an interrupt inside a zip member, the ids file that np.loadtxt
-reads, and a kill between the two renames."""
+file beside the matrix, no pickles, an interrupt inside a zip member, the ids file that
+np.loadtxt reads, and a kill between the two renames. A failed ids file keeps the previous
+.npy pair."""
 
 import os
 
@@ -9,6 +10,7 @@ import pytest
 
 from caps2ne_np.errors import InputError
 from caps2ne_np.io.npy import load_npy, load_npz, nodes_path, save_npy, save_npz
+from clirun import _fail_temp_files, _vectors
 
 
 def awkward_vectors(n=5, k=4, seed=0):
@@ -185,3 +187,18 @@ def test_a_kill_between_the_renames_leaves_no_matrix_with_the_wrong_ids(tmp_path
     with pytest.raises(InputError, match="no such file"):
         load_npy(tmp_path / "e.npy")  # the old matrix went first: never paired with wxyz
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_failed_nodes_file_keeps_the_previous_npy_pair(tmp_path, monkeypatch):
+    """The .npy and its .nodes.txt are written in full before either is renamed: no new
+    matrix with old ids."""
+    save_npy(tmp_path / "e.npy", _vectors(), list("abcd"))
+    before = load_npy(tmp_path / "e.npy")
+    created = _fail_temp_files(
+        monkeypatch, 0, which=2
+    )  # the second temp file, the ids, hits a full disk
+    with pytest.raises(OSError, match="No space left"):
+        save_npy(tmp_path / "e.npy", _vectors() + 1, list("wxyz"), overwrite=True)
+    assert [t.name for t in created] == ["e.npy", "e.nodes.txt"]
+    ids, vectors = load_npy(tmp_path / "e.npy")
+    assert ids == before[0] and np.array_equal(vectors, before[1])
