@@ -1,8 +1,9 @@
 """Running the command line inside a test (docs/reliability.md): the tiny graph and options,
 ``run`` (click's CliRunner in tmp_path, so messages show relative names), ``put`` (write
-an input file), ``assert_error`` (exit code and the one ``error:`` line), and stand-ins
-for files that fail midway (a full disk, a kill).  Not a test file: the tests of each
-command import from here."""
+an input file), ``assert_error`` (exit code and the one ``error:`` line), ``process``
+(the real CLI in a subprocess), stand-ins for files that fail midway (a full disk, a
+kill), the two labelled cliques of --eval-every-epoch, and a tiny model file.  Not a test
+file: the tests of each command and module import from here."""
 
 import errno
 import json
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.io import atomic
+from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.training import checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,3 +177,115 @@ def shell_process(command, cwd):
         capture_output=True,
         timeout=300,
     )
+
+
+LOUD = [a for a in TINY if a != "--quiet"]  # -q prints only errors: info and warnings need this
+
+
+# two 8-cliques joined by one edge, labelled by clique: enough for --eval-every-epoch
+CLIQUES = (
+    "".join(f"{c}{i} {c}{j}\n" for c in "ab" for i in range(8) for j in range(i + 1, 8)) + "a0 b0\n"
+)
+
+
+CLIQUE_LABELS = "".join(f"{c}{i} {c}\n" for c in "ab" for i in range(8))
+
+
+CLIQUE_SPLITS = [
+    {
+        "train": ["a1", "a2", "b1", "b2"],
+        "val": ["a3", "a4", "b3", "b4"],
+        "test": ["a5", "a6", "a7", "b5", "b6", "b7"],
+    }
+]
+
+
+def process(*args, cwd, **kwargs):
+    """The real CLI of this checkout (cli.py puts its folder first on sys.path)."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        **kwargs,
+    )
+
+
+def last_line(stderr):
+    text = stderr.decode() if isinstance(stderr, bytes) else stderr
+    return text.rstrip("\n").splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A model file trained on GRAPH (for infer and the model-file checks)."""
+    d = tmp_path_factory.mktemp("model")
+    (d / "g.txt").write_text(GRAPH)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "train",
+            "--graph",
+            str(d / "g.txt"),
+            "--out",
+            str(d / "o.emb"),
+            "--model-out",
+            str(d / "m.npz"),
+            *TINY,
+        ],
+    )
+    assert result.exit_code == 0, result.stderr
+    (d / "new.txt").write_text("a\nc\n")
+    return d
+
+
+def _big_graph(unusual_at=None):
+    """3,002 nodes in a ring with chords; line ``unusual_at`` gets the weight '1_0' (10 in
+    Python)."""
+    n = 3002
+    lines = [f"n{i} n{(i + 1) % n} 1" for i in range(n)] + [
+        f"n{i} n{(i * 7) % n} 2" for i in range(1, n, 3)
+    ]
+    if unusual_at is not None:
+        u, v, _ = lines[unusual_at].split()
+        lines[unusual_at] = f"{u} {v} 1_0"
+    return ("\n".join(lines) + "\n").encode()
+
+
+# seed 2 at this rate keeps epoch 2 of 6 (the first of several epochs at 100% validation
+# accuracy), so a resumed run that forgot epochs 1-3 would keep another epoch
+EVAL = [
+    "--eval-every-epoch",
+    "--labels",
+    "l.txt",
+    "--splits",
+    "s.json",
+    "--lr-schedule",
+    "constant",
+    "--lr",
+    "0.2",
+    "--seed",
+    "2",
+    "--dim",
+    "4",
+    "--feat-dim",
+    "4",
+    "--walks-per-node",
+    "2",
+    "--threads",
+    "1",
+    "--num-sampled",
+    "4",
+    "--spectral",
+    "none",  # the random start these epochs were chosen with (ProNE became the default later)
+]
+
+
+def _damaged_model(src, dst, **changes):
+    arrays = load_npz(src)
+    for name, value in changes.items():
+        if value is None:
+            del arrays[name]
+        else:
+            arrays[name] = value(arrays[name]) if callable(value) else value
+    save_npz(dst, overwrite=True, **arrays)
+    return dst

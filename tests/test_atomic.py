@@ -1,8 +1,11 @@
 """Atomic writes (caps2ne_np/io/atomic.py): never overwrite unasked, keep the old file when the
 writer fails, write beside the target, fsync the file and its folder, and leave no temp
-file. A write interrupted midway keeps the previous output, for every writer."""
+file. A write interrupted midway keeps the previous output, for every writer. A special file
+(a FIFO, /dev/null, a folder) is refused, never replaced; stale temp files go with the next
+success; an overwritten output keeps its mode."""
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,18 @@ from caps2ne_np.io.atomic import atomic_write
 from caps2ne_np.io.npy import nodes_path, save_npy, save_npz
 from caps2ne_np.io.word2vec import write_word2vec
 from caps2ne_np.training import checkpoint
-from clirun import _disk_full, _fail_temp_files, _save_checkpoint, _vectors
+from clirun import (
+    GRAPH,
+    _disk_full,
+    _fail_temp_files,
+    _save_checkpoint,
+    _trained,
+    _vectors,
+    assert_error,
+    put,
+    run,  # noqa: F401 (fixtures)
+    train,
+)
 
 
 def awkward_vectors(n=5, k=4, seed=0):
@@ -223,3 +237,78 @@ def test_interrupted_write_keeps_the_previous_output(
     monkeypatch.undo()
     if writer == "checkpoint":
         assert checkpoint.load(tmp_path / "ck")["state"] == {"epoch": 2}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-null-symlink", "directory"])
+@pytest.mark.parametrize("command", ["train", "evaluate", "writer"])
+def test_special_output_path_is_refused_not_replaced(run, tmp_path, kind, command):
+    target = tmp_path / "o.out"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "dev-null-symlink":
+        target.symlink_to("/dev/null")
+    else:
+        target.mkdir()
+    before = os.stat(target).st_mode
+    # a directory is click's usage error (dir_okay=False); the others are ours
+    code, where = (
+        (2, "Invalid value")
+        if kind == "directory"
+        else (1, "o.out: exists and is not a regular file")
+    )
+    if command == "train":
+        put(tmp_path, "g.txt", GRAPH)
+        result = train(run, "--overwrite", out="o.out")
+        assert_error(result, where, code=code)
+        assert not _trained(result)
+    elif command == "evaluate":
+        write_word2vec(tmp_path / "e.txt", list("abcd"), np.eye(4, 2, dtype=np.float32))
+        put(tmp_path, "l.txt", "a 0\nb 1\nc 0\nd 1\n")
+        put(tmp_path, "s.json", [{"train": ["a", "b"], "val": ["c"], "test": ["d"]}])
+        assert_error(
+            run(
+                "evaluate",
+                "-e",
+                "e.txt",
+                "--labels",
+                "l.txt",
+                "--splits",
+                "s.json",
+                "--json",
+                "o.out",
+                "--overwrite",
+            ),
+            where,
+            code=code,
+        )
+    else:
+        with pytest.raises(InputError, match="not a regular file|is a directory"):
+            write_word2vec(target, ["a"], np.ones((1, 2)), overwrite=True)
+    assert os.stat(target).st_mode == before  # still a FIFO / device / folder
+    assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_stale_temp_files_are_removed_by_the_next_success(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    assert train(run, "--checkpoint-dir", "ck").exit_code == 0
+    dead = 2**22 + 12345  # above the usual pid_max: no such process
+    stale = [
+        tmp_path / f".out.emb.{dead}-0123456789ab.tmp",
+        tmp_path / "ck" / checkpoint.NEW,
+        tmp_path / "ck" / f".checkpoint.new.npz.{dead}-0123456789ab.tmp",
+    ]
+    live = tmp_path / f".out.emb.{os.getpid()}-0123456789ab.tmp"  # a running writer's: kept
+    for p in stale + [live]:
+        p.write_bytes(b"junk")
+    result = train(run, "--epochs", "2", "--resume", "ck", "--overwrite")
+    assert result.exit_code == 0, result.stderr
+    assert not any(p.exists() for p in stale) and live.exists()
+
+
+def test_overwritten_output_keeps_its_mode(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "o.emb", "old\n")
+    os.chmod(tmp_path / "o.emb", 0o600)
+    assert train(run, "--overwrite", out="o.emb").exit_code == 0
+    assert stat.S_IMODE(os.stat(tmp_path / "o.emb").st_mode) == 0o600
+    assert (tmp_path / "o.emb").read_text().startswith("4 4\n")

@@ -1,15 +1,19 @@
 """``caps2ne evaluate`` as a user runs it: scores of ``infer``'s output in one command. Every
 bad embeddings, labels or splits file and every bad option ends in one line (exit 1 or 2),
-and an existing JSON is not replaced."""
+and an existing JSON is not replaced. --json - writes only JSON to stdout; a tiny fraction
+is one line; multilabel labels with splits are refused and scoring leaves out unlabelled
+nodes."""
+
+import json
 
 import numpy as np
 import pytest
 
-from caps2ne_np.io.word2vec import write_word2vec
+from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 from clirun import (
     assert_error,
     put,
-    run,  # noqa: F401 (fixtures)
+    run,  # noqa: F401 (fixtures)  # noqa: F401 (fixtures)
 )
 
 
@@ -205,3 +209,63 @@ def test_evaluate_refuses_existing_json(run, eval_files):
         "r.json: exists; pass --overwrite",
     )
     assert (eval_files / "r.json").read_text() == "old"
+
+
+def test_evaluate_json_dash_writes_only_json_to_stdout(run, tmp_path):
+    write_word2vec(tmp_path / "e.txt", list("abcd"), np.eye(4, 2, dtype=np.float32))
+    put(tmp_path, "l.txt", "a 0\nb 1\nc 0\nd 1\n")
+    put(tmp_path, "s.json", [{"train": ["a", "b"], "val": ["c"], "test": ["d"]}])
+    result = run(
+        "evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s.json", "--json", "-"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)[0]["protocol"] == "single-label"  # the tables went to stderr
+
+
+def test_evaluate_tiny_fraction_is_one_line(run, tmp_path):
+    write_word2vec(
+        tmp_path / "e.txt",
+        [f"n{i}" for i in range(20)],
+        np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32),
+    )
+    put(tmp_path, "l.txt", "".join(f"n{i} {i % 2}\nn{i} {i % 3}x\n" for i in range(20)))
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--fractions", "1e-9"),
+        "--fractions: 1e-09 of 20 labelled nodes leaves 0 training",
+    )
+
+
+def test_multilabel_labels_with_splits_are_refused(run, tmp_path):
+    write_word2vec(tmp_path / "e.txt", list("abcd"), np.eye(4, 2, dtype=np.float32))
+    put(tmp_path, "l.txt", "a 0\na 1\nb 1\nc 0\nd 1\n")
+    put(tmp_path, "s.json", [{"train": ["a", "b"], "val": ["c"], "test": ["d"]}])
+    assert_error(
+        run("evaluate", "-e", "e.txt", "--labels", "l.txt", "--splits", "s.json"),
+        "l.txt: multi-label (a node with several labels), but --splits",
+    )
+
+
+def test_multilabel_scoring_leaves_out_unlabelled_nodes(run, tmp_path):
+    rng = np.random.default_rng(1)
+    labelled = [f"n{i}" for i in range(30)]
+    ids = labelled + [f"u{i}" for i in range(30)]  # 30 nodes without a label
+    write_word2vec(tmp_path / "e.txt", ids, rng.normal(size=(60, 3)).astype(np.float32))
+    put(
+        tmp_path,
+        "l.txt",
+        "".join(f"{n} {i % 2}\n{n} {2 + i % 3}\n" for i, n in enumerate(labelled)),
+    )
+    result = run(
+        "evaluate", "-e", "e.txt", "--labels", "l.txt", "--shuffles", "2", "--json", "r.json"
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "scoring the 30 labelled nodes of 60 (30 have no label)" in result.stderr
+    write_word2vec(tmp_path / "only.txt", labelled, read_word2vec(tmp_path / "e.txt")[1][:30])
+    put(tmp_path, "l2.txt", (tmp_path / "l.txt").read_text())
+    alone = run(
+        "evaluate", "-e", "only.txt", "--labels", "l2.txt", "--shuffles", "2", "--json", "r2.json"
+    )
+    assert json.loads((tmp_path / "r.json").read_text()) == json.loads(
+        (tmp_path / "r2.json").read_text()
+    )
+    assert alone.exit_code == 0

@@ -1,5 +1,7 @@
 """``caps2ne infer`` as a user runs it: a request served beside an isolated node of the graph.
-A checkpoint given as the model says so."""
+A checkpoint given as the model says so. --out - writes to stdout; a model with NaN or huge
+values is refused, the output is checked before it is written, and absurd --samples give the
+memory figure."""
 
 import warnings
 
@@ -17,9 +19,11 @@ from caps2ne_np.io.word2vec import read_word2vec
 from caps2ne_np.training import checkpoint
 from clirun import (
     GRAPH,
+    _damaged_model,
     assert_error,
     put,
-    run,  # noqa: F401 (fixtures)
+    run,  # noqa: F401 (fixtures)  # noqa: F401 (fixtures)
+    tiny_model,  # noqa: F401 (fixtures)
 )
 from test_infer import fit_quiet, planted_partition
 
@@ -82,3 +86,100 @@ def test_a_checkpoint_given_as_a_model_says_so(run, tmp_path):
     put(tmp_path, "nodes.txt", "a\n")
     result = run("infer", "--model", "checkpoint.npz", "--graph", "g.txt", "--nodes", "nodes.txt")
     assert_error(result, "checkpoint.npz: a training checkpoint, not a model file", ["--resume"])
+
+
+def test_infer_out_dash_writes_to_stdout(run, tmp_path, tiny_model):
+    result = run(
+        "infer",
+        "--model",
+        tiny_model / "m.npz",
+        "--graph",
+        tiny_model / "g.txt",
+        "--nodes",
+        tiny_model / "new.txt",
+        "--out",
+        "-",
+        "--aggregate",
+        "mean",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "2 4"
+
+
+def _nan_first(a):
+    a = a.copy()
+    a.flat[0] = np.nan
+    return a
+
+
+@pytest.mark.parametrize(
+    "changes,what",
+    [
+        ({"W": _nan_first}, "W holds 1 NaN or infinite values"),
+        ({"O": lambda a: a + 1e30}, "O holds values up to 1e+30"),
+        ({"X": lambda a: np.full_like(a, np.inf)}, "X holds 16 NaN or infinite values"),
+    ],
+    ids=["nan-W", "huge-O", "inf-X"],
+)
+def test_infer_refuses_a_model_with_nan_or_huge_values(run, tmp_path, tiny_model, changes, what):
+    _damaged_model(tiny_model / "m.npz", tmp_path / "bad.npz", **changes)
+    result = run(
+        "infer",
+        "--model",
+        "bad.npz",
+        "--graph",
+        tiny_model / "g.txt",
+        "--nodes",
+        tiny_model / "new.txt",
+        "--out",
+        "n.emb",
+    )
+    assert_error(result, "bad.npz: damaged model file", what)
+    assert not (tmp_path / "n.emb").exists()
+
+
+def test_infer_checks_its_output_before_writing(run, tmp_path, tiny_model, monkeypatch):
+    from caps2ne_np.inference import infer
+
+    real = infer.infer_embeddings
+
+    def nan_out(*args, **kwargs):
+        ids, E = real(*args, **kwargs)
+        E[1] = np.nan
+        return ids, E
+
+    monkeypatch.setattr(infer, "infer_embeddings", nan_out)
+    result = run(
+        "infer",
+        "--model",
+        tiny_model / "m.npz",
+        "--graph",
+        tiny_model / "g.txt",
+        "--nodes",
+        tiny_model / "new.txt",
+        "--out",
+        "n.emb",
+        "--aggregate",
+        "mean",
+    )
+    assert_error(result, f"{tiny_model / 'm.npz'}: 1 of 2 embeddings came out NaN or infinite")
+    assert not (tmp_path / "n.emb").exists()
+
+
+def test_infer_absurd_samples_is_refused_with_the_memory_figure(run, tmp_path, tiny_model):
+    result = run(
+        "infer",
+        "--model",
+        tiny_model / "m.npz",
+        "--graph",
+        tiny_model / "g.txt",
+        "--nodes",
+        tiny_model / "new.txt",
+        "--out",
+        "n.emb",
+        "--samples",
+        "1000000000000",
+        "--aggregate",
+        "mean",
+    )
+    assert_error(result, "--samples 1000000000000 for 2 node(s)", "of memory; this machine has")

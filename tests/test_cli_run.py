@@ -1,11 +1,15 @@
 """How every command ends (caps2ne_np/cli/run.py): an interrupt that leaves an object half
 built still prints only the one error line. In a real process: a bad line is one line and
-exit 1, a usage error exit 2, --debug shows the traceback."""
+exit 1, a usage error exit 2, --debug shows the traceback. SIGTERM ends a run cleanly."""
 
+import signal
 import subprocess
 import sys
+import time
 
-from clirun import GRAPH, ROOT, TINY, put
+import pytest
+
+from clirun import GRAPH, ROOT, TINY, _big_graph, last_line, put
 
 
 def test_an_interrupt_that_leaves_an_object_half_built_prints_only_the_error_line():
@@ -63,4 +67,66 @@ def test_process_debug_shows_the_traceback(tmp_path):
     assert proc.returncode == 1
     assert (
         "Traceback" in proc.stderr and "GraphFormatError: g.txt:2: line has 1 field" in proc.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    "sig,code,message",
+    [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGINT, 130, "interrupted")],
+    ids=["sigterm", "sigint"],
+)
+def test_signal_ends_the_run_cleanly(tmp_path, sig, code, message):
+    (tmp_path / "g.txt").write_bytes(_big_graph())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "train",
+            "--graph",
+            "g.txt",
+            "--out",
+            "o.emb",
+            "--epochs",
+            "500",
+            "--dim",
+            "4",
+            "--feat-dim",
+            "4",
+            "--walks-per-node",
+            "1",
+            "--threads",
+            "1",
+            "--quiet",
+            "--checkpoint-dir",
+            "ck",
+            "--checkpoint-every",
+            "5",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # a shell without job control starts background jobs with SIGINT
+        # ignored, and Python then keeps it ignored: restore the default
+        # so the test does not depend on how the suite was launched
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.time() + 300
+        while not (tmp_path / "ck" / "checkpoint.npz").exists() and time.time() < deadline:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.2)
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, err
+    assert last_line(err) == f"error: {message}; no output was written"
+    assert b"Traceback" not in err
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) in (
+        ["checkpoint.npz"],
+        ["checkpoint.npz", "checkpoint.prev.npz"],
     )

@@ -1,10 +1,13 @@
 """Bad input to ``caps2ne train`` (docs/reliability.md): every bad graph, features, labels or
 splits file and every bad option ends with exit code 1 (bad data) or 2 (click's usage
-errors), and the last line on stderr is one line: ``error: <file>:<line>: <what is
-wrong>; <fix>`` (``Error: ...`` naming the option for usage errors), with no traceback
-and nothing on stdout.  Legitimate but surprising input (self loops, duplicate edges,
-isolated nodes) gives ``warning:`` lines with counts and a normal run.  The cases run
-in-process with click's CliRunner (a subprocess costs ~2 s of imports)."""
+errors), and the last line on stderr is one line: ``error: <file>:<line>: <what is wrong>;
+<fix>`` (``Error: ...`` naming the option for usage errors), with no traceback and nothing
+on stdout. Legitimate but surprising input (self loops, duplicate edges, isolated nodes)
+gives ``warning:`` lines with counts and a normal run. The cases run in-process with click's
+CliRunner (a subprocess costs ~2 s of imports). Repeated split ids, extreme routing scales,
+learning rates float32 cannot hold, and absurd sizes (with the memory figure) are named."""
+
+import warnings
 
 import numpy as np
 import pytest
@@ -16,9 +19,10 @@ from clirun import (
     LABELS,
     SPLIT,
     TINY,
+    _trained,
     assert_error,
     put,
-    run,  # noqa: F401 (fixtures)
+    run,  # noqa: F401 (fixtures)  # noqa: F401 (fixtures)
     shell_process,
     train,
 )
@@ -625,3 +629,54 @@ def test_resuming_a_ray_checkpoint_without_the_ray_engine_says_so(run, tmp_path)
     (tmp_path / "ck" / "driver.npz").write_bytes(b"")
     put(tmp_path, "g.txt", GRAPH)
     assert_error(train(run, "--resume", "ck"), "ck: a checkpoint of --engine ray", ["--engine ray"])
+
+
+# (--routing-iters 1e9: a usage error: 100 is its most, USAGE_ERRORS above)
+@pytest.mark.parametrize("option", ["--batch-size", "--walk-length", "--dim"])
+def test_absurd_sizes_are_refused_with_the_memory_figure(run, tmp_path, option):
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, option, "1000000000")
+    last = assert_error(result, "training with --batch-size")
+    assert "of memory; this machine has" in last and f"{option} 1000000000" in last
+    assert any(
+        unit in last.split("needs about ")[1].split(" of memory")[0]
+        for unit in (" TB", " PB", " bytes")
+    )
+    assert not _trained(result)
+
+
+def test_repeated_split_id_is_named_by_its_id(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "l.txt", "a 0\nb 1\nc 0\nd 1\n")
+    put(tmp_path, "s.json", [{"train": ["a", "b", "b"], "val": ["c"], "test": ["d"]}])
+    assert_error(
+        train(run, "--eval-every-epoch", "--labels", "l.txt", "--splits", "s.json"),
+        "s.json: split 0 'train': node 'b' listed twice",
+    )
+
+
+def test_nan_from_an_extreme_routing_scale_names_it(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, "--routing-scale", "1e30", "--lr", "0.5")
+    assert_error(result, "", "lower --routing-scale (now 1e+30")
+
+
+def test_huge_lr_gives_no_numpy_warning(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = train(run, "--lr", "1e300")
+    assert "RuntimeWarning" not in result.stderr
+    assert_error(result, "Invalid value for '--lr'", "0<x<=1", code=2)  # refused by its range
+
+
+def test_lr_that_underflows_float32_is_refused(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    assert_error(train(run, "--lr", "1e-50"), "--lr: 1e-50 is 0 in float32")
+
+
+def test_lr_below_float32_resolution_warns(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, "--lr", "1e-12", quiet=False)
+    assert result.exit_code == 0, result.stderr
+    assert "warning: --lr 1e-12: an Adam step" in result.stderr

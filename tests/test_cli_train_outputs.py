@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_files_signals_locks import CLIQUE_LABELS, CLIQUE_SPLITS, CLIQUES, EVAL, put
+from clirun import CLIQUE_LABELS, CLIQUE_SPLITS, CLIQUES, EVAL, put
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--dim", "4", "--feat-dim", "4", "--walks-per-node", "1", "--num-sampled", "2"]
@@ -35,7 +35,8 @@ def test_closed_stdout_is_refused_before_training(tmp_path):
 
 
 def test_eval_every_epoch_says_which_epoch_it_wrote(tmp_path):
-    """Seed 2 at this rate keeps epoch 2 of 6 (test_files_signals_locks): the last line says so."""
+    """Seed 2 at this rate keeps epoch 2 of 6 (tests/test_cli_train_resume_eval.py): the last
+    line says so."""
     put(tmp_path, "g.txt", CLIQUES)
     put(tmp_path, "l.txt", CLIQUE_LABELS)
     put(tmp_path, "s.json", CLIQUE_SPLITS)

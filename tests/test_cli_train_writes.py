@@ -1,8 +1,11 @@
 """What ``caps2ne train`` writes (docs/reliability.md): an existing file is never replaced
 without --overwrite (checked before training), a write that fails midway (a full disk, a
 kill) leaves the previous files exactly as they were, the outputs of one run are committed
-together, and standard output carries only the embeddings."""
+together, and standard output carries only the embeddings. --out - writes to stdout and is
+refused for multi-file outputs; colliding or unwritable outputs and an uncreatable
+checkpoint folder are found before training; an interrupt names the outputs already written."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +24,7 @@ from clirun import (
     _trained,
     assert_error,
     put,
-    run,  # noqa: F401 (fixtures)
+    run,  # noqa: F401 (fixtures)  # noqa: F401 (fixtures)
     shell_process,
     train,
 )
@@ -163,3 +166,151 @@ def test_cli_outputs_of_one_run_are_committed_together(run, tmp_path, monkeypatc
     again = train(run, "--overwrite", "--npy", "o.npy", "--model-out", "m.npz", out="o.emb")
     assert again.exit_code == 0, again.stderr
     assert all((tmp_path / name).read_bytes() != old for name, old in outputs.items())
+
+
+def test_out_dash_writes_the_embeddings_to_stdout(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, out="-", quiet=False)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "4 4" and sorted(line.split()[0] for line in lines[1:]) == list("abcd")
+    assert "wrote embeddings to standard output" in result.stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_dash_is_refused_for_multi_file_outputs(run, tmp_path):
+    put(tmp_path, "g.txt", GRAPH)
+    assert_error(
+        train(run, "--npy", "-"), "--npy: '-' (standard output) is accepted by --out only", code=2
+    )
+
+
+@pytest.mark.parametrize(
+    "args,where",
+    [
+        (
+            ["--out", "e.nodes.txt", "--npy", "e.npy"],
+            "--npy's id file e.nodes.txt: the same file as --out",
+        ),
+        (["--out", "s.bin", "--npy", "s.bin"], "--npy s.bin: the same file as --out s.bin"),
+        (
+            ["--out", "s.bin", "--model-out", "s.bin"],
+            "--model-out s.bin: the same file as --out s.bin",
+        ),
+        (
+            ["--out", "o.emb", "--model-out", "alias.npz"],
+            "--model-out alias.npz: the same file as --out o.emb",
+        ),
+        (
+            ["--out", "o.emb", "--history", "./sub/../o.emb"],
+            "--history ./sub/../o.emb: the same file as --out",
+        ),
+        (["--out", "g.txt"], "--out g.txt: the same file as input --graph g.txt"),
+        (
+            ["--out", "o.emb", "--model-out", "ck/checkpoint.npz", "--checkpoint-dir", "ck"],
+            "--model-out ck/checkpoint.npz: the same file as checkpoint file",
+        ),
+    ],
+    ids=[
+        "npy-ids-vs-out",
+        "npy-vs-out",
+        "model-vs-out",
+        "symlink",
+        "dotdot",
+        "input",
+        "checkpoint",
+    ],
+)
+def test_colliding_outputs_are_refused_before_training(run, tmp_path, args, where):
+    put(tmp_path, "g.txt", GRAPH)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "alias.npz").symlink_to("o.emb")
+    result = run("train", "--graph", "g.txt", *TINY, *args, "--overwrite")
+    assert_error(result, where)
+    assert not _trained(result)
+    assert (tmp_path / "g.txt").read_text() == GRAPH
+
+
+@pytest.mark.parametrize(
+    "args,where",
+    [
+        (["--out", ""], "output path is empty"),
+        (["--out", "dangling.emb"], "dangling.emb: is a dangling symbolic link"),
+        (["--out", "file.txt/o.emb"], "file.txt/o.emb: folder file.txt is not a folder"),
+        (
+            ["--checkpoint-dir", "file.txt/ck"],
+            "--checkpoint-dir file.txt/ck: file.txt is not a folder",
+        ),
+    ],
+    ids=["empty", "dangling", "parent-is-a-file", "checkpoint-dir-is-a-file"],
+)
+def test_unwritable_outputs_are_found_before_training(run, tmp_path, args, where):
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "file.txt", "x")
+    (tmp_path / "dangling.emb").symlink_to("nowhere/x.emb")
+    result = run(
+        "train",
+        "--graph",
+        "g.txt",
+        *TINY,
+        *(["--out", "o.emb"] if "--out" not in args else []),
+        *args,
+        "--overwrite",
+    )
+    assert_error(result, where)
+    assert not _trained(result)
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/sys"), reason="needs /sys, a folder no one may create files in"
+)
+def test_unwritable_model_out_is_found_before_out_is_written(run, tmp_path):
+    try:
+        os.close(os.open("/sys/.caps2ne_probe", os.O_CREAT | os.O_WRONLY | os.O_EXCL))
+        os.unlink("/sys/.caps2ne_probe")
+        pytest.skip("/sys is writable here")
+    except OSError:
+        pass
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, "--model-out", "/sys/m.npz")
+    assert_error(result, "/sys/m.npz: cannot create a file in /sys")
+    assert not _trained(result) and not (tmp_path / "out.emb").exists()
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/sys"), reason="needs /sys, a folder no one may create files in"
+)
+@pytest.mark.parametrize(
+    "folder,says",
+    [
+        ("/sys/ck", "--checkpoint-dir /sys/ck: cannot create the folder in /sys"),
+        ("/sys", "--checkpoint-dir /sys: cannot create its checkpoint files in /sys"),
+    ],
+)
+def test_an_uncreatable_checkpoint_folder_is_named_as_given(run, tmp_path, folder, says):
+    # the error named a file beside the first existing parent: /sys/checkpoint.npz
+    try:
+        os.close(os.open("/sys/.caps2ne_probe", os.O_CREAT | os.O_WRONLY | os.O_EXCL))
+        os.unlink("/sys/.caps2ne_probe")
+        pytest.skip("/sys is writable here")
+    except OSError:
+        pass
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, "--checkpoint-dir", folder)
+    assert_error(result, says)
+    assert "checkpoint.npz" not in result.output
+
+
+def test_interruption_after_some_outputs_names_them(run, tmp_path, monkeypatch):
+    from caps2ne_np.io import modelfile
+
+    def interrupted(*args, **kwargs):  # Ctrl-C while --model-out is written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(modelfile, "save_model", interrupted)
+    put(tmp_path, "g.txt", GRAPH)
+    result = train(run, "--model-out", "m.npz")
+    # the outputs of a run are committed together: none was written
+    assert_error(result, "interrupted; no output was written", code=130)
+    assert not (tmp_path / "m.npz").exists() and not (tmp_path / "out.emb").exists()
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -3,7 +3,7 @@ calibration ``infer --save-calibration`` stored, ``load`` then ``save`` keeps it
 damaged field of a model file is one line naming it, checked by the ranges training uses;
 calibration messages name the real shapes and the command to recalibrate;
 ``--save-calibration`` writes through a symbolic link. A model path that is no regular file
-says what it is."""
+says what it is. A damaged model file is one line."""
 
 import json
 import re
@@ -26,9 +26,11 @@ from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.io.word2vec import read_word2vec
 from clirun import (
     GRAPH,
+    _damaged_model,
     assert_error,
     put,
-    run,  # noqa: F401 (fixtures)
+    run,  # noqa: F401 (fixtures)  # noqa: F401 (fixtures)
+    tiny_model,  # noqa: F401 (fixtures)
 )
 from test_infer import fit_quiet, fitted, planted_partition
 
@@ -509,3 +511,34 @@ def test_a_model_path_that_is_no_regular_file_says_what_it_is(run, tmp_path):
     put(tmp_path, "nodes.txt", "a\n")
     result = run("infer", "--model", "/dev/null", "--graph", "g.txt", "--nodes", "nodes.txt")
     assert_error(result, "/dev/null: is not a regular file")
+
+
+@pytest.mark.parametrize(
+    "changes,what",
+    [
+        (
+            {"W": np.zeros((3, 2), dtype=np.float32)},
+            "W has shape (3, 2) float32, expected a 3-D float array",
+        ),
+        ({"O": None}, "no O"),
+        ({"X": lambda a: a[:, :2]}, "X has shape (4, 2), expected (4, 4)"),
+        ({"node_ids": np.asarray(["a"])}, "1 node ids for the 4 rows of O"),
+    ],
+    ids=["W-shape", "no-O", "X-shape", "ids-count"],
+)
+def test_damaged_model_file_is_one_line(run, tmp_path, tiny_model, changes, what):
+    _damaged_model(tiny_model / "m.npz", tmp_path / "bad.npz", **changes)
+    with pytest.raises(InputError, match="damaged model file"):
+        read_model(tmp_path / "bad.npz")
+    result = run(
+        "infer",
+        "--model",
+        "bad.npz",
+        "--graph",
+        tiny_model / "g.txt",
+        "--nodes",
+        tiny_model / "new.txt",
+        "--out",
+        "n.emb",
+    )
+    assert_error(result, "bad.npz: damaged model file", what)

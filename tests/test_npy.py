@@ -1,7 +1,8 @@
 """Embeddings as .npy / .npz with their node ids (caps2ne_np/io/npy.py): round trips, the ids
 file beside the matrix, no pickles, an interrupt inside a zip member, the ids file that
 np.loadtxt reads, and a kill between the two renames. A failed ids file keeps the previous
-.npy pair."""
+.npy pair. A kill between the .npy renames leaves no mismatched pair; a hand-written ids
+file still loads."""
 
 import os
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from caps2ne_np.errors import InputError
+from caps2ne_np.io import atomic
 from caps2ne_np.io.npy import load_npy, load_npz, nodes_path, save_npy, save_npz
 from clirun import _fail_temp_files, _vectors
 
@@ -202,3 +204,29 @@ def test_failed_nodes_file_keeps_the_previous_npy_pair(tmp_path, monkeypatch):
     assert [t.name for t in created] == ["e.npy", "e.nodes.txt"]
     ids, vectors = load_npy(tmp_path / "e.npy")
     assert ids == before[0] and np.array_equal(vectors, before[1])
+
+
+def test_kill_between_the_npy_renames_leaves_no_mismatched_pair(tmp_path, monkeypatch):
+    save_npy(tmp_path / "e.npy", np.ones((4, 2)), list("abcd"))
+    real, calls = atomic.publish, []
+
+    def publish(tmp, target, overwrite):
+        calls.append(target.name)
+        if len(calls) == 2:  # killed after the first rename
+            raise KeyboardInterrupt
+        return real(tmp, target, overwrite)
+
+    monkeypatch.setattr(atomic, "publish", publish)
+    with pytest.raises(KeyboardInterrupt):
+        save_npy(tmp_path / "e.npy", np.zeros((4, 2)), list("wxyz"), overwrite=True)
+    monkeypatch.undo()
+    with pytest.raises(InputError, match="e.npy: no such file"):  # the old matrix went first
+        load_npy(tmp_path / "e.npy")
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_npy_pair_round_trips_and_a_hand_written_nodes_file_still_loads(tmp_path):
+    save_npy(tmp_path / "e.npy", np.ones((2, 3)), ["x", "y"])
+    assert load_npy(tmp_path / "e.npy")[0] == ["x", "y"]
+    (tmp_path / "e.nodes.txt").write_text("p\nq\n")  # no tag line: an older or hand-made file
+    assert load_npy(tmp_path / "e.npy")[0] == ["p", "q"]

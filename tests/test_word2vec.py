@@ -1,5 +1,6 @@
 """word2vec text and binary files (caps2ne_np/io/word2vec.py): exact round trips, the layouts
-gensim reads, and the errors that name the file and line."""
+gensim reads, and the errors that name the file and line. A text file with a wrong header
+gets the text error."""
 
 import numpy as np
 import pytest
@@ -103,3 +104,11 @@ def test_read_word2vec_truncated_binary(tmp_path):
 def test_read_word2vec_missing_file(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         read_word2vec(tmp_path / "absent.txt")
+
+
+def test_text_embeddings_with_a_wrong_header_get_the_text_error(tmp_path):
+    # The header says 3 values a row, the rows hold 6; each row is also, by chance, a
+    # valid binary row ('ab' + ' ' + 12 bytes + newline), which the old detection read.
+    (tmp_path / "e.txt").write_bytes(b"2 3\nab 1 2 3 4 5 67\ncd 1 2 3 4 5 89\n")
+    with pytest.raises(InputError, match=r"e.txt:2: row has 7 fields; expected an id and 3 values"):
+        read_word2vec(tmp_path / "e.txt")

@@ -1,0 +1,158 @@
+"""Edge lists that are not plain files (caps2ne_np/graphs/graph.py): standard input, real
+pipes and FIFOs (read once, in full, never hanging on a bad line), compressed files and
+damaged ones, /dev/zero, overlong lines and streams past the memory cap; an empty path."""
+
+import bz2
+import gzip
+import lzma
+import os
+import subprocess
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from caps2ne_np.cli import cli
+from caps2ne_np.errors import GraphFormatError, InputWarning
+from caps2ne_np.graphs.graph import read_graph
+from caps2ne_np.io.word2vec import read_word2vec
+from clirun import (
+    GRAPH,
+    LOUD,
+    TINY,
+    _big_graph,
+    assert_error,
+    process,
+    put,
+    run,  # noqa: F401 (fixtures)
+    train,
+)
+
+
+def test_graph_dash_reads_stdin_once_through_both_readers(run, tmp_path):
+    data = _big_graph(unusual_at=3500)  # late: the fast reader declines after reading it all
+    result = run_input = CliRunner().invoke(
+        cli, ["train", "--graph", "-", "--out", str(tmp_path / "o.emb"), *LOUD], input=data
+    )
+    assert run_input.exit_code == 0, result.stderr
+    assert "graph: 3002 nodes" in result.stderr
+    assert read_word2vec(tmp_path / "o.emb")[1].shape == (3002, 4)
+
+
+def test_graph_dash_needs_out(run, tmp_path):
+    assert_error(
+        run("train", "--graph", "-", *TINY), "--graph - (standard input) needs --out", code=2
+    )
+
+
+def test_graph_from_a_real_pipe_is_read_in_full(tmp_path):
+    (tmp_path / "g.txt").write_bytes(_big_graph(unusual_at=3500))
+    cat = subprocess.Popen(["cat", str(tmp_path / "g.txt")], stdout=subprocess.PIPE)
+    result = process(
+        "train",
+        "--graph",
+        "/dev/stdin",
+        "--out",
+        "o.emb",
+        *LOUD,
+        cwd=tmp_path,
+        stdin=cat.stdout,
+        timeout=600,
+    )
+    cat.wait()
+    assert result.returncode == 0, result.stderr
+    assert b"graph: 3002 nodes" in result.stderr
+
+
+def _read_through_fifo(tmp_path, data, **kwargs):
+    """read_graph of a FIFO fed by a thread; fails (instead of hanging) if the reader blocks."""
+    fifo = tmp_path / "g.fifo"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as fh:
+            fh.write(data)
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    out = {}
+
+    def read():
+        try:
+            out["graph"] = read_graph(fifo, **kwargs)
+        except Exception as err:  # noqa: BLE001 -- handed to the test
+            out["error"] = err
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)
+    if reader.is_alive():  # reopened the FIFO: unblock it, then fail
+        with open(fifo, "wb"):
+            pass
+        reader.join(10)
+        pytest.fail("reading the FIFO blocked: the careful reader reopened it")
+    return out
+
+
+def test_fifo_with_a_malformed_line_gives_its_error_not_a_hang(tmp_path):
+    out = _read_through_fifo(tmp_path, b"a b\nb c\nc\n")
+    assert isinstance(out.get("error"), GraphFormatError)
+    assert str(out["error"]).startswith(f"{tmp_path / 'g.fifo'}:3: line has 1 field 'c'")
+
+
+def test_fifo_with_an_unusual_weight_reads_every_node(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InputWarning)
+        out = _read_through_fifo(tmp_path, _big_graph(unusual_at=10))
+    assert out["graph"].n_nodes == 3002
+
+
+@pytest.mark.parametrize(
+    "suffix,opener", [(".gz", gzip.open), (".bz2", bz2.open), (".xz", lzma.open)]
+)
+def test_compressed_edge_lists_are_read(tmp_path, suffix, opener):
+    with opener(tmp_path / f"g.txt{suffix}", "wb") as fh:
+        fh.write(GRAPH.encode())
+    (tmp_path / "g.txt").write_text(GRAPH)
+    g, plain = read_graph(tmp_path / f"g.txt{suffix}"), read_graph(tmp_path / "g.txt")
+    assert g.node_ids == plain.node_ids and np.array_equal(g.indices, plain.indices)
+
+
+def test_damaged_gzip_is_one_line(run, tmp_path):
+    data = gzip.compress(GRAPH.encode() * 50)
+    put(tmp_path, "g.txt.gz", data[: len(data) // 2])
+    assert_error(train(run, graph="g.txt.gz"), "g.txt.gz: a damaged .gz file")
+
+
+def test_dev_zero_is_refused_at_once(run, tmp_path):
+    t0 = time.perf_counter()
+    assert_error(train(run, graph="/dev/zero"), "/dev/zero:1: binary content (NUL byte)")
+    assert time.perf_counter() - t0 < 30
+
+
+def test_overlong_line_in_a_stream_is_refused(run, tmp_path, monkeypatch):
+    from caps2ne_np.graphs import graph
+
+    monkeypatch.setattr(graph, "MAX_LINE_BYTES", 1000)
+    put(tmp_path, "g.txt.gz", gzip.compress(b"a b\n" + b"x" * 5000 + b" y\n"))
+    assert_error(train(run, graph="g.txt.gz"), "g.txt.gz: a line longer than 1000 bytes")
+
+
+def test_stream_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
+    from caps2ne_np.graphs import graph
+
+    monkeypatch.setattr(graph, "max_stream_bytes", lambda: 100)
+    monkeypatch.setattr(graph, "_STREAM_CHUNK", 64)
+    (tmp_path / "g.txt.gz").write_bytes(gzip.compress(GRAPH.encode() * 20))
+    with pytest.raises(
+        GraphFormatError,
+        match="more than 100 bytes of text after decompression: reading it needs about 20 times",
+    ):
+        read_graph(tmp_path / "g.txt.gz")
+
+
+def test_empty_graph_path_says_so(run, tmp_path):
+    assert_error(run("train", "--graph", "", "--out", "o.emb", *TINY), "graph path is empty")
