@@ -1,6 +1,7 @@
 """How every command ends (caps2ne_np/cli/run.py): an interrupt that leaves an object half
 built still prints only the one error line. In a real process: a bad line is one line and
-exit 1, a usage error exit 2, --debug shows the traceback. SIGTERM ends a run cleanly."""
+exit 1, a usage error exit 2, --debug shows the traceback. SIGTERM ends a run cleanly. A
+MemoryError becomes one line."""
 
 import signal
 import subprocess
@@ -130,3 +131,20 @@ def test_signal_ends_the_run_cleanly(tmp_path, sig, code, message):
         ["checkpoint.npz"],
         ["checkpoint.npz", "checkpoint.prev.npz"],
     )
+
+
+def test_the_cli_turns_memory_error_into_one_line(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli as main
+    from caps2ne_np.graphs import datasets as ds_module
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(ds_module, "fetch", out_of_memory)
+    result = CliRunner().invoke(main, ["fetch-data", "cora", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: out of memory"), result.output
+    assert "internal error" not in result.output

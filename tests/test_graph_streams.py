@@ -1,22 +1,28 @@
-"""Edge lists that are not plain files (caps2ne_np/graphs/graph.py): standard input, real
-pipes and FIFOs (read once, in full, never hanging on a bad line), compressed files and
-damaged ones, /dev/zero, overlong lines and streams past the memory cap; an empty path."""
+"""Edge lists that are not plain files (caps2ne_np/graphs/graph.py): standard input, real pipes
+and FIFOs (read once, in full, never hanging on a bad line), compressed files and damaged
+ones, /dev/zero, overlong lines and streams past the memory cap; an empty path.
+Decompression bombs stop at the stream cap (the memory over the reader's need, ulimit -v
+included) and a MemoryError while reading is one line."""
 
 import bz2
 import gzip
 import lzma
 import os
 import subprocess
+import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from caps2ne_np import errors
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import GraphFormatError, InputWarning
+from caps2ne_np.graphs import graph
 from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.io.word2vec import read_word2vec
 from clirun import (
@@ -156,3 +162,58 @@ def test_stream_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
 
 def test_empty_graph_path_says_so(run, tmp_path):
     assert_error(run("train", "--graph", "", "--out", "o.emb", *TINY), "graph path is empty")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_stream_cap_is_the_memory_over_the_readers_need(monkeypatch):
+    monkeypatch.setattr(errors, "available_memory", lambda: 400 << 20)
+    assert graph.max_stream_bytes() == (400 << 20) // graph.READER_BYTES_PER_BYTE
+
+
+def test_a_bomb_stops_at_the_cap_with_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(errors, "available_memory", lambda: 40 << 20)  # cap: 2 MiB of text
+    bomb = tmp_path / "g.txt.gz"
+    bomb.write_bytes(gzip.compress(b"1 2\n" * (4 << 20), 9))  # 16 MiB of text in 16 kB
+    assert bomb.stat().st_size < 100_000
+    with pytest.raises(GraphFormatError) as err:
+        graph.read_edgelist(bomb)
+    msg = str(err.value)
+    assert "more than 2.1 MB of text after decompression" in msg and "\n" not in msg
+
+
+def test_ulimit_v_caps_the_stream_instead_of_a_memory_error(tmp_path):
+    bomb = tmp_path / "g.txt.gz"
+    bomb.write_bytes(gzip.compress(b"1 2\n" * (10 << 20), 9))  # 40 MiB of text in 41 kB
+    code = (
+        "import resource, sys\n"
+        "from caps2ne_np.graphs import graph\n"
+        "vm = [int(l.split()[1]) * 1024 for l in open('/proc/self/status')"
+        " if l.startswith('VmSize')][0]\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (vm + (300 << 20), resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    graph.read_edgelist(sys.argv[1])\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(bomb)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    assert proc.stdout.startswith("GraphFormatError "), proc.stdout + proc.stderr[-2000:]
+    assert "of text after decompression" in proc.stdout and "ulimit -v" in proc.stdout
+
+
+def test_memory_error_while_reading_is_one_line(monkeypatch, tmp_path):
+    (tmp_path / "g.txt").write_text("a b\nb c\n")
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(graph, "_read_edgelist_fast", out_of_memory)
+    with pytest.raises(GraphFormatError, match=r"g\.txt: out of memory while reading"):
+        graph.read_edgelist(tmp_path / "g.txt")
