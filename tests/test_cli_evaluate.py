@@ -2,13 +2,15 @@
 bad embeddings, labels or splits file and every bad option ends in one line (exit 1 or 2),
 and an existing JSON is not replaced. --json - writes only JSON to stdout; a tiny fraction
 is one line; multilabel labels with splits are refused and scoring leaves out unlabelled
-nodes."""
+nodes. --train-fraction scores single-label data without a splits file."""
 
 import json
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from caps2ne_np.cli import cli
 from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 from clirun import (
     assert_error,
@@ -269,3 +271,95 @@ def test_multilabel_scoring_leaves_out_unlabelled_nodes(run, tmp_path):
         (tmp_path / "r2.json").read_text()
     )
     assert alone.exit_code == 0
+
+
+def class_embedding(labels, signal, seed=0):
+    """One-hot of the class times ``signal`` plus unit noise: the class is readable iff
+    signal > 0."""
+    rng = np.random.default_rng(seed)
+    k = labels.max() + 1
+    return (signal * np.eye(k)[labels] + rng.standard_normal((labels.size, k))).astype(np.float32)
+
+
+def test_evaluate_train_fraction_scores_single_label_data_without_splits(tmp_path):
+    labels = np.repeat(np.arange(4), 50)
+    ids = [f"n{i}" for i in range(labels.size)]
+    (tmp_path / "labels.txt").write_text("".join(f"{i} c{c}\n" for i, c in zip(ids, labels)))
+    write_word2vec(tmp_path / "good.emb", ids, class_embedding(labels, 4.0))
+    write_word2vec(tmp_path / "noise.emb", ids, class_embedding(labels, 0.0))
+    scores = {}
+    for name in ("good", "noise"):
+        r = CliRunner().invoke(
+            cli,
+            [
+                "evaluate",
+                "-e",
+                str(tmp_path / f"{name}.emb"),
+                "--labels",
+                str(tmp_path / "labels.txt"),
+                "--train-fraction",
+                "0.3",
+                "--shuffles",
+                "5",
+                "--json",
+                str(tmp_path / f"{name}.json"),
+            ],
+        )
+        assert r.exit_code == 0, r.output
+        res = json.loads((tmp_path / f"{name}.json").read_text())[0]
+        assert len(res["test"]) == 5 and res["protocol"] == "single-label"
+        scores[name] = res["test_mean"]
+    assert scores["good"] > 0.9 and scores["noise"] < 0.45  # chance is 0.25
+    r = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            "-e",
+            str(tmp_path / "good.emb"),
+            "-e",
+            str(tmp_path / "noise.emb"),
+            "--labels",
+            str(tmp_path / "labels.txt"),
+            "--train-fraction",
+            "0.3",
+        ],
+    )
+    assert r.exit_code == 1 and "add --val-fraction" in r.output
+    r = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            "-e",
+            str(tmp_path / "good.emb"),
+            "-e",
+            str(tmp_path / "noise.emb"),
+            "--labels",
+            str(tmp_path / "labels.txt"),
+            "--train-fraction",
+            "0.3",
+            "--val-fraction",
+            "0.2",
+        ],
+    )
+    assert r.exit_code == 0 and "epoch selected on validation" in r.output
+    r = CliRunner().invoke(
+        cli,
+        ["evaluate", "-e", str(tmp_path / "good.emb"), "--labels", str(tmp_path / "labels.txt")],
+    )
+    # neither --splits nor --train-fraction: seeded random splits, said so
+    assert r.exit_code == 0 and "note: no --splits or --train-fraction" in r.output
+    r = CliRunner().invoke(
+        cli,
+        [
+            "evaluate",
+            "-e",
+            str(tmp_path / "good.emb"),
+            "--labels",
+            str(tmp_path / "labels.txt"),
+            "--train-fraction",
+            "0.3",
+            "--splits",
+            str(tmp_path / "labels.txt"),
+        ],
+    )
+    assert r.exit_code == 2 and "at most one of --splits and --train-fraction" in r.output
