@@ -15,7 +15,7 @@ from caps2ne_np.io.word2vec import read_word2vec, write_word2vec
 from clirun import (
     assert_error,
     put,
-    run,  # noqa: F401 (fixtures)  # noqa: F401 (fixtures)
+    run,  # noqa: F401 (fixtures)
 )
 
 

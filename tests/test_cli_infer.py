@@ -22,7 +22,7 @@ from clirun import (
     _damaged_model,
     assert_error,
     put,
-    run,  # noqa: F401 (fixtures)  # noqa: F401 (fixtures)
+    run,  # noqa: F401 (fixtures)
     tiny_model,  # noqa: F401 (fixtures)
 )
 from test_infer import fit_quiet, planted_partition

@@ -24,7 +24,7 @@ from clirun import (
     _trained,
     assert_error,
     put,
-    run,  # noqa: F401 (fixtures)  # noqa: F401 (fixtures)
+    run,  # noqa: F401 (fixtures)
     shell_process,
     train,
 )
