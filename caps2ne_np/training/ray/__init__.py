@@ -20,7 +20,7 @@ other.  So:
 
 * P = 1 takes the very steps of ``train.fit`` with ``adam='lazy'`` (the compiled
   step, the default): the same embeddings, bit for bit, for any S
-  (tests/test_distributed.py);
+  (tests/test_ray.py);
 * P > 1 takes the same batches, the same number of Adam steps and the same rates,
   but the gradient of push r is computed r updates late (bounded staleness P - 1);
   a run is reproducible for fixed P (any S gives the same bits).

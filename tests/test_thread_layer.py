@@ -246,7 +246,7 @@ def test_the_compiled_steps_trial_rounds_are_short_and_chunks_follow_the_load():
     eng._chunk, eng._rounds, eng._n = None, 0, 1
     eng._next_round(1, 0.01)  # the first round: loading (cached kernels, fast)
     assert eng.round_size == fused.PROBE and eng._chunk is None  # (slow: fewer, within
-    # the chunk time bound; tests/test_fifth_pass_loop.py)
+    # the chunk time bound; tests/test_train.py)
     eng._n = fused.PROBE
     eng._next_round(5, fused.PROBE * fused.CHUNK_SECONDS / 10)  # 10 batches a chunk
     assert eng._chunk == 10 and eng.round_size == 10

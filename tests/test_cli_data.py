@@ -1,6 +1,6 @@
-"""Benchmark data from the command line as a new user meets it: 'train --dataset cora'
-after install, with the data placed by hand (no network) or fetched from a mirror;
-without either, one line saying which file to put where."""
+"""Benchmark data from the command line as a new user meets it: 'train --dataset cora' after
+install, with the data placed by hand (no network) or fetched from a mirror; without either,
+one line saying which file to put where. fetch-data repairs a truncated file."""
 
 import os
 import shutil
@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from benchdata import DATA, needs_data
+from caps2ne_np.errors import InputError
 from caps2ne_np.graphs import datasets, downloads
 from caps2ne_np.io.word2vec import read_word2vec
 
@@ -105,3 +107,40 @@ def test_data_dir_option_is_named_in_the_message(tmp_path):
         assert "--data-dir" in str(err) and "data_dir" in str(err)
     else:
         raise AssertionError("no error")
+
+
+def cli(*args, cwd, **env):
+    """``python -m caps2ne_np ARGS`` of this checkout."""
+    return subprocess.run(
+        [sys.executable, "-m", "caps2ne_np", *map(str, args)],
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def copy_set(name, dest):
+    """The files of benchmark set ``name`` copied from the session's data folder."""
+    for rel in datasets.dataset_files(name):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(DATA / rel, dest / rel)
+    return dest
+
+
+@needs_data("cora")
+def test_fetch_data_repairs_a_truncated_file(tmp_path):
+    data = copy_set("cora", tmp_path / "d")
+    graph_file = data / "planetoid" / "ind.cora.graph"
+    graph_file.write_bytes(graph_file.read_bytes()[:1000])
+    with pytest.raises(
+        InputError, match=r"fetch it again with 'caps2ne fetch-data cora --data-dir"
+    ):
+        datasets.load_planetoid("cora", data)  # not "replace it with the original file" alone
+    proc = cli(
+        "fetch-data", "cora", "--data-dir", data, cwd=tmp_path, CAPS2NE_DATA_MIRROR=str(DATA)
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ind.cora.graph: differs from the registry's copy" in proc.stderr
+    assert graph_file.read_bytes() == (DATA / "planetoid" / "ind.cora.graph").read_bytes()

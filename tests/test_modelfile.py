@@ -1,8 +1,9 @@
-"""Model files and calibration as a user and a hostile file meet them: the API uses the calibration
-``infer --save-calibration`` stored, ``load`` then
-``save`` keeps it; every damaged field of a model file is one line naming it, checked by
-the ranges training uses; calibration messages name the real shapes and the command to
-recalibrate; ``--save-calibration`` writes through a symbolic link."""
+"""Model files and calibration as a user and a hostile file meet them: the API uses the
+calibration ``infer --save-calibration`` stored, ``load`` then ``save`` keeps it; every
+damaged field of a model file is one line naming it, checked by the ranges training uses;
+calibration messages name the real shapes and the command to recalibrate;
+``--save-calibration`` writes through a symbolic link. A model path that is no regular file
+says what it is. A damaged model file is one line."""
 
 import json
 import re
@@ -10,17 +11,28 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
 from caps2ne_np.errors import InputError, InputWarning
 from caps2ne_np.estimator.caps2ne import Caps2NE
+from caps2ne_np.evaluation.inductive import inductive_split
 from caps2ne_np.graphs.graph import read_graph
 from caps2ne_np.inference.calibration import apply_calibration
 from caps2ne_np.inference.infer import calibrate, infer_embeddings
+from caps2ne_np.io.modelcheck import check_option
 from caps2ne_np.io.modelfile import read_model, save_calibration
 from caps2ne_np.io.npy import load_npz, save_npz
 from caps2ne_np.io.word2vec import read_word2vec
+from clirun import (
+    GRAPH,
+    _damaged_model,
+    assert_error,
+    put,
+    run,  # noqa: F401 (fixtures)
+    tiny_model,  # noqa: F401 (fixtures)
+)
 from test_infer import fit_quiet, fitted, planted_partition
 
 pytestmark = pytest.mark.filterwarnings("ignore::caps2ne_np.errors.InputWarning")
@@ -380,3 +392,154 @@ def test_a_calibration_that_fails_on_a_tampered_model_names_the_file(files, tmp_
         "--out", tmp_path / "x.emb", "--aggregate", "calibrated",
     )  # fmt: skip
     assert r.exit_code == 1 and f"error: {bad}: fitting its calibration: " in r.output, r.output
+
+
+@pytest.fixture(scope="module")
+def full():
+    return planted_partition()
+
+
+@pytest.fixture(scope="module")
+def model(full):
+    """A featureless model trained with --propagate on, without the node 'new'."""
+    sub, _ = inductive_split(full, ["new"])
+    return fit_quiet(sub, epochs=2, propagate="on")
+
+
+def _edge_list(graph, path):
+    adj = graph.to_scipy().tocoo()
+    ids = graph.node_ids
+    lines = [f"{ids[u]} {ids[v]}\n" for u, v in zip(adj.row, adj.col) if u < v]
+    lines += [f"{nid} {nid}\n" for nid in ids if nid == "iso"]  # kept as a node, no edge
+    path.write_text("".join(lines))
+    return path
+
+
+def _invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def _csr(A):
+    return sp.csr_matrix(np.asarray(A, dtype=np.float64))
+
+
+def test_prone_theta_too_small_to_filter_is_refused():
+    """theta 1e-20 cancelled the filter to zero in float64 (300 of 300 zero rows); the
+    range now starts where the filter still differs across the spectrum."""
+    from caps2ne_np.estimator.caps2ne import Caps2NE
+
+    with pytest.raises(ValueError, match="prone_theta"):
+        Caps2NE(epochs=1, dim=4, feat_dim=4, prone_theta=1e-20).fit(_csr(complete(5)))
+    with pytest.raises(ValueError, match="must be >= 0.01"):
+        check_option("prone_theta", 1e-20)
+    assert check_option("prone_theta", 0.01) == 0.01
+
+
+def complete(n):
+    return np.ones((n, n)) - np.eye(n)
+
+
+def path(n):
+    return np.eye(n, k=1) + np.eye(n, k=-1)
+
+
+def _prone_order(value):
+    def change(a):
+        config = json.loads(str(a))
+        config["prone_order"] = value
+        return np.asarray(json.dumps(config))
+
+    return change
+
+
+DAMAGED_PROPAGATION = {
+    "P-zero": (dict(propagation_P=lambda P: np.zeros_like(P)), "propagation_P is all zero"),
+    "P-huge": (dict(propagation_P=lambda P: P * 1e300), "propagation_P holds values up to"),
+    "P-tiny": (dict(propagation_P=lambda P: P * 1e-300), "propagation_P holds values only up to"),
+    "P-nan": (dict(propagation_P=lambda P: np.full_like(P, np.nan)), "NaN or infinite"),
+    "P-strings": (dict(propagation_P=lambda P: P.astype(str)), "propagation_P holds <U"),
+    "E-strings": (dict(propagated=lambda E: E.astype(str)), "propagated holds <U"),
+    "E-zero": (dict(propagated=lambda E: np.zeros_like(E)), "propagated is all zero"),
+    "order-huge": (dict(config=_prone_order(10**7)), "config prone_order must be <= 200"),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_PROPAGATION))
+def test_a_damaged_propagation_is_refused_when_the_file_is_read(full, model, tmp_path, case):
+    """A zero or 1e300-scaled map passed and infer wrote zero rows; a map of strings was an
+    internal error (TypeError); prone_order 1e7 ran infer for 198 s."""
+    changes, what = DAMAGED_PROPAGATION[case]
+    model.save(tmp_path / "m.npz")
+    bad = _damage(tmp_path / "m.npz", tmp_path / "bad.npz", **changes)
+    with pytest.raises(InputError) as info:
+        read_model(bad)
+    assert what in str(info.value) and "\n" not in str(info.value), str(info.value)
+    graph = _edge_list(full, tmp_path / "g.txt")
+    (tmp_path / "nodes.txt").write_text("new\n")
+    r = _invoke(
+        "infer", "--model", bad, "--graph", graph, "--nodes", tmp_path / "nodes.txt",
+        "--out", tmp_path / "e.emb",
+    )  # fmt: skip
+    assert r.exit_code == 1 and "internal error" not in r.output and what in r.output, r.output
+    assert not (tmp_path / "e.emb").exists()
+
+
+def test_a_calibration_that_maps_every_node_to_one_row_is_refused(model, tmp_path):
+    """A stored calibration with A = 0 passed the checks and infer wrote b for every node
+    (zero rows when b = 0)."""
+    model.save(tmp_path / "m.npz")
+    meta = dict(method="diag", n=30, samples=10, positions=list(range(10)), seed=0)
+    bad = _damage(
+        tmp_path / "m.npz", tmp_path / "bad.npz", calibration=np.asarray(json.dumps(meta)),
+        calibration_A=np.zeros((8, 8), np.float32), calibration_b=np.zeros(8, np.float32),
+    )  # fmt: skip
+    with pytest.raises(InputError, match="A is all zero"):
+        read_model(bad)
+
+
+def test_a_model_path_that_is_no_regular_file_says_what_it_is(run, tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "fifo")
+    for path in ("/dev/null", str(tmp_path / "fifo")):
+        with pytest.raises(Exception, match="is not a regular file"):
+            Caps2NE.load(path)
+    with pytest.raises(Exception, match="is not a regular file"):
+        Caps2NE.load("/dev/zero")
+    with pytest.raises(Exception, match="an empty path was given"):
+        Caps2NE.load("")
+    put(tmp_path, "g.txt", GRAPH)
+    put(tmp_path, "nodes.txt", "a\n")
+    result = run("infer", "--model", "/dev/null", "--graph", "g.txt", "--nodes", "nodes.txt")
+    assert_error(result, "/dev/null: is not a regular file")
+
+
+@pytest.mark.parametrize(
+    "changes,what",
+    [
+        (
+            {"W": np.zeros((3, 2), dtype=np.float32)},
+            "W has shape (3, 2) float32, expected a 3-D float array",
+        ),
+        ({"O": None}, "no O"),
+        ({"X": lambda a: a[:, :2]}, "X has shape (4, 2), expected (4, 4)"),
+        ({"node_ids": np.asarray(["a"])}, "1 node ids for the 4 rows of O"),
+    ],
+    ids=["W-shape", "no-O", "X-shape", "ids-count"],
+)
+def test_damaged_model_file_is_one_line(run, tmp_path, tiny_model, changes, what):
+    _damaged_model(tiny_model / "m.npz", tmp_path / "bad.npz", **changes)
+    with pytest.raises(InputError, match="damaged model file"):
+        read_model(tmp_path / "bad.npz")
+    result = run(
+        "infer",
+        "--model",
+        "bad.npz",
+        "--graph",
+        tiny_model / "g.txt",
+        "--nodes",
+        tiny_model / "new.txt",
+        "--out",
+        "n.emb",
+    )
+    assert_error(result, "bad.npz: damaged model file", what)

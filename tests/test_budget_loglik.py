@@ -16,7 +16,7 @@ from caps2ne_np.model.params import Params
 from caps2ne_np.training import budget
 from caps2ne_np.training.loop import csr_graph
 from caps2ne_np.training.options.config import TrainConfig
-from test_stop_holdout import (
+from test_budget_holdout import (
     TINY,
     first_stop,
     fit_on,

@@ -340,7 +340,7 @@ def test_cli_engine_ray_eval_every_epoch_resumes_like_the_uninterrupted_run(
     from click.testing import CliRunner
 
     from caps2ne_np.cli import cli
-    from test_files_signals_locks import CLIQUE_LABELS, CLIQUE_SPLITS, CLIQUES, EVAL
+    from clirun import CLIQUE_LABELS, CLIQUE_SPLITS, CLIQUES, EVAL
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "g.txt").write_text(CLIQUES)

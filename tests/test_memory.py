@@ -14,6 +14,8 @@ from caps2ne_np.spectral import prone as spectral
 from caps2ne_np.spectral import propagation, structure
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.options.memory import spectral_memory
+from caps2ne_np.training.train import fit
+from toy_graphs import ring_of_cliques
 
 N, K = 12000, 48
 
@@ -98,3 +100,49 @@ def test_the_propagation_is_checked_beside_the_tables_without_adams_moments(monk
     says = "beside the trained tables" if tables + after > step else "training with"
     with pytest.raises(errors.InputError, match=says):
         memory.check_run_memory(cfg, n, edges, 128)
+
+
+TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, batch_size=8, threads=1)
+
+
+def fit_on(A, cfg, **kw):
+    return fit(A.indptr, A.indices.astype(np.int32), None, cfg, **kw)
+
+
+def resolved(A, **options):
+    from caps2ne_np.training.options.presets import resolve
+
+    return resolve(TrainConfig(**TINY, **options), A.shape[0], A.nnz)[0]
+
+
+def test_the_memory_check_counts_the_propagation_after_training(monkeypatch):
+    """With room for the training alone, a run that propagates is refused before its
+    first step (it would die in the propagation with nothing written); the same run
+    with --propagate none trains."""
+    from caps2ne_np import errors
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.training.options.memory import step_memory
+
+    A = ring_of_cliques(n_cliques=50)  # 300 nodes
+    plain = dict(epochs=1, spectral="none", propagate="none")
+    room = step_memory(resolved(A, **plain), A.shape[0], 8) + 1000
+    monkeypatch.setattr(errors, "available_memory", lambda: room)
+    steps = []
+    with pytest.raises(InputError, match="--propagate on .*--propagate none"):
+        fit_on(A, TrainConfig(**TINY, **dict(plain, propagate="on")),
+               step_callback=lambda *a: steps.append(a))  # fmt: skip
+    assert steps == []
+    assert len(fit_on(A, TrainConfig(**TINY, **plain)).history) == 1
+
+
+def test_the_memory_check_counts_the_spectral_start(monkeypatch):
+    from caps2ne_np import errors
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.training.options.memory import step_memory
+
+    A = ring_of_cliques(n_cliques=50)
+    plain = dict(epochs=1, spectral="none", propagate="none")
+    room = step_memory(resolved(A, **plain), A.shape[0], 8) + 1000
+    monkeypatch.setattr(errors, "available_memory", lambda: room)
+    with pytest.raises(InputError, match="spectral stages before training"):
+        fit_on(A, TrainConfig(**TINY, **dict(plain, spectral="init")))

@@ -1,11 +1,12 @@
-"""The NumPy edge-list reader and the binary graph cache (caps2ne_np.graphs.graph).
+"""The NumPy edge-list reader (caps2ne_np.graphs.graph) against the careful reader.
 
 The careful reader (``read_edgelist_careful``, plain Python string handling) is the
 reference: on every well-formed file the NumPy reader (``_read_edgelist_fast``) must
 return the same Graph, array for array and bit for bit, with the same stats and
 warnings, or decline (return None) where it does not vouch for the file (Unicode
 whitespace, lines with and without a weight, very long lines); on anything else it
-must decline, so that the careful reader raises its one-line ``path:line`` error.
+must decline, so that the careful reader raises its one-line ``path:line`` error.  Its
+memory, and the string reader fed in small pieces.
 """
 
 import os
@@ -17,18 +18,16 @@ import warnings
 import numpy as np
 import pytest
 
-from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
+from caps2ne_np.errors import GraphFormatError, InputWarning
 from caps2ne_np.graphs import graph as G
-from caps2ne_np.graphs.graph import read_edgelist, read_graph
-from caps2ne_np.graphs.graph_cache import (
-    StaleCacheError,
-    cache_path,
-    load_graph_cache,
-    save_graph_cache,
-)
+from caps2ne_np.graphs.graph import read_edgelist
 
 SEPARATORS = [" ", "\t", "  ", " \t ", "\x0b", "\x0c", "\r", "\x1c", "\x1f"]
+
+
 INT_IDS = ["0", "7", "42", "-3", "123456789012345678", "999999999999999999"]
+
+
 ODD_IDS = [
     "07",
     "-0",
@@ -40,7 +39,11 @@ ODD_IDS = [
     "0x1f",
     "1.5",
 ]
+
+
 STR_IDS = ["a", "alice", "bob", "köln", "東京", "x-y", "a.b", "\ufeffz", "n\x01", "(", "é"]
+
+
 WEIGHTS = [
     "1",
     "2",
@@ -62,10 +65,9 @@ WEIGHTS = [
     "4.9e-30",
     "3.4e30",
 ]
+
+
 PLAIN_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-# ---- helpers: a reference read, random files ---------------------------------
 
 
 def read_both(path, directed=False, keep=False):
@@ -141,9 +143,6 @@ def write(tmp_path, content, name="g.txt"):
     path = tmp_path / name
     path.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
     return path
-
-
-# ---- the fast reader equals the careful one -----------------------------------
 
 
 def test_blank_lists_are_every_space_str_split_knows():
@@ -454,97 +453,55 @@ def test_fast_reader_memory_stays_within_eight_times_the_result(tmp_path):
     assert peak <= 8 * result, (peak, result)
 
 
-# ---- the binary cache -----------------------------------------------------------
+def _peak_per_byte(path):
+    """Peak traced memory of the NumPy reader over the file's size (NumPy reports its
+    arrays to tracemalloc; the interpreter's own baseline is not counted)."""
+    import tracemalloc
+    import warnings
+
+    from caps2ne_np.graphs import graph as G
+
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            g = G._read_edgelist_fast(str(path), False, False, stacklevel=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert g is not None  # the NumPy reader took the file
+    return peak / path.stat().st_size
 
 
-def test_cache_round_trip_is_exact_and_warns_the_same(tmp_path):
-    path = write(tmp_path, "a b 2\nb a 1.5\nc c\nd e 0.25\n# x\n")
-    with warnings.catch_warnings(record=True) as w_read:
-        warnings.simplefilter("always")
-        g = read_graph(path, cache="write")
-    assert cache_path(path) == tmp_path / "g.txt.cache.npz" and cache_path(path).is_file()
-    with warnings.catch_warnings(record=True) as w_load:
-        warnings.simplefilter("always")
-        h = load_graph_cache(path)
-    assert_same_graph(g, h)
-    assert [str(w.message) for w in w_load] == [str(w.message) for w in w_read]
-    assert all(w.filename == __file__ for w in w_load + w_read)
+@pytest.mark.parametrize("line", ["a b 1.5\n", "a b\n"])
+def test_string_id_reader_peaks_well_below_the_stream_cap(tmp_path, line):
+    """Weighted string-id lines peaked at 26 bytes per byte of text (2.1 GB for 80 MB),
+    above the stream cap's READER_BYTES_PER_BYTE = 20: the string path held the whole
+    file as one loadtxt string table (twice, while it grew) and every weight as a Python
+    str and float at once.  It now parses a bounded piece at a time."""
+    from caps2ne_np.graphs import graph as G
+
+    path = tmp_path / "g.txt"
+    path.write_text(line * 300_000)
+    assert _peak_per_byte(path) < 0.75 * G.READER_BYTES_PER_BYTE
 
 
-def test_cache_use_loads_without_reading_the_file(tmp_path, monkeypatch):
-    path = write(tmp_path, "1 2\n2 3\n3 1\n")
-    g = read_graph(path, cache="use")  # no cache yet: reads and writes it
-    assert cache_path(path).is_file()
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("piece", [1, 7, 64])
+def test_string_reader_in_small_pieces_equals_the_careful_reader(
+    tmp_path, monkeypatch, seed, piece
+):
+    """Pieces of a line or a few (blank-only pieces, a last line without a newline,
+    comments, CRLF, ids first seen in a later piece) give the careful reader's Graph."""
+    import test_graph_reader as fast_tests
+    from caps2ne_np.graphs import graph as G
 
-    def no_read(*args, **kwargs):
-        raise AssertionError("the graph file was read although the cache is fresh")
-
-    monkeypatch.setattr(G, "_read_graph_file", no_read)
-    assert_same_graph(read_graph(path, cache="use"), g)
-
-
-def test_stale_cache_is_refused_and_rebuilt(tmp_path):
-    path = write(tmp_path, "a b\nb c\n")
-    read_graph(path, cache="write")
-    stamp = os.stat(path)
-    with open(path, "a") as f:
-        f.write("c d\n")
-    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same mtime, another size
-    with pytest.raises(StaleCacheError, match="stale"):
-        load_graph_cache(path)
-    g = read_graph(path, cache="use")
-    assert g.node_ids == ["a", "b", "c", "d"]
-    assert load_graph_cache(path).node_ids == g.node_ids  # rebuilt
-    stamp = os.stat(path)
-    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # touched, same content:
-    assert load_graph_cache(path).node_ids == g.node_ids  # still fresh (keyed on content)
-    path.write_text("a b\nb c\nc e\n")  # same size, other content,
-    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # same mtime (touch -r)
-    with pytest.raises(StaleCacheError, match="stale"):
-        load_graph_cache(path)
-    os.unlink(path)
-    with pytest.raises(StaleCacheError, match="is gone"):
-        load_graph_cache(path)
-
-
-def test_cache_is_tied_to_the_read_options(tmp_path):
-    path = write(tmp_path, "a b\nb c\nc c\n")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", InputWarning)
-        read_graph(path, cache="write")
-        with pytest.raises(StaleCacheError, match="directed"):
-            load_graph_cache(path, directed=True)
-        with pytest.raises(StaleCacheError, match="keep_self_loops"):
-            load_graph_cache(path, keep_self_loops=True)
-        g = read_graph(path, keep_self_loops=True, cache="use")  # rebuilt for these options
-        assert g.n_edges == 5
-        assert load_graph_cache(path, keep_self_loops=True).n_edges == 5
-        save_graph_cache(g, path)  # the public writer infers the option from the stored loop
-        with pytest.raises(StaleCacheError, match="keep_self_loops"):
-            load_graph_cache(path, keep_self_loops=False)
-
-
-def test_damaged_or_foreign_cache(tmp_path):
-    path = write(tmp_path, "a b\n")
-    with pytest.raises(GraphFormatError, match="no such file"):
-        load_graph_cache(path)
-    cache_path(path).write_bytes(b"PK\x03\x04 not really a zip")
-    with pytest.raises(GraphFormatError):
-        load_graph_cache(path)
-    with pytest.raises(InputError, match="not a graph cache"):
-        read_graph(path, cache="write")  # never replaces a file it did not write
-    with pytest.warns(InputWarning, match="not written"):
-        g = read_graph(path, cache="use")
-    assert g.node_ids == ["a", "b"]
-    with pytest.raises(InputError, match="cache must be"):
-        read_graph(path, cache="yes")
-
-
-def test_cache_of_a_matrix_file(tmp_path):
-    import scipy.sparse as sp
-
-    path = tmp_path / "g.npz"
-    sp.save_npz(path, sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 2], [0, 2, 0]], dtype=np.float32)))
-    g = read_graph(path, cache="write")
-    assert_same_graph(load_graph_cache(path), g)
-    assert g.weights is not None
+    monkeypatch.setattr(G, "_STRING_PIECE", piece)
+    rng = np.random.default_rng(seed)
+    ids = fast_tests.STR_IDS + fast_tests.INT_IDS
+    weighted = [False, "all"][seed % 2]
+    path = fast_tests.write(tmp_path, fast_tests.random_edge_list(rng, 120, ids, weighted))
+    fast, careful, w_fast, w_careful = fast_tests.read_both(path)
+    assert fast is not None
+    fast_tests.assert_same_graph(fast, careful)
+    assert w_fast == w_careful
