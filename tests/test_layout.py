@@ -70,6 +70,7 @@ REPOSITORY_CHECKS = {
     "layout",  # this file
     "markers",  # tests that read the data carry needs_data
     "math_doc",  # docs/math.md against the code
+    "public_names",  # no private name imported across modules, one import path a name
     "results_size",  # docs/results/ stays small
 }
 """Test files that check the repository rather than a module, command or bench script."""
