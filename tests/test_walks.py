@@ -8,10 +8,10 @@ from scipy import stats
 
 import naive_walks as naive
 from caps2ne_np.kernels import rng
+from caps2ne_np.walks.walk_args import cumulative_weights
 from caps2ne_np.walks.walks import (
     batch_walk_ids,
     batches_per_epoch,
-    cumulative_weights,
     epoch_permutation,
     node_counts,
     target_positions,
