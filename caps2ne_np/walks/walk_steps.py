@@ -5,12 +5,14 @@ One step from a node (``walk_step``: uniform or by edge weight; ``node2vec_step`
 node2vec's second-order step, rejection sampling with an exact fallback); walk number w
 (``walk``: first- or second-order, as the graph says) and batches of them by id
 (``walks_by_id``); the walks grown outwards from a node for inference
-(``walk_contexts``).  Every kernel reads the graph as one named bundle,
-walk_args.WalkGraph (CSR arrays, the weights' running sums, node2vec's 1/p and 1/q),
-built and checked by walk_args.walk_graph.  Training (walks/walks.py,
-training/step/fused_batch.py) and inference (inference/infer.py) both call these.
-The training pairs are in walks/pair_kernels.py, the batches' walk ids in
-walks/batch_ids.py.
+(``walk_contexts``).  ``walks_by_id`` and ``walk_contexts`` pick a first- or a
+second-order kernel from Python, so a run compiles only the one it needs.
+
+Every kernel reads the graph as one named bundle, walk_args.WalkGraph (CSR arrays, the
+weights' running sums, node2vec's 1/p and 1/q), built and checked by
+walk_args.walk_graph.  Training (walks/walks.py, training/step/fused_batch.py) and
+inference (inference/infer.py) both call these.  The training pairs are in
+walks/pair_kernels.py, the batches' walk ids in walks/batch_ids.py.
 
 Every random choice comes from a counter-based stream keyed by what it is for (walk id,
 (node, sample)), never by the thread, so results are bitwise identical on 1 and N
@@ -19,7 +21,7 @@ threads.
 
 from numba import prange
 
-from ..kernels.jit import kernel
+from ..kernels.jit import inline, kernel
 from ..kernels.rng import TAG_INFER, rand_below, rand_uniform, stream, stream3
 
 
@@ -184,52 +186,80 @@ def _node2vec_mass(graph, t, lo, e):
     return w * graph.inv_q
 
 
+def walks_by_id(graph, seed, walk_ids, walks):
+    """walks[b] = walk number walk_ids[b] (``walk``): any walk, on demand.
+
+    graph walk_args.WalkGraph; seed int; walk_ids int64 (B,); walks int (B, q), written.
+    First- and second-order walks are separate kernels, so a run compiles only the one
+    its graph asks for.
+    """
+    kernel_ = _node2vec_walks if graph.second_order else _first_order_walks
+    kernel_(graph, seed, walk_ids, walks)
+
+
 @kernel
 def walk(graph, seed, w, out):
+    """Walk number w into ``out`` (q,), first- or second-order as ``graph.second_order``
+    says (``_first_order_walk``, ``_node2vec_walk``): one walk inside a compiled batch
+    (training/step/fused_batch.py)."""
+    if graph.second_order:
+        _node2vec_walk(graph, seed, w, out)
+    else:
+        _first_order_walk(graph, seed, w, out)
+
+
+@kernel
+def _first_order_walk(graph, seed, w, out):
     """Walk number w into ``out`` (q,): starts at v = w mod N, draws from stream(seed, w).
 
-    First-order (``graph.second_order`` False): v_{t+1} ~ Uniform(N(v_t)), or
-    P(v_{t+1} = u) = w(v_t, u) / sum_u' w(v_t, u') if weighted (``walk_step``).
-    Second-order: v_1 from ``walk_step`` (no previous node yet), then v_{t+1} from
-    ``node2vec_step`` with (t, v) = (v_{t-1}, v_t).
-
-    A node without out-edges (or whose out-weights are all 0) repeats for the rest of
-    the walk, so every walk has q valid slots (DeepWalk/node2vec instead stop the walk
-    early).
+    v_{t+1} ~ Uniform(N(v_t)), or P(v_{t+1} = u) = w(v_t, u) / sum_u' w(v_t, u') if
+    weighted (``walk_step``).  A node without out-edges (or whose out-weights are all 0)
+    repeats for the rest of the walk, so every walk has q valid slots (DeepWalk/node2vec
+    instead stop the walk early).
     """
     n = graph.indptr.shape[0] - 1
     state = stream(seed, w)  # keyed by walk id, not by thread
     v = w % n
     out[0] = v
-    if graph.second_order:
-        prev = v
+    for t in range(1, out.shape[0]):
         state, v = walk_step(graph, state, v)
-        out[1] = v
-        for s in range(2, out.shape[0]):
-            state, x = node2vec_step(graph, state, prev, v)
-            prev = v
-            v = x
-            out[s] = v
-    else:
-        for t in range(1, out.shape[0]):
-            state, v = walk_step(graph, state, v)
-            out[t] = v
+        out[t] = v
 
 
-@kernel(
-    parallel=True,
-    work=lambda graph, seed, ids, walks: (16 if graph.second_order else 8) * walks.size,
-)
-def walks_by_id(graph, seed, walk_ids, walks):
-    """walks[b] = walk number walk_ids[b] (``walk``): any walk, on demand.
-
-    graph walk_args.WalkGraph; seed int; walk_ids int64 (B,); walks int (B, q), written.
+@kernel
+def _node2vec_walk(graph, seed, w, out):
+    """Walk number w into ``out`` (q,) with second-order steps: v_0 = w mod N, v_1 from
+    ``walk_step`` (no previous node yet), then v_{t+1} from ``node2vec_step`` with
+    (t, v) = (v_{t-1}, v_t).  Draws from stream(seed, w), like ``_first_order_walk``.
     """
+    n = graph.indptr.shape[0] - 1
+    state = stream(seed, w)  # keyed by walk id, not by thread
+    v = w % n
+    out[0] = v
+    prev = v
+    state, v = walk_step(graph, state, v)
+    out[1] = v
+    for s in range(2, out.shape[0]):
+        state, x = node2vec_step(graph, state, prev, v)
+        prev = v
+        v = x
+        out[s] = v
+
+
+@kernel(parallel=True, work=lambda graph, seed, ids, walks: 8 * walks.size)
+def _first_order_walks(graph, seed, walk_ids, walks):
+    """walks[b] = first-order walk number walk_ids[b] (``_first_order_walk``)."""
     for b in prange(walk_ids.shape[0]):
-        walk(graph, seed, walk_ids[b], walks[b])
+        _first_order_walk(graph, seed, walk_ids[b], walks[b])
 
 
-@kernel(parallel=True)
+@kernel(parallel=True, work=lambda graph, seed, ids, walks: 16 * walks.size)
+def _node2vec_walks(graph, seed, walk_ids, walks):
+    """walks[b] = second-order walk number walk_ids[b] (``_node2vec_walk``)."""
+    for b in prange(walk_ids.shape[0]):
+        _node2vec_walk(graph, seed, walk_ids[b], walks[b])
+
+
 def walk_contexts(graph, in_graph, nodes, positions, seed, ctx):
     """Contexts for inference (Algorithm 3, infer.sample_contexts): C_v of a walk of
     length q with v at position j, for each node a and sample z.
@@ -245,26 +275,45 @@ def walk_contexts(graph, in_graph, nodes, positions, seed, ctx):
     seed      : int           sample z of node v draws from stream3(seed, TAG_INFER, v, z)
     ctx       : int32 (V*Z, q-1)  out: row a*Z + z is sample z of nodes[a]
 
-    The backward steps are drawn first (t = j-1 down to 0), then the forward ones;
-    first-order steps (``_context``), or node2vec's when ``graph.second_order``
-    (``_node2vec_context``).
+    The backward steps are drawn first (t = j-1 down to 0), then the forward ones:
+    first-order steps (``_first_order_contexts``), or node2vec's when
+    ``graph.second_order`` (``_node2vec_contexts``), separate kernels so that a run
+    compiles only the one it needs.
 
     Notes: the authors take walks of the full graph started at every node and keep,
     for each position j, one that has v at j.  Growing the walk outwards from v gives,
     on an undirected graph, a stationary walk conditioned on v_j = v (reversibility),
     and needs no search.  A node without edges in a direction stays put (``walk_step``).
     """
-    n_samples = ctx.shape[0] // nodes.shape[0]
-    n_pos = positions.shape[0]
+    kernel_ = _node2vec_contexts if graph.second_order else _first_order_contexts
+    kernel_(graph, in_graph, nodes, positions, seed, ctx)
+
+
+@inline
+def _context_start(nodes, positions, seed, n_rows, p):
+    """(v, j, state) of context row p of n_rows = V*Z: node v = nodes[p // Z] and sample
+    z = p mod Z, v at j = positions[z mod L], drawing from stream3(seed, TAG_INFER, v, z)."""
+    n_samples = n_rows // nodes.shape[0]
+    v = nodes[p // n_samples]
+    z = p % n_samples
+    state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
+    return v, positions[z % positions.shape[0]], state
+
+
+@kernel(parallel=True)
+def _first_order_contexts(graph, in_graph, nodes, positions, seed, ctx):
+    """``walk_contexts`` with first-order steps (``_context``)."""
     for p in prange(ctx.shape[0]):
-        v = nodes[p // n_samples]
-        z = p % n_samples
-        j = positions[z % n_pos]
-        state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
-        if graph.second_order:
-            _node2vec_context(graph, in_graph, state, v, j, ctx[p])
-        else:
-            _context(graph, in_graph, state, v, j, ctx[p])
+        v, j, state = _context_start(nodes, positions, seed, ctx.shape[0], p)
+        _context(graph, in_graph, state, v, j, ctx[p])
+
+
+@kernel(parallel=True)
+def _node2vec_contexts(graph, in_graph, nodes, positions, seed, ctx):
+    """``walk_contexts`` with node2vec's second-order steps (``_node2vec_context``)."""
+    for p in prange(ctx.shape[0]):
+        v, j, state = _context_start(nodes, positions, seed, ctx.shape[0], p)
+        _node2vec_context(graph, in_graph, state, v, j, ctx[p])
 
 
 @kernel
@@ -298,20 +347,23 @@ def _node2vec_context(graph, in_graph, state, v, j, row):
     prev = -1
     cur = v
     for t in range(j - 1, -1, -1):
-        if prev < 0:
-            state, x = walk_step(in_graph, state, cur)
-        else:
-            state, x = node2vec_step(in_graph, state, prev, cur)
+        state, x = _step_from(in_graph, state, prev, cur)
         prev = cur
         cur = x
         row[t] = cur
     prev = row[j - 1] if j > 0 else -1
     cur = v
     for t in range(j + 1, row.shape[0] + 1):
-        if prev < 0:
-            state, x = walk_step(graph, state, cur)
-        else:
-            state, x = node2vec_step(graph, state, prev, cur)
+        state, x = _step_from(graph, state, prev, cur)
         prev = cur
         cur = x
         row[t - 1] = cur
+
+
+@kernel
+def _step_from(graph, state, prev, cur):
+    """node2vec's step from cur, come from prev (``node2vec_step``), or a first-order
+    one (``walk_step``) when there is no previous node yet (prev < 0)."""
+    if prev < 0:
+        return walk_step(graph, state, cur)
+    return node2vec_step(graph, state, prev, cur)
