@@ -8,10 +8,13 @@ node2vec's second-order step, rejection sampling with an exact fallback); walk n
 (``walk_contexts``).  ``walks_by_id`` and ``walk_contexts`` pick a first- or a
 second-order kernel from Python, so a run compiles only the one it needs.
 
-Every kernel reads the graph as one named bundle, walk_args.WalkGraph (CSR arrays, the
-weights' running sums, node2vec's 1/p and 1/q), built and checked by
-walk_args.walk_graph.  Training (walks/walks.py, training/step/fused_batch.py) and
-inference (inference/infer.py) both call these.  The training pairs are in
+The walk kernels read the graph as one named bundle, walk_args.WalkGraph (CSR arrays,
+the weights' running sums, node2vec's 1/p and 1/q), built and checked by
+walk_args.walk_graph, and unpack it once per walk (the contexts: once per call); the
+steps inside take its arrays (measured: reading them from the bundle at every step,
+or once per context in a helper, made first-order walks 1.4x and contexts 1.3-1.5x
+slower).  Training (walks/walks.py, training/step/fused_batch.py) and inference
+(inference/infer.py) both call these.  The training pairs are in
 walks/pair_kernels.py, the batches' walk ids in walks/batch_ids.py.
 
 Every random choice comes from a counter-based stream keyed by what it is for (walk id,
@@ -52,16 +55,14 @@ def _pick_weighted(cum, lo, hi, x):
 
 
 @kernel
-def walk_step(graph, state, v):
+def walk_step(indptr, indices, cum, weighted, state, v):
     """One step from v: (state, u) with u ~ Uniform(N(v)), or P(u) = w(v, u) / sum_u' w(v, u')
-    if ``graph.weighted`` (the first edge whose row-cumulative weight exceeds a uniform
-    draw times the row total).  A node without out-edges (or whose out-weights are all 0)
-    stays put.  ``graph``: walk_args.WalkGraph.
+    if weighted (the first edge whose row-cumulative weight exceeds a uniform draw times
+    the row total).  A node without out-edges (or whose out-weights are all 0) stays put.
     """
-    indptr, indices, cum = graph.indptr, graph.indices, graph.cum
     lo, hi = indptr[v], indptr[v + 1]
     if hi > lo:
-        if graph.weighted:
+        if weighted:
             total = cum[hi - 1]
             if total > 0.0:
                 state, u = rand_uniform(state)
@@ -86,12 +87,11 @@ def _has_edge(indptr, indices, t, x):
 
 
 @kernel
-def node2vec_step(graph, state, t, v):
+def node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v):
     """P(x | t, v) = w(v, x) alpha(t, x) / Z:  one second-order step from v, come from t
     [node2vec, Grover & Leskovec 2016, Sec. 3.2.2]; returns (state, x).
 
-    alpha(t, x) = 1/p if x == t, 1 if x in N(t) (an edge t -> x), 1/q otherwise
-    (1/p, 1/q: ``graph.inv_p``, ``graph.inv_q``; ``graph``: walk_args.WalkGraph).
+    alpha(t, x) = 1/p if x == t, 1 if x in N(t) (an edge t -> x), 1/q otherwise.
 
     Rejection sampling (as PyG's Node2Vec, KnightKing): propose x ~ w(v, .) with the
     draw of ``walk_step``, then draw r ~ U[0, 1) and accept if r * alpha_max < alpha(t, x),
@@ -108,20 +108,18 @@ def node2vec_step(graph, state, t, v):
     is rejected -- a directed cycle with p = 0.001, q = 1000 accepts one in 10^6 -- runs
     were 30x slower and a signal waited ~30 s for the kernel.)
     """
-    indptr, indices, cum = graph.indptr, graph.indices, graph.cum
-    inv_p, inv_q = graph.inv_p, graph.inv_q
     lo, hi = indptr[v], indptr[v + 1]
     if hi == lo:
         return state, v
     total = 0.0
-    if graph.weighted:
+    if weighted:
         total = cum[hi - 1]
         if not total > 0.0:
             return state, v
     a_max = max(inv_p, max(1.0, inv_q))
     a_min = min(inv_p, min(1.0, inv_q))
     for _ in range(NODE2VEC_TRIES):
-        if graph.weighted:
+        if weighted:
             state, u = rand_uniform(state)
             x = indices[_pick_weighted(cum, lo, hi, u * total)]
         else:
@@ -139,7 +137,7 @@ def node2vec_step(graph, state, t, v):
             alpha = inv_q
         if bar < alpha:
             return state, x
-    return _node2vec_exact(graph, state, t, v)
+    return _node2vec_exact(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v)
 
 
 NODE2VEC_TRIES = 16
@@ -147,43 +145,42 @@ NODE2VEC_TRIES = 16
 
 
 @kernel
-def _node2vec_exact(graph, state, t, v):
+def _node2vec_exact(indptr, indices, cum, weighted, inv_p, inv_q, state, t, v):
     """The exact second-order step from v (come from t), v with out-edges of positive
     total weight: mass_e = w_e alpha(t, x_e) over v's edges e in order (w_e = 1, or the
     edge's weight as cum[e] - cum[e - 1]), one draw u ~ U[0, 1), the first edge whose
     running mass exceeds u * sum_e mass_e (the last edge of positive mass if rounding
     leaves none); returns (state, x)."""
-    lo, hi = graph.indptr[v], graph.indptr[v + 1]
+    lo, hi = indptr[v], indptr[v + 1]
     total = 0.0
     for e in range(lo, hi):
-        total += _node2vec_mass(graph, t, lo, e)
+        total += _node2vec_mass(indptr, indices, cum, weighted, inv_p, inv_q, t, lo, e)
     state, u = rand_uniform(state)
     bar = u * total
     acc = 0.0
     last = lo
     for e in range(lo, hi):
-        m = _node2vec_mass(graph, t, lo, e)
+        m = _node2vec_mass(indptr, indices, cum, weighted, inv_p, inv_q, t, lo, e)
         if m > 0.0:
             acc += m
             last = e
             if acc > bar:
-                return state, graph.indices[e]
-    return state, graph.indices[last]
+                return state, indices[e]
+    return state, indices[last]
 
 
 @kernel
-def _node2vec_mass(graph, t, lo, e):
+def _node2vec_mass(indptr, indices, cum, weighted, inv_p, inv_q, t, lo, e):
     """w_e alpha(t, x_e) of edge e of the row starting at lo (``_node2vec_exact``)."""
-    cum = graph.cum
     w = 1.0
-    if graph.weighted:
+    if weighted:
         w = cum[e] - cum[e - 1] if e > lo else cum[e]
-    x = graph.indices[e]
+    x = indices[e]
     if x == t:
-        return w * graph.inv_p
-    if _has_edge(graph.indptr, graph.indices, t, x):
+        return w * inv_p
+    if _has_edge(indptr, indices, t, x):
         return w
-    return w * graph.inv_q
+    return w * inv_q
 
 
 def walks_by_id(graph, seed, walk_ids, walks):
@@ -217,12 +214,12 @@ def _first_order_walk(graph, seed, w, out):
     repeats for the rest of the walk, so every walk has q valid slots (DeepWalk/node2vec
     instead stop the walk early).
     """
-    n = graph.indptr.shape[0] - 1
+    indptr, indices, cum, weighted = graph.indptr, graph.indices, graph.cum, graph.weighted
     state = stream(seed, w)  # keyed by walk id, not by thread
-    v = w % n
+    v = w % (indptr.shape[0] - 1)
     out[0] = v
     for t in range(1, out.shape[0]):
-        state, v = walk_step(graph, state, v)
+        state, v = walk_step(indptr, indices, cum, weighted, state, v)
         out[t] = v
 
 
@@ -232,18 +229,17 @@ def _node2vec_walk(graph, seed, w, out):
     ``walk_step`` (no previous node yet), then v_{t+1} from ``node2vec_step`` with
     (t, v) = (v_{t-1}, v_t).  Draws from stream(seed, w), like ``_first_order_walk``.
     """
-    n = graph.indptr.shape[0] - 1
+    indptr, indices, cum, weighted = graph.indptr, graph.indices, graph.cum, graph.weighted
+    inv_p, inv_q = graph.inv_p, graph.inv_q
     state = stream(seed, w)  # keyed by walk id, not by thread
-    v = w % n
-    out[0] = v
-    prev = v
-    state, v = walk_step(graph, state, v)
+    prev = w % (indptr.shape[0] - 1)
+    out[0] = prev
+    state, v = walk_step(indptr, indices, cum, weighted, state, prev)
     out[1] = v
-    for s in range(2, out.shape[0]):
-        state, x = node2vec_step(graph, state, prev, v)
-        prev = v
-        v = x
-        out[s] = v
+    for t in range(2, out.shape[0]):
+        state, x = node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, prev, v)
+        prev, v = v, x
+        out[t] = v
 
 
 @kernel(parallel=True, work=lambda graph, seed, ids, walks: 8 * walks.size)
@@ -302,37 +298,25 @@ def _context_start(nodes, positions, seed, n_rows, p):
 
 @kernel(parallel=True)
 def _first_order_contexts(graph, in_graph, nodes, positions, seed, ctx):
-    """``walk_contexts`` with first-order steps (``_context``)."""
+    """``walk_contexts`` with first-order steps (``walk_step``): from v at j backwards
+    along in-edges, then forwards along out-edges."""
+    indptr, indices, cum, weighted = graph.indptr, graph.indices, graph.cum, graph.weighted
+    in_indptr, in_indices, in_cum = in_graph.indptr, in_graph.indices, in_graph.cum
     for p in prange(ctx.shape[0]):
         v, j, state = _context_start(nodes, positions, seed, ctx.shape[0], p)
-        _context(graph, in_graph, state, v, j, ctx[p])
+        cur = v
+        for t in range(j - 1, -1, -1):
+            state, cur = walk_step(in_indptr, in_indices, in_cum, weighted, state, cur)
+            ctx[p, t] = cur
+        cur = v
+        for t in range(j + 1, ctx.shape[1] + 1):
+            state, cur = walk_step(indptr, indices, cum, weighted, state, cur)
+            ctx[p, t - 1] = cur
 
 
 @kernel(parallel=True)
 def _node2vec_contexts(graph, in_graph, nodes, positions, seed, ctx):
-    """``walk_contexts`` with node2vec's second-order steps (``_node2vec_context``)."""
-    for p in prange(ctx.shape[0]):
-        v, j, state = _context_start(nodes, positions, seed, ctx.shape[0], p)
-        _node2vec_context(graph, in_graph, state, v, j, ctx[p])
-
-
-@kernel
-def _context(graph, in_graph, state, v, j, row):
-    """One first-order context of ``walk_contexts`` into ``row`` (q-1,): v at j, the
-    steps backwards along in-edges, then forwards along out-edges (``walk_step``)."""
-    cur = v
-    for t in range(j - 1, -1, -1):
-        state, cur = walk_step(in_graph, state, cur)
-        row[t] = cur
-    cur = v
-    for t in range(j + 1, row.shape[0] + 1):
-        state, cur = walk_step(graph, state, cur)
-        row[t - 1] = cur
-
-
-@kernel
-def _node2vec_context(graph, in_graph, state, v, j, row):
-    """``_context`` with node2vec's second-order steps (``node2vec_step``), for a model
+    """``walk_contexts`` with node2vec's second-order steps (``node2vec_step``), for a model
     trained on node2vec walks; all rows (out- and in-edges) must be sorted.
 
     Backward (t = j-1 .. 0): v_{j-1} ~ N_in(v_j) first-order, then each step is a
@@ -344,26 +328,28 @@ def _node2vec_context(graph, in_graph, state, v, j, row):
     the backward half is a node2vec walk on the reversed graph, which a node2vec walk
     reversed in time is not in general (docs/walks.md).
     """
-    prev = -1
-    cur = v
-    for t in range(j - 1, -1, -1):
-        state, x = _step_from(in_graph, state, prev, cur)
-        prev = cur
-        cur = x
-        row[t] = cur
-    prev = row[j - 1] if j > 0 else -1
-    cur = v
-    for t in range(j + 1, row.shape[0] + 1):
-        state, x = _step_from(graph, state, prev, cur)
-        prev = cur
-        cur = x
-        row[t - 1] = cur
-
-
-@kernel
-def _step_from(graph, state, prev, cur):
-    """node2vec's step from cur, come from prev (``node2vec_step``), or a first-order
-    one (``walk_step``) when there is no previous node yet (prev < 0)."""
-    if prev < 0:
-        return walk_step(graph, state, cur)
-    return node2vec_step(graph, state, prev, cur)
+    indptr, indices, cum, weighted = graph.indptr, graph.indices, graph.cum, graph.weighted
+    in_indptr, in_indices, in_cum = in_graph.indptr, in_graph.indices, in_graph.cum
+    inv_p, inv_q = graph.inv_p, graph.inv_q
+    for p in prange(ctx.shape[0]):
+        v, j, state = _context_start(nodes, positions, seed, ctx.shape[0], p)
+        prev, cur = -1, v
+        for t in range(j - 1, -1, -1):
+            if prev < 0:
+                state, x = walk_step(in_indptr, in_indices, in_cum, weighted, state, cur)
+            else:
+                state, x = node2vec_step(
+                    in_indptr, in_indices, in_cum, weighted, inv_p, inv_q, state, prev, cur
+                )
+            prev, cur = cur, x
+            ctx[p, t] = cur
+        prev, cur = ctx[p, j - 1] if j > 0 else -1, v
+        for t in range(j + 1, ctx.shape[1] + 1):
+            if prev < 0:
+                state, x = walk_step(indptr, indices, cum, weighted, state, cur)
+            else:
+                state, x = node2vec_step(
+                    indptr, indices, cum, weighted, inv_p, inv_q, state, prev, cur
+                )
+            prev, cur = cur, x
+            ctx[p, t - 1] = cur
