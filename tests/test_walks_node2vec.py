@@ -10,8 +10,9 @@ from scipy import stats
 
 import naive_walks as naive
 from caps2ne_np.kernels.rng import quiet_wraparound
-from caps2ne_np.walks.pair_kernels import node2vec_walk_contexts, walk_contexts
-from caps2ne_np.walks.walks import WalkSource, cumulative_weights, uniform_walks
+from caps2ne_np.walks.walk_args import walk_graph
+from caps2ne_np.walks.walk_steps import NODE2VEC_TRIES, walk_contexts
+from caps2ne_np.walks.walks import WalkSource, uniform_walks
 
 # A tiny directed graph: 0 -> {1, 2, 3}, 1 -> {0}, 2 -> {0, 3}, 3 -> {} (a sink), 4 isolated.
 INDPTR = np.array([0, 3, 4, 6, 6, 6], dtype=np.int64)
@@ -69,11 +70,11 @@ def test_p_q_one_gives_todays_walks_bit_for_bit(pq):
     for w in (None, data):
         h.update(uniform_walks(ip, ix, w, 3, 7, 11, **pq).tobytes())
         h.update(WalkSource(ip, ix, w, 3, 7, 11, **pq).walks(np.arange(0, 90, 7)).tobytes())
-    cum = cumulative_weights(ip, data)
+    g = walk_graph(ip, ix, data)
     ctx = np.empty((30 * 4, 6), dtype=np.int32)
     nodes, pos = np.arange(30, dtype=np.int64), np.arange(7, dtype=np.int64)
     with quiet_wraparound():
-        walk_contexts(ip, ix, cum, ip, ix, cum, True, nodes, pos, 5, ctx)
+        walk_contexts(g, g, nodes, pos, 5, ctx)
     h.update(ctx.tobytes())
     assert h.hexdigest() == FIRST_ORDER_DIGEST
 
@@ -178,14 +179,14 @@ def test_sinks_and_isolated_nodes_stay_put():
 def test_walks_and_contexts_identical_on_one_and_two_threads(weighted, restore_threads):
     ip, ix, data = random_graph(40, seed=2)
     w = data if weighted else None
-    cum = cumulative_weights(ip, data) if weighted else np.empty(0)
+    g = walk_graph(ip, ix, w, node2vec_p=0.5, node2vec_q=2.0)
     nodes, pos = np.arange(40, dtype=np.int64), np.arange(6, dtype=np.int64)
     results = []
     for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
         numba.set_num_threads(threads)
         ctx = np.empty((40 * 6, 5), dtype=np.int32)
         with quiet_wraparound():
-            node2vec_walk_contexts(ip, ix, cum, ip, ix, cum, weighted, 2.0, 0.5, nodes, pos, 3, ctx)
+            walk_contexts(g, g, nodes, pos, 3, ctx)
         src = WalkSource(ip, ix, w, 8, 6, 9, node2vec_p=0.5, node2vec_q=2.0)
         big = np.arange(src.n_walks, dtype=np.int64)  # enough work for the parallel kernel
         results.append(
@@ -201,17 +202,13 @@ def test_inference_contexts_equal_naive(weighted):
     t = sp.csr_matrix((data, ix, ip), shape=(5, 5)).T.tocsr()
     t.sort_indices()
     in_ip, in_ix, in_w = t.indptr.astype(np.int64), t.indices.astype(np.int32), t.data
-    cum, in_cum = (
-        (cumulative_weights(ip, data), cumulative_weights(in_ip, in_w))
-        if weighted
-        else (np.empty(0), np.empty(0))
-    )
+    pq = dict(node2vec_p=0.5, node2vec_q=2.0)
+    g = walk_graph(ip, ix, data if weighted else None, **pq)
+    g_in = walk_graph(in_ip, in_ix, in_w if weighted else None, **pq)
     nodes, pos = np.array([0, 2, 1, 4], dtype=np.int64), np.array([0, 3, 5], dtype=np.int64)
     ctx = np.empty((4 * 5, 5), dtype=np.int32)
     with quiet_wraparound():
-        node2vec_walk_contexts(
-            ip, ix, cum, in_ip, in_ix, in_cum, weighted, 1 / 0.5, 1 / 2.0, nodes, pos, 8, ctx
-        )
+        walk_contexts(g, g_in, nodes, pos, 8, ctx)
     ref = naive.node2vec_walk_contexts(
         (ip, ix, data), (in_ip, in_ix, in_w), weighted, 0.5, 2.0, nodes, pos, 8, 6, 5
     )
@@ -359,9 +356,9 @@ def test_sample_contexts_with_p_q_equal_the_kernel_on_sorted_rows():
     nodes = np.array([3, 0, 11], dtype=np.int64)
     got = sample_contexts(g, nodes, 6, 4, 9, node2vec=(0.5, 2.0))
     ctx = np.empty_like(got)
-    pos, no_cum = np.arange(6, dtype=np.int64), np.empty(0)
+    pos, g_sorted = np.arange(6, dtype=np.int64), walk_graph(ip, ix, None, 0.5, 2.0)
     with quiet_wraparound():
-        node2vec_walk_contexts(ip, ix, no_cum, ip, ix, no_cum, False, 2.0, 0.5, nodes, pos, 9, ctx)
+        walk_contexts(g_sorted, g_sorted, nodes, pos, 9, ctx)
     np.testing.assert_array_equal(got, ctx)
     assert not np.array_equal(got, sample_contexts(g, nodes, 6, 4, 9))
     with pytest.raises(ValueError, match="node2vec_q"):
@@ -377,8 +374,6 @@ def test_steps_that_proposals_almost_never_pass_are_drawn_exactly():
     runs were 30x slower, and a signal waited ~30 s for the kernel).  After NODE2VEC_TRIES
     proposals the step is drawn exactly: the naive reference's walks bit for bit, and the
     exact probabilities (edge weights 1 and 3)."""
-    from caps2ne_np.walks import pair_kernels as walk_kernels
-
     src, dst = [0, 1, 1, 2, 3], [1, 2, 3, 0, 0]
     adj = sp.csr_matrix((np.array([1, 1, 3, 1, 1], np.float32), (src, dst)), shape=(4, 4))
     ip, ix, w = adj.indptr.astype(np.int64), adj.indices.astype(np.int32), adj.data
@@ -391,4 +386,4 @@ def test_steps_that_proposals_almost_never_pass_are_drawn_exactly():
     assert np.all(from_0[:, 1] == 1)
     share_3 = float(np.mean(from_0[:, 2] == 3))
     assert abs(share_3 - 0.75) < 5 * np.sqrt(0.75 * 0.25 / len(from_0)), share_3
-    assert walk_kernels.NODE2VEC_TRIES == naive.NODE2VEC_TRIES
+    assert NODE2VEC_TRIES == naive.NODE2VEC_TRIES
