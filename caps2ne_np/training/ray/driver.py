@@ -137,8 +137,12 @@ def _attempt(ray, run, starts, resume_from, layout, write_outputs, options):
     whatever happens.  ``starts``: [the spectral start] for the first attempt, then
     empty (taken)."""
     start = starts.pop() if starts else None
-    engine = RayEngine(ray, *run.graph, run.cfg, run.features, resume_from, start=start, **layout)
+    engine = RayEngine(
+        ray, *run.graph, run.cfg, run.features, resume_from, start=start,
+        n_batches=run.schedule.n_batches, **layout,
+    )  # fmt: skip
     del start  # the engine's, until its initial values are sent
+    engine.checkpoint_every = options.checkpoint_every
     try:
         result = TrainResult(
             params=None, config=run.cfg, notes=run.notes, holdout=run.held, structure=run.structure

@@ -9,14 +9,29 @@ from ...errors import InputError
 from ...kernels.rng import derive_seed
 from ...model.core import init_params
 from .. import checkpoint
+from ..step import fused
 from . import outputs
 from .checkpoints import load_driver, save_checkpoint
+from .replica import RayReplicaWorker
 from .server import ShardServer
 from .shards import peak_rss
 from .worker import RayWorker
 
 INIT_CHUNK_ROWS = 1 << 16
 """Rows per chunk when the driver streams initial values to the servers."""
+SYNCS_PER_EPOCH = 8
+"""Replica rounds (replica.py): merges per epoch, so a round is about 1/8 of an epoch's
+batches (its first round is one batch per worker: it compiles or loads the kernels).
+0: rounds of one batch per worker on rows pulled for it (the parameter server's
+rounds, worker.py).  A library setting until ``fit`` takes it as an option."""
+
+
+def replica_rounds(cfg, fixed, replicate_W):
+    """True when a run trains in replica rounds: ``SYNCS_PER_EPOCH`` > 0, the compiled
+    step trains it (fused.supports: no skip-gram term) and W is not replicated on its
+    own (``w_placement='workers'`` keeps the parameter server's rounds)."""
+    kind = "dense" if fixed else None
+    return SYNCS_PER_EPOCH > 0 and fused.supports(cfg, kind) and not replicate_W
 
 
 class Cluster:
@@ -36,6 +51,7 @@ class Cluster:
         S,
         threads,
         replicate_W,
+        replicas=False,
     ):
         self.ray, self.replicate_W = ray, replicate_W
         cpus = float(ray.available_resources().get("CPU", 1.0))
@@ -60,9 +76,15 @@ class Cluster:
         csr = [ray.put(a) for a in (indptr, indices)] + [
             None if weights is None else ray.put(weights)
         ]
-        Worker = ray.remote(RayWorker).options(
+        Worker = ray.remote(RayReplicaWorker if replicas else RayWorker).options(
             num_cpus=worker_cpus, max_restarts=0, scheduling_strategy="SPREAD"
         )
+        if replicas:  # every table on every worker (replica.py)
+            self.workers = [
+                Worker.remote(r, *csr, cfg, S, feat_dim, fixed, threads, self.servers)
+                for r in range(P)
+            ]
+            return
         self.workers = [
             Worker.remote(
                 r,
@@ -112,6 +134,7 @@ class RayEngine:
         replicate_W,
         stats,
         start=None,
+        n_batches=None,
     ):
         self.ray, self.cfg, self.S, self.replicate_W = ray, cfg, S, replicate_W
         self.n_nodes = n_nodes = int(indptr.shape[0] - 1)
@@ -129,7 +152,13 @@ class RayEngine:
                     f"{ckpt['path']}: written with --servers {ckpt['n_shards']}; "
                     f"resume with the same number of servers (now {S})"
                 )
-        self.round_size = P
+        self.round_size = self.P = P
+        self.replicas = replica_rounds(cfg, self.fixed, replicate_W)
+        if self.replicas:  # a round's batches per worker, after the first round's one
+            parts = max(1, SYNCS_PER_EPOCH) * P
+            self.share = max(1, -(-int(n_batches or 1) // parts))
+        self.checkpoint_every = 0  # driver.fit sets it: replica rounds end at its multiples
+        self._merged = ()  # replica rounds: the last round's merged rows (refs, one per server)
         self.cluster = Cluster(
             ray,
             indptr,
@@ -143,6 +172,7 @@ class RayEngine:
             S,
             cfg.threads,
             replicate_W,
+            self.replicas,
         )
         if stats is not None:  # the actors of this attempt (tests kill one)
             stats["actors"] = dict(servers=self.cluster.servers, workers=self.cluster.workers)
@@ -156,7 +186,7 @@ class RayEngine:
         self._w_pending = None  # replicated W: last round's ((steps, rates), refs)
 
     def _start(self, ckpt):
-        ray, cfg, servers, workers = self.ray, self.cfg, self.cluster.servers, self.cluster.workers
+        ray, cfg, workers = self.ray, self.cfg, self.cluster.workers
         if cfg.sampler == "unigram":
             n_walks = self.n_nodes * cfg.walks_per_node
             P = len(workers)
@@ -171,7 +201,13 @@ class RayEngine:
             ray.get([w.set_counts.remote(counts_ref) for w in workers])
         if ckpt is None:
             self._initialise()
-            return
+        else:
+            self._resume(ckpt)
+        if self.replicas:  # every worker loads the tables from the servers
+            ray.get([w.load_from_servers.remote() for w in workers])
+
+    def _resume(self, ckpt):
+        ray, servers, workers = self.ray, self.cluster.servers, self.cluster.workers
         directory = Path(ckpt["dir"])
         pending = [
             srv.load.remote(str(directory / name)) for srv, name in zip(servers, ckpt["shards"])
@@ -216,6 +252,8 @@ class RayEngine:
         ray.get(pending)
 
     def train(self, epoch, b0, step0, rates):
+        if self.replicas:
+            return self._train_replicas(epoch, b0, step0, rates)
         ray, S = self.ray, self.S
         servers, workers = self.cluster.servers, self.cluster.workers
         (w_steps, w_rates), w_refs = self._w_pending or (((), ()), ())
@@ -235,6 +273,37 @@ class RayEngine:
         )
         done = ray.get([refs[r][S + 1] for r in range(len(rates))])
         ray.get(applied)
+        return done
+
+    def _train_replicas(self, epoch, b0, step0, rates):
+        """A replica round: worker r trains the r-th of P consecutive parts of the
+        round's batches on its tables (after copying the last round's merged rows in),
+        then each server merges the P workers' changed rows in rank order."""
+        ray, S, P = self.ray, self.S, self.P
+        n = len(rates)
+        cuts = [n * r // P for r in range(P + 1)]
+        refs = [
+            w.train.options(num_returns=S + 1).remote(
+                epoch,
+                b0 + cuts[r],
+                step0 + cuts[r],
+                list(rates[cuts[r] : cuts[r + 1]]),
+                *self._merged,
+            )  # fmt: skip
+            for r, w in enumerate(self.cluster.workers)
+        ]
+        merged = [
+            srv.merge.options(num_returns=2).remote(*[refs[r][1 + s] for r in range(P)])
+            for s, srv in enumerate(self.cluster.servers)
+        ]
+        done = [rec for part in ray.get([refs[r][0] for r in range(P)]) for rec in part]
+        ray.get([ok for _, ok in merged])  # the merged rows stay in the object store
+        self._merged = tuple(rows for rows, _ in merged) if P > 1 else ()
+        size = P * self.share  # the first round: one batch per worker
+        every, nxt = self.checkpoint_every, step0 + n
+        if every:  # a round ends at each multiple of checkpoint_every (as train.LocalEngine's)
+            size = min(size, every - nxt % every)
+        self.round_size = size
         return done
 
     def _flush_W(self):
