@@ -26,12 +26,14 @@ batches (its first round is one batch per worker: it compiles or loads the kerne
 rounds, worker.py).  A library setting until ``fit`` takes it as an option."""
 
 
-def replica_rounds(cfg, fixed, replicate_W):
+def replica_rounds(cfg, fixed, replicate_W, row_limit=None, n_nodes=0):
     """True when a run trains in replica rounds: ``SYNCS_PER_EPOCH`` > 0, the compiled
-    step trains it (fused.supports: no skip-gram term) and W is not replicated on its
-    own (``w_placement='workers'`` keeps the parameter server's rounds)."""
+    step trains it (fused.supports: no skip-gram term), W is not replicated on its own
+    (``w_placement='workers'`` keeps the parameter server's rounds), and no row limit
+    below the ``n_nodes`` is set (``max_rows_per_shard``: a worker holds every row)."""
     kind = "dense" if fixed else None
-    return SYNCS_PER_EPOCH > 0 and fused.supports(cfg, kind) and not replicate_W
+    fits = row_limit is None or row_limit >= n_nodes
+    return SYNCS_PER_EPOCH > 0 and fused.supports(cfg, kind) and not replicate_W and fits
 
 
 class Cluster:
@@ -135,6 +137,7 @@ class RayEngine:
         stats,
         start=None,
         n_batches=None,
+        row_limit=None,
     ):
         self.ray, self.cfg, self.S, self.replicate_W = ray, cfg, S, replicate_W
         self.n_nodes = n_nodes = int(indptr.shape[0] - 1)
@@ -153,7 +156,7 @@ class RayEngine:
                     f"resume with the same number of servers (now {S})"
                 )
         self.round_size = self.P = P
-        self.replicas = replica_rounds(cfg, self.fixed, replicate_W)
+        self.replicas = replica_rounds(cfg, self.fixed, replicate_W, row_limit, n_nodes)
         if self.replicas:  # a round's batches per worker, after the first round's one
             parts = max(1, SYNCS_PER_EPOCH) * P
             self.share = max(1, -(-int(n_batches or 1) // parts))

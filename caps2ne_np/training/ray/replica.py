@@ -119,7 +119,7 @@ class ReplicaWorker:
         self.stream = BatchStream(indptr, indices, weights, cfg)
         self.step = None  # fused.FusedStep, once the sampler has its counts
         self.snap = {}  # name: (m0, v0), the moments at the last merge
-        self.pushed = self.pulled = 0  # bytes: changed rows out, merged and loaded rows in
+        self.pushed = self.pulled = self.loaded = 0  # bytes: changed rows out, merged in, loaded
         self.seconds = dict(train=0.0, diff=0.0, absorb=0.0, rounds=0, batches=0)
 
     def pid(self):
@@ -148,14 +148,14 @@ class ReplicaWorker:
                     got = self.fetch([_call(srv, "moments", name, lo, hi) for srv in servers])
                     self.opt.m[name][lo:hi] = interleave([g[0] for g in got], lo, hi, S)
                     self.opt.v[name][lo:hi] = interleave([g[1] for g in got], lo, hi, S)
-                    self.pulled += 2 * sum(g[0].nbytes for g in got)
-                self.pulled += sum(p.nbytes for p in parts)
+                    self.loaded += 2 * sum(g[0].nbytes for g in got)
+                self.loaded += sum(p.nbytes for p in parts)
         W = self.fetch([_call(servers[0], "table", "W")])[0]
         mW, vW = self.fetch([_call(servers[0], "moments", "W", 0, 0)])[0]
         self.params.W[...] = W
         self.opt.m["W"].transpose(0, 2, 1)[...] = mW
         self.opt.v["W"].transpose(0, 2, 1)[...] = vW
-        self.pulled += 3 * W.nbytes
+        self.loaded += 3 * W.nbytes
         self.snap = {
             name: (rows_of(name, self.opt.m[name]).copy(), rows_of(name, self.opt.v[name]).copy())
             for name in self.names
@@ -239,6 +239,7 @@ class ReplicaWorker:
         return dict(
             pulled=self.pulled,
             pushed=self.pushed,
+            loaded=self.loaded,
             held_bytes=held,
             peak_rss=peak_rss(),
             step="compiled replica",
