@@ -80,14 +80,14 @@ def run_single(g, cfg):
     return result, c.seconds
 
 
-def run_ray(g, cfg, P, S, w_placement, syncs=None):
-    """A Ray run; ``syncs``: the replica rounds' merges per epoch
-    (ray.engine.SYNCS_PER_EPOCH; 0: the parameter server's rounds), None: the default."""
+def run_ray(g, cfg, P, S, w_placement, round_walks=None):
+    """A Ray run; ``round_walks``: the replica rounds' walks per node and round
+    (ray.engine.ROUND_WALKS; 0: the parameter server's rounds), None: the default."""
     from caps2ne_np.training.ray import engine, fit
 
-    default = engine.SYNCS_PER_EPOCH
-    if syncs is not None:
-        engine.SYNCS_PER_EPOCH = syncs
+    default = engine.ROUND_WALKS
+    if round_walks is not None:
+        engine.ROUND_WALKS = round_walks
 
     stats = {}
     with common.clock() as c:
@@ -101,7 +101,7 @@ def run_ray(g, cfg, P, S, w_placement, syncs=None):
             stats=stats,
             w_placement=w_placement,
         )
-    engine.SYNCS_PER_EPOCH = default
+    engine.ROUND_WALKS = default
     wall = c.seconds
     stats.pop("actors", None)
     return result, wall, stats
@@ -117,8 +117,8 @@ def main():
         "rounds (a batch per worker on pulled rows), w: those with W replicated on the workers",
     )
     ap.add_argument(
-        "--syncs-per-epoch", type=int, default=None,
-        help="replica rounds' merges per epoch (default: ray.engine.SYNCS_PER_EPOCH)",
+        "--round-walks", type=int, default=None,
+        help="replica rounds' walks per node and round (default: ray.engine.ROUND_WALKS)",
     )  # fmt: skip
     ap.add_argument("--walks-per-node", type=int, default=None, help="default: the preset's")
     ap.add_argument("--spectral", default=None, help="default: the preset's")
@@ -229,7 +229,7 @@ def measure_graph(name, args, payload):
             flush=True,
         )
         for layout in args.layouts.split(","):
-            run = ray_layout(g, cfg, layout, num_sampled, single, args.syncs_per_epoch)
+            run = ray_layout(g, cfg, layout, num_sampled, single, args.round_walks)
             run.update(rep=rep, single_pairs_per_s=one["pairs_per_s"])
             if scored:
                 run["score"] = score_embedding(pg, run.pop("O"), shuffles=args.shuffles)
@@ -261,7 +261,7 @@ def _replica_line(run):
     )
 
 
-def ray_layout(g, cfg, layout, num_sampled, single, syncs=None):
+def ray_layout(g, cfg, layout, num_sampled, single, round_walks=None):
     """One Ray run of ``layout`` ('PxS': replica rounds; a trailing r: the parameter
     server's rounds, w: those with W on the workers) with the single machine's config
     and threads: its figures, and its O (key 'O')."""
@@ -272,8 +272,8 @@ def ray_layout(g, cfg, layout, num_sampled, single, syncs=None):
     n_batches = -(-g.n_nodes * cfg.walks_per_node // cfg.batch_size)
     rcfg = TrainConfig(**{**cfg.to_dict(), "targets": cfg.targets})
     if layout.endswith("r"):
-        syncs = 0
-    result, wall, stats = run_ray(g, rcfg, P, S, w_placement, syncs)
+        round_walks = 0
+    result, wall, stats = run_ray(g, rcfg, P, S, w_placement, round_walks)
     if stats["workers"][0]["step"] == "compiled replica":
         return replica_layout(layout, P, S, result, wall, stats, single)
     train_s = sum(h["seconds"] for h in result.history)
@@ -474,8 +474,57 @@ def markdown(payload):
             if r["layout"] != "single"
         ]
         out.append(_ratio_summary(e))
+        out.append(_projection(e))
         out.append("\nMemory:\n\n" + "\n".join(mem) + "\n")
     return "\n".join(out) + "\n"
+
+
+NETWORK = dict(bits_per_s=10e9, call_s=1e-4)
+"""The cluster of the projection: 10 Gbit/s per machine, 0.1 ms per call."""
+
+
+def project(r, P, network=NETWORK):
+    """A round of P workers and S = P servers, one machine each, projected from a
+    replica-rounds run ``r`` at P = 1 (docs/distributed.md, "Projection"): per round
+    and worker, the compute of its 1/P of the round's pairs (the measured seconds per
+    pair), the rows' way out and in (at most the round's changed rows each way: twice
+    the measured bytes per pair pushed at P = 1, times the round's pairs, over the
+    link), the calls (a train call, S pushes, the merge, S fetches of merged rows),
+    and what does not shrink with P (the measured diff and merge per round; absorb
+    taken equal to diff).  Returns (pairs/s, communication's share, overheads' share)."""
+    pairs_round = r["pairs"] / r["rounds"]
+    compute = r["compute_s_per_pair"] * pairs_round / P
+    net = 2 * r["bytes_per_pair"]["pushed"] * pairs_round / (network["bits_per_s"] / 8)
+    calls = (2 + 2 * P) * network["call_s"]
+    fixed = (2 * r["worker_ms"]["diff"] + max(r["server_merge_ms"])) / 1e3
+    total = compute + net + calls + fixed
+    return pairs_round / total, (net + calls) / total, fixed / total
+
+
+def _projection(e):
+    """The projection (``project``) of the graph's first P = 1 replica run."""
+    ones = [r for r in e["runs"] if r.get("rounds_kind") == "replicas" and r["P"] == 1]
+    if not ones:
+        return ""
+    r = ones[0]
+    rows = []
+    for P in (1, 4, 16, 64):
+        rate, comm, fixed = project(r, P)
+        rows.append([str(P), f"{rate:,.0f}", f"{rate / P:,.0f}", f"{100 * comm:.1f}%",
+                     f"{100 * fixed:.1f}%"])  # fmt: skip
+    pairs_round = r["pairs"] / r["rounds"]
+    return (
+        f"\nProjection (10 Gbit/s, 0.1 ms per call; S = P; from the first P = 1 run: "
+        f"{1e6 * r['compute_s_per_pair']:.2f} us per pair on one thread, "
+        f"{r['bytes_per_pair']['pushed']:.0f} bytes per pair pushed, "
+        f"{pairs_round:,.0f} pairs per round, diff {r['worker_ms']['diff']:.1f} ms and merge "
+        f"{max(r['server_merge_ms']):.1f} ms per round):\n\n"
+        + markdown_table(
+            ["machines P", "pairs/s", "per machine", "communication of a round",
+             "diff, absorb, merge of a round"],
+            rows,
+        )
+    )  # fmt: skip
 
 
 def _replica_table(e):

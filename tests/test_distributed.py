@@ -233,12 +233,12 @@ def test_fixed_workers_reproducible_and_independent_of_servers(
     ray_local, partition, single, rounds, monkeypatch
 ):
     """P = 2 gives the same bits for S = 1 and 2, in replica rounds (the default) and
-    in the parameter server's rounds (``SYNCS_PER_EPOCH = 0``; nor where W lives)."""
+    in the parameter server's rounds (``ROUND_WALKS = 0``; nor where W lives)."""
     from caps2ne_np.training.ray import engine
 
     g, _ = partition
     if rounds == "rows":
-        monkeypatch.setattr(engine, "SYNCS_PER_EPOCH", 0)
+        monkeypatch.setattr(engine, "ROUND_WALKS", 0)
     stats = {}
     a = run(g, 2, 1, stats=stats)
     b = run(g, 2, 2, w_placement="workers" if rounds == "rows" else "server")

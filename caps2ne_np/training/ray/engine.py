@@ -19,21 +19,26 @@ from .worker import RayWorker
 
 INIT_CHUNK_ROWS = 1 << 16
 """Rows per chunk when the driver streams initial values to the servers."""
-SYNCS_PER_EPOCH = 8
-"""Replica rounds (replica.py): merges per epoch, so a round is about 1/8 of an epoch's
-batches (its first round is one batch per worker: it compiles or loads the kernels).
-0: rounds of one batch per worker on rows pulled for it (the parameter server's
-rounds, worker.py).  A library setting until ``fit`` takes it as an option."""
+ROUND_WALKS = 4
+ROUND_PARTS = 4
+"""Replica rounds (replica.py): a round trains about ``ROUND_WALKS`` walks per node
+(ROUND_WALKS N / B batches, split over the workers; at most 1 / ROUND_PARTS of an
+epoch, so that the workers merge at least that often an epoch), so that it
+carries about 4 L pairs per row it may change (L pairs per walk): a row's value and
+moments, 12 (k + d + 1) bytes, cost at most 12 (k + d + 1) / (4 L) bytes per pair
+each way.  The run's first round is one batch per worker (it compiles or loads the
+kernels).  0: rounds of one batch per worker on rows pulled for it (the parameter
+server's rounds, worker.py).  A library setting until ``fit`` takes it as an option."""
 
 
 def replica_rounds(cfg, fixed, replicate_W, row_limit=None, n_nodes=0):
-    """True when a run trains in replica rounds: ``SYNCS_PER_EPOCH`` > 0, the compiled
+    """True when a run trains in replica rounds: ``ROUND_WALKS`` > 0, the compiled
     step trains it (fused.supports: no skip-gram term), W is not replicated on its own
     (``w_placement='workers'`` keeps the parameter server's rounds), and no row limit
     below the ``n_nodes`` is set (``max_rows_per_shard``: a worker holds every row)."""
     kind = "dense" if fixed else None
     fits = row_limit is None or row_limit >= n_nodes
-    return SYNCS_PER_EPOCH > 0 and fused.supports(cfg, kind) and not replicate_W and fits
+    return ROUND_WALKS > 0 and fused.supports(cfg, kind) and not replicate_W and fits
 
 
 class Cluster:
@@ -158,8 +163,9 @@ class RayEngine:
         self.round_size = self.P = P
         self.replicas = replica_rounds(cfg, self.fixed, replicate_W, row_limit, n_nodes)
         if self.replicas:  # a round's batches per worker, after the first round's one
-            parts = max(1, SYNCS_PER_EPOCH) * P
-            self.share = max(1, -(-int(n_batches or 1) // parts))
+            most = max(1, int(n_batches or 1) // ROUND_PARTS)
+            batches = min(most, -(-ROUND_WALKS * n_nodes // cfg.batch_size))
+            self.share = max(1, -(-batches // P))
         self.checkpoint_every = 0  # driver.fit sets it: replica rounds end at its multiples
         self._merged = ()  # replica rounds: the last round's merged rows (refs, one per server)
         self.cluster = Cluster(

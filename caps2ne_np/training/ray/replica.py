@@ -72,6 +72,10 @@ def merge_rows(values, m, v, pushes):
     given = [p for p in pushes if p is not None and p[0].shape[0]]
     if not given:
         return None
+    if len(given) == 1:  # one worker changed these rows: its bits, nothing to merge
+        rows, val, m_r, v_r = given[0]
+        values[rows], m[rows], v[rows] = val, m_r, v_r
+        return given[0]
     union = np.unique(np.concatenate([p[0] for p in given]))
     where = [np.searchsorted(union, p[0]) for p in given]
     count = np.zeros(union.shape[0], dtype=np.int64)
