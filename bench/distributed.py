@@ -122,6 +122,10 @@ def main():
     )  # fmt: skip
     ap.add_argument("--walks-per-node", type=int, default=None, help="default: the preset's")
     ap.add_argument("--spectral", default=None, help="default: the preset's")
+    ap.add_argument(
+        "--seed", type=int, default=None,
+        help="the runs' seed (default: the config's); the graph's entry is '<name> seed <N>'",
+    )  # fmt: skip
     ap.add_argument("--ray-cpus", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=None, help="default: the preset's budget")
     ap.add_argument("--shuffles", type=int, default=5)
@@ -202,7 +206,8 @@ def measure_graph(name, args, payload):
     pg = panel_entry(name)
     g = from_scipy(pg.adj, directed=True, keep_self_loops=False)
     extra = {k: v for k, v in (("walks_per_node", args.walks_per_node),
-                                ("spectral", args.spectral)) if v is not None}  # fmt: skip
+                                ("spectral", args.spectral), ("seed", args.seed))
+             if v is not None}  # fmt: skip
     base = TrainConfig(adam="lazy", epochs=args.epochs, threads=args.threads, **extra)
     cfg, notes = resolve(base, g.n_nodes, g.indices.shape[0])
     num_sampled = cfg.num_sampled or min(256, g.n_nodes - 1)
@@ -211,7 +216,7 @@ def measure_graph(name, args, payload):
         runs=[], threads=args.threads, repeats=args.repeats,
     )  # fmt: skip
     entry["formula_bound"] = formula(cfg, g.n_nodes, num_sampled)  # the same per run
-    payload["graphs"][name] = entry
+    payload["graphs"][name if args.seed is None else f"{name} seed {args.seed}"] = entry
     print(f"{name}: {g.n_nodes} nodes; {notes[0]}; {notes[-1]}", flush=True)
     for rep in range(args.repeats):
         scored = rep == 0  # the scores are the same bits every time
