@@ -47,7 +47,7 @@ LOAD_ROWS = 1 << 16
 @kernel(parallel=True)
 def changed_rows(m, v, m0, v0, out):
     """out[r] = row r of the moments ``m``, ``v`` (n, w) differs from ``m0``, ``v0``
-    (a NaN counts as changed)."""
+    (a NaN counts as changed); a changed row is copied into ``m0``, ``v0``."""
     for r in prange(m.shape[0]):
         c = False
         for j in range(m.shape[1]):
@@ -55,6 +55,9 @@ def changed_rows(m, v, m0, v0, out):
                 c = True
                 break
         out[r] = c
+        if c:
+            m0[r] = m[r]
+            v0[r] = v[r]
 
 
 def rows_of(name, table):
@@ -197,7 +200,7 @@ class ReplicaWorker:
 
     def _pushes(self):
         """The rows changed since the last merge, one push per server (W's to server
-        0); their moments become the copy the next round compares with."""
+        0); their moments become the copy the next round compares with (changed_rows)."""
         S = self.S
         pushes = [{} for _ in range(S)]
         for name in self.names:
@@ -208,7 +211,6 @@ class ReplicaWorker:
             version = changed_rows.parallel if numba.get_num_threads() > 1 else changed_rows.serial
             version(m, v, m0, v0, mask)
             rows = np.flatnonzero(mask)
-            m0[rows], v0[rows] = m[rows], v[rows]
             if name == "W":
                 pushes[0]["W"] = (rows, val[rows], m[rows], v[rows])
                 continue
