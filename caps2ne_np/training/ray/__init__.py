@@ -6,11 +6,12 @@ are split by node id over S *server* actors: node v lives on server ``v % S`` at
 local row ``v // S``.  W (small) and its Adam moments live on server 0, or on every
 worker (``w_placement='workers'``: a replica each, see ``fit``).  P *worker*
 actors hold the CSR (shared through Ray's object store) and, in the parameter
-server's rounds, nothing of size N except the sampler's table; each builds its own batches from (seed, epoch, batch)
-exactly as ``train.fit`` does, pulls the rows the batch needs, runs the single
-machine's step on those rows only (node ids renumbered to local rows in id order):
-the compiled step's kernels (compiled.py), or ``core.loss_and_row_grads`` with the
-skip-gram term, as ``train.fit`` then; and returns one push of row gradients per server.
+server's rounds, nothing of size N except the sampler's table; each builds its own
+batches from (seed, epoch, batch) exactly as ``train.fit`` does, pulls the rows the
+batch needs, runs the single machine's step on those rows only (node ids renumbered
+to local rows in id order): the compiled step's kernels (compiled.py), or
+``core.loss_and_row_grads`` with the skip-gram term, as ``train.fit`` then; and
+returns one push of row gradients per server.
 
 By default (the compiled step: no skip-gram term) the workers train in *replica
 rounds* (replica.py): each holds a replica of every table and its moments, trains
