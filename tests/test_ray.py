@@ -91,6 +91,105 @@ def test_worker_and_servers_in_process_equal_the_compiled_single_machine(fixed):
     assert np.array_equal(W, servers[0].arrays["W"])
 
 
+def replica_round_trip(P, S, fixed, share=7):
+    """Replica rounds called in process (no Ray): P ReplicaWorkers, S ShardServers,
+    rounds of ``share`` batches per worker as RayEngine runs them.  Returns (the run's
+    set-up, the tables gathered from the servers, the workers)."""
+    from caps2ne_np.kernels.rng import derive_seed
+    from caps2ne_np.model.core import init_params
+    from caps2ne_np.training.loop import set_up
+    from caps2ne_np.training.ray.replica import ReplicaWorker
+    from caps2ne_np.training.ray.server import ShardServer
+    from caps2ne_np.training.ray.shards import interleave
+
+    adj, _ = planted_partition()
+    g = from_scipy(adj, directed=True, keep_self_loops=False)
+    n = g.n_nodes
+    given = np.random.default_rng(1).random((n, 12)).astype(np.float32) if fixed else None
+    base = TrainConfig(**dict(CFG, epochs=1), spectral="none", propagate="none")
+    run = set_up((g.indptr, g.indices, g.weights), base, given, 0, resume=False)
+    cfg, features = run.cfg, run.features
+    feat_dim = cfg.feat_dim if features is None else features.shape[1]
+    servers = [
+        ShardServer(s, S, n, cfg.dim, feat_dim, cfg.walk_length - 1, fixed, s == 0)
+        for s in range(S)
+    ]
+    p = init_params(n, cfg.dim, feat_dim, cfg.walk_length - 1,
+                    np.random.default_rng(derive_seed(cfg.seed, "init")), features)  # fmt: skip
+    servers[0].set_rows("W", 0, p.W)
+    for srv in servers:
+        srv.set_rows("O", 0, p.O)
+        srv.set_rows("X", 0, p.X)
+    workers = [
+        ReplicaWorker(r, g.indptr, g.indices, g.weights, cfg, S, feat_dim, fixed) for r in range(P)
+    ]
+    counts = workers[0].node_counts(0, n * cfg.walks_per_node, cfg.walk_chunk)
+    for w in workers:
+        w.set_counts(counts)
+        w.load(servers)
+    merged, b, n_batches = (), 0, run.schedule.n_batches
+    while b < n_batches:
+        size = min(P * share, n_batches - b)
+        cuts = [b + size * r // P for r in range(P + 1)]
+        rates = [run.schedule.rate(s) for s in range(b, b + size)]
+        outs = [
+            w.train(0, cuts[r], cuts[r], rates[cuts[r] - b : cuts[r + 1] - b], *merged)
+            for r, w in enumerate(workers)
+        ]
+        merged = [srv.merge(*[out[1 + s] for out in outs])[0] for s, srv in enumerate(servers)]
+        merged = merged if P > 1 else ()
+        b += size
+    for w in workers:  # the last merge (RayEngine hands it on with the next round)
+        w.absorb(*merged)
+    tables = {
+        name: interleave([srv.arrays[name] for srv in servers], 0, n, S)
+        for name in ("O", "X", "bias")
+    }
+    tables["W"] = servers[0].arrays["W"]
+    return (g, cfg, given), tables, workers
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_replica_rounds_in_process_equal_the_compiled_single_machine(fixed):
+    """P = 1 in replica rounds (a worker trains 7 batches on its copy of the tables, the
+    servers take the rows that changed): the single machine's compiled run bit for bit,
+    on the servers and on the worker, with trained x or dense fixed features."""
+    (g, cfg, given), tables, workers = replica_round_trip(1, 2, fixed)
+    single = fit(g.indptr, g.indices, g.weights, cfg, features=given)
+    for name in NAMES:
+        assert np.array_equal(tables[name], getattr(single.params, name)), name
+        assert np.array_equal(getattr(workers[0].params, name), tables[name]), name
+
+
+def test_replica_rounds_two_workers_reproducible_whatever_the_servers():
+    """P = 2: the same bits for S = 1 and S = 2 (each row merged in rank order), every
+    worker's tables equal to the servers' after the last merge, and not P = 1's."""
+    _, one_server, w1 = replica_round_trip(2, 1, False)
+    _, two_servers, w2 = replica_round_trip(2, 2, False)
+    _, single_worker, _ = replica_round_trip(1, 1, False)
+    for name in NAMES:
+        assert np.array_equal(one_server[name], two_servers[name]), name
+        for w in w1:
+            assert np.array_equal(getattr(w.params, name), one_server[name]), name
+    assert not np.array_equal(one_server["O"], single_worker["O"])
+
+
+def test_merge_rows_keeps_one_workers_bits_and_sums_the_changes_of_several():
+    from caps2ne_np.training.ray.replica import merge_rows
+
+    rng = np.random.default_rng(0)
+    values, m, v = (rng.random((4, 3)).astype(np.float32) for _ in range(3))
+    base = values.copy()
+    a = (np.array([0, 2]), *(rng.random((2, 3)).astype(np.float32) for _ in range(3)))
+    b = (np.array([2, 3]), *(rng.random((2, 3)).astype(np.float32) for _ in range(3)))
+    rows, *_ = merge_rows(values, m, v, [a, None, b])
+    assert rows.tolist() == [0, 2, 3]
+    assert values[0].tobytes() == a[1][0].tobytes() and m[3].tobytes() == b[2][1].tobytes()
+    assert np.array_equal(values[1], base[1])  # nobody changed it
+    assert np.allclose(values[2], base[2] + (a[1][1] - base[2]) + (b[1][0] - base[2]))
+    assert np.allclose(m[2], (a[2][1] + b[2][0]) / 2) and np.allclose(v[2], (a[3][1] + b[3][0]) / 2)
+
+
 @pytest.fixture(scope="module")
 def partition():
     adj, labels = planted_partition()
@@ -124,15 +223,29 @@ def test_one_worker_equals_single_machine_compiled_step_bitwise(
     g, _ = partition
     stats = {}
     assert_same(run(g, 1, S, w_placement=w_placement, stats=stats), single)
-    assert [w["step"] for w in stats["workers"]] == ["compiled"]
+    kind = "compiled" if w_placement == "workers" else "compiled replica"
+    assert [w["step"] for w in stats["workers"]] == [kind]
 
 
 @pytest.mark.slow
-def test_fixed_workers_reproducible_and_independent_of_servers(ray_local, partition, single):
+@pytest.mark.parametrize("rounds", ["replicas", "rows"])
+def test_fixed_workers_reproducible_and_independent_of_servers(
+    ray_local, partition, single, rounds, monkeypatch
+):
+    """P = 2 gives the same bits for S = 1 and 2, in replica rounds (the default) and
+    in the parameter server's rounds (``ROUND_WALKS = 0``; nor where W lives)."""
+    from caps2ne_np.training.ray import engine
+
     g, _ = partition
-    a, b = run(g, 2, 1), run(g, 2, 2, w_placement="workers")
-    assert_same(a, b)  # nor of where W lives
-    # two workers take the same batches one update stale: close to, not equal to, P = 1
+    if rounds == "rows":
+        monkeypatch.setattr(engine, "ROUND_WALKS", 0)
+    stats = {}
+    a = run(g, 2, 1, stats=stats)
+    b = run(g, 2, 2, w_placement="workers" if rounds == "rows" else "server")
+    assert_same(a, b)
+    kind = "compiled replica" if rounds == "replicas" else "compiled"
+    assert [w["step"] for w in stats["workers"]] == [kind, kind]
+    # two workers take the same batches, stale by a round: close to, not equal to, P = 1
     assert not np.array_equal(a.params.O, single.params.O)
     assert abs(a.history[-1]["loss"] - single.history[-1]["loss"]) < 0.05
 
@@ -255,7 +368,8 @@ def test_row_limit_spreads_the_tables_and_no_actor_holds_all_rows(ray_local, par
     for s in stats["servers"]:
         assert s["row_bytes"] == full // 2  # half the rows; W only on server 0
         assert s["peak_rss"] > 0
-    for w in stats["workers"]:
+    for w in stats["workers"]:  # the parameter server's rounds: no replica of the tables
+        assert w["step"] == "compiled"
         assert 0 < w["max_rows"] < n  # a batch's rows, never all
         assert w["pulled"] > 0 and w["pushed"] > 0
 
