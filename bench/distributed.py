@@ -83,7 +83,8 @@ def run_single(g, cfg):
 def run_ray(g, cfg, P, S, w_placement, round_walks=None):
     """A Ray run; ``round_walks``: the replica rounds' walks per node and round
     (ray.engine.ROUND_WALKS; 0: the parameter server's rounds), None: the default."""
-    from caps2ne_np.training.ray import engine, fit
+    from caps2ne_np.training.ray import engine
+    from caps2ne_np.training.ray.driver import fit
 
     default = engine.ROUND_WALKS
     if round_walks is not None:
@@ -166,7 +167,7 @@ def main():
 
     import ray
 
-    from caps2ne_np.training.ray import start_ray
+    from caps2ne_np.training.ray.connect import start_ray
 
     payload = (
         json.loads(path.read_text())
@@ -401,7 +402,8 @@ def memory_run(mode, n):
 
     from caps2ne_np.graphs.csr import from_scipy
     from caps2ne_np.training.options.config import TrainConfig
-    from caps2ne_np.training.ray import fit, start_ray
+    from caps2ne_np.training.ray.connect import start_ray
+    from caps2ne_np.training.ray.driver import fit
     from graphgen import lfr_like
 
     adj, _ = lfr_like(int(n), avg_degree=20, seed=0)

@@ -153,7 +153,7 @@ def ray_local():
     compiled one where fused.supports the run), so one worker is compared with one
     machine bit for bit."""
     ray = pytest.importorskip("ray")
-    from caps2ne_np.training.ray import start_ray
+    from caps2ne_np.training.ray.connect import start_ray
 
     started = start_ray(num_cpus=2)
     yield ray

@@ -160,7 +160,7 @@ def test_a_run_resumed_from_another_folder_may_not_replace_a_checkpoint(tmp_path
     """checkpoint.check_fresh, and the Ray engine's for its driver file: a folder holding
     another run's checkpoint is refused to a new run and to one resumed from elsewhere,
     not to a resume of that folder itself, nor with overwrite."""
-    from caps2ne_np.training.ray import check_fresh as ray_check_fresh
+    from caps2ne_np.training.ray.driver import check_fresh as ray_check_fresh
 
     def check(directory, overwrite, resume_from):
         if name == "driver.npz":

@@ -402,7 +402,7 @@ def test_user_features_do_not_start_from_prone(two_blocks, monkeypatch):
 @pytest.mark.parametrize("mode", ["init", "init_xo"])
 def test_ray_one_worker_starts_x_from_prone_as_one_machine(two_blocks, mode, ray_local):
     """The Ray engine starts x (and O) from ProNE too: one worker equals one machine."""
-    from caps2ne_np.training.ray import fit as ray_fit
+    from caps2ne_np.training.ray.driver import fit as ray_fit
 
     adj = sp.csr_matrix(two_blocks[0], dtype=np.float32)
     cfg = TrainConfig(**dict(TINY, adam="lazy", spectral=mode, threads=1))

@@ -96,8 +96,8 @@ def replica_round_trip(P, S, fixed, share=7):
     rounds of ``share`` batches per worker as RayEngine runs them.  Returns (the run's
     set-up, the tables gathered from the servers, the workers)."""
     from caps2ne_np.kernels.rng import derive_seed
-    from caps2ne_np.model.core import init_params
-    from caps2ne_np.training.loop import set_up
+    from caps2ne_np.model.params import init_params
+    from caps2ne_np.training.loop import Run, set_up
     from caps2ne_np.training.ray.replica import ReplicaWorker
     from caps2ne_np.training.ray.server import ShardServer
     from caps2ne_np.training.ray.shards import interleave
@@ -107,7 +107,7 @@ def replica_round_trip(P, S, fixed, share=7):
     n = g.n_nodes
     given = np.random.default_rng(1).random((n, 12)).astype(np.float32) if fixed else None
     base = TrainConfig(**dict(CFG, epochs=1), spectral="none", propagate="none")
-    run = set_up((g.indptr, g.indices, g.weights), base, given, 0, resume=False)
+    run = set_up(Run(g, base, given))
     cfg, features = run.cfg, run.features
     feat_dim = cfg.feat_dim if features is None else features.shape[1]
     servers = [
@@ -203,7 +203,7 @@ def single(partition):
 
 
 def run(g, P, S, **kwargs):
-    from caps2ne_np.training.ray import fit as fit_ray
+    from caps2ne_np.training.ray.driver import fit as fit_ray
 
     cfg = kwargs.pop("cfg", TrainConfig(**CFG))
     return fit_ray(g.indptr, g.indices, g.weights, cfg, workers=P, servers=S, **kwargs)
@@ -331,7 +331,7 @@ def test_killed_actor_restarts_from_checkpoint_and_loses_nothing(
 
 @pytest.mark.slow
 def test_killed_actor_without_restarts_names_the_checkpoint(ray_local, partition, tmp_path):
-    from caps2ne_np.training.ray import WorkerLost
+    from caps2ne_np.training.ray.driver import WorkerLost
 
     g, _ = partition
     stats = {}
@@ -601,7 +601,7 @@ def test_workers_are_capped_by_the_batches_of_an_epoch(ray_local, partition, mon
     most 2 batches), with the same bits as --workers 2, and warns above the CPU count."""
     import logging
 
-    from caps2ne_np.training.ray import cli_fit
+    from caps2ne_np.training.ray.driver import cli_fit
 
     g, _ = partition
     cfg = TrainConfig(**dict(CFG, batch_size=400, epochs=1))  # 200 nodes x 4 walks: 2 batches

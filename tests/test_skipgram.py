@@ -610,7 +610,7 @@ def test_ray_one_worker_equals_one_machine_with_the_term(ray_local, negatives):
     """The Ray workers remap node ids to local rows; V' keeps its order and the batch
     its stream key, so the term (and its negatives) are the same bits."""
     from caps2ne_np.training.options.config import TrainConfig
-    from caps2ne_np.training.ray import fit as fit_ray
+    from caps2ne_np.training.ray.driver import fit as fit_ray
     from caps2ne_np.training.train import fit
 
     indptr, indices, _ = _partition()

@@ -63,16 +63,3 @@ One module per concern:
 
 Ray is imported only by these modules, and only when this engine runs.
 """
-
-from .connect import start_ray
-from .driver import WorkerLost, check_fresh, cli_fit, fit, fit_run, worker_count
-
-__all__ = [
-    "WorkerLost",
-    "check_fresh",
-    "cli_fit",
-    "fit",
-    "fit_run",
-    "start_ray",
-    "worker_count",
-]

@@ -34,7 +34,7 @@ import numpy as np
 from numba import prange
 
 from ...kernels.jit import kernel
-from ...model.core import Params, slot_major
+from ...model.params import Params, slot_major
 from ..step import fused
 from ..step.batch import BatchStream
 from ..step.optim import Adam
