@@ -7,7 +7,7 @@ The protocol, as the functions below run it:
 1. ``split_edges``: hold out a seeded ``fraction`` of the graph's edges (10% by default,
    as CogDL's table).  A random spanning forest of the graph is never held out, so every
    node keeps at least one training edge and the training graph has the components of the
-   whole graph.  ``write_split`` writes the two edge lists (train the embeddings on
+   whole graph.  ``split_files`` gives the two edge lists (train the embeddings on
    ``train_edges.txt``), ``read_split`` reads them back and checks them against the graph.
 2. ``sample_non_edges``: as many node pairs that are not edges of the whole graph as there
    are held-out edges, of one kind: ``uniform`` (both ends uniform over the nodes: the easy
@@ -33,7 +33,6 @@ whose reverse stays in training is easy).  Self-loops are never held out nor sam
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -326,40 +325,30 @@ def evaluate_links(E, split, kinds=NEGATIVE_KINDS, k=50, folds=3, seed=0, C=1.0)
 # --------------------------------------------------------------------------- the split's files
 
 
-def write_split(folder, split, node_ids, source="", overwrite=False):
-    """Write ``split`` as two edge lists of node ids into ``folder`` (made if missing):
-    ``train_edges.txt`` ('u v', or 'u v w' when a weight differs from 1: train on it) and
-    ``held_edges.txt`` ('u v'), each opening with a '#' line saying what it holds.
-    Atomic; an existing file is replaced only with ``overwrite``.  Returns the two paths."""
-    from ..io.atomic import atomic_write, publish_together
-
-    folder = Path(folder)
-    paths = folder / TRAIN_FILE, folder / HELD_FILE
-    for path in paths:
-        if path.exists() and not overwrite:
-            raise InputError(f"{path}: exists; pass --overwrite to replace it")
-    folder.mkdir(parents=True, exist_ok=True)
+def split_files(split, node_ids, source=""):
+    """The two edge lists of ``split`` as text, {file name: text}, in node ids:
+    ``train_edges.txt`` ('u v', or 'u v w' when a weight differs from 1: train on it)
+    and ``held_edges.txt`` ('u v'), each opening with a '#' line saying what it holds.
+    (``split-edges`` writes them atomically into its --out folder.)"""
     weighted = bool(np.any(split.train_weights != 1) or np.any(split.held_weights != 1))
     kind = "directed u -> v" if split.directed else "undirected"
     of = f" of {source}" if source else ""
-    heads = (
-        f"# training edges{of} ({kind}): train the embeddings on this file\n",
-        f"# held-out edges{of} ({kind}): {len(split.held)} of "
-        f"{len(split.held) + len(split.train)}, never in {TRAIN_FILE}\n",
-    )
-    ids = np.asarray(node_ids, dtype=object)
-    with publish_together():
-        for path, head, pairs, w in zip(
-            paths, heads, (split.train, split.held), (split.train_weights, None)
-        ):
-            with atomic_write(path, overwrite=overwrite) as fh:
-                fh.write(head)
-                u, v = ids[pairs[:, 0]], ids[pairs[:, 1]]
-                if weighted and w is not None:
-                    fh.writelines(f"{a} {b} {c:.9g}\n" for a, b, c in zip(u, v, w.tolist()))
-                else:
-                    fh.writelines(f"{a} {b}\n" for a, b in zip(u, v))
-    return tuple(str(p) for p in paths)
+    total = len(split.held) + len(split.train)
+    ids = np.asarray([str(i) for i in node_ids], dtype=object)
+    out = {}
+    for name, head, pairs, w in (
+        (TRAIN_FILE, "train the embeddings on this file", split.train, split.train_weights),
+        (HELD_FILE, f"{len(split.held)} of {total}, never in {TRAIN_FILE}", split.held, None),
+    ):
+        u, v = ids[pairs[:, 0]], ids[pairs[:, 1]]
+        what = "training" if name == TRAIN_FILE else "held-out"
+        lines = [f"# {what} edges{of} ({kind}): {head}\n"]
+        if weighted and w is not None:
+            lines += [f"{a} {b} {c:.9g}\n" for a, b, c in zip(u, v, w.tolist())]
+        else:
+            lines += [f"{a} {b}\n" for a, b in zip(u, v)]
+        out[name] = "".join(lines)
+    return out
 
 
 def _read_pairs(path, index):
@@ -386,16 +375,14 @@ def _read_pairs(path, index):
 
 
 def read_split(folder, A, node_ids, directed=False):
-    """The ``EdgeSplit`` written by ``write_split`` into ``folder``, checked against the
+    """The ``EdgeSplit`` whose ``split_files`` are in ``folder``, checked against the
     graph ``A`` (scipy.sparse, node i = ``node_ids[i]``): every line an edge of the graph,
     no edge twice, every edge of the graph (self-loops aside) in one of the two files.
     InputError naming the file and line otherwise."""
     paths = [os.path.join(folder, name) for name in (TRAIN_FILE, HELD_FILE)]
     for path in paths:
         if not os.path.isfile(path):
-            raise InputError(
-                f"{path}: no such file; write the split first (evaluate --task link --split-out)"
-            )
+            raise InputError(f"{path}: no such file; write the split first (split-edges --out)")
     n = A.shape[0]
     index = {str(nid): i for i, nid in enumerate(node_ids)}
     pairs, weights = edge_pairs(A, directed)
