@@ -559,10 +559,22 @@ def run_link_seed(graph, seed, args, usable, sides):
                 )
             else:
                 emb, _ = vs_deepwalk.load_embedding(out_file(cmds[side]), graph.n_nodes)
-                rec.update(links.evaluate_links(emb[perm], split, k=args.hits_k, seed=seed))
+                got = links.evaluate_links(emb[perm], split, k=args.hits_k, seed=seed)
+                rec.update(rounded(got, 4))  # docs/results/ stays small
             out[side] = rec
             print(f"  seed {seed} {side:9s} {seconds:7.1f} s  " + link_line(rec), flush=True)
     return out, dict(held=len(split.held), train=len(split.train), wanted=split.wanted)
+
+
+def rounded(obj, digits):
+    """``obj`` (dicts, lists, tuples of numbers) with every float rounded."""
+    if isinstance(obj, float):
+        return round(obj, digits)
+    if isinstance(obj, dict):
+        return {k: rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [rounded(v, digits) for v in obj]
+    return obj
 
 
 def link_line(rec):
@@ -589,7 +601,7 @@ def link_summary(entry):
                 }
                 for scorer in v["scores"]
             }
-        summary[side] = s
+        summary[side] = rounded(s, 3)
     entry["summary"] = summary
     return entry
 
@@ -619,7 +631,7 @@ def render_links(payload):
     lines = [
         "# Link prediction: ours (the defaults) against DeepWalk and ProNE",
         "",
-        f"`{payload['command']}`",
+        *[f"    {c}" for c in payload.get("commands", [payload["command"]])],
         "",
         f"Per graph and seed ({', '.join(str(s) for s in payload['seeds'])}): "
         f"{100 * LINK_FRACTION:g}% of the edges held out by "
@@ -639,6 +651,8 @@ def render_links(payload):
     ]
     if payload.get("smoke"):
         lines += ["**SMOKE RUN: reduced budgets; no conclusion from these numbers.**", ""]
+    if payload.get("note"):
+        lines += [payload["note"], ""]
     kinds = list(
         dict.fromkeys(k for e in graphs for s in e["summary"].values() for k in s["kinds"])
     )
@@ -714,7 +728,7 @@ def link_target_lines(graphs):
 def link_recipe(seed=0):
     """The commands a user runs for one graph and seed (cora as the example)."""
     return [
-        f"python cli.py evaluate --task link --dataset cora --split-out split --seed {seed}",
+        f"python cli.py split-edges --dataset cora --out split --seed {seed}",
         f"python cli.py train --graph split/train_edges.txt --out ours.emb --seed {seed}",
         f"python bench/deepwalk_peer.py --graph split/train_edges.txt --emb dw.emb --seed {seed}",
         f"python bench/peers/prone_peer.py --graph split/train_edges.txt --emb prone.emb "
