@@ -526,6 +526,7 @@ def budget_lines(graphs):
 
 LINK_SIDES = ("ours", "deepwalk", "prone")
 LINK_SCORERS = ("cosine", "logistic")  # the target's two; dot is in the JSON
+LINK_METRICS = ("auc", "ap", "hits")
 LINK_TARGET_GRAPHS = ("ppi", "pos", "wiki")
 LINK_FRACTION = 0.1
 LINK_K = 50
@@ -560,28 +561,30 @@ def run_link_seed(graph, seed, args, usable, sides):
             else:
                 emb, _ = vs_deepwalk.load_embedding(out_file(cmds[side]), graph.n_nodes)
                 got = links.evaluate_links(emb[perm], split, k=args.hits_k, seed=seed)
-                rec.update(rounded(got, 4))  # docs/results/ stays small
+                rec.update(compact_links(got))
             out[side] = rec
             print(f"  seed {seed} {side:9s} {seconds:7.1f} s  " + link_line(rec), flush=True)
     return out, dict(held=len(split.held), train=len(split.train), wanted=split.wanted)
 
 
-def rounded(obj, digits):
-    """``obj`` (dicts, lists, tuples of numbers) with every float rounded."""
-    if isinstance(obj, float):
-        return round(obj, digits)
-    if isinstance(obj, dict):
-        return {k: rounded(v, digits) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [rounded(v, digits) for v in obj]
-    return obj
+def compact_links(result):
+    """evaluate_links' result as the results file keeps it (docs/results/ stays small):
+    per kind, the number of non-edges and per scorer [auc, ap, hits] to 4 decimals."""
+    kinds = {
+        kind: dict(
+            negatives=v["negatives"],
+            **{s: [round(m[x], 4) for x in LINK_METRICS] for s, m in v["scores"].items()},
+        )
+        for kind, v in result["kinds"].items()
+    }
+    return dict(held=result["held"], k=result["k"], folds=result["folds"], kinds=kinds)
 
 
 def link_line(rec):
     """One side's ROC-AUCs (percent) per negative kind, cosine / logistic."""
     if "error" in rec:
         return rec["error"]
-    aucs = {k: [100 * v["scores"][x]["auc"] for x in LINK_SCORERS] for k, v in rec["kinds"].items()}
+    aucs = {k: [100 * v[x][0] for x in LINK_SCORERS] for k, v in rec["kinds"].items()}
     return "  ".join(f"{k} {a:.2f}/{b:.2f}" for k, (a, b) in aucs.items())
 
 
@@ -596,14 +599,22 @@ def link_summary(entry):
         for kind, v in recs[0]["kinds"].items():
             s["kinds"][kind] = {
                 scorer: {
-                    m: cell([100 * r["kinds"][kind]["scores"][scorer][m] for r in recs])
-                    for m in v["scores"][scorer]
+                    m: cell([100 * r["kinds"][kind][scorer][i] for r in recs])
+                    for i, m in enumerate(LINK_METRICS)
                 }
-                for scorer in v["scores"]
+                for scorer in v
+                if scorer != "negatives"
             }
-        summary[side] = rounded(s, 3)
+        summary[side] = s
     entry["summary"] = summary
     return entry
+
+
+def link_stored(payload):
+    """The payload as the results file keeps it: the runs, not their summaries (which
+    ``link_summary`` recomputes)."""
+    graphs = [{k: v for k, v in e.items() if k != "summary"} for e in payload["graphs"]]
+    return dict(payload, graphs=graphs)
 
 
 def link_target(graphs):
@@ -773,7 +784,7 @@ def links_main(args, argv):
             runs, entry["split"] = run_link_seed(graph, seed, args, usable, sides)
             entry["runs"].append(runs)
             link_summary(entry)
-            common.write_results(out, payload, render_links(payload))
+            common.write_results(out, link_stored(payload), render_links(payload))
     print(render_links(payload))
 
 
