@@ -2,6 +2,7 @@
 
     python bench/panel.py --graphs cora,citeseer,ppi --seeds 0,1,2
     python bench/panel.py --smoke                    # tiny, seconds (needs gensim)
+    python bench/panel.py --links --graphs cora,wiki,ppi,pos   # link prediction
 
 One run cannot carry a 1-point claim: the bundled Cora scored 71.09 in one node order
 and 72.51 in another.  So every method runs once per seed, and the seed moves all it
@@ -521,6 +522,272 @@ def budget_lines(graphs):
     ]
 
 
+# --------------------------------------------------------------------------- --links
+
+LINK_SIDES = ("ours", "deepwalk", "prone")
+LINK_SCORERS = ("cosine", "logistic")  # the target's two; dot is in the JSON
+LINK_METRICS = ("auc", "ap", "hits")
+LINK_TARGET_GRAPHS = ("ppi", "pos", "wiki")
+LINK_FRACTION = 0.1
+LINK_K = 50
+# CogDL's link-prediction table (10% of edges held out, ROC-AUC, uniform non-edges, 10
+# repeats); its "Wikipedia" is POS
+COGDL = dict(
+    ppi=dict(prone=79.93, deepwalk=69.65, netmf=79.04, hope=80.21),
+    pos=dict(prone=82.74, deepwalk=65.93),
+)
+
+
+def run_link_seed(graph, seed, args, usable, sides):
+    """Every side trained on the training edges of the seed's split (the graph renamed by
+    the seed's permutation), scored on its held-out edges (caps2ne_np.evaluation.links):
+    {side: record}."""
+    from caps2ne_np.evaluation import links
+
+    split = links.split_edges(graph.adj, LINK_FRACTION, seed)
+    perm = np.random.default_rng([seed, 20261127]).permutation(graph.n_nodes)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="links_") as d:
+        write_graph(os.path.join(d, "g.txt"), split.train_adjacency(), perm)
+        cmds = side_commands(d, args.threads, seed, args.smoke, usable)
+        k = seed % len(sides)
+        for side in sides[k:] + sides[:k]:
+            seconds, proc = vs_deepwalk.run_timed(cmds[side], common.REPO)
+            rec = dict(seconds=seconds)
+            if proc.returncode != 0:
+                rec["error"] = f"exit {proc.returncode}: " + " | ".join(
+                    vs_deepwalk._screen_lines(proc.stderr, 4)
+                )
+            else:
+                emb, _ = vs_deepwalk.load_embedding(out_file(cmds[side]), graph.n_nodes)
+                got = links.evaluate_links(emb[perm], split, k=args.hits_k, seed=seed)
+                rec.update(compact_links(got))
+            out[side] = rec
+            print(f"  seed {seed} {side:9s} {seconds:7.1f} s  " + link_line(rec), flush=True)
+    return out, dict(held=len(split.held), train=len(split.train), wanted=split.wanted)
+
+
+def compact_links(result):
+    """evaluate_links' result as the results file keeps it (docs/results/ stays small):
+    per kind, the number of non-edges and per scorer [auc, ap, hits] to 4 decimals."""
+    kinds = {
+        kind: dict(
+            negatives=v["negatives"],
+            **{s: [round(m[x], 4) for x in LINK_METRICS] for s, m in v["scores"].items()},
+        )
+        for kind, v in result["kinds"].items()
+    }
+    return dict(held=result["held"], k=result["k"], folds=result["folds"], kinds=kinds)
+
+
+def link_line(rec):
+    """One side's ROC-AUCs (percent) per negative kind, cosine / logistic."""
+    if "error" in rec:
+        return rec["error"]
+    aucs = {k: [100 * v[x][0] for x in LINK_SCORERS] for k, v in rec["kinds"].items()}
+    return "  ".join(f"{k} {a:.2f}/{b:.2f}" for k, (a, b) in aucs.items())
+
+
+def link_summary(entry):
+    """{side: {kind: {scorer: {metric: (mean, sd) in percent}}}, seconds} over the seeds."""
+    summary = {}
+    for side in LINK_SIDES:
+        recs = [r[side] for r in entry["runs"] if side in r and "kinds" in r[side]]
+        if not recs:
+            continue
+        s = dict(seconds=common.median([r["seconds"] for r in recs]), n=len(recs), kinds={})
+        for kind, v in recs[0]["kinds"].items():
+            s["kinds"][kind] = {
+                scorer: {
+                    m: cell([100 * r["kinds"][kind][scorer][i] for r in recs])
+                    for i, m in enumerate(LINK_METRICS)
+                }
+                for scorer in v
+                if scorer != "negatives"
+            }
+        summary[side] = s
+    entry["summary"] = summary
+    return entry
+
+
+def link_stored(payload):
+    """The payload as the results file keeps it: the runs, not their summaries (which
+    ``link_summary`` recomputes)."""
+    graphs = [{k: v for k, v in e.items() if k != "summary"} for e in payload["graphs"]]
+    return dict(payload, graphs=graphs)
+
+
+def link_target(graphs):
+    """The target's verdicts: (graph, kind, scorer, gaps of ours against each peer, met)
+    for the target graphs, where ours and both peers ran; met when ours' mean ROC-AUC is
+    at or above each peer's."""
+    rows = []
+    for e in graphs:
+        s = e["summary"]
+        if e["name"] not in LINK_TARGET_GRAPHS or not {"ours", "deepwalk", "prone"} <= set(s):
+            continue
+        for kind in s["ours"]["kinds"]:
+            for scorer in LINK_SCORERS:
+                cells = {
+                    x: s[x]["kinds"][kind][scorer]["auc"] for x in ("ours", "deepwalk", "prone")
+                }
+                gaps = {x: gap(cells["ours"], cells[x]) for x in ("deepwalk", "prone")}
+                rows.append((e["name"], kind, scorer, gaps, all(g[0] >= 0 for g in gaps.values())))
+    return rows
+
+
+def render_links(payload):
+    """The link column's Markdown: ROC-AUC per negative kind, AP and Hits@K, the target."""
+    graphs, sides = payload["graphs"], payload["sides"]
+    lines = [
+        "# Link prediction: ours (the defaults) against DeepWalk and ProNE",
+        "",
+        *[f"    {c}" for c in payload.get("commands", [payload["command"]])],
+        "",
+        f"Per graph and seed ({', '.join(str(s) for s in payload['seeds'])}): "
+        f"{100 * LINK_FRACTION:g}% of the edges held out by "
+        "`caps2ne_np.evaluation.links.split_edges` (a random spanning forest kept, so every "
+        "node keeps a training edge), the training graph renamed by the seed's permutation, "
+        "every side trained on it with its defaults, then the held-out edges scored against "
+        "as many sampled non-edges of each kind (docs/links.md): cosine of the two rows "
+        "(nothing trained) and logistic regression on their Hadamard product (3-fold over "
+        "the scored pairs). Mean +- sample sd over the seeds, percent.",
+        "",
+        "Each seed, as commands (the bench renames the nodes first; otherwise the same):",
+        "",
+        "```bash",
+        *payload["recipe"],
+        "```",
+        "",
+    ]
+    if payload.get("smoke"):
+        lines += ["**SMOKE RUN: reduced budgets; no conclusion from these numbers.**", ""]
+    if payload.get("note"):
+        lines += [payload["note"], ""]
+    kinds = list(
+        dict.fromkeys(k for e in graphs for s in e["summary"].values() for k in s["kinds"])
+    )
+    for kind in kinds:
+        lines += [f"ROC-AUC, {kind} non-edges, cosine / logistic regression:", ""]
+        head = ["graph", "N", "held out"] + [f"{NAMES[x]}" for x in sides]
+        head += ["CogDL ProNE", "CogDL DeepWalk"] if kind == "uniform" else []
+        lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        for e in graphs:
+            row = [e["name"], f"{e['n_nodes']:,}", f"{e['split']['held']:,}"]
+            for x in sides:
+                c = e["summary"].get(x, {}).get("kinds", {}).get(kind)
+                row.append(
+                    f"{fmt_cell(c['cosine']['auc'])} / {fmt_cell(c['logistic']['auc'])}"
+                    if c
+                    else "-"
+                )
+            if kind == "uniform":
+                ref = COGDL.get(e["name"], {})
+                row += [f"{ref[x]:.2f}" if x in ref else "-" for x in ("prone", "deepwalk")]
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    lines += link_detail_lines(graphs, sides, kinds, payload["hits_k"])
+    lines += link_target_lines(graphs)
+    lines += ["", report.machine_markdown(payload["machine"]), ""]
+    return "\n".join(lines)
+
+
+def link_detail_lines(graphs, sides, kinds, k):
+    """Average precision and Hits@K of the logistic regression, and each side's seconds."""
+    lines = [f"Logistic regression's average precision / Hits@{k}, per kind of non-edge:", ""]
+    head = ["graph", "side"] + list(kinds) + ["median seconds"]
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for e in graphs:
+        for x in sides:
+            s = e["summary"].get(x)
+            if s is None:
+                continue
+            row = [e["name"], NAMES[x]]
+            for kind in kinds:
+                c = s["kinds"][kind]["logistic"]
+                row.append(f"{c['ap'][0]:.2f} / {c['hits'][0]:.2f}")
+            lines.append("| " + " | ".join(row + [f"{s['seconds']:.1f}"]) + " |")
+    return lines + [""]
+
+
+def link_target_lines(graphs):
+    """The target (ours at or above both peers on PPI, POS and Wiki), graph by graph."""
+    rows = link_target(graphs)
+    if not rows:
+        return ["The target: no target graph (PPI, POS, Wiki) ran with all three sides."]
+    lines = [
+        "The target: ours' mean ROC-AUC at or above DeepWalk's and ProNE's on PPI, POS and "
+        "Wiki, for both scorers (gap in points; a tie when below its spread):",
+        "",
+        "| graph | non-edges | scorer | vs DeepWalk | vs ProNE | met |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, kind, scorer, gaps, met in rows:
+        lines.append(
+            f"| {name} | {kind} | {scorer} | {fmt_gap(gaps['deepwalk'])} | "
+            f"{fmt_gap(gaps['prone'])} | {'yes' if met else '**no**'} |"
+        )
+    for kinds, what in ((("uniform",), "uniform"), (("degree", "two-hop"), "hard")):
+        sel = [r for r in rows if r[1] in kinds]
+        lines.append(
+            f"\n{what} non-edges: met in {sum(r[4] for r in sel)} of {len(sel)} "
+            "(graph, kind, scorer) cells."
+        )
+    return lines
+
+
+def link_recipe(seed=0):
+    """The commands a user runs for one graph and seed (cora as the example)."""
+    return [
+        f"python cli.py split-edges --dataset cora --out split --seed {seed}",
+        f"python cli.py train --graph split/train_edges.txt --out ours.emb --seed {seed}",
+        f"python bench/deepwalk_peer.py --graph split/train_edges.txt --emb dw.emb --seed {seed}",
+        f"python bench/peers/prone_peer.py --graph split/train_edges.txt --emb prone.emb "
+        f"--seed {seed}",
+        "python cli.py evaluate --task link -e ours.emb --dataset cora --split split "
+        f"--seed {seed}",
+    ]
+
+
+def links_main(args, argv):
+    """--links: the link column of every --graphs graph over --seeds."""
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    asked = [s for s in args.sides.split(",") if s]
+    sides = [s for s in LINK_SIDES if s in asked] or list(LINK_SIDES)
+    if "prone" in sides and not vs_deepwalk.have_prone():
+        print("ProNE peer skipped: nodevectors is not installed", file=sys.stderr)
+        sides.remove("prone")
+    names = SMOKE_GRAPHS if args.smoke else [g for g in args.graphs.split(",") if g]
+    usable = len(os.sched_getaffinity(0))
+    vs_deepwalk.warm_up(argparse.Namespace(threads=args.threads, prone="prone" in sides), usable)
+    out = "links_panel" if args.out == "panel" else args.out
+    payload = dict(
+        command=common.command(argv),
+        recipe=link_recipe(),
+        seeds=seeds[:2] if args.smoke else seeds,
+        sides=sides,
+        smoke=args.smoke,
+        hits_k=args.hits_k,
+        graphs=[],
+        machine=common.short_machine(common.machine_info()),
+    )
+    for name in names:
+        try:
+            graph = vs_deepwalk.panel_entry(name, args.data_dir)
+        except Exception as err:  # a dataset not in the cache: skip, say so
+            print(f"{name}: skipped ({err})", file=sys.stderr)
+            continue
+        print(f"{name}: {graph.n_nodes:,} nodes", flush=True)
+        entry = dict(name=name, n_nodes=graph.n_nodes, runs=[])
+        payload["graphs"].append(entry)
+        for seed in payload["seeds"]:
+            runs, entry["split"] = run_link_seed(graph, seed, args, usable, sides)
+            entry["runs"].append(runs)
+            link_summary(entry)
+            common.write_results(out, link_stored(payload), render_links(payload))
+    print(render_links(payload))
+
+
 def main(argv=None):
     ap = common.parser(__doc__, threads=0, smoke=", ".join(SMOKE_GRAPHS), out="panel")
     ap.add_argument("--graphs", default="cora,citeseer,ppi", help="comma-separated panel names")
@@ -551,7 +818,16 @@ def main(argv=None):
         default="",
         help="comma-separated --written stems: the rules chosen by leaving each graph out",
     )
+    ap.add_argument(
+        "--links",
+        action="store_true",
+        help="link prediction instead (docs/links.md): ours, DeepWalk and ProNE trained on "
+        "90%% of the edges, scored on the rest; writes <results>/links_panel.json + .md",
+    )
+    ap.add_argument("--hits-k", type=int, default=LINK_K, help="--links: K of Hits@K")
     args = ap.parse_args(argv)
+    if args.links:
+        return links_main(args, argv)
     if args.written or args.loo:
         return written_main(args, argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]

@@ -2,7 +2,7 @@
 ``python -m caps2ne_np``, all running the group ``cli`` below.
 
 One module per command (train.py, inference/infer.py, evaluation/evaluate.py, data.py's fetch-data,
-choose.py), each a thin click shell over a plain function of its options
+choose.py, links.py's split-edges), each a thin click shell over a plain function of its options
 (``run_train``, ``run_infer``, ``run_evaluate``, ``run_choose``) that a test can call
 without click; tables.py holds each command's options, one table per command;
 options.py the rows they share, the rows of train's options generated from
@@ -21,6 +21,7 @@ from .choose import choose
 from .data import fetch_data
 from .evaluate import evaluate
 from .infer import infer
+from .links import split_edges
 from .options import CONTEXT
 from .train import train
 
@@ -35,7 +36,7 @@ def cli():
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- for the life of the process
 
 
-for command in (train, evaluate, fetch_data, infer, choose):
+for command in (train, evaluate, split_edges, fetch_data, infer, choose):
     cli.add_command(command)
 
 

@@ -1,7 +1,7 @@
 """The ``evaluate`` command: node classification on embeddings with the paper's
-protocols (evaluation/evaluate.py).  Its options are the table ``tables.EVALUATE``; its work is
-``run_evaluate``, a plain function of those options that a test can call without
-click."""
+protocols (evaluation/evaluate.py); ``--task link`` hands over to links.py.  Its options
+are the table ``tables.EVALUATE``; its work is ``run_evaluate``, a plain function of
+those options that a test can call without click."""
 
 from dataclasses import dataclass
 
@@ -11,6 +11,7 @@ from ..errors import InputError
 from . import options as opt
 from . import tables
 from .files import check_outputs, source_of
+from .links import check_link_usage, run_links
 from .run import reset_logging, run, wrote
 
 
@@ -25,6 +26,10 @@ def evaluate(**params):
     several files the epoch is also chosen by cross-validation on each training part.
     Single-label without splits: --train-fraction F draws --shuffles random
     stratified splits (seeded by --seed); without it too, F = 0.5, and the run says so.
+
+    --task link: the held-out edges of --split (split-edges) against sampled non-edges,
+    ROC-AUC, average precision and Hits@K by cosine, dot product and logistic
+    regression on Hadamard features (docs/links.md).
     """
     check_usage(params)
     reset_logging()
@@ -40,6 +45,9 @@ def evaluate_params(**given):
 def check_usage(params):
     """click.UsageError (exit 2) for options that do not go together, before any work."""
     p = params
+    check_link_usage(p)
+    if p["task"] == "link":
+        return
     train_fraction, splits_path = p["train_fraction"], p["splits_path"]
     if (p["dataset"] is None) == (p["labels_path"] is None):
         raise click.UsageError("give exactly one of --dataset and --labels")
@@ -95,6 +103,8 @@ def run_evaluate(params):
     with --json -).  Errors are raised (InputError, OSError, ...)."""
     from ..evaluation.evaluate import evaluate_embeddings
 
+    if params["task"] == "link":
+        return run_links(params, _read_embeddings)
     job = _plan(params)
     emb_paths, source, json_out = job.emb_paths, job.source, job.json_out
     if json_out:

@@ -1,5 +1,5 @@
 """Each command's options, one table per command (``TRAIN``, ``INFER``, ``EVALUATE``,
-``CHOOSE``),
+``SPLIT_EDGES``, ``CHOOSE``),
 in the order ``--help`` lists them.  A row is an ``options.Opt`` (click.option's
 arguments) or a tuple of them; ``options.command(table)`` makes the click command and
 ``options.params(table, ...)`` the parameters of the command's plain function."""
@@ -392,7 +392,46 @@ EVALUATE = (
     opt.folds(
         "--cv-folds",
         "Multi-label with several embedding files: folds of the cross-validation "
-        "on each training part that chooses the epoch.",
+        "on each training part that chooses the epoch; --task link: folds of the logistic "
+        "regression over the scored pairs.",
+    ),
+    # --task link (docs/links.md): one block
+    option(
+        "--task",
+        type=click.Choice(["node", "link"]),
+        default="node",
+        show_default=True,
+        help="node: node classification (the labels); link: score the held-out edges of "
+        "--split against sampled non-edges (the embeddings trained on its train_edges.txt).",
+    ),
+    option(
+        "--graph",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="--task link: the whole graph's edge list (or .npz/.mat), as split-edges read it "
+        "(or --dataset).",
+    ),
+    option("--directed", is_flag=True, help="--task link: read --graph as split-edges did."),
+    option(
+        "--split",
+        "split_path",
+        type=click.Path(exists=True, file_okay=False),
+        default=None,
+        help="--task link: the folder split-edges wrote (train_edges.txt, held_edges.txt).",
+    ),
+    option(
+        "--negatives",
+        default="uniform,degree,two-hop",
+        show_default=True,
+        help="--task link: kinds of non-edges, each as many as the held-out edges: uniform "
+        "pairs, degree-matched pairs, pairs two hops apart in the training graph.",
+    ),
+    option(
+        "--hits-k",
+        default=50,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="--task link: K of Hits@K (held-out edges scored above the K-th best non-edge).",
     ),
     opt.seed("Seed of the shuffles."),
     option(
@@ -407,6 +446,35 @@ EVALUATE = (
     opt.debug(),
 )
 """evaluate's options."""
+
+SPLIT_EDGES = (
+    option(
+        "--graph",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="Edge list: 'u v' or 'u v weight' per line (or .npz/.mat).",
+    ),
+    opt.dataset("A benchmark set's graph instead of --graph."),
+    opt.data_dir(),
+    option("--directed", is_flag=True, help="Edges are u->v (default: undirected)."),
+    option(
+        "--out",
+        required=True,
+        type=click.Path(file_okay=False),
+        help="Folder for train_edges.txt (train on it) and held_edges.txt (made if missing).",
+    ),
+    option(
+        "--holdout",
+        default=0.1,
+        show_default=True,
+        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+        help="Fraction of the edges held out (fewer if a spanning forest leaves fewer).",
+    ),
+    opt.seed("Seed of the split."),
+    opt.overwrite("Replace existing split files."),
+    opt.debug(),
+)
+"""split-edges' options."""
 
 CHOOSE = (
     opt.model_file("Trained model .npz (train --model-out): its o_v and filter options."),
