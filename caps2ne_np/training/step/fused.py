@@ -7,7 +7,7 @@ updated tables, with the GIL released; Python sets up, calls once per chunk (abo
 bottom (docs/math.md names the equations; every stage is a parallel kernel below, over
 items that own their outputs):
 
-    walks, pairs, V' and Q(.)           draw_batch    (serial)  walk_kernels.pair_of, samplers
+    walks, pairs, V' and Q(.)           draw_batch    (serial)  pair_kernels.pair_of, samplers
     distinct (slot, node) rows, x nodes index_batch   (serial)  rows.share_slots_kernel
     x = X[nodes], u = squash(x)         _squash_nodes  Eq. 1     capsules.squash_vector
     u_hat = W_i u per distinct row      _predict       Eq. 2     blas.block_nn per slot (or half)
@@ -28,7 +28,7 @@ inlined here and called by the Python step's kernels too (docs/math.md), with th
 in a fixed order: the results are the same bits on any number of threads, and agree
 with the Python step to float32 rounding (tests/test_fused.py; the float64 gradients
 are checked against finite differences and the reference).  What crosses into the
-compiled call has names: walks.WalkGraph, batch.Draws, samplers.SamplerTables (built
+compiled call has names: walk_args.WalkGraph, batch.Draws, samplers.SamplerTables (built
 by their owners) and the named tuples below.
 
 What it covers: trainable x (featureless graphs, the default) or fixed dense
@@ -342,7 +342,7 @@ def _train_chunk(graph, draws, sampler, tables, moments, model, marks, epoch, ba
     """Train batches ``batches`` of the epoch (global steps ``steps``, Adam step sizes
     ``lr_t``) one after the other: draw, index, forward and backward, Adam.  Writes each
     batch's mean loss and pairs; stops after a non-finite loss (without its update).
-    Returns the number of batches trained.  ``graph`` walks.WalkGraph, ``draws``
+    Returns the number of batches trained.  ``graph`` walk_args.WalkGraph, ``draws``
     batch.Draws, ``sampler`` samplers.SamplerTables, ``tables``, ``moments`` and
     ``model`` as ``FusedStep`` holds them; ``adam`` an optim.AdamCoefs (its lr_t unused)
     in the tables' dtype; ``marks`` (3, N) int64, all -1 (and again on exit)."""
