@@ -74,7 +74,7 @@ def exact_matrix(A, window=WINDOW, negative=NEGATIVE, block=256, max_entries=EXA
 def walk_counts(indptr, indices, weights, window=WINDOW, walks_per_node=10, walk_length=80, seed=0):
     """C (N, N) CSR float64: how often node j is within ``window`` steps of node i on
     ``walks_per_node`` random walks of length ``walk_length`` from every node (both
-    directions, so C is symmetric), drawn by training.walks.uniform_walks (weighted steps
+    directions, so C is symmetric), drawn by walks.walks.uniform_walks (weighted steps
     when ``weights`` is given)."""
     n = int(np.asarray(indptr).shape[0] - 1)
     if not 1 <= window < walk_length:

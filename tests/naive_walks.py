@@ -139,7 +139,7 @@ def node2vec_step(indptr, indices, weights, p, q, state, t, v):
     return state, xs[last]
 
 
-NODE2VEC_TRIES = 16  # walk_kernels.NODE2VEC_TRIES: proposals before the exact draw
+NODE2VEC_TRIES = 16  # walk_steps.NODE2VEC_TRIES: proposals before the exact draw
 
 
 def node2vec_walks(indptr, indices, weights, walks_per_node, walk_length, seed, p, q):
