@@ -2,9 +2,9 @@
 ``python -m caps2ne_np``, all running the group ``cli`` below.
 
 One module per command (train.py, inference/infer.py, evaluation/evaluate.py, data.py's fetch-data,
-choose.py), each a thin click shell over a plain function of its options
-(``run_train``, ``run_infer``, ``run_evaluate``, ``run_choose``) that a test can call
-without click; tables.py holds each command's options, one table per command;
+choose.py, update.py), each a thin click shell over a plain function of its options
+(``run_train``, ``run_infer``, ``run_evaluate``, ``run_choose``, ``run_update``) that a
+test can call without click; tables.py holds each command's options, one table per command;
 options.py the rows they share, the rows of train's options generated from
 ``defaults.OPTIONS``, and the machinery that turns a table into a command; files.py
 the input loading and output checks; run.py the error handling (exit codes there) and
@@ -23,6 +23,7 @@ from .evaluate import evaluate
 from .infer import infer
 from .options import CONTEXT
 from .train import train
+from .update import update
 
 
 @click.group(context_settings=CONTEXT)
@@ -35,7 +36,7 @@ def cli():
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- for the life of the process
 
 
-for command in (train, evaluate, fetch_data, infer, choose):
+for command in (train, evaluate, fetch_data, infer, choose, update):
     cli.add_command(command)
 
 
