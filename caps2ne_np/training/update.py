@@ -36,6 +36,7 @@ import tempfile
 from dataclasses import dataclass, replace
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..errors import InputError
 from ..graphs.changes import diff, hops_from
@@ -231,19 +232,43 @@ def start_params(model, plan_, new_graph):
     O[kept] = model["O"][rows[kept]]
     bias[kept] = model["bias"][rows[kept]]
     X = fresh.X
+    if not model["fixed_features"]:
+        X[kept] = model["X"][rows[kept]]
     new = np.flatnonzero(~kept)
+    spectral = _spectral_start(cfg, new_graph)
     if new.size:
-        if not model["fixed_features"]:
-            X_known = np.zeros((n, d), dtype=np.float32)
-            X_known[kept] = model["X"][rows[kept]]
-            x_mean, has = neighbour_mean(new_graph, kept, X_known)
+        if not model["fixed_features"] and spectral.X is None:
+            x_mean, has = neighbour_mean(new_graph, kept, X)
             X[new[has[new]]] = x_mean[new[has[new]]]
         b_mean, _ = neighbour_mean(new_graph, kept, bias[:, None])
         bias[new] = b_mean[new, 0]
-        O[new] = _inferred_o(model, new_graph, plan_.features, new, O[new])
-    if not model["fixed_features"]:
-        X[kept] = model["X"][rows[kept]]
+        if spectral.O is None:
+            O[new] = _inferred_o(model, new_graph, plan_.features, new, O[new])
+    with threadpool_limits(limits=1):  # the same bits on any thread count
+        if spectral.X is not None:
+            X[plan_.starts] = mapped_rows(spectral.X, X, kept, plan_.starts)
+        if spectral.O is not None:
+            O[plan_.starts] = mapped_rows(spectral.O, O, kept, plan_.starts)
     return Params(W, O, bias, X, fixed_features=bool(model["fixed_features"]))
+
+
+def _spectral_start(cfg, graph):
+    """The spectral start of a training of ``cfg`` on ``graph`` (spectral/prone.py: its
+    X with --spectral init, X and O with init_xo; nothing with none)."""
+    from ..spectral import prone
+
+    if cfg.spectral not in ("init", "init_xo"):
+        return prone.SpectralStart()
+    return prone.start(graph.indptr, graph.indices, graph.weights, cfg)
+
+
+def mapped_rows(S, T, known, rows):
+    """(len(rows), c) float32: the rows ``rows`` of the spectral start ``S`` (N, c') in
+    the space of the table ``T`` (N, c): S[rows] M, M the least-squares map with
+    S[known] M ~ T[known] (float64; ``known`` (N,) bool)."""
+    S64 = np.asarray(S, dtype=np.float64)
+    M, *_ = np.linalg.lstsq(S64[known], np.asarray(T, dtype=np.float64)[known], rcond=None)
+    return (S64[rows] @ M).astype(np.float32)
 
 
 def _inferred_o(model, graph, features, new, fallback):
