@@ -1,5 +1,5 @@
 """The update study (``python bench/inductive.py --update``): a graph that grows,
-simulated, and ``caps2ne update`` (training/update.py) against retraining from scratch
+simulated, and ``caps2ne update`` (update/update.py) against retraining from scratch
 and against ``infer`` alone.
 
 For each graph, scenario and seed:
@@ -33,8 +33,8 @@ from caps2ne_np.evaluation.stability import aligned_movement
 from caps2ne_np.graphs.changes import diff, hops_from
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.training import trainer
-from caps2ne_np.training import update as upd
 from caps2ne_np.training.options.config import TrainConfig
+from caps2ne_np.update import update as upd
 
 SIDES = ("update", "retrain", "infer")
 

@@ -1,4 +1,4 @@
-"""An update of a trained model to a changed graph (caps2ne_np/training/update.py): the
+"""An update of a trained model to a changed graph (caps2ne_np/update/update.py): the
 rows carried over by node id, the walk ids of the nodes walks start from, the budget,
 walks that start only near the change, the same bits on 1 and 2 threads, a resume that
 ends where the uninterrupted update ends, and the clear errors."""
@@ -10,9 +10,9 @@ import scipy.sparse as sp
 from caps2ne_np.errors import InputError
 from caps2ne_np.graphs.csr import from_scipy
 from caps2ne_np.training import trainer
-from caps2ne_np.training import update as upd
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.step.batch import start_walk_ids
+from caps2ne_np.update import update as upd
 
 TINY = dict(
     dim=4,

@@ -1,5 +1,5 @@
 """The ``update`` command: a trained model followed to a changed graph
-(training/update.py): its tables carried over, trained near the change, the written
+(update/update.py): its tables carried over, trained near the change, the written
 stage run again, the embeddings (and the updated model) written.  Its options are the
 table ``tables.UPDATE``; its work is ``run_update``, a plain function of those options
 that a test can call without click."""
@@ -103,8 +103,8 @@ def run_update(params):
     from ..io.modelfile import read_model
     from ..io.npy import nodes_path
     from ..training import trainer
-    from ..training.update import UpdateOptions
-    from ..training.update import update as update_model
+    from ..update.update import UpdateOptions
+    from ..update.update import update as update_model
 
     job = _plan(params)
     inputs = [("--model", job.model_path), ("--old-graph", job.old_graph)]

@@ -189,7 +189,7 @@ class Caps2NE(BaseEstimator):
         resume_from=None,
     ):
         """Follow a changed graph (edges or nodes added or removed): the fitted model is
-        updated to ``graph`` as ``caps2ne update`` does (training/update.py, docs/update.md):
+        updated to ``graph`` as ``caps2ne update`` does (update/update.py, docs/update.md):
         known nodes keep their rows, new ones start from the new graph's spectrum (or
         Algorithm 3), and walks start only within ``hops`` hops of the change, for
         ``epochs`` (None: a budget that grows with the change).  ``old_graph``: the graph
@@ -197,7 +197,7 @@ class Caps2NE(BaseEstimator):
         of a ``partial_fit`` (``graph_``), not of a ``fit``, so the first update after
         ``fit`` needs it.  ``X``: the new graph's fixed features (a model fitted with
         them), else None.  Returns self; the fitted state is the new graph's."""
-        from ..training import update as upd
+        from ..update import update as upd
 
         _check_fitted(self)
         with api_errors():

@@ -151,7 +151,7 @@ class Run:
     checkpoint.keep_budget) or None, and ``options``, what the caller asks of the epoch
     loop (``LoopOptions``: progress, callbacks, checkpoints); ``starts`` (S,) int64,
     the nodes an epoch's walks start from, T = walks_per_node each (an update's,
-    training/update.py), or None: every node."""
+    update/update.py), or None: every node."""
 
     graph: Graph
     cfg: object

@@ -197,14 +197,9 @@ class LocalEngine:
             ckpt = checkpoint.load(resume_from)
             ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), self.graph_hash)
         sparse = isinstance(features, SparseFeatures)
+        sparse_x = features if sparse else None
         self.stream = BatchStream(
-            indptr,
-            indices,
-            weights,
-            cfg,
-            index=True,
-            sparse_features=features if sparse else None,
-            starts=starts,
+            indptr, indices, weights, cfg, index=True, sparse_features=sparse_x, starts=starts
         )
         kind = None if features is None else ("sparse" if sparse else "dense")
         if progress and _kernels_cold(fused.supports(cfg, kind), cfg.skipgram_weight):

@@ -43,11 +43,11 @@ from ..graphs.changes import diff, hops_from
 from ..kernels.rng import derive_seed
 from ..model.features import prepare_features
 from ..model.params import Params, init_params
-from . import checkpoint
-from .loop import LoopState
-from .options.config import TrainConfig
-from .options.presets import resolve
-from .step.optim import Adam
+from ..training import checkpoint
+from ..training.loop import LoopState
+from ..training.options.config import TrainConfig
+from ..training.options.presets import resolve
+from ..training.step.optim import Adam
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +377,7 @@ def update(
     ``resume_from``: the folder of an interrupted update of the same inputs and
     options, continued.  ``loop_options``: more of loop.LoopOptions' fields
     (epoch_callback, step_callback)."""
-    from . import trainer
+    from ..training import trainer
 
     p = plan(model, old_graph, new_graph, features, options)
     p.cfg = replace(p.cfg, threads=options.threads)
