@@ -182,6 +182,19 @@ def test_an_old_graph_of_other_nodes_is_refused(graphs, model):
         upd.plan(model, new, new)
 
 
+def test_an_unchanged_graph_is_refused(graphs, model):
+    old, _ = graphs
+    with pytest.raises(InputError, match="nothing to update"):
+        upd.plan(model, old, old)
+
+
+def test_the_budget_counts_the_trainings_epochs_not_earlier_updates(graphs, model):
+    old, new = graphs
+    history = [dict(epoch=1)] * 4 + [dict(epoch=1, update=True)] * 3
+    p = upd.plan(dict(model, history=history), old, new, None, upd.UpdateOptions(hops=40))
+    assert p.starts.size == new.n_nodes and p.cfg.epochs == 4  # every node: E = 4
+
+
 def test_features_for_a_featureless_model_are_refused(graphs, model):
     old, new = graphs
     with pytest.raises(InputError, match="without fixed features.*omit --features"):

@@ -176,8 +176,14 @@ def plan(model, old_graph, new_graph, features=None, options=UpdateOptions()):
     rows = model_rows(model["node_ids"], new_graph)
     dist = hops_from(new_graph, change.touched, options.hops)
     starts = np.flatnonzero(dist >= 0).astype(np.int64)
+    if starts.size == 0:
+        raise InputError(
+            "nothing to update: the new graph has the old one's nodes and edges"
+            + (" (only nodes without edges were removed)" if change.removed_old.size else "")
+        )
     stored = dict(model["config"])
-    trained = len(model.get("history") or []) or stored.get("epochs") or 1
+    history = model.get("history") or []  # the training's epochs, not earlier updates'
+    trained = sum(not h.get("update") for h in history) or stored.get("epochs") or 1
     epochs = options.epochs
     if epochs is None:
         epochs = update_epochs(trained, starts.size, new_graph.n_nodes)
