@@ -80,8 +80,14 @@ def run_single(g, cfg):
     return result, c.seconds
 
 
-def run_ray(g, cfg, P, S, w_placement):
-    from caps2ne_np.training.ray import fit
+def run_ray(g, cfg, P, S, w_placement, round_walks=None):
+    """A Ray run; ``round_walks``: the replica rounds' walks per node and round
+    (ray.engine.ROUND_WALKS; 0: the parameter server's rounds), None: the default."""
+    from caps2ne_np.training.ray import engine, fit
+
+    default = engine.ROUND_WALKS
+    if round_walks is not None:
+        engine.ROUND_WALKS = round_walks
 
     stats = {}
     with common.clock() as c:
@@ -95,6 +101,7 @@ def run_ray(g, cfg, P, S, w_placement):
             stats=stats,
             w_placement=w_placement,
         )
+    engine.ROUND_WALKS = default
     wall = c.seconds
     stats.pop("actors", None)
     return result, wall, stats
@@ -106,8 +113,19 @@ def main():
     ap.add_argument(
         "--layouts",
         default="1x1,1x2,2x1,2x2,1x1w,2x2w",
-        help="PxS; a trailing w replicates W on the workers (else on server 0)",
+        help="PxS: replica rounds (the default); a trailing r: the parameter server's "
+        "rounds (a batch per worker on pulled rows), w: those with W replicated on the workers",
     )
+    ap.add_argument(
+        "--round-walks", type=int, default=None,
+        help="replica rounds' walks per node and round (default: ray.engine.ROUND_WALKS)",
+    )  # fmt: skip
+    ap.add_argument("--walks-per-node", type=int, default=None, help="default: the preset's")
+    ap.add_argument("--spectral", default=None, help="default: the preset's")
+    ap.add_argument(
+        "--seed", type=int, default=None,
+        help="the runs' seed (default: the config's); the graph's entry is '<name> seed <N>'",
+    )  # fmt: skip
     ap.add_argument("--ray-cpus", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=None, help="default: the preset's budget")
     ap.add_argument("--shuffles", type=int, default=5)
@@ -188,7 +206,10 @@ def measure_graph(name, args, payload):
 
     pg = panel_entry(name)
     g = from_scipy(pg.adj, directed=True, keep_self_loops=False)
-    base = TrainConfig(adam="lazy", epochs=args.epochs, threads=args.threads)
+    extra = {k: v for k, v in (("walks_per_node", args.walks_per_node),
+                                ("spectral", args.spectral), ("seed", args.seed))
+             if v is not None}  # fmt: skip
+    base = TrainConfig(adam="lazy", epochs=args.epochs, threads=args.threads, **extra)
     cfg, notes = resolve(base, g.n_nodes, g.indices.shape[0])
     num_sampled = cfg.num_sampled or min(256, g.n_nodes - 1)
     entry = dict(
@@ -196,7 +217,7 @@ def measure_graph(name, args, payload):
         runs=[], threads=args.threads, repeats=args.repeats,
     )  # fmt: skip
     entry["formula_bound"] = formula(cfg, g.n_nodes, num_sampled)  # the same per run
-    payload["graphs"][name] = entry
+    payload["graphs"][name if args.seed is None else f"{name} seed {args.seed}"] = entry
     print(f"{name}: {g.n_nodes} nodes; {notes[0]}; {notes[-1]}", flush=True)
     for rep in range(args.repeats):
         scored = rep == 0  # the scores are the same bits every time
@@ -214,7 +235,7 @@ def measure_graph(name, args, payload):
             flush=True,
         )
         for layout in args.layouts.split(","):
-            run = ray_layout(g, cfg, layout, num_sampled, single)
+            run = ray_layout(g, cfg, layout, num_sampled, single, args.round_walks)
             run.update(rep=rep, single_pairs_per_s=one["pairs_per_s"])
             if scored:
                 run["score"] = score_embedding(pg, run.pop("O"), shuffles=args.shuffles)
@@ -222,6 +243,9 @@ def measure_graph(name, args, payload):
             entry["runs"].append(run)
             print(
                 f"  {layout}: {run['wall']:.1f}s, {run['pairs_per_s']:.0f} pairs/s "
+                f"({run['pairs_per_s'] / one['pairs_per_s']:.3f} x single), " + _replica_line(run)
+                if run["rounds_kind"] == "replicas"
+                else f"  {layout}: {run['wall']:.1f}s, {run['pairs_per_s']:.0f} pairs/s "
                 f"({run['pairs_per_s'] / one['pairs_per_s']:.3f} x single), round "
                 f"{run['round_ms']:.2f} ms (worker batch {run['worker_ms']['batch']:.2f} pull "
                 f"{run['worker_ms']['pull']:.2f} compute {run['worker_ms']['compute']:.2f}), "
@@ -232,16 +256,32 @@ def measure_graph(name, args, payload):
             write_results(args.out, payload, markdown(payload))
 
 
-def ray_layout(g, cfg, layout, num_sampled, single):
-    """One Ray run of ``layout`` ('PxS', a trailing w: W on the workers) with the
-    single machine's config and threads: its figures, and its O (key 'O')."""
+def _replica_line(run):
+    ms, b = run["worker_ms"], run["bytes_per_pair"]
+    return (
+        f"{run['rounds']} rounds of {run['round_ms']:.0f} ms (worker per round: train "
+        f"{ms['train']:.1f} diff {ms['diff']:.1f} absorb {ms['absorb']:.1f}; server merge "
+        f"{max(run['server_merge_ms']):.1f}), bytes per pair pushed {b['pushed']:.1f} "
+        f"merged in {b['merged']:.1f} (loaded {run['bytes_loaded'] / 1e6:.1f} MB), loss "
+        f"{run['loss']:.4f}, equal to single: {run['equal_to_single']}"
+    )
+
+
+def ray_layout(g, cfg, layout, num_sampled, single, round_walks=None):
+    """One Ray run of ``layout`` ('PxS': replica rounds; a trailing r: the parameter
+    server's rounds, w: those with W on the workers) with the single machine's config
+    and threads: its figures, and its O (key 'O')."""
     from caps2ne_np.training.options.config import TrainConfig
 
     w_placement = "workers" if layout.endswith("w") else "server"
-    P, S = (int(x) for x in layout.rstrip("w").split("x"))
+    P, S = (int(x) for x in layout.rstrip("wr").split("x"))
     n_batches = -(-g.n_nodes * cfg.walks_per_node // cfg.batch_size)
     rcfg = TrainConfig(**{**cfg.to_dict(), "targets": cfg.targets})
-    result, wall, stats = run_ray(g, rcfg, P, S, w_placement)
+    if layout.endswith("r"):
+        round_walks = 0
+    result, wall, stats = run_ray(g, rcfg, P, S, w_placement, round_walks)
+    if stats["workers"][0]["step"] == "compiled replica":
+        return replica_layout(layout, P, S, result, wall, stats, single)
     train_s = sum(h["seconds"] for h in result.history)
     rounds = cfg.epochs * -(-n_batches // P)
     w = stats["workers"]
@@ -251,7 +291,8 @@ def ray_layout(g, cfg, layout, num_sampled, single):
         return scale * sum(x[key] for x in w) / done
 
     return dict(
-        layout=layout, P=P, S=S, w_placement=w_placement, wall=wall, train_seconds=train_s,
+        layout=layout, rounds_kind="rows", P=P, S=S, w_placement=w_placement, wall=wall,
+        train_seconds=train_s,
         pairs_per_s=pairs_per_s(result), rounds=rounds, round_ms=1e3 * train_s / rounds,
         step_ms=1e3 * train_s / (cfg.epochs * n_batches),
         step=sorted({x.get("step", "python") for x in w}),
@@ -266,6 +307,39 @@ def ray_layout(g, cfg, layout, num_sampled, single):
         peak_rss=dict(
             servers=[s["peak_rss"] for s in stats["servers"]],
             workers=[x["peak_rss"] for x in w], driver=stats["driver_peak_rss"],
+        ),
+        loss=result.history[-1]["loss"], load_avg_after=os.getloadavg()[0],
+        equal_to_single=bool(np.array_equal(result.params.O, single.params.O)),
+        O=result.params.O,
+    )  # fmt: skip
+
+
+def replica_layout(layout, P, S, result, wall, stats, single):
+    """The figures of a run in replica rounds (ray/replica.py): per round, the workers'
+    times (train: the compiled chunk; diff: finding the changed rows; absorb: copying
+    the merged rows in) and the servers' merge; bytes per trained pair pushed (changed
+    rows with their moments) and merged in (every worker's), beside the initial load."""
+    w, srv = stats["workers"], stats["servers"]
+    train_s = sum(h["seconds"] for h in result.history)
+    pairs = sum(h["pairs"] for h in result.history)
+    rounds = max(x["rounds"] for x in w)
+    return dict(
+        layout=layout, rounds_kind="replicas", P=P, S=S, w_placement="every worker",
+        wall=wall, train_seconds=train_s, pairs_per_s=pairs_per_s(result), rounds=rounds,
+        round_ms=1e3 * train_s / rounds, pairs=pairs,
+        worker_ms={k: 1e3 * max(x[k] for x in w) / rounds for k in ("train", "diff", "absorb")},
+        compute_s_per_pair=sum(x["train"] for x in w) / pairs,
+        server_merge_ms=[1e3 * s["apply"] / rounds for s in srv],
+        bytes_per_pair=dict(
+            pushed=sum(x["pushed"] for x in w) / pairs,
+            merged=sum(x["pulled"] for x in w) / pairs,
+        ),
+        bytes_loaded=sum(x["loaded"] for x in w),
+        held_bytes=[x["held_bytes"] for x in w],
+        server_rows=[s["rows"] for s in srv], server_row_bytes=[s["row_bytes"] for s in srv],
+        peak_rss=dict(
+            servers=[s["peak_rss"] for s in srv], workers=[x["peak_rss"] for x in w],
+            driver=stats["driver_peak_rss"],
         ),
         loss=result.history[-1]["loss"], load_avg_after=os.getloadavg()[0],
         equal_to_single=bool(np.array_equal(result.params.O, single.params.O)),
@@ -351,6 +425,22 @@ def memory_run(mode, n):
     )))  # fmt: skip
 
 
+ROWS_HEADER = [
+    "layout",
+    "train s",
+    "pairs/s (x the single run before it)",
+    "round ms",
+    "worker ms/step: batch / pull / compute / W Adam",
+    "server ms per push (server 0 also updates W when it holds it)",
+    "kB per step: pulled / pushed",
+    "formula kB (docs/scaling.md) at measured rows",
+    "final loss",
+    "score",
+    "O equal to single",
+    "load avg after",
+]
+
+
 def markdown(payload):
     info = payload["machine"]
     out = [
@@ -371,26 +461,14 @@ def markdown(payload):
     for name, e in payload["graphs"].items():
         out.append(f"\n## {name}: {e['n_nodes']:,} nodes, {e['n_edges']:,} directed edges\n")
         out.append("\n".join(f"- {n}" for n in e["notes"]) + "\n")
-        rows = [_table_row(r, e) for r in e["runs"]]
-        out.append(
-            markdown_table(
-                [
-                    "layout",
-                    "train s",
-                    "pairs/s (x the single run before it)",
-                    "round ms",
-                    "worker ms/step: batch / pull / compute / W Adam",
-                    "server ms per push (server 0 also updates W when it holds it)",
-                    "kB per step: pulled / pushed",
-                    "formula kB (docs/scaling.md) at measured rows",
-                    "final loss",
-                    "score",
-                    "O equal to single",
-                    "load avg after",
-                ],
-                rows,
-            )
-        )
+        replica = [r for r in e["runs"] if r.get("rounds_kind") == "replicas"]
+        if replica:
+            out.append(_replica_table(e))
+        rows = [_table_row(r, e) for r in e["runs"] if r.get("rounds_kind") != "replicas"]
+        if not replica or len(rows) > e["repeats"]:  # not only the single runs
+            if replica:
+                out.append("\nThe parameter server's rounds (a batch per worker, pulled rows):\n")
+            out.append(markdown_table(ROWS_HEADER, rows))
         mem = [
             f"- P={r['P']}, S={r['S']}, W on {r['w_placement']}: server rows "
             f"{r['server_rows']}, row tables "
@@ -402,8 +480,89 @@ def markdown(payload):
             if r["layout"] != "single"
         ]
         out.append(_ratio_summary(e))
+        out.append(_projection(e))
         out.append("\nMemory:\n\n" + "\n".join(mem) + "\n")
     return "\n".join(out) + "\n"
+
+
+NETWORK = dict(bits_per_s=10e9, call_s=1e-4)
+"""The cluster of the projection: 10 Gbit/s per machine, 0.1 ms per call."""
+
+
+def project(r, P, network=NETWORK):
+    """A round of P workers and S = P servers, one machine each, projected from a
+    replica-rounds run ``r`` at P = 1 (docs/distributed.md, "Projection"): per round
+    and worker, the compute of its 1/P of the round's pairs (the measured seconds per
+    pair), the rows' way out and in (at most the round's changed rows each way: twice
+    the measured bytes per pair pushed at P = 1, times the round's pairs, over the
+    link), the calls (a train call, S pushes, the merge, S fetches of merged rows),
+    and what does not shrink with P (the measured diff and merge per round; absorb
+    taken equal to diff).  Returns (pairs/s, communication's share, overheads' share)."""
+    pairs_round = r["pairs"] / r["rounds"]
+    compute = r["compute_s_per_pair"] * pairs_round / P
+    net = 2 * r["bytes_per_pair"]["pushed"] * pairs_round / (network["bits_per_s"] / 8)
+    calls = (2 + 2 * P) * network["call_s"]
+    fixed = (2 * r["worker_ms"]["diff"] + max(r["server_merge_ms"])) / 1e3
+    total = compute + net + calls + fixed
+    return pairs_round / total, (net + calls) / total, fixed / total
+
+
+def _projection(e):
+    """The projection (``project``) of the graph's first P = 1 replica run."""
+    ones = [r for r in e["runs"] if r.get("rounds_kind") == "replicas" and r["P"] == 1]
+    if not ones:
+        return ""
+    r = ones[0]
+    rows = []
+    for P in (1, 4, 16, 64):
+        rate, comm, fixed = project(r, P)
+        rows.append([str(P), f"{rate:,.0f}", f"{rate / P:,.0f}", f"{100 * comm:.1f}%",
+                     f"{100 * fixed:.1f}%"])  # fmt: skip
+    pairs_round = r["pairs"] / r["rounds"]
+    return (
+        f"\nProjection (10 Gbit/s, 0.1 ms per call; S = P; from the first P = 1 run: "
+        f"{1e6 * r['compute_s_per_pair']:.2f} us per pair on one thread, "
+        f"{r['bytes_per_pair']['pushed']:.0f} bytes per pair pushed, "
+        f"{pairs_round:,.0f} pairs per round, diff {r['worker_ms']['diff']:.1f} ms and merge "
+        f"{max(r['server_merge_ms']):.1f} ms per round):\n\n"
+        + markdown_table(
+            ["machines P", "pairs/s", "per machine", "communication of a round",
+             "diff, absorb, merge of a round"],
+            rows,
+        )
+    )  # fmt: skip
+
+
+def _replica_table(e):
+    """The replica rounds' runs of a graph (``e``) beside the single runs before them."""
+    rows = []
+    for r in e["runs"]:
+        score = f"{r['score']['headline']:.2f}" if r.get("score") else "-"
+        if r["layout"] == "single":
+            rows.append(["single machine", f"{r['train_seconds']:.1f}", _rate_cell(r)]
+                        + ["-"] * 5 + [f"{r['loss']:.4f}", score, "-"])  # fmt: skip
+            continue
+        if r.get("rounds_kind") != "replicas":
+            continue
+        ms, b = r["worker_ms"], r["bytes_per_pair"]
+        rows.append([
+            f"P={r['P']}, S={r['S']}", f"{r['train_seconds']:.1f}", _rate_cell(r),
+            f"{r['rounds']} x {r['round_ms']:.0f}",
+            f"{ms['train']:.1f} / {ms['diff']:.1f} / {ms['absorb']:.1f}",
+            " / ".join(f"{x:.1f}" for x in r["server_merge_ms"]),
+            f"{b['pushed']:.1f} / {b['merged']:.1f}",
+            f"{1e6 * r['compute_s_per_pair']:.2f}",
+            f"{r['loss']:.4f}", score, "yes" if r["equal_to_single"] else "no",
+        ])  # fmt: skip
+    return "\nReplica rounds (ray/replica.py):\n\n" + markdown_table(
+        [
+            "layout", "train s", "pairs/s (x the single run before it)", "rounds x ms",
+            "worker ms per round: train / diff / absorb", "server merge ms per round",
+            "bytes per pair: pushed / merged in", "worker compute us per pair",
+            "final loss", "score", "O equal to single",
+        ],
+        rows,
+    )  # fmt: skip
 
 
 def _table_row(r, e):

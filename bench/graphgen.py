@@ -25,7 +25,7 @@ the test suite checks the realized mixing is within a few points of mu.
     adj, labels = lfr_like(10_000, mu=0.3, seed=0)     # CSR float32 (N, N), int64 (N,)
     write_edgelist("g.txt", adj); write_labels("g.labels", labels)
 
-A module, not a script (the panel, vs_deepwalk.py and tests/test_graphgen.py import it).
+A module, not a script (the panel, vs_deepwalk.py and tests/test_bench_graphgen.py import it).
 """
 
 import numpy as np

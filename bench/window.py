@@ -18,7 +18,7 @@ T and b negative samples, skip-gram over random walks with a window of T factori
   distribution.  It stores at most the number of distinct pairs the walks drew.
 
 ``embed`` factorises M' ~ U S V^T at rank ``dim`` and writes rownorm(U S^1/2) times a
-row length.  The dense float64 edition (tests/test_window.py) is the reference."""
+row length.  The dense float64 edition (tests/test_bench_window.py) is the reference."""
 
 import numpy as np
 import scipy.sparse as sp

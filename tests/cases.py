@@ -1,5 +1,5 @@
 """Tiny random Caps2NE problems for the gradient checks (tests/test_grads.py against
-central differences, tests/test_torch_peer.py against PyTorch autograd)."""
+central differences, tests/test_core_torch.py against PyTorch autograd)."""
 
 import numpy as np
 

@@ -385,3 +385,80 @@ def test_a_drift_equal_to_the_threshold_trains_on():
     assert rule(2, params_with(O2)) is False
     below = budget.StopRule(threshold=np.nextafter(d, 1.0), structure=None, floor=2)
     assert below(1, params_with(O1)) is False and below(2, params_with(O2)) is True
+
+
+def fit_on(A, cfg, **kw):
+    return fit(A.indptr, A.indices.astype(np.int32), None, cfg, **kw)
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.fixture
+def drift_stops_after_epoch_4(monkeypatch):
+    """A threshold between the drifts of epochs 3 and 4 (measured on a run without the
+    rule): ``--stop auto`` on the ring of cliques ends the run after epoch 4."""
+    A = ring_of_cliques()
+    rule = budget.StopRule(threshold=0.0)  # never stops: every epoch's drift
+    fit_on(A, TrainConfig(**TINY, epochs=6, stop="none"),
+           epoch_callback=lambda epoch, result: rule(epoch, result.params))  # fmt: skip
+    assert rule.drifts[1] > rule.drifts[2]
+    monkeypatch.setattr(budget, "STOP_DRIFT", (rule.drifts[1] + rule.drifts[2]) / 2)
+    cfg = TrainConfig(**TINY, epochs=6, stop="auto")
+    full = fit_on(A, cfg)
+    assert len(full.history) == 4
+    return A, cfg, full
+
+
+@pytest.mark.parametrize("epoch,batch", [(2, 3), (3, 1)])
+def test_a_stop_auto_run_killed_mid_epoch_resumes_bit_for_bit(
+    drift_stops_after_epoch_4, tmp_path, epoch, batch
+):
+    """Killed within epoch 3 (or 4) after a checkpoint there: the resumed run has the
+    o_v of the last epoch end the drift needs, so it stops after epoch 4 with the
+    uninterrupted run's bytes."""
+    A, cfg, full = drift_stops_after_epoch_4
+
+    def kill(e, b, step):
+        if (e, b) == (epoch, batch):
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit_on(A, cfg, checkpoint_dir=tmp_path, checkpoint_every=2, step_callback=kill)
+    resumed = fit_on(A, cfg, resume_from=tmp_path, checkpoint_dir=tmp_path)
+    assert len(resumed.history) == 4
+    assert resumed.params.O.tobytes() == full.params.O.tobytes()
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in full.history]
+
+
+def test_resuming_a_run_the_rule_ended_trains_nothing(drift_stops_after_epoch_4, tmp_path):
+    """The rule's decision is in the checkpoint: the same options resume to the same
+    outputs without training another epoch."""
+    A, cfg, full = drift_stops_after_epoch_4
+    fit_on(A, cfg, checkpoint_dir=tmp_path)
+    steps = []
+    resumed = fit_on(
+        A, cfg, resume_from=tmp_path, checkpoint_dir=tmp_path,
+        step_callback=lambda e, b, s: steps.append(s),
+    )  # fmt: skip
+    assert steps == []
+    assert len(resumed.history) == 4
+    assert resumed.params.O.tobytes() == full.params.O.tobytes()
+
+
+def test_epochs_given_on_resume_of_a_stop_auto_run_train_exactly_n(monkeypatch, tmp_path):
+    """A run started without --epochs (--stop auto, the budget a cap) and resumed with
+    --epochs 3 trains exactly 3 (--stop none): what it trained so far is unchanged."""
+    monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)  # auto would stop after epoch 2
+    A = ring_of_cliques()
+
+    def interrupt(epoch, result):
+        if epoch == 2:  # before epoch 2's checkpoint: epoch 1's is kept
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit_on(A, TrainConfig(**TINY), checkpoint_dir=tmp_path, epoch_callback=interrupt)
+    resumed = fit_on(A, TrainConfig(**TINY, epochs=3), resume_from=tmp_path)
+    assert resumed.config.stop == "none"
+    assert len(resumed.history) == 3

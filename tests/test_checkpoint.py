@@ -1,9 +1,10 @@
 """Training checkpoints (caps2ne_np/training/checkpoint.py) as a resume sees them: which
-options a resumed run may change, what it keeps of the checkpointed run, and the
-folder and argument checks around them."""
+options a resumed run may change, what it keeps of the checkpointed run, and the folder and
+argument checks around them. A checkpoint killed between its renames still resumes."""
 
 import re
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from caps2ne_np.errors import InputError
 from caps2ne_np.training import checkpoint
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
+from clirun import _save_checkpoint
 from toy_graphs import ring_of_cliques
 
 TINY = dict(dim=8, feat_dim=8, walks_per_node=2, num_sampled=8, batch_size=8, threads=1)
@@ -220,3 +222,85 @@ def test_the_estimator_does_not_replace_another_runs_checkpoint(tmp_path):
         A, checkpoint_dir=tmp_path, overwrite=True
     )
     assert (tmp_path / checkpoint.LATEST).read_bytes() != before
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_propagate_may_change_on_resume(tmp_path):
+    """--propagate acts on the written o_v after training: no trained bit depends on it."""
+    A = ring_of_cliques()
+    fit_on(A, TrainConfig(**TINY, epochs=1, propagate="on"), checkpoint_dir=tmp_path)
+    resumed = fit_on(A, TrainConfig(**TINY, epochs=2, propagate="none"), resume_from=tmp_path)
+    assert len(resumed.history) == 2
+
+
+def test_the_written_rows_options_may_change_on_resume(tmp_path):
+    """--spectrum-power and --row-norm shape the propagated rows after training: a
+    resume that changes them trains the o_v of a run without the change and carries
+    the new values to the written rows (propagation.apply reads the run's config)."""
+    A = ring_of_cliques()
+    kw = dict(TINY, propagate="on")
+    straight = fit_on(A, TrainConfig(**kw, epochs=2, spectrum_power="1", row_norm=3.0))
+
+    def interrupt(epoch, result):
+        if epoch == 2:  # before epoch 2's checkpoint: epoch 1's is kept
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        fit_on(A, TrainConfig(**kw, epochs=2), checkpoint_dir=tmp_path, epoch_callback=interrupt)
+    resumed = fit_on(
+        A, TrainConfig(**kw, epochs=2, spectrum_power="1", row_norm=3.0), resume_from=tmp_path
+    )
+    assert resumed.params.O.tobytes() == straight.params.O.tobytes()
+    assert (resumed.config.spectrum_power, resumed.config.row_norm) == ("1", 3.0)
+
+
+def test_other_options_are_still_refused_and_the_message_lists_what_may_change(tmp_path):
+    from caps2ne_np.errors import InputError
+
+    A = ring_of_cliques()
+    fit_on(A, TrainConfig(**TINY, epochs=1), checkpoint_dir=tmp_path)
+    may = r"only --epochs, --stop, --propagate, --spectrum-power, --row-norm and"
+    with pytest.raises(InputError, match=r"--lr .*" + may):
+        fit_on(A, TrainConfig(**TINY, epochs=2, lr=0.01), resume_from=tmp_path)
+
+
+def test_a_resumed_run_frees_the_checkpoints_arrays_once_copied(tmp_path, monkeypatch):
+    import weakref
+
+    from caps2ne_np.training import checkpoint
+
+    A = ring_of_cliques()
+    fit_on(A, TrainConfig(**TINY, epochs=1), checkpoint_dir=tmp_path)
+    real, refs = checkpoint.load, []
+
+    def load(directory):
+        ckpt = real(directory)
+        refs.append(weakref.ref(ckpt["arrays"]["param_O"]))
+        return ckpt
+
+    monkeypatch.setattr(checkpoint, "load", load)
+    alive = []
+    fit_on(A, TrainConfig(**TINY, epochs=2), resume_from=tmp_path,
+           epoch_callback=lambda epoch, result: alive.append(refs[0]() is not None))  # fmt: skip
+    assert alive == [False]
+
+
+def test_checkpoint_killed_between_renames_still_resumes(tmp_path, monkeypatch):
+    import os
+
+    _save_checkpoint(tmp_path, 1.0)
+    real_replace = os.replace
+
+    def replace(src, dst):  # killed just before the new checkpoint takes the name checkpoint.npz
+        if Path(dst).name == checkpoint.LATEST:
+            raise KeyboardInterrupt
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        _save_checkpoint(tmp_path, 2.0)
+    monkeypatch.undo()
+    assert checkpoint.load(tmp_path)["state"]["epoch"] in (1, 2)

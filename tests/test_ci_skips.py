@@ -1,8 +1,11 @@
 """In CI (CI=true) a test skipped for lack of a package or data that
 .ci/run provides fails; elsewhere it skips.  The hooks of tests/conftest.py run here on
-a few generated tests in a temporary folder (a copy of conftest.py and benchdata.py)."""
+a few generated tests in a temporary folder (a copy of conftest.py and benchdata.py); a quiet
+run counts its skips in one line."""
 
+import configparser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -210,3 +213,72 @@ def test_a_cache_holding_only_cora_runs_cora_skips_citeseer_and_stays_unchanged(
     assert "test_scale_smoke_like PASSED" in out and proc.returncode == 0, out
     after = sorted((p.relative_to(cache), p.read_bytes()) for p in cache.rglob("*") if p.is_file())
     assert after == before and not (cache / "multilabel").exists()
+
+
+def run_pytest_quietly(tmp_path, **env):
+    """``pytest -q`` with the project's setup.cfg on test_ci_skips.py's generated tests
+    (two tests skip for packages, one for data, one for another reason)."""
+    import shutil
+
+    from test_ci_skips import GENERATED
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    for name in ("conftest.py", "benchdata.py"):
+        shutil.copyfile(ROOT / "tests" / name, folder / name)
+    (folder / "test_generated.py").write_text(GENERATED)
+    clean = {k: v for k, v in os.environ.items() if k not in ("CI", "CAPS2NE_CI_PROVIDES")}
+    args = ["-q", "-p", "no:cacheprovider", "-c", str(ROOT / "setup.cfg")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "--rootdir", str(tmp_path), str(folder)],
+        cwd=tmp_path,
+        env=dict(
+            clean,
+            PYTHONPATH=str(ROOT),
+            CAPS2NE_DATA=str(tmp_path / "empty-data"),
+            CAPS2NE_DATA_MIRROR="http://127.0.0.1:9/",
+            HOME=str(tmp_path / "home"),
+            XDG_CACHE_HOME=str(tmp_path / "home" / ".cache"),
+            **env,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc.stdout + proc.stderr
+
+
+def test_a_quiet_run_counts_its_skips_in_one_line(tmp_path):
+    out = run_pytest_quietly(tmp_path, CAPS2NE_CI_PROVIDES="data")
+    assert "SKIPPED [" not in out, out  # no line per skip
+    assert "4 tests skipped (1 without benchmark data); pytest -rs lists them" in out, out
+
+
+def test_a_quiet_ci_run_still_fails_on_what_ci_provides(tmp_path):
+    out = run_pytest_quietly(
+        tmp_path, CI="true", CAPS2NE_CI_PROVIDES="data caps2ne_no_such_package_a"
+    )
+    assert "FAILED" in out and "but .ci/run provides caps2ne_no_such_package_a" in out, out
+    # the package skip fails at the call, the data skip at set-up (an error)
+    assert "1 failed, 2 skipped, 1 error" in out, out
+    assert "2 tests skipped (0 without benchmark data)" in out, out
+    assert "SKIPPED [" not in out, out
+
+
+def _extra(name):
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    lines = cfg["options.extras_require"][name].split("\n")
+    return {re.split(r"[<>=!~ \[]", line.strip())[0] for line in lines if line.strip()}
+
+
+def test_test_extra_installs_what_the_api_tests_import():
+    """``pip install -e ".[test]"`` (the README's test command) must run the networkx,
+    pandas and gensim tests of test_estimator_types.py and test_estimator_inputs.py, not skip
+    them."""
+    imported = set()
+    for name in ("test_estimator_types.py", "test_estimator_inputs.py"):
+        text = (ROOT / "tests" / name).read_text()
+        imported |= set(re.findall(r'importorskip\("([a-z_]+)"', text))
+    assert imported >= {"networkx", "pandas", "gensim"}
+    assert imported <= _extra("test"), imported - _extra("test")

@@ -1,8 +1,9 @@
 """The command line, as a user runs it: train on a tiny edge list, read the
 word2vec file back, evaluate, resume, the graph cache; ``train --help`` through the
 root cli.py shim in a real process.  Bad input (one line, exit 1 or 2, no traceback)
-is tests/test_bad_input.py's, in-process, with its real-process checks of the exit
-codes, of stdout/stderr and of --debug at its end."""
+is tests/test_cli_train_input.py's and tests/test_cli_evaluate.py's, in-process; the
+real-process checks of the exit codes, of stdout/stderr and of --debug are
+tests/test_cli_run.py's."""
 
 import subprocess
 import sys

@@ -11,7 +11,7 @@ from caps2ne_np.cli.choose import model_adjacency
 from caps2ne_np.evaluation import written
 from caps2ne_np.io.modelfile import read_model
 from caps2ne_np.io.word2vec import read_word2vec
-from test_written_choice import TINY, sbm, write_edges
+from test_written import TINY, sbm, write_edges
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 
 from caps2ne_np.cli import cli
+from caps2ne_np.training import budget
 from toy_graphs import ring_of_cliques
 
 TINY = ["--dim", "8", "--feat-dim", "8", "--walks-per-node", "2", "--num-sampled", "8",
@@ -140,3 +141,47 @@ def test_an_empty_checkpoint_folder_name_is_a_usage_error(graph, tmp_path, args,
     assert result.exit_code == 2
     assert f"{option}: an empty path; give a folder" in result.output
     assert not (tmp_path / "a.emb").exists()
+
+
+def test_checkpoint_every_without_a_folder_is_a_usage_error(tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    graph = tmp_path / "g.txt"
+    graph.write_text("0 1\n1 2\n")
+    result = CliRunner().invoke(
+        cli, ["train", "--graph", str(graph), "--out", str(tmp_path / "g.emb"),
+              "--checkpoint-every", "10"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "--checkpoint-every needs --checkpoint-dir" in result.output
+
+
+def test_cli_resume_of_a_run_the_rule_ended_writes_the_same_bytes(monkeypatch, tmp_path):
+    """train --stop auto (the budget a cap) ended by the drift part, then --resume with
+    the same options: the same embedding bytes, no epoch more."""
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    monkeypatch.setattr(budget, "STOP_DRIFT", 10.0)  # the drift part stops after epoch 2
+    monkeypatch.setattr(budget, "STOP_FLOOR", 0.0)
+    A = sp.triu(ring_of_cliques()).tocoo()
+    graph = tmp_path / "g.txt"
+    graph.write_text("".join(f"{u} {v}\n" for u, v in zip(A.row, A.col)))
+    common = ["train", "--graph", str(graph), "--dim", "8", "--feat-dim", "8",
+              "--walks-per-node", "2", "--num-sampled", "8", "--batch-size", "8",
+              "--threads", "1", "--history"]  # fmt: skip
+    first = CliRunner().invoke(
+        cli, common + [str(tmp_path / "a.csv"), "--out", str(tmp_path / "a.emb"),
+                       "--checkpoint-dir", str(tmp_path / "ck")],
+    )  # fmt: skip
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(
+        cli, common + [str(tmp_path / "b.csv"), "--out", str(tmp_path / "b.emb"),
+                       "--resume", str(tmp_path / "ck")],
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "a.emb").read_bytes() == (tmp_path / "b.emb").read_bytes()
+    assert len((tmp_path / "b.csv").read_text().splitlines()) == 1 + 2  # header, 2 epochs

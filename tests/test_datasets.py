@@ -1,4 +1,5 @@
-"""Dataset loaders: counts from shared/data/README.md, safe unpickling, user files, bundled Cora."""
+"""Dataset loaders: counts from shared/data/README.md, safe unpickling, user files, bundled
+Cora. A truncated .mat says fetch again."""
 
 import io
 import json
@@ -660,3 +661,19 @@ def test_bundled_cora_equals_planetoid_cora():
     np.testing.assert_array_equal(bundled.labels, full.labels)
     for a, b in zip(bundled.splits, full.splits):
         assert all(np.array_equal(a[p], b[p]) for p in ("train", "val", "test"))
+
+
+def fake_mirror(root, rel, content):
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_bytes(content)
+    return root
+
+
+@needs_data("ppi")
+def test_a_truncated_mat_says_fetch_again_not_savemat(tmp_path):
+    data = tmp_path / "d"
+    fake_mirror(data, "multilabel/PPI.mat", (DATA / "multilabel" / "PPI.mat").read_bytes()[:5000])
+    with pytest.raises(InputError) as err:
+        datasets.load_mat("ppi", data)
+    assert "fetch it again with 'caps2ne fetch-data ppi --data-dir" in str(err.value)
+    assert "savemat" not in str(err.value)

@@ -1,6 +1,7 @@
 """Caps2NE.fit on the inputs people already have (scipy, networkx, edge arrays, pandas),
 undirected by default exactly as the command line; results keyed by node; scikit-learn
-conventions (NotFittedError, random_state); the lazy package namespace."""
+conventions (NotFittedError, random_state); the lazy package namespace; the
+learning rate's range."""
 
 import subprocess
 import sys
@@ -431,3 +432,16 @@ def test_fit_checks_labels_and_splits_before_any_training(case, match):
             adj, labels=labels, splits=splits, step_callback=lambda *a: steps.append(a)
         )
     assert steps == []  # refused before the first step
+
+
+def test_the_estimator_refuses_an_lr_beyond_one():
+    import scipy.sparse as sp
+
+    from caps2ne_np.errors import InputError
+    from caps2ne_np.estimator.caps2ne import Caps2NE
+
+    adj = sp.random(20, 20, density=0.3, format="lil", random_state=0)
+    adj.setdiag(0)
+    adj = (adj + adj.T).tocsr()
+    with pytest.raises(InputError, match=r"lr: must be in \(0, 1\], got 5"):
+        Caps2NE(dim=8, feat_dim=8, lr=5.0, epochs=1).fit(adj)

@@ -1,6 +1,7 @@
-"""Every gradient of the hand-derived backward pass against central finite
-differences in float64 (relative error < 1e-6), and the fast forward kernels
-against the float64 reference caps2ne_np/model/reference.py."""
+"""Every gradient of the hand-derived backward pass against central finite differences in
+float64 (relative error < 1e-6), and the fast forward kernels against the float64 reference
+caps2ne_np/model/reference.py. The output layer's small backward kernels (add_scaled_rows,
+column sums, scatter rows) each against plain NumPy, serial and parallel."""
 
 import json
 
@@ -308,3 +309,61 @@ def test_row_sparse_W_gradient_for_sparse_features_matches_finite_differences():
     untouched = np.setdiff1d(np.arange(W_rows.shape[0]), rg["W"].rows)
     assert untouched.size and np.all(numeric[untouched] == 0)
     assert np.abs(numeric).max() > 1e-4  # the check is not vacuous
+
+
+VERSIONS = ["serial", "parallel"]
+
+
+def _problem(dtype, seed=0, n_pairs=13, k=37, n_nodes=9):
+    rng = np.random.default_rng(seed)
+    e = rng.normal(size=(n_pairs, k)).astype(dtype)
+    O = rng.normal(size=(n_nodes, k)).astype(dtype)
+    bias = rng.normal(size=n_nodes).astype(dtype)
+    targets = rng.integers(0, n_nodes, size=n_pairs).astype(np.int64)
+    targets[:3] = 4  # a repeated target
+    return rng, e, O, bias, targets
+
+
+def _tol(dtype):
+    return dict(rtol=1e-12, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_add_scaled_rows(version, dtype):
+    rng, e, O, _, targets = _problem(dtype, seed=2)
+    d_true = rng.normal(size=targets.shape[0]).astype(dtype)
+    ref = e + d_true[:, None] * O[targets]
+    getattr(grads._add_scaled_rows, version)(e, d_true, O, targets)
+    np.testing.assert_allclose(e, ref, **_tol(dtype))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("n_cols", [1, 16, 37])
+def test_column_sums_in_row_order(version, n_cols):
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(11, n_cols)).astype(np.float32)
+    out = np.full(n_cols, np.nan, dtype=np.float32)
+    getattr(grads.column_sums, version)(a, out)
+    ref = np.zeros(n_cols, dtype=np.float64)
+    for p in range(a.shape[0]):  # the kernel's order, in float64, rounded once
+        ref += a[p]
+    np.testing.assert_array_equal(out, ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_scatter_rows_sums_repeated_rows_in_order(version):
+    rng = np.random.default_rng(4)
+    rows = np.array([2, 0, 2, 5, 2], dtype=np.int64)
+    values = rng.normal(size=(5, 21)).astype(np.float32)
+    out = rng.normal(size=(6, 21)).astype(np.float32)
+    ref = out.copy()
+    for n, r in enumerate(rows):  # in order n = 0, 1, ...
+        ref[r] += values[n]
+    getattr(grads._scatter_rows_serial, version)(rows, values, out)
+    np.testing.assert_array_equal(out, ref)
+    scal_out = np.zeros(6, dtype=np.float32)
+    grads.scatter_scalars(rows, values[:, 0].copy(), scal_out)
+    scal_ref = np.zeros(6, dtype=np.float32)
+    np.add.at(scal_ref, rows, values[:, 0])
+    np.testing.assert_allclose(scal_out, scal_ref, rtol=1e-6)

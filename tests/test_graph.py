@@ -1,6 +1,14 @@
-"""Edge-list / matrix readers and the CSR Graph (caps2ne_np.graphs.graph)."""
+"""Edge-list / matrix readers and the CSR Graph (caps2ne_np.graphs.graph), and the no-break
+spaces an id may hold. Damaged compressed files are input errors."""
 
+import bz2
+import gzip
+import lzma
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +16,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from caps2ne_np.errors import GraphFormatError, InputError, InputWarning
+from caps2ne_np.graphs import graph
 from caps2ne_np.graphs.csr import Graph, from_edges, from_scipy
 from caps2ne_np.graphs.graph import read_edgelist, read_graph
 
@@ -310,3 +319,91 @@ def test_read_graph_npz_and_mat(tmp_path):
     with pytest.raises(GraphFormatError, match="bad.npz"):
         read_graph(bad)
     assert read_graph(write(tmp_path, "a b\n")).node_ids == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ("a\u00a0x b\nb c\n", "weight 'b' is not a number"),  # 3 fields: a, x, b
+        ("a\u00a0x b 2\nb c\n", "line has 4 fields"),
+    ],
+)
+def test_a_no_break_space_in_an_id_is_named_in_the_error(tmp_path, text, what):
+    from caps2ne_np.errors import GraphFormatError
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(GraphFormatError) as err:
+        read_edgelist(path)
+    message = str(err.value)
+    assert f"{path}:1: {what}" in message and "\n" not in message
+    assert "U+00A0" in message and "NO-BREAK SPACE" in message
+    assert "separates fields" in message
+
+
+def test_a_no_break_space_read_as_a_separator_is_a_warning(tmp_path):
+    from caps2ne_np.errors import InputWarning
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text("a b\nb\u00a0c 2\n# c\u00a0d in a comment\n", encoding="utf-8")
+    with pytest.warns(InputWarning, match=r"g\.txt:2: .*U\+00A0 \(NO-BREAK SPACE\)"):
+        g = read_edgelist(path)
+    assert g.node_ids == ["a", "b", "c"]
+
+
+def test_an_ascii_edge_list_gives_no_space_warning(tmp_path, recwarn):
+    from caps2ne_np.graphs.graph import read_edgelist
+
+    path = tmp_path / "g.txt"
+    path.write_text("a b\nb c 2\n# c\u00a0d in a comment\n", encoding="utf-8")
+    read_edgelist(path)
+    assert not [w for w in recwarn if "U+00A0" in str(w.message)]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, cwd, **env):
+    """``python -m caps2ne_np ARGS`` of this checkout."""
+    return subprocess.run(
+        [sys.executable, "-m", "caps2ne_np", *map(str, args)],
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+GRAPH = b"a b\nb c\nc d\nd a\n" * 50
+
+
+def _flip(data):
+    data = bytearray(data)
+    data[len(data) // 2] ^= 0xFF
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    "suffix,content",
+    [
+        (".xz", GRAPH),  # plain text named .xz
+        (".xz", _flip(lzma.compress(GRAPH))),
+        (".gz", _flip(gzip.compress(GRAPH))),
+        (".bz2", _flip(bz2.compress(GRAPH))),
+        (".bz2", GRAPH),
+    ],
+    ids=["xz-plain", "xz-flipped", "gz-flipped", "bz2-flipped", "bz2-plain"],
+)
+def test_damaged_compressed_files_are_input_errors(tmp_path, suffix, content):
+    path = tmp_path / f"g.txt{suffix}"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=rf"g\.txt\{suffix}: a damaged \{suffix} file"):
+        graph.read_edgelist(path)
+    proc = cli("train", "--graph", path, "--out", "e.emb", "-q", cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: {path}: a damaged {suffix} file"), proc.stderr
+    assert "internal error" not in proc.stderr

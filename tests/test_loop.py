@@ -161,3 +161,17 @@ def test_checkpoint_without_filled_num_sampled_resumes():
     ckpt["config"]["num_sampled"] = 32
     with pytest.raises(InputError, match="num-sampled 32"):
         checkpoint._check_same_run(ckpt, {"num_sampled": 59, "dim": 8, "skipgram_weight": 0.0}, "h")
+
+
+def test_divergence_before_any_checkpoint_says_none_was_written():
+    from caps2ne_np.training.loop import TrainingDiverged
+    from test_loop import StubEngine, config, run
+
+    nan_at_step_3 = StubEngine(1, loss_of=lambda s: float("nan") if s == 3 else 1.0)
+    with pytest.raises(TrainingDiverged) as err:
+        run(nan_at_step_3, config(), checkpoint_dir="ck_nan")
+    assert "last good checkpoint" not in str(err.value)
+    assert "no checkpoint was written in ck_nan" in str(err.value)
+    nan_at_step_7 = StubEngine(1, loss_of=lambda s: float("nan") if s == 7 else 1.0)
+    with pytest.raises(TrainingDiverged, match="the last good checkpoint is in ck_nan"):
+        run(nan_at_step_7, config(), checkpoint_dir="ck_nan")  # epoch 1's is

@@ -3,7 +3,7 @@
 
 A test reads the data when it (or a fixture of its module that it takes) names
 ``DATA``, ``REASON`` or ``have`` from tests/benchdata.py.  Tests that run a bench
-script on the data carry the marker by hand (test_bench_smoke.py)."""
+script on the data carry the marker by hand (tests/test_bench_perf.py and others)."""
 
 import ast
 from pathlib import Path

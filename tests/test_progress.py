@@ -18,8 +18,8 @@ from caps2ne_np.cli import cli
 from caps2ne_np.cli.run import BarSafeHandler as _BarSafeHandler
 from caps2ne_np.cli.run import reset_logging as _reset_logging
 from caps2ne_np.graphs.graph import read_edgelist
+from caps2ne_np.training import budget, progress
 from caps2ne_np.training import loop as loop_mod
-from caps2ne_np.training import progress
 from caps2ne_np.training import train as train_mod
 from caps2ne_np.training.options.config import TrainConfig
 from caps2ne_np.training.train import fit
@@ -399,3 +399,88 @@ def test_spectral_stages_say_they_start_and_how_far_along(monkeypatch, tmp_path,
         assert "spectral start: randomized SVD, power iteration 5 of 5 (0 s)" in lines
         assert "spectral start: filter, Chebyshev term 10 of 10 (0 s)" in lines
         assert "propagation: SVD of the filtered o_v (0 s)" in lines
+
+
+class RecordingBar:
+    """loop's progress display, recorded: its total, batches done, totals set later."""
+
+    def __init__(self, total, initial):
+        self.total, self.n, self.totals = total, initial, [total]
+
+    def update(self, n):
+        self.n += n
+
+    def set_postfix(self, **fields):
+        self.fields = fields
+
+    def set_total(self, total):
+        self.total = total
+        self.totals.append(total)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def bars(monkeypatch):
+    from caps2ne_np.training import loop
+
+    made = []
+
+    def progress(enabled, total, initial=0):
+        made.append(RecordingBar(total, initial))
+        return made[-1]
+
+    monkeypatch.setattr(loop, "_progress", progress)
+    return made
+
+
+def test_the_bar_is_one_epoch_long_when_the_structure_part_ends_the_run_after_it(bars):
+    """The structure part decides before training: the bar's total is epoch 1's batches
+    (5) from the start, not the budget's 4 epochs, and it ends full."""
+    from test_loop import StubEngine, config, run
+
+    result = run(StubEngine(1), config(epochs=4), progress=True)
+    assert len(result.history) == 4  # no rule: the bar is the budget's
+    assert bars[-1].totals == [20] and bars[-1].n == 20
+    from caps2ne_np.training.loop import LoopOptions, TrainResult, run_epochs
+
+    rule = budget.StopRule(structure=0.9, first=0.68)
+    result = run_epochs(
+        StubEngine(1), TrainResult(params=None, config=config(epochs=4)), 40,
+        LoopOptions(progress=True), stop_rule=rule,
+    )  # fmt: skip
+    assert len(result.history) == 1
+    assert bars[-1].totals[0] == 5 and bars[-1].total == bars[-1].n == 5
+
+
+def test_the_bar_ends_full_where_the_rule_stops_the_run(bars):
+    """The drift part decides after an epoch: the bar's total becomes the batches
+    trained when the run stops (10 of 20), so it ends at 100%, not 50%."""
+    from caps2ne_np.training.loop import LoopOptions, TrainResult, run_epochs
+    from test_loop import StubEngine, config
+
+    result = run_epochs(
+        StubEngine(1), TrainResult(params=None, config=config(epochs=4)), 40,
+        LoopOptions(progress=True), stop_rule=lambda epoch, params: epoch == 2,
+    )  # fmt: skip
+    assert len(result.history) == 2
+    assert bars[-1].totals == [20, 10] and bars[-1].n == 10
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_a_bar_given_a_smaller_total_shows_it_done(terminal, monkeypatch):
+    import io
+
+    from caps2ne_np.training import progress
+
+    stream = io.StringIO()
+    monkeypatch.setattr(progress.sys, "stderr", stream)
+    bar = progress.TerminalBar(20, 0, stream) if terminal else progress.LogLines(20, 0)
+    bar.update(10)
+    bar.set_total(10)
+    if terminal:
+        assert bar.eta.total == 10 and "10/10" in stream.getvalue().split("\r")[-1]
+    else:
+        assert bar.line().startswith("progress: 10/10 batches (100%)")
+    bar.close()

@@ -8,10 +8,15 @@ option in a run, the model file and ``--preset paper``."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from click.testing import CliRunner
 from scipy.special import iv
 
+from caps2ne_np.cli import cli
+from caps2ne_np.errors import InputWarning
+from caps2ne_np.io.word2vec import read_word2vec
 from caps2ne_np.spectral import prone as spectral
 from caps2ne_np.spectral import propagation
+from caps2ne_np.training.options.config import TrainConfig
 
 # --------------------------------------------------------------------------- dense reference
 
@@ -576,3 +581,112 @@ def test_the_auto_spectrum_threshold_sits_in_the_gap_its_evidence_leaves():
     side (docs/results/spectrum_power.md): PPI's 0.736 wanted p = 1/2, Pubmed's 0.776
     p = 1; 0.70 (or 0.80) would move a measured graph to the other p."""
     assert 0.736 < propagation.POWER_STRUCTURE <= 0.776
+
+
+def _invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def _cfg(**kw):
+    return TrainConfig(**dict(dict(propagate="on", seed=0), **kw))
+
+
+def _csr(A):
+    return sp.csr_matrix(np.asarray(A, dtype=np.float64))
+
+
+def _apply(A, O, **kw):
+    A = _csr(A)
+    return propagation.apply(A.indptr, A.indices, None, _cfg(**kw), np.asarray(O, np.float32))
+
+
+def test_a_propagation_that_cancels_every_row_falls_back_to_the_o_v():
+    """Two nodes whose o_v sum to zero: (I + A)(O - g(L) O) is zero, and so was every
+    written row; now the o_v are written, with a warning saying why."""
+    with pytest.warns(InputWarning, match="2 of 2 propagated rows came out zero"):
+        assert _apply([[0, 1], [1, 0]], [[0.5], [-0.5]]) is None
+
+
+def complete(n):
+    return np.ones((n, n)) - np.eye(n)
+
+
+def star(n):
+    A = np.zeros((n, n))
+    A[0, 1:] = A[1:, 0] = 1
+    return A
+
+
+def path(n):
+    return np.eye(n, k=1) + np.eye(n, k=-1)
+
+
+@pytest.mark.parametrize(
+    "A,k,why",
+    [
+        (complete(10), 4, "10 of 10 rows"),
+        (complete(150), 8, "150 of 150 rows"),
+        (star(12), 1, "--dim 1"),
+        (path(12), 1, "--dim 1"),
+        (np.kron(np.eye(2), np.ones((3, 3))) - np.eye(6), 4, "6 of 6 rows"),
+    ],
+    ids=["K10", "K150", "star-dim1", "path-dim1", "two-triangles"],
+)
+def test_rows_the_propagation_makes_identical_fall_back_to_the_o_v(A, k, why):
+    """Every node of a complete graph got the same row, and at --dim 1 every row was +-1:
+    when most rows are copies of another node's that the o_v kept apart, the o_v are
+    written, with a warning naming how many and why."""
+    O = np.random.default_rng(0).standard_normal((A.shape[0], k))
+    with pytest.warns(InputWarning, match="identical") as record:
+        assert _apply(A, O) is None
+    text = str(record[0].message)
+    assert why in text and "--propagate none" in text
+
+
+def test_a_few_adjacent_twins_are_named_and_the_rest_propagates(caplog):
+    """Two adjacent nodes with the same neighbours always get the same row; a minority of
+    such rows keeps the propagation, and the log line says how many."""
+    rng = np.random.default_rng(1)
+    A = np.triu(rng.random((40, 40)) < 0.2, 1).astype(float)
+    A[0, :] = A[:, 0] = 0
+    A[0, 1] = A[1, 0] = 1
+    A[0, 2:] = A[1, 2:]
+    A = np.maximum(A, A.T)
+    np.fill_diagonal(A, 0)
+    with caplog.at_level("INFO", logger="caps2ne_np"):
+        p = _apply(A, rng.standard_normal((40, 8)))
+    assert p is not None
+    np.testing.assert_array_equal(p.E[0], p.E[1])
+    assert "2 of 40 rows are identical to another node's" in p.note
+    assert "warning" not in p.note
+
+
+def test_the_written_embeddings_of_a_complete_graph_are_the_o_v(tmp_path):
+    """End to end: train on K6 writes distinct rows (the o_v), with the warning."""
+    lines = "".join(f"n{i} n{j}\n" for i in range(6) for j in range(i + 1, 6))
+    (tmp_path / "g.txt").write_text(lines)
+    r = _invoke(
+        "train", "--graph", tmp_path / "g.txt", "--out", tmp_path / "e.emb", "--dim", "4",
+        "--feat-dim", "4", "--epochs", "1", "--walks-per-node", "2", "--threads", "1",
+        "--propagate", "on",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "warning: written embeddings" in r.output and "identical" in r.output
+    _, E = read_word2vec(tmp_path / "e.emb")
+    assert np.unique(E, axis=0).shape[0] == 6
+
+
+@pytest.mark.parametrize(
+    "A,words",
+    [
+        (np.kron(np.eye(6), [[0, 1], [1, 0]]), "no edge can be held out"),
+        (star(10), "no edge can be held out"),
+        (complete(10), "no non-edge"),
+    ],
+    ids=["matching", "star", "K10"],
+)
+def test_auto_says_in_words_when_it_cannot_measure(A, words):
+    O = np.random.default_rng(0).standard_normal((A.shape[0], 4))
+    on, why = propagation.decide(_csr(A), O, seed=0)
+    assert "nan" not in why and words in why, why
+    assert not on and "kept off" in why

@@ -1,6 +1,8 @@
 """Training end to end: the loss falls, planted communities separate, the run is
-reproducible and thread-count invariant, and the sampled softmax meets the full one."""
+reproducible and thread-count invariant, and the sampled softmax meets the full one;
+the first run's compile note and the thread trial's one-thread rounds."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -534,6 +536,124 @@ def test_a_parameter_that_turns_nan_with_a_finite_loss_stops_the_run_at_the_epoc
             parallel=parallel)  # fmt: skip
     ck = checkpoint.load(tmp_path)
     assert ck["state"]["epoch"] == 1 and np.all(np.isfinite(ck["arrays"]["param_O"]))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _chunk_indexes():
+    """The on-disk cache index of each version of the compiled step's chunk kernel."""
+    from caps2ne_np.training.step import fused
+
+    return {
+        v: v._cache._cache_file._index_path
+        for v in (fused._train_chunk.parallel, fused._train_chunk.serial)
+    }
+
+
+def test_no_compile_note_once_the_compiled_step_is_cached(monkeypatch):
+    # a fresh clone after its first default run: the chunk kernel is cached, kernels the
+    # default path never calls (the skip-gram term's, the Python step's) are not
+    import numba
+
+    from caps2ne_np.training import train
+
+    cached = set(_chunk_indexes().values())
+    real = os.path.exists
+    monkeypatch.setattr(
+        os.path, "exists", lambda p: p in cached if str(p).endswith(".nbi") else real(p)
+    )
+    monkeypatch.setattr(numba, "get_num_threads", lambda: 2)
+    assert not train._kernels_cold(fused_run=True)
+
+
+def test_the_compile_note_when_the_compiled_step_is_not_cached(monkeypatch):
+    from caps2ne_np.kernels.jit import Kernel
+    from caps2ne_np.training import train
+    from caps2ne_np.training.step import fused
+
+    fresh = Kernel(fused._train_chunk.py_func)  # compiled neither here nor on disk
+    monkeypatch.setattr(fused, "_train_chunk", fresh)
+    indexes = [v._cache._cache_file._index_path for v in (fresh.parallel, fresh.serial)]
+    real = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda p: False if p in indexes else real(p))
+    assert train._kernels_cold(fused_run=True)
+
+
+def test_the_thread_trial_runs_the_parallel_chunk_on_one_thread(monkeypatch):
+    # on more than one thread, the trial's one-thread rounds call the chunk kernel's
+    # parallel version (on one thread: the same bits), so a first run compiles one
+    # version of it, not two
+    import numba
+
+    from caps2ne_np.graphs.graph import read_edgelist
+    from caps2ne_np.training.options.config import TrainConfig
+    from caps2ne_np.training.step import fused
+    from caps2ne_np.training.train import fit
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs two Numba threads")
+    calls = []
+    original = fused.FusedStep.train
+
+    def spy(self, *args, parallel=False, **kwargs):
+        calls.append((numba.get_num_threads(), parallel))
+        return original(self, *args, parallel=parallel, **kwargs)
+
+    monkeypatch.setattr(fused.FusedStep, "train", spy)
+    g = read_edgelist(ROOT / "caps2ne_np" / "data" / "cora.edgelist")
+    cfg = TrainConfig(dim=8, feat_dim=8, walks_per_node=4, epochs=1, threads=2, stop="none")
+    fit(g.indptr, g.indices, g.weights, cfg)
+    assert (1, True) in calls  # a trial round on one thread, with the parallel version
+    assert all(parallel for _, parallel in calls)
+
+
+class TrialNext:
+    """StepThreads' answer to 'is the next round a trial round?'."""
+
+    def __init__(self, trial):
+        self.trial = trial
+
+    def trial_next(self):
+        return self.trial
+
+
+def engine_timing(width=1, trial=False):
+    """A LocalEngine's round sizing (``_next_round``) without a graph."""
+    from caps2ne_np.training.train import LocalEngine
+
+    engine = object.__new__(LocalEngine)
+    engine.width, engine.checkpoint_every = width, 0
+    engine._chunk, engine._n, engine._rounds = None, 1, 0
+    engine.threads = TrialNext(trial)
+    return engine
+
+
+def next_size(engine, seconds, trial=False):
+    engine._next_round(0, seconds, trial)
+    engine._n = engine.round_size
+    return engine.round_size
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_probe_and_trial_rounds_keep_within_the_chunk_time_bound(width):
+    """A batch of 1 s (--batch-size 8192 on a large graph): after the first round (one
+    batch, 2 s with the kernels loading) the probe round and every thread-trial round
+    are one batch per thread, not fused.PROBE (4 s between signals); batches of 10 ms
+    still get PROBE batches a round."""
+    from caps2ne_np.training.step import fused
+
+    engine = engine_timing(width)
+    assert next_size(engine, 2.0) == width  # the probe round: 1 batch, not PROBE
+    engine.threads.trial = True
+    assert next_size(engine, 1.0 * 1, trial=False) == width  # a trial round follows
+    assert next_size(engine, 1.0 * 1, trial=True) == width
+    engine.threads.trial = False
+    assert next_size(engine, 1.0 * 1, trial=True) == width  # the chunk: 1 batch too
+    fast = engine_timing(width, trial=True)
+    assert next_size(fast, 2.0) == width  # after the first round: its time a batch
+    assert next_size(fast, 0.01 * 1, trial=True) == fused.PROBE * width
+    assert next_size(fast, 0.01 * fused.PROBE, trial=True) == fused.PROBE * width
 
 
 def test_the_compile_note_reads_only_numbas_public_face(monkeypatch, tmp_path):

@@ -8,10 +8,10 @@ from scipy import stats
 
 import naive_walks as naive
 from caps2ne_np.kernels import rng
+from caps2ne_np.walks.walk_args import cumulative_weights
 from caps2ne_np.walks.walks import (
     batch_walk_ids,
     batches_per_epoch,
-    cumulative_weights,
     epoch_permutation,
     node_counts,
     target_positions,
@@ -279,3 +279,42 @@ def test_walk_source_generates_exactly_the_stored_walks_and_chunk_invariant_coun
         full = node_counts(stored, 25)
         for chunk in (1, 7, 1000):
             np.testing.assert_array_equal(src.node_counts(chunk), full)
+
+
+# --------------------------------------------------------------------------- the package's names
+
+
+def _imports_of(path, package_dir):
+    """(importing module, imported module, name) of every ``from X import name`` in the
+    file at ``path``, X resolved to a dotted module name."""
+    import ast
+
+    rel = path.relative_to(package_dir.parent).with_suffix("")
+    module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+    here = module.split(".") if rel.name == "__init__" else module.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                yield module, target, alias.name
+
+
+def test_no_module_imports_a_private_walks_name_nor_do_the_walks():
+    """A name another module imports from walks/ is public, walks/ imports no private name,
+    and walks/ re-exports nothing (each name has one import path)."""
+    from pathlib import Path
+
+    import caps2ne_np
+
+    package_dir = Path(caps2ne_np.__file__).parent
+    private = [
+        f"{module} imports {name} from {target}"
+        for path in sorted(package_dir.rglob("*.py"))
+        for module, target, name in _imports_of(path, package_dir)
+        if name.startswith("_")
+        and (target.startswith("caps2ne_np.walks") or module.startswith("caps2ne_np.walks"))
+    ]
+    assert not private
+    reexports = [p.name for p in (package_dir / "walks").glob("*.py") if "F401" in p.read_text()]
+    assert not reexports

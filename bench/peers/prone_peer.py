@@ -20,7 +20,7 @@ nodevectors' randomized SVD is unseeded (``random_state=None``: NumPy's global
 generator): it is seeded with ``np.random.seed(--seed)``.  BLAS runs on ``--threads``
 threads.  Prints the seconds of each phase on stdout, one ``key: value`` line each, as
 bench/deepwalk_peer.py.  caps2ne_np/spectral/prone.py is this project's own ProNE
-(tests/test_spectral.py checks it against this package with the same seed).
+(tests/test_prone.py checks it against this package with the same seed).
 """
 
 import os

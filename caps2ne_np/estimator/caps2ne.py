@@ -352,7 +352,7 @@ class Caps2NE(BaseEstimator):
         featureless model).  ``nodes``: the labels to embed as the graph names them
         (for a ``Graph``: id strings, or ints as graph indices); default every node of
         ``graph``.
-        ``aggregate``: None (the default, ``infer.DEFAULT_AGGREGATE``: 'calibrated'),
+        ``aggregate``: None (the default, ``defaults.DEFAULT_AGGREGATE``: 'calibrated'),
         'calibrated' (on the scale of the o_v, with ``calibration_`` when set -- by
         ``calibrate`` or a loaded model file that stores one -- else a calibration fitted
         on the training nodes in ``graph``), 'mean' (the paper's average) or 'sum'
@@ -362,7 +362,8 @@ class Caps2NE(BaseEstimator):
         through the run's filter and map (inference/propagated.py): rows in the space of
         ``get_embedding()``.
         """
-        from ..inference.infer import DEFAULT_AGGREGATE, infer_embeddings
+        from ..defaults import DEFAULT_AGGREGATE
+        from ..inference.infer import infer_embeddings
 
         _check_fitted(self)
         run = infer_embeddings
@@ -404,7 +405,8 @@ class Caps2NE(BaseEstimator):
         on the training nodes in ``graph`` (best: the training graph; any input ``fit``
         takes), set ``calibration_`` to it (``transform`` and ``save`` use it) and return
         it.  ``method``: None (the default, 'diag'), 'scale' or 'linear'."""
-        from ..inference.infer import DEFAULT_CALIBRATION, calibrate
+        from ..defaults import DEFAULT_CALIBRATION
+        from ..inference.infer import calibrate
 
         _check_fitted(self)
         with api_errors():

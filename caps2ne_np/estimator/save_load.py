@@ -4,7 +4,8 @@ parameters as the user gave them that the file keeps (``given_params``)."""
 
 import numpy as np
 
-from ..io.modelfile import default_run, read_model, save_model
+from ..io.modelcheck import default_run
+from ..io.modelfile import read_model, save_model
 from ..training.options.config import TrainConfig
 from .signature import ESTIMATOR_NAMES
 

@@ -11,7 +11,7 @@ best depends on the graph and the labels (docs/training.md, "The written spectru
 "The written scale"), and each costs seconds from the model file: :func:`candidates`
 filters the o_v once and factorises O~ once, then forms each (p, length) from the same
 O~, bit for bit the rows ``train`` writes with those options (tests/
-test_written_choice.py).  :func:`choose` scores each candidate by stratified k-fold
+test_written.py).  :func:`choose` scores each candidate by stratified k-fold
 cross-validation among the labelled nodes it is given (nothing else is read: the labels
 of other nodes never enter) with the logistic regression of the evaluation protocols
 (evaluation/single.py, evaluation/multilabel.py), and picks the best.

@@ -74,7 +74,7 @@ _TESTER = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz"}  # the command that test
 READER_BYTES_PER_BYTE = 20
 """Peak memory of reading an edge list per byte of it (decompressed): measured 16.4 for
 '1 2' lines, 17.6 for 'a b', 11.2 for random integer ids, when the cap was set (a
-one-off measurement; tests/test_data_reliability.py checks the cap built on it); the
+one-off measurement; tests/test_graph_streams.py checks the cap built on it); the
 readers hold the bytes, tokens, id arrays and the CSR at once.  String ids are parsed
 in pieces (``_parse_strings``): 10M lines 'a b 1.5' (80 MB) peak at 0.87 GB, 10.9 per
 byte (26 when the whole file was one string table)."""

@@ -64,14 +64,8 @@ from ..model.batch_forward import forward
 from ..model.features import SparseFeatures, prepare_features
 from ..model.model_config import ModelConfig
 from ..model.params import Params, slot_major
-from ..walks.walk_args import (
-    check_csr,
-    check_seed,
-    cumulative_weights,
-    node2vec_params,
-    sorted_rows,
-)
-from ..walks.walk_steps import node2vec_walk_contexts, walk_contexts
+from ..walks.walk_args import check_positions, check_seed, walk_graph
+from ..walks.walk_steps import walk_contexts
 from .calibration import (
     CALIBRATION_NODES,
     apply_calibration,
@@ -129,15 +123,7 @@ def context_positions(spec, walk_length):
         if spec == "all":
             return np.arange(q, dtype=np.int64)
         raise InputError(f"positions must be 'all' or a list of 0-based positions, got {spec!r}")
-    try:
-        values = [check_int("positions", p, 0, q - 1) for p in spec]
-    except TypeError:
-        raise InputError(
-            f"positions must be 'all' or a list of 0-based positions, got {spec!r}"
-        ) from None
-    if not values or len(set(values)) != len(values):
-        raise InputError(f"positions must be non-empty and distinct, got {values}")
-    return np.asarray(values, dtype=np.int64)
+    return check_positions("positions", spec, q, "'all' or a list of 0-based positions")
 
 
 def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all", node2vec=(1, 1)):
@@ -148,7 +134,7 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all", n
     walk_length : q (the model's); samples : Z >= 1; seed : int in [0, 2**63)
     positions : 'all' or 0-based positions; sample z puts v at positions[z mod L]
     node2vec  : (p, q) of the model's node2vec walks; (1, 1): first-order walks
-                (``walk_steps.walk_contexts``), else ``walk_steps.node2vec_walk_contexts``
+                (``walk_steps.walk_contexts`` takes either)
 
     Row a*Z + z is sample z of nodes[a]; it depends only on (seed, nodes[a], z).
     """
@@ -156,50 +142,22 @@ def sample_contexts(graph, nodes, walk_length, samples, seed, positions="all", n
     Z = check_int("samples", samples, 1)
     seed = check_seed("seed", seed)
     pos = context_positions(positions, q)
-    inv_p, inv_q, second_order = node2vec_params(*node2vec)
-    indptr, indices, weights = check_csr(graph.indptr, graph.indices, graph.weights)
-    in_indptr, in_indices, in_weights = check_csr(*in_edges(graph))
-    if second_order:  # the membership test needs sorted rows
-        indices, weights = sorted_rows(indptr, indices, weights)
-        in_indices, in_weights = sorted_rows(in_indptr, in_indices, in_weights)
+    graph_out = walk_graph(graph.indptr, graph.indices, graph.weights, *node2vec)
+    graph_in = walk_graph(*in_edges(graph), *node2vec)  # the same p, q and weighting
     nodes = np.asarray(nodes)
     if nodes.ndim != 1 or not np.issubdtype(nodes.dtype, np.integer):
         raise InputError(
             f"nodes must be a 1-D integer array of graph indices, got {nodes.dtype} {nodes.shape}"
         )
-    n = indptr.shape[0] - 1
+    n = graph_out.indptr.shape[0] - 1
     if nodes.size and (nodes.min() < 0 or nodes.max() >= n):
         raise InputError(f"nodes must be graph indices in [0, {n})")
     nodes = np.ascontiguousarray(nodes, dtype=np.int64)
     ctx = np.empty((nodes.shape[0] * Z, q - 1), dtype=np.int32)
     if nodes.shape[0] == 0:
         return ctx
-    weighted = weights is not None
-    if weighted:
-        cum, in_cum = cumulative_weights(indptr, weights), cumulative_weights(in_indptr, in_weights)
-    else:
-        cum = in_cum = np.empty(0, dtype=np.float64)
     with quiet_wraparound():
-        if second_order:
-            node2vec_walk_contexts(
-                indptr,
-                indices,
-                cum,
-                in_indptr,
-                in_indices,
-                in_cum,
-                weighted,
-                inv_p,
-                inv_q,
-                nodes,
-                pos,
-                seed,
-                ctx,
-            )
-        else:
-            walk_contexts(
-                indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, pos, seed, ctx
-            )
+        walk_contexts(graph_out, graph_in, nodes, pos, seed, ctx)
     return ctx
 
 

@@ -248,7 +248,7 @@ def _source_files(fn):
 # call per element; the sampled softmax takes P x |V'| of them per step.  For
 # float32, ``fast_exp`` is Cephes' expf (range reduction by ln 2, degree-6
 # polynomial, exponent bits set directly), branch-free so the loop vectorises;
-# measured error within 2 ulp of np.exp (tests/test_fast_exp.py); below -87.34,
+# measured error within 2 ulp of np.exp (tests/test_jit_fast_exp.py); below -87.34,
 # where exp is subnormal, it returns 0.  float64 (the gradient checks) keeps np.exp.
 
 _LOG2E = _np.float32(1.44269504088896341)

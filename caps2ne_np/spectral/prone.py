@@ -161,7 +161,7 @@ def randomized_svd(
     Scikit-learn's ``randomized_svd`` step by step, with its defaults (10 oversamples,
     LU between power iterations when there are more than 2, scipy's QR and gesdd SVD,
     signs flipped so each column of U has its largest entry positive), and the same
-    draws from ``np.random.RandomState(seed)``: the same bits (tests/test_spectral.py),
+    draws from ``np.random.RandomState(seed)``: the same bits (tests/test_prone.py),
     without importing scikit-learn (0.7 s, more than ProNE itself on a 1,000-node graph).
     ``M``: a scipy.sparse matrix (CSR or CSC with sorted indices: each sum of a product
     runs over the same entries in the same order either way) or an array.
@@ -241,7 +241,7 @@ def wide_svd(B):
     SVD of L (K, K) as gesdd takes a square matrix's and forms V^T = V_L^T Q (dorglq,
     dgemm); U and S are L's.  Here dgelqf is called alone (scipy's own LAPACK, through
     scipy.linalg.cython_lapack: scipy.linalg.lapack has no LQ) and then gesdd on L, so
-    U and S are gesdd's bits (tests/test_spectral.py).  Otherwise (few columns, or
+    U and S are gesdd's bits (tests/test_prone.py).  Otherwise (few columns, or
     entries gesdd would rescale, as ``propagation._tall_svd``) gesdd itself."""
     from scipy import linalg
 

@@ -356,7 +356,7 @@ class AsyncEngine(LocalEngine):
     the synchronous run; what differs is that a step may read rows another thread is
     writing, and sees the other threads' updates in an order that depends on timing:
     the result is not reproducible bit for bit, and with one thread it is the
-    synchronous run's exactly (tests/test_async.py).
+    synchronous run's exactly (tests/test_train_async.py).
 
     With the compiled step (fused.FusedStep: the defaults) each thread trains its share
     of a round in one call of the serial chunk kernel with the GIL released, so the

@@ -1,41 +1,19 @@
-"""The compiled kernels that cut walks into training pairs and pick a batch's walks:
-the (context, target) pairs of a batch of walks (``pair_of``, ``make_pairs``,
-``make_random_pairs``, ``random_position``), the walk ids of a batch and an epoch's
-permutation.  The checks and public functions that call these are in walks.py
-(docs/walks.md); training/step/fused.py compiles ``pair_of``, ``random_position`` and
-``_batch_walk_ids`` into its chunk.
+"""The compiled kernels that cut walks into (context, target) training pairs: the pair
+of one walk at a target position (``pair_of``), a walk's random target position
+(``random_position``) and the pairs of a batch of walks (``make_pairs`` at given
+positions, ``make_random_pairs`` at one random position per walk).  The checks and
+public functions that call these are in walks.py (docs/walks.md);
+training/step/fused_batch.py compiles ``pair_of`` and ``random_position`` into its
+batch.  The walks themselves are in walk_steps.py, the batches' walk ids in batch_ids.py.
 
-The walks themselves (one step, walks by id, inference's contexts) are in
-caps2ne_np/walks/walk_steps.py, below training and inference both; this module
-re-exports them for the callers that import them from here.
-
-Every random choice comes from a counter-based stream keyed by what it is for (walk id,
-(epoch, step), ...), never by the thread, so results are bitwise identical on 1 and N
-threads.
+Every random choice comes from a counter-based stream keyed by what it is for (walk id
+and key), never by the thread, so results are bitwise identical on 1 and N threads.
 """
 
 from numba import prange
 
 from ..kernels.jit import inline, kernel
-from ..kernels.rng import TAG_BATCH, TAG_PERMUTATION, TAG_POSITION, rand_below, stream2, stream3
-from .walk_steps import (  # noqa: F401 (re-exported: the walks moved below training)
-    NODE2VEC_TRIES,
-    _cumulative_weights,
-    _has_edge,
-    _node2vec_exact,
-    _node2vec_mass,
-    _node2vec_walk,
-    _node2vec_walks,
-    _pick_weighted,
-    _rows_sorted,
-    _uniform_walks,
-    _walk,
-    _walks_by_id,
-    node2vec_step,
-    node2vec_walk_contexts,
-    walk_contexts,
-    walk_step,
-)
+from ..kernels.rng import TAG_POSITION, rand_below, stream3
 
 
 @inline
@@ -88,31 +66,3 @@ def make_random_pairs(walks, walk_ids, seed, key, ctx_out, tgt_out):
     for b in prange(walk_ids.shape[0]):
         w = walk_ids[b]
         tgt_out[b] = pair_of(walks[w], random_position(seed, key, w, q), ctx_out[b])
-
-
-@kernel
-def _batch_walk_ids(n_walks, seed, epoch, step, out):
-    """out[b] ~ Uniform{0..n_walks-1}, independently (with replacement), from one stream
-    (seed, epoch, step)."""
-    state = stream3(seed, TAG_BATCH, epoch, step)
-    for b in range(out.shape[0]):
-        state, w = rand_below(state, n_walks)
-        out[b] = w
-
-
-@kernel
-def _epoch_permutation(seed, epoch, out):
-    """Fisher-Yates shuffle of 0..n-1 in place of out (int64, (n,)), from stream (seed, epoch).
-
-    for i = n-1 .. 1: j ~ Uniform{0..i}; swap out[i], out[j].  Serial by nature, so
-    thread-independent.
-    """
-    n = out.shape[0]
-    for i in range(n):
-        out[i] = i
-    state = stream2(seed, TAG_PERMUTATION, epoch)
-    for i in range(n - 1, 0, -1):
-        state, j = rand_below(state, i + 1)
-        tmp = out[i]
-        out[i] = out[j]
-        out[j] = tmp

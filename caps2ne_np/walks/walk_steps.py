@@ -3,12 +3,19 @@ from a node that inference samples its contexts from.
 
 One step from a node (``walk_step``: uniform or by edge weight; ``node2vec_step``:
 node2vec's second-order step, rejection sampling with an exact fallback); walk number w
-(``_walk``, ``_node2vec_walk``) and batches of them by id (``_walks_by_id``,
-``_node2vec_walks``, ``_uniform_walks``); the walks grown outwards from a node for
-inference (``walk_contexts``, ``node2vec_walk_contexts``); the running sums of a row's
-edge weights and the sorted-rows test they need.  Their argument checks are in
-walk_args.py; training (walks/walks.py, training/step/fused.py) and inference (inference/infer.py)
-both call these.  The training pairs and batch ids are in walks/pair_kernels.py.
+(``walk``: first- or second-order, as the graph says) and batches of them by id
+(``walks_by_id``); the walks grown outwards from a node for inference
+(``walk_contexts``).  ``walks_by_id`` and ``walk_contexts`` pick a first- or a
+second-order kernel from Python, so a run compiles only the one it needs.
+
+The walk kernels read the graph as one named bundle, walk_args.WalkGraph (CSR arrays,
+the weights' running sums, node2vec's 1/p and 1/q), built and checked by
+walk_args.walk_graph, and unpack it once per walk (the contexts: once per call); the
+steps inside take its arrays (measured: reading them from the bundle at every step,
+or once per context in a helper, made first-order walks 1.4x and contexts 1.3-1.5x
+slower).  Training (walks/walks.py, training/step/fused_batch.py) and inference
+(inference/infer.py) both call these.  The training pairs are in
+walks/pair_kernels.py, the batches' walk ids in walks/batch_ids.py.
 
 Every random choice comes from a counter-based stream keyed by what it is for (walk id,
 (node, sample)), never by the thread, so results are bitwise identical on 1 and N
@@ -17,33 +24,8 @@ threads.
 
 from numba import prange
 
-from ..kernels.jit import kernel
+from ..kernels.jit import inline, kernel
 from ..kernels.rng import TAG_INFER, rand_below, rand_uniform, stream, stream3
-
-
-@kernel(parallel=True)
-def _cumulative_weights(indptr, weights, cum):
-    """cum[e] = sum_{lo <= f <= e} weights[f] for the row [lo, hi) holding edge e (float64).
-
-    indptr int64 (N+1,), weights float32/float64 (nnz,), cum float64 (nnz,), written.
-    Each row restarts at zero; the sum runs left to right, so it is reproducible.
-    """
-    for v in prange(indptr.shape[0] - 1):
-        total = 0.0
-        for e in range(indptr[v], indptr[v + 1]):
-            total += weights[e]
-            cum[e] = total
-
-
-@kernel
-def _rows_sorted(indptr, indices):
-    """True if every CSR row's indices are non-decreasing (node2vec's membership test
-    needs it)."""
-    for v in range(indptr.shape[0] - 1):
-        for e in range(indptr[v] + 1, indptr[v + 1]):
-            if indices[e] < indices[e - 1]:
-                return False
-    return True
 
 
 @kernel
@@ -201,138 +183,141 @@ def _node2vec_mass(indptr, indices, cum, weighted, inv_p, inv_q, t, lo, e):
     return w * inv_q
 
 
-@kernel
-def _node2vec_walk(indptr, indices, cum, weighted, inv_p, inv_q, seed, w, out):
-    """Walk number w into ``out`` (q,) with second-order steps: v_0 = w mod N, v_1 from
-    ``walk_step`` (no previous node yet), then v_{t+1} from ``node2vec_step`` with
-    (t, v) = (v_{t-1}, v_t).  Draws from stream(seed, w), like ``_walk``.
+def walks_by_id(graph, seed, walk_ids, walks):
+    """walks[b] = walk number walk_ids[b] (``walk``): any walk, on demand.
+
+    graph walk_args.WalkGraph; seed int; walk_ids int64 (B,); walks int (B, q), written.
+    First- and second-order walks are separate kernels, so a run compiles only the one
+    its graph asks for.
     """
-    n = indptr.shape[0] - 1
-    state = stream(seed, w)  # keyed by walk id, not by thread
-    v = w % n
-    out[0] = v
-    prev = v
-    state, v = walk_step(indptr, indices, cum, weighted, state, v)
-    out[1] = v
-    for s in range(2, out.shape[0]):
-        state, x = node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, prev, v)
-        prev = v
-        v = x
-        out[s] = v
+    kernel_ = _node2vec_walks if graph.second_order else _first_order_walks
+    kernel_(graph, seed, walk_ids, walks)
 
 
 @kernel
-def _walk(indptr, indices, cum, weighted, seed, w, out):
+def walk(graph, seed, w, out):
+    """Walk number w into ``out`` (q,), first- or second-order as ``graph.second_order``
+    says (``_first_order_walk``, ``_node2vec_walk``): one walk inside a compiled batch
+    (training/step/fused_batch.py)."""
+    if graph.second_order:
+        _node2vec_walk(graph, seed, w, out)
+    else:
+        _first_order_walk(graph, seed, w, out)
+
+
+@kernel
+def _first_order_walk(graph, seed, w, out):
     """Walk number w into ``out`` (q,): starts at v = w mod N, draws from stream(seed, w).
 
     v_{t+1} ~ Uniform(N(v_t)), or P(v_{t+1} = u) = w(v_t, u) / sum_u' w(v_t, u') if
-    weighted.  A node without out-edges (or whose out-weights are all 0) repeats for
-    the rest of the walk, so every walk has q valid slots (DeepWalk/node2vec instead
-    stop the walk early).  A weighted step draws u in [0, 1) and takes the first edge
-    whose row-cumulative weight exceeds u * (row total).
+    weighted (``walk_step``).  A node without out-edges (or whose out-weights are all 0)
+    repeats for the rest of the walk, so every walk has q valid slots (DeepWalk/node2vec
+    instead stop the walk early).
     """
-    n = indptr.shape[0] - 1
+    indptr, indices, cum, weighted = graph.indptr, graph.indices, graph.cum, graph.weighted
     state = stream(seed, w)  # keyed by walk id, not by thread
-    v = w % n
+    v = w % (indptr.shape[0] - 1)
     out[0] = v
     for t in range(1, out.shape[0]):
         state, v = walk_step(indptr, indices, cum, weighted, state, v)
         out[t] = v
 
 
-@kernel(parallel=True)
-def _uniform_walks(indptr, indices, cum, weighted, seed, walks):
-    """All N*T walks: walks[w] = walk number w (``_walk``), for w = r*N + v.
-
-    indptr int64 (N+1,), indices int32 (nnz,), cum float64 (nnz,) from
-    ``_cumulative_weights`` (ignored, may be empty, when ``weighted`` is False),
-    seed int, walks int32 (N*T, q) written.
+@kernel
+def _node2vec_walk(graph, seed, w, out):
+    """Walk number w into ``out`` (q,) with second-order steps: v_0 = w mod N, v_1 from
+    ``walk_step`` (no previous node yet), then v_{t+1} from ``node2vec_step`` with
+    (t, v) = (v_{t-1}, v_t).  Draws from stream(seed, w), like ``_first_order_walk``.
     """
-    for w in prange(walks.shape[0]):
-        _walk(indptr, indices, cum, weighted, seed, w, walks[w])
+    indptr, indices, cum, weighted = graph.indptr, graph.indices, graph.cum, graph.weighted
+    inv_p, inv_q = graph.inv_p, graph.inv_q
+    state = stream(seed, w)  # keyed by walk id, not by thread
+    prev = w % (indptr.shape[0] - 1)
+    out[0] = prev
+    state, v = walk_step(indptr, indices, cum, weighted, state, prev)
+    out[1] = v
+    for t in range(2, out.shape[0]):
+        state, x = node2vec_step(indptr, indices, cum, weighted, inv_p, inv_q, state, prev, v)
+        prev, v = v, x
+        out[t] = v
 
 
-@kernel(parallel=True, work=lambda indptr, indices, cum, weighted, seed, ids, walks: 8 * walks.size)
-def _walks_by_id(indptr, indices, cum, weighted, seed, walk_ids, walks):
-    """walks[b] = walk number walk_ids[b] (``_walk``): any walk, on demand."""
+@kernel(parallel=True, work=lambda graph, seed, ids, walks: 8 * walks.size)
+def _first_order_walks(graph, seed, walk_ids, walks):
+    """walks[b] = first-order walk number walk_ids[b] (``_first_order_walk``)."""
     for b in prange(walk_ids.shape[0]):
-        _walk(indptr, indices, cum, weighted, seed, walk_ids[b], walks[b])
+        _first_order_walk(graph, seed, walk_ids[b], walks[b])
 
 
-@kernel(
-    parallel=True,
-    work=lambda indptr, indices, cum, weighted, inv_p, inv_q, seed, ids, walks: 16 * walks.size,
-)
-def _node2vec_walks(indptr, indices, cum, weighted, inv_p, inv_q, seed, walk_ids, walks):
+@kernel(parallel=True, work=lambda graph, seed, ids, walks: 16 * walks.size)
+def _node2vec_walks(graph, seed, walk_ids, walks):
     """walks[b] = second-order walk number walk_ids[b] (``_node2vec_walk``)."""
     for b in prange(walk_ids.shape[0]):
-        _node2vec_walk(indptr, indices, cum, weighted, inv_p, inv_q, seed, walk_ids[b], walks[b])
+        _node2vec_walk(graph, seed, walk_ids[b], walks[b])
 
 
-@kernel(parallel=True)
-def walk_contexts(
-    indptr, indices, cum, in_indptr, in_indices, in_cum, weighted, nodes, positions, seed, ctx
-):
+def walk_contexts(graph, in_graph, nodes, positions, seed, ctx):
     """Contexts for inference (Algorithm 3, infer.sample_contexts): C_v of a walk of
     length q with v at position j, for each node a and sample z.
 
     v_j = v;  v_{t-1} ~ N_in(v_t), t = j, ..., 1;  v_{t+1} ~ N_out(v_t), t = j, ..., q-2;
     C_v = (v_t : t != j) in walk order.
 
-    indptr, indices, cum     : out-edges (CSR int64, int32; float64 row sums of the
-                               weights, empty when not ``weighted``)
-    in_indptr, in_indices, in_cum : in-edges (the transpose; the same arrays for an
-                               undirected graph)
+    graph     : walk_args.WalkGraph of the out-edges
+    in_graph  : walk_args.WalkGraph of the in-edges (the transpose; the same arrays for
+                an undirected graph), with the same weighting and p, q
     nodes     : int64 (V,)    graph index of each node to embed
     positions : int64 (L,)    0-based positions; sample z puts v at positions[z mod L]
     seed      : int           sample z of node v draws from stream3(seed, TAG_INFER, v, z)
     ctx       : int32 (V*Z, q-1)  out: row a*Z + z is sample z of nodes[a]
 
-    The backward steps are drawn first (t = j-1 down to 0), then the forward ones.
+    The backward steps are drawn first (t = j-1 down to 0), then the forward ones:
+    first-order steps (``_first_order_contexts``), or node2vec's when
+    ``graph.second_order`` (``_node2vec_contexts``), separate kernels so that a run
+    compiles only the one it needs.
 
     Notes: the authors take walks of the full graph started at every node and keep,
     for each position j, one that has v at j.  Growing the walk outwards from v gives,
     on an undirected graph, a stationary walk conditioned on v_j = v (reversibility),
     and needs no search.  A node without edges in a direction stays put (``walk_step``).
     """
-    n_rows, n_slots = ctx.shape
+    kernel_ = _node2vec_contexts if graph.second_order else _first_order_contexts
+    kernel_(graph, in_graph, nodes, positions, seed, ctx)
+
+
+@inline
+def _context_start(nodes, positions, seed, n_rows, p):
+    """(v, j, state) of context row p of n_rows = V*Z: node v = nodes[p // Z] and sample
+    z = p mod Z, v at j = positions[z mod L], drawing from stream3(seed, TAG_INFER, v, z)."""
     n_samples = n_rows // nodes.shape[0]
-    n_pos = positions.shape[0]
-    for p in prange(n_rows):
-        a = p // n_samples
-        z = p % n_samples
-        v = nodes[a]
-        j = positions[z % n_pos]
-        state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
+    v = nodes[p // n_samples]
+    z = p % n_samples
+    state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
+    return v, positions[z % positions.shape[0]], state
+
+
+@kernel(parallel=True)
+def _first_order_contexts(graph, in_graph, nodes, positions, seed, ctx):
+    """``walk_contexts`` with first-order steps (``walk_step``): from v at j backwards
+    along in-edges, then forwards along out-edges."""
+    indptr, indices, cum, weighted = graph.indptr, graph.indices, graph.cum, graph.weighted
+    in_indptr, in_indices, in_cum = in_graph.indptr, in_graph.indices, in_graph.cum
+    for p in prange(ctx.shape[0]):
+        v, j, state = _context_start(nodes, positions, seed, ctx.shape[0], p)
         cur = v
         for t in range(j - 1, -1, -1):
             state, cur = walk_step(in_indptr, in_indices, in_cum, weighted, state, cur)
             ctx[p, t] = cur
         cur = v
-        for t in range(j + 1, n_slots + 1):
+        for t in range(j + 1, ctx.shape[1] + 1):
             state, cur = walk_step(indptr, indices, cum, weighted, state, cur)
             ctx[p, t - 1] = cur
 
 
 @kernel(parallel=True)
-def node2vec_walk_contexts(
-    indptr,
-    indices,
-    cum,
-    in_indptr,
-    in_indices,
-    in_cum,
-    weighted,
-    inv_p,
-    inv_q,
-    nodes,
-    positions,
-    seed,
-    ctx,
-):
-    """``walk_contexts`` with node2vec's second-order steps (``node2vec_step``), for a
-    model trained on node2vec walks; the same streams, arguments and layout, plus
-    inv_p = 1/p, inv_q = 1/q.  All rows (out- and in-edges) must be sorted.
+def _node2vec_contexts(graph, in_graph, nodes, positions, seed, ctx):
+    """``walk_contexts`` with node2vec's second-order steps (``node2vec_step``), for a model
+    trained on node2vec walks; all rows (out- and in-edges) must be sorted.
 
     Backward (t = j-1 .. 0): v_{j-1} ~ N_in(v_j) first-order, then each step is a
     second-order step on the in-edges from (v_{t+2}, v_{t+1}).  Forward (t = j+1 ..):
@@ -343,17 +328,12 @@ def node2vec_walk_contexts(
     the backward half is a node2vec walk on the reversed graph, which a node2vec walk
     reversed in time is not in general (docs/walks.md).
     """
-    n_rows, n_slots = ctx.shape
-    n_samples = n_rows // nodes.shape[0]
-    n_pos = positions.shape[0]
-    for p in prange(n_rows):
-        a = p // n_samples
-        z = p % n_samples
-        v = nodes[a]
-        j = positions[z % n_pos]
-        state = stream3(seed, TAG_INFER, v, z)  # keyed by (node, sample), not by thread
-        prev = -1
-        cur = v
+    indptr, indices, cum, weighted = graph.indptr, graph.indices, graph.cum, graph.weighted
+    in_indptr, in_indices, in_cum = in_graph.indptr, in_graph.indices, in_graph.cum
+    inv_p, inv_q = graph.inv_p, graph.inv_q
+    for p in prange(ctx.shape[0]):
+        v, j, state = _context_start(nodes, positions, seed, ctx.shape[0], p)
+        prev, cur = -1, v
         for t in range(j - 1, -1, -1):
             if prev < 0:
                 state, x = walk_step(in_indptr, in_indices, in_cum, weighted, state, cur)
@@ -361,18 +341,15 @@ def node2vec_walk_contexts(
                 state, x = node2vec_step(
                     in_indptr, in_indices, in_cum, weighted, inv_p, inv_q, state, prev, cur
                 )
-            prev = cur
-            cur = x
+            prev, cur = cur, x
             ctx[p, t] = cur
-        prev = ctx[p, j - 1] if j > 0 else -1
-        cur = v
-        for t in range(j + 1, n_slots + 1):
+        prev, cur = ctx[p, j - 1] if j > 0 else -1, v
+        for t in range(j + 1, ctx.shape[1] + 1):
             if prev < 0:
                 state, x = walk_step(indptr, indices, cum, weighted, state, cur)
             else:
                 state, x = node2vec_step(
                     indptr, indices, cum, weighted, inv_p, inv_q, state, prev, cur
                 )
-            prev = cur
-            cur = x
+            prev, cur = cur, x
             ctx[p, t - 1] = cur

@@ -17,10 +17,11 @@ Pipeline (the authors' training loop; docs/walks.md)::
             ctx, tgt = training_pairs(walks, np.arange(B), (3, 4, 5, 6))  # (B*4, q-1), (B*4,)
 
 (``uniform_walks`` makes all N*T walks at once, the same ones, for tests and benchmarks.)
-The compiled kernels these call are in caps2ne_np/walks/walk_steps.py (one step, walks
-by id) and walk_kernels.py (pairs, batch ids); the graph's and the seed's checks, which
-inference shares, in caps2ne_np/walks/walk_args.py (re-exported here); this module
-checks the rest and holds the public functions.
+This module checks the arguments and holds the public functions; the compiled kernels
+they call are in walk_steps.py (one step, walks by id), pair_kernels.py (pairs) and
+batch_ids.py (a batch's walk ids, an epoch's permutation), the graph's and the seed's
+checks and the graph bundle the kernels read (``WalkGraph``), which inference shares,
+in walk_args.py.
 
 Every random choice comes from a counter-based stream keyed by what it is for
 (walk id, (epoch, step), ...), so results are bitwise identical on 1 and N threads.
@@ -28,27 +29,15 @@ Every random choice comes from a counter-based stream keyed by what it is for
 
 import copy
 import math
-from collections import namedtuple
 
 import numpy as np
 
 from ..errors import InputError, check_int
 from ..kernels.rng import quiet_wraparound
-from .pair_kernels import _batch_walk_ids, _epoch_permutation, make_pairs, make_random_pairs
-from .walk_args import (  # noqa: F401 (re-exported: the walk arguments' checks moved below training)
-    _MAX_KEY,
-    NODE2VEC_RANGE,
-    check_csr,
-    check_node2vec,
-    check_seed,
-    cumulative_weights,
-    node2vec_params,
-    sorted_rows,
-)
-from .walk_steps import _node2vec_walks, _uniform_walks, _walks_by_id
-
-_check_int = check_int
-
+from .batch_ids import batch_walk_ids_into, epoch_permutation_into
+from .pair_kernels import make_pairs, make_random_pairs
+from .walk_args import check_positions, check_seed, walk_graph
+from .walk_steps import walks_by_id
 
 # --------------------------------------------------------------------------- validation
 
@@ -112,32 +101,15 @@ def uniform_walks(
     q-1 valid context slots; a walk from an isolated node has the node as its own
     context.  DeepWalk/node2vec (the authors' code) stop such a walk early instead.
     """
-    indptr, indices, weights = check_csr(indptr, indices, weights)
-    T = _check_int("walks_per_node", walks_per_node, 1)
-    q = _check_int("walk_length", walk_length, 2)
+    graph = walk_graph(indptr, indices, weights, node2vec_p, node2vec_q)
+    T = check_int("walks_per_node", walks_per_node, 1)
+    q = check_int("walk_length", walk_length, 2)
     seed = check_seed("seed", seed)
-    inv_p, inv_q, second_order = node2vec_params(node2vec_p, node2vec_q)
-    if second_order:
-        indices, weights = sorted_rows(indptr, indices, weights)
-    n = indptr.shape[0] - 1
-    if weights is None:
-        cum, weighted = np.empty(0, dtype=np.float64), False
-    else:
-        cum, weighted = cumulative_weights(indptr, weights), True
+    n = graph.indptr.shape[0] - 1
     walks = np.empty((n * T, q), dtype=np.int32)
     with quiet_wraparound():
-        if second_order:
-            ids = np.arange(n * T, dtype=np.int64)
-            _node2vec_walks(indptr, indices, cum, weighted, inv_p, inv_q, seed, ids, walks)
-        else:
-            _uniform_walks(indptr, indices, cum, weighted, seed, walks)
+        walks_by_id(graph, seed, np.arange(n * T, dtype=np.int64), walks)
     return walks
-
-
-WalkGraph = namedtuple("WalkGraph", "indptr indices cum weighted inv_p inv_q second_order")
-"""What a compiled kernel needs to draw a WalkSource's walks (``WalkSource.graph``):
-the CSR arrays, cumulative weights (empty and ``weighted`` False without weights) and
-node2vec's 1/p, 1/q and whether the walks are second-order."""
 
 
 class WalkSource:
@@ -159,32 +131,27 @@ class WalkSource:
         node2vec_p=1.0,
         node2vec_q=1.0,
     ):
-        indptr, indices, weights = check_csr(indptr, indices, weights)
-        self.T = _check_int("walks_per_node", walks_per_node, 1)
-        self.q = _check_int("walk_length", walk_length, 2)
+        self._graph = walk_graph(indptr, indices, weights, node2vec_p, node2vec_q)
+        self.T = check_int("walks_per_node", walks_per_node, 1)
+        self.q = check_int("walk_length", walk_length, 2)
         self.seed = check_seed("seed", seed)
-        self.inv_p, self.inv_q, self.second_order = node2vec_params(node2vec_p, node2vec_q)
-        if self.second_order:
-            indices, weights = sorted_rows(indptr, indices, weights)
-        self.indptr, self.indices = indptr, indices
-        self.n_nodes = indptr.shape[0] - 1
+        self.n_nodes = self._graph.indptr.shape[0] - 1
         self.n_walks = self.n_nodes * self.T
-        if weights is None:
-            self.cum, self.weighted = np.empty(0, dtype=np.float64), False
-        else:
-            self.cum, self.weighted = cumulative_weights(indptr, weights), True
 
     def graph(self):
-        """The walks' graph as a compiled kernel reads it (``WalkGraph``)."""
-        return WalkGraph(
-            self.indptr,
-            self.indices,
-            self.cum,
-            bool(self.weighted),
-            float(self.inv_p),
-            float(self.inv_q),
-            bool(self.second_order),
-        )
+        """The walks' graph as a compiled kernel reads it (walk_args.WalkGraph)."""
+        return self._graph
+
+    @property
+    def indptr(self):
+        """int64 (N+1,): the CSR row pointers the walks follow."""
+        return self._graph.indptr
+
+    @property
+    def indices(self):
+        """int32 (nnz,): the CSR out-neighbours the walks follow (rows sorted for
+        second-order walks)."""
+        return self._graph.indices
 
     def reseeded(self, seed):
         """The same walk distribution under another seed (fresh walks for a new epoch);
@@ -200,31 +167,13 @@ class WalkSource:
             raise InputError(f"walk_ids must be in [0, {self.n_walks})")
         out = np.empty((walk_ids.shape[0], self.q), dtype=np.int32)
         with quiet_wraparound():  # NUMBA_DISABLE_JIT: the streams' intended uint64 wrap-around
-            self._walks(walk_ids, out)
+            walks_by_id(self._graph, self.seed, walk_ids, out)
         return out
-
-    def _walks(self, walk_ids, out):
-        if self.second_order:
-            _node2vec_walks(
-                self.indptr,
-                self.indices,
-                self.cum,
-                self.weighted,
-                self.inv_p,
-                self.inv_q,
-                self.seed,
-                walk_ids,
-                out,
-            )
-        else:
-            _walks_by_id(
-                self.indptr, self.indices, self.cum, self.weighted, self.seed, walk_ids, out
-            )
 
     def node_counts(self, chunk=1 << 20):
         """How often each node occurs in all N*T walks, int64 (N,), computed in chunks
         of ``chunk`` walks (memory O(chunk q)); the same for any chunk size."""
-        chunk = _check_int("chunk", chunk, 1)
+        chunk = check_int("chunk", chunk, 1)
         counts = np.zeros(self.n_nodes, dtype=np.int64)
         for lo in range(0, self.n_walks, chunk):
             ids = np.arange(lo, min(lo + chunk, self.n_walks), dtype=np.int64)
@@ -241,7 +190,7 @@ def target_positions(spec, walk_length):
     Cora/Citeseer/Pubmed, 0-based in their code: the middle four).  'random' ->
     ``None``: one uniformly drawn position per walk (paper, Sec. 2).
     """
-    q = _check_int("walk_length", walk_length, 2)
+    q = check_int("walk_length", walk_length, 2)
     if isinstance(spec, str):
         if spec == "all":
             return np.arange(q, dtype=np.int64)
@@ -250,17 +199,7 @@ def target_positions(spec, walk_length):
         raise InputError(
             f"target_positions must be 'all', 'random' or a list of positions, got {spec!r}"
         )
-    try:
-        values = [_check_int("target_positions", p, 0, q - 1) for p in spec]
-    except TypeError:
-        raise InputError(
-            f"target_positions must be 'all', 'random' or a list of positions, got {spec!r}"
-        ) from None
-    if not values:
-        raise InputError("target_positions must not be empty")
-    if len(set(values)) != len(values):
-        raise InputError(f"target_positions must not repeat a position, got {values}")
-    return np.asarray(values, dtype=np.int64)
+    return check_positions("target_positions", spec, q, "'all', 'random' or a list of positions")
 
 
 def training_pairs(walks, walk_ids, positions="all", seed=0, key=0):
@@ -296,8 +235,8 @@ def training_pairs(walks, walk_ids, positions="all", seed=0, key=0):
 
 def batches_per_epoch(n_walks, batch_size):
     """ceil(n_walks / batch_size): the authors' number of batches in an epoch."""
-    n_walks = _check_int("n_walks", n_walks, 1)
-    batch_size = _check_int("batch_size", batch_size, 1)
+    n_walks = check_int("n_walks", n_walks, 1)
+    batch_size = check_int("batch_size", batch_size, 1)
     return math.ceil(n_walks / batch_size)
 
 
@@ -307,14 +246,14 @@ def batch_walk_ids(n_walks, batch_size, seed, epoch, step):
     Drawn from ``stream3(seed, TAG_BATCH, epoch, step)``, so batch ``step`` of
     ``epoch`` is the same on every run and thread count.
     """
-    n_walks = _check_int("n_walks", n_walks, 1)
-    batch_size = _check_int("batch_size", batch_size, 1)
+    n_walks = check_int("n_walks", n_walks, 1)
+    batch_size = check_int("batch_size", batch_size, 1)
     seed = check_seed("seed", seed)
     epoch = check_seed("epoch", epoch)
     step = check_seed("step", step)
     out = np.empty(batch_size, dtype=np.int64)
     with quiet_wraparound():
-        _batch_walk_ids(n_walks, seed, epoch, step, out)
+        batch_walk_ids_into(n_walks, seed, epoch, step, out)
     return out
 
 
@@ -324,19 +263,19 @@ def epoch_permutation(n_walks, seed, epoch):
     Fisher-Yates driven by ``stream2(seed, TAG_PERMUTATION, epoch)``; slice it into
     consecutive batches of B (the last one shorter) to visit every walk once.
     """
-    n_walks = _check_int("n_walks", n_walks, 1)
+    n_walks = check_int("n_walks", n_walks, 1)
     seed = check_seed("seed", seed)
     epoch = check_seed("epoch", epoch)
     out = np.empty(n_walks, dtype=np.int64)
     with quiet_wraparound():
-        _epoch_permutation(seed, epoch, out)
+        epoch_permutation_into(seed, epoch, out)
     return out
 
 
 def node_counts(walks, n_nodes):
     """How often each node occurs in the walks: int64 (n_nodes,) (the unigram sampler's counts)."""
     walks = _check_walks(walks)
-    n_nodes = _check_int("n_nodes", n_nodes, 1)
+    n_nodes = check_int("n_nodes", n_nodes, 1)
     if walks.min() < 0 or walks.max() >= n_nodes:
         raise InputError(f"walks must hold node indices in [0, {n_nodes})")
     return np.bincount(walks.ravel(), minlength=n_nodes).astype(np.int64)

@@ -16,6 +16,7 @@ import numpy as np
 from ...defaults import OPTIONS
 from ...errors import InputError
 from ...walks import walks as walks_mod
+from ...walks.walk_args import NODE2VEC_RANGE, check_node2vec
 
 
 def _is_int(value):
@@ -149,11 +150,11 @@ def validate(cfg, n_nodes):
         "routing_scale",
         f"must be a finite number > 0, got {cfg.routing_scale}",
     )
-    lo, hi = walks_mod.NODE2VEC_RANGE
+    lo, hi = NODE2VEC_RANGE
     for name in ("node2vec_p", "node2vec_q"):  # node2vec's p and q
         value = getattr(cfg, name)
         try:
-            walks_mod.check_node2vec(name, value)
+            check_node2vec(name, value)
         except InputError:
             need(False, name, f"must be a finite number in [{lo:g}, {hi:g}], got {value!r}")
     for name, option in OPTIONS.items():  # every other range: --prone-mu, --prone-theta, ...

@@ -55,11 +55,14 @@ def fit_run(
     instance sized to this machine.  max_restarts: automatic restarts from the last
     checkpoint after an actor dies (needs ``checkpoint_dir``).  max_rows_per_shard:
     refuse a layout whose servers would each hold more rows (a guard for memory
-    planning and the tests).  stats: a dict, filled with per-actor traffic and memory.
-    w_placement: 'server' (W and its moments on server 0: every worker pulls W and
-    pushes its gradient each round) or 'workers' (a replica on every worker, each
-    applying all P gradients of a round in rank order: no W traffic at P = 1,
-    (P - 1) gradients in per worker and round).  Same numbers either way.
+    planning and the tests); below N it also keeps the rows off the workers (the
+    parameter server's rounds, not replica rounds: engine.replica_rounds).  stats: a
+    dict, filled with per-actor traffic and memory.  w_placement: 'server' (the
+    default: replica rounds, replica.py, where the compiled step trains the run; else
+    the parameter server's rounds with W and its moments on server 0: every worker
+    pulls W and pushes its gradient each batch) or 'workers' (the parameter server's
+    rounds with a replica of W on every worker, each applying all P gradients of a
+    round in rank order).  At P = 1 every choice gives the single machine's bits.
     write_outputs: called as ``write_outputs(result)`` after training, while the actors
     still live, with ``result.params`` holding W and, instead of the N-row tables,
     ``io.RowBlocks`` that pull consecutive row blocks from the shards (see
@@ -76,6 +79,7 @@ def fit_run(
     _check_layout(P, S, run.graph.n_nodes, w_placement, max_rows_per_shard)
     setup, P = _set_up(run, P, address)
     layout = dict(P=P, S=S, replicate_W=w_placement == "workers", stats=stats)
+    layout.update(row_limit=max_rows_per_shard)  # a limit below N: no replica rounds
     started = start_ray(address)
     ray = import_ray()
     # the spectral start goes into the first attempt's initial values only (a restart
@@ -121,9 +125,10 @@ def _attempt(ray, run, starts, resume_from, layout, write_outputs, options):
     g = run.graph
     engine = RayEngine(
         ray, g.indptr, g.indices, g.weights, run.cfg, run.features, resume_from, start=start,
-        **layout,
+        n_batches=run.schedule.n_batches, **layout,
     )  # fmt: skip
     del start  # the engine's, until its initial values are sent
+    engine.checkpoint_every = options.checkpoint_every
     try:
         result = TrainResult(
             params=None, config=run.cfg, notes=run.notes, holdout=run.held, structure=run.structure

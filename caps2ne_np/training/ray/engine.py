@@ -9,14 +9,36 @@ from ...errors import InputError
 from ...kernels.rng import derive_seed
 from ...model.params import init_params
 from .. import checkpoint
+from ..step import fused
 from . import outputs
 from .checkpoints import load_driver, save_checkpoint
+from .replica import RayReplicaWorker
 from .server import ShardServer
 from .shards import peak_rss
 from .worker import RayWorker
 
 INIT_CHUNK_ROWS = 1 << 16
 """Rows per chunk when the driver streams initial values to the servers."""
+ROUND_WALKS = 4
+ROUND_PARTS = 4
+"""Replica rounds (replica.py): a round trains about ``ROUND_WALKS`` walks per node
+(ROUND_WALKS N / B batches, split over the workers; at most 1 / ROUND_PARTS of an
+epoch, so that the workers merge at least that often an epoch), so that it
+carries about 4 L pairs per row it may change (L pairs per walk): a row's value and
+moments, 12 (k + d + 1) bytes, cost at most 12 (k + d + 1) / (4 L) bytes per pair
+each way.  The run's first round is one batch per worker (it compiles or loads the
+kernels).  0: rounds of one batch per worker on rows pulled for it (the parameter
+server's rounds, worker.py).  A library setting until ``fit`` takes it as an option."""
+
+
+def replica_rounds(cfg, fixed, replicate_W, row_limit=None, n_nodes=0):
+    """True when a run trains in replica rounds: ``ROUND_WALKS`` > 0, the compiled
+    step trains it (fused.supports: no skip-gram term), W is not replicated on its own
+    (``w_placement='workers'`` keeps the parameter server's rounds), and no row limit
+    below the ``n_nodes`` is set (``max_rows_per_shard``: a worker holds every row)."""
+    kind = "dense" if fixed else None
+    fits = row_limit is None or row_limit >= n_nodes
+    return ROUND_WALKS > 0 and fused.supports(cfg, kind) and not replicate_W and fits
 
 
 class Cluster:
@@ -36,6 +58,7 @@ class Cluster:
         S,
         threads,
         replicate_W,
+        replicas=False,
     ):
         self.ray, self.replicate_W = ray, replicate_W
         cpus = float(ray.available_resources().get("CPU", 1.0))
@@ -60,9 +83,15 @@ class Cluster:
         csr = [ray.put(a) for a in (indptr, indices)] + [
             None if weights is None else ray.put(weights)
         ]
-        Worker = ray.remote(RayWorker).options(
+        Worker = ray.remote(RayReplicaWorker if replicas else RayWorker).options(
             num_cpus=worker_cpus, max_restarts=0, scheduling_strategy="SPREAD"
         )
+        if replicas:  # every table on every worker (replica.py)
+            self.workers = [
+                Worker.remote(r, *csr, cfg, S, feat_dim, fixed, threads, self.servers)
+                for r in range(P)
+            ]
+            return
         self.workers = [
             Worker.remote(
                 r,
@@ -112,6 +141,8 @@ class RayEngine:
         replicate_W,
         stats,
         start=None,
+        n_batches=None,
+        row_limit=None,
     ):
         self.ray, self.cfg, self.S, self.replicate_W = ray, cfg, S, replicate_W
         self.n_nodes = n_nodes = int(indptr.shape[0] - 1)
@@ -129,7 +160,14 @@ class RayEngine:
                     f"{ckpt['path']}: written with --servers {ckpt['n_shards']}; "
                     f"resume with the same number of servers (now {S})"
                 )
-        self.round_size = P
+        self.round_size = self.P = P
+        self.replicas = replica_rounds(cfg, self.fixed, replicate_W, row_limit, n_nodes)
+        if self.replicas:  # a round's batches per worker, after the first round's one
+            most = max(1, int(n_batches or 1) // ROUND_PARTS)
+            batches = min(most, -(-ROUND_WALKS * n_nodes // cfg.batch_size))
+            self.share = max(1, -(-batches // P))
+        self.checkpoint_every = 0  # driver.fit sets it: replica rounds end at its multiples
+        self._merged = ()  # replica rounds: the last round's merged rows (refs, one per server)
         self.cluster = Cluster(
             ray,
             indptr,
@@ -143,6 +181,7 @@ class RayEngine:
             S,
             cfg.threads,
             replicate_W,
+            self.replicas,
         )
         if stats is not None:  # the actors of this attempt (tests kill one)
             stats["actors"] = dict(servers=self.cluster.servers, workers=self.cluster.workers)
@@ -156,7 +195,7 @@ class RayEngine:
         self._w_pending = None  # replicated W: last round's ((steps, rates), refs)
 
     def _start(self, ckpt):
-        ray, cfg, servers, workers = self.ray, self.cfg, self.cluster.servers, self.cluster.workers
+        ray, cfg, workers = self.ray, self.cfg, self.cluster.workers
         if cfg.sampler == "unigram":
             n_walks = self.n_nodes * cfg.walks_per_node
             P = len(workers)
@@ -171,7 +210,13 @@ class RayEngine:
             ray.get([w.set_counts.remote(counts_ref) for w in workers])
         if ckpt is None:
             self._initialise()
-            return
+        else:
+            self._resume(ckpt)
+        if self.replicas:  # every worker loads the tables from the servers
+            ray.get([w.load_from_servers.remote() for w in workers])
+
+    def _resume(self, ckpt):
+        ray, servers, workers = self.ray, self.cluster.servers, self.cluster.workers
         directory = Path(ckpt["dir"])
         pending = [
             srv.load.remote(str(directory / name)) for srv, name in zip(servers, ckpt["shards"])
@@ -216,6 +261,8 @@ class RayEngine:
         ray.get(pending)
 
     def train(self, epoch, b0, step0, rates):
+        if self.replicas:
+            return self._train_replicas(epoch, b0, step0, rates)
         ray, S = self.ray, self.S
         servers, workers = self.cluster.servers, self.cluster.workers
         (w_steps, w_rates), w_refs = self._w_pending or (((), ()), ())
@@ -235,6 +282,37 @@ class RayEngine:
         )
         done = ray.get([refs[r][S + 1] for r in range(len(rates))])
         ray.get(applied)
+        return done
+
+    def _train_replicas(self, epoch, b0, step0, rates):
+        """A replica round: worker r trains the r-th of P consecutive parts of the
+        round's batches on its tables (after copying the last round's merged rows in),
+        then each server merges the P workers' changed rows in rank order."""
+        ray, S, P = self.ray, self.S, self.P
+        n = len(rates)
+        cuts = [n * r // P for r in range(P + 1)]
+        refs = [
+            w.train.options(num_returns=S + 1).remote(
+                epoch,
+                b0 + cuts[r],
+                step0 + cuts[r],
+                list(rates[cuts[r] : cuts[r + 1]]),
+                *self._merged,
+            )  # fmt: skip
+            for r, w in enumerate(self.cluster.workers)
+        ]
+        merged = [
+            srv.merge.options(num_returns=2).remote(*[refs[r][1 + s] for r in range(P)])
+            for s, srv in enumerate(self.cluster.servers)
+        ]
+        done = [rec for part in ray.get([refs[r][0] for r in range(P)]) for rec in part]
+        ray.get([ok for _, ok in merged])  # the merged rows stay in the object store
+        self._merged = tuple(rows for rows, _ in merged) if P > 1 else ()
+        size = P * self.share  # the first round: one batch per worker
+        every, nxt = self.checkpoint_every, step0 + n
+        if every:  # a round ends at each multiple of checkpoint_every (as train.LocalEngine's)
+            size = min(size, every - nxt % every)
+        self.round_size = size
         return done
 
     def _flush_W(self):

@@ -10,6 +10,7 @@ from ...errors import InputError
 from ...model.params import slot_major
 from ...model.row_grad import RowGrad
 from ..step.optim import Adam
+from .replica import merge_rows, rows_of, shard_moments
 from .shards import peak_rss, set_threads, shard_rows
 
 
@@ -90,6 +91,35 @@ class ShardServer:
         self.seconds["apply"] += time.perf_counter() - t0
         self.seconds["pushes"] += len(pushes)
         return True
+
+    def moments(self, name, first, last):
+        """Adam's m and v of this shard's rows of global nodes [first, last) (``rows``),
+        or of W whole, as its (I, d, k) buffer."""
+        return shard_moments(self, name, first, last)
+
+    def merge(self, *pushes):
+        """Replica rounds: merge the P workers' changed rows (``pushes`` in rank order,
+        each {name: (local rows, values, m, v)}) into this shard (replica.merge_rows)
+        and return (the merged rows {name: (rows, values, m, v)} for the workers, or
+        None when there is one worker: its tables are this shard's already; True)."""
+        t0 = time.perf_counter()
+        merged = {}
+        for name in self.trainable:
+            if name == "W" and not self.owns_W:
+                continue
+            given = [p.get(name) for p in pushes]
+            self.pushed += sum(a.nbytes for g in given if g is not None for a in g)
+            tables = [rows_of(name, t) for t in (self.arrays[name], self.opt.m[name],
+                                                  self.opt.v[name])]  # fmt: skip
+            update = merge_rows(*tables, given)
+            if update is not None:
+                merged[name] = update
+        self.seconds["apply"] += time.perf_counter() - t0
+        self.seconds["pushes"] += len(pushes)
+        if len(pushes) < 2:
+            return None, True
+        self.pulled += sum(a.nbytes for entry in merged.values() for a in entry)
+        return merged, True
 
     def finite(self):
         return all(bool(np.isfinite(self.arrays[n]).all()) for n in self.trainable)

@@ -9,8 +9,9 @@ import numpy as np
 
 from ...kernels.jit import kernel
 from ...model.rows import share_slots_kernel
-from ...walks.pair_kernels import _batch_walk_ids, pair_of, random_position
-from ...walks.walk_steps import _node2vec_walk, _walk
+from ...walks.batch_ids import batch_walk_ids_into
+from ...walks.pair_kernels import pair_of, random_position
+from ...walks.walk_steps import walk
 from .samplers import expected_count_of, node_probability, sample_unique
 
 Batch = namedtuple("Batch", "ctx_t targets sampled log_q_true log_q_sampled")
@@ -32,24 +33,20 @@ def draw_batch(graph, draws, sampler, epoch, b, step, walks, ctx_t, targets, sam
     """Batch b of the epoch at global step ``step``: its walks, (context, target) pairs
     (``ctx_t`` (I, P) slot-major, ``targets`` (P,)), V' (``sampled``) and the log
     expected counts; the draws of batch.BatchStream.batch, key for key.  ``graph``
-    walks.WalkGraph, ``draws`` batch.Draws, ``sampler`` samplers.SamplerTables.
+    walk_args.WalkGraph, ``draws`` batch.Draws, ``sampler`` samplers.SamplerTables.
     Returns P."""
-    g, dr, sm = graph, draws, sampler
+    dr, sm = draws, sampler
     positions = dr.positions
     q = walks.shape[1]
     # the batch's walks: B ids with replacement, or the epoch's order
     if dr.order.shape[0] == 0:
         ids = np.empty(dr.batch_size, dtype=np.int64)
-        _batch_walk_ids(dr.n_walks, dr.seed_batch, epoch, b, ids)
+        batch_walk_ids_into(dr.n_walks, dr.seed_batch, epoch, b, ids)
     else:
         ids = dr.order[b * dr.batch_size : min((b + 1) * dr.batch_size, dr.n_walks)]
     n_b = ids.shape[0]
     for w in range(n_b):
-        if g.second_order:
-            _node2vec_walk(g.indptr, g.indices, g.cum, g.weighted, g.inv_p, g.inv_q,
-                           dr.walk_seed, ids[w], walks[w])  # fmt: skip
-        else:
-            _walk(g.indptr, g.indices, g.cum, g.weighted, dr.walk_seed, ids[w], walks[w])
+        walk(graph, dr.walk_seed, ids[w], walks[w])
     # pairs: C_v = (v_t : t != j), v = v_j, at the given positions or one random j per walk
     n_pos = positions.shape[0] if positions.shape[0] > 0 else 1
     for w in range(n_b):
