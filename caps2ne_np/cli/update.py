@@ -22,9 +22,10 @@ log = logging.getLogger("caps2ne_np.cli")
 def update(**params):
     """Update a trained model to a changed graph (edges or nodes added or removed).
 
-    Known nodes keep their rows, new nodes start where infer (Algorithm 3) puts them,
-    and walks start only near the change (--hops); the written embeddings are those
-    of the whole new graph, as train writes them (docs/update.md).
+    Known nodes keep their rows, the nodes near the change start from the new graph's
+    spectrum (a model without a spectral start: new nodes where infer, Algorithm 3,
+    puts them), and walks start only near the change (--hops); the written embeddings
+    are those of the whole new graph, as train writes them (docs/update.md).
     """
     check_usage(params)
     setup_logging(params["quiet"])
