@@ -124,6 +124,28 @@ def test_the_start_carries_every_kept_row_by_id(graphs, model):
         np.testing.assert_allclose(params.X[j], want, rtol=1e-6, atol=1e-7)
 
 
+def test_the_start_near_the_change_is_the_new_spectrum_in_the_models_space(graphs, model):
+    """--spectral init_xo: the rows of the nodes walks start from are the new graph's
+    ProNE start times the least-squares map onto the model's rows (a pseudo-inverse,
+    the obvious reference); every other kept row is the model's."""
+    from caps2ne_np.spectral import prone
+
+    old, new = graphs
+    xo = dict(model, config=dict(model["config"], spectral="init_xo"))
+    p = upd.plan(xo, old, new, None, upd.UpdateOptions(hops=1))
+    params = upd.start_params(xo, p, new)
+    start = prone.start(new.indptr, new.indices, new.weights, p.cfg)
+    kept = p.rows >= 0
+    other = kept & ~np.isin(np.arange(new.n_nodes), p.starts)
+    for name, S in (("X", start.X), ("O", start.O)):
+        table = np.zeros((new.n_nodes, S.shape[1]))
+        table[kept] = xo[name][p.rows[kept]]
+        M = np.linalg.pinv(S[kept].astype(np.float64)) @ table[kept]
+        got = getattr(params, name)
+        np.testing.assert_allclose(got[p.starts], S[p.starts] @ M, rtol=1e-4, atol=1e-5)
+        assert np.array_equal(got[other], xo[name][p.rows[other]])
+
+
 def test_walks_start_only_near_the_change(graphs, model):
     """Ring B is far from the change (at least 6 hops from a node walks start at, walks
     of q = 4 nodes): no walk of the update reaches it, so its trained x keep their
