@@ -160,8 +160,10 @@ def test_walks_start_only_near_the_change(graphs, model):
     assert not np.array_equal(everywhere.trained.params.X[far], model["X"][rows])
 
 
-def test_an_update_gives_the_same_bits_on_1_and_2_threads(graphs, model):
+@pytest.mark.parametrize("spectral", ["none", "init_xo"])
+def test_an_update_gives_the_same_bits_on_1_and_2_threads(graphs, model, spectral):
     old, new = graphs
+    model = dict(model, config=dict(model["config"], spectral=spectral))
     one = upd.update(model, old, new, None, upd.UpdateOptions(threads=1, epochs=2))
     two = upd.update(model, old, new, None, upd.UpdateOptions(threads=2, epochs=2))
     assert np.array_equal(one.written, two.written)
