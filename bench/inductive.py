@@ -619,8 +619,8 @@ def update_main(args, argv=None):
                     payload = dict(
                         command=command.strip(),
                         args=vars(args),
-                        rows=rows,
-                        summary=update_study.summary(rows),
+                        rows=common.rounded(rows, 4),  # 4 digits: the folder's size limit
+                        summary=common.rounded(update_study.summary(rows), 4),
                         machine=common.machine_info(),
                     )
                     md = update_study.markdown(payload)
