@@ -44,6 +44,12 @@ Paper: 76.54 (Cora), 69.84 (Citeseer).  Pubmed (78.98) needs the bag-of-words fe
     python bench/inductive.py --datasets cora --splits 2 --epochs 5
     python bench/inductive.py --smoke          # 1 split, 1 epoch, T = 1 -> inductive_smoke.*
     python bench/inductive.py --render docs/results/inductive.json   # the .md again
+    python bench/inductive.py --update --datasets cora,wiki --seeds 3   # -> update_*.md
+
+``--update`` runs the update study instead (bench/update_study.py: a graph that grows,
+``caps2ne update`` against retraining and ``infer``), for ``--scenarios`` such as
+nodes:0.1,edges:0.05 on ``--datasets`` (any panel graph: cora, wiki, lfr-...), seeds
+0..``--seeds``-1, and writes docs/results/update_<--out>.json and .md.
 
 Writes docs/results/<--out>.json (every split: its graph counts, timings and the default's
 accuracy; every variant's mean and std) and <--out>.md.
@@ -113,7 +119,22 @@ def parse_args(argv=None):
         metavar="JSON",
         help="only rewrite <--out>.md from a results .json, with the current default",
     )
+    ap.add_argument(
+        "--update", action="store_true", help="the update study (bench/update_study.py)"
+    )
+    ap.add_argument("--scenarios", default="nodes:0.1", help="--update: nodes:F, edges:F, ...")
+    ap.add_argument("--seeds", type=int, default=3, help="--update: seeds 0..n-1")
+    ap.add_argument("--hops", type=int, default=1, help="--update: update's --hops")
+    ap.add_argument("--far-hops", type=int, default=2, help="--update: 'far' is beyond this")
+    ap.add_argument("--link-fraction", type=float, default=0.05, help="--update: held-out edges")
     args = ap.parse_args(argv)
+    if args.update:
+        args.datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+        args.scenarios = [
+            (kind, float(f)) for kind, f in (c.split(":") for c in args.scenarios.split(","))
+        ]
+        args.out = "update_" + (args.out or "study")
+        return args
     if args.smoke:
         args.datasets, args.splits, args.epochs, args.walks_per_node = "cora", 1, 1, 1
     if not args.out:  # the default: inductive, or inductive_smoke
@@ -580,8 +601,37 @@ def load_average():
         return None
 
 
+def update_main(args, argv=None):
+    """The update study (``--update``): every dataset, scenario and seed, written after
+    each case (a cut-short run keeps those)."""
+    import update_study
+
+    command = "python bench/inductive.py " + " ".join(
+        map(shlex.quote, sys.argv[1:] if argv is None else argv)
+    )
+    rows = []
+    with common.threads(args.threads):
+        for name in args.datasets:
+            for scenario, fraction in args.scenarios:
+                for seed in range(args.seeds):
+                    rows.append(update_study.run_case(name, scenario, fraction, seed, args))
+                    print(f"{name} {scenario} {fraction} seed {seed}: {rows[-1]}", file=sys.stderr)
+                    payload = dict(
+                        command=command.strip(),
+                        args=vars(args),
+                        rows=common.rounded(rows, 4),  # 4 digits: the folder's size limit
+                        summary=common.rounded(update_study.summary(rows), 4),
+                        machine=common.machine_info(),
+                    )
+                    md = update_study.markdown(payload)
+                    common.write_results(args.out, payload, md)
+    print(md)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.update:
+        return update_main(args, argv)
     if args.render:
         import json
 

@@ -1,10 +1,11 @@
 """The command line: ``caps2ne`` (the installed script), ``python cli.py`` and
 ``python -m caps2ne_np``, all running the group ``cli`` below.
 
-One module per command (train.py, inference/infer.py, evaluation/evaluate.py, data.py's fetch-data,
-choose.py, links.py's split-edges), each a thin click shell over a plain function of its options
-(``run_train``, ``run_infer``, ``run_evaluate``, ``run_choose``) that a test can call
-without click; tables.py holds each command's options, one table per command;
+One module per command (train.py, infer.py, evaluate.py, data.py's fetch-data,
+choose.py, links.py's split-edges, update.py), each a thin click shell over a plain
+function of its options (``run_train``, ``run_infer``, ``run_evaluate``, ``run_choose``,
+``run_update``) that a test can call without click; tables.py holds each command's
+options, one table per command;
 options.py the rows they share, the rows of train's options generated from
 ``defaults.OPTIONS``, and the machinery that turns a table into a command; files.py
 the input loading and output checks; run.py the error handling (exit codes there) and
@@ -24,6 +25,7 @@ from .infer import infer
 from .links import split_edges
 from .options import CONTEXT
 from .train import train
+from .update import update
 
 
 @click.group(context_settings=CONTEXT)
@@ -36,7 +38,7 @@ def cli():
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 -- for the life of the process
 
 
-for command in (train, evaluate, split_edges, fetch_data, infer, choose):
+for command in (train, evaluate, split_edges, fetch_data, infer, choose, update):
     cli.add_command(command)
 
 

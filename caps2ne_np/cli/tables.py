@@ -1,5 +1,5 @@
 """Each command's options, one table per command (``TRAIN``, ``INFER``, ``EVALUATE``,
-``SPLIT_EDGES``, ``CHOOSE``),
+``SPLIT_EDGES``, ``CHOOSE``, ``UPDATE``),
 in the order ``--help`` lists them.  A row is an ``options.Opt`` (click.option's
 arguments) or a tuple of them; ``options.command(table)`` makes the click command and
 ``options.params(table, ...)`` the parameters of the command's plain function."""
@@ -515,3 +515,77 @@ CHOOSE = (
     opt.debug(),
 )
 """choose's options."""
+
+UPDATE = (
+    opt.model_file("Trained model .npz (train --model-out, or an earlier update's)."),
+    option(
+        "--old-graph",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="The graph the model was trained on (edge list, .npz or .mat): the model file "
+        "does not store it, and the change is read from it.",
+    ),
+    option(
+        "--graph",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="The changed graph: edges added or removed, nodes added or removed.",
+    ),
+    opt.features(
+        "Fixed features x of every node of the new graph (needed for a model trained with "
+        "--features; normalised as in training)."
+    ),
+    opt.feature_ids(),
+    option(
+        "--hops",
+        default=1,
+        type=click.IntRange(min=0),
+        help="Walks start at the nodes at most this many hops from a changed edge or node "
+        "(docs/update.md).",
+    ),
+    option(
+        "--epochs",
+        default=None,
+        type=click.IntRange(min=1),
+        help="Passes over the walks from those nodes [default: ceil(E S / N) within [1, E], "
+        "E the model's epochs, S of N nodes near the change].",
+    ),
+    opt.out("Embeddings of the new graph in word2vec text format [default: <graph stem>.emb]."),
+    opt.npy("Also the embeddings as an (N, k) float32 .npy (ids in <stem>.nodes.txt)."),
+    option(
+        "--model-out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="The updated model .npz (for infer, or the next update).",
+    ),
+    opt.overwrite("Replace existing output files and a checkpoint in --checkpoint-dir."),
+    option(
+        "--checkpoint-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Save the update's state there: its start, then after every epoch (atomic).",
+    ),
+    option(
+        "--checkpoint-every",
+        default=0,
+        type=click.IntRange(min=0),
+        help="Also save a checkpoint every N steps (0: only at epoch ends).",
+    ),
+    option(
+        "--resume",
+        "resume_dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Continue the update checkpointed in this folder, with the same inputs and "
+        "options; keeps checkpointing there.",
+    ),
+    option(
+        "--threads",
+        default=1,
+        type=click.IntRange(min=1),
+        help="Threads for the Numba kernels (the same embeddings on any count).",
+    ),
+    opt.quiet("Print only errors: no log lines, progress or warnings."),
+    opt.debug(),
+)
+"""update's options."""

@@ -175,6 +175,85 @@ class Caps2NE(BaseEstimator):
             del self.calibration_  # fitted for the parameters a refit replaces
         return self
 
+    def partial_fit(
+        self,
+        graph,
+        y=None,
+        *,
+        X=None,
+        old_graph=None,
+        hops=1,
+        epochs=None,
+        checkpoint_dir=None,
+        checkpoint_every=0,
+        resume_from=None,
+    ):
+        """Follow a changed graph (edges or nodes added or removed): the fitted model is
+        updated to ``graph`` as ``caps2ne update`` does (update/update.py, docs/update.md):
+        known nodes keep their rows, new ones start from the new graph's spectrum (or
+        Algorithm 3), and walks start only within ``hops`` hops of the change, for
+        ``epochs`` (None: a budget that grows with the change).  ``old_graph``: the graph
+        the model was fitted on, read as ``fit`` read it; the estimator keeps the graph
+        of a ``partial_fit`` (``graph_``), not of a ``fit``, so the first update after
+        ``fit`` needs it.  ``X``: the new graph's fixed features (a model fitted with
+        them), else None.  Returns self; the fitted state is the new graph's."""
+        from ..update import update as upd
+
+        _check_fitted(self)
+        with api_errors():
+            check_y(y)
+            old = getattr(self, "graph_", None) if old_graph is None else old_graph
+            if old is None:
+                raise ValueError(
+                    "old_graph: the graph the model was fitted on is needed (the estimator "
+                    "keeps only the graph of a partial_fit)"
+                )
+            old, _ = self._graph(old)
+            fitted_on = self.run_.get("graph")
+            if fitted_on is not None and graph_key(old) != fitted_on:
+                raise ValueError(
+                    "old_graph: not the graph the model was fitted on (its nodes, edges or "
+                    "weights differ); give that graph"
+                )
+            new, nodes = self._graph(graph)
+            options = upd.UpdateOptions(hops, epochs, self.train_config().threads)
+            done = upd.update(
+                self._model(),
+                old,
+                new,
+                X,
+                options,
+                checkpoint_dir=checkpoint_dir,
+                checkpoint_every=checkpoint_every,
+                resume_from=resume_from,
+                progress=self.progress,
+            )
+        history = list(self.history_) + [dict(h, update=True) for h in done.trained.result.history]
+        directed, loops = self.directed_, self.keep_self_loops_
+        self._fitted(done.trained, None, nodes, directed, loops, self.seed_)
+        self.history_, self.graph_ = history, new
+        self.run_["graph"] = graph_key(new)
+        if hasattr(self, "calibration_"):
+            del self.calibration_  # fitted for the parameters the update replaced
+        return self
+
+    def _model(self):
+        """The fitted state as update.update reads a model (modelfile.read_model's dict)."""
+        propagated = getattr(self, "propagation_", None)
+        return dict(
+            W=self.W_,
+            O=self.O_,
+            bias=self.bias_,
+            X=None if self.fixed_features_ else self.X_,
+            fixed_features=bool(self.fixed_features_),
+            node_ids=[str(x) for x in self.node_ids_],
+            config=dict(self.config_),
+            history=list(self.history_),
+            calibration=getattr(self, "calibration_", None),
+            run=dict(self.run_),
+            propagation=None if propagated is None else dict(E=propagated.E, P=propagated.P),
+        )
+
     def _fitted(self, trained, selector, nodes, directed, keep_self_loops, seed):
         """The fitted state of a ``trained`` run (trainer.Trained: the kept epoch's
         parameters when ``selector`` chose one, their propagation)."""

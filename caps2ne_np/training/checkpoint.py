@@ -116,8 +116,9 @@ def _saved(directory, key, kind):
     return None
 
 
-def fingerprint(indptr, indices, weights, features):
-    """SHA-256 of the graph (and fixed features): a resumed run must see the same input."""
+def fingerprint(indptr, indices, weights, features, starts=None):
+    """SHA-256 of the graph (and fixed features, and the nodes walks start from when a
+    run has them: an update's): a resumed run must see the same input."""
     h = hashlib.sha256()
     for a in (indptr, indices, weights):
         if a is not None:
@@ -129,6 +130,9 @@ def fingerprint(indptr, indices, weights, features):
             else (features,)
         ):
             h.update(np.ascontiguousarray(a).tobytes())
+    if starts is not None:
+        h.update(b"starts")
+        h.update(np.ascontiguousarray(starts, dtype=np.int64).tobytes())
     return h.hexdigest()
 
 

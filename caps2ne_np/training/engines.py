@@ -33,6 +33,8 @@ def fit(
         from .train import fit_run
 
         return fit_run(run, parallel=parallel)
+    if getattr(run, "starts", None) is not None:
+        raise InputError("an update trains on one machine: use engine='single'")
     if parallel != "sync":
         raise InputError(
             "parallel='async' trains on threads of one process; with "

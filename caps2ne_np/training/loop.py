@@ -149,13 +149,16 @@ class Run:
     ``resume_from`` a checkpoint folder to continue from (same input and options;
     checkpoint.RESUMABLE_CHANGES may change; epochs and stop left None:
     checkpoint.keep_budget) or None, and ``options``, what the caller asks of the epoch
-    loop (``LoopOptions``: progress, callbacks, checkpoints)."""
+    loop (``LoopOptions``: progress, callbacks, checkpoints); ``starts`` (S,) int64,
+    the nodes an epoch's walks start from, T = walks_per_node each (an update's,
+    update/update.py), or None: every node."""
 
     graph: Graph
     cfg: object
     features: object = None
     resume_from: object = None
     options: LoopOptions = LoopOptions()
+    starts: object = None
 
     @classmethod
     def of(cls, indptr, indices, weights, cfg, features=None, resume_from=None, **options):
@@ -189,6 +192,7 @@ class Setup:
     structure: float | None = None
     held: dict | None = None
     graph: Graph | None = None
+    starts: object = None
 
 
 def set_up(run, on_resolved=None, check=None):
@@ -212,7 +216,12 @@ def set_up(run, on_resolved=None, check=None):
         cfg = checkpoint.keep_budget(cfg, resume)
     every = run.options.checkpoint_every
     cfg, notes = _resolved(cfg, n_nodes, n_edges, features is not None, every)
-    schedule = Schedule.for_graph(cfg, n_nodes)
+    starts = run.starts
+    if starts is None:
+        schedule = Schedule.for_graph(cfg, n_nodes)
+    else:  # walks from the given nodes only (an update's)
+        starts = _checked_starts(starts, n_nodes)
+        schedule = Schedule.for_walks(cfg, starts.shape[0] * cfg.walks_per_node)
     if on_resolved is not None:
         on_resolved(cfg, schedule)
     for note in notes:
@@ -231,7 +240,18 @@ def set_up(run, on_resolved=None, check=None):
     elif start.features is not None:  # unit rows, used as they are
         features = prepare_features(start.features, n_nodes, normalize=False)
     structure = budget.graph_structure(cfg, graph)
-    return Setup(cfg, notes, schedule, start, features, structure, held, train)
+    return Setup(cfg, notes, schedule, start, features, structure, held, train, starts)
+
+
+def _checked_starts(starts, n_nodes):
+    """``Run.starts`` as sorted distinct int64 nodes; InputError when empty or out of
+    range."""
+    starts = np.unique(np.asarray(starts, dtype=np.int64))
+    if starts.size == 0:
+        raise InputError("no node to start walks from: the set of start nodes is empty")
+    if starts[0] < 0 or starts[-1] >= n_nodes:
+        raise InputError(f"start nodes must be in [0, {n_nodes})")
+    return starts
 
 
 def run_epochs(engine, result, schedule, options=None, stop_rule=None):

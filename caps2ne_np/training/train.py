@@ -142,6 +142,7 @@ def _train(Engine, setup, resume_from, options):
                 progress=options.progress,
                 start=setup.start,
                 schedule=setup.schedule,
+                starts=setup.starts,
             )
             setup.start = None  # copied into the tables: the spectral start's (N, d) arrays go
             result = TrainResult(
@@ -184,19 +185,21 @@ class LocalEngine:
         start=None,
         *,
         schedule,
+        starts=None,
     ):
         self.cfg = cfg
         self.schedule = schedule  # the run's: batches per epoch, every step's rate
         indptr, indices, weights = graph.indptr, graph.indices, graph.weights
         n_nodes = graph.n_nodes
-        self.graph_hash = checkpoint.fingerprint(indptr, indices, weights, features)
+        self.graph_hash = checkpoint.fingerprint(indptr, indices, weights, features, starts)
         ckpt = None
         if resume_from is not None:
             ckpt = checkpoint.load(resume_from)
             ckpt = checkpoint.check_compatible(ckpt, cfg.to_dict(), self.graph_hash)
         sparse = isinstance(features, SparseFeatures)
+        sparse_x = features if sparse else None
         self.stream = BatchStream(
-            indptr, indices, weights, cfg, index=True, sparse_features=features if sparse else None
+            indptr, indices, weights, cfg, index=True, sparse_features=sparse_x, starts=starts
         )
         kind = None if features is None else ("sparse" if sparse else "dense")
         if progress and _kernels_cold(fused.supports(cfg, kind), cfg.skipgram_weight):

@@ -53,6 +53,7 @@ def train(
     keep_model=True,
     streamed=False,
     write=None,
+    starts=None,
     **options,
 ):
     """Train ``cfg`` (config.TrainConfig) on ``graph`` (csr.Graph) with ``features``
@@ -67,11 +68,13 @@ def train(
     them, only the o_v are written.  ``streamed``: the Ray engine hands the o_v from
     its shards to ``write`` block by block, and nothing is propagated.
     ``write(trained)``: the caller's outputs, called once the rows are ready (inside
-    the Ray engine, while its actors live, when ``streamed``).  ``options``:
+    the Ray engine, while its actors live, when ``streamed``).  ``starts``: the nodes
+    an epoch's walks start from (loop.Run; an update's), or None: every node.  ``options``:
     loop.LoopOptions' fields (progress, epoch_callback, checkpoint_dir,
     checkpoint_every, step_callback)."""
     options["epoch_callback"] = _both(selector, options.get("epoch_callback"))
-    run = Run(graph, cfg, features, resume_from, LoopOptions(checkpoint_extra=selector, **options))
+    loop_options = LoopOptions(checkpoint_extra=selector, **options)
+    run = Run(graph, cfg, features, resume_from, loop_options, starts)
     done = []
 
     def finish(result):

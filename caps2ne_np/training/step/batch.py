@@ -49,11 +49,23 @@ class Batch:
         return self.targets.shape[0]
 
 
-Draws = namedtuple("Draws", "walk_seed n_walks batch_size order seed_batch positions seed_pos")
+Draws = namedtuple(
+    "Draws", "walk_seed n_walks batch_size order seed_batch positions seed_pos walk_ids"
+)
 """What a compiled kernel needs to make an epoch's batches as ``BatchStream.batch`` does
 (``BatchStream.draws``): the epoch's walk seed and number of walks, B, the epoch's walk
 order (empty: B walks drawn with replacement), the seed of those draws, the target
-positions (empty: one random position per walk) and the seed of the random ones."""
+positions (empty: one random position per walk), the seed of the random ones, and the
+walk id of each of the epoch's walks (``start_walk_ids``; empty: walk w is walk id w)."""
+
+
+def start_walk_ids(starts, n_nodes, walks_per_node):
+    """(S T,) int64: the walk ids of T walks from each of the nodes ``starts`` (S,):
+    walk j = t S + s is walk id starts[s] + N t, which starts at starts[s] (walk id w
+    starts at w mod N) and is that node's t-th walk of a run from every node."""
+    starts = np.asarray(starts, dtype=np.int64)
+    t = np.arange(walks_per_node, dtype=np.int64)[:, None]
+    return (starts[None, :] + np.int64(n_nodes) * t).ravel()
 
 
 def walk_seed(seed, epoch):
@@ -75,10 +87,20 @@ class BatchStream:
     ``sparse_features`` (the features.SparseFeatures of the run, or None) for its column
     index; the Ray workers leave theirs unindexed (core indexes them on local rows).
     ``counts``: node counts for the unigram sampler, or None to give them later
-    (``set_counts``; ``node_counts`` counts a share of the walks)."""
+    (``set_counts``; ``node_counts`` counts a share of the walks).  ``starts``: the
+    nodes an epoch's walks start from, T each (``start_walk_ids``: an update's), or
+    None: every node; the sampler's counts stay those of every node's walks."""
 
     def __init__(
-        self, indptr, indices, weights, cfg, index=False, sparse_features=None, counts=None
+        self,
+        indptr,
+        indices,
+        weights,
+        cfg,
+        index=False,
+        sparse_features=None,
+        counts=None,
+        starts=None,
     ):
         self.cfg = cfg
         self.n_nodes = int(indptr.shape[0] - 1)
@@ -101,6 +123,11 @@ class BatchStream:
         if cfg.sampler != "unigram" or counts is not None:
             self.set_counts(counts)
         self._epoch = self._order = self._walks = None
+        self.walk_ids = None  # walk j of an epoch is walk id j
+        if starts is not None:
+            self.walk_ids = start_walk_ids(starts, self.n_nodes, cfg.walks_per_node)
+        self.n_walks = self.source.n_walks if self.walk_ids is None else self.walk_ids.size
+        """An epoch's walks (N T, or S T from ``starts``)."""
 
     def node_counts(self, lo, hi, chunk):
         """Node counts over walks [lo, hi) of epoch 0 (a share of the unigram sampler's
@@ -119,11 +146,11 @@ class BatchStream:
         threads sharing the stream (train.AsyncEngine) call it first, once."""
         if self._epoch != epoch:
             cfg = self.cfg
-            self._order = (
-                walks_mod.epoch_permutation(self.source.n_walks, self.seed_batch, epoch)
-                if cfg.batch_mode == "shuffle"
-                else None
-            )
+            self._order = None
+            if cfg.batch_mode == "shuffle":
+                self._order = walks_mod.epoch_permutation(self.n_walks, self.seed_batch, epoch)
+                if self.walk_ids is not None:
+                    self._order = self.walk_ids[self._order]
             self._walks = (
                 self.source
                 if cfg.walks == "fixed"
@@ -138,12 +165,13 @@ class BatchStream:
         none = np.empty(0, dtype=np.int64)
         return Draws(
             int(self._walks.seed),
-            int(self._walks.n_walks),
+            int(self.n_walks),
             int(self.cfg.batch_size),
             self._order if self._order is not None else none,
             int(self.seed_batch),
             self.positions if self.positions is not None else none,
             int(self.seed_pos),
+            self.walk_ids if self.walk_ids is not None else none,
         )
 
     def sampler_tables(self):
@@ -156,7 +184,9 @@ class BatchStream:
         self.set_epoch(epoch)
         B = self.cfg.batch_size
         if self._order is None:
-            walk_ids = walks_mod.batch_walk_ids(self._walks.n_walks, B, self.seed_batch, epoch, b)
+            walk_ids = walks_mod.batch_walk_ids(self.n_walks, B, self.seed_batch, epoch, b)
+            if self.walk_ids is not None:
+                walk_ids = self.walk_ids[walk_ids]
         else:
             walk_ids = self._order[b * B : (b + 1) * B]
         batch_walks = self._walks.walks(walk_ids)

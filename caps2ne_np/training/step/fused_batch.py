@@ -42,6 +42,9 @@ def draw_batch(graph, draws, sampler, epoch, b, step, walks, ctx_t, targets, sam
     if dr.order.shape[0] == 0:
         ids = np.empty(dr.batch_size, dtype=np.int64)
         batch_walk_ids_into(dr.n_walks, dr.seed_batch, epoch, b, ids)
+        if dr.walk_ids.shape[0] > 0:  # walk j of the epoch is walk id walk_ids[j]
+            for w in range(ids.shape[0]):
+                ids[w] = dr.walk_ids[ids[w]]
     else:
         ids = dr.order[b * dr.batch_size : min((b + 1) * dr.batch_size, dr.n_walks)]
     n_b = ids.shape[0]

@@ -1,0 +1,264 @@
+"""An update of a trained model to a changed graph (caps2ne_np/update/update.py): the
+rows carried over by node id, the walk ids of the nodes walks start from, the budget,
+walks that start only near the change, the same bits on 1 and 2 threads, a resume that
+ends where the uninterrupted update ends, and the clear errors."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from caps2ne_np.errors import InputError
+from caps2ne_np.graphs.csr import from_scipy
+from caps2ne_np.training import trainer
+from caps2ne_np.training.options.config import TrainConfig
+from caps2ne_np.training.step.batch import start_walk_ids
+from caps2ne_np.update import update as upd
+
+TINY = dict(
+    dim=4,
+    feat_dim=4,
+    walk_length=4,
+    walks_per_node=2,
+    epochs=1,
+    batch_size=8,
+    num_sampled=6,
+    threads=1,
+    seed=3,
+    stop="none",
+    propagate="none",
+    spectral="none",
+)
+
+
+# -- naive references ------------------------------------------------------------------
+
+
+def naive_start_walk_ids(starts, n_nodes, T):
+    """Walk j of an epoch: the (j // S)-th walk of node starts[j % S], whose id in a run
+    from every node (walk id w starts at w mod N) is starts[j % S] + N (j // S)."""
+    S = len(starts)
+    return np.array([starts[j % S] + n_nodes * (j // S) for j in range(S * T)], dtype=np.int64)
+
+
+def naive_neighbour_mean(edges, known, values, node):
+    """The mean of ``values`` over the known neighbours of ``node``, by a loop."""
+    nbrs = {v for u, v in edges if u == node} | {u for u, v in edges if v == node}
+    rows = [values[v] for v in sorted(nbrs) if known[v]]
+    return np.mean(rows, axis=0) if rows else None
+
+
+# -- graphs ----------------------------------------------------------------------------
+
+
+def ring(nodes):
+    return [(nodes[i], nodes[(i + 1) % len(nodes)]) for i in range(len(nodes))]
+
+
+def graph_of(edges, ids):
+    """A csr.Graph of undirected ``edges`` between positions of ``ids``."""
+    n = len(ids)
+    e = np.asarray(edges, dtype=np.int64)
+    A = sp.coo_matrix((np.ones(len(e), np.float32), (e[:, 0], e[:, 1])), shape=(n, n))
+    return from_scipy((A + A.T).tocsr(), [str(x) for x in ids])
+
+
+# B first: walks that ignored their start nodes (walk w from node w mod N) would start there
+A_NODES, B_NODES = list(range(14, 26)), list(range(0, 12))
+OLD_EDGES = ring(A_NODES) + [(20, 12), (12, 13), (13, 0)] + ring(B_NODES)  # A - bridge - B
+NEW_EDGES = OLD_EDGES + [(26, 14), (26, 15), (26, 27), (27, 25)]  # two new nodes, on ring A
+
+
+@pytest.fixture(scope="module")
+def graphs():
+    old = graph_of(OLD_EDGES, list(range(26)))
+    new = graph_of(NEW_EDGES, list(range(28)))
+    return old, new
+
+
+@pytest.fixture(scope="module")
+def model(graphs):
+    old, _ = graphs
+    trained = trainer.train(old, TrainConfig(**TINY))
+    return upd.model_of(trained, old)
+
+
+# -- tests -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("starts,n,T", [([0], 5, 1), ([1, 4, 7], 9, 3), ([2, 3], 4, 2)])
+def test_start_walk_ids_match_the_naive_reference(starts, n, T):
+    ids = start_walk_ids(np.array(starts), n, T)
+    assert np.array_equal(ids, naive_start_walk_ids(starts, n, T))
+    assert np.array_equal(ids % n, np.tile(starts, T))  # walk j starts at starts[j % S]
+
+
+@pytest.mark.parametrize(
+    "trained,starts,n,expected", [(8, 10, 100, 1), (8, 30, 100, 3), (8, 100, 100, 8), (3, 0, 10, 1)]
+)
+def test_the_budget_grows_with_the_change(trained, starts, n, expected):
+    assert upd.update_epochs(trained, starts, n) == expected
+
+
+def test_the_start_carries_every_kept_row_by_id(graphs, model):
+    old, new = graphs
+    # the model's rows in another order than the graph's: rows go by id, not position
+    perm = np.random.default_rng(0).permutation(old.n_nodes)
+    shuffled = dict(model, node_ids=[model["node_ids"][i] for i in perm])
+    for key in ("O", "bias", "X"):
+        shuffled[key] = model[key][perm]
+    p = upd.plan(shuffled, old, new, None, upd.UpdateOptions(hops=1))
+    params = upd.start_params(shuffled, p, new)
+    row_of = {nid: r for r, nid in enumerate(shuffled["node_ids"])}
+    kept = np.array([nid in row_of for nid in new.node_ids])
+    for j, nid in enumerate(new.node_ids):
+        if nid in row_of:
+            r = row_of[nid]
+            assert np.array_equal(params.O[j], shuffled["O"][r])
+            assert np.array_equal(params.X[j], shuffled["X"][r])
+            assert params.bias[j] == shuffled["bias"][r]
+    assert np.array_equal(params.W, model["W"])
+    X_new = np.zeros((new.n_nodes, model["X"].shape[1]), np.float32)
+    X_new[kept] = [shuffled["X"][row_of[nid]] for nid in np.array(new.node_ids)[kept]]
+    for j in np.flatnonzero(~kept):  # a new node's x: its kept neighbours' mean
+        want = naive_neighbour_mean(NEW_EDGES, kept, X_new, j)
+        np.testing.assert_allclose(params.X[j], want, rtol=1e-6, atol=1e-7)
+
+
+def test_the_start_near_the_change_is_the_new_spectrum_in_the_models_space(graphs, model):
+    """--spectral init_xo: the rows of the nodes walks start from are the new graph's
+    ProNE start times the least-squares map onto the model's rows (a pseudo-inverse,
+    the obvious reference); every other kept row is the model's."""
+    from caps2ne_np.spectral import prone
+
+    old, new = graphs
+    xo = dict(model, config=dict(model["config"], spectral="init_xo"))
+    p = upd.plan(xo, old, new, None, upd.UpdateOptions(hops=1))
+    params = upd.start_params(xo, p, new)
+    start = prone.start(new.indptr, new.indices, new.weights, p.cfg)
+    kept = p.rows >= 0
+    other = kept & ~np.isin(np.arange(new.n_nodes), p.starts)
+    for name, S in (("X", start.X), ("O", start.O)):
+        table = np.zeros((new.n_nodes, S.shape[1]))
+        table[kept] = xo[name][p.rows[kept]]
+        M = np.linalg.pinv(S[kept].astype(np.float64)) @ table[kept]
+        got = getattr(params, name)
+        np.testing.assert_allclose(got[p.starts], S[p.starts] @ M, rtol=1e-4, atol=1e-5)
+        assert np.array_equal(got[other], xo[name][p.rows[other]])
+
+
+def test_walks_start_only_near_the_change(graphs, model):
+    """Ring B is far from the change (at least 6 hops from a node walks start at, walks
+    of q = 4 nodes): no walk of the update reaches it, so its trained x keep their
+    bits; walks from every node (hops large) move them."""
+    old, new = graphs
+    far = [new.node_ids.index(str(v)) for v in B_NODES]
+    rows = [model["node_ids"].index(str(v)) for v in B_NODES]
+    near = upd.update(model, old, new, None, upd.UpdateOptions(hops=1))
+    assert not np.isin(far, near.plan.starts).any()
+    assert np.array_equal(near.trained.params.X[far], model["X"][rows])
+    everywhere = upd.update(model, old, new, None, upd.UpdateOptions(hops=30))
+    assert not np.array_equal(everywhere.trained.params.X[far], model["X"][rows])
+
+
+@pytest.mark.parametrize("spectral", ["none", "init_xo"])
+def test_an_update_gives_the_same_bits_on_1_and_2_threads(graphs, model, spectral):
+    old, new = graphs
+    model = dict(model, config=dict(model["config"], spectral=spectral))
+    one = upd.update(model, old, new, None, upd.UpdateOptions(threads=1, epochs=2))
+    two = upd.update(model, old, new, None, upd.UpdateOptions(threads=2, epochs=2))
+    assert np.array_equal(one.written, two.written)
+    assert np.array_equal(one.trained.params.X, two.trained.params.X)
+
+
+def test_an_interrupted_update_resumes_where_it_stopped(graphs, model, tmp_path):
+    old, new = graphs
+    options = upd.UpdateOptions(epochs=2)
+    whole = upd.update(model, old, new, None, options)
+
+    def stop(epoch, batch, step):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    folder = tmp_path / "ckpt"
+    with pytest.raises(KeyboardInterrupt):
+        upd.update(
+            model, old, new, None, options, checkpoint_dir=folder, checkpoint_every=2,
+            step_callback=stop,
+        )  # fmt: skip
+    resumed = upd.update(model, old, new, None, options, checkpoint_dir=folder, resume_from=folder)
+    assert np.array_equal(resumed.written, whole.written)
+
+
+def test_a_resume_with_other_hops_is_refused(graphs, model, tmp_path):
+    old, new = graphs
+    folder = tmp_path / "ckpt"
+    upd.update(model, old, new, None, upd.UpdateOptions(hops=1), checkpoint_dir=folder)
+    with pytest.raises(InputError, match="not a checkpoint of this update.*--hops"):
+        upd.update(
+            model, old, new, None, upd.UpdateOptions(hops=2), checkpoint_dir=folder,
+            resume_from=folder,
+        )  # fmt: skip
+
+
+def test_an_old_graph_of_other_nodes_is_refused(graphs, model):
+    _, new = graphs
+    with pytest.raises(InputError, match="not the same ones.*graph the model was trained on"):
+        upd.plan(model, new, new)
+
+
+def test_an_unchanged_graph_is_refused(graphs, model):
+    old, _ = graphs
+    with pytest.raises(InputError, match="nothing to update"):
+        upd.plan(model, old, old)
+
+
+def test_the_budget_counts_the_trainings_epochs_not_earlier_updates(graphs, model):
+    old, new = graphs
+    history = [dict(epoch=1)] * 4 + [dict(epoch=1, update=True)] * 3
+    p = upd.plan(dict(model, history=history), old, new, None, upd.UpdateOptions(hops=40))
+    assert p.starts.size == new.n_nodes and p.cfg.epochs == 4  # every node: E = 4
+
+
+def test_features_for_a_featureless_model_are_refused(graphs, model):
+    old, new = graphs
+    with pytest.raises(InputError, match="without fixed features.*omit --features"):
+        upd.plan(model, old, new, np.ones((new.n_nodes, 4), np.float32))
+
+
+def test_a_model_of_spectral_features_is_refused(graphs, model):
+    old, new = graphs
+    spectral = dict(model, config=dict(model["config"], spectral="features"))
+    with pytest.raises(InputError, match="--spectral features.*train it again"):
+        upd.plan(spectral, old, new)
+
+
+def test_a_fixed_feature_model_needs_features_of_its_width(graphs, model):
+    old, new = graphs
+    fixed = dict(model, fixed_features=True, X=None)
+    with pytest.raises(InputError, match="fixed features.*--features"):
+        upd.plan(fixed, old, new)
+    with pytest.raises(InputError, match="d = 4"):
+        upd.plan(fixed, old, new, np.ones((new.n_nodes, 3), np.float32))
+
+
+def test_partial_fit_follows_the_graph_and_keeps_it_for_the_next(graphs):
+    from caps2ne_np.estimator.caps2ne import Caps2NE
+
+    old, new = graphs
+    params = {k: v for k, v in TINY.items() if k not in ("threads", "seed")}
+    model = Caps2NE(**params, n_jobs=1, random_state=3).fit(old)
+    with pytest.raises(ValueError, match="old_graph: the graph the model was fitted on"):
+        model.partial_fit(new)
+    with pytest.raises(ValueError, match="old_graph: not the graph the model was fitted on"):
+        model.partial_fit(new, old_graph=new)
+    kept = {nid: model.get_embedding()[i] for i, nid in enumerate(model.node_ids_)}
+    model.partial_fit(new, old_graph=old)
+    assert model.get_embedding().shape == (new.n_nodes, 4)
+    assert model.node_ids_ == new.node_ids
+    assert model.history_[-1]["update"] and not model.history_[0].get("update")
+    far = [str(v) for v in B_NODES]  # propagate none: the far rows are the o_v, whose
+    O = dict(zip(model.node_ids_, model.O_))  # rows move only as sampled negatives
+    assert all(np.linalg.norm(O[v] - kept[v]) < np.linalg.norm(kept[v]) for v in far)
+    newer = graph_of(NEW_EDGES + [(28, 26), (28, 3)], list(range(29)))
+    model.partial_fit(newer)  # the graph of the last partial_fit
+    assert model.get_embedding().shape == (29, 4)
