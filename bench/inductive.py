@@ -619,8 +619,7 @@ def update_main(args, argv=None):
                     payload = dict(
                         command=command.strip(),
                         args=vars(args),
-                        rows=common.rounded(rows, 4),  # 4 digits: the folder's size limit
-                        summary=common.rounded(update_study.summary(rows), 4),
+                        rows=rows,  # the table is made from them (update_study.summary)
                         machine=common.machine_info(),
                     )
                     md = update_study.markdown(payload)

@@ -201,7 +201,8 @@ def _ms(values):
 
 
 def markdown(payload):
-    """The study's table: per case, every side's scores, the wall ratio and movement."""
+    """The study's table: per case (``summary`` of the payload's rows), every side's
+    scores, the wall ratio and movement."""
     lines = [
         "# Updating a model to a changed graph (caps2ne update)",
         "",
@@ -217,7 +218,7 @@ def markdown(payload):
         "| graph | change | side | acc | tuned | AUC | move | wall ratio |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for e in payload["summary"]:
+    for e in summary(payload["rows"]):
         change = f"{100 * e['fraction']:g}% {e['scenario']}"
         for side in SIDES:
             cells = [e[f"{side}_{k}"] for k in ("accuracy", "tuned", "link_auc", "movement")]
