@@ -20,7 +20,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "caps2ne_np"
 
 KNOWN = set()
-"""Places allowed to break a rule: none since the house's fourth step."""
+"""Places allowed to break a rule: none."""
 
 
 def module_files(root=PACKAGE):
