@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 from common import RESULTS, machine_info, write_results  # noqa: E402
 from report import machine_markdown, markdown_table  # noqa: E402
-from vs_deepwalk import panel_entry, score_embedding  # noqa: E402
+from vs_deepwalk import panel_entry, score_protocols  # noqa: E402
 
 
 def formula(cfg, n_nodes, num_sampled, o_rows=None, x_rows=None):
@@ -82,14 +82,10 @@ def run_single(g, cfg):
 
 def run_ray(g, cfg, P, S, w_placement, round_walks=None):
     """A Ray run; ``round_walks``: the replica rounds' walks per node and round
-    (ray.engine.ROUND_WALKS; 0: the parameter server's rounds), None: the default."""
-    from caps2ne_np.training.ray import engine
+    (``fit``'s round_walks; 0: the parameter server's rounds), None: the default."""
     from caps2ne_np.training.ray.driver import fit
 
-    default = engine.ROUND_WALKS
-    if round_walks is not None:
-        engine.ROUND_WALKS = round_walks
-
+    extra = {} if round_walks is None else dict(round_walks=round_walks)
     stats = {}
     with common.clock() as c:
         result = fit(
@@ -101,8 +97,8 @@ def run_ray(g, cfg, P, S, w_placement, round_walks=None):
             servers=S,
             stats=stats,
             w_placement=w_placement,
+            **extra,
         )
-    engine.ROUND_WALKS = default
     wall = c.seconds
     stats.pop("actors", None)
     return result, wall, stats
@@ -119,7 +115,7 @@ def main():
     )
     ap.add_argument(
         "--round-walks", type=int, default=None,
-        help="replica rounds' walks per node and round (default: ray.engine.ROUND_WALKS)",
+        help="replica rounds' walks per node and round (default: defaults.ROUND_WALKS)",
     )  # fmt: skip
     ap.add_argument("--walks-per-node", type=int, default=None, help="default: the preset's")
     ap.add_argument("--spectral", default=None, help="default: the preset's")
@@ -223,7 +219,7 @@ def measure_graph(name, args, payload):
     for rep in range(args.repeats):
         scored = rep == 0  # the scores are the same bits every time
         single, wall = run_single(g, cfg)
-        score = score_embedding(pg, single.params.O, shuffles=args.shuffles) if scored else None
+        score = score_protocols(pg, single.params.O, shuffles=args.shuffles) if scored else None
         one = dict(
             layout="single", rep=rep, wall=wall, load_avg_after=os.getloadavg()[0],
             train_seconds=sum(h["seconds"] for h in single.history),
@@ -239,7 +235,7 @@ def measure_graph(name, args, payload):
             run = ray_layout(g, cfg, layout, num_sampled, single, args.round_walks)
             run.update(rep=rep, single_pairs_per_s=one["pairs_per_s"])
             if scored:
-                run["score"] = score_embedding(pg, run.pop("O"), shuffles=args.shuffles)
+                run["score"] = score_protocols(pg, run.pop("O"), shuffles=args.shuffles)
             run.pop("O", None)
             entry["runs"].append(run)
             print(
@@ -539,7 +535,7 @@ def _replica_table(e):
     """The replica rounds' runs of a graph (``e``) beside the single runs before them."""
     rows = []
     for r in e["runs"]:
-        score = f"{r['score']['headline']:.2f}" if r.get("score") else "-"
+        score = _score_cell(r)
         if r["layout"] == "single":
             rows.append(["single machine", f"{r['train_seconds']:.1f}", _rate_cell(r)]
                         + ["-"] * 5 + [f"{r['loss']:.4f}", score, "-"])  # fmt: skip
@@ -561,15 +557,23 @@ def _replica_table(e):
             "layout", "train s", "pairs/s (x the single run before it)", "rounds x ms",
             "worker ms per round: train / diff / absorb", "server merge ms per round",
             "bytes per pair: pushed / merged in", "worker compute us per pair",
-            "final loss", "score", "O equal to single",
+            "final loss", "score (C = 1 / C tuned)", "O equal to single",
         ],
         rows,
     )  # fmt: skip
 
 
+def _score_cell(r):
+    """The run's score: C = 1, and C tuned where the run measured it (older runs: C = 1)."""
+    s = r.get("score")
+    if not s:
+        return "-"
+    return f"{s['headline']:.2f}" + (f" / {s['tuned']['headline']:.2f}" if "tuned" in s else "")
+
+
 def _table_row(r, e):
     """A run's row of the graph's table (``e``, the graph's entry)."""
-    score = f"{r['score']['headline']:.2f}" if r.get("score") else "-"
+    score = _score_cell(r)
     load = f"{r['load_avg_after']:.1f}" if "load_avg_after" in r else "-"
     if r["layout"] == "single":
         return ["single machine", f"{r['train_seconds']:.1f}", _rate_cell(r)] + ["-"] * 5 + [

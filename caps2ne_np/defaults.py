@@ -70,6 +70,12 @@ ROW_NORM_MIN = 1e-30
 """The shortest --row-norm: the written rows are float32, whose normal numbers end at
 1.2e-38, so a row of length 1e-30 keeps its largest entries (at least 1e-30 / sqrt(k))
 to their digits up to k = 10^14; at 1e-45 every entry rounds to zero (the whole row)."""
+ROUND_WALKS = 4
+"""Ray's replica rounds (--round-walks, training/ray/engine.py): the walks per node a
+round trains between two merges of the workers' replicas (a round is at most a quarter
+of an epoch).  More walks: fewer bytes per trained pair, staler reads at P > 1; 0: the
+parameter server's rounds (a batch per worker on rows pulled for it).
+docs/distributed.md, 'Replica rounds'."""
 SPECTRUM_POWERS = ("auto", "0.5", "0.75", "1")
 SPECTRUM_POWER = "0.75"
 """The written rows of a propagated run (--spectrum-power), rownorm(U S^p) of the

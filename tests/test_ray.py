@@ -190,6 +190,26 @@ def test_merge_rows_keeps_one_workers_bits_and_sums_the_changes_of_several():
     assert np.allclose(m[2], (a[2][1] + b[2][0]) / 2) and np.allclose(v[2], (a[3][1] + b[3][0]) / 2)
 
 
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "4", None])
+def test_round_walks_is_a_whole_number_at_least_zero(bad):
+    from caps2ne_np.training.ray.driver import check_round_walks
+
+    assert check_round_walks(np.int64(2)) == 2 and check_round_walks(0) == 0
+    with pytest.raises(InputError, match="round_walks"):
+        check_round_walks(bad)
+
+
+def test_cli_refuses_negative_round_walks(tmp_path):
+    from click.testing import CliRunner
+
+    from caps2ne_np.cli import cli
+
+    graph = tmp_path / "g.txt"
+    graph.write_text("a b\nb c\n")
+    result = CliRunner().invoke(cli, ["train", "--graph", str(graph), "--round-walks", "-1"])
+    assert result.exit_code == 2 and "--round-walks" in result.output
+
+
 @pytest.fixture(scope="module")
 def partition():
     adj, labels = planted_partition()
@@ -230,18 +250,15 @@ def test_one_worker_equals_single_machine_compiled_step_bitwise(
 @pytest.mark.slow
 @pytest.mark.parametrize("rounds", ["replicas", "rows"])
 def test_fixed_workers_reproducible_and_independent_of_servers(
-    ray_local, partition, single, rounds, monkeypatch
+    ray_local, partition, single, rounds
 ):
     """P = 2 gives the same bits for S = 1 and 2, in replica rounds (the default) and
-    in the parameter server's rounds (``ROUND_WALKS = 0``; nor where W lives)."""
-    from caps2ne_np.training.ray import engine
-
+    in the parameter server's rounds (``round_walks=0``; nor where W lives)."""
     g, _ = partition
-    if rounds == "rows":
-        monkeypatch.setattr(engine, "ROUND_WALKS", 0)
+    walks = 0 if rounds == "rows" else 4
     stats = {}
-    a = run(g, 2, 1, stats=stats)
-    b = run(g, 2, 2, w_placement="workers" if rounds == "rows" else "server")
+    a = run(g, 2, 1, stats=stats, round_walks=walks)
+    b = run(g, 2, 2, w_placement="workers" if rounds == "rows" else "server", round_walks=walks)
     assert_same(a, b)
     kind = "compiled replica" if rounds == "replicas" else "compiled"
     assert [w["step"] for w in stats["workers"]] == [kind, kind]

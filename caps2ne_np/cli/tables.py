@@ -12,6 +12,7 @@ from ..defaults import (
     DEFAULT_AGGREGATE,
     DEFAULT_CALIBRATION,
     ISOLATED,
+    ROUND_WALKS,
 )
 from ..training.checkpoint import RESUMABLE_CHANGES
 from . import options as opt
@@ -210,7 +211,8 @@ TRAIN = (
             default=1,
             show_default=True,
             type=click.IntRange(min=1),
-            help="--engine ray: worker actors P; a round trains P batches at once.",
+            help="--engine ray: worker actors P; each trains its share of a round's batches "
+            "on its replica of the tables (--round-walks).",
         ),
         option(
             "--servers",
@@ -225,6 +227,16 @@ TRAIN = (
             default=None,
             help="--engine ray: the Ray cluster to join ('auto', 'ray://head:10001') "
             "[default: a local Ray instance sized to this machine].",
+        ),
+        option(
+            "--round-walks",
+            default=ROUND_WALKS,
+            show_default=True,
+            type=click.IntRange(min=0),
+            help="--engine ray: walks per node that a round trains between two merges of "
+            "the workers' replicas (at most a quarter of an epoch): fewer, less stale at "
+            "--workers > 1 and more bytes per trained pair; 0: a batch per worker on rows "
+            "pulled from the servers. docs/distributed.md.",
         ),
     ),
     opt.section(

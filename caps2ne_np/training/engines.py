@@ -3,10 +3,11 @@ the command line and the ``Caps2NE`` estimator call) chooses between this proces
 (train.fit_run: sync or async threads) and a Ray cluster (ray.fit_run, which caps its
 workers at the batches of an epoch)."""
 
+from ..defaults import ROUND_WALKS
 from ..errors import InputError
 
 ENGINES = ("single", "ray")
-ENGINE_OPTIONS = ("parallel", "engine", "workers", "servers", "ray_address")
+ENGINE_OPTIONS = ("parallel", "engine", "workers", "servers", "ray_address", "round_walks")
 """``fit``'s keyword arguments that choose the engine: the command line's options and
 the estimator's parameters of these names."""
 
@@ -19,12 +20,14 @@ def fit(
     workers=1,
     servers=1,
     ray_address=None,
+    round_walks=ROUND_WALKS,
     write_outputs=None,
     results_only_stdout=False,
 ):
     """Train the job ``run`` (loop.Run) with ``engine`` ('single': train.fit_run with
     ``parallel``; 'ray': ray.fit_run with P = ``workers``, S = ``servers``,
-    ``ray_address``, and ``write_outputs``).  ``results_only_stdout``: while Ray runs,
+    ``ray_address``, ``round_walks`` (walks per node of a replica round: defaults.
+    ROUND_WALKS) and ``write_outputs``).  ``results_only_stdout``: while Ray runs,
     standard output carries only this process's results (the command line's
     ``--out -``).  Returns a loop.TrainResult."""
     if engine not in ENGINES:
@@ -52,5 +55,10 @@ def fit(
         stdout = only_results(quiet=ray_logging_level() > logging.WARNING)
     with stdout:
         return fit_ray(
-            run, workers=workers, servers=servers, address=ray_address, write_outputs=write_outputs
+            run,
+            workers=workers,
+            servers=servers,
+            address=ray_address,
+            round_walks=round_walks,
+            write_outputs=write_outputs,
         )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...defaults import ROUND_WALKS
 from ...errors import InputError
 from .. import budget
 from ..loop import LoopOptions, Run, TrainResult, run_epochs, set_up
@@ -46,6 +47,7 @@ def fit_run(
     max_rows_per_shard=None,
     stats=None,
     w_placement="server",
+    round_walks=ROUND_WALKS,
     write_outputs=None,
 ):
     """``train.fit_run`` on a Ray cluster (P = ``workers``, S = ``servers``): the same
@@ -63,6 +65,10 @@ def fit_run(
     pulls W and pushes its gradient each batch) or 'workers' (the parameter server's
     rounds with a replica of W on every worker, each applying all P gradients of a
     round in rank order).  At P = 1 every choice gives the single machine's bits.
+    round_walks: the walks per node of a replica round (defaults.ROUND_WALKS; engine.
+    ROUND_PARTS caps a round at a quarter of an epoch): fewer, the workers' reads are
+    less stale at P > 1 and more bytes move per trained pair; 0: the parameter
+    server's rounds.  At P = 1 any value gives the single machine's bits.
     write_outputs: called as ``write_outputs(result)`` after training, while the actors
     still live, with ``result.params`` holding W and, instead of the N-row tables,
     ``io.RowBlocks`` that pull consecutive row blocks from the shards (see
@@ -77,9 +83,11 @@ def fit_run(
     check_arguments(checkpoint_dir, options.checkpoint_every, resume_from)
     P, S = int(workers), int(servers)
     _check_layout(P, S, run.graph.n_nodes, w_placement, max_rows_per_shard)
+    round_walks = check_round_walks(round_walks)
     setup, P = _set_up(run, P, address)
     layout = dict(P=P, S=S, replicate_W=w_placement == "workers", stats=stats)
     layout.update(row_limit=max_rows_per_shard)  # a limit below N: no replica rounds
+    layout.update(round_walks=round_walks)
     started = start_ray(address)
     ray = import_ray()
     # the spectral start goes into the first attempt's initial values only (a restart
@@ -175,6 +183,17 @@ def _restart_or_stop(err, checkpoint_dir, attempt, max_restarts, stats):
         f"an actor died ({what}); nothing was checkpointed (give "
         "--checkpoint-dir to be able to resume)"
     ) from None
+
+
+def check_round_walks(round_walks):
+    """``round_walks`` as an int >= 0; InputError (one line) otherwise."""
+    if isinstance(round_walks, bool) or not isinstance(round_walks, (int, np.integer)):
+        raise InputError(f"round_walks: a whole number >= 0, got {round_walks!r}")
+    if round_walks < 0:
+        raise InputError(
+            f"round_walks: at least 0 (0: the parameter server's rounds), got {round_walks}"
+        )
+    return int(round_walks)
 
 
 def _check_layout(P, S, n_nodes, w_placement, max_rows_per_shard):

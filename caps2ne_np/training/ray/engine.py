@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...defaults import ROUND_WALKS
 from ...errors import InputError
 from ...kernels.rng import derive_seed
 from ...model.params import init_params
@@ -19,26 +20,25 @@ from .worker import RayWorker
 
 INIT_CHUNK_ROWS = 1 << 16
 """Rows per chunk when the driver streams initial values to the servers."""
-ROUND_WALKS = 4
 ROUND_PARTS = 4
-"""Replica rounds (replica.py): a round trains about ``ROUND_WALKS`` walks per node
-(ROUND_WALKS N / B batches, split over the workers; at most 1 / ROUND_PARTS of an
-epoch, so that the workers merge at least that often an epoch), so that it
-carries about 4 L pairs per row it may change (L pairs per walk): a row's value and
-moments, 12 (k + d + 1) bytes, cost at most 12 (k + d + 1) / (4 L) bytes per pair
-each way.  The run's first round is one batch per worker (it compiles or loads the
-kernels).  0: rounds of one batch per worker on rows pulled for it (the parameter
-server's rounds, worker.py).  A library setting until ``fit`` takes it as an option."""
+"""Replica rounds (replica.py): a round trains about R = ``round_walks`` walks per node
+(``--round-walks``, defaults.ROUND_WALKS: R N / B batches, split over the workers; at
+most 1 / ROUND_PARTS of an epoch, so that the workers merge at least that often an
+epoch), so that it carries about R L pairs per row it may change (L pairs per walk): a
+row's value and moments, 12 (k + d + 1) bytes, cost at most 12 (k + d + 1) / (R L)
+bytes per pair each way.  The run's first round is one batch per worker (it compiles or
+loads the kernels).  R = 0: rounds of one batch per worker on rows pulled for it (the
+parameter server's rounds, worker.py)."""
 
 
-def replica_rounds(cfg, fixed, replicate_W, row_limit=None, n_nodes=0):
-    """True when a run trains in replica rounds: ``ROUND_WALKS`` > 0, the compiled
+def replica_rounds(cfg, fixed, replicate_W, row_limit=None, n_nodes=0, round_walks=ROUND_WALKS):
+    """True when a run trains in replica rounds: ``round_walks`` > 0, the compiled
     step trains it (fused.supports: no skip-gram term), W is not replicated on its own
     (``w_placement='workers'`` keeps the parameter server's rounds), and no row limit
     below the ``n_nodes`` is set (``max_rows_per_shard``: a worker holds every row)."""
     kind = "dense" if fixed else None
     fits = row_limit is None or row_limit >= n_nodes
-    return ROUND_WALKS > 0 and fused.supports(cfg, kind) and not replicate_W and fits
+    return round_walks > 0 and fused.supports(cfg, kind) and not replicate_W and fits
 
 
 class Cluster:
@@ -143,6 +143,7 @@ class RayEngine:
         start=None,
         n_batches=None,
         row_limit=None,
+        round_walks=ROUND_WALKS,
     ):
         self.ray, self.cfg, self.S, self.replicate_W = ray, cfg, S, replicate_W
         self.n_nodes = n_nodes = int(indptr.shape[0] - 1)
@@ -161,10 +162,12 @@ class RayEngine:
                     f"resume with the same number of servers (now {S})"
                 )
         self.round_size = self.P = P
-        self.replicas = replica_rounds(cfg, self.fixed, replicate_W, row_limit, n_nodes)
+        self.replicas = replica_rounds(
+            cfg, self.fixed, replicate_W, row_limit, n_nodes, round_walks
+        )
         if self.replicas:  # a round's batches per worker, after the first round's one
             most = max(1, int(n_batches or 1) // ROUND_PARTS)
-            batches = min(most, -(-ROUND_WALKS * n_nodes // cfg.batch_size))
+            batches = min(most, -(-round_walks * n_nodes // cfg.batch_size))
             self.share = max(1, -(-batches // P))
         self.checkpoint_every = 0  # driver.fit sets it: replica rounds end at its multiples
         self._merged = ()  # replica rounds: the last round's merged rows (refs, one per server)
