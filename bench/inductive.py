@@ -125,6 +125,9 @@ def parse_args(argv=None):
     ap.add_argument("--scenarios", default="nodes:0.1", help="--update: nodes:F, edges:F, ...")
     ap.add_argument("--seeds", type=int, default=3, help="--update: seeds 0..n-1")
     ap.add_argument("--hops", type=int, default=1, help="--update: update's --hops")
+    ap.add_argument(
+        "--budget", default=None, help="--update: update's --budget (default: its default)"
+    )
     ap.add_argument("--far-hops", type=int, default=2, help="--update: 'far' is beyond this")
     ap.add_argument("--link-fraction", type=float, default=0.05, help="--update: held-out edges")
     args = ap.parse_args(argv)

@@ -76,6 +76,15 @@ round trains between two merges of the workers' replicas (a round is at most a q
 of an epoch).  More walks: fewer bytes per trained pair, staler reads at P > 1; 0: the
 parameter server's rounds (a batch per worker on rows pulled for it).
 docs/distributed.md, 'Replica rounds'."""
+UPDATE_BUDGETS = ("change", "hops")
+UPDATE_BUDGET = "hops"
+"""How an update chooses its walks (``caps2ne update --budget``, update/update.py):
+'change', each node starts walks in proportion to the share of its edges that changed
+(``change_starts``: in expectation E T s_u over one epoch, what training gave it times
+its share s_u), and only new nodes take the new graph's spectral start; 'hops', T walks
+from every node within ``--hops`` of the change for E_u = ceil(E S / N) epochs
+(``update_epochs``), those nodes restarted from the new graph's spectral start.
+docs/update.md."""
 SPECTRUM_POWERS = ("auto", "0.5", "0.75", "1")
 SPECTRUM_POWER = "0.75"
 """The written rows of a propagated run (--spectrum-power), rownorm(U S^p) of the

@@ -34,10 +34,35 @@ TINY = dict(
 
 
 def naive_start_walk_ids(starts, n_nodes, T):
-    """Walk j of an epoch: the (j // S)-th walk of node starts[j % S], whose id in a run
-    from every node (walk id w starts at w mod N) is starts[j % S] + N (j // S)."""
+    """Walk j of an epoch: the t = (j // S)-th walk of the c-th copy of node
+    starts[j % S] (c: its copies before position j % S), whose id in a run from every
+    node (walk id w starts at w mod N) is starts[j % S] + N (c T + t)."""
     S = len(starts)
-    return np.array([starts[j % S] + n_nodes * (j // S) for j in range(S * T)], dtype=np.int64)
+    out = []
+    for j in range(S * T):
+        s, t = j % S, j // S
+        c = list(starts[:s]).count(starts[s])
+        out.append(starts[s] + n_nodes * (c * T + t))
+    return np.array(out, dtype=np.int64)
+
+
+def naive_change_shares(old_edges, new_edges, old_ids, new_ids):
+    """Per node of the new graph (by id): 1 if new, else its changed edges over the larger
+    of its degrees (undirected edges, each end counted), by sets and loops."""
+
+    def norm(edges):
+        return {tuple(sorted(e)) for e in edges}
+
+    old_e, new_e = norm(old_edges), norm(new_edges)
+    out = []
+    for v in new_ids:
+        if v not in old_ids:
+            out.append(1.0)
+            continue
+        changed = sum(v in e for e in old_e ^ new_e)
+        deg = max(sum(v in e for e in old_e), sum(v in e for e in new_e), 1)
+        out.append(min(1.0, changed / deg))
+    return np.array(out)
 
 
 def naive_neighbour_mean(edges, known, values, node):
@@ -85,11 +110,43 @@ def model(graphs):
 # -- tests -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("starts,n,T", [([0], 5, 1), ([1, 4, 7], 9, 3), ([2, 3], 4, 2)])
+@pytest.mark.parametrize(
+    "starts,n,T",
+    [([0], 5, 1), ([1, 4, 7], 9, 3), ([2, 3], 4, 2), ([1, 1, 4], 9, 2), ([0, 0, 0], 3, 3)],
+)
 def test_start_walk_ids_match_the_naive_reference(starts, n, T):
     ids = start_walk_ids(np.array(starts), n, T)
     assert np.array_equal(ids, naive_start_walk_ids(starts, n, T))
     assert np.array_equal(ids % n, np.tile(starts, T))  # walk j starts at starts[j % S]
+    assert np.unique(ids).size == ids.size  # a repeated node: other walks, not the same
+
+
+def test_change_shares_match_the_naive_reference():
+    """Edges added, removed, and a node removed (its edges count for its neighbours),
+    against sets and loops."""
+    old_edges = ring(list(range(8))) + [(0, 4), (8, 1)]
+    new_edges = [e for e in ring(list(range(8))) if e != (2, 3)] + [(0, 5), (9, 6), (9, 7)]
+    old_ids, new_ids = list(range(9)), [9, 7, 6, 5, 4, 3, 2, 1, 0]  # 8 gone, 9 new
+    old = graph_of(old_edges, old_ids)
+    new_pos = {v: i for i, v in enumerate(new_ids)}
+    new = graph_of([(new_pos[u], new_pos[v]) for u, v in new_edges], new_ids)
+    old = graph_of(old_edges, old_ids)
+    from caps2ne_np.graphs.changes import diff
+
+    got = upd.change_shares(diff(old, new), old, new)
+    want = naive_change_shares(old_edges, new_edges, set(old_ids), new_ids)
+    np.testing.assert_allclose(got, want)
+
+
+def test_change_starts_repeat_each_node_its_share_of_the_trainings_epochs():
+    shares = np.array([0.0, 1.0, 0.5, 0.25, 0.0])
+    starts = upd.change_starts(shares, 4, seed=0)  # E s_u = 0, 4, 2, 1, 0: whole numbers
+    assert starts.tolist() == [1, 1, 1, 1, 2, 2, 3]
+    many = np.full(20000, 0.1)  # E s_u = 0.3: 0 or 1, 1 with probability 0.3
+    counts = np.bincount(upd.change_starts(many, 3, seed=1), minlength=many.size)
+    assert set(counts.tolist()) <= {0, 1} and abs(counts.mean() - 0.3) < 0.02
+    assert np.array_equal(upd.change_starts(many, 3, seed=1), upd.change_starts(many, 3, 1))
+    assert upd.change_starts(np.array([0.0, 0.01]), 1, seed=0).tolist() == [1]  # never none
 
 
 @pytest.mark.parametrize(
@@ -106,7 +163,7 @@ def test_the_start_carries_every_kept_row_by_id(graphs, model):
     shuffled = dict(model, node_ids=[model["node_ids"][i] for i in perm])
     for key in ("O", "bias", "X"):
         shuffled[key] = model[key][perm]
-    p = upd.plan(shuffled, old, new, None, upd.UpdateOptions(hops=1))
+    p = upd.plan(shuffled, old, new, None, upd.UpdateOptions(budget="hops", hops=1))
     params = upd.start_params(shuffled, p, new)
     row_of = {nid: r for r, nid in enumerate(shuffled["node_ids"])}
     kept = np.array([nid in row_of for nid in new.node_ids])
@@ -132,7 +189,7 @@ def test_the_start_near_the_change_is_the_new_spectrum_in_the_models_space(graph
 
     old, new = graphs
     xo = dict(model, config=dict(model["config"], spectral="init_xo"))
-    p = upd.plan(xo, old, new, None, upd.UpdateOptions(hops=1))
+    p = upd.plan(xo, old, new, None, upd.UpdateOptions(budget="hops", hops=1))
     params = upd.start_params(xo, p, new)
     start = prone.start(new.indptr, new.indices, new.weights, p.cfg)
     kept = p.rows >= 0
@@ -153,11 +210,60 @@ def test_walks_start_only_near_the_change(graphs, model):
     old, new = graphs
     far = [new.node_ids.index(str(v)) for v in B_NODES]
     rows = [model["node_ids"].index(str(v)) for v in B_NODES]
-    near = upd.update(model, old, new, None, upd.UpdateOptions(hops=1))
+    near = upd.update(model, old, new, None, upd.UpdateOptions(budget="hops", hops=1))
     assert not np.isin(far, near.plan.starts).any()
     assert np.array_equal(near.trained.params.X[far], model["X"][rows])
-    everywhere = upd.update(model, old, new, None, upd.UpdateOptions(hops=30))
+    everywhere = upd.update(model, old, new, None, upd.UpdateOptions(budget="hops", hops=30))
     assert not np.array_equal(everywhere.trained.params.X[far], model["X"][rows])
+
+
+def test_the_change_budget_keeps_every_kept_row_and_starts_at_the_touched_nodes(graphs, model):
+    """--budget change with --spectral init_xo: only the new nodes take the new graph's
+    spectral start (mapped onto the model's rows); every kept row is the model's; walks
+    start at the touched nodes, a new node E = 1 times (the model trained one epoch)."""
+    from caps2ne_np.graphs.changes import diff
+    from caps2ne_np.spectral import prone
+
+    old, new = graphs
+    xo = dict(model, config=dict(model["config"], spectral="init_xo"))
+    p = upd.plan(xo, old, new, None, upd.UpdateOptions(budget="change"))
+    change = diff(old, new)
+    assert np.isin(p.starts, change.touched).all() and p.cfg.epochs == 1
+    assert np.isin(change.added, p.starts).all()
+    params = upd.start_params(xo, p, new)
+    start = prone.start(new.indptr, new.indices, new.weights, p.cfg)
+    kept = p.rows >= 0
+    for name, S in (("X", start.X), ("O", start.O)):
+        assert np.array_equal(getattr(params, name)[kept], xo[name][p.rows[kept]])
+        M = np.linalg.pinv(S[kept].astype(np.float64)) @ xo[name][p.rows[kept]]
+        np.testing.assert_allclose(getattr(params, name)[~kept], S[~kept] @ M, rtol=1e-4, atol=1e-5)
+
+
+def test_the_change_budget_trains_its_share_and_resumes(graphs, model, tmp_path):
+    """An update with --budget change runs (the same bits on 1 and 2 threads), trains
+    T walks per start, and resumes from its checkpoint to the same bits."""
+    old, new = graphs
+    options = upd.UpdateOptions(budget="change", epochs=2)
+    one = upd.update(model, old, new, None, options)
+    two = upd.update(model, old, new, None, upd.UpdateOptions(budget="change", epochs=2, threads=2))
+    assert np.array_equal(one.written, two.written)
+    cfg = model["config"]  # batches of B walks, ceil(T S / B) an epoch, q pairs a walk
+    T, q, B = cfg["walks_per_node"], cfg["walk_length"], cfg["batch_size"]
+    batches = -(-T * one.plan.starts.size // B)
+    assert one.trained.result.history[-1]["pairs"] == batches * B * q
+
+    def stop(epoch, batch, step):
+        if step == 1:
+            raise KeyboardInterrupt
+
+    folder = tmp_path / "ckpt"
+    with pytest.raises(KeyboardInterrupt):
+        upd.update(
+            model, old, new, None, options, checkpoint_dir=folder, checkpoint_every=1,
+            step_callback=stop,
+        )  # fmt: skip
+    resumed = upd.update(model, old, new, None, options, checkpoint_dir=folder, resume_from=folder)
+    assert np.array_equal(resumed.written, one.written)
 
 
 @pytest.mark.parametrize("spectral", ["none", "init_xo"])
@@ -192,10 +298,12 @@ def test_an_interrupted_update_resumes_where_it_stopped(graphs, model, tmp_path)
 def test_a_resume_with_other_hops_is_refused(graphs, model, tmp_path):
     old, new = graphs
     folder = tmp_path / "ckpt"
-    upd.update(model, old, new, None, upd.UpdateOptions(hops=1), checkpoint_dir=folder)
+    upd.update(
+        model, old, new, None, upd.UpdateOptions(budget="hops", hops=1), checkpoint_dir=folder
+    )
     with pytest.raises(InputError, match="not a checkpoint of this update.*--hops"):
         upd.update(
-            model, old, new, None, upd.UpdateOptions(hops=2), checkpoint_dir=folder,
+            model, old, new, None, upd.UpdateOptions(budget="hops", hops=2), checkpoint_dir=folder,
             resume_from=folder,
         )  # fmt: skip
 
@@ -215,7 +323,9 @@ def test_an_unchanged_graph_is_refused(graphs, model):
 def test_the_budget_counts_the_trainings_epochs_not_earlier_updates(graphs, model):
     old, new = graphs
     history = [dict(epoch=1)] * 4 + [dict(epoch=1, update=True)] * 3
-    p = upd.plan(dict(model, history=history), old, new, None, upd.UpdateOptions(hops=40))
+    p = upd.plan(
+        dict(model, history=history), old, new, None, upd.UpdateOptions(budget="hops", hops=40)
+    )
     assert p.starts.size == new.n_nodes and p.cfg.epochs == 4  # every node: E = 4
 
 

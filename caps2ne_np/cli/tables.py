@@ -13,6 +13,8 @@ from ..defaults import (
     DEFAULT_CALIBRATION,
     ISOLATED,
     ROUND_WALKS,
+    UPDATE_BUDGET,
+    UPDATE_BUDGETS,
 )
 from ..training.checkpoint import RESUMABLE_CHANGES
 from . import options as opt
@@ -549,18 +551,28 @@ UPDATE = (
     ),
     opt.feature_ids(),
     option(
+        "--budget",
+        default=UPDATE_BUDGET,
+        show_default=True,
+        type=click.Choice(UPDATE_BUDGETS),
+        help="change: each node starts walks in proportion to the share of its edges that "
+        "changed (a new node: as many as training gave it), one epoch; hops: T walks from "
+        "every node within --hops of the change, for ceil(E S / N) epochs "
+        "(docs/update.md).",
+    ),
+    option(
         "--hops",
         default=1,
         type=click.IntRange(min=0),
-        help="Walks start at the nodes at most this many hops from a changed edge or node "
-        "(docs/update.md).",
+        help="--budget hops: walks start at the nodes at most this many hops from a "
+        "changed edge or node (docs/update.md).",
     ),
     option(
         "--epochs",
         default=None,
         type=click.IntRange(min=1),
-        help="Passes over the walks from those nodes [default: ceil(E S / N) within [1, E], "
-        "E the model's epochs, S of N nodes near the change].",
+        help="Passes over the walks from those nodes [default: --budget change 1; hops "
+        "ceil(E S / N) within [1, E], E the model's epochs, S of N nodes near the change].",
     ),
     opt.out("Embeddings of the new graph in word2vec text format [default: <graph stem>.emb]."),
     opt.npy("Also the embeddings as an (N, k) float32 .npy (ids in <stem>.nodes.txt)."),

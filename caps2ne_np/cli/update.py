@@ -125,7 +125,12 @@ def run_update(params):
     trainer.check_fresh(job.checkpoint_dir, job.resume_from, job.overwrite)
     model = read_model(job.model_path)
     old, new, features = _read_graphs(job, model)
-    options = UpdateOptions(hops=params["hops"], epochs=params["epochs"], threads=params["threads"])
+    options = UpdateOptions(
+        hops=params["hops"],
+        epochs=params["epochs"],
+        threads=params["threads"],
+        budget=params["budget"],
+    )
     done = update_model(
         model,
         old,

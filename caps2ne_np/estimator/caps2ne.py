@@ -185,6 +185,7 @@ class Caps2NE(BaseEstimator):
         old_graph=None,
         hops=1,
         epochs=None,
+        budget=None,
         checkpoint_dir=None,
         checkpoint_every=0,
         resume_from=None,
@@ -192,7 +193,9 @@ class Caps2NE(BaseEstimator):
         """Follow a changed graph (edges or nodes added or removed): the fitted model is
         updated to ``graph`` as ``caps2ne update`` does (update/update.py, docs/update.md):
         known nodes keep their rows, new ones start from the new graph's spectrum (or
-        Algorithm 3), and walks start only within ``hops`` hops of the change, for
+        Algorithm 3), and walks start near the change: ``budget`` 'change' (from each
+        node in proportion to the share of its edges that changed) or 'hops' (from
+        every node within ``hops`` hops of it; None: defaults.UPDATE_BUDGET), for
         ``epochs`` (None: a budget that grows with the change).  ``old_graph``: the graph
         the model was fitted on, read as ``fit`` read it; the estimator keeps the graph
         of a ``partial_fit`` (``graph_``), not of a ``fit``, so the first update after
@@ -217,7 +220,9 @@ class Caps2NE(BaseEstimator):
                     "weights differ); give that graph"
                 )
             new, nodes = self._graph(graph)
-            options = upd.UpdateOptions(hops, epochs, self.train_config().threads)
+            options = upd.UpdateOptions(
+                hops, epochs, self.train_config().threads, budget or upd.BUDGET
+            )
             done = upd.update(
                 self._model(),
                 old,

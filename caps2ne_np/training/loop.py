@@ -244,9 +244,9 @@ def set_up(run, on_resolved=None, check=None):
 
 
 def _checked_starts(starts, n_nodes):
-    """``Run.starts`` as sorted distinct int64 nodes; InputError when empty or out of
-    range."""
-    starts = np.unique(np.asarray(starts, dtype=np.int64))
+    """``Run.starts`` as sorted int64 nodes (a node given c times starts c T walks an
+    epoch: batch.start_walk_ids); InputError when empty or out of range."""
+    starts = np.sort(np.asarray(starts, dtype=np.int64).ravel())
     if starts.size == 0:
         raise InputError("no node to start walks from: the set of start nodes is empty")
     if starts[0] < 0 or starts[-1] >= n_nodes:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from ..defaults import UPDATE_BUDGET, UPDATE_BUDGETS
 from ..errors import InputError
 from ..graphs.changes import diff, hops_from
 from ..kernels.rng import derive_seed
@@ -53,31 +54,37 @@ log = logging.getLogger(__name__)
 
 HOPS = 1
 """The default hops around the change that walks start from (``UpdateOptions.hops``)."""
+BUDGETS, BUDGET = UPDATE_BUDGETS, UPDATE_BUDGET  # defaults.py says why
 
 
 @dataclass(frozen=True)
 class UpdateOptions:
-    """What an update may choose: ``hops`` (walks start at most this many hops from a
-    changed edge or node), ``epochs`` (None: the budget rule, module docstring),
-    and ``threads`` (Numba threads; the bits do not depend on it)."""
+    """What an update may choose: ``budget`` ('change' or 'hops', ``BUDGET``), ``hops``
+    (with 'hops': walks start at most this many hops from a changed edge or node),
+    ``epochs`` (None: the budget rule, module docstring), and ``threads`` (Numba
+    threads; the bits do not depend on it)."""
 
     hops: int = HOPS
     epochs: int | None = None
     threads: int = 1
+    budget: str = BUDGET
 
 
 @dataclass
 class Plan:
     """What an update trains (``plan``): ``change`` (changes.GraphChange), ``rows``
     (N_new,) int64, the model's row of each node of the new graph (-1: a new node),
-    ``starts`` (S,) int64 the nodes walks start from, ``cfg`` the resolved options of
-    the run (config.TrainConfig), ``features`` the fixed features prepared (or None)."""
+    ``starts`` (S,) int64 the nodes walks start from (sorted; with the budget 'change'
+    a node may repeat), ``cfg`` the resolved options of the run (config.TrainConfig),
+    ``features`` the fixed features prepared (or None), ``budget`` the rule that chose
+    the starts (``BUDGETS``)."""
 
     change: object
     rows: np.ndarray
     starts: np.ndarray
     cfg: object
     features: object = None
+    budget: str = BUDGET
 
 
 def model_of(trained, graph, calibration=None, run=None):
@@ -165,26 +172,82 @@ def update_epochs(trained_epochs, n_starts, n_nodes):
     return int(min(E, max(1, math.ceil(E * n_starts / max(n_nodes, 1)))))
 
 
+def change_shares(change, old_graph, new_graph):
+    """(N_new,) float64 in [0, 1]: the share of each node's edges that changed, 1 for an
+    added node; for a kept node, its stored edges added or removed (either end; its
+    edges to removed and to added nodes too) over the larger of its degrees (in plus
+    out, as stored) in the two graphs: 0 for a node the change does not touch."""
+    n = new_graph.n_nodes
+    changed = np.zeros(n, dtype=np.float64)
+    for edges in (change.edges_added, change.edges_removed):
+        if len(edges):
+            changed += np.bincount(np.asarray(edges).ravel(), minlength=n)
+    to_new = np.full(old_graph.n_nodes, -1, dtype=np.int64)
+    to_new[change.kept_old] = change.kept_new
+    if change.removed_old.size:  # edges to and from removed nodes, at their kept ends
+        A = old_graph.to_scipy()
+        ends = np.r_[A[change.removed_old].indices, A[:, change.removed_old].tocoo().row]
+        ends = to_new[ends]
+        changed += np.bincount(ends[ends >= 0], minlength=n)
+    if change.added.size:  # edges to and from added nodes, at their kept ends
+        A = new_graph.to_scipy()
+        ends = np.r_[A[change.added].indices, A[:, change.added].tocoo().row]
+        changed += np.bincount(ends, minlength=n)
+    deg_new = np.diff(new_graph.indptr) + np.bincount(new_graph.indices, minlength=n)
+    deg_old = np.zeros(n, dtype=np.int64)
+    m = old_graph.n_nodes
+    old_deg = np.diff(old_graph.indptr) + np.bincount(old_graph.indices, minlength=m)
+    deg_old[change.kept_new] = old_deg[change.kept_old]
+    share = np.minimum(1.0, changed / np.maximum(np.maximum(deg_new, deg_old), 1))
+    share[change.added] = 1.0
+    return share
+
+
+def change_starts(shares, trained_epochs, seed):
+    """(S,) int64 sorted, nodes repeated: the walk starts of an update whose budget
+    follows the change (``BUDGET`` 'change'): node u appears c_u times, c_u = E s_u
+    rounded up or down at random (up with probability its fraction; seeded), E the
+    epochs the model trained and s_u its share of changed edges (``change_shares``).
+    Over the update's one epoch node u then starts c_u T walks, in expectation E T s_u:
+    its share of what training gave it (an added node: all of it).  At least one start
+    (the node with the largest share) when every c_u rounds to 0."""
+    x = np.asarray(shares, dtype=np.float64) * max(1, int(trained_epochs))
+    whole = np.floor(x)
+    rng = np.random.default_rng(derive_seed(seed, "update starts"))
+    count = (whole + (rng.random(x.size) < x - whole)).astype(np.int64)
+    if count.sum() == 0 and x.size and x.max() > 0:
+        count[int(np.argmax(x))] = 1
+    return np.repeat(np.arange(x.size, dtype=np.int64), count)
+
+
 def plan(model, old_graph, new_graph, features=None, options=UpdateOptions()):
     """The ``Plan`` of updating ``model`` (modelfile.read_model's dict) from
     ``old_graph`` to ``new_graph`` (csr.Graph); InputError when they do not match
     (``check_model``)."""
     if int(options.hops) < 0:
         raise InputError(f"--hops must be >= 0, got {options.hops}")
+    if options.budget not in BUDGETS:
+        raise InputError(f"--budget: one of {', '.join(BUDGETS)}; got {options.budget!r}")
     check_model(model, old_graph, new_graph, features)
     change = diff(old_graph, new_graph)
     rows = model_rows(model["node_ids"], new_graph)
-    dist = hops_from(new_graph, change.touched, options.hops)
-    starts = np.flatnonzero(dist >= 0).astype(np.int64)
+    stored = dict(model["config"])
+    history = model.get("history") or []  # the training's epochs, not earlier updates'
+    trained = sum(not h.get("update") for h in history) or stored.get("epochs") or 1
+    if options.budget == "change":
+        shares = change_shares(change, old_graph, new_graph)
+        starts = change_starts(shares, trained, int(stored.get("seed", 0)))
+    else:
+        dist = hops_from(new_graph, change.touched, options.hops)
+        starts = np.flatnonzero(dist >= 0).astype(np.int64)
     if starts.size == 0:
         raise InputError(
             "nothing to update: the new graph has the old one's nodes and edges"
             + (" (only nodes without edges were removed)" if change.removed_old.size else "")
         )
-    stored = dict(model["config"])
-    history = model.get("history") or []  # the training's epochs, not earlier updates'
-    trained = sum(not h.get("update") for h in history) or stored.get("epochs") or 1
     epochs = options.epochs
+    if epochs is None and options.budget == "change":
+        epochs = 1
     if epochs is None:
         epochs = update_epochs(trained, starts.size, new_graph.n_nodes)
     fixed = model["fixed_features"]
@@ -193,18 +256,23 @@ def plan(model, old_graph, new_graph, features=None, options=UpdateOptions()):
     prepared = None
     if features is not None:
         prepared = prepare_features(features, new_graph.n_nodes, cfg.normalize_features)
+    where = (
+        f"{cfg.walks_per_node} x {starts.size} walks from {np.unique(starts).size} node(s) "
+        "by their share of changed edges"
+        if options.budget == "change"
+        else f"walks start at {starts.size} node(s) within {options.hops} hop(s) of it"
+    )
     log.info(
         "the change: %d node(s) added, %d removed, %d stored edge(s) added, %d removed; "
-        "walks start at %d node(s) within %d hop(s) of it, %d epoch(s)",
+        "%s, %d epoch(s)",
         change.added.size,
         change.removed_old.size,
         len(change.edges_added),
         len(change.edges_removed),
-        starts.size,
-        options.hops,
+        where,
         cfg.epochs,
     )
-    return Plan(change, rows, starts, cfg, prepared)
+    return Plan(change, rows, starts, cfg, prepared, options.budget)
 
 
 def neighbour_mean(graph, known, values):
@@ -241,7 +309,10 @@ def start_params(model, plan_, new_graph):
     if not model["fixed_features"]:
         X[kept] = model["X"][rows[kept]]
     new = np.flatnonzero(~kept)
-    spectral = _spectral_start(cfg, new_graph)
+    # the rows the new graph's spectral start replaces: the walks' starts ('hops'), or
+    # the new nodes only ('change': every kept node keeps its rows)
+    remap = plan_.starts if plan_.budget == "hops" else new
+    spectral = _spectral_start(cfg, new_graph, any_rows=remap.size > 0)
     if new.size:
         if not model["fixed_features"] and spectral.X is None:
             x_mean, has = neighbour_mean(new_graph, kept, X)
@@ -252,18 +323,19 @@ def start_params(model, plan_, new_graph):
             O[new] = _inferred_o(model, new_graph, plan_.features, new, O[new])
     with threadpool_limits(limits=1):  # the same bits on any thread count
         if spectral.X is not None:
-            X[plan_.starts] = mapped_rows(spectral.X, X, kept, plan_.starts)
+            X[remap] = mapped_rows(spectral.X, X, kept, remap)
         if spectral.O is not None:
-            O[plan_.starts] = mapped_rows(spectral.O, O, kept, plan_.starts)
+            O[remap] = mapped_rows(spectral.O, O, kept, remap)
     return Params(W, O, bias, X, fixed_features=bool(model["fixed_features"]))
 
 
-def _spectral_start(cfg, graph):
+def _spectral_start(cfg, graph, any_rows=True):
     """The spectral start of a training of ``cfg`` on ``graph`` (spectral/prone.py: its
-    X with --spectral init, X and O with init_xo; nothing with none)."""
+    X with --spectral init, X and O with init_xo; nothing with none, or when no row
+    takes it: ``any_rows`` False)."""
     from ..spectral import prone
 
-    if cfg.spectral not in ("init", "init_xo"):
+    if cfg.spectral not in ("init", "init_xo") or not any_rows:
         return prone.SpectralStart()
     return prone.start(graph.indptr, graph.indices, graph.weights, cfg)
 

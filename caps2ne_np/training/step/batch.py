@@ -60,12 +60,18 @@ walk id of each of the epoch's walks (``start_walk_ids``; empty: walk w is walk 
 
 
 def start_walk_ids(starts, n_nodes, walks_per_node):
-    """(S T,) int64: the walk ids of T walks from each of the nodes ``starts`` (S,):
-    walk j = t S + s is walk id starts[s] + N t, which starts at starts[s] (walk id w
-    starts at w mod N) and is that node's t-th walk of a run from every node."""
+    """(S T,) int64: the walk ids of T walks from each of the nodes ``starts`` (S,,
+    sorted; a node may repeat): walk j = t S + s is walk id starts[s] + N (c T + t), c
+    the times starts[s] came before it, which starts at starts[s] (walk id w starts at
+    w mod N) and is that node's (c T + t)-th walk of a run from every node: a node
+    given c times has c T distinct walks."""
     starts = np.asarray(starts, dtype=np.int64)
+    c = np.arange(starts.size, dtype=np.int64)
+    if starts.size:
+        c -= np.searchsorted(starts, starts, side="left")  # copies before it
+    T = np.int64(walks_per_node)
     t = np.arange(walks_per_node, dtype=np.int64)[:, None]
-    return (starts[None, :] + np.int64(n_nodes) * t).ravel()
+    return (starts[None, :] + np.int64(n_nodes) * (c[None, :] * T + t)).ravel()
 
 
 def walk_seed(seed, epoch):
