@@ -141,12 +141,31 @@ def replica_round_trip(P, S, fixed, share=7):
         b += size
     for w in workers:  # the last merge (RayEngine hands it on with the next round)
         w.absorb(*merged)
+    flushed = [w.flush() for w in workers]  # the moments, as before a checkpoint
+    merged = [srv.merge_moments(*[f[1 + s] for f in flushed])[0] for s, srv in enumerate(servers)]
+    for w in workers if P > 1 else ():
+        w.absorb_moments(*merged)
     tables = {
         name: interleave([srv.arrays[name] for srv in servers], 0, n, S)
         for name in ("O", "X", "bias")
     }
     tables["W"] = servers[0].arrays["W"]
+    for name in workers[0].names:  # the moments the servers hold after the flush
+        for which in ("m", "v"):
+            if name == "W":  # server 0's
+                tables[f"{which} W"] = getattr(servers[0].opt, which)["W"]
+                continue
+            parts = [getattr(srv.opt, which)[name] for srv in servers]
+            tables[f"{which} {name}"] = interleave(parts, 0, n, S)
     return (g, cfg, given), tables, workers
+
+
+def assert_moments_on_servers(tables, worker):
+    """The servers' moments after a flush are the worker's, bit for bit."""
+    for name in worker.names:
+        for which in ("m", "v"):
+            got = tables[f"{which} {name}"]
+            assert np.array_equal(got, getattr(worker.opt, which)[name]), (which, name)
 
 
 @pytest.mark.parametrize("fixed", [False, True])
@@ -159,6 +178,7 @@ def test_replica_rounds_in_process_equal_the_compiled_single_machine(fixed):
     for name in NAMES:
         assert np.array_equal(tables[name], getattr(single.params, name)), name
         assert np.array_equal(getattr(workers[0].params, name), tables[name]), name
+    assert_moments_on_servers(tables, workers[0])  # what a checkpoint saves
 
 
 def test_replica_rounds_two_workers_reproducible_whatever_the_servers():
@@ -171,22 +191,29 @@ def test_replica_rounds_two_workers_reproducible_whatever_the_servers():
         assert np.array_equal(one_server[name], two_servers[name]), name
         for w in w1:
             assert np.array_equal(getattr(w.params, name), one_server[name]), name
+    for w in w1:  # after a flush, every worker holds the merged moments
+        assert_moments_on_servers(one_server, w)
+    assert all(np.array_equal(one_server[k], two_servers[k]) for k in one_server)
     assert not np.array_equal(one_server["O"], single_worker["O"])
 
 
 def test_merge_rows_keeps_one_workers_bits_and_sums_the_changes_of_several():
-    from caps2ne_np.training.ray.replica import merge_rows
+    from caps2ne_np.training.ray.replica import merge_moments, merge_rows
 
     rng = np.random.default_rng(0)
     values, m, v = (rng.random((4, 3)).astype(np.float32) for _ in range(3))
-    base = values.copy()
+    base, m_base = values.copy(), m.copy()
     a = (np.array([0, 2]), *(rng.random((2, 3)).astype(np.float32) for _ in range(3)))
     b = (np.array([2, 3]), *(rng.random((2, 3)).astype(np.float32) for _ in range(3)))
-    rows, *_ = merge_rows(values, m, v, [a, None, b])
+    rows, _ = merge_rows(values, [a[:2], None, b[:2]])
     assert rows.tolist() == [0, 2, 3]
-    assert values[0].tobytes() == a[1][0].tobytes() and m[3].tobytes() == b[2][1].tobytes()
+    assert values[0].tobytes() == a[1][0].tobytes() and values[3].tobytes() == b[1][1].tobytes()
     assert np.array_equal(values[1], base[1])  # nobody changed it
     assert np.allclose(values[2], base[2] + (a[1][1] - base[2]) + (b[1][0] - base[2]))
+    assert np.array_equal(m, m_base)  # the values' merge leaves the moments
+    rows, *_ = merge_moments(m, v, [(a[0], a[2], a[3]), None, (b[0], b[2], b[3])])
+    assert rows.tolist() == [0, 2, 3] and m[3].tobytes() == b[2][1].tobytes()
+    assert np.array_equal(m[1], m_base[1])
     assert np.allclose(m[2], (a[2][1] + b[2][0]) / 2) and np.allclose(v[2], (a[3][1] + b[3][0]) / 2)
 
 

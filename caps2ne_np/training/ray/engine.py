@@ -332,8 +332,25 @@ class RayEngine:
             checks.append(self.cluster.workers[0].finite_W.remote())
         return all(self.ray.get(checks))
 
+    def _flush_moments(self):
+        """Replica rounds: the workers' moments of the rows changed since the last
+        flush, merged by the servers (replica.merge_moments) and, at P > 1, copied
+        back into every worker: what a checkpoint saves from the servers."""
+        ray, S, P = self.ray, self.S, self.P
+        workers, servers = self.cluster.workers, self.cluster.servers
+        refs = [w.flush.options(num_returns=S + 1).remote() for w in workers]
+        merged = [
+            srv.merge_moments.options(num_returns=2).remote(*[refs[r][1 + s] for r in range(P)])
+            for s, srv in enumerate(servers)
+        ]
+        ray.get([ok for _, ok in merged])
+        if P > 1:
+            ray.get([w.absorb_moments.remote(*[rows for rows, _ in merged]) for w in workers])
+
     def save(self, directory, state, history, extra):
         self._flush_W()
+        if self.replicas:
+            self._flush_moments()
         save_checkpoint(
             self.ray,
             directory,

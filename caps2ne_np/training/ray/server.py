@@ -10,7 +10,7 @@ from ...errors import InputError
 from ...model.params import slot_major
 from ...model.row_grad import RowGrad
 from ..step.optim import Adam
-from .replica import merge_rows, rows_of, shard_moments
+from .replica import merge_moments, merge_rows, rows_of, shard_moments
 from .shards import peak_rss, set_threads, shard_rows
 
 
@@ -99,9 +99,22 @@ class ShardServer:
 
     def merge(self, *pushes):
         """Replica rounds: merge the P workers' changed rows (``pushes`` in rank order,
-        each {name: (local rows, values, m, v)}) into this shard (replica.merge_rows)
-        and return (the merged rows {name: (rows, values, m, v)} for the workers, or
-        None when there is one worker: its tables are this shard's already; True)."""
+        each {name: (local rows, values)}) into this shard (replica.merge_rows) and
+        return (the merged rows {name: (rows, values)} for the workers, or None when
+        there is one worker: its tables are this shard's already; True)."""
+        return self._merge(pushes, lambda name: [rows_of(name, self.arrays[name])], merge_rows)
+
+    def merge_moments(self, *pushes):
+        """Replica rounds, before a checkpoint: merge the P workers' moments of the rows
+        they changed since the last one (``pushes``, each {name: (local rows, m, v)})
+        into this shard's (replica.merge_moments); returns as ``merge`` does."""
+
+        def tables(name):
+            return [rows_of(name, self.opt.m[name]), rows_of(name, self.opt.v[name])]
+
+        return self._merge(pushes, tables, merge_moments)
+
+    def _merge(self, pushes, tables, merge):
         t0 = time.perf_counter()
         merged = {}
         for name in self.trainable:
@@ -109,9 +122,7 @@ class ShardServer:
                 continue
             given = [p.get(name) for p in pushes]
             self.pushed += sum(a.nbytes for g in given if g is not None for a in g)
-            tables = [rows_of(name, t) for t in (self.arrays[name], self.opt.m[name],
-                                                  self.opt.v[name])]  # fmt: skip
-            update = merge_rows(*tables, given)
+            update = merge(*tables(name), given)
             if update is not None:
                 merged[name] = update
         self.seconds["apply"] += time.perf_counter() - t0
