@@ -328,8 +328,8 @@ def replica_layout(layout, P, S, result, wall, stats, single):
         compute_s_per_pair=sum(x["train"] for x in w) / pairs,
         server_merge_ms=[1e3 * s["apply"] / rounds for s in srv],
         bytes_per_pair=dict(
-            pushed=sum(x["pushed"] for x in w) / pairs,
-            merged=sum(x["pulled"] for x in w) / pairs,
+            pushed=sum(x["pushed"] + x.get("moments_pushed", 0) for x in w) / pairs,
+            merged=sum(x["pulled"] + x.get("moments_pulled", 0) for x in w) / pairs,
         ),
         bytes_loaded=sum(x["loaded"] for x in w),
         held_bytes=[x["held_bytes"] for x in w],
@@ -493,13 +493,21 @@ def project(r, P, network=NETWORK):
     and worker, the compute of its 1/P of the round's pairs (the measured seconds per
     pair), the rows' way out and in (at most the round's changed rows each way: twice
     the measured bytes per pair pushed at P = 1, times the round's pairs, over the
-    link), the calls (a train call, S pushes, the merge, S fetches of merged rows),
+    link; three times that where --sync-moments auto merges the moments every round),
+    the calls (a train call, S pushes, the merge, S fetches of merged rows),
     and what does not shrink with P (the measured diff and merge per round; absorb
     taken equal to diff).  Returns (pairs/s, communication's share, overheads' share)."""
+    from caps2ne_np.defaults import SYNC_ROUND_MAX_WORKERS
+
     pairs_round = r["pairs"] / r["rounds"]
     compute = r["compute_s_per_pair"] * pairs_round / P
-    net = 2 * r["bytes_per_pair"]["pushed"] * pairs_round / (network["bits_per_s"] / 8)
-    calls = (2 + 2 * P) * network["call_s"]
+    # --sync-moments auto: at 2..SYNC_ROUND_MAX_WORKERS the moments go with the values
+    # every round, 3 x a P = 1 run's bytes (a value and two moments a parameter)
+    sync = 2 <= P <= SYNC_ROUND_MAX_WORKERS
+    bytes_pair = r["bytes_per_pair"]["pushed"] * (3 if sync else 1)
+    net = 2 * bytes_pair * pairs_round / (network["bits_per_s"] / 8)
+    # a train call, S pushes, the merge, S fetches; the moments' flush, S merges, absorb
+    calls = (2 + 2 * P + (2 + P if sync else 0)) * network["call_s"]
     fixed = (2 * r["worker_ms"]["diff"] + max(r["server_merge_ms"])) / 1e3
     total = compute + net + calls + fixed
     return pairs_round / total, (net + calls) / total, fixed / total

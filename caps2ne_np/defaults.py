@@ -70,12 +70,22 @@ ROW_NORM_MIN = 1e-30
 """The shortest --row-norm: the written rows are float32, whose normal numbers end at
 1.2e-38, so a row of length 1e-30 keeps its largest entries (at least 1e-30 / sqrt(k))
 to their digits up to k = 10^14; at 1e-45 every entry rounds to zero (the whole row)."""
-ROUND_WALKS = 4
+ROUND_WALKS = 2
 """Ray's replica rounds (--round-walks, training/ray/engine.py): the walks per node a
 round trains between two merges of the workers' replicas (a round is at most a quarter
 of an epoch).  More walks: fewer bytes per trained pair, staler reads at P > 1; 0: the
-parameter server's rounds (a batch per worker on rows pulled for it).
-docs/distributed.md, 'Replica rounds'."""
+parameter server's rounds (a batch per worker on rows pulled for it).  2: at P = 2
+within a point of one machine on Cora, PPI and Wiki, where 4 left PPI 1.03 below
+(docs/distributed.md, 'Replica rounds')."""
+SYNC_MOMENTS_CHOICES = ("auto", "round", "checkpoint")
+SYNC_MOMENTS = "auto"
+SYNC_ROUND_MAX_WORKERS = 4
+"""When Ray's replica rounds merge the workers' Adam moments (--sync-moments): 'round',
+every round with the values (three times the bytes: a value and two moments a
+parameter); 'checkpoint', only before a checkpoint (each worker steps with its own
+moments between); 'auto', every round at 2 to SYNC_ROUND_MAX_WORKERS workers, where the
+projected network share stays near a tenth of a round, else at checkpoints.  At P = 1
+every choice gives the single machine's bits.  docs/distributed.md."""
 UPDATE_BUDGETS = ("change", "hops")
 UPDATE_BUDGET = "hops"
 """How an update chooses its walks (``caps2ne update --budget``, update/update.py):

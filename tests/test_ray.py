@@ -226,6 +226,14 @@ def test_round_walks_is_a_whole_number_at_least_zero(bad):
         check_round_walks(bad)
 
 
+def test_sync_moments_is_one_of_its_choices(partition):
+    from caps2ne_np.training.ray.driver import fit as fit_ray
+
+    g, _ = partition
+    with pytest.raises(InputError, match="sync_moments: one of auto, round, checkpoint"):
+        fit_ray(g.indptr, g.indices, g.weights, TrainConfig(**CFG), sync_moments="often")
+
+
 def test_cli_refuses_negative_round_walks(tmp_path):
     from click.testing import CliRunner
 
@@ -275,19 +283,22 @@ def test_one_worker_equals_single_machine_compiled_step_bitwise(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rounds", ["replicas", "rows"])
+@pytest.mark.parametrize("rounds", ["replicas", "replicas, moments at checkpoints", "rows"])
 def test_fixed_workers_reproducible_and_independent_of_servers(
     ray_local, partition, single, rounds
 ):
-    """P = 2 gives the same bits for S = 1 and 2, in replica rounds (the default) and
-    in the parameter server's rounds (``round_walks=0``; nor where W lives)."""
+    """P = 2 gives the same bits for S = 1 and 2, in replica rounds (the default: the
+    moments merged every round; or only before checkpoints) and in the parameter
+    server's rounds (``round_walks=0``; nor where W lives)."""
     g, _ = partition
     walks = 0 if rounds == "rows" else 4
+    sync = "checkpoint" if "checkpoints" in rounds else "auto"
     stats = {}
-    a = run(g, 2, 1, stats=stats, round_walks=walks)
-    b = run(g, 2, 2, w_placement="workers" if rounds == "rows" else "server", round_walks=walks)
+    a = run(g, 2, 1, stats=stats, round_walks=walks, sync_moments=sync)
+    b = run(g, 2, 2, w_placement="workers" if rounds == "rows" else "server", round_walks=walks,
+            sync_moments=sync)  # fmt: skip
     assert_same(a, b)
-    kind = "compiled replica" if rounds == "replicas" else "compiled"
+    kind = "compiled" if rounds == "rows" else "compiled replica"
     assert [w["step"] for w in stats["workers"]] == [kind, kind]
     # two workers take the same batches, stale by a round: close to, not equal to, P = 1
     assert not np.array_equal(a.params.O, single.params.O)

@@ -13,6 +13,8 @@ from ..defaults import (
     DEFAULT_CALIBRATION,
     ISOLATED,
     ROUND_WALKS,
+    SYNC_MOMENTS,
+    SYNC_MOMENTS_CHOICES,
     UPDATE_BUDGET,
     UPDATE_BUDGETS,
 )
@@ -239,6 +241,16 @@ TRAIN = (
             "the workers' replicas (at most a quarter of an epoch): fewer, less stale at "
             "--workers > 1 and more bytes per trained pair; 0: a batch per worker on rows "
             "pulled from the servers. docs/distributed.md.",
+        ),
+        option(
+            "--sync-moments",
+            default=SYNC_MOMENTS,
+            show_default=True,
+            type=click.Choice(SYNC_MOMENTS_CHOICES),
+            help="--engine ray: when the workers' Adam moments merge: every round (with the "
+            "values, three times the bytes), only before a checkpoint (each worker steps "
+            "with its own between), or auto: every round at 2 to 4 workers, else at "
+            "checkpoints. docs/distributed.md.",
         ),
     ),
     opt.section(

@@ -69,7 +69,8 @@ class Caps2NE(BaseEstimator):
 
     ``engine='ray'`` trains on a Ray cluster instead (``training.ray.fit``): ``workers``
     P, ``servers`` S, ``ray_address`` (None: a local instance), ``round_walks`` (walks
-    per node of a round between merges of the workers' replicas); lazy Adam only.
+    per node of a round between merges of the workers' replicas), ``sync_moments``
+    (when their Adam moments merge: 'auto', 'round', 'checkpoint'); lazy Adam only.
     ``parallel='async'``: ``n_jobs`` threads train their own batches on the shared tables
     without locks (``train.AsyncEngine``; faster, not reproducible).  ``spectral``: the
     ProNE start (spectral/prone.py: none, features, init, init_xo); ``propagate``: ProNE's

@@ -3,11 +3,19 @@ the command line and the ``Caps2NE`` estimator call) chooses between this proces
 (train.fit_run: sync or async threads) and a Ray cluster (ray.fit_run, which caps its
 workers at the batches of an epoch)."""
 
-from ..defaults import ROUND_WALKS
+from ..defaults import ROUND_WALKS, SYNC_MOMENTS
 from ..errors import InputError
 
 ENGINES = ("single", "ray")
-ENGINE_OPTIONS = ("parallel", "engine", "workers", "servers", "ray_address", "round_walks")
+ENGINE_OPTIONS = (
+    "parallel",
+    "engine",
+    "workers",
+    "servers",
+    "ray_address",
+    "round_walks",
+    "sync_moments",
+)
 """``fit``'s keyword arguments that choose the engine: the command line's options and
 the estimator's parameters of these names."""
 
@@ -21,13 +29,15 @@ def fit(
     servers=1,
     ray_address=None,
     round_walks=ROUND_WALKS,
+    sync_moments=SYNC_MOMENTS,
     write_outputs=None,
     results_only_stdout=False,
 ):
     """Train the job ``run`` (loop.Run) with ``engine`` ('single': train.fit_run with
     ``parallel``; 'ray': ray.fit_run with P = ``workers``, S = ``servers``,
     ``ray_address``, ``round_walks`` (walks per node of a replica round: defaults.
-    ROUND_WALKS) and ``write_outputs``).  ``results_only_stdout``: while Ray runs,
+    ROUND_WALKS), ``sync_moments`` (when the workers' moments merge: defaults.
+    SYNC_MOMENTS) and ``write_outputs``).  ``results_only_stdout``: while Ray runs,
     standard output carries only this process's results (the command line's
     ``--out -``).  Returns a loop.TrainResult."""
     if engine not in ENGINES:
@@ -60,5 +70,6 @@ def fit(
             servers=servers,
             address=ray_address,
             round_walks=round_walks,
+            sync_moments=sync_moments,
             write_outputs=write_outputs,
         )

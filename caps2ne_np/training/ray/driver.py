@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...defaults import ROUND_WALKS
+from ...defaults import ROUND_WALKS, SYNC_MOMENTS, SYNC_MOMENTS_CHOICES
 from ...errors import InputError
 from .. import budget
 from ..loop import LoopOptions, Run, TrainResult, run_epochs, set_up
@@ -48,6 +48,7 @@ def fit_run(
     stats=None,
     w_placement="server",
     round_walks=ROUND_WALKS,
+    sync_moments=SYNC_MOMENTS,
     write_outputs=None,
 ):
     """``train.fit_run`` on a Ray cluster (P = ``workers``, S = ``servers``): the same
@@ -69,6 +70,9 @@ def fit_run(
     ROUND_PARTS caps a round at a quarter of an epoch): fewer, the workers' reads are
     less stale at P > 1 and more bytes move per trained pair; 0: the parameter
     server's rounds.  At P = 1 any value gives the single machine's bits.
+    sync_moments: when a replica round's workers merge their Adam moments: 'round'
+    (with the values, every round), 'checkpoint' (before a checkpoint only) or 'auto'
+    (defaults.SYNC_MOMENTS: every round at 2 to SYNC_ROUND_MAX_WORKERS workers).
     write_outputs: called as ``write_outputs(result)`` after training, while the actors
     still live, with ``result.params`` holding W and, instead of the N-row tables,
     ``io.RowBlocks`` that pull consecutive row blocks from the shards (see
@@ -84,10 +88,14 @@ def fit_run(
     P, S = int(workers), int(servers)
     _check_layout(P, S, run.graph.n_nodes, w_placement, max_rows_per_shard)
     round_walks = check_round_walks(round_walks)
+    if sync_moments not in SYNC_MOMENTS_CHOICES:
+        raise InputError(
+            f"sync_moments: one of {', '.join(SYNC_MOMENTS_CHOICES)}; got {sync_moments!r}"
+        )
     setup, P = _set_up(run, P, address)
     layout = dict(P=P, S=S, replicate_W=w_placement == "workers", stats=stats)
     layout.update(row_limit=max_rows_per_shard)  # a limit below N: no replica rounds
-    layout.update(round_walks=round_walks)
+    layout.update(round_walks=round_walks, sync_moments=sync_moments)
     started = start_ray(address)
     ray = import_ray()
     # the spectral start goes into the first attempt's initial values only (a restart

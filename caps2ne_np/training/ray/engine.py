@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...defaults import ROUND_WALKS
+from ...defaults import ROUND_WALKS, SYNC_MOMENTS, SYNC_ROUND_MAX_WORKERS
 from ...errors import InputError
 from ...kernels.rng import derive_seed
 from ...model.params import init_params
@@ -144,6 +144,7 @@ class RayEngine:
         n_batches=None,
         row_limit=None,
         round_walks=ROUND_WALKS,
+        sync_moments=SYNC_MOMENTS,
     ):
         self.ray, self.cfg, self.S, self.replicate_W = ray, cfg, S, replicate_W
         self.n_nodes = n_nodes = int(indptr.shape[0] - 1)
@@ -162,6 +163,10 @@ class RayEngine:
                     f"resume with the same number of servers (now {S})"
                 )
         self.round_size = self.P = P
+        # replica rounds: merge the moments every round, or only before a checkpoint
+        self.sync_rounds = sync_moments == "round" or (
+            sync_moments == "auto" and 2 <= P <= SYNC_ROUND_MAX_WORKERS
+        )
         self.replicas = replica_rounds(
             cfg, self.fixed, replicate_W, row_limit, n_nodes, round_walks
         )
@@ -311,6 +316,8 @@ class RayEngine:
         done = [rec for part in ray.get([refs[r][0] for r in range(P)]) for rec in part]
         ray.get([ok for _, ok in merged])  # the merged rows stay in the object store
         self._merged = tuple(rows for rows, _ in merged) if P > 1 else ()
+        if self.sync_rounds:  # --sync-moments round: the moments too, every round
+            self._flush_moments()
         size = P * self.share  # the first round: one batch per worker
         every, nxt = self.checkpoint_every, step0 + n
         if every:  # a round ends at each multiple of checkpoint_every (as train.LocalEngine's)
