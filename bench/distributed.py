@@ -331,6 +331,8 @@ def replica_layout(layout, P, S, result, wall, stats, single):
             pushed=sum(x["pushed"] + x.get("moments_pushed", 0) for x in w) / pairs,
             merged=sum(x["pulled"] + x.get("moments_pulled", 0) for x in w) / pairs,
         ),
+        # rows' values only each round (8fc42b5 on): the moments go at a flush
+        values_only=all("moments_pushed" in x for x in w),
         bytes_loaded=sum(x["loaded"] for x in w),
         held_bytes=[x["held_bytes"] for x in w],
         server_rows=[s["rows"] for s in srv], server_row_bytes=[s["row_bytes"] for s in srv],
@@ -503,7 +505,8 @@ def project(r, P, network=NETWORK):
     compute = r["compute_s_per_pair"] * pairs_round / P
     # --sync-moments auto: at 2..SYNC_ROUND_MAX_WORKERS the moments go with the values
     # every round, 3 x a P = 1 run's bytes (a value and two moments a parameter)
-    sync = 2 <= P <= SYNC_ROUND_MAX_WORKERS
+    # (a run from before 8fc42b5 pushed the moments every round, counted in its bytes)
+    sync = 2 <= P <= SYNC_ROUND_MAX_WORKERS and r.get("values_only", False)
     bytes_pair = r["bytes_per_pair"]["pushed"] * (3 if sync else 1)
     net = 2 * bytes_pair * pairs_round / (network["bits_per_s"] / 8)
     # a train call, S pushes, the merge, S fetches; the moments' flush, S merges, absorb
