@@ -12,8 +12,11 @@ RESULTS = ROOT / "docs" / "results"
 # options on every panel graph and the rules chosen by leaving each graph out (written_*,
 # 55 kB, and the four graphs of more/ against the peers, panel_more_peers.*, 17 kB), 736 kB
 # with the Ray replica rounds (distributed_replicas*, 61 kB) and the link panel
-# (links_panel.*, 26 kB), 768 kB with the update study (update_cora_wiki.*, 19 kB)
-LIMIT = 780_000
+# (links_panel.*, 26 kB), 768 kB with the update study (update_cora_wiki.*, 19 kB), 900
+# kB with the Ray round's size and moments at P = 1, 2 and 200k nodes (distributed_
+# defaults_*, distributed_values_*, distributed_replicas_rw*: 120 kB) and the update's
+# change budget (update_cora_wiki_change.*, 12 kB)
+LIMIT = 910_000
 
 
 def test_results_stay_under_the_limit():
