@@ -101,12 +101,22 @@ LOGLIK_LOGITS // N contexts (so 128 MiB of float64 logits at most, on any graph)
 LOGLIK_LOGITS = 1 << 24
 
 
+DRIFT_ROWS = 1 << 15
+"""Rows per block of ``drift``'s sums: float64 blocks of at most 32 MiB at k = 128,
+where whole-table float64 copies cost 3 GB at 1M nodes (docs/results/scale_1m.md)."""
+
+
 def drift(O_prev, O):
-    """|O - O_prev|_F / |O|_F (float): the relative change of the o_v over an epoch."""
-    O_prev = np.asarray(O_prev, dtype=np.float64)
-    O = np.asarray(O, dtype=np.float64)
-    norm = float(np.linalg.norm(O))
-    return float(np.linalg.norm(O - O_prev)) / max(norm, 1e-300)
+    """|O - O_prev|_F / |O|_F (float): the relative change of the o_v over an epoch; the
+    sums of squares in float64, ``DRIFT_ROWS`` rows at a time."""
+    O_prev, O = np.asarray(O_prev), np.asarray(O)
+    change = total = 0.0
+    for a in range(0, O.shape[0], DRIFT_ROWS):
+        x = np.asarray(O[a : a + DRIFT_ROWS], dtype=np.float64)
+        d = x - np.asarray(O_prev[a : a + DRIFT_ROWS], dtype=np.float64)
+        change += float(np.einsum("ij,ij->", d, d))
+        total += float(np.einsum("ij,ij->", x, x))
+    return float(np.sqrt(change)) / max(float(np.sqrt(total)), 1e-300)
 
 
 def _drifts_of(epoch):
@@ -169,9 +179,9 @@ class StopRule:
         self.drifts = [float(d) for d in (stored or {}).get("drifts", [])]
         epoch, batch = int(state["epoch"]), int(state["batch"])
         if epoch > 0 and batch == 0:
-            self.previous = np.array(params.O, dtype=np.float64)
+            self.previous = np.array(params.O)  # a copy in the o_v's dtype
         elif arrays is not None and "stop_previous" in arrays:
-            self.previous = np.array(arrays["stop_previous"], dtype=np.float64)
+            self.previous = np.array(arrays["stop_previous"])
         if stored is None and (epoch > 0 or batch > 0):
             self._judge_late(epoch, batch)
         elif epoch > 0 and batch > 0 and self.previous is None:
@@ -226,7 +236,7 @@ class StopRule:
             )
             self.stopped = True
             return True
-        O = np.array(params.O, dtype=np.float64)
+        O = np.array(params.O)  # a copy in the o_v's dtype (a float64 one doubled it)
         previous, self.previous = self.previous, O
         if previous is None:
             return False
