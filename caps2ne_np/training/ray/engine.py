@@ -25,10 +25,11 @@ ROUND_PARTS = 4
 (``--round-walks``, defaults.ROUND_WALKS: R N / B batches, split over the workers; at
 most 1 / ROUND_PARTS of an epoch, so that the workers merge at least that often an
 epoch), so that it carries about R L pairs per row it may change (L pairs per walk): a
-row's value and moments, 12 (k + d + 1) bytes, cost at most 12 (k + d + 1) / (R L)
-bytes per pair each way.  The run's first round is one batch per worker (it compiles or
-loads the kernels).  R = 0: rounds of one batch per worker on rows pulled for it (the
-parameter server's rounds, worker.py)."""
+row's values, 4 (k + d + 1) bytes, cost at most 4 (k + d + 1) / (R L) bytes per pair
+each way, three times that when the moments merge every round (``sync_moments``).
+The run's first round is one batch per worker (it compiles or loads the kernels).
+R = 0: rounds of one batch per worker on rows pulled for it (the parameter server's
+rounds, worker.py)."""
 
 
 def replica_rounds(cfg, fixed, replicate_W, row_limit=None, n_nodes=0, round_walks=ROUND_WALKS):

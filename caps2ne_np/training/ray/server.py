@@ -105,9 +105,10 @@ class ShardServer:
         return self._merge(pushes, lambda name: [rows_of(name, self.arrays[name])], merge_rows)
 
     def merge_moments(self, *pushes):
-        """Replica rounds, before a checkpoint: merge the P workers' moments of the rows
-        they changed since the last one (``pushes``, each {name: (local rows, m, v)})
-        into this shard's (replica.merge_moments); returns as ``merge`` does."""
+        """Replica rounds, before a checkpoint (and after every round with
+        --sync-moments round): merge the P workers' moments of the rows they changed
+        since the last flush (``pushes``, each {name: (local rows, m, v)}) into this
+        shard's (replica.merge_moments); returns as ``merge`` does."""
 
         def tables(name):
             return [rows_of(name, self.opt.m[name]), rows_of(name, self.opt.v[name])]
