@@ -18,6 +18,9 @@ The steps (docs/update.md says why each is so, and the alternatives):
    of them per epoch (walk w of the epoch starts at ``starts[w mod S]``); epochs: E_u =
    ceil(E |S| / N) in [1, E], E the epochs the model trained: the budget grows with
    the change, and a change that reaches every node trains as many epochs as training.
+   With ``budget='change'`` (``change_shares``, ``change_starts``) each node starts
+   walks in proportion to the share of its edges that changed, for one epoch, and only
+   the new nodes take the spectral start (step 2 keeps every kept row).
 4. The run: a resumed run (training/trainer.py) from a checkpoint made of the start
    (``write_start``), on the new graph, with the model's options, ``epochs`` E_u and no
    stop rule.  Its checkpoints go to ``checkpoint_dir`` like a training run's, and an
@@ -394,8 +397,8 @@ def check_resumed(directory, plan_, new_graph):
     if ckpt["graph_hash"] != start_fingerprint(plan_, new_graph):
         raise InputError(
             f"{ckpt['path']}: not a checkpoint of this update: the new graph, its "
-            "features or the nodes near the change (--hops) differ from those of the "
-            "run that wrote it; resume with the same inputs and --hops"
+            "features or the nodes near the change (--budget, --hops) differ from those "
+            "of the run that wrote it; resume with the same inputs, --budget and --hops"
         )
 
 
