@@ -72,6 +72,24 @@ def naive_neighbour_mean(edges, known, values, node):
     return np.mean(rows, axis=0) if rows else None
 
 
+def interrupted_then_resumed(model, graphs, options, tmp_path, at_step, every):
+    """An update stopped (KeyboardInterrupt) at step ``at_step`` with checkpoints every
+    ``every`` steps, then resumed from its folder: the resumed ``Updated``."""
+    old, new = graphs
+    folder = tmp_path / "ckpt"
+
+    def stop(epoch, batch, step):
+        if step == at_step:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        upd.update(
+            model, old, new, None, options, checkpoint_dir=folder, checkpoint_every=every,
+            step_callback=stop,
+        )  # fmt: skip
+    return upd.update(model, old, new, None, options, checkpoint_dir=folder, resume_from=folder)
+
+
 # -- graphs ----------------------------------------------------------------------------
 
 
@@ -251,18 +269,7 @@ def test_the_change_budget_trains_its_share_and_resumes(graphs, model, tmp_path)
     T, q, B = cfg["walks_per_node"], cfg["walk_length"], cfg["batch_size"]
     batches = -(-T * one.plan.starts.size // B)
     assert one.trained.result.history[-1]["pairs"] == batches * B * q
-
-    def stop(epoch, batch, step):
-        if step == 1:
-            raise KeyboardInterrupt
-
-    folder = tmp_path / "ckpt"
-    with pytest.raises(KeyboardInterrupt):
-        upd.update(
-            model, old, new, None, options, checkpoint_dir=folder, checkpoint_every=1,
-            step_callback=stop,
-        )  # fmt: skip
-    resumed = upd.update(model, old, new, None, options, checkpoint_dir=folder, resume_from=folder)
+    resumed = interrupted_then_resumed(model, graphs, options, tmp_path, at_step=1, every=1)
     assert np.array_equal(resumed.written, one.written)
 
 
@@ -280,18 +287,7 @@ def test_an_interrupted_update_resumes_where_it_stopped(graphs, model, tmp_path)
     old, new = graphs
     options = upd.UpdateOptions(epochs=2)
     whole = upd.update(model, old, new, None, options)
-
-    def stop(epoch, batch, step):
-        if step == 3:
-            raise KeyboardInterrupt
-
-    folder = tmp_path / "ckpt"
-    with pytest.raises(KeyboardInterrupt):
-        upd.update(
-            model, old, new, None, options, checkpoint_dir=folder, checkpoint_every=2,
-            step_callback=stop,
-        )  # fmt: skip
-    resumed = upd.update(model, old, new, None, options, checkpoint_dir=folder, resume_from=folder)
+    resumed = interrupted_then_resumed(model, graphs, options, tmp_path, at_step=3, every=2)
     assert np.array_equal(resumed.written, whole.written)
 
 
