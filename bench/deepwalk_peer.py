@@ -15,12 +15,16 @@ Prints the seconds taken by the walks (generation and conversion to token lists)
 by Word2Vec (vocabulary and training) on stdout, one ``key: value`` line each.
 """
 
+import os
 import sys
 import time
 
 T0 = time.perf_counter()
 
 import harness  # noqa: E402 -- bench/harness.py: the shared flags, imports nothing else
+
+# the checkout's package (its reader and walks), installed or not, as bench/common.py does
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(argv=None):

@@ -128,6 +128,12 @@ def parse_args(argv=None):
     ap.add_argument(
         "--budget", default=None, help="--update: update's --budget (default: its default)"
     )
+    ap.add_argument(
+        "--update-epochs",
+        type=int,
+        default=None,
+        help="--update: update's --epochs (default: its budget rule)",
+    )
     ap.add_argument("--far-hops", type=int, default=2, help="--update: 'far' is beyond this")
     ap.add_argument("--link-fraction", type=float, default=0.05, help="--update: held-out edges")
     args = ap.parse_args(argv)

@@ -140,7 +140,12 @@ def run_case(name, scenario, fraction, seed, args):
     model_run, t_model = _timed(trainer.train, old, cfg)
     model = upd.model_of(model_run, old)
     budget = getattr(args, "budget", None) or upd.BUDGET
-    options = upd.UpdateOptions(hops=args.hops, threads=args.threads, budget=budget)
+    options = upd.UpdateOptions(
+        hops=args.hops,
+        threads=args.threads,
+        budget=budget,
+        epochs=getattr(args, "update_epochs", None),
+    )
     done, t_update = _timed(upd.update, model, old, new_graph, None, options)
     again, t_retrain = _timed(trainer.train, new_graph, cfg)
     if scenario == "nodes":

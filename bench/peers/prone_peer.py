@@ -33,6 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import harness  # noqa: E402 -- bench/harness.py: the shared flags, imports nothing else
 
 del sys.path[0]  # bench/'s other modules stay out of nodevectors' way
+# the checkout's package (its graph reader), installed or not, as bench/common.py does
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def patch_nodevectors():
