@@ -163,6 +163,7 @@ def run_case(name, scenario, fraction, seed, args):
         fraction=fraction,
         seed=seed,
         nodes=n,
+        budget=done.plan.budget,
         starts=int(done.plan.starts.size),
         update_epochs=int(done.plan.cfg.epochs),
         trained_epochs=len(model_run.result.history),
@@ -233,4 +234,72 @@ def markdown(payload):
             name = side if side != "infer" or e["scenario"] == "nodes" else "stale"
             head = f"| {e['graph']} | {change} | {name} | "
             lines.append(head + " | ".join(shown) + f" | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def budget_rows(payloads, auto_max):
+    """The '--budget auto' check (``budget_table``): per graph and changed share of
+    edges, each budget's update (``summary`` of the study results ``payloads``, each
+    run with one ``--budget``) against retraining, and the budget the rule takes
+    (update.auto_budget: 'change' up to ``auto_max``, else 'hops')."""
+    out = {}
+    for p in payloads:
+        # the budget the rows record, else the run's --budget (before 'auto': 'hops')
+        budget = p["rows"][0].get("budget") or p["args"].get("budget") or "hops"
+        for e in summary(p["rows"]):
+            if e["scenario"] != "edges" or p["args"].get("update_epochs"):
+                continue
+            key = (e["graph"], e["fraction"])
+            out.setdefault(key, dict(graph=e["graph"], fraction=e["fraction"]))[budget] = dict(
+                accuracy=e["update_accuracy"][0] - e["retrain_accuracy"][0],
+                tuned=e["update_tuned"][0] - e["retrain_tuned"][0],
+                link_auc=e["update_link_auc"][0] - e["retrain_link_auc"][0],
+                wall_ratio=e["wall_ratio"][0],
+                seeds=e["seeds"],
+            )
+    rows = sorted(out.values(), key=lambda r: (r["graph"], r["fraction"]))
+    for r in rows:
+        r["auto"] = "change" if r["fraction"] <= auto_max else "hops"
+    return rows
+
+
+def budget_table(rows, commands, auto_max, tuned_on):
+    """Markdown of ``budget_rows``: gaps to retraining in points, walls as ratios."""
+    lines = [
+        "# update --budget auto: 'change' or 'hops' by the share of changed edges",
+        "",
+        "Made by `python bench/inductive.py --budgets <results .json files>` from the "
+        "update studies:",
+        "",
+        *[f"    {c}" for c in commands],
+        "",
+        f"The rule takes 'change' for a change of edges only, at most {100 * auto_max:g}% "
+        "of them, else 'hops'. It was chosen on the studies of "
+        + ", ".join(tuned_on)
+        + "; the other graphs' were run after it was written. Each cell: the "
+        "update's score minus retraining's (accuracy at C = 1 / C tuned / link AUC, mean "
+        "over the seeds, points) and its wall over retraining's; **bold** is the budget "
+        "the rule takes.",
+        "",
+        "| graph | new edges | change | hops | seeds |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        cells = []
+        for budget in ("change", "hops"):
+            c = r.get(budget)
+            if c is None:
+                cells.append("-")
+                continue
+            text = (
+                f"{c['accuracy']:+.2f} / {c['tuned']:+.2f} / {c['link_auc']:+.2f}, "
+                f"{c['wall_ratio']:.2f}x"
+            )
+            cells.append(f"**{text}**" if budget == r["auto"] else text)
+        seeds = sorted({r[b]["seeds"] for b in ("change", "hops") if b in r})
+        lines.append(
+            f"| {r['graph']} | {100 * r['fraction']:g}% | "
+            + " | ".join(cells)
+            + f" | {'/'.join(map(str, seeds))} |"
+        )
     return "\n".join(lines) + "\n"

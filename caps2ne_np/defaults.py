@@ -86,15 +86,28 @@ parameter); 'checkpoint', only before a checkpoint (each worker steps with its o
 moments between); 'auto', every round at 2 to SYNC_ROUND_MAX_WORKERS workers, where the
 projected network share stays near a tenth of a round, else at checkpoints.  At P = 1
 every choice gives the single machine's bits.  docs/distributed.md."""
-UPDATE_BUDGETS = ("change", "hops")
-UPDATE_BUDGET = "hops"
+UPDATE_BUDGETS = ("auto", "change", "hops")
+UPDATE_BUDGET = "auto"
 """How an update chooses its walks (``caps2ne update --budget``, update/update.py):
 'change', each node starts walks in proportion to the share of its edges that changed
 (``change_starts``: in expectation E T s_u over one epoch, what training gave it times
 its share s_u), and only new nodes take the new graph's spectral start; 'hops', T walks
 from every node within ``--hops`` of the change for E_u = ceil(E S / N) epochs
-(``update_epochs``), those nodes restarted from the new graph's spectral start.
-docs/update.md."""
+(``update_epochs``), those nodes restarted from the new graph's spectral start; 'auto',
+'change' for a change of edges only, at most UPDATE_AUTO_CHANGE_MAX of them, else
+'hops'.  docs/update.md, docs/results/update_budget_auto.md."""
+UPDATE_AUTO_CHANGE_MAX = 0.05
+"""--budget auto takes 'change' up to this share of changed edges (update.py
+``changed_edge_share``) when no node is added or removed, else 'hops'.  Up to 5% new
+edges 'change' was within 0.5 point of retraining at C = 1 on Cora, Wiki, the 100k-node
+LFR graph, Citeseer and PPI (3 seeds; the 100k graph's tuned C and Citeseer's tuned C
+just outside, -0.45 and -0.59) at 0.06 to 0.12x its wall, where 'hops' took 0.22 to 1.41x
+(every node on the dense graphs, whose link AUC it also lowered by 2 points); beyond,
+at 10% and 20%, 'hops' was the closer on Cora and Citeseer (-0.83 against -1.21, +0.34
+against -1.07 at 10%).  Chosen on Cora, Wiki and the 100k graph; Citeseer and PPI ran
+after it was written (docs/results/update_budget_auto.md).  New nodes take 'hops': with
+10% new nodes 'change' was the further from retraining on Cora and Wiki (-1.87 and
+-0.45 against -1.13 and -0.12)."""
 SPECTRUM_POWERS = ("auto", "0.5", "0.75", "1")
 SPECTRUM_POWER = "0.75"
 """The written rows of a propagated run (--spectrum-power), rownorm(U S^p) of the

@@ -65,6 +65,14 @@ def naive_change_shares(old_edges, new_edges, old_ids, new_ids):
     return np.array(out)
 
 
+def naive_changed_share(old_edges, new_edges):
+    """Undirected edges in one graph and not the other over the larger graph's edges,
+    by sets."""
+    old_e = {tuple(sorted(e)) for e in old_edges}
+    new_e = {tuple(sorted(e)) for e in new_edges}
+    return len(old_e ^ new_e) / max(len(old_e), len(new_e))
+
+
 def naive_neighbour_mean(edges, known, values, node):
     """The mean of ``values`` over the known neighbours of ``node``, by a loop."""
     nbrs = {v for u, v in edges if u == node} | {u for u, v in edges if v == node}
@@ -255,6 +263,37 @@ def test_the_change_budget_keeps_every_kept_row_and_starts_at_the_touched_nodes(
         assert np.array_equal(getattr(params, name)[kept], xo[name][p.rows[kept]])
         M = np.linalg.pinv(S[kept].astype(np.float64)) @ xo[name][p.rows[kept]]
         np.testing.assert_allclose(getattr(params, name)[~kept], S[~kept] @ M, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "added, removed, expected",
+    [([(2, 7)], [], "change"), ([], [(0, 1)], "change"), ([(2, 7), (3, 9)], [], "hops"),
+     ([(2, 7)], [(0, 1)], "hops")],
+)  # fmt: skip
+def test_auto_takes_the_change_budget_for_a_few_changed_edges(graphs, model, added, removed, expected):
+    """--budget auto on a change of edges only: 'change' while at most AUTO_CHANGE_MAX of
+    the edges changed (1 of 27 or 28 edges), 'hops' beyond (2 of 28 or 29), the same
+    starts and epochs as that budget asked by name; the share is the naive one."""
+    from caps2ne_np.graphs.changes import diff
+
+    old, _ = graphs
+    edges = [e for e in OLD_EDGES if e not in removed] + added
+    new = graph_of(edges, list(range(26)))
+    share = upd.changed_edge_share(diff(old, new), old, new)
+    assert share == pytest.approx(naive_changed_share(OLD_EDGES, edges))
+    assert (share <= upd.AUTO_CHANGE_MAX) == (expected == "change")
+    auto = upd.plan(model, old, new, None, upd.UpdateOptions(budget="auto"))
+    named = upd.plan(model, old, new, None, upd.UpdateOptions(budget=expected))
+    assert auto.budget == expected
+    assert np.array_equal(auto.starts, named.starts) and auto.cfg.epochs == named.cfg.epochs
+
+
+def test_auto_takes_the_hops_budget_when_nodes_are_added(graphs, model):
+    """--budget auto with two new nodes: 'hops', as named."""
+    old, new = graphs
+    auto = upd.plan(model, old, new, None, upd.UpdateOptions(budget="auto"))
+    named = upd.plan(model, old, new, None, upd.UpdateOptions(budget="hops"))
+    assert auto.budget == "hops" and np.array_equal(auto.starts, named.starts)
 
 
 def test_the_change_budget_trains_its_share_and_resumes(graphs, model, tmp_path):

@@ -15,6 +15,7 @@ from ..defaults import (
     ROUND_WALKS,
     SYNC_MOMENTS,
     SYNC_MOMENTS_CHOICES,
+    UPDATE_AUTO_CHANGE_MAX,
     UPDATE_BUDGET,
     UPDATE_BUDGETS,
 )
@@ -569,8 +570,9 @@ UPDATE = (
         type=click.Choice(UPDATE_BUDGETS),
         help="change: each node starts walks in proportion to the share of its edges that "
         "changed (a new node: as many as training gave it), one epoch; hops: T walks from "
-        "every node within --hops of the change, for ceil(E S / N) epochs "
-        "(docs/update.md).",
+        "every node within --hops of the change, for ceil(E S / N) epochs; auto: change "
+        "for edges changed and no node added or removed, at most "
+        f"{100 * UPDATE_AUTO_CHANGE_MAX:g}% of them, else hops (docs/update.md).",
     ),
     option(
         "--hops",

@@ -24,7 +24,8 @@ def update(**params):
 
     Known nodes keep their rows, the nodes near the change start from the new graph's
     spectrum (a model without a spectral start: new nodes where infer, Algorithm 3,
-    puts them), and walks start only near the change (--hops); the written embeddings
+    puts them), and walks start only near the change (--budget: by each node's share
+    of changed edges, or every node within --hops of it); the written embeddings
     are those of the whole new graph, as train writes them (docs/update.md).
     """
     check_usage(params)

@@ -195,8 +195,9 @@ class Caps2NE(BaseEstimator):
         updated to ``graph`` as ``caps2ne update`` does (update/update.py, docs/update.md):
         known nodes keep their rows, new ones start from the new graph's spectrum (or
         Algorithm 3), and walks start near the change: ``budget`` 'change' (from each
-        node in proportion to the share of its edges that changed) or 'hops' (from
-        every node within ``hops`` hops of it; None: defaults.UPDATE_BUDGET), for
+        node in proportion to the share of its edges that changed), 'hops' (from
+        every node within ``hops`` hops of it) or 'auto' ('change' for a few changed
+        edges, else 'hops'; None: defaults.UPDATE_BUDGET), for
         ``epochs`` (None: a budget that grows with the change).  ``old_graph``: the graph
         the model was fitted on, read as ``fit`` read it; the estimator keeps the graph
         of a ``partial_fit`` (``graph_``), not of a ``fit``, so the first update after

@@ -20,7 +20,9 @@ The steps (docs/update.md says why each is so, and the alternatives):
    the change, and a change that reaches every node trains as many epochs as training.
    With ``budget='change'`` (``change_shares``, ``change_starts``) each node starts
    walks in proportion to the share of its edges that changed, for one epoch, and only
-   the new nodes take the spectral start (step 2 keeps every kept row).
+   the new nodes take the spectral start (step 2 keeps every kept row).  With
+   ``budget='auto'`` (``auto_budget``) the plan takes 'change' for a change of a few
+   edges (at most AUTO_CHANGE_MAX of them, no node added or removed), else 'hops'.
 4. The run: a resumed run (training/trainer.py) from a checkpoint made of the start
    (``write_start``), on the new graph, with the model's options, ``epochs`` E_u and no
    stop rule.  Its checkpoints go to ``checkpoint_dir`` like a training run's, and an
@@ -41,7 +43,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ..defaults import UPDATE_BUDGET, UPDATE_BUDGETS
+from ..defaults import UPDATE_AUTO_CHANGE_MAX, UPDATE_BUDGET, UPDATE_BUDGETS
 from ..errors import InputError
 from ..graphs.changes import diff, hops_from
 from ..kernels.rng import derive_seed
@@ -58,6 +60,7 @@ log = logging.getLogger(__name__)
 HOPS = 1
 """The default hops around the change that walks start from (``UpdateOptions.hops``)."""
 BUDGETS, BUDGET = UPDATE_BUDGETS, UPDATE_BUDGET  # defaults.py says why
+AUTO_CHANGE_MAX = UPDATE_AUTO_CHANGE_MAX
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,27 @@ def change_starts(shares, trained_epochs, seed):
     return np.repeat(np.arange(x.size, dtype=np.int64), count)
 
 
+def changed_edge_share(change, old_graph, new_graph):
+    """The stored edges added or removed between kept nodes over the larger graph's
+    stored edges (an undirected edge counts twice in both)."""
+    changed = len(change.edges_added) + len(change.edges_removed)
+    return changed / max(old_graph.n_edges, new_graph.n_edges, 1)
+
+
+def auto_budget(change, old_graph, new_graph):
+    """``(budget, why)``: the budget ``--budget auto`` takes for ``change``: 'change'
+    when no node is added or removed and at most AUTO_CHANGE_MAX of the edges changed
+    (``changed_edge_share``), else 'hops' (defaults.UPDATE_BUDGET says where the
+    threshold comes from)."""
+    share = changed_edge_share(change, old_graph, new_graph)
+    nodes = change.added.size + change.removed_old.size
+    if nodes:
+        return "hops", f"{nodes} node(s) added or removed"
+    if share > AUTO_CHANGE_MAX:
+        return "hops", f"{100 * share:.1f}% of the edges changed, over {100 * AUTO_CHANGE_MAX:g}%"
+    return "change", f"{100 * share:.1f}% of the edges changed, no node added or removed"
+
+
 def plan(model, old_graph, new_graph, features=None, options=UpdateOptions()):
     """The ``Plan`` of updating ``model`` (modelfile.read_model's dict) from
     ``old_graph`` to ``new_graph`` (csr.Graph); InputError when they do not match
@@ -233,11 +257,15 @@ def plan(model, old_graph, new_graph, features=None, options=UpdateOptions()):
         raise InputError(f"--budget: one of {', '.join(BUDGETS)}; got {options.budget!r}")
     check_model(model, old_graph, new_graph, features)
     change = diff(old_graph, new_graph)
+    budget = options.budget
+    if budget == "auto":
+        budget, why = auto_budget(change, old_graph, new_graph)
+        log.info("--budget auto: %s (%s)", budget, why)
     rows = model_rows(model["node_ids"], new_graph)
     stored = dict(model["config"])
     history = model.get("history") or []  # the training's epochs, not earlier updates'
     trained = sum(not h.get("update") for h in history) or stored.get("epochs") or 1
-    if options.budget == "change":
+    if budget == "change":
         shares = change_shares(change, old_graph, new_graph)
         starts = change_starts(shares, trained, int(stored.get("seed", 0)))
     else:
@@ -249,7 +277,7 @@ def plan(model, old_graph, new_graph, features=None, options=UpdateOptions()):
             + (" (only nodes without edges were removed)" if change.removed_old.size else "")
         )
     epochs = options.epochs
-    if epochs is None and options.budget == "change":
+    if epochs is None and budget == "change":
         epochs = 1
     if epochs is None:
         epochs = update_epochs(trained, starts.size, new_graph.n_nodes)
@@ -262,7 +290,7 @@ def plan(model, old_graph, new_graph, features=None, options=UpdateOptions()):
     where = (
         f"{cfg.walks_per_node} x {starts.size} walks from {np.unique(starts).size} node(s) "
         "by their share of changed edges"
-        if options.budget == "change"
+        if budget == "change"
         else f"walks start at {starts.size} node(s) within {options.hops} hop(s) of it"
     )
     log.info(
@@ -275,7 +303,7 @@ def plan(model, old_graph, new_graph, features=None, options=UpdateOptions()):
         where,
         cfg.epochs,
     )
-    return Plan(change, rows, starts, cfg, prepared, options.budget)
+    return Plan(change, rows, starts, cfg, prepared, budget)
 
 
 def neighbour_mean(graph, known, values):
