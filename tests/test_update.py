@@ -270,7 +270,9 @@ def test_the_change_budget_keeps_every_kept_row_and_starts_at_the_touched_nodes(
     [([(2, 7)], [], "change"), ([], [(0, 1)], "change"), ([(2, 7), (3, 9)], [], "hops"),
      ([(2, 7)], [(0, 1)], "hops")],
 )  # fmt: skip
-def test_auto_takes_the_change_budget_for_a_few_changed_edges(graphs, model, added, removed, expected):
+def test_auto_takes_the_change_budget_for_a_few_changed_edges(
+    graphs, model, added, removed, expected
+):
     """--budget auto on a change of edges only: 'change' while at most AUTO_CHANGE_MAX of
     the edges changed (1 of 27 or 28 edges), 'hops' beyond (2 of 28 or 29), the same
     starts and epochs as that budget asked by name; the share is the naive one."""
