@@ -15,8 +15,11 @@ RESULTS = ROOT / "docs" / "results"
 # (links_panel.*, 26 kB), 768 kB with the update study (update_cora_wiki.*, 19 kB), 900
 # kB with the Ray round's size and moments at P = 1, 2 and 200k nodes (distributed_
 # defaults_*, distributed_values_*, distributed_replicas_rw*: 120 kB) and the update's
-# change budget (update_cora_wiki_change.*, 12 kB)
-LIMIT = 910_000
+# change budget (update_cora_wiki_change.*, 12 kB), 944 kB with the update budgets side by
+# side on five graphs (update_citeseer_ppi_*, update_cora_wiki_change_more.*,
+# update_cora_wiki_hops_e10.*, update_cora_wiki_hops2_e2.*, update_budget_auto.md: 39 kB),
+# then the MUSAE link panel and the 100k update's three seeds
+LIMIT = 970_000
 
 
 def test_results_stay_under_the_limit():
