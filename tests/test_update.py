@@ -267,15 +267,16 @@ def test_the_change_budget_keeps_every_kept_row_and_starts_at_the_touched_nodes(
 
 @pytest.mark.parametrize(
     "added, removed, expected",
-    [([(2, 7)], [], "change"), ([], [(0, 1)], "change"), ([(2, 7), (3, 9)], [], "hops"),
-     ([(2, 7)], [(0, 1)], "hops")],
+    [([(2, 7)], [], "change"), ([], [(0, 1)], "change"), ([(2, 7), (3, 9)], [], "change"),
+     ([(2, 7), (3, 9), (4, 11)], [], "hops"), ([(2, 7)], [(0, 1)], "hops")],
 )  # fmt: skip
 def test_auto_takes_the_change_budget_for_a_few_changed_edges(
     graphs, model, added, removed, expected
 ):
     """--budget auto on a change of edges only: 'change' while at most AUTO_CHANGE_MAX of
-    the edges changed (1 of 27 or 28 edges), 'hops' beyond (2 of 28 or 29), the same
-    starts and epochs as that budget asked by name; the share is the naive one."""
+    the edges changed (1 of 27 or 28, 2 of 29 edges: 6.9%), 'hops' beyond (2 of 27:
+    7.4%, 3 of 30), the same starts and epochs as that budget asked by name; the share
+    is the naive one."""
     from caps2ne_np.graphs.changes import diff
 
     old, _ = graphs
