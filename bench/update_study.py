@@ -154,8 +154,9 @@ def run_case(name, scenario, fraction, seed, args):
         rows_infer = _rows_in_full(old, n, model_run.written)
     rows = dict(update=done.written, retrain=again.written, infer=rows_infer)
     change = diff(old, new_graph)
-    far = np.flatnonzero(hops_from(new_graph, change.touched, args.far_hops) < 0)
-    far = far[np.isin(far, keep)]
+    dist = hops_from(new_graph, change.touched, args.far_hops)
+    dist[~np.isin(np.arange(n), keep)] = 0  # new nodes are never far
+    far = np.flatnonzero(dist < 0)
     before = _rows_in_full(old, n, model_run.written)
     out = dict(
         graph=name,
@@ -181,6 +182,20 @@ def run_case(name, scenario, fraction, seed, args):
             link_auc=link_auc(emb, held, non),
             movement=None if moved is None else float(np.mean(moved)),
         )
+        if side != "infer":  # nearer rings too: a dense graph may have no node beyond
+            out[side]["movement_beyond"] = moved_beyond(before, emb, dist, args.far_hops)
+    return out
+
+
+def moved_beyond(before, after, dist, far_hops):
+    """{h: (nodes, mean movement)} of the kept nodes more than h hops from any change,
+    h = 0 .. ``far_hops`` - 1 (``dist``: hops_from's distances, new nodes 0); the
+    movement None where no node is that far."""
+    out = {}
+    for h in range(far_hops):
+        nodes = np.flatnonzero((dist > h) | (dist < 0))
+        moved = aligned_movement(before, after, nodes) if nodes.size else None
+        out[str(h)] = [int(nodes.size), None if moved is None else float(np.mean(moved))]
     return out
 
 
@@ -234,7 +249,38 @@ def markdown(payload):
             name = side if side != "infer" or e["scenario"] == "nodes" else "stale"
             head = f"| {e['graph']} | {change} | {name} | "
             lines.append(head + " | ".join(shown) + f" | {ratio} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _beyond_lines(payload["rows"])) + "\n"
+
+
+def _beyond_lines(rows):
+    """The movement of the kept rows beyond each nearer distance (``moved_beyond``), mean
+    over the seeds, update / retrain: where the rows recorded it."""
+    groups = {}
+    for r in rows:
+        if "movement_beyond" in r["update"]:
+            groups.setdefault((r["graph"], r["scenario"], r["fraction"]), []).append(r)
+    if not groups:
+        return []
+    out = [
+        "",
+        "Movement of the kept rows more than h hops from any change (nodes; update / "
+        "retrain, mean over seeds):",
+        "",
+        "| graph | change | h | nodes | update | retrain | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (g, scenario, fraction), rs in groups.items():
+        for h in rs[0]["update"]["movement_beyond"]:
+            cells = [[r[side]["movement_beyond"][h] for r in rs] for side in ("update", "retrain")]
+            if any(c[1] is None for side in cells for c in side):
+                continue
+            u, t = (float(np.mean([c[1] for c in side])) for side in cells)
+            nodes = int(np.mean([c[0] for c in cells[0]]))
+            out.append(
+                f"| {g} | {100 * fraction:g}% {scenario} | {h} | {nodes:,} | {u:.3f} | "
+                f"{t:.3f} | {u / t:.2f} |"
+            )
+    return out
 
 
 def budget_rows(payloads, auto_max):
