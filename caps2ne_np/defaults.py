@@ -102,7 +102,7 @@ UPDATE_AUTO_CHANGE_MAX = 0.07
 and the 10% of the studies (none ran between), above the 5% studies' own spread (their
 edges leave at random: 4.5 to 5.3% on Cora, Citeseer and Wiki).  With 1% and 5%
 new edges 'change' was within 0.5 point of retraining at C = 1 on Cora, Wiki, Citeseer,
-PPI and the 100k-node LFR graph (3 seeds; that graph 1; with C tuned Cora at 1% and
+PPI and the 100k-node LFR graph (3 seeds; its 'hops' 1; with C tuned Cora at 1% and
 Citeseer at 5% were 0.71 and 0.59 below) at 0.06 to 0.12x its wall, where 'hops' took
 0.22 to 1.41x: every node of the dense graphs, whose link AUC it lowered by 2 points;
 on sparse Citeseer 'hops' was the better by 0.5 to 2 points at 0.42x.  At 10% and 20%
