@@ -18,7 +18,7 @@ RESULTS = ROOT / "docs" / "results"
 # change budget (update_cora_wiki_change.*, 12 kB), 944 kB with the update budgets side by
 # side on five graphs (update_citeseer_ppi_*, update_cora_wiki_change_more.*,
 # update_cora_wiki_hops_e10.*, update_cora_wiki_hops2_e2.*, update_budget_auto.md: 39 kB),
-# then the MUSAE link panel (links_panel_musae_*, 14 kB) and the 100k update's three
+# then the MUSAE link panel (links_panel_musae_*, 19 kB) and the 100k update's three
 # seeds and its nearer rings (update_lfr100k_change3.*, update_lfr100k_auto.*)
 LIMIT = 970_000
 
