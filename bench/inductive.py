@@ -646,37 +646,14 @@ def update_main(args, argv=None):
     print(md)
 
 
-BUDGET_RULE_GRAPHS = ("cora", "wiki", "syn-100k-mu0.5")
-"""The graphs whose update studies were seen when --budget auto's threshold was chosen
-(update.AUTO_CHANGE_MAX)."""
-
-
-def budgets_main(args):
-    """``--budgets``: the update budgets of earlier study results side by side, with the
-    one --budget auto takes (update_study.budget_table)."""
-    import json
-
-    import update_study
-    from caps2ne_np.update.update import AUTO_CHANGE_MAX
-
-    payloads = []
-    for path in args.budgets.split(","):
-        with open(path) as f:
-            payloads.append(json.load(f))
-    rows = update_study.budget_rows(payloads, AUTO_CHANGE_MAX)
-    commands = [p["command"] for p in payloads]
-    md = update_study.budget_table(rows, commands, AUTO_CHANGE_MAX, BUDGET_RULE_GRAPHS)
-    path = common.write_text_atomic(common.RESULTS / f"{args.out}.md", md)
-    print(md)
-    print(f"wrote {path}", file=sys.stderr)
-
-
 def main(argv=None):
     args = parse_args(argv)
     if args.update:
         return update_main(args, argv)
     if args.budgets:
-        return budgets_main(args)
+        import update_study
+
+        return update_study.budgets_main(args)
     if args.render:
         import json
 

@@ -89,3 +89,31 @@ def test_the_movement_beyond_each_distance_takes_the_nodes_further_out():
     moved[3] += 10.0  # only the unreached node moves
     far = update_study.moved_beyond(before, moved, dist, 3)
     assert far["2"][1] > 1.0
+
+
+def test_the_threshold_left_out_is_the_largest_that_keeps_change_within_tolerance():
+    """update_study.chosen_threshold: the largest candidate below every share where a
+    'change' update fell more than TOLERANCE under retraining; left_out chooses it on
+    the other graphs and charges the left-out graph the gap to its better budget."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import update_study
+
+    def row(graph, fraction, change, hops=None):
+        r = dict(graph=graph, fraction=fraction)
+        r["change"] = dict(accuracy=change, tuned=change, wall_ratio=0.1)
+        if hops is not None:
+            r["hops"] = dict(accuracy=hops, tuned=hops, wall_ratio=0.9)
+        return r
+
+    a = [row("a", 0.05, -0.2, 0.1), row("a", 0.1, -1.0, -0.5)]  # a bars 10%: 7%
+    b = [row("b", 0.01, -0.1), row("b", 0.05, -0.6, 0.0)]  # b bars 5%: 3%
+    assert update_study.chosen_threshold(a) == 0.07
+    assert update_study.chosen_threshold(b) == 0.03
+    assert update_study.chosen_threshold(a + b) == 0.03
+    assert update_study.chosen_threshold([row("c", 0.2, 0.0)]) == 1.0
+    out = {(e["graph"], e["fraction"]): e for e in update_study.left_out(a + b)}
+    assert out[("a", 0.05)]["threshold"] == 0.03 and out[("a", 0.05)]["budget"] == "hops"
+    assert out[("a", 0.05)]["regret"] == [0.0, 0.0]
+    assert out[("b", 0.05)]["threshold"] == 0.07 and out[("b", 0.05)]["budget"] == "change"
+    assert out[("b", 0.05)]["regret"] == pytest.approx([0.6, 0.6])
+    assert out[("b", 0.01)]["regret"] == [0.0, 0.0]  # only 'change' ran there

@@ -19,8 +19,9 @@ RESULTS = ROOT / "docs" / "results"
 # side on five graphs (update_citeseer_ppi_*, update_cora_wiki_change_more.*,
 # update_cora_wiki_hops_e10.*, update_cora_wiki_hops2_e2.*, update_budget_auto.md: 39 kB),
 # then the MUSAE link panel (links_panel_musae_*, 19 kB) and the 100k update's three
-# seeds and its nearer rings (update_lfr100k_change3.*, update_lfr100k_auto.*)
-LIMIT = 970_000
+# seeds and its nearer rings (update_lfr100k_change3.*, update_lfr100k_auto.*), 977 kB with
+# the Cora update's epochs (update_cora_hops2_e3.*, _e4.*) and the budget rule left out
+LIMIT = 985_000
 
 
 def test_results_stay_under_the_limit():
